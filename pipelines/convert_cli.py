@@ -1,0 +1,226 @@
+"""``tfr-convert``: LETOR folds (or TFDS, or synthetic data) to ELWC TFRecords.
+
+Examples::
+
+    tfr-convert --input MSLR-WEB30K --output data/web30k --simulate-clicks
+    tfr-convert --input ../data/MQ2008 --output data/mq2008 --folds all
+    tfr-convert --input tfds:mslr_web/30k_fold1 --output data/web30k_tfds
+    tfr-convert --input synthetic --output data/synthetic --simulate-clicks
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+
+from tfrecords_tools.click_simulation import ClickConfig
+from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
+from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
+from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.normalization import NORMALIZATIONS
+
+__all__ = ["build_parser", "main"]
+
+logger = logging.getLogger("tfr-convert")
+
+# Flags whose values go into ClickConfig / SyntheticConfig rather than ConvertConfig.
+_CLICK_FLAGS = {f.name for f in dataclasses.fields(ClickConfig)}
+_SYNTHETIC_FLAGS = {
+    "synthetic_lists": "train_queries",
+    "synthetic_list_size": "mean_list_size",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfr-convert",
+        description="Convert learning-to-rank data in LETOR/SVMlight format to ELWC TFRecord "
+        "shards plus manifest.json (counts, label histograms, checksums, parameters and "
+        "normalisation statistics), optionally simulating implicit clicks as the RankFormer "
+        "paper does.",
+        epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=None,
+    )
+    io = p.add_argument_group("input and output")
+    io.add_argument(
+        "--input",
+        help="a directory in LETOR layout (Fold1..N/{train,vali,test}.txt or one such set; "
+        ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
+        f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
+        "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
+        "WEB30K-shaped data with list-context effects)",
+    )
+    io.add_argument("--output", help="output directory (must not exist unless --overwrite)")
+    io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
+    io.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="replace an existing output directory",
+    )
+    io.add_argument(
+        "--config",
+        help="JSON file of settings (ConvertConfig fields); flags "
+        "given on the command line override it",
+    )
+    folds = io.add_mutually_exclusive_group()
+    folds.add_argument("--fold", type=int, help="fold to convert (default: 1)")
+    folds.add_argument(
+        "--folds", choices=["all"], help="'all': convert every fold, each into OUTPUT/FoldN"
+    )
+    io.add_argument("--shards", type=int, help="TFRecord files per split (default: 1)")
+    io.add_argument(
+        "--tfds-download",
+        action="store_true",
+        default=None,
+        help="let tensorflow-datasets download and prepare a missing tfds: dataset",
+    )
+
+    lists = p.add_argument_group("lists and features")
+    lists.add_argument(
+        "--max-list-size",
+        type=int,
+        help="subsample longer lists to this many items (seeded; counted in the "
+        "manifest). Default: keep every item",
+    )
+    lists.add_argument(
+        "--min-list-size",
+        type=int,
+        help="drop lists with fewer items (counted in the manifest). Default: 1",
+    )
+    lists.add_argument(
+        "--num-features",
+        type=int,
+        help="feature count d. Default: the dataset's, else the largest index in the files",
+    )
+    lists.add_argument(
+        "--max-relevance",
+        type=int,
+        help="highest explicit label. Default: the dataset's, else the largest label in the files",
+    )
+    lists.add_argument(
+        "--normalize",
+        choices=NORMALIZATIONS,
+        help="normalisation the models apply in-graph (all are fitted on train "
+        "and stored). Default: quantile, the paper's",
+    )
+    lists.add_argument(
+        "--quantile-sample-size",
+        type=int,
+        help="train items sampled (reservoir) for the quantiles. Default: 100000",
+    )
+    lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
+
+    sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
+    sim.add_argument(
+        "--simulate-clicks",
+        action="store_true",
+        default=None,
+        help="replace labels with simulated implicit feedback; the explicit label "
+        "stays in 'relevance'",
+    )
+    sim.add_argument("--sample-size", type=int, help="N_s, items per simulated list. Default: 16")
+    sim.add_argument(
+        "--bootstraps", type=int, help="N_b, simulated lists per original list. Default: 10"
+    )
+    sim.add_argument("--kappa", type=float, help="share of purchase intent. Default: 0.1")
+    sim.add_argument("--click-noise", type=float, help="eps, noise click rate. Default: 0.1")
+    sim.add_argument(
+        "--purchase-label",
+        type=int,
+        help="label of a purchase (the paper: 2; the authors' code: 4). Default: 2",
+    )
+    sim.add_argument("--seed", type=int, help="seed of every random step. Default: 0")
+
+    syn = p.add_argument_group("synthetic data (--input synthetic)")
+    syn.add_argument(
+        "--synthetic-lists",
+        type=int,
+        help="train lists (vali and test get a third each). Default: 300",
+    )
+    syn.add_argument("--synthetic-list-size", type=int, help="mean list size. Default: 40")
+
+    run = p.add_argument_group("resources")
+    run.add_argument(
+        "--workers",
+        type=int,
+        help="processes that parse and encode LETOR blocks in parallel (1: all in "
+        "this process). Default: one per core, at most 4",
+    )
+    run.add_argument(
+        "--chunk-mb",
+        type=int,
+        help="size of the blocks read at once, in MiB; bounds memory. Default: 8",
+    )
+
+    out = p.add_argument_group("display")
+    out.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    out.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging level",
+    )
+    return p
+
+
+def _settings(args: argparse.Namespace) -> ConvertConfig:
+    values: dict = {}
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            values = json.load(f)
+    flags = {k: v for k, v in vars(args).items() if v is not None}
+    clicks = dict(values.get("clicks") or {})
+    synthetic = dict(values.get("synthetic") or {})
+    for name in _CLICK_FLAGS & flags.keys():
+        clicks[name] = flags.pop(name)
+    for flag, field in _SYNTHETIC_FLAGS.items():
+        if flag in flags:
+            synthetic[field] = flags.pop(flag)
+    if "train_queries" in synthetic and "vali_queries" not in synthetic:
+        synthetic["vali_queries"] = synthetic["test_queries"] = max(
+            1, synthetic["train_queries"] // 3
+        )
+    if "chunk_mb" in flags:
+        flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
+    if flags.pop("folds", None) == "all":
+        values["all_folds"] = True
+    for name in ("config", "no_progress", "log_level"):
+        flags.pop(name, None)
+    values.update(flags)
+    values["clicks"] = clicks
+    values["synthetic"] = synthetic
+    missing = [name for name in ("input", "output") if not values.get(name)]
+    if missing:
+        raise ValueError(f"missing {' and '.join('--' + m for m in missing)}")
+    return ConvertConfig.from_json(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = _settings(args)
+        manifests = convert(config, progress=not args.no_progress)
+    except (LetorFormatError, DatasetNotFoundError, FileExistsError, ValueError, OSError) as e:
+        print(f"tfr-convert: error: {e}", file=sys.stderr)
+        return 1
+    for manifest in manifests:
+        fold = manifest["source"]["fold"]
+        counts = ", ".join(
+            f"{name} {s['num_lists']:,} lists / {s['num_items']:,} items"
+            for name, s in manifest["splits"].items()
+        )
+        label = f"Fold{fold}: " if fold and config.all_folds else ""
+        print(f"{label}{counts}")
+    print(f"wrote {config.output} ({MANIFEST_NAME} describes it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Packaging for the RankFormer learning-to-rank pipeline.
+
+Why the pins below: tensorflow-ranking 0.5.5 is the last release and imports
+``tf.estimator``, which TensorFlow 2.16 removed, so the stack stops at
+TensorFlow 2.15. A plain ``pip install tensorflow-ranking`` today resolves to
+TensorFlow 2.14 beside numpy 2, and ``import tensorflow`` then crashes; numpy is
+therefore held below 2. tensorflow-metadata newer than 1.15.0 needs protobuf 5,
+which TensorFlow 2.15 cannot use, and ``import tensorflow_datasets`` then fails.
+tensorflow-datasets also pulls pyarrow unpinned, whose releases from 21 on refuse
+numpy 1.x at import, so pyarrow is held below 21 (the converter uses its
+multi-threaded CSV reader for dense LETOR files). Python 3.9 to 3.11: TensorFlow
+2.15 publishes no wheels for later Pythons.
+"""
+
+from setuptools import find_packages, setup
+
+INSTALL_REQUIRES = [
+    "tensorflow==2.15.1",
+    "tensorflow-ranking==0.5.5",
+    "tensorflow-serving-api==2.15.1",
+    "numpy>=1.23,<2",
+    "pandas>=2,<3",
+    "lightgbm>=4,<5",
+    "tensorflow-datasets>=4.9,<4.10",
+    "tensorflow-metadata==1.15.0",
+    "pyarrow>=14,<21",
+    "google-crc32c>=1.5,<2",
+    "tqdm>=4.60",
+]
+
+EXTRAS_REQUIRE = {
+    "dev": ["pytest>=7", "ruff>=0.5"],
+}
+
+CONSOLE_SCRIPTS = [
+    "tfr-convert=pipelines.convert_cli:main",
+]
+
+setup(
+    name="tfr-rankformer",
+    version="0.1.0",
+    description="RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking: "
+    "LETOR to ELWC conversion, training, evaluation and serving.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9,<3.12",
+    packages=find_packages(include=["tfr_rankformer*", "tfrecords_tools*", "pipelines*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
+)

@@ -1,0 +1,44 @@
+"""Shared helpers: tiny LETOR files written inside the tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+
+def letor_line(label: int, qid: int, values, comment: str = "") -> str:
+    tokens = " ".join(f"{i}:{v}" for i, v in enumerate(values, start=1))
+    return f"{label} qid:{qid} {tokens}{' #' + comment if comment else ''}\n"
+
+
+def write_lines(path, lines) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="ascii", newline="") as f:
+        f.writelines(lines)
+    return str(path)
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path):
+    """A single-set LETOR directory: 3 features, train 3 lists, vali and test 1 list each."""
+    root = tmp_path / "tiny"
+    write_lines(
+        root / "train.txt",
+        [
+            letor_line(2, 1, [0.5, 1.0, 3.0]),
+            letor_line(0, 1, [0.1, 0.0, 2.0]),
+            letor_line(1, 1, [0.3, 2.0, 1.0]),
+            letor_line(0, 2, [0.2, 0.5, 0.0]),
+            letor_line(0, 2, [0.9, 0.1, 4.0]),
+            letor_line(1, 3, [1.5, 0.2, 0.7]),
+            letor_line(2, 3, [0.0, 0.0, 0.0]),
+            letor_line(0, 3, [0.4, 0.8, 1.2]),
+            letor_line(1, 3, [2.5, 1.1, 0.3]),
+        ],
+    )
+    write_lines(root / "vali.txt", [letor_line(1, 4, [0.1, 0.2, 0.3]), letor_line(0, 4, [0, 0, 1])])
+    write_lines(root / "test.txt", [letor_line(2, 5, [1, 2, 3]), letor_line(1, 5, [3, 2, 1])])
+    return root

@@ -1,0 +1,12 @@
+"""The conversion benchmark runs end to end on a small file (its figures are not checked)."""
+
+from __future__ import annotations
+
+from pipelines.benchmarks import convert_bench
+
+
+def test_benchmark_reports_both_rates_and_memory(tmp_path, capsys):
+    assert convert_bench.main(["--items", "3000", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for label in ("(a) naive", "(b) tfr-convert", "ratio (b) / (a)", "peak RSS"):
+        assert label in out

@@ -1,0 +1,47 @@
+"""The ELWC layout shared by the converter (writer) and the models (reader).
+
+Context feature ``qid`` (int64). Per item: ``features`` (float32, fixed length
+``d``, raw values), ``label`` (float32 training label: the simulated implicit
+label when clicks are simulated, else the file's label) and ``relevance``
+(float32, the file's explicit label). ``d`` and the feature names live in the
+dataset's ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QID",
+    "FEATURES",
+    "LABEL",
+    "RELEVANCE",
+    "PADDING_LABEL",
+    "context_feature_spec",
+    "example_feature_spec",
+]
+
+QID = "qid"
+FEATURES = "features"
+LABEL = "label"
+RELEVANCE = "relevance"
+# TF-Ranking's convention: padded items carry a negative label.
+PADDING_LABEL = -1.0
+
+
+def context_feature_spec() -> dict:
+    """``tf.io`` parsing spec of the context, for ``tfr.data`` ELWC parsers."""
+    import tensorflow as tf
+
+    return {QID: tf.io.FixedLenFeature([1], tf.int64, default_value=[-1])}
+
+
+def example_feature_spec(num_features: int) -> dict:
+    """``tf.io`` parsing spec of one item, for ``tfr.data`` ELWC parsers."""
+    import tensorflow as tf
+
+    return {
+        FEATURES: tf.io.FixedLenFeature(
+            [num_features], tf.float32, default_value=[0.0] * num_features
+        ),
+        LABEL: tf.io.FixedLenFeature([1], tf.float32, default_value=[PADDING_LABEL]),
+        RELEVANCE: tf.io.FixedLenFeature([1], tf.float32, default_value=[PADDING_LABEL]),
+    }

@@ -1,0 +1,442 @@
+"""``tfr-convert``'s library function: LETOR folds to ELWC TFRecords and a manifest.
+
+Output of one fold (``--folds all`` writes one such directory per ``FoldN/``)::
+
+    manifest.json
+    train-00000-of-0000S.tfrecord ...
+    vali-...  test-...
+    source/            (synthetic input only: the generated LETOR text)
+
+Everything is written under a temporary name beside the output and renamed
+when complete, so a failed run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import time
+
+from tfrecords_tools import manifest_json
+from tfrecords_tools.click_simulation import ClickConfig
+from tfrecords_tools.datasets import (
+    DATASETS,
+    SPLITS,
+    DatasetNotFoundError,
+    find_dataset_dir,
+    find_folds,
+    get_dataset,
+)
+from tfrecords_tools.elwc_writer import assemble_shards
+from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile, scan_letor_file
+from tfrecords_tools.list_processing import ListPolicy
+from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
+from tfrecords_tools.parse_workers import default_workers, parse_workers
+from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
+from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
+
+__all__ = ["ConvertConfig", "convert", "MANIFEST_NAME"]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertConfig:
+    """Settings of one conversion.
+
+    Attributes:
+      input: a LETOR directory, a known dataset name, ``tfds:NAME`` or ``synthetic``.
+      output: the output directory.
+      data_dir: where known dataset names (and TFDS data) are looked up, before
+        ``$TFR_DATA_DIR`` and the working directory.
+      fold: the fold to convert (default 1) in a ``FoldN`` layout.
+      all_folds: convert every fold, each into ``output/FoldN``.
+      shards: TFRecord files per split.
+      max_list_size: lists longer than this are subsampled; ``None`` keeps all items.
+      min_list_size: shorter lists are dropped (and counted).
+      num_features: the feature count; ``None``: the dataset's, else the largest
+        index found in the files.
+      max_relevance: the highest explicit label; ``None``: the dataset's, else the
+        largest label found in the files.
+      simulate_clicks: replace labels by the paper's simulated implicit feedback.
+      clicks: the simulation's parameters.
+      normalize: the normalisation models apply by default (all are fitted).
+      quantile_sample_size: reservoir size for the quantile statistics.
+      num_quantiles: quantiles stored per feature.
+      seed: seed of every random step.
+      overwrite: replace an existing output directory.
+      synthetic: size of the generated data for ``input="synthetic"``.
+      tfds_download: let TFDS download and prepare a missing dataset.
+      chunk_bytes: bytes parsed per block; bounds memory.
+      workers: processes that parse blocks in parallel; ``None``: one per core
+        (at most 4); 1 parses in the main process.
+    """
+
+    input: str
+    output: str
+    data_dir: str | None = None
+    fold: int | None = None
+    all_folds: bool = False
+    shards: int = 1
+    max_list_size: int | None = None
+    min_list_size: int = 1
+    num_features: int | None = None
+    max_relevance: int | None = None
+    simulate_clicks: bool = False
+    clicks: ClickConfig = ClickConfig()
+    normalize: str = "quantile"
+    quantile_sample_size: int = 100_000
+    num_quantiles: int = 1000
+    seed: int = 0
+    overwrite: bool = False
+    synthetic: SyntheticConfig = SyntheticConfig()
+    tfds_download: bool = False
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    workers: int | None = None
+
+    def __post_init__(self):
+        if not self.input:
+            raise ValueError("`input` must name a directory, a dataset, tfds:NAME or synthetic")
+        if not self.output:
+            raise ValueError("`output` must be a directory path")
+        if self.fold is not None and (self.fold < 1 or self.all_folds):
+            raise ValueError(
+                f"`fold` must be >= 1 and not combined with all folds, got {self.fold}"
+            )
+        for name in ("shards", "min_list_size", "quantile_sample_size", "num_quantiles"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {getattr(self, name)}")
+        for name in ("max_list_size", "num_features", "max_relevance", "workers"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value}")
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(
+                f"Unknown normalisation {self.normalize!r}; choose from {NORMALIZATIONS}"
+            )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict) -> ConvertConfig:
+        values = dict(values)
+        if isinstance(values.get("clicks"), dict):
+            values["clicks"] = ClickConfig(**values["clicks"])
+        if isinstance(values.get("synthetic"), dict):
+            values["synthetic"] = SyntheticConfig(**values["synthetic"])
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown conversion settings {sorted(unknown)}")
+        return cls(**values)
+
+
+@dataclasses.dataclass
+class _Source:
+    """A resolved input: per fold, per split, a LETOR file or a TFDS split."""
+
+    kind: str
+    dataset: str | None
+    folds: dict
+    num_features: int | None
+    max_relevance: int | None
+    tfds: object = None
+
+
+def _lookup_roots(data_dir: str | None) -> list[str]:
+    roots = [data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()]
+    return [r for r in roots if r]
+
+
+def _resolve(config: ConvertConfig, scratch: str) -> _Source:
+    name = config.input
+    if name.lower() == "synthetic":
+        directory = os.path.join(scratch, "source")
+        generate_letor(directory, config.synthetic)
+        return _Source("synthetic", "synthetic", find_folds(directory), NUM_FEATURES, MAX_RELEVANCE)
+    if name.startswith("tfds:"):
+        from tfrecords_tools.tfds_source import TfdsSource
+
+        tfds = TfdsSource(name[5:], data_dir=config.data_dir, download=config.tfds_download)
+        folds = {None: {s: s for s in SPLITS if s in tfds.splits}}
+        return _Source("tfds", name, folds, tfds.num_features, tfds.max_relevance, tfds)
+    if os.path.isdir(name):
+        return _Source("directory", None, find_folds(name), None, None)
+    info = get_dataset(name)
+    if info is None:
+        raise DatasetNotFoundError(
+            f"--input {name!r} is not a directory, a known dataset "
+            f"({', '.join(sorted(DATASETS))}), tfds:NAME or synthetic"
+        )
+    directory = find_dataset_dir(info, _lookup_roots(config.data_dir))
+    folds = find_folds(directory, prefix=info.file_prefix)
+    return _Source("dataset", info.name, folds, info.num_features, info.max_relevance)
+
+
+def _select_folds(source: _Source, config: ConvertConfig) -> dict:
+    if config.all_folds:
+        return source.folds
+    if None in source.folds:
+        if config.fold not in (None, 1):
+            raise DatasetNotFoundError(
+                f"--fold {config.fold}: the input has a single train/vali/test set, not folds"
+            )
+        return source.folds
+    fold = config.fold or 1
+    if fold not in source.folds:
+        raise DatasetNotFoundError(f"--fold {fold}: the input has folds {sorted(source.folds)}")
+    return {fold: source.folds[fold]}
+
+
+def _sizes(source: _Source, config: ConvertConfig, folds: dict) -> tuple[int, int]:
+    """The feature count and maximum relevance, scanning the files only if needed."""
+    num_features = config.num_features or source.num_features
+    max_relevance = config.max_relevance or source.max_relevance
+    if num_features and max_relevance:
+        return num_features, max_relevance
+    if source.kind == "tfds":
+        raise ValueError(f"{config.input}: pass --max-relevance, this TFDS dataset's is unknown")
+    scanned_index, scanned_label = 0, 0
+    for files in folds.values():
+        for path in files.values():
+            index, label = scan_letor_file(path)
+            scanned_index, scanned_label = max(scanned_index, index), max(scanned_label, label)
+    logger.info(
+        "scanned the files: largest feature index %d, largest label %d",
+        scanned_index,
+        scanned_label,
+    )
+    if not num_features and scanned_index < 1:
+        raise ValueError(f"{config.input}: no feature index found; pass --num-features")
+    return num_features or scanned_index, max_relevance or max(scanned_label, 1)
+
+
+class _Progress:
+    """A tqdm bar over a file's bytes that shows items/s."""
+
+    def __init__(self, description: str, total: int | None, enabled: bool):
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(
+            total=total,
+            desc=description,
+            unit="B",
+            unit_scale=True,
+            disable=None if enabled else True,
+            leave=False,
+        )
+        self._start = time.perf_counter()
+        self._bytes = 0
+
+    def __call__(self, bytes_read: int, items: int) -> None:
+        self._bar.update(bytes_read - self._bytes)
+        self._bytes = bytes_read
+        rate = items / max(time.perf_counter() - self._start, 1e-9)
+        self._bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _input_path(path: str, scratch: str) -> str:
+    """Generated inputs are recorded relative to the output, others absolute."""
+    path = os.path.abspath(path)
+    return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
+
+
+class _FoldWriter:
+    """Converts the splits of one fold into shards and its normalisation statistics."""
+
+    def __init__(self, config: ConvertConfig, source: _Source, sizes, scratch, progress, pool):
+        self.config, self.source, self.scratch = config, source, scratch
+        self.progress, self.pool = progress, pool
+        self.num_features, max_relevance = sizes
+        self.policy = ListPolicy(
+            max_list_size=config.max_list_size,
+            min_list_size=config.min_list_size,
+            clicks=config.clicks if config.simulate_clicks else None,
+            max_relevance=max_relevance,
+            seed=config.seed,
+        )
+        self.fitter = NormalizationFitter(
+            self.num_features,
+            seed=config.seed,
+            sample_size=config.quantile_sample_size,
+            num_quantiles=config.num_quantiles,
+        )
+        self.parts_dir = os.path.join(scratch, ".parts")
+
+    def run(self, files: dict, out_dir: str) -> tuple[dict, dict]:
+        """Writes every split in ``files``; returns ``(split entries, normalisation)``."""
+        os.makedirs(self.parts_dir, exist_ok=True)
+        splits, normalization = {}, None
+        # Created here, after the parsing workers were forked.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as background:
+            for split in (s for s in SPLITS if s in files):
+                splits[split] = self._split(split, files[split], out_dir)
+                if split == "train":
+                    # Sorting the sample for the quantiles overlaps the other splits.
+                    normalization = background.submit(self.fitter.result, self.config.normalize)
+            result = normalization.result() if normalization else None
+        shutil.rmtree(self.parts_dir)
+        return splits, result or self.fitter.result(self.config.normalize)
+
+    def _split(self, split: str, file: str, out_dir: str) -> dict:
+        config, source = self.config, self.source
+        target = SplitTarget(self.parts_dir, split, config.shards)
+        fitter = self.fitter if split == "train" else None
+        started = time.perf_counter()
+        if source.kind == "tfds":
+            stats = write_query_lists(
+                source.tfds.lists(split),
+                num_features=self.num_features,
+                where=f"tfds:{source.tfds.name}",
+                target=target,
+                policy=self.policy,
+                fitter=fitter,
+            )
+            entry_input = source.tfds.describe(split)
+        else:
+            stats, entry_input = self._letor(file, target, fitter)
+        names = assemble_shards(self.parts_dir, out_dir, split, config.shards)
+        seconds = time.perf_counter() - started
+        logger.info(
+            "%s: %d lists, %d items written from %d lists, %d items in %.1fs (%.0f items/s)",
+            split,
+            stats.num_lists,
+            stats.num_items,
+            stats.input_lists,
+            stats.input_items,
+            seconds,
+            stats.input_items / max(seconds, 1e-9),
+        )
+        entry = stats.as_dict(config.simulate_clicks)
+        entry["input"] = entry_input
+        entry["files"] = dict(zip(names, target.counts))
+        return entry
+
+    def _letor(self, path: str, target: SplitTarget, fitter) -> tuple:
+        """Writes one LETOR file's split; returns its counts and the manifest's input entry."""
+        letor = LetorFile(path, chunk_bytes=self.config.chunk_bytes)
+        bar = _Progress(f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress)
+        try:
+            stats, fast_items = write_letor_split(
+                letor,
+                num_features=self.num_features,
+                target=target,
+                policy=self.policy,
+                fitter=fitter,
+                pool=self.pool,
+                window=2 * getattr(self.pool, "_processes", 1),
+                on_progress=bar,
+            )
+        finally:
+            bar.close()
+        if fast_items < stats.input_items:
+            logger.info(
+                "%s: %d of %d items were not dense LETOR lines (sparse, irregular or "
+                "commented) and took the slower reference parser",
+                path,
+                stats.input_items - fast_items,
+                stats.input_items,
+            )
+        entry = {
+            "path": _input_path(letor.path, self.scratch),
+            "sha256": letor.sha256,
+            "bytes": letor.size_bytes,
+            "lines": letor.num_lines,
+        }
+        return stats, entry
+
+
+def _manifest(config, source, fold, sizes, splits, normalization) -> dict:
+    from tfr_rankformer import __version__
+    from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
+
+    num_features, max_relevance = sizes
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "created_by": f"tfr-convert {__version__}",
+        "source": {
+            "input": config.input,
+            "kind": source.kind,
+            "dataset": source.dataset,
+            "fold": fold,
+        },
+        "num_features": num_features,
+        "feature_names": [f"feature_{i}" for i in range(1, num_features + 1)],
+        "max_relevance": max_relevance,
+        "label_kind": "simulated_implicit" if config.simulate_clicks else "explicit",
+        "elwc": {
+            "context": {QID: {"dtype": "int64", "shape": [1]}},
+            "examples": {
+                FEATURES: {"dtype": "float32", "shape": [num_features], "values": "raw"},
+                LABEL: {"dtype": "float32", "shape": [1]},
+                RELEVANCE: {"dtype": "float32", "shape": [1]},
+            },
+        },
+        "parameters": config.to_json(),
+        "seed": config.seed,
+        "splits": splits,
+        "normalization": normalization,
+    }
+
+
+def _prepare_output(config: ConvertConfig) -> tuple[str, str]:
+    final = os.path.abspath(config.output)
+    if os.path.exists(final) and not config.overwrite:
+        if not os.path.isdir(final) or os.listdir(final):
+            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
+    parent = os.path.dirname(final)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.partial-", dir=parent)
+    return final, scratch
+
+
+def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
+    """Converts the input to ELWC shards and manifests; returns the manifests.
+
+    Raises:
+      LetorFormatError: invalid input lines (nothing is left in ``output``).
+      DatasetNotFoundError: the input cannot be found.
+      FileExistsError: ``output`` exists and ``overwrite`` is off.
+    """
+    final, scratch = _prepare_output(config)
+    # TFDS inputs are read through tf.data; only LETOR text uses parsing workers.
+    workers = 1 if config.input.startswith("tfds:") else config.workers or default_workers()
+    try:
+        # Entered first: the workers are forked before any thread starts.
+        with parse_workers(workers) as pool:
+            manifests = _convert_folds(config, scratch, progress, pool)
+        if os.path.exists(final):
+            shutil.rmtree(final) if os.path.isdir(final) else os.remove(final)
+        os.rename(scratch, final)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return manifests
+
+
+def _convert_folds(config: ConvertConfig, scratch: str, progress: bool, pool) -> list[dict]:
+    """Writes every selected fold under ``scratch``; returns their manifests."""
+    source = _resolve(config, scratch)
+    folds = _select_folds(source, config)
+    sizes = _sizes(source, config, folds)
+    manifests = []
+    for fold, files in folds.items():
+        out_dir = os.path.join(scratch, f"Fold{fold}") if config.all_folds and fold else scratch
+        os.makedirs(out_dir, exist_ok=True)
+        writer = _FoldWriter(config, source, sizes, scratch, progress, pool)
+        splits, normalization = writer.run(files, out_dir)
+        manifest = _manifest(config, source, fold, sizes, splits, normalization)
+        with open(os.path.join(out_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:
+            f.write(manifest_json.dumps(manifest) + "\n")
+        manifests.append(manifest)
+    return manifests

@@ -1,0 +1,251 @@
+"""Streaming LETOR files (plain or ``.gz``) as blocks of whole lines, in bounded memory.
+
+:class:`LetorFile` reads a file once, hashing it, and cuts it into blocks of
+whole lines; :func:`parse_block` turns a block into items with the dense fast
+path or, failing that, the reference parser (see ``letor_parser``). Items are
+grouped into lists by contiguous ``qid`` (:func:`group_bounds`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import os
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from tfrecords_tools.letor_parser import (
+    LetorFormatError,
+    ParsedLines,
+    parse_dense_chunk,
+    parse_letor_lines,
+)
+
+__all__ = [
+    "Block",
+    "LetorFile",
+    "QueryList",
+    "group_bounds",
+    "parse_block",
+    "query_list",
+    "scan_letor_file",
+]
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+
+
+@dataclasses.dataclass
+class QueryList:
+    """The items of one query, in file order.
+
+    Attributes:
+      qid: the query id.
+      labels: ``[n]`` int64 labels from the file.
+      features: ``[n, d]`` float32 raw features.
+      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS input,
+        positions in the split).
+    """
+
+    qid: int
+    labels: np.ndarray
+    features: np.ndarray
+    line_numbers: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def concat(self, other: QueryList) -> QueryList:
+        """This list followed by ``other``'s items (the same query across two blocks)."""
+        return QueryList(
+            self.qid,
+            np.concatenate([self.labels, other.labels]),
+            np.concatenate([self.features, other.features]),
+            np.concatenate([self.line_numbers, other.line_numbers]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Whole lines of a file, to be parsed.
+
+    Attributes:
+      path: the file.
+      data: the lines' bytes, or ``None`` when a worker should read them itself
+        from ``offset`` (plain files).
+      offset: byte offset in the file (plain files), else -1.
+      length: number of bytes.
+      first_line: 1-based number of the first line.
+      num_lines: number of lines.
+    """
+
+    path: str
+    data: bytes | None
+    offset: int
+    length: int
+    first_line: int
+    num_lines: int
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        with open(self.path, "rb", buffering=0) as f:
+            return os.pread(f.fileno(), self.length, self.offset)
+
+    def without_data(self) -> Block:
+        """The same block, to be re-read from the file (plain files only)."""
+        return dataclasses.replace(self, data=None) if self.offset >= 0 else self
+
+
+class _HashingReader(io.RawIOBase):
+    """Wraps a binary file and hashes every byte read through it."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.sha256 = hashlib.sha256()
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self.sha256.update(memoryview(buffer)[:n])
+            self.bytes_read += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        # One copy instead of RawIOBase's bytearray-then-bytes.
+        block = self._raw.read(size)
+        self.sha256.update(block)
+        self.bytes_read += len(block)
+        return block
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+class LetorFile:
+    """One LETOR file read once, as blocks of whole lines.
+
+    After :meth:`blocks` is exhausted, ``sha256`` and ``size_bytes`` describe the
+    file as stored on disk (compressed bytes for ``.gz``) and ``num_lines``
+    counts its lines.
+
+    Args:
+      path: plain or gzip-compressed LETOR file.
+      chunk_bytes: approximate block size; bounds memory.
+    """
+
+    def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        self.path = str(path)
+        self.chunk_bytes = chunk_bytes
+        self.sha256: str | None = None
+        self.size_bytes = os.path.getsize(self.path)
+        self.bytes_read = 0
+        self.num_lines = 0
+
+    def blocks(self) -> Iterator[Block]:
+        """Yields the file's blocks in order.
+
+        Raises:
+          LetorFormatError: for truncated or corrupt gzip data.
+        """
+        compressed = _is_gzip(self.path)
+        hashing = _HashingReader(open(self.path, "rb", buffering=0))
+        stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
+        next_line, pending, offset = 1, b"", 0
+        try:
+            while True:
+                try:
+                    data = stream.read(self.chunk_bytes)
+                except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+                    raise LetorFormatError(
+                        self.path, next_line, f"truncated or corrupt gzip data ({e})"
+                    ) from None
+                self.bytes_read = hashing.bytes_read
+                if not data:
+                    break
+                data = pending + data
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    pending = data
+                    continue
+                data, pending = data[:cut], data[cut:]
+                count = data.count(b"\n")
+                yield Block(self.path, data, -1 if compressed else offset, cut, next_line, count)
+                next_line += count
+                offset += cut
+            if pending:
+                yield Block(
+                    self.path, pending, -1 if compressed else offset, len(pending), next_line, 1
+                )
+                next_line += 1
+        finally:
+            stream.close()
+            hashing.close()
+        self.num_lines = next_line - 1
+        self.sha256 = hashing.sha256.hexdigest()
+
+
+def parse_block(block: Block, num_features: int) -> tuple[ParsedLines, bool]:
+    """Parses a block; returns its items and whether the dense fast path took it."""
+    data = block.read()
+    parsed = parse_dense_chunk(
+        data, num_features=num_features, first_line=block.first_line, num_lines=block.num_lines
+    )
+    if parsed is not None:
+        return parsed, True
+    lines = data.split(b"\n")
+    return (
+        parse_letor_lines(
+            lines, num_features=num_features, path=block.path, first_line=block.first_line
+        ),
+        False,
+    )
+
+
+def group_bounds(qids: np.ndarray) -> list[tuple[int, int]]:
+    """``(begin, end)`` of each run of equal consecutive qids."""
+    starts = np.flatnonzero(np.diff(qids)) + 1
+    bounds = [0, *starts.tolist(), len(qids)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
+    """The items ``begin:end`` of a parsed block, which share one qid."""
+    return QueryList(
+        qid=int(parsed.qids[begin]),
+        labels=parsed.labels[begin:end],
+        features=parsed.features[begin:end],
+        line_numbers=parsed.line_numbers[begin:end],
+    )
+
+
+def scan_letor_file(path: str) -> tuple[int, int]:
+    """Returns ``(max feature index, max label)`` from a quick pass over a file.
+
+    Used only to size the output when the caller knows neither; tokens that do
+    not parse are left for the validating pass to report.
+    """
+    max_index, max_label = 0, 0
+    opener = gzip.open if _is_gzip(path) else open
+    with opener(path, "rb") as f:
+        for raw in f:
+            content = raw.partition(b"#")[0].strip()
+            head, last = content.split(None, 1), content.rsplit(None, 1)
+            if len(head) < 2 or b":" not in last[-1]:
+                continue
+            try:
+                max_label = max(max_label, int(head[0]))
+                # Indices increase along a valid line, so the last one is its largest.
+                max_index = max(max_index, int(last[-1].partition(b":")[0]))
+            except ValueError:
+                continue
+    return max_index, max_label

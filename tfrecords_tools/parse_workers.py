@@ -1,0 +1,48 @@
+"""Worker processes that parse LETOR blocks in parallel.
+
+Parsing holds the GIL for part of its work, so threads alone leave the main
+loop (simulation, encoding, writing) competing with it; worker processes do
+not. Each worker runs pyarrow single-threaded, one block at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+
+__all__ = ["parse_workers", "default_workers"]
+
+
+def default_workers() -> int:
+    """One parsing process per core, at most 4 (memory grows with each)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _init_worker() -> None:
+    import pyarrow
+
+    pyarrow.set_cpu_count(1)
+    # Ctrl-C reaches the main process, which tears the pool down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def parse_workers(count: int):
+    """A pool of ``count`` parsing processes, or ``None`` when ``count <= 1``.
+
+    Enter it before starting any thread: on Linux the workers are forked, which
+    is fast and safe only while the process has a single thread.
+    """
+    if count <= 1:
+        yield None
+        return
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = context.Pool(count, initializer=_init_worker)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+        pool.join()

@@ -1,0 +1,237 @@
+"""Writing one split: blocks processed in order, boundary lists joined, counts merged.
+
+Workers write the lists that lie inside their block to part files; this
+process joins the lists that straddle blocks, writes them to parts of their
+own placed between the blocks' parts, and merges the counts. Parts are then
+joined per shard in input order, so the same input and seed give
+byte-identical shards with or without workers.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+
+from tfrecords_tools.block_processing import BlockResult, BlockTask, process_block
+from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
+from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor_reader import LetorFile, QueryList
+from tfrecords_tools.list_processing import (
+    ListPolicy,
+    SplitStats,
+    process_list,
+    reappearing_qid_error,
+)
+from tfrecords_tools.normalization import NormalizationFitter
+
+__all__ = ["SplitTarget", "write_letor_split", "write_query_lists"]
+
+_FIT_BATCH = 65_536
+
+
+class SplitTarget:
+    """Where a split's parts go, and the per-shard record counts.
+
+    Args:
+      parts_dir: directory of the part files.
+      split: the split's name.
+      num_shards: shards of the split.
+    """
+
+    def __init__(self, parts_dir: str, split: str, num_shards: int):
+        self.parts_dir = parts_dir
+        self.split = split
+        self.num_shards = num_shards
+        self.counts = [0] * num_shards
+
+    def part(self, name: str) -> PartWriter:
+        return PartWriter(self.parts_dir, self.split, name, self.num_shards)
+
+    def add_counts(self, counts: list[int]) -> None:
+        self.counts = [a + b for a, b in zip(self.counts, counts)]
+
+
+def _in_order(pool, tasks: Iterator[BlockTask], window: int) -> Iterator[BlockResult]:
+    """Results of ``tasks`` in order, at most ``window`` in flight in ``pool``."""
+    if pool is None:
+        yield from map(process_block, tasks)
+        return
+    in_flight: collections.deque = collections.deque()
+    for task in tasks:
+        in_flight.append(pool.apply_async(process_block, (task,)))
+        if len(in_flight) >= window:
+            yield in_flight.popleft().get()
+    while in_flight:
+        yield in_flight.popleft().get()
+
+
+class _ListJoiner:
+    """Closes lists in input order, checking that no qid comes back."""
+
+    def __init__(self, path: str, emit: Callable[[QueryList], None]):
+        self._path = path
+        self._emit = emit
+        self._first_seen: dict[int, int] = {}
+        self._open: QueryList | None = None
+
+    def check_new(self, qid: int, line: int) -> None:
+        if qid in self._first_seen:
+            raise reappearing_qid_error(self._path, qid, line, self._first_seen[qid])
+        self._first_seen[qid] = line
+
+    def check_before_error(self, qids: list[int], lines: list[int]) -> None:
+        """Checks the lists a failed block began before its error, in order."""
+        for position, (qid, line) in enumerate(zip(qids, lines)):
+            continues = position == 0 and self._open is not None and self._open.qid == qid
+            if not continues:
+                self.check_new(qid, line)
+
+    def add(self, piece: QueryList) -> None:
+        """Continues the open list with ``piece`` or closes it and opens ``piece``."""
+        if self._open is not None and self._open.qid == piece.qid:
+            self._open = self._open.concat(piece)
+            return
+        self.close()
+        self.check_new(piece.qid, int(piece.line_numbers[0]))
+        self._open = piece
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._emit(self._open)
+            self._open = None
+
+
+def write_letor_split(
+    letor: LetorFile,
+    *,
+    num_features: int,
+    target: SplitTarget,
+    policy: ListPolicy,
+    fitter: NormalizationFitter | None,
+    pool=None,
+    window: int = 4,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[SplitStats, int]:
+    """Writes every list of a LETOR file as parts; returns its counts and fast-path items.
+
+    Args:
+      letor: the split's file.
+      num_features: the feature count ``d``.
+      target: where the parts go.
+      policy: subsampling, filtering and simulation settings.
+      fitter: receives the normalisation statistics of every item (train only).
+      pool: worker processes (see ``parse_workers``), or ``None``.
+      window: blocks in flight at once; bounds memory.
+      on_progress: called with ``(bytes read, items processed)`` after each block.
+
+    Raises:
+      LetorFormatError: invalid lines, labels, or a qid that reappears.
+    """
+    stats, encoder = SplitStats(), ElwcEncoder(num_features)
+    # Lists this process closes go to a part that sorts before the next block's.
+    boundary = {"part": target.part("000000.0")}
+
+    def emit(query: QueryList) -> None:
+        records = process_list(
+            query,
+            split=target.split,
+            where=letor.path,
+            encoder=encoder,
+            policy=policy,
+            stats=stats,
+        )
+        boundary["part"].write_list(query.qid, records)
+
+    joiner = _ListJoiner(letor.path, emit)
+    tasks = (
+        BlockTask(
+            block=block.without_data() if pool is not None else block,
+            num_features=num_features,
+            split=target.split,
+            policy=policy,
+            parts_dir=target.parts_dir,
+            part=f"{index:06d}.1",
+            num_shards=target.num_shards,
+            fit_seed=fitter.seed if fitter is not None else None,
+            fit_threshold=fitter.threshold if fitter is not None else 1.0,
+        )
+        for index, block in enumerate(letor.blocks())
+    )
+    items = fast_items = 0
+    try:
+        for index, result in enumerate(_in_order(pool, tasks, window)):
+            if result.error is not None:
+                joiner.check_before_error(result.group_qids, result.group_lines)
+                raise result.error
+            items += result.num_items
+            fast_items += result.num_items if result.fast else 0
+            if result.fit is not None:
+                fitter.merge(result.fit)
+            target.add_counts(boundary["part"].close())
+            boundary["part"] = target.part(f"{index:06d}.0")
+            if result.first is not None:
+                joiner.add(result.first)
+            if result.last is not None:
+                # The block holds more than one list: its first list is complete.
+                joiner.close()
+                for qid, line in zip(result.group_qids[1:-1], result.group_lines[1:-1]):
+                    joiner.check_new(qid, line)
+                target.add_counts(result.records_per_shard)
+                stats.merge(result.stats)
+                joiner.add(result.last)
+            if on_progress is not None:
+                on_progress(letor.bytes_read, items)
+        target.add_counts(boundary["part"].close())
+        boundary["part"] = target.part("999999.9")
+        joiner.close()
+    finally:
+        target.add_counts(boundary["part"].close())
+    if items == 0:
+        raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
+    return stats, fast_items
+
+
+def write_query_lists(
+    lists: Iterable[QueryList],
+    *,
+    num_features: int,
+    where: str,
+    target: SplitTarget,
+    policy: ListPolicy,
+    fitter: NormalizationFitter | None,
+) -> SplitStats:
+    """Writes lists that arrive already grouped (TFDS input) in this process."""
+    stats, encoder = SplitStats(), ElwcEncoder(num_features)
+    part = target.part("000000.0")
+    pending: list[QueryList] = []
+    pending_items = 0
+
+    def fit_pending() -> None:
+        nonlocal pending, pending_items
+        if fitter is not None and pending:
+            features = np.concatenate([q.features for q in pending])
+            positions = np.concatenate([q.line_numbers for q in pending])
+            fitter.merge(fitter.partial(features, positions))
+        pending, pending_items = [], 0
+
+    try:
+        for query in lists:
+            pending.append(query)
+            pending_items += len(query)
+            if pending_items >= _FIT_BATCH:
+                fit_pending()
+            records = process_list(
+                query,
+                split=target.split,
+                where=where,
+                encoder=encoder,
+                policy=policy,
+                stats=stats,
+            )
+            part.write_list(query.qid, records)
+        fit_pending()
+    finally:
+        target.add_counts(part.close())
+    return stats

@@ -1,0 +1,149 @@
+"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects.
+
+The shape follows MSLR-WEB30K: 136 features, lists of varying length, skewed
+0-4 labels with many lists holding no relevant item. The point of the data is
+that an item's relevance depends on the other items of its list: relevance
+falls with the item's price *relative to the prices in its list*, and each
+query has its own price level, so a pointwise model sees only absolute prices
+and cannot recover the effect, while a listwise model can.
+
+Per query ``q`` and item ``i``:
+
+* query difficulty ``b_q ~ N(-0.4, 0.7)`` and price level ``log P_q ~ N(3, 1)``;
+* item quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``;
+* utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + N(0, 0.3)``;
+* label: ``u_i`` cut at 0.3, 1.3, 2.1, 2.8 (about 55/28/11/4/2 % of items).
+
+Features 1-40 are noisy views of ``g_i`` (every other one a count), 41-60
+noisy views of ``b_q`` shared by the list, 61 the price, 62-136 noise (two
+thirds integer counts, many of them zero). As in the MSLR files, integer
+features are printed as integers and the others with six decimals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zlib
+
+import numpy as np
+
+__all__ = ["SyntheticConfig", "generate_split", "generate_letor"]
+
+_THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
+NUM_FEATURES = 136
+MAX_RELEVANCE = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticConfig:
+    """Size and seed of a synthetic dataset.
+
+    Attributes:
+      train_queries: lists in the train split.
+      vali_queries: lists in the vali split.
+      test_queries: lists in the test split.
+      mean_list_size: mean items per list (WEB30K: about 120).
+      seed: the random seed; the same config gives byte-identical files.
+    """
+
+    train_queries: int = 300
+    vali_queries: int = 100
+    test_queries: int = 100
+    mean_list_size: int = 40
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("train_queries", "vali_queries", "test_queries", "mean_list_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+
+    @classmethod
+    def web30k_shaped(cls, num_items: int, *, seed: int = 0) -> SyntheticConfig:
+        """A train split of about ``num_items`` items in WEB30K-sized lists (mean 120)."""
+        queries = max(1, round(num_items / 120))
+        return cls(
+            train_queries=queries, vali_queries=1, test_queries=1, mean_list_size=120, seed=seed
+        )
+
+
+def _list_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
+    sigma = 0.6
+    sizes = rng.lognormal(np.log(mean) - sigma**2 / 2, sigma, size=count)
+    return np.clip(np.rint(sizes), 2, 6 * mean).astype(np.int64)
+
+
+# Columns printed as integers (MSLR's counts); the others get six decimals.
+_INTEGER_COLUMNS = np.zeros(NUM_FEATURES, dtype=bool)
+_INTEGER_COLUMNS[0:40:2] = True
+_INTEGER_COLUMNS[61:] = np.arange(61, NUM_FEATURES) % 3 != 0
+
+
+def _list_features(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features ``[n, 136]`` and labels ``[n]`` of one list."""
+    difficulty = rng.normal(-0.4, 0.7)
+    log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
+    quality = rng.normal(0.0, 1.0, size=n)
+    utility = (
+        quality + difficulty - 1.2 * (log_price - log_price.mean()) + rng.normal(0.0, 0.3, size=n)
+    )
+    labels = np.digitize(utility, _THRESHOLDS)
+    x = np.empty((n, NUM_FEATURES))
+    noise_scale = np.linspace(0.3, 2.0, 40)
+    x[:, :40] = quality[:, None] + rng.normal(size=(n, 40)) * noise_scale
+    x[:, 0:40:2] = np.floor(np.exp(x[:, 0:40:2]))  # count-like views
+    x[:, 40:60] = difficulty + rng.normal(0.0, 0.2, size=(n, 20))
+    x[:, 60] = np.round(np.exp(log_price), 2)
+    x[:, 61:] = rng.normal(size=(n, NUM_FEATURES - 61))
+    counts = _INTEGER_COLUMNS[61:]
+    x[:, 61:][:, counts] = np.floor(np.maximum(x[:, 61:][:, counts], 0.0) * 8)
+    return x, labels
+
+
+_LINE_FORMAT = " ".join(
+    f"{j + 1}:%d" if _INTEGER_COLUMNS[j] else f"{j + 1}:%.6f" for j in range(NUM_FEATURES)
+)
+
+
+def generate_split(
+    path: str, *, num_queries: int, first_qid: int, mean_list_size: int, rng: np.random.Generator
+) -> int:
+    """Writes one split as LETOR text; returns the number of items written."""
+    sizes = _list_sizes(rng, num_queries, mean_list_size)
+    items = 0
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        for offset, n in enumerate(sizes.tolist()):
+            x, labels = _list_features(rng, n)
+            qid = first_qid + offset
+            f.writelines(
+                f"{label} qid:{qid} {_LINE_FORMAT % tuple(row)}\n"
+                for label, row in zip(labels.tolist(), x.tolist())
+            )
+            items += n
+    return items
+
+
+def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) -> dict[str, str]:
+    """Writes ``train.txt``, ``vali.txt`` and ``test.txt`` into ``directory``.
+
+    Qids are disjoint across splits. Returns ``{split: path}``.
+    """
+    os.makedirs(directory, exist_ok=True)
+    paths, first_qid = {}, 1
+    for split, count in (
+        ("train", config.train_queries),
+        ("vali", config.vali_queries),
+        ("test", config.test_queries),
+    ):
+        rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
+        paths[split] = os.path.join(directory, f"{split}.txt")
+        generate_split(
+            paths[split],
+            num_queries=count,
+            first_qid=first_qid,
+            mean_list_size=config.mean_list_size,
+            rng=rng,
+        )
+        first_qid += count
+    return paths

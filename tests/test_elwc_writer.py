@@ -11,8 +11,8 @@ from google.protobuf import text_format
 from tfrecords_tools.elwc_writer import (
     ElwcEncoder,
     PartWriter,
+    ShardAssembler,
     TFRecordWriter,
-    assemble_shards,
     shard_of,
 )
 
@@ -107,18 +107,22 @@ def test_tfrecord_framing_is_byte_identical_to_tensorflow(tmp_path):
     assert read_back == records
 
 
-def test_parts_assemble_in_name_order_per_shard(tmp_path):
+def test_parts_are_appended_per_shard_in_the_order_given(tmp_path):
     parts, out = tmp_path / "parts", tmp_path / "out"
     parts.mkdir()
     out.mkdir()
     qids = list(range(40))
-    # Written out of order on purpose: assembly sorts by part name.
+    # Written out of order on purpose: the shards follow the order of append().
     for name, chunk in (("000001.1", qids[20:]), ("000000.1", qids[:20])):
         part = PartWriter(str(parts), "train", name, 3)
         for qid in chunk:
             part.write_list(qid, [str(qid).encode()])
         part.close()
-    names = assemble_shards(str(parts), str(out), "train", 3)
+    shards = ShardAssembler(str(parts), str(out), "train", 3)
+    shards.append("000000.1")
+    shards.append("000001.1")
+    shards.append("000002.1")  # a part that wrote nothing
+    names = shards.close()
     assert names == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
     assert os.listdir(parts) == []
     for shard, name in enumerate(names):

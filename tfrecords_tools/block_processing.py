@@ -42,7 +42,9 @@ class BlockTask:
       part: the block's sortable part name.
       num_shards: shards of the split.
       fit_seed: seed of the normalisation sample, or ``None`` to skip fitting.
-      fit_threshold: only rows whose sample key is below this are returned.
+      fit_threshold: only rows whose sample key is at most this are returned.
+      in_worker: whether a worker process runs the task (pyarrow then parses
+        single-threaded, since the workers already occupy the cores).
     """
 
     block: Block
@@ -54,6 +56,7 @@ class BlockTask:
     num_shards: int
     fit_seed: int | None = None
     fit_threshold: float = 1.0
+    in_worker: bool = False
 
 
 @dataclasses.dataclass
@@ -106,7 +109,7 @@ def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError |
 def process_block(task: BlockTask) -> BlockResult:
     """Parses and processes one block (see the module docstring)."""
     try:
-        parsed, fast = parse_block(task.block, task.num_features)
+        parsed, fast = parse_block(task.block, task.num_features, use_threads=not task.in_worker)
     except LetorFormatError as error:
         return BlockResult(error=error)
     groups = [query_list(parsed, b, e) for b, e in group_bounds(parsed.qids)] if len(parsed) else []

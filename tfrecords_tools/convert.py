@@ -31,7 +31,6 @@ from tfrecords_tools.datasets import (
     find_folds,
     get_dataset,
 )
-from tfrecords_tools.elwc_writer import assemble_shards
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile, scan_letor_file
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
@@ -290,22 +289,24 @@ class _FoldWriter:
 
     def _split(self, split: str, file: str, out_dir: str) -> dict:
         config, source = self.config, self.source
-        target = SplitTarget(self.parts_dir, split, config.shards)
+        target = SplitTarget(self.parts_dir, out_dir, split, config.shards)
         fitter = self.fitter if split == "train" else None
         started = time.perf_counter()
-        if source.kind == "tfds":
-            stats = write_query_lists(
-                source.tfds.lists(split),
-                num_features=self.num_features,
-                where=f"tfds:{source.tfds.name}",
-                target=target,
-                policy=self.policy,
-                fitter=fitter,
-            )
-            entry_input = source.tfds.describe(split)
-        else:
-            stats, entry_input = self._letor(file, target, fitter)
-        names = assemble_shards(self.parts_dir, out_dir, split, config.shards)
+        try:
+            if source.kind == "tfds":
+                stats = write_query_lists(
+                    source.tfds.lists(split),
+                    num_features=self.num_features,
+                    where=f"tfds:{source.tfds.name}",
+                    target=target,
+                    policy=self.policy,
+                    fitter=fitter,
+                )
+                entry_input = source.tfds.describe(split)
+            else:
+                stats, entry_input = self._letor(file, target, fitter)
+        finally:
+            names = target.close()
         seconds = time.perf_counter() - started
         logger.info(
             "%s: %d lists, %d items written from %d lists, %d items in %.1fs (%.0f items/s)",

@@ -25,7 +25,7 @@ __all__ = [
     "ElwcEncoder",
     "PartWriter",
     "TFRecordWriter",
-    "assemble_shards",
+    "ShardAssembler",
     "shard_names",
     "shard_of",
 ]
@@ -203,8 +203,8 @@ def shard_of(qid: int, num_shards: int) -> int:
 class PartWriter:
     """Writes one part of a split: per shard, a file of TFRecords in list order.
 
-    Parts are named so that sorting their names puts them in input order;
-    :func:`assemble_shards` joins them into the split's shards.
+    Parts are appended to the split's shards, in input order, by
+    :class:`ShardAssembler`.
 
     Args:
       directory: where the parts go.
@@ -249,20 +249,33 @@ def _append_file(destination, source_path: str) -> None:
             shutil.copyfileobj(source, destination, 1 << 22)
 
 
-def assemble_shards(parts_dir: str, out_dir: str, split: str, num_shards: int) -> list[str]:
-    """Joins a split's parts, in part-name order, into its shard files; removes the parts.
+class ShardAssembler:
+    """Appends finished parts to a split's shard files, in the order they are given.
 
-    Returns the shard file names (every shard is written, possibly empty).
+    Args:
+      parts_dir: where the parts are.
+      out_dir: where the shards go.
+      split: the split's name.
+      num_shards: shards of the split (every one is written, possibly empty).
     """
-    names = shard_names(split, num_shards)
-    parts = sorted(
-        n for n in os.listdir(parts_dir) if n.startswith(f"{split}.") and n.endswith(".part")
-    )
-    for shard, name in enumerate(names):
-        suffix = f".{shard:05d}.part"
-        with open(os.path.join(out_dir, name), "wb") as destination:
-            for part in (p for p in parts if p.endswith(suffix)):
+
+    def __init__(self, parts_dir: str, out_dir: str, split: str, num_shards: int):
+        self.parts_dir = parts_dir
+        self.split = split
+        self.names = shard_names(split, num_shards)
+        self._files = [open(os.path.join(out_dir, name), "wb") for name in self.names]
+
+    def append(self, part: str) -> None:
+        """Moves a part's records to the end of the shards and removes the part."""
+        for shard, destination in enumerate(self._files):
+            path = os.path.join(self.parts_dir, f"{self.split}.{part}.{shard:05d}.part")
+            if os.path.exists(path):
                 destination.flush()
-                _append_file(destination, os.path.join(parts_dir, part))
-                os.remove(os.path.join(parts_dir, part))
-    return names
+                _append_file(destination, path)
+                os.remove(path)
+
+    def close(self) -> list[str]:
+        """Closes the shards; returns their file names."""
+        for destination in self._files:
+            destination.close()
+        return self.names

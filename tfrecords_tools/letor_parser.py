@@ -20,7 +20,13 @@ import math
 
 import numpy as np
 
-__all__ = ["LetorFormatError", "ParsedLines", "parse_letor_lines", "parse_dense_chunk"]
+__all__ = [
+    "LetorFormatError",
+    "ParsedLines",
+    "parse_dense_chunk",
+    "parse_letor_lines",
+    "warm_up_fast_path",
+]
 
 
 class LetorFormatError(ValueError):
@@ -172,7 +178,7 @@ def parse_letor_lines(
     )
 
 
-def _dense_table(data, num_features: int):
+def _dense_table(data, num_features: int, use_threads: bool):
     """Reads a colon-free chunk with pyarrow; ``None`` if it is not dense and clean."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
@@ -189,7 +195,9 @@ def _dense_table(data, num_features: int):
     try:
         table = pa_csv.read_csv(
             pa.py_buffer(data),
-            read_options=pa_csv.ReadOptions(autogenerate_column_names=True, block_size=2 << 20),
+            read_options=pa_csv.ReadOptions(
+                autogenerate_column_names=True, block_size=2 << 20, use_threads=use_threads
+            ),
             parse_options=pa_csv.ParseOptions(delimiter=" ", quote_char=False),
             convert_options=pa_csv.ConvertOptions(
                 column_types=types,
@@ -247,7 +255,12 @@ def _fill_column(out: np.ndarray, column) -> None:
 
 
 def parse_dense_chunk(
-    data: bytes, *, num_features: int, first_line: int, num_lines: int | None = None
+    data: bytes,
+    *,
+    num_features: int,
+    first_line: int,
+    num_lines: int | None = None,
+    use_threads: bool = True,
 ) -> ParsedLines | None:
     """Parses a chunk of whole dense LETOR lines with pyarrow, or returns ``None``.
 
@@ -260,6 +273,8 @@ def parse_dense_chunk(
       num_features: the feature count ``d``.
       first_line: 1-based line number of the chunk's first line.
       num_lines: the number of lines in ``data``, when the caller has counted them.
+      use_threads: let pyarrow parse with its thread pool (off in worker processes,
+        which already use every core between them).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -280,7 +295,7 @@ def parse_dense_chunk(
         data += b"\n"  # pyarrow cannot read a lone line that lacks its newline
     if not _clean_separators(data, num_features, num_lines):
         return None
-    table = _dense_table(data.translate(_COLON_TO_SPACE), num_features)
+    table = _dense_table(data.translate(_COLON_TO_SPACE), num_features, use_threads)
     if table is None or table.num_rows != num_lines:
         return None
     if not pc.all(pc.equal(table.column(1), pa.scalar(b"qid", pa.binary()))).as_py():
@@ -303,4 +318,15 @@ def parse_dense_chunk(
         qids=table.column(2).to_numpy().astype(np.int64),
         features=np.ascontiguousarray(values.T),
         line_numbers=np.arange(first_line, first_line + num_lines, dtype=np.int64),
+    )
+
+
+def warm_up_fast_path() -> None:
+    """Runs the fast path once on a tiny chunk.
+
+    pyarrow's first CSV read and compute calls cost about 0.2 s of one-time
+    set-up; done before worker processes are forked, they inherit it.
+    """
+    parse_dense_chunk(
+        b"1 qid:1 1:0.5 2:1\n0 qid:1 1:0 2:3\n", num_features=2, first_line=1, use_threads=False
     )

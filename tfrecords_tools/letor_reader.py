@@ -95,10 +95,6 @@ class Block:
         with open(self.path, "rb", buffering=0) as f:
             return os.pread(f.fileno(), self.length, self.offset)
 
-    def without_data(self) -> Block:
-        """The same block, to be re-read from the file (plain files only)."""
-        return dataclasses.replace(self, data=None) if self.offset >= 0 else self
-
 
 class _HashingReader(io.RawIOBase):
     """Wraps a binary file and hashes every byte read through it."""
@@ -150,15 +146,29 @@ class LetorFile:
         self.size_bytes = os.path.getsize(self.path)
         self.bytes_read = 0
         self.num_lines = 0
+        self._hash = hashlib.sha256()
 
-    def blocks(self) -> Iterator[Block]:
+    def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
         """Yields the file's blocks in order.
+
+        Args:
+          keep_data: attach each block's bytes. Without them (plain files only),
+            the file is read into one reused buffer, just to hash it and find
+            line boundaries, and whoever parses a block re-reads it by offset.
 
         Raises:
           LetorFormatError: for truncated or corrupt gzip data.
         """
+        if keep_data or _is_gzip(self.path):
+            yield from self._blocks_with_data()
+        else:
+            yield from self._blocks_by_offset()
+        self.sha256 = self._hash.hexdigest()
+
+    def _blocks_with_data(self) -> Iterator[Block]:
         compressed = _is_gzip(self.path)
         hashing = _HashingReader(open(self.path, "rb", buffering=0))
+        self._hash = hashing.sha256
         stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
         next_line, pending, offset = 1, b"", 0
         try:
@@ -191,14 +201,49 @@ class LetorFile:
             stream.close()
             hashing.close()
         self.num_lines = next_line - 1
-        self.sha256 = hashing.sha256.hexdigest()
+
+    def _blocks_by_offset(self) -> Iterator[Block]:
+        self._hash = hashlib.sha256()
+        buffer = bytearray(self.chunk_bytes)
+        filled, offset, next_line = 0, 0, 1
+        with open(self.path, "rb", buffering=0) as f:
+            while True:
+                if filled == len(buffer):  # a line longer than the buffer
+                    buffer.extend(bytes(len(buffer)))
+                with memoryview(buffer) as view:
+                    n = f.readinto(view[filled:])
+                    self._hash.update(view[filled : filled + n])
+                self.bytes_read += n
+                end = filled + n
+                if n == 0:
+                    if end:
+                        yield Block(self.path, None, offset, end, next_line, 1)
+                        next_line += 1
+                    break
+                cut = buffer.rfind(b"\n", 0, end) + 1
+                if cut == 0:
+                    filled = end
+                    continue
+                count = buffer.count(b"\n", 0, cut)
+                yield Block(self.path, None, offset, cut, next_line, count)
+                next_line += count
+                offset += cut
+                buffer[: end - cut] = buffer[cut:end]
+                filled = end - cut
+        self.num_lines = next_line - 1
 
 
-def parse_block(block: Block, num_features: int) -> tuple[ParsedLines, bool]:
+def parse_block(
+    block: Block, num_features: int, *, use_threads: bool = True
+) -> tuple[ParsedLines, bool]:
     """Parses a block; returns its items and whether the dense fast path took it."""
     data = block.read()
     parsed = parse_dense_chunk(
-        data, num_features=num_features, first_line=block.first_line, num_lines=block.num_lines
+        data,
+        num_features=num_features,
+        first_line=block.first_line,
+        num_lines=block.num_lines,
+        use_threads=use_threads,
     )
     if parsed is not None:
         return parsed, True

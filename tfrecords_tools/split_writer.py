@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from tfrecords_tools.block_processing import BlockResult, BlockTask, process_block
-from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
+from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, ShardAssembler
 from tfrecords_tools.letor_parser import LetorFormatError
 from tfrecords_tools.letor_reader import LetorFile, QueryList
 from tfrecords_tools.list_processing import (
@@ -32,22 +32,33 @@ _FIT_BATCH = 65_536
 
 
 class SplitTarget:
-    """Where a split's parts go, and the per-shard record counts.
+    """Where a split's parts go, their assembly into shards, and record counts.
 
     Args:
       parts_dir: directory of the part files.
+      out_dir: directory of the shards.
       split: the split's name.
       num_shards: shards of the split.
     """
 
-    def __init__(self, parts_dir: str, split: str, num_shards: int):
+    def __init__(self, parts_dir: str, out_dir: str, split: str, num_shards: int):
         self.parts_dir = parts_dir
         self.split = split
         self.num_shards = num_shards
         self.counts = [0] * num_shards
+        self._shards = ShardAssembler(parts_dir, out_dir, split, num_shards)
 
     def part(self, name: str) -> PartWriter:
         return PartWriter(self.parts_dir, self.split, name, self.num_shards)
+
+    def append(self, *names: str) -> None:
+        """Appends finished parts to the shards, in the order given."""
+        for name in names:
+            self._shards.append(name)
+
+    def close(self) -> list[str]:
+        """Closes the shards; returns their file names."""
+        return self._shards.close()
 
     def add_counts(self, counts: list[int]) -> None:
         self.counts = [a + b for a, b in zip(self.counts, counts)]
@@ -103,6 +114,38 @@ class _ListJoiner:
             self._open = None
 
 
+class _BoundaryParts:
+    """Parts for the lists this process closes, placed before each block's own part.
+
+    Lists closed while block ``i``'s result is handled go to part ``i.0``; the
+    worker wrote the block's inner lists to part ``i.1``. Once the result is
+    handled both are final and move to the shards.
+    """
+
+    def __init__(self, target: SplitTarget):
+        self._target = target
+        self._open(0)
+
+    def _open(self, index: int) -> None:
+        self._name = f"{index:06d}.0"
+        self._writer = self._target.part(self._name)
+
+    def write_list(self, qid: int, records: list[bytes]) -> None:
+        self._writer.write_list(qid, records)
+
+    def finish_block(self, index: int) -> None:
+        self._target.add_counts(self._writer.close())
+        self._target.append(self._name, f"{index:06d}.1")
+        self._open(index + 1)
+
+    def finish(self) -> None:
+        self._target.add_counts(self._writer.close())
+        self._target.append(self._name)
+
+    def abandon(self) -> None:
+        self._writer.close()
+
+
 def write_letor_split(
     letor: LetorFile,
     *,
@@ -114,24 +157,26 @@ def write_letor_split(
     window: int = 4,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[SplitStats, int]:
-    """Writes every list of a LETOR file as parts; returns its counts and fast-path items.
+    """Writes every list of a LETOR file to the split's shards.
 
     Args:
       letor: the split's file.
       num_features: the feature count ``d``.
-      target: where the parts go.
+      target: where the parts and shards go.
       policy: subsampling, filtering and simulation settings.
       fitter: receives the normalisation statistics of every item (train only).
       pool: worker processes (see ``parse_workers``), or ``None``.
       window: blocks in flight at once; bounds memory.
       on_progress: called with ``(bytes read, items processed)`` after each block.
 
+    Returns:
+      The split's counts and how many items the dense fast path parsed.
+
     Raises:
       LetorFormatError: invalid lines, labels, or a qid that reappears.
     """
     stats, encoder = SplitStats(), ElwcEncoder(num_features)
-    # Lists this process closes go to a part that sorts before the next block's.
-    boundary = {"part": target.part("000000.0")}
+    boundary = _BoundaryParts(target)
 
     def emit(query: QueryList) -> None:
         records = process_list(
@@ -142,12 +187,12 @@ def write_letor_split(
             policy=policy,
             stats=stats,
         )
-        boundary["part"].write_list(query.qid, records)
+        boundary.write_list(query.qid, records)
 
     joiner = _ListJoiner(letor.path, emit)
     tasks = (
         BlockTask(
-            block=block.without_data() if pool is not None else block,
+            block=block,
             num_features=num_features,
             split=target.split,
             policy=policy,
@@ -156,8 +201,10 @@ def write_letor_split(
             num_shards=target.num_shards,
             fit_seed=fitter.seed if fitter is not None else None,
             fit_threshold=fitter.threshold if fitter is not None else 1.0,
+            in_worker=pool is not None,
         )
-        for index, block in enumerate(letor.blocks())
+        # Workers re-read plain files by offset rather than receive each block.
+        for index, block in enumerate(letor.blocks(keep_data=pool is None))
     )
     items = fast_items = 0
     try:
@@ -169,8 +216,6 @@ def write_letor_split(
             fast_items += result.num_items if result.fast else 0
             if result.fit is not None:
                 fitter.merge(result.fit)
-            target.add_counts(boundary["part"].close())
-            boundary["part"] = target.part(f"{index:06d}.0")
             if result.first is not None:
                 joiner.add(result.first)
             if result.last is not None:
@@ -181,13 +226,14 @@ def write_letor_split(
                 target.add_counts(result.records_per_shard)
                 stats.merge(result.stats)
                 joiner.add(result.last)
+            boundary.finish_block(index)
             if on_progress is not None:
                 on_progress(letor.bytes_read, items)
-        target.add_counts(boundary["part"].close())
-        boundary["part"] = target.part("999999.9")
         joiner.close()
-    finally:
-        target.add_counts(boundary["part"].close())
+        boundary.finish()
+    except BaseException:
+        boundary.abandon()
+        raise
     if items == 0:
         raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
     return stats, fast_items
@@ -234,4 +280,5 @@ def write_query_lists(
         fit_pending()
     finally:
         target.add_counts(part.close())
+    target.append("000000.0")
     return stats

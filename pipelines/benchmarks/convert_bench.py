@@ -9,8 +9,10 @@ times:
     validate, simulate clicks, fit normalisation, write ELWC), in a child
     process so that its peak resident memory is its own.
 
-It prints items/s of both, their ratio and the converter's peak RSS. Goal: the
-ratio is at least 2 and peak RSS under 1 GB.
+The two alternate ``--repeat`` times (machines are noisy); it prints the
+median items/s of both with their range, the median of the per-round ratios
+and the converter's peak RSS. Goal: the ratio is at least 2 and peak RSS under
+1 GB.
 
 Run: ``make bench-convert`` or ``python -m pipelines.benchmarks.convert_bench``.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +74,17 @@ def run_converter(data_dir: str, output: str, seed: int, workers: int) -> dict:
     return result
 
 
+def _measure(paths: dict, workdir: str, args) -> tuple[list, list]:
+    """Alternates (a) and (b) ``args.repeat`` times; returns both lists of results."""
+    naive, converter = [], []
+    for _ in range(args.repeat):
+        naive.append(naive_parse(paths["train"]))
+        converter.append(
+            run_converter(workdir, os.path.join(workdir, "elwc"), args.seed, args.workers)
+        )
+    return naive, converter
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=200_000, help="train items to generate")
@@ -81,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=default_workers(),
         help="converter parsing processes (default: one per core, at most 4)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="alternate (a) and (b) this many times and report medians (default: 3)",
     )
     args = parser.parse_args(argv)
 
@@ -94,25 +114,35 @@ def main(argv: list[str] | None = None) -> int:
             with open(path, "rb") as f:
                 items[split] = sum(1 for _ in f)
         size_mb = os.path.getsize(paths["train"]) / 1e6
-        naive_items, naive_seconds = naive_parse(paths["train"])
-        converter = run_converter(workdir, os.path.join(workdir, "elwc"), args.seed, args.workers)
+        naive, converter = _measure(paths, workdir, args)
         total_items = sum(items.values())
 
-    main_rss = converter["peak_rss_bytes"] / 2**20
-    worker_rss = converter["worker_peak_rss_bytes"] / 2**20
+    naive_rates = [n / s for n, s in naive]
+    converter_rates = [total_items / c["seconds"] for c in converter]
+    ratios = sorted(c / n for c, n in zip(converter_rates, naive_rates))
+    main_rss = max(c["peak_rss_bytes"] for c in converter) / 2**20
+    worker_rss = max(c["worker_peak_rss_bytes"] for c in converter) / 2**20
     # Workers are forked and share pages with the main process, so the sum overstates.
     total_rss = main_rss + (args.workers if args.workers > 1 else 0) * worker_rss
-    naive_rate = naive_items / naive_seconds
-    converter_rate = total_items / converter["seconds"]
+    seconds = statistics.median(c["seconds"] for c in converter)
     rows = [
-        ("train file", f"{items['train']:,} items, {size_mb:,.0f} MB"),
-        ("(a) naive split + float()", f"{naive_rate:,.0f} items/s ({naive_seconds:.2f} s)"),
+        ("train file", f"{items['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
+        (
+            "(a) naive split + float()",
+            f"{statistics.median(naive_rates):,.0f} items/s median "
+            f"(min {min(naive_rates):,.0f}, max {max(naive_rates):,.0f})",
+        ),
         (
             "(b) tfr-convert --simulate-clicks",
-            f"{converter_rate:,.0f} items/s ({converter['seconds']:.2f} s for "
-            f"{total_items:,} items; {converter['process_seconds']:.2f} s with start-up)",
+            f"{statistics.median(converter_rates):,.0f} items/s median "
+            f"(min {min(converter_rates):,.0f}, max {max(converter_rates):,.0f}; "
+            f"{seconds:.2f} s for {total_items:,} items)",
         ),
-        ("ratio (b) / (a)", f"{converter_rate / naive_rate:.2f}x (goal >= 2)"),
+        (
+            "ratio (b) / (a)",
+            f"{statistics.median(ratios):.2f}x median of rounds "
+            f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}; goal >= 2)",
+        ),
         (
             "converter peak RSS",
             f"{main_rss:,.0f} MiB main process, {worker_rss:,.0f} MiB largest of "

@@ -25,6 +25,8 @@ import zlib
 
 import numpy as np
 
+from tfrecords_tools.config_checks import require_positive_ints
+
 __all__ = [
     "ClickConfig",
     "SimulatedLists",
@@ -54,10 +56,7 @@ class ClickConfig:
     purchase_label: int = 2
 
     def __post_init__(self):
-        for name in ("sample_size", "bootstraps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+        require_positive_ints(self, "sample_size", "bootstraps")
         for name in ("kappa", "click_noise"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

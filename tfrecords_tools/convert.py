@@ -23,20 +23,16 @@ import time
 
 from tfrecords_tools import manifest_json
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.datasets import (
-    DATASETS,
-    SPLITS,
-    DatasetNotFoundError,
-    find_dataset_dir,
-    find_folds,
-    get_dataset,
-)
-from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile, scan_letor_file
+from tfrecords_tools.config_checks import require_positive_ints
+from tfrecords_tools.datasets import SPLITS
+from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.parse_workers import default_workers, parse_workers
+from tfrecords_tools.progress import FileProgress
+from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
-from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
+from tfrecords_tools.synthetic import SyntheticConfig
 
 __all__ = ["ConvertConfig", "convert", "MANIFEST_NAME"]
 
@@ -109,13 +105,12 @@ class ConvertConfig:
             raise ValueError(
                 f"`fold` must be >= 1 and not combined with all folds, got {self.fold}"
             )
-        for name in ("shards", "min_list_size", "quantile_sample_size", "num_quantiles"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {getattr(self, name)}")
-        for name in ("max_list_size", "num_features", "max_relevance", "workers"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value}")
+        require_positive_ints(
+            self, "shards", "min_list_size", "quantile_sample_size", "num_quantiles", "chunk_bytes"
+        )
+        require_positive_ints(
+            self, "max_list_size", "num_features", "max_relevance", "workers", optional=True
+        )
         if self.normalize not in NORMALIZATIONS:
             raise ValueError(
                 f"Unknown normalisation {self.normalize!r}; choose from {NORMALIZATIONS}"
@@ -137,113 +132,6 @@ class ConvertConfig:
         return cls(**values)
 
 
-@dataclasses.dataclass
-class _Source:
-    """A resolved input: per fold, per split, a LETOR file or a TFDS split."""
-
-    kind: str
-    dataset: str | None
-    folds: dict
-    num_features: int | None
-    max_relevance: int | None
-    tfds: object = None
-
-
-def _lookup_roots(data_dir: str | None) -> list[str]:
-    roots = [data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()]
-    return [r for r in roots if r]
-
-
-def _resolve(config: ConvertConfig, scratch: str) -> _Source:
-    name = config.input
-    if name.lower() == "synthetic":
-        directory = os.path.join(scratch, "source")
-        generate_letor(directory, config.synthetic)
-        return _Source("synthetic", "synthetic", find_folds(directory), NUM_FEATURES, MAX_RELEVANCE)
-    if name.startswith("tfds:"):
-        from tfrecords_tools.tfds_source import TfdsSource
-
-        tfds = TfdsSource(name[5:], data_dir=config.data_dir, download=config.tfds_download)
-        folds = {None: {s: s for s in SPLITS if s in tfds.splits}}
-        return _Source("tfds", name, folds, tfds.num_features, tfds.max_relevance, tfds)
-    if os.path.isdir(name):
-        return _Source("directory", None, find_folds(name), None, None)
-    info = get_dataset(name)
-    if info is None:
-        raise DatasetNotFoundError(
-            f"--input {name!r} is not a directory, a known dataset "
-            f"({', '.join(sorted(DATASETS))}), tfds:NAME or synthetic"
-        )
-    directory = find_dataset_dir(info, _lookup_roots(config.data_dir))
-    folds = find_folds(directory, prefix=info.file_prefix)
-    return _Source("dataset", info.name, folds, info.num_features, info.max_relevance)
-
-
-def _select_folds(source: _Source, config: ConvertConfig) -> dict:
-    if config.all_folds:
-        return source.folds
-    if None in source.folds:
-        if config.fold not in (None, 1):
-            raise DatasetNotFoundError(
-                f"--fold {config.fold}: the input has a single train/vali/test set, not folds"
-            )
-        return source.folds
-    fold = config.fold or 1
-    if fold not in source.folds:
-        raise DatasetNotFoundError(f"--fold {fold}: the input has folds {sorted(source.folds)}")
-    return {fold: source.folds[fold]}
-
-
-def _sizes(source: _Source, config: ConvertConfig, folds: dict) -> tuple[int, int]:
-    """The feature count and maximum relevance, scanning the files only if needed."""
-    num_features = config.num_features or source.num_features
-    max_relevance = config.max_relevance or source.max_relevance
-    if num_features and max_relevance:
-        return num_features, max_relevance
-    if source.kind == "tfds":
-        raise ValueError(f"{config.input}: pass --max-relevance, this TFDS dataset's is unknown")
-    scanned_index, scanned_label = 0, 0
-    for files in folds.values():
-        for path in files.values():
-            index, label = scan_letor_file(path)
-            scanned_index, scanned_label = max(scanned_index, index), max(scanned_label, label)
-    logger.info(
-        "scanned the files: largest feature index %d, largest label %d",
-        scanned_index,
-        scanned_label,
-    )
-    if not num_features and scanned_index < 1:
-        raise ValueError(f"{config.input}: no feature index found; pass --num-features")
-    return num_features or scanned_index, max_relevance or max(scanned_label, 1)
-
-
-class _Progress:
-    """A tqdm bar over a file's bytes that shows items/s."""
-
-    def __init__(self, description: str, total: int | None, enabled: bool):
-        from tqdm.auto import tqdm
-
-        self._bar = tqdm(
-            total=total,
-            desc=description,
-            unit="B",
-            unit_scale=True,
-            disable=None if enabled else True,
-            leave=False,
-        )
-        self._start = time.perf_counter()
-        self._bytes = 0
-
-    def __call__(self, bytes_read: int, items: int) -> None:
-        self._bar.update(bytes_read - self._bytes)
-        self._bytes = bytes_read
-        rate = items / max(time.perf_counter() - self._start, 1e-9)
-        self._bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
-
-    def close(self) -> None:
-        self._bar.close()
-
-
 def _input_path(path: str, scratch: str) -> str:
     """Generated inputs are recorded relative to the output, others absolute."""
     path = os.path.abspath(path)
@@ -253,7 +141,7 @@ def _input_path(path: str, scratch: str) -> str:
 class _FoldWriter:
     """Converts the splits of one fold into shards and its normalisation statistics."""
 
-    def __init__(self, config: ConvertConfig, source: _Source, sizes, scratch, progress, pool):
+    def __init__(self, config: ConvertConfig, source: Source, sizes, scratch, progress, pool):
         self.config, self.source, self.scratch = config, source, scratch
         self.progress, self.pool = progress, pool
         self.num_features, max_relevance = sizes
@@ -326,7 +214,9 @@ class _FoldWriter:
     def _letor(self, path: str, target: SplitTarget, fitter) -> tuple:
         """Writes one LETOR file's split; returns its counts and the manifest's input entry."""
         letor = LetorFile(path, chunk_bytes=self.config.chunk_bytes)
-        bar = _Progress(f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress)
+        bar = FileProgress(
+            f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress
+        )
         try:
             stats, fast_items = write_letor_split(
                 letor,
@@ -427,9 +317,17 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
 
 def _convert_folds(config: ConvertConfig, scratch: str, progress: bool, pool) -> list[dict]:
     """Writes every selected fold under ``scratch``; returns their manifests."""
-    source = _resolve(config, scratch)
-    folds = _select_folds(source, config)
-    sizes = _sizes(source, config, folds)
+    source = resolve_source(
+        config.input,
+        data_dir=config.data_dir,
+        scratch=scratch,
+        synthetic=config.synthetic,
+        tfds_download=config.tfds_download,
+    )
+    folds = select_folds(source, fold=config.fold, all_folds=config.all_folds)
+    sizes = dataset_sizes(
+        source, folds, num_features=config.num_features, max_relevance=config.max_relevance
+    )
     manifests = []
     for fold, files in folds.items():
         out_dir = os.path.join(scratch, f"Fold{fold}") if config.all_folds and fold else scratch

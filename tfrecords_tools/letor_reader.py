@@ -58,13 +58,16 @@ class QueryList:
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
-    def concat(self, other: QueryList) -> QueryList:
-        """This list followed by ``other``'s items (the same query across two blocks)."""
+    @staticmethod
+    def join(pieces: list[QueryList]) -> QueryList:
+        """One list from consecutive pieces of the same query (split across blocks)."""
+        if len(pieces) == 1:
+            return pieces[0]
         return QueryList(
-            self.qid,
-            np.concatenate([self.labels, other.labels]),
-            np.concatenate([self.features, other.features]),
-            np.concatenate([self.line_numbers, other.line_numbers]),
+            pieces[0].qid,
+            np.concatenate([p.labels for p in pieces]),
+            np.concatenate([p.features for p in pieces]),
+            np.concatenate([p.line_numbers for p in pieces]),
         )
 
 

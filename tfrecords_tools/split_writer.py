@@ -85,7 +85,9 @@ class _ListJoiner:
         self._path = path
         self._emit = emit
         self._first_seen: dict[int, int] = {}
-        self._open: QueryList | None = None
+        # Pieces of the open list; joined once when it closes, however many
+        # blocks it spans.
+        self._open: list[QueryList] = []
 
     def check_new(self, qid: int, line: int) -> None:
         if qid in self._first_seen:
@@ -95,23 +97,23 @@ class _ListJoiner:
     def check_before_error(self, qids: list[int], lines: list[int]) -> None:
         """Checks the lists a failed block began before its error, in order."""
         for position, (qid, line) in enumerate(zip(qids, lines)):
-            continues = position == 0 and self._open is not None and self._open.qid == qid
+            continues = position == 0 and bool(self._open) and self._open[0].qid == qid
             if not continues:
                 self.check_new(qid, line)
 
     def add(self, piece: QueryList) -> None:
         """Continues the open list with ``piece`` or closes it and opens ``piece``."""
-        if self._open is not None and self._open.qid == piece.qid:
-            self._open = self._open.concat(piece)
+        if self._open and self._open[0].qid == piece.qid:
+            self._open.append(piece)
             return
         self.close()
         self.check_new(piece.qid, int(piece.line_numbers[0]))
-        self._open = piece
+        self._open = [piece]
 
     def close(self) -> None:
-        if self._open is not None:
-            self._emit(self._open)
-            self._open = None
+        if self._open:
+            self._emit(QueryList.join(self._open))
+            self._open = []
 
 
 class _BoundaryParts:

@@ -28,6 +28,8 @@ import zlib
 
 import numpy as np
 
+from tfrecords_tools.config_checks import require_positive_ints
+
 __all__ = ["SyntheticConfig", "generate_split", "generate_letor"]
 
 _THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
@@ -54,10 +56,9 @@ class SyntheticConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("train_queries", "vali_queries", "test_queries", "mean_list_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+        require_positive_ints(
+            self, "train_queries", "vali_queries", "test_queries", "mean_list_size"
+        )
 
     @classmethod
     def web30k_shaped(cls, num_items: int, *, seed: int = 0) -> SyntheticConfig:

@@ -1,0 +1,128 @@
+"""Resolving ``--input`` into files (or TFDS splits) per fold, and the dataset's sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+from tfrecords_tools.datasets import (
+    DATASETS,
+    SPLITS,
+    DatasetNotFoundError,
+    find_dataset_dir,
+    find_folds,
+    get_dataset,
+)
+from tfrecords_tools.letor_reader import scan_letor_file
+from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
+
+__all__ = ["Source", "resolve_source", "select_folds", "dataset_sizes"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Source:
+    """A resolved input.
+
+    Attributes:
+      kind: ``directory``, ``dataset``, ``tfds`` or ``synthetic``.
+      dataset: the dataset's name, where known.
+      folds: fold number (``None`` for a single set) to ``{split: file}``; for
+        TFDS, ``{split: split}``.
+      num_features: the feature count, where known without reading the files.
+      max_relevance: the highest label, where known without reading the files.
+      tfds: the ``TfdsSource`` of a ``tfds:`` input.
+    """
+
+    kind: str
+    dataset: str | None
+    folds: dict
+    num_features: int | None
+    max_relevance: int | None
+    tfds: object = None
+
+
+def _lookup_roots(data_dir: str | None) -> list[str]:
+    roots = [data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()]
+    return [r for r in roots if r]
+
+
+def resolve_source(
+    name: str,
+    *,
+    data_dir: str | None,
+    scratch: str,
+    synthetic: SyntheticConfig,
+    tfds_download: bool,
+) -> Source:
+    """Finds the input named by ``--input``.
+
+    ``synthetic`` is generated under ``scratch/source``.
+
+    Raises:
+      DatasetNotFoundError: naming where it looked and where to download it.
+    """
+    if name.lower() == "synthetic":
+        directory = os.path.join(scratch, "source")
+        generate_letor(directory, synthetic)
+        return Source("synthetic", "synthetic", find_folds(directory), NUM_FEATURES, MAX_RELEVANCE)
+    if name.startswith("tfds:"):
+        from tfrecords_tools.tfds_source import TfdsSource
+
+        tfds = TfdsSource(name[5:], data_dir=data_dir, download=tfds_download)
+        folds = {None: {s: s for s in SPLITS if s in tfds.splits}}
+        return Source("tfds", name, folds, tfds.num_features, tfds.max_relevance, tfds)
+    if os.path.isdir(name):
+        return Source("directory", None, find_folds(name), None, None)
+    info = get_dataset(name)
+    if info is None:
+        raise DatasetNotFoundError(
+            f"--input {name!r} is not a directory, a known dataset "
+            f"({', '.join(sorted(DATASETS))}), tfds:NAME or synthetic"
+        )
+    directory = find_dataset_dir(info, _lookup_roots(data_dir))
+    folds = find_folds(directory, prefix=info.file_prefix)
+    return Source("dataset", info.name, folds, info.num_features, info.max_relevance)
+
+
+def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
+    """The folds to convert: all, the one asked for, or fold 1."""
+    if all_folds:
+        return source.folds
+    if None in source.folds:
+        if fold not in (None, 1):
+            raise DatasetNotFoundError(
+                f"--fold {fold}: the input has a single train/vali/test set, not folds"
+            )
+        return source.folds
+    fold = fold or 1
+    if fold not in source.folds:
+        raise DatasetNotFoundError(f"--fold {fold}: the input has folds {sorted(source.folds)}")
+    return {fold: source.folds[fold]}
+
+
+def dataset_sizes(
+    source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
+) -> tuple[int, int]:
+    """The feature count and highest label: given, known, or scanned from the files."""
+    num_features = num_features or source.num_features
+    max_relevance = max_relevance or source.max_relevance
+    if num_features and max_relevance:
+        return num_features, max_relevance
+    if source.kind == "tfds":
+        raise ValueError("pass --max-relevance: this TFDS dataset's highest label is unknown")
+    scanned_index, scanned_label = 0, 0
+    for files in folds.values():
+        for path in files.values():
+            index, label = scan_letor_file(path)
+            scanned_index, scanned_label = max(scanned_index, index), max(scanned_label, label)
+    logger.info(
+        "scanned the files: largest feature index %d, largest label %d",
+        scanned_index,
+        scanned_label,
+    )
+    if not num_features and scanned_index < 1:
+        raise ValueError("no feature index found in the files; pass --num-features")
+    return num_features or scanned_index, max_relevance or max(scanned_label, 1)

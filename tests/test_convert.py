@@ -59,7 +59,7 @@ def test_plain_conversion_keeps_every_item(tiny_dataset, tmp_path):
     manifest = _manifest(out)
     assert manifest["num_features"] == 3 and manifest["max_relevance"] == 2
     train = manifest["splits"]["train"]
-    assert (train["num_lists"], train["num_items"]) == (3, 9)
+    assert (train["num_lists"], train["num_items"], train["num_features"]) == (3, 9, 3)
     assert train["label_histogram"] == {"0": 4, "1": 3, "2": 2}
     assert train["list_label_histogram"] == {"0": 1, "2": 2}
     assert train["items_dropped"] == {} and train["lists_dropped"] == {}

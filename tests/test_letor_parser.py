@@ -95,3 +95,18 @@ def test_error_survives_pickling():
     error = LetorFormatError("a.txt", 7, "bad", b"tok")
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.path, copy.line, copy.token, str(copy)) == ("a.txt", 7, "tok", str(error))
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b"1 qid:1 1:1 2:1e39 3:3", "overflows float32"),
+        (b"1 qid:99999999999999999999 1:1 2:2 3:3", "64-bit"),
+    ],
+)
+def test_values_that_do_not_fit_are_errors_on_both_paths(line, message):
+    dense = b"1 qid:1 1:1 2:2 3:3\n" + line + b"\n"
+    assert parse_dense_chunk(dense, num_features=3, first_line=1) is None
+    with pytest.raises(LetorFormatError, match=message) as error:
+        _reference(dense, 3)
+    assert error.value.line == 2

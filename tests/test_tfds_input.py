@@ -260,6 +260,7 @@ def test_mocked_label_above_max_relevance_fails(tmp_path):
         convert(config, progress=False)
     assert f"tfds:{NAME}" in str(excinfo.value)
     assert "maximum relevance 4" in str(excinfo.value)
+    assert excinfo.value.path == f"tfds:{NAME}[vali]"
     assert excinfo.value.line == 6  # items are numbered across the split: 4 + 2
     _assert_nothing_written(out)
 

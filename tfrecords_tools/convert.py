@@ -185,7 +185,7 @@ class _FoldWriter:
                 stats = write_query_lists(
                     source.tfds.lists(split),
                     num_features=self.num_features,
-                    where=f"tfds:{source.tfds.name}",
+                    where=f"tfds:{source.tfds.name}[{split}]",
                     target=target,
                     policy=self.policy,
                     fitter=fitter,
@@ -207,6 +207,7 @@ class _FoldWriter:
             stats.input_items / max(seconds, 1e-9),
         )
         entry = stats.as_dict(config.simulate_clicks)
+        entry["num_features"] = self.num_features
         entry["input"] = entry_input
         entry["files"] = dict(zip(names, target.counts))
         return entry

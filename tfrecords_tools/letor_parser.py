@@ -66,6 +66,9 @@ class ParsedLines:
         return int(self.labels.shape[0])
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _strip(line: bytes) -> bytes:
     """Drops a trailing ``# comment`` and surrounding whitespace (CR included)."""
     return line.partition(b"#")[0].strip()
@@ -89,11 +92,14 @@ def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
             path, line_no, "missing qid: the second token must be 'qid:<integer>'", token
         )
     try:
-        return int(token[4:])
+        qid = int(token[4:])
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed qid: expected 'qid:<integer>'", token
         ) from None
+    if not -(2**63) <= qid < 2**63:
+        raise LetorFormatError(path, line_no, "qid does not fit in a 64-bit integer", token)
+    return qid
 
 
 def _parse_feature(token: bytes, previous: int, num_features: int, path: str, line_no: int):
@@ -126,6 +132,8 @@ def _parse_feature(token: bytes, previous: int, num_features: int, path: str, li
         raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
     if not math.isfinite(value):
         raise LetorFormatError(path, line_no, "feature value is NaN or infinite", token)
+    if abs(value) > _FLOAT32_MAX:
+        raise LetorFormatError(path, line_no, "feature value overflows float32", token)
     return index, value
 
 
@@ -227,7 +235,7 @@ _NOT_SEPARATORS = bytes(b for b in range(256) if b not in b" :\n")
 def _separator_rows(num_features: int) -> tuple[bytes, bytes]:
     """The separators of one clean dense line, without and with a trailing space.
 
-    ``2 qid:7 1:0.5 2:3`` has the separators `` :: :`` and a newline: a space
+    ``2 qid:7 1:0.5 2:3`` has the separators ``" : : :"`` and a newline: a space
     after the label, then a ':' in each of the ``d + 1`` tokens, spaces between.
     """
     body = b" " + (b": " * (num_features + 1))[:-1]
@@ -306,11 +314,14 @@ def parse_dense_chunk(
     # [d, n], filled feature by feature (float64 parsed, stored as float32, as the
     # reference parser does), then transposed to [n, d].
     values = np.empty((num_features, num_lines), dtype=np.float32)
-    for j in range(num_features):
-        index = table.column(3 + 2 * j)
-        if pc.min_max(index).as_py() != {"min": j + 1, "max": j + 1}:
-            return None
-        _fill_column(values[j], table.column(4 + 2 * j))
+    # Values beyond float32 become inf here and send the chunk to the reference
+    # parser, which reports them.
+    with np.errstate(over="ignore"):
+        for j in range(num_features):
+            index = table.column(3 + 2 * j)
+            if pc.min_max(index).as_py() != {"min": j + 1, "max": j + 1}:
+                return None
+            _fill_column(values[j], table.column(4 + 2 * j))
     if not np.isfinite(values).all():
         return None
     return ParsedLines(

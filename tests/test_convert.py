@@ -370,3 +370,13 @@ def test_synthetic_input_keeps_its_generated_source(tmp_path):
     assert manifest["splits"]["vali"]["input_lists"] == 4
     assert manifest["splits"]["train"]["input"]["path"] == os.path.join("source", "train.txt")
     assert (out / "source" / "train.txt").exists()
+
+
+def test_spawned_workers_give_the_same_output(synthetic_source, tmp_path, monkeypatch):
+    # macOS and Windows start workers with spawn rather than fork.
+    import tfrecords_tools.parse_workers as parse_workers
+
+    _convert(synthetic_source, tmp_path / "one")
+    monkeypatch.setattr(parse_workers, "_start_method", lambda: "spawn")
+    _convert(synthetic_source, tmp_path / "spawned", workers=2, chunk_bytes=150_000)
+    assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "spawned")

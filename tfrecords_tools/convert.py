@@ -141,9 +141,13 @@ def _input_path(path: str, scratch: str) -> str:
 class _FoldWriter:
     """Converts the splits of one fold into shards and its normalisation statistics."""
 
-    def __init__(self, config: ConvertConfig, source: Source, sizes, scratch, progress, pool):
+    def __init__(
+        self, config: ConvertConfig, source: Source, sizes, scratch, progress, pool, workers: int
+    ):
         self.config, self.source, self.scratch = config, source, scratch
         self.progress, self.pool = progress, pool
+        # Two blocks per worker in flight keep them busy while bounding memory.
+        self.window = 2 * workers
         self.num_features, max_relevance = sizes
         self.policy = ListPolicy(
             max_list_size=config.max_list_size,
@@ -226,7 +230,7 @@ class _FoldWriter:
                 policy=self.policy,
                 fitter=fitter,
                 pool=self.pool,
-                window=2 * getattr(self.pool, "_processes", 1),
+                window=self.window,
                 on_progress=bar,
             )
         finally:
@@ -305,8 +309,8 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
     workers = 1 if config.input.startswith("tfds:") else config.workers or default_workers()
     try:
         # Entered first: the workers are forked before any thread starts.
-        with parse_workers(workers) as pool:
-            manifests = _convert_folds(config, scratch, progress, pool)
+        with parse_workers(workers) as (pool, workers):
+            manifests = _convert_folds(config, scratch, progress, pool, workers)
         if os.path.exists(final):
             shutil.rmtree(final) if os.path.isdir(final) else os.remove(final)
         os.rename(scratch, final)
@@ -316,7 +320,9 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
     return manifests
 
 
-def _convert_folds(config: ConvertConfig, scratch: str, progress: bool, pool) -> list[dict]:
+def _convert_folds(
+    config: ConvertConfig, scratch: str, progress: bool, pool, workers: int
+) -> list[dict]:
     """Writes every selected fold under ``scratch``; returns their manifests."""
     source = resolve_source(
         config.input,
@@ -333,7 +339,7 @@ def _convert_folds(config: ConvertConfig, scratch: str, progress: bool, pool) ->
     for fold, files in folds.items():
         out_dir = os.path.join(scratch, f"Fold{fold}") if config.all_folds and fold else scratch
         os.makedirs(out_dir, exist_ok=True)
-        writer = _FoldWriter(config, source, sizes, scratch, progress, pool)
+        writer = _FoldWriter(config, source, sizes, scratch, progress, pool, workers)
         splits, normalization = writer.run(files, out_dir)
         manifest = _manifest(config, source, fold, sizes, splits, normalization)
         with open(os.path.join(out_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:

@@ -96,7 +96,10 @@ class Block:
         if self.data is not None:
             return self.data
         with open(self.path, "rb", buffering=0) as f:
-            return os.pread(f.fileno(), self.length, self.offset)
+            if hasattr(os, "pread"):
+                return os.pread(f.fileno(), self.length, self.offset)
+            f.seek(self.offset)  # Windows has no pread
+            return f.read(self.length)
 
 
 class _HashingReader(io.RawIOBase):

@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 
 from tfrecords_tools.letor_parser import warm_up_fast_path
 
@@ -27,25 +28,33 @@ def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _start_method() -> str:
+    # fork is fast and keeps the warm-up; elsewhere (macOS, Windows) spawn is the
+    # safe choice, and each worker then sets pyarrow up itself.
+    return "fork" if sys.platform.startswith("linux") else "spawn"
+
+
 @contextlib.contextmanager
 def parse_workers(count: int):
-    """A pool of ``count`` parsing processes, or ``None`` when ``count <= 1``.
+    """A pool of ``count`` parsing processes, or none when ``count <= 1``.
 
     Enter it before starting any thread: on Linux the workers are forked, which
     is fast and safe only while the process has a single thread.
+
+    Yields:
+      ``(pool, count)``: the pool (``None`` for ``count <= 1``) and its size.
     """
     if count <= 1:
-        yield None
+        yield None, 1
         return
     # Done once here, so that forked workers inherit pyarrow's one-time set-up
     # instead of each paying for it (a large share of a small conversion).
     warm_up_fast_path()
 
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    context = multiprocessing.get_context(_start_method())
     pool = context.Pool(count, initializer=_init_worker)
     try:
-        yield pool
+        yield pool, count
     finally:
         pool.terminate()
         pool.join()

@@ -29,11 +29,13 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "dev": ["pytest>=7", "ruff>=0.5"],
+    "dev": ["pytest>=7", "ruff>=0.5", "scikit-learn>=1.3,<1.8"],
 }
 
 CONSOLE_SCRIPTS = [
     "tfr-convert=pipelines.convert_cli:main",
+    "tfr-train=pipelines.train_cli:main",
+    "tfr-eval=pipelines.eval_cli:main",
 ]
 
 setup(

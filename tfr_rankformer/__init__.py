@@ -1,4 +1,8 @@
-"""RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking."""
+"""RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking.
+
+Modules import TensorFlow lazily where they can, so that ``tfr_rankformer``
+itself (and the converter, which uses its ELWC schema) stays light.
+"""
 
 from tfr_rankformer import elwc_schema
 

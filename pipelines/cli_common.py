@@ -1,0 +1,48 @@
+"""Pieces the command lines share: JSON settings with flag overrides, metric tables."""
+
+from __future__ import annotations
+
+import json
+import math
+
+__all__ = ["merge_settings", "format_metrics"]
+
+
+def merge_settings(config_file: str | None, flags: dict, nested: dict[str, str]) -> dict:
+    """Settings from ``config_file`` (JSON), overridden by the flags that were given.
+
+    Args:
+      config_file: path of a JSON file of settings, or ``None``.
+      flags: parsed flags; ``None`` values were not given and do not override.
+      nested: flag name -> section name, for flags that belong to a nested
+        settings object (e.g. ``{"num_layers": "architecture"}``).
+    """
+    values: dict = {}
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            values = json.load(f)
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in nested:
+            values.setdefault(nested[name], {})[name] = value
+        else:
+            values[name] = value
+    return values
+
+
+def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
+    """A plain-text table: one row per split, one column per metric key."""
+    header = ["split", *keys]
+    rows = [header]
+    for split, values in metrics.items():
+        row = [split]
+        for key in keys:
+            value = values.get(key)
+            if isinstance(value, float) and not math.isnan(value):
+                row.append(f"{value:.2f}" if "ndcg" in key else f"{value:.3f}")
+            else:
+                row.append("-" if value is None else str(value))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)

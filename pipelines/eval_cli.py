@@ -1,0 +1,54 @@
+"""``tfr-eval``: evaluate a trained run with the paper's metrics.
+
+Examples::
+
+    tfr-eval --model-dir runs/rankformer
+    tfr-eval --model-dir runs/rankformer --split all
+    tfr-eval --model-dir runs/rankformer --data data/mq2008/Fold2 --split test
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.cli_common import format_metrics
+from pipelines.train_cli import REPORTED
+from tfr_rankformer.runs import evaluate_run
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfr-eval",
+        description="Evaluate a trained run (its best checkpoint): NDCG@1/5/10 x 100 on the "
+        "training labels (NDCG_y) and on the explicit relevance (NDCG_r), leaving out lists "
+        "whose labels are all equal; NDCG_y@10 on lists whose list label is the highest; and "
+        "accuracy and ROC-AUC of P(t >= 1), P(t >= 2) for models with a list head. Results "
+        "are merged into MODEL_DIR/metrics.json.",
+        epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
+    p.add_argument("--data", help="a converted dataset. Default: the one the run trained on")
+    p.add_argument("--split", default="test", help="a split name, or 'all'. Default: test")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    splits = None if args.split == "all" else [args.split]
+    try:
+        results = evaluate_run(args.model_dir, data_dir=args.data, splits=splits)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"tfr-eval: error: {e}", file=sys.stderr)
+        return 1
+    keys = REPORTED + ["list_acc_t>=1", "list_acc_t>=2", "list_auc_t>=2", "num_lists_y"]
+    print(format_metrics(results, keys))
+    print(next(iter(results.values()))["convention"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""``tfr-train``: train the RankFormer or a peer on a converted dataset.
+
+Examples::
+
+    tfr-train --model rankformer --data data/web30k --model-dir runs/rankformer --alpha 0.25
+    tfr-train --model mlp --data data/mq2008/Fold1 --model-dir runs/mlp --epochs 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pipelines.cli_common import format_metrics, merge_settings
+from tfr_rankformer.models import MODELS
+from tfr_rankformer.training import TrainConfig, train
+
+__all__ = ["build_parser", "main", "REPORTED"]
+
+REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
+_ARCHITECTURE = ("num_layers", "num_heads", "ff_dim", "dropout", "head_hidden")
+_SWITCHES = {"auto": None, "on": True, "off": False}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfr-train",
+        description="Train a ranking model on the output of tfr-convert, keep the weights with "
+        "the best validation NDCG_y@10, and evaluate every split into MODEL_DIR/metrics.json.",
+        epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        help="rankformer (listwise encoder + list head), transformer (same encoder, "
+        "no list head: the paper's alpha = 0) or mlp (pointwise). Default: rankformer",
+    )
+    p.add_argument("--data", help="a tfr-convert output directory (or one of its FoldN/)")
+    p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
+    p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
+    p.add_argument("--epochs", type=int, help="maximum epochs. Default: 200 (the paper)")
+    p.add_argument("--batch-size", type=int, help="lists per batch. Default: 2048 (the paper)")
+    p.add_argument(
+        "--list-size",
+        type=int,
+        help="items per training list; longer lists are sampled. Default: the "
+        "simulation's sample size (16) for simulated data, else 200",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        help="weight of the listwide ordinal loss (rankformer only). Default: 0.25",
+    )
+    p.add_argument("--loss", help="item-score loss. Default: softmax (TF-Ranking's SoftmaxLoss)")
+    p.add_argument("--learning-rate", type=float, help="AdamW learning rate. Default: 1e-3")
+    p.add_argument("--weight-decay", type=float, help="AdamW weight decay. Default: 0.1")
+    p.add_argument(
+        "--decay-after-epoch",
+        type=int,
+        help="the rate decays as 1/sqrt(step) after this epoch. Default: 20",
+    )
+    p.add_argument(
+        "--patience",
+        type=int,
+        help="epochs without better validation NDCG_y@10 before stopping. Default: 20",
+    )
+    empty = p.add_mutually_exclusive_group()
+    empty.add_argument(
+        "--include-empty-lists",
+        dest="include_empty_lists",
+        action="store_true",
+        default=None,
+        help="train on lists whose list label t is 0 too",
+    )
+    empty.add_argument(
+        "--exclude-empty-lists",
+        dest="include_empty_lists",
+        action="store_false",
+        help="train only on lists with t > 0. Default: the paper's policy (only "
+        "the rankformer with alpha > 0 sees t = 0 lists)",
+    )
+    p.add_argument(
+        "--mixed-precision",
+        choices=sorted(_SWITCHES),
+        help="float16 compute. Default: auto (on when a GPU is visible)",
+    )
+    p.add_argument(
+        "--xla",
+        choices=sorted(_SWITCHES),
+        help="XLA compilation. Default: auto (on when a GPU is visible)",
+    )
+    p.add_argument("--eval-batch-size", type=int, help="lists per evaluation batch. Default: 256")
+    p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
+    arch = p.add_argument_group("architecture (defaults: the paper's best)")
+    arch.add_argument("--num-layers", type=int, help="encoder layers. Default: 3")
+    arch.add_argument("--num-heads", type=int, help="attention heads. Default: 1")
+    arch.add_argument("--ff-dim", type=int, help="feed-forward width. Default: 512")
+    arch.add_argument("--dropout", type=float, help="dropout rate. Default: 0.25")
+    arch.add_argument("--head-hidden", type=int, help="hidden width of the heads. Default: 128")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "quiet", "log_level")}
+    for name in ("mixed_precision", "xla"):
+        flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
+    try:
+        values = merge_settings(args.config, flags, {n: "architecture" for n in _ARCHITECTURE})
+        config = TrainConfig.from_json(values)
+        metrics = train(config, verbose=0 if args.quiet else 2)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"tfr-train: error: {e}", file=sys.stderr)
+        return 1
+    splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
+    print(format_metrics(splits, REPORTED))
+    print(next(iter(splits.values()))["convention"])
+    print(f"wrote {config.model_dir}/metrics.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

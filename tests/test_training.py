@@ -1,0 +1,215 @@
+"""Training end to end on small synthetic data: learning, checkpoints, resuming, settings."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from pipelines.convert_cli import main as convert_main  # noqa: E402
+from pipelines.train_cli import main as train_main  # noqa: E402
+from tfr_rankformer import data, training  # noqa: E402
+from tfr_rankformer.evaluation import predict_lists  # noqa: E402
+from tfr_rankformer.ranking_metrics import evaluate_rankings  # noqa: E402
+from tfr_rankformer.runs import evaluate_run, load_run  # noqa: E402
+
+SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hidden": 16}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "synthetic"
+    code = convert_main(
+        [
+            "--input",
+            "synthetic",
+            "--output",
+            str(out),
+            "--simulate-clicks",
+            "--synthetic-lists",
+            "90",
+            "--synthetic-list-size",
+            "24",
+            "--no-progress",
+            "--log-level",
+            "WARNING",
+        ]
+    )
+    assert code == 0
+    return str(out)
+
+
+def _config(dataset, model_dir, **overrides):
+    settings = dict(
+        model="rankformer",
+        data=dataset,
+        model_dir=str(model_dir),
+        epochs=6,
+        batch_size=64,
+        learning_rate=3e-3,
+        patience=50,
+        seed=3,
+        architecture=SMALL,
+    )
+    settings.update(overrides)
+    return training.TrainConfig.from_json(settings)
+
+
+def _history(model_dir):
+    with open(os.path.join(model_dir, "history.csv"), encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def trained(dataset, tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("run")
+    metrics = training.train(_config(dataset, model_dir), verbose=0)
+    return str(model_dir), metrics
+
+
+def test_training_lowers_the_loss_and_beats_random_ranking(trained, dataset):
+    model_dir, metrics = trained
+    history = _history(model_dir)
+    assert len(history) == 6
+    assert float(history[-1]["loss"]) < float(history[0]["loss"])
+    assert "val_ndcg_y@10" in history[0] and float(history[0]["lists_per_sec"]) > 0
+    manifest = data.load_manifest(dataset)
+    predicted = predict_lists(
+        load_run(model_dir)[2],
+        data.evaluation_dataset(dataset, manifest, split="test", batch_size=64),
+    )
+    rng = np.random.default_rng(0)
+    random_scores = rng.random(predicted["scores"].shape)
+    random_ndcg = evaluate_rankings(
+        random_scores, predicted["label"], predicted["relevance"], predicted["mask"]
+    )["ndcg_r@10"]
+    assert metrics["test"]["ndcg_r@10"] > random_ndcg + 5
+    for key in (
+        "ndcg_y@1",
+        "ndcg_y@5",
+        "ndcg_y@10",
+        "ndcg_r@10",
+        "ndcg_y@10_tmax",
+        "list_acc_t>=1",
+        "list_auc_t>=1",
+        "list_acc_t>=2",
+        "list_auc_t>=2",
+    ):
+        assert key in metrics["test"]
+    assert metrics["training"]["strategy"] == "_DefaultDistributionStrategy"
+    assert metrics["settings"]["alpha"] == 0.25
+
+
+def test_run_directory_and_reloaded_checkpoint_reproduce_the_metrics(trained):
+    model_dir, metrics = trained
+    for name in ("config.json", "metrics.json", "history.csv", "logs", "checkpoints"):
+        assert os.path.exists(os.path.join(model_dir, name)), name
+    again = evaluate_run(model_dir, splits=["test", "vali"])
+    assert again["test"] == metrics["test"] and again["vali"] == metrics["vali"]
+    # A second model restored from the same checkpoint predicts identically.
+    _, _, first = load_run(model_dir)
+    _, _, second = load_run(model_dir)
+    features = np.random.default_rng(2).normal(size=(3, 7, 136)).astype(np.float32)
+    mask = np.ones((3, 7), bool)
+    a = first({"features": features, "mask": mask}, training=False)
+    b = second({"features": features, "mask": mask}, training=False)
+    np.testing.assert_array_equal(a["scores"].numpy(), b["scores"].numpy())
+
+
+def test_mlp_and_transformer_train_without_a_list_head(dataset, tmp_path):
+    for name in ("mlp", "transformer"):
+        metrics = training.train(_config(dataset, tmp_path / name, model=name, epochs=2), verbose=0)
+        assert "list_auc_t>=1" not in metrics["test"]
+        assert metrics["settings"]["alpha"] == 0.0
+
+
+def test_training_list_policy():
+    def config(**kw):
+        return training.TrainConfig(data="d", model_dir="m", **kw)
+
+    assert config(model="rankformer").training_includes_empty_lists()
+    assert not config(model="rankformer", alpha=0.0).training_includes_empty_lists()
+    assert not config(model="transformer").training_includes_empty_lists()
+    assert not config(model="mlp").training_includes_empty_lists()
+    assert config(model="mlp", include_empty_lists=True).training_includes_empty_lists()
+    with pytest.raises(ValueError, match="list head"):
+        config(model="mlp", alpha=0.5)
+
+
+def test_learning_rate_is_constant_then_decays_as_inverse_square_root():
+    schedule = training.InverseSqrtDecay(1e-3, start_step=100)
+    rates = [float(schedule(step)) for step in (1, 50, 100, 400, 10_000)]
+    np.testing.assert_allclose(rates, [1e-3, 1e-3, 1e-3, 5e-4, 1e-4], rtol=1e-6)
+
+
+def test_strategy_follows_tf_config(monkeypatch):
+    created = []
+    monkeypatch.setattr(
+        tf.distribute, "MultiWorkerMirroredStrategy", lambda: created.append("multi") or "multi"
+    )
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps(
+            {
+                "cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        ),
+    )
+    assert training.choose_strategy() == "multi"
+    monkeypatch.delenv("TF_CONFIG")
+    assert training.choose_strategy() is tf.distribute.get_strategy()
+
+
+def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
+    model_dir = tmp_path / "run"
+    config = tmp_path / "train.json"
+    config.write_text(json.dumps({"architecture": SMALL, "batch_size": 16, "seed": 1}))
+    command = [
+        sys.executable,
+        "-m",
+        "pipelines.train_cli",
+        "--data",
+        dataset,
+        "--model-dir",
+        str(model_dir),
+        "--epochs",
+        "12",
+        "--config",
+        str(config),
+        "--quiet",
+        "--log-level",
+        "WARNING",
+    ]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and first.poll() is None:
+        if os.path.exists(model_dir / "history.csv") and len(_history(model_dir)) >= 3:
+            break
+        time.sleep(0.2)
+    assert first.poll() is None, "the run finished before it could be killed"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    logged = [int(row["epoch"]) for row in _history(model_dir)]
+    assert logged and logged[0] == 0 and max(logged) < 11
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    resumed = [int(row["epoch"]) for row in _history(model_dir)][len(logged) :]
+    # It continued after the last backed-up epoch instead of starting again at 0.
+    assert resumed and resumed[0] > 0 and resumed[0] >= max(logged)
+    assert resumed[-1] == 11
+    assert json.loads((model_dir / "metrics.json").read_text())["test"]["num_lists"] > 0
+
+
+def test_cli_reports_a_missing_dataset(tmp_path, capsys):
+    code = train_main(["--data", str(tmp_path / "nothing"), "--model-dir", str(tmp_path / "m")])
+    assert code == 1 and "no manifest.json" in capsys.readouterr().err

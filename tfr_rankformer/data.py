@@ -1,0 +1,201 @@
+"""Reading the converter's ELWC shards into ``tf.data`` for training and evaluation.
+
+Records are parsed in batches with TF-Ranking's ELWC parser (``tfr.data``),
+then handled one list at a time:
+
+* training: lists are padded or cut to a fixed ``list_size``; a longer list
+  has its items shuffled first, so the kept items are a random sample, not the
+  file's first ones; lists may be filtered by their list label
+  ``t = max_i y_i``; batches are shuffled;
+* evaluation: every item of every list is kept (lists are padded to the
+  longest list of their batch), so no list is silently cut.
+
+Model inputs are ``{"features": [B, L, d] float32, "mask": [B, L] bool}``;
+targets are ``{"scores": [B, L] float32}`` (padding items carry -1, which
+TF-Ranking's losses ignore) and, for models with a list head,
+``{"list_quality": [B, 1] float32}`` holding ``t``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from tfr_rankformer import elwc_schema
+
+__all__ = [
+    "MASK",
+    "load_manifest",
+    "split_files",
+    "label_levels",
+    "parsed_lists",
+    "training_dataset",
+    "evaluation_dataset",
+    "count_training_lists",
+]
+
+MASK = "mask"
+_PARSE_BATCH = 256
+
+
+def load_manifest(data_dir: str) -> dict:
+    """The ``manifest.json`` of a converted dataset.
+
+    Raises:
+      FileNotFoundError: naming the directory and the command that makes it.
+    """
+    path = os.path.join(data_dir, "manifest.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{data_dir} holds no manifest.json: point --data at the output of one "
+            "tfr-convert run (or one of its FoldN/ directories)"
+        )
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def split_files(data_dir: str, manifest: dict, split: str) -> list[str]:
+    """The TFRecord shards of ``split``, as listed in the manifest."""
+    if split not in manifest["splits"]:
+        raise ValueError(f"{data_dir} has no {split!r} split; it has {sorted(manifest['splits'])}")
+    return [os.path.join(data_dir, name) for name in manifest["splits"][split]["files"]]
+
+
+def label_levels(manifest: dict) -> int:
+    """Levels of the list label above 0: the highest training label value.
+
+    With simulated clicks the labels are 0, 1 and the purchase label, and the
+    list head predicts ``P(t >= k)`` for ``k = 1 .. purchase label``.
+    """
+    if manifest.get("label_kind") == "simulated_implicit":
+        return int(manifest["parameters"]["clicks"]["purchase_label"])
+    return int(manifest["max_relevance"])
+
+
+def parsed_lists(
+    files: list[str],
+    num_features: int,
+    *,
+    list_size: int | None,
+    shuffle_items: bool,
+    seed: int,
+) -> tf.data.Dataset:
+    """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
+
+    With ``list_size`` every list is padded or cut to it (after shuffling its
+    items when ``shuffle_items``); with ``None`` each parse batch is padded to
+    its longest list and nothing is cut.
+    """
+    import tensorflow_ranking as tfr
+
+    def parse(serialized):
+        parsed = tfr.data.parse_from_example_list(
+            serialized,
+            list_size=list_size,
+            context_feature_spec=elwc_schema.context_feature_spec(),
+            example_feature_spec=elwc_schema.example_feature_spec(num_features),
+            mask_feature_name=MASK,
+            shuffle_examples=shuffle_items,
+            seed=seed,
+        )
+        return {
+            elwc_schema.FEATURES: parsed[elwc_schema.FEATURES],
+            MASK: parsed[MASK],
+            # [B, L, 1] -> [B, L]
+            elwc_schema.LABEL: tf.squeeze(parsed[elwc_schema.LABEL], axis=-1),
+            elwc_schema.RELEVANCE: tf.squeeze(parsed[elwc_schema.RELEVANCE], axis=-1),
+            elwc_schema.QID: tf.squeeze(parsed[elwc_schema.QID], axis=-1),
+        }
+
+    dataset = tf.data.TFRecordDataset(files)
+    dataset = dataset.batch(_PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.unbatch()
+
+
+def _list_label(element) -> tf.Tensor:
+    """``t = max_i y_i`` over the valid items (0 for a list without any)."""
+    labels = tf.where(element[MASK], element[elwc_schema.LABEL], 0.0)
+    return tf.reduce_max(labels, axis=-1)
+
+
+def _to_model_io(element, with_list_head: bool):
+    inputs = {elwc_schema.FEATURES: element[elwc_schema.FEATURES], MASK: element[MASK]}
+    targets = {"scores": element[elwc_schema.LABEL]}
+    if with_list_head:
+        targets["list_quality"] = _list_label(element)[..., tf.newaxis]  # [B] -> [B, 1]
+    return inputs, targets
+
+
+def training_dataset(
+    data_dir: str,
+    manifest: dict,
+    *,
+    split: str = "train",
+    batch_size: int,
+    list_size: int,
+    include_empty_lists: bool,
+    with_list_head: bool,
+    seed: int,
+    shuffle_buffer: int = 10_000,
+) -> tf.data.Dataset:
+    """Batches of ``(inputs, targets)`` for ``model.fit``.
+
+    Args:
+      data_dir: a converted dataset.
+      manifest: its manifest.
+      split: the split to read.
+      batch_size: lists per batch.
+      list_size: items per list (padded or sampled).
+      include_empty_lists: keep lists whose list label ``t`` is 0.
+      with_list_head: add the ``list_quality`` target.
+      seed: seed of the list and item shuffles.
+      shuffle_buffer: lists held for shuffling.
+    """
+    lists = parsed_lists(
+        split_files(data_dir, manifest, split),
+        manifest["num_features"],
+        list_size=list_size,
+        shuffle_items=True,
+        seed=seed,
+    )
+    if not include_empty_lists:
+        lists = lists.filter(lambda element: _list_label(element) > 0)
+    lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    batches = lists.batch(batch_size).map(
+        lambda element: _to_model_io(element, with_list_head), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_dataset(
+    data_dir: str, manifest: dict, *, split: str, batch_size: int
+) -> tf.data.Dataset:
+    """Batches of whole lists, in file order, with everything evaluation needs.
+
+    Each element is a dict with ``features``, ``mask``, ``label`` and
+    ``relevance``, padded to the longest list of the batch.
+    """
+    lists = parsed_lists(
+        split_files(data_dir, manifest, split),
+        manifest["num_features"],
+        list_size=None,
+        shuffle_items=False,
+        seed=0,
+    )
+    padding = {
+        elwc_schema.FEATURES: 0.0,
+        MASK: False,
+        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
+        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
+        elwc_schema.QID: tf.constant(-1, tf.int64),
+    }
+    return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
+
+
+def count_training_lists(manifest: dict, split: str, *, include_empty_lists: bool) -> int:
+    """Lists one training epoch sees, from the manifest's list-label histogram."""
+    entry = manifest["splits"][split]
+    empty = int(entry["list_label_histogram"].get("0", 0))
+    return entry["num_lists"] - (0 if include_empty_lists else empty)

@@ -1,0 +1,94 @@
+"""Evaluating a Keras ranking model on whole lists with the shared ranking metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer import elwc_schema
+from tfr_rankformer.data import MASK
+from tfr_rankformer.ranking_metrics import evaluate_rankings
+
+__all__ = ["predict_lists", "evaluate_model", "EvaluationCallback"]
+
+
+def _pad(arrays: list[np.ndarray], width: int, value) -> np.ndarray:
+    return np.concatenate(
+        [np.pad(a, [(0, 0), (0, width - a.shape[1])], constant_values=value) for a in arrays]
+    )
+
+
+def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
+    """Runs ``model`` over an evaluation dataset (see ``data.evaluation_dataset``).
+
+    Returns:
+      Padded numpy arrays ``scores``, ``label``, ``relevance``, ``mask``
+      (``[num_lists, max_list]``) and, for models with a list head,
+      ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``).
+    """
+    num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
+    # One trace for every batch: batch size and list length vary.
+    signature = {
+        elwc_schema.FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
+        MASK: tf.TensorSpec([None, None], tf.bool),
+    }
+    step = tf.function(lambda inputs: model(inputs, training=False), input_signature=[signature])
+    parts: dict[str, list] = {"scores": [], "label": [], "relevance": [], "mask": [], "probs": []}
+    for batch in dataset:
+        inputs = {elwc_schema.FEATURES: batch[elwc_schema.FEATURES], MASK: batch[MASK]}
+        outputs = step(inputs)
+        parts["scores"].append(outputs["scores"].numpy())
+        parts["label"].append(batch[elwc_schema.LABEL].numpy())
+        parts["relevance"].append(batch[elwc_schema.RELEVANCE].numpy())
+        parts["mask"].append(batch[MASK].numpy())
+        if "list_quality" in outputs:
+            parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
+    if not parts["mask"]:
+        raise ValueError("the evaluation split holds no lists")
+    width = max(m.shape[1] for m in parts["mask"])
+    result = {
+        "scores": _pad(parts["scores"], width, -np.inf),
+        "label": _pad(parts["label"], width, elwc_schema.PADDING_LABEL),
+        "relevance": _pad(parts["relevance"], width, elwc_schema.PADDING_LABEL),
+        "mask": _pad(parts["mask"], width, False),
+    }
+    if parts["probs"]:
+        result["list_probs"] = np.concatenate(parts["probs"])
+    return result
+
+
+def evaluate_model(
+    model: tf.keras.Model, dataset: tf.data.Dataset, *, max_label: int, list_head: bool
+) -> dict:
+    """The paper's metrics for ``model`` on ``dataset`` (NDCG x 100, list-head metrics)."""
+    predicted = predict_lists(model, dataset)
+    return evaluate_rankings(
+        predicted["scores"],
+        predicted["label"],
+        predicted["relevance"],
+        predicted["mask"],
+        max_label=max_label,
+        list_probs=predicted.get("list_probs") if list_head else None,
+    )
+
+
+class EvaluationCallback(tf.keras.callbacks.Callback):
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch.
+
+    Placed before checkpointing and early stopping, which then monitor them.
+    """
+
+    def __init__(self, dataset: tf.data.Dataset, *, max_label: int, list_head: bool):
+        super().__init__()
+        self.dataset = dataset
+        self.max_label = max_label
+        self.list_head = list_head
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics = evaluate_model(
+            self.model, self.dataset, max_label=self.max_label, list_head=self.list_head
+        )
+        if logs is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    logs[f"val_{key}"] = value

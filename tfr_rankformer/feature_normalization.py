@@ -1,0 +1,331 @@
+"""In-graph feature normalisation from the statistics in a dataset's ``manifest.json``.
+
+The converter writes raw features and fits every normalisation on the training
+split (:mod:`tfrecords_tools.normalization`). Models apply the chosen one as
+their first layer, so an exported SavedModel takes raw features and serving
+clients never reimplement preprocessing.
+
+Methods, per feature ``j`` of ``x``:
+
+* ``none``: ``x``.
+* ``standard``: ``(x - mean_j) / std_j``.
+* ``log1p``: ``(sign(x) * log1p(|x|) - mean_j) / std_j`` with the moments of the
+  signed log.
+* ``quantile``: the RankFormer paper's quantile transform to a normal
+  distribution (Buyl et al., KDD 2023), with the semantics of
+  scikit-learn's ``QuantileTransformer(output_distribution="normal")``: ``x``
+  is mapped to ``u`` in ``[0, 1]`` by piecewise-linear interpolation of the
+  feature's quantiles against ``levels = linspace(0, 1, Q)``, then
+  ``z = ndtri(u)``.
+
+A ``std`` of 0 (or below the float32 resolution of its mean) counts as 1, as
+scikit-learn's ``StandardScaler`` does, so constant features map to 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["METHODS", "FeatureNormalization", "quantile_to_normal"]
+
+# The same names as `tfrecords_tools.normalization.NORMALIZATIONS` (the fitter).
+METHODS = ("quantile", "log1p", "standard", "none")
+
+# scikit-learn `preprocessing._data.BOUNDS_THRESHOLD`: inputs this close to the
+# outermost quantiles map to u = 0 or 1, and u is kept this far from 0 and 1.
+BOUNDS_THRESHOLD = 1e-7
+_TAIL = np.float32(BOUNDS_THRESHOLD - np.spacing(1))
+
+# P. J. Acklam's rational approximation of ndtri below p = 0.02425 (relative
+# error 1.2e-9), in t = sqrt(-2 log p), highest degree first.
+_ACKLAM_SPLIT = 0.02425
+_ACKLAM_NUMERATOR = (
+    -7.784894002430293e-03,
+    -3.223964580411365e-01,
+    -2.400758277161838e00,
+    -2.549732539343734e00,
+    4.374664141464968e00,
+    2.938163982698783e00,
+)
+_ACKLAM_DENOMINATOR = (
+    7.784695709041462e-03,
+    3.224671290700398e-01,
+    2.445134137142996e00,
+    3.754408661907416e00,
+    1.0,
+)
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"Unknown normalisation method {method!r}; choose from {sorted(METHODS)}")
+
+
+def _vector(values, name: str, num_features: int) -> tuple[float, ...]:
+    """``values`` as a tuple of ``num_features`` finite floats (tuples stay untracked by Keras)."""
+    if values is None:
+        raise ValueError(f"`{name}` is required for this normalisation method")
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != (num_features,) or not np.all(np.isfinite(array)):
+        raise ValueError(
+            f"`{name}` must hold {num_features} finite floats, got shape {array.shape}"
+        )
+    return tuple(float(v) for v in array)
+
+
+def _table(values, num_features: int) -> tuple[tuple[float, ...], ...]:
+    """The ``[d, Q]`` quantile table as nested tuples of finite floats."""
+    if values is None:
+        raise ValueError("`quantiles` is required for the quantile normalisation")
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 2 or array.shape[0] != num_features or array.shape[1] < 2:
+        raise ValueError(
+            f"`quantiles` must have shape [{num_features}, Q] with Q >= 2, got {array.shape}"
+        )
+    if not np.all(np.isfinite(array)):
+        raise ValueError("`quantiles` must be finite")
+    return tuple(tuple(float(v) for v in row) for row in array)
+
+
+def _safe_scale(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
+    """``std`` as float32, with 1 where it is 0 or too small to divide float32 differences."""
+    mean32, std32 = np.float32(mean), np.float32(std)
+    # x - mean in float32 is rounded at ~eps * |mean|; dividing that noise by a
+    # smaller std would blow it up, so such features are treated as constant.
+    constant = std32 <= 10 * np.finfo(np.float32).eps * np.abs(mean32)
+    return np.where(constant, np.float32(1), std32).astype(np.float32)
+
+
+def _ndtri(p: tf.Tensor) -> tf.Tensor:
+    """``ndtri(p)`` for float32 ``p`` in ``(0, 0.5]``, within ~2e-6 with or without XLA.
+
+    Under XLA (``jit_compile=True``) ``tf.math.ndtri`` is 0.03 off at p = 1e-7 in
+    float32 (as if from ``erfinv(2p - 1)``, whose ``2p - 1`` rounds away the
+    tail). Acklam's approximation works in ``log p`` and stays accurate there.
+    """
+    t = tf.sqrt(-2.0 * tf.math.log(tf.minimum(p, _ACKLAM_SPLIT)))
+    tail = tf.math.polyval(list(_ACKLAM_NUMERATOR), t) / tf.math.polyval(
+        list(_ACKLAM_DENOMINATOR), t
+    )
+    return tf.where(p < _ACKLAM_SPLIT, tail, tf.math.ndtri(p))
+
+
+def _interpolate(x: tf.Tensor, table: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """``np.interp(x, table_j, linspace(0, 1, Q))`` per feature, and its complement.
+
+    Args:
+      x: ``[d, n]`` float32 values, one row per feature.
+      table: ``[d, Q]`` float32 quantiles, each row non-decreasing.
+
+    Returns:
+      ``(u, 1 - u)``: two ``[d, n]`` float32 tensors in ``[0, 1]``. The complement
+      is interpolated from the other end of the bracket, not taken as ``1 - u``,
+      so that values near either end of the table keep float32 precision: the
+      tails of ``ndtri`` magnify any error there.
+    """
+    num_quantiles = table.shape[-1]
+    # Like np.interp, bracket x from the last knot <= x: on a run of equal
+    # quantiles, x = q lands on the run's highest level.
+    upper = tf.searchsorted(table, x, side="right")  # [d, n], in [0, Q]
+    low = tf.clip_by_value(upper - 1, 0, num_quantiles - 2)
+    below = tf.gather(table, low, batch_dims=1)  # [d, Q] -> [d, n]
+    above = tf.gather(table, low + 1, batch_dims=1)
+    width = above - below
+    # Only a clipped bracket (x outside the table) can have x >= above or x < below.
+    outside_above, outside_below = x >= above, x <= below
+    fraction = tf.where(
+        outside_above, 1.0, tf.where(outside_below, 0.0, tf.math.divide_no_nan(x - below, width))
+    )
+    rest = tf.where(
+        outside_above, 0.0, tf.where(outside_below, 1.0, tf.math.divide_no_nan(above - x, width))
+    )
+    low = tf.cast(low, tf.float32)
+    last = float(num_quantiles - 1)
+    return (low + fraction) / last, ((last - 1.0 - low) + rest) / last
+
+
+def quantile_to_normal(x: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+    """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` transform.
+
+    Args:
+      x: ``[d, n]`` float32 raw values, one row per feature.
+      table: ``[d, Q]`` float32 quantiles at levels ``linspace(0, 1, Q)``, each
+        row non-decreasing.
+
+    Returns:
+      ``[d, n]`` float32 normal scores, clipped to about ``[-5.2, 5.2]``; NaN
+      stays NaN.
+    """
+    mirror = -tf.reverse(table, axis=[1])  # [d, Q], non-decreasing
+    up, down = _interpolate(x, table)
+    # sklearn averages interp(x) with -interp(-x) on the mirrored table, which on
+    # a run of equal quantiles lands on the run's lowest level: ties map to the
+    # middle of their levels. The mirrored levels are 1 - u, so up and down swap.
+    mirrored_up, mirrored_down = _interpolate(-x, mirror)
+    u = 0.5 * (up + mirrored_down)
+    complement = 0.5 * (down + mirrored_up)
+    # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
+    # lower end winning for a constant feature.
+    at_top = x - table[:, -1:] > -BOUNDS_THRESHOLD  # [d, n] vs [d, 1]
+    at_bottom = x - table[:, :1] < BOUNDS_THRESHOLD
+    u = tf.where(at_bottom, 0.0, tf.where(at_top, 1.0, u))
+    complement = tf.where(at_bottom, 1.0, tf.where(at_top, 0.0, complement))
+    # ndtri on the smaller of u and 1 - u keeps both tails accurate in float32.
+    lower_tail = _ndtri(tf.maximum(tf.minimum(u, complement), _TAIL))
+    z = tf.where(u <= complement, lower_tail, -lower_tail)
+    return tf.where(tf.math.is_nan(x), x, z)
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class FeatureNormalization(tf.keras.layers.Layer):
+    """Normalises raw features in the graph with statistics fitted on the training split.
+
+    The statistics are plain Python numbers in the layer's config, so a saved
+    model needs nothing else to reload. The layer computes in float32 whatever
+    the global mixed-precision policy, since the quantile transform's tails need it.
+
+    Args:
+      method: one of :data:`METHODS`.
+      num_features: the feature count ``d``.
+      mean: ``[d]`` floats, the mean of ``x`` (``standard``) or of
+        ``sign(x) * log1p(|x|)`` (``log1p``).
+      std: ``[d]`` floats, the matching standard deviations.
+      quantiles: ``[d, Q]`` floats, each feature's quantiles at levels
+        ``linspace(0, 1, Q)`` (``quantile``).
+      **kwargs: passed to ``tf.keras.layers.Layer``.
+
+    Raises:
+      ValueError: for an unknown method or statistics that do not fit it.
+
+    Call args:
+      features: ``[..., d]`` float32 raw features, e.g. ``[batch, list, d]``.
+
+    Returns:
+      ``[..., d]`` float32 normalised features.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        *,
+        num_features: int,
+        mean=None,
+        std=None,
+        quantiles=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        _check_method(method)
+        if isinstance(num_features, bool) or not isinstance(num_features, (int, np.integer)):
+            raise ValueError(f"`num_features` must be a positive int, got {num_features!r}")
+        if num_features < 1:
+            raise ValueError(f"`num_features` must be a positive int, got {num_features}")
+        self.method = method
+        self.num_features = int(num_features)
+        moments = method in ("standard", "log1p")
+        self.mean = _vector(mean, "mean", self.num_features) if moments else None
+        self.std = _vector(std, "std", self.num_features) if moments else None
+        self.quantiles = _table(quantiles, self.num_features) if method == "quantile" else None
+        # float32 constants, turned into graph constants when `call` is traced.
+        if moments:
+            self._offset = np.float32(self.mean)
+            self._scale = _safe_scale(self.mean, self.std)
+        if method == "quantile":
+            # sklearn makes its quantiles non-decreasing the same way (rounding in
+            # np.percentile can break monotonicity); searchsorted needs it.
+            self._table = np.maximum.accumulate(np.float32(self.quantiles), axis=1)
+
+    @classmethod
+    def from_manifest(cls, manifest: dict, method: str | None = None, **kwargs):
+        """The layer for a dataset, from its parsed ``manifest.json``.
+
+        Args:
+          manifest: the manifest dict, with ``num_features`` and the
+            ``normalization`` section written by the converter.
+          method: the normalisation to apply; ``None``: the manifest's default
+            (``manifest["normalization"]["method"]``).
+          **kwargs: passed to the constructor (``name=...``).
+
+        Returns:
+          A :class:`FeatureNormalization` holding only the statistics ``method`` uses.
+
+        Raises:
+          ValueError: for an unknown method or a manifest lacking its statistics.
+        """
+        try:
+            stats = manifest["normalization"]
+            num_features = manifest["num_features"]
+            method = stats["method"] if method is None else method
+            _check_method(method)
+            if method in ("standard", "log1p"):
+                moments = stats[method]
+                return cls(
+                    method,
+                    num_features=num_features,
+                    mean=moments["mean"],
+                    std=moments["std"],
+                    **kwargs,
+                )
+            if method == "quantile":
+                return cls(
+                    method,
+                    num_features=num_features,
+                    quantiles=_manifest_quantiles(stats["quantile"]),
+                    **kwargs,
+                )
+        except KeyError as missing:
+            raise ValueError(f"The manifest lacks {missing.args[0]!r} for {method!r}") from None
+        return cls(method, num_features=num_features, **kwargs)
+
+    def build(self, input_shape):
+        if input_shape[-1] is not None and input_shape[-1] != self.num_features:
+            raise ValueError(
+                f"FeatureNormalization expects {self.num_features} features, "
+                f"got input shape {tuple(input_shape)}"
+            )
+        super().build(input_shape)
+
+    def call(self, features: tf.Tensor) -> tf.Tensor:
+        if self.method == "none":
+            return tf.identity(features)
+        if self.method == "standard":
+            return (features - self._offset) / self._scale
+        if self.method == "log1p":
+            signed_log = tf.sign(features) * tf.math.log1p(tf.abs(features))
+            return (signed_log - self._offset) / self._scale
+        # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
+        rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
+        normal = quantile_to_normal(rows, tf.constant(self._table))
+        # [d, n] -> [n, d] -> [..., d]
+        outputs = tf.reshape(tf.transpose(normal), tf.shape(features))
+        outputs.set_shape(features.shape)
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "method": self.method,
+                "num_features": self.num_features,
+                "mean": None if self.mean is None else list(self.mean),
+                "std": None if self.std is None else list(self.std),
+                "quantiles": None if self.quantiles is None else [list(r) for r in self.quantiles],
+            }
+        )
+        return config
+
+
+def _manifest_quantiles(section: dict) -> list:
+    """The ``[d, Q]`` values of the manifest's ``quantile`` section, after checking its format."""
+    distribution = section.get("output_distribution", "normal")
+    if distribution != "normal":
+        raise ValueError(f"Only a normal output distribution is supported, got {distribution!r}")
+    levels = section.get("levels", "linspace(0, 1, num_quantiles)")
+    if levels != "linspace(0, 1, num_quantiles)":
+        raise ValueError(f"Quantile levels must be 'linspace(0, 1, num_quantiles)', got {levels!r}")
+    return section["values"]

@@ -1,0 +1,309 @@
+"""Offline ranking evaluation shared by every model of the project (numpy only).
+
+Follows the evaluation of the RankFormer paper (Buyl et al., "RankFormer: Listwise
+Learning-to-Rank Using Listwide Labels", KDD 2023):
+
+* NDCG@k x 100 on the training labels ``y`` (``NDCG_y``) and on the explicit
+  relevance ``r`` (``NDCG_r``). Lists whose labels are all equal are left out,
+  separately for ``y`` and ``r``, since every ranking of such a list is ideal.
+* ``NDCG_y@10`` on the lists whose list label ``t = max_i y_i`` is the highest
+  label value (e.g. lists with a purchase).
+* For models with a list-quality head: accuracy and ROC-AUC of ``P(t >= k)``.
+
+NDCG@k = DCG@k / IDCG@k with DCG@k = sum_{rank < k} gain(y) / log2(rank + 2)
+(ranks counted from 0), as in Jarvelin & Kekalainen (2002) and
+``tfr.keras.metrics.NDCGMetric``. Tied scores are handled as scikit-learn's
+``ndcg_score(ignore_ties=False)`` does (McSherry & Najork, ECIR 2008): each item
+of a tied block gets the block's mean gain, so the result never depends on the
+input order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "CONVENTION",
+    "GAINS",
+    "dcg_gains",
+    "ndcg_at_k",
+    "evaluate_rankings",
+]
+
+CONVENTION = "NDCG x 100; lists whose labels are all equal are left out (RankFormer paper)"
+GAINS = ("exponential", "linear")
+# Items per chunk of lists: bounds the temporary arrays for very long lists.
+_CHUNK_ITEMS = 1 << 21
+
+
+def dcg_gains(labels, *, gain: str = "exponential") -> np.ndarray:
+    """Gains of graded labels.
+
+    Args:
+      labels: A numeric array of any shape.
+      gain: ``"exponential"`` for ``2**y - 1`` (TF-Ranking's and the LTR
+        literature's default) or ``"linear"`` for ``y``.
+
+    Returns:
+      A float64 array of the shape of ``labels``.
+
+    Raises:
+      ValueError: If ``gain`` is unknown.
+    """
+    labels = np.asarray(labels, dtype=np.float64)
+    if gain == "exponential":
+        return np.exp2(labels) - 1.0
+    if gain == "linear":
+        return labels.copy()
+    raise ValueError(f"Unknown gain {gain!r}; choose from {sorted(GAINS)}")
+
+
+def ndcg_at_k(scores, labels, k: int | None, *, gain: str = "exponential") -> float:
+    """NDCG@k of one unpadded list, with tie-averaged gains.
+
+    Args:
+      scores: A ``[list_size]`` float array of predicted scores (finite).
+      labels: A ``[list_size]`` numeric array of graded labels (non-negative).
+      k: The cut-off, a positive int, or ``None`` for the whole list.
+      gain: ``"exponential"`` (``2**y - 1``) or ``"linear"`` (``y``).
+
+    Returns:
+      NDCG@k in ``[0, 1]`` as a Python float (not x 100); ``nan`` if the ideal
+      DCG is 0 (all labels 0), so that callers can leave the list out.
+
+    Raises:
+      ValueError: If the arrays are not 1-D of the same length, ``k`` is not
+        positive, scores are not finite or labels are negative or not finite.
+    """
+    scores = np.asarray(scores)
+    labels = np.asarray(labels)
+    if scores.ndim != 1 or labels.shape != scores.shape:
+        raise ValueError(
+            f"`scores` and `labels` must be 1-D arrays of the same length, got shapes "
+            f"{scores.shape} and {labels.shape}"
+        )
+    size = scores.shape[0]
+    k = size if k is None else _check_k(k)
+    mask = np.ones((1, size), dtype=bool)
+    _check_scores(scores[None], mask)
+    _check_labels(labels[None], mask, "labels")
+    ndcg = _ndcg_rows(scores[None], [labels[None]], mask, (k,), gain)
+    return float(ndcg[0, 0, 0])
+
+
+def evaluate_rankings(
+    scores,
+    labels,
+    relevance,
+    mask,
+    *,
+    ks=(1, 5, 10),
+    max_label=None,
+    list_probs=None,
+    gain: str = "exponential",
+) -> dict:
+    """The RankFormer paper's metrics over padded lists.
+
+    Args:
+      scores: A ``[num_lists, list_size]`` float array of predicted scores,
+        finite where ``mask`` is True.
+      labels: A ``[num_lists, list_size]`` numeric array of training labels ``y``,
+        non-negative where ``mask`` is True (padding values are ignored).
+      relevance: A ``[num_lists, list_size]`` numeric array of explicit
+        relevance labels ``r``, non-negative where ``mask`` is True.
+      mask: A ``[num_lists, list_size]`` bool array, True for real items.
+      ks: Positive int cut-offs of the NDCG values.
+      max_label: The highest label value; if given, ``ndcg_y@10_tmax`` is
+        reported over the counted lists whose max valid ``y`` equals it.
+      list_probs: Optional ``[num_lists, K]`` float array of probabilities in
+        ``[0, 1]``, column ``k - 1`` being the predicted ``P(t >= k)`` with
+        ``t`` the max valid ``y`` of the list. Columns after the 2nd are ignored.
+      gain: ``"exponential"`` (``2**y - 1``) or ``"linear"`` (``y``).
+
+    Returns:
+      A dict of Python floats (counts are ints): ``ndcg_y@{k}`` and
+      ``ndcg_r@{k}`` (means x 100 over the lists whose valid labels, ``y`` resp.
+      ``r``, are not all equal; ``nan`` if none), ``ndcg_y@10_tmax`` (with
+      ``max_label``), ``num_lists`` (lists with at least one real item; empty
+      lists are ignored everywhere), ``num_lists_y``, ``num_lists_r``,
+      ``list_acc_t>={k}`` (``P > 0.5`` as Keras' ``BinaryAccuracy``) and
+      ``list_auc_t>={k}`` (``nan`` if one class only) over all non-empty lists
+      for ``k`` in ``1..min(K, 2)`` (with ``list_probs``), and ``convention``.
+
+    Raises:
+      ValueError: On mismatched shapes (naming the arrays), a non-bool mask,
+        non-positive ``ks``, non-finite scores or probabilities, or negative or
+        non-finite labels at real items.
+    """
+    scores, labels, relevance, mask = _check_batch(scores, labels, relevance, mask)
+    ks = tuple(_check_k(k) for k in ks)
+    all_ks = tuple(sorted(set(ks) | ({10} if max_label is not None else set())))
+    ndcg = _ndcg_rows(scores, [labels, relevance], mask, all_ks, gain)  # [2, len(all_ks), n]
+    y_max, y_counted = _label_range(labels, mask)
+    _, r_counted = _label_range(relevance, mask)
+    nonempty = mask.any(axis=1)
+
+    out = {}
+    for name, counted, per_label in (("y", y_counted, ndcg[0]), ("r", r_counted, ndcg[1])):
+        for k in ks:
+            out[f"ndcg_{name}@{k}"] = _mean_x100(per_label[all_ks.index(k)], counted)
+    if max_label is not None:
+        tmax = y_counted & (y_max == max_label)
+        out["ndcg_y@10_tmax"] = _mean_x100(ndcg[0, all_ks.index(10)], tmax)
+    out["num_lists"] = int(nonempty.sum())
+    out["num_lists_y"] = int(y_counted.sum())
+    out["num_lists_r"] = int(r_counted.sum())
+    if list_probs is not None:
+        out.update(_list_head_metrics(list_probs, y_max, nonempty))
+    out["convention"] = CONVENTION
+    return out
+
+
+# === NDCG over padded lists ===
+
+
+def _ndcg_rows(scores, label_sets, mask, ks, gain) -> np.ndarray:
+    """NDCG per list, ``[len(label_sets), len(ks), num_lists]`` float64; nan where IDCG is 0."""
+    num_lists, size = mask.shape
+    out = np.full((len(label_sets), len(ks), num_lists), np.nan)
+    if size == 0:
+        return out
+    discounts = 1.0 / np.log2(np.arange(size, dtype=np.float64) + 2.0)
+    step = max(1, _CHUNK_ITEMS // size)
+    for start in range(0, num_lists, step):
+        rows = slice(start, start + step)
+        ranked = _rank_lists(scores[rows], mask[rows])
+        for i, labels in enumerate(label_sets):
+            # Padding gets label 0, hence gain 0, and ranks after every real item.
+            gains = dcg_gains(np.where(mask[rows], labels[rows], 0), gain=gain)
+            tied = _tie_averaged(gains, *ranked)  # [chunk, size] in rank order
+            ideal = -np.sort(-gains, axis=1)  # [chunk, size] gains in descending order
+            for j, k in enumerate(ks):
+                dcg = tied[:, :k] @ discounts[:k]
+                idcg = ideal[:, :k] @ discounts[:k]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[i, j, rows] = np.where(idcg > 0, dcg / idcg, np.nan)
+    return out
+
+
+def _rank_lists(scores, mask):
+    """Order by descending score (padding last) and tie-block ids, both ``[lists, size]``."""
+    keys = np.where(mask, -scores.astype(np.float64), np.inf)
+    order = np.argsort(keys, axis=1, kind="stable")
+    sorted_keys = np.take_along_axis(keys, order, axis=1)
+    starts = np.ones(keys.shape, dtype=bool)
+    starts[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
+    # Every row opens a new block at rank 0, so block ids never span two lists.
+    block_ids = np.cumsum(starts.ravel()).reshape(keys.shape) - 1
+    return order, block_ids
+
+
+def _tie_averaged(gains, order, block_ids) -> np.ndarray:
+    """Gains in rank order, each replaced by the mean gain of its block of tied scores."""
+    ranked = np.take_along_axis(gains, order, axis=1).ravel()
+    ids = block_ids.ravel()
+    means = np.bincount(ids, weights=ranked) / np.bincount(ids)
+    return means[ids].reshape(gains.shape)
+
+
+def _label_range(labels, mask):
+    """Max valid label per list (``-inf`` if empty) and whether the valid labels differ."""
+    high = np.where(mask, labels, -np.inf).max(axis=1, initial=-np.inf)
+    low = np.where(mask, labels, np.inf).min(axis=1, initial=np.inf)
+    return high, high > low
+
+
+def _mean_x100(values, counted) -> float:
+    if not counted.any():
+        return float("nan")
+    return float(100.0 * values[counted].mean())
+
+
+# === List-quality head ===
+
+
+def _list_head_metrics(list_probs, y_max, nonempty) -> dict:
+    """Accuracy and ROC-AUC of ``P(t >= k)`` for ``k`` in ``1..min(K, 2)``."""
+    probs = np.asarray(list_probs, dtype=np.float64)
+    if probs.ndim != 2 or probs.shape[0] != y_max.shape[0] or probs.shape[1] == 0:
+        raise ValueError(
+            f"`list_probs` must have shape [num_lists={y_max.shape[0]}, K >= 1], got {probs.shape}"
+        )
+    probs = probs[nonempty]
+    if not (np.isfinite(probs).all() and (probs >= 0).all() and (probs <= 1).all()):
+        raise ValueError("`list_probs` must be probabilities in [0, 1] (not logits)")
+    t = y_max[nonempty]
+    out = {}
+    for k in range(1, min(probs.shape[1], 2) + 1):
+        target = t >= k
+        p = probs[:, k - 1]
+        acc = float(np.mean((p > 0.5) == target)) if target.size else float("nan")
+        out[f"list_acc_t>={k}"] = acc
+        out[f"list_auc_t>={k}"] = _roc_auc(target, p)
+    return out
+
+
+def _roc_auc(target, probs) -> float:
+    """ROC-AUC by the Mann-Whitney U statistic, with ranks averaged over ties."""
+    num_pos = int(target.sum())
+    num_neg = target.size - num_pos
+    if num_pos == 0 or num_neg == 0:
+        return float("nan")
+    ranks = _average_ranks(probs)
+    u = ranks[target].sum() - num_pos * (num_pos + 1) / 2.0
+    return float(u / (num_pos * num_neg))
+
+
+def _average_ranks(values) -> np.ndarray:
+    """1-based ranks of a 1-D array, tied values sharing their mean rank."""
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    starts = np.ones(values.shape, dtype=bool)
+    starts[1:] = sorted_values[1:] != sorted_values[:-1]
+    ids = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], values.size)  # exclusive
+    ranks = np.empty(values.shape, dtype=np.float64)
+    ranks[order] = ((first + 1 + last) / 2.0)[ids]
+    return ranks
+
+
+# === Validation ===
+
+
+def _check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValueError(f"`k` must be a positive int, got {k!r}")
+    return int(k)
+
+
+def _check_batch(scores, labels, relevance, mask):
+    arrays = {
+        "scores": np.asarray(scores),
+        "labels": np.asarray(labels),
+        "relevance": np.asarray(relevance),
+        "mask": np.asarray(mask),
+    }
+    shapes = {name: a.shape for name, a in arrays.items()}
+    if arrays["scores"].ndim != 2 or len(set(shapes.values())) != 1:
+        raise ValueError(
+            "`scores`, `labels`, `relevance` and `mask` must share one shape "
+            f"[num_lists, list_size], got {shapes}"
+        )
+    if arrays["mask"].dtype != bool:
+        raise ValueError(f"`mask` must be a bool array, got dtype {arrays['mask'].dtype}")
+    _check_scores(arrays["scores"], arrays["mask"])
+    _check_labels(arrays["labels"], arrays["mask"], "labels")
+    _check_labels(arrays["relevance"], arrays["mask"], "relevance")
+    return arrays["scores"], arrays["labels"], arrays["relevance"], arrays["mask"]
+
+
+def _check_scores(scores, mask):
+    if not np.isfinite(scores[mask].astype(np.float64)).all():
+        raise ValueError("`scores` must be finite at real items (mask True)")
+
+
+def _check_labels(labels, mask, name):
+    valid = labels[mask].astype(np.float64)
+    if not (np.isfinite(valid).all() and (valid >= 0).all()):
+        raise ValueError(f"`{name}` must be finite and non-negative at real items (mask True)")

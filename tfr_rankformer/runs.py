@@ -1,0 +1,79 @@
+"""Reloading a trained run from its ``model_dir``: settings, model and best weights."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from tfr_rankformer import data
+from tfr_rankformer.evaluation import evaluate_model
+from tfr_rankformer.models import build_model
+from tfr_rankformer.training import BEST_WEIGHTS, CONFIG_NAME, METRICS_NAME, TrainConfig
+
+__all__ = ["load_run", "evaluate_run"]
+
+
+def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
+    """The run's settings, its training manifest, and its model with the best weights.
+
+    The model is built from the training data's manifest, so it normalises
+    features with the statistics it was trained with.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained run.
+    """
+    config_path = os.path.join(model_dir, CONFIG_NAME)
+    weights = os.path.join(model_dir, BEST_WEIGHTS)
+    if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
+        raise FileNotFoundError(
+            f"{model_dir} is not a trained run: it needs {CONFIG_NAME} and {BEST_WEIGHTS}.* "
+            "(written by tfr-train)"
+        )
+    with open(config_path, encoding="utf-8") as f:
+        config = TrainConfig.from_json(json.load(f))
+    manifest = data.load_manifest(config.data)
+    model = build_model(config.model, manifest, config.architecture, data.label_levels(manifest))
+    model.load_weights(weights).expect_partial()
+    return config, manifest, model
+
+
+def evaluate_run(
+    model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
+) -> dict:
+    """Evaluates a trained run on ``splits`` of ``data_dir`` (default: its training data).
+
+    The results are merged into ``model_dir/metrics.json`` (a different dataset
+    is recorded under ``"<split>@<data_dir>"``) and returned.
+    """
+    config, train_manifest, model = load_run(model_dir)
+    data_dir = data_dir or config.data
+    manifest = data.load_manifest(data_dir)
+    if manifest["num_features"] != train_manifest["num_features"]:
+        raise ValueError(
+            f"{data_dir} has {manifest['num_features']} features; the model was trained on "
+            f"{train_manifest['num_features']}"
+        )
+    splits = splits or list(manifest["splits"])
+    same_data = os.path.abspath(data_dir) == os.path.abspath(config.data)
+    results = {}
+    for split in splits:
+        dataset = data.evaluation_dataset(
+            data_dir, manifest, split=split, batch_size=config.eval_batch_size
+        )
+        key = split if same_data else f"{split}@{data_dir}"
+        results[key] = evaluate_model(
+            model, dataset, max_label=data.label_levels(manifest), list_head=config.uses_list_head
+        )
+    path = os.path.join(model_dir, METRICS_NAME)
+    stored = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    stored.update(results)
+    with open(path + ".partial", "w", encoding="utf-8") as f:
+        json.dump(stored, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(path + ".partial", path)
+    return results

@@ -1,0 +1,302 @@
+"""``tfr-train``'s library function: the paper's training protocol with tf.distribute.
+
+``model_dir/`` receives ``config.json`` (the resolved settings), ``checkpoints/``
+(the weights with the best validation NDCG_y@10), ``backup/`` (for resuming a
+killed run), ``logs/`` (TensorBoard), ``history.csv`` (one row per epoch) and
+``metrics.json`` (the final evaluation of every split).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+
+import tensorflow as tf
+
+from tfr_rankformer import data
+from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
+from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.models import MODELS, ModelConfig, build_model, has_list_head
+
+__all__ = [
+    "TrainConfig",
+    "InverseSqrtDecay",
+    "choose_strategy",
+    "train",
+    "build_compiled_model",
+    "BEST_WEIGHTS",
+]
+
+logger = logging.getLogger(__name__)
+
+BEST_WEIGHTS = os.path.join("checkpoints", "best")
+CONFIG_NAME = "config.json"
+METRICS_NAME = "metrics.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run; defaults follow the paper (Sec. 6.2).
+
+    Attributes:
+      model: a key of ``models.MODELS``.
+      data: a converted dataset (``tfr-convert --output``).
+      model_dir: where everything is written.
+      epochs: maximum epochs (paper: 200).
+      batch_size: lists per batch (paper: 2048).
+      list_size: items per training list; ``None``: the simulation's sample
+        size for simulated data, else 200. Longer lists are sampled.
+      alpha: weight of the listwide loss; ``None``: 0.25 for models with a list
+        head (the paper tries 0, 0.25 and 1), 0 for the others.
+      loss: the item-score loss (see ``losses.SCORE_LOSSES``).
+      learning_rate: AdamW's rate (paper: 1e-3).
+      weight_decay: AdamW's decoupled weight decay (paper: 0.1).
+      decay_after_epoch: the rate decays as ``1/sqrt(step)`` after this epoch (paper: 20).
+      include_empty_lists: train on lists whose list label t is 0; ``None``: the
+        paper's policy (only the RankFormer with alpha > 0 does).
+      patience: epochs without a better validation NDCG_y@10 before stopping.
+      mixed_precision: float16 compute; ``None``: on when a GPU is visible.
+      xla: compile with XLA; ``None``: on when a GPU is visible.
+      eval_batch_size: lists per evaluation batch.
+      seed: seed of initialisation, shuffling and dropout.
+      architecture: the model's settings.
+    """
+
+    model: str = "rankformer"
+    data: str = ""
+    model_dir: str = ""
+    epochs: int = 200
+    batch_size: int = 2048
+    list_size: int | None = None
+    alpha: float | None = None
+    loss: str = "softmax"
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.1
+    decay_after_epoch: int = 20
+    include_empty_lists: bool | None = None
+    patience: int = 20
+    mixed_precision: bool | None = None
+    xla: bool | None = None
+    eval_batch_size: int = 256
+    seed: int = 0
+    architecture: ModelConfig = ModelConfig()
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ValueError(f"Unknown model {self.model!r}; choose from {sorted(MODELS)}")
+        if not self.data or not self.model_dir:
+            raise ValueError("`data` and `model_dir` must be given")
+        for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+        if self.list_size is not None and self.list_size < 1:
+            raise ValueError(f"`list_size` must be a positive int, got {self.list_size!r}")
+        if self.alpha is None:
+            object.__setattr__(self, "alpha", 0.25 if has_list_head(self.model) else 0.0)
+        if self.alpha < 0:
+            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
+        if self.alpha > 0 and not has_list_head(self.model):
+            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
+
+    @property
+    def uses_list_head(self) -> bool:
+        return has_list_head(self.model) and self.alpha > 0
+
+    def training_includes_empty_lists(self) -> bool:
+        """The paper's policy unless overridden: t = 0 lists only feed the list head."""
+        if self.include_empty_lists is not None:
+            return self.include_empty_lists
+        return self.uses_list_head
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict) -> TrainConfig:
+        values = dict(values)
+        if isinstance(values.get("architecture"), dict):
+            values["architecture"] = ModelConfig(**values["architecture"])
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown training settings {sorted(unknown)}")
+        return cls(**values)
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on (the paper's)."""
+
+    def __init__(self, learning_rate: float, start_step: int):
+        self.learning_rate = learning_rate
+        self.start_step = start_step
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        start = tf.cast(max(self.start_step, 1), tf.float32)
+        factor = tf.minimum(1.0, tf.sqrt(start / tf.maximum(step, 1.0)))
+        return self.learning_rate * factor
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "start_step": self.start_step}
+
+
+def choose_strategy() -> tf.distribute.Strategy:
+    """MultiWorkerMirrored when ``TF_CONFIG`` names several workers, Mirrored on
+    several GPUs, else the default strategy."""
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    if len(cluster.get("worker", [])) > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def _resolve_list_size(config: TrainConfig, manifest: dict) -> int:
+    if config.list_size is not None:
+        return config.list_size
+    if manifest.get("label_kind") == "simulated_implicit":
+        return int(manifest["parameters"]["clicks"]["sample_size"])
+    return 200
+
+
+def build_compiled_model(
+    config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
+) -> tf.keras.Model:
+    """The model with its losses, AdamW and the paper's schedule (call inside a strategy scope)."""
+    levels = data.label_levels(manifest)
+    model = build_model(config.model, manifest, config.architecture, levels)
+    losses = {"scores": get_score_loss(config.loss)}
+    weights = {"scores": 1.0}
+    if has_list_head(config.model):
+        losses["list_quality"] = OrdinalListLoss(levels)
+        weights["list_quality"] = config.alpha
+    schedule = InverseSqrtDecay(config.learning_rate, config.decay_after_epoch * steps_per_epoch)
+    optimizer = tf.keras.optimizers.AdamW(learning_rate=schedule, weight_decay=config.weight_decay)
+    model.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
+    return model
+
+
+class _Throughput(tf.keras.callbacks.Callback):
+    """Adds ``lists_per_sec`` (training lists per second of the epoch) to the logs."""
+
+    def __init__(self, lists_per_epoch: int):
+        super().__init__()
+        self.lists_per_epoch = lists_per_epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lists_per_sec"] = self.lists_per_epoch / (time.perf_counter() - self._start)
+
+
+def _write_json(path: str, values: dict) -> None:
+    temporary = f"{path}.partial"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(temporary, path)
+
+
+def train(config: TrainConfig, *, verbose: int = 1) -> dict:
+    """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content."""
+    tf.keras.utils.set_random_seed(config.seed)
+    manifest = data.load_manifest(config.data)
+    gpu = bool(tf.config.list_physical_devices("GPU"))
+    mixed = gpu if config.mixed_precision is None else config.mixed_precision
+    xla = gpu if config.xla is None else config.xla
+    if mixed:
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    os.makedirs(config.model_dir, exist_ok=True)
+    _write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+
+    strategy = choose_strategy()
+    include_empty = config.training_includes_empty_lists()
+    list_size = _resolve_list_size(config, manifest)
+    lists = data.count_training_lists(manifest, "train", include_empty_lists=include_empty)
+    if lists == 0:
+        raise ValueError(f"{config.data}: no training list passes the training-list policy")
+    steps = math.ceil(lists / config.batch_size)
+    train_data = data.training_dataset(
+        config.data,
+        manifest,
+        batch_size=config.batch_size,
+        list_size=list_size,
+        include_empty_lists=include_empty,
+        with_list_head=has_list_head(config.model),
+        seed=config.seed,
+    )
+    with strategy.scope():
+        model = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
+    max_label = data.label_levels(manifest)
+    callbacks = [_Throughput(lists)]
+    has_vali = "vali" in manifest["splits"]
+    if has_vali:
+        vali = data.evaluation_dataset(
+            config.data, manifest, split="vali", batch_size=config.eval_batch_size
+        )
+        callbacks.append(
+            EvaluationCallback(vali, max_label=max_label, list_head=config.uses_list_head)
+        )
+    monitor = "val_ndcg_y@10" if has_vali else "loss"
+    mode = "max" if has_vali else "min"
+    best = os.path.join(config.model_dir, BEST_WEIGHTS)
+    callbacks += [
+        tf.keras.callbacks.ModelCheckpoint(
+            best, monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True
+        ),
+        tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
+        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, "backup")),
+        tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, "history.csv"), append=True),
+        tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+    ]
+    logger.info(
+        "training %s on %d lists/epoch (list size %d, %s t = 0 lists), %d steps/epoch, "
+        "strategy %s, mixed precision %s, XLA %s",
+        config.model,
+        lists,
+        list_size,
+        "with" if include_empty else "without",
+        steps,
+        type(strategy).__name__,
+        mixed,
+        xla,
+    )
+    started = time.perf_counter()
+    history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+    seconds = time.perf_counter() - started
+    backup = os.path.join(config.model_dir, "backup")
+    if os.path.isdir(backup) and not os.listdir(backup):
+        os.rmdir(backup)  # BackupAndRestore empties it once training completes
+    if tf.io.gfile.exists(best + ".index"):
+        model.load_weights(best)
+    metrics = {
+        split: evaluate_model(
+            model,
+            data.evaluation_dataset(
+                config.data, manifest, split=split, batch_size=config.eval_batch_size
+            ),
+            max_label=max_label,
+            list_head=config.uses_list_head,
+        )
+        for split in manifest["splits"]
+    }
+    metrics["training"] = {
+        "epochs_run": len(history.epoch),
+        "seconds": seconds,
+        "lists_per_epoch": lists,
+        "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],
+        "monitor": monitor,
+        "strategy": type(strategy).__name__,
+        "mixed_precision": mixed,
+        "xla": xla,
+    }
+    metrics["settings"] = config.to_json()
+    _write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
+    return metrics

@@ -1,0 +1,108 @@
+"""Quality on real data: MQ2008 with simulated clicks, 5 folds, the paper's model set.
+
+Converts every MQ2008 fold with ``--simulate-clicks`` (or reuses the
+conversion), trains each model on each fold with the same epoch budget, and
+prints NDCG_y@10 and NDCG_r@10 on the test splits as mean ± standard error
+over folds, as a Markdown table. Each run's directory keeps its metrics.json.
+
+Run: ``python -m pipelines.benchmarks.mq2008_quality --output results/mq2008``
+(MQ2008 is looked up under --data-dir, $TFR_DATA_DIR and the working directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+from pipelines.convert_cli import main as convert_main
+from tfr_rankformer.training import TrainConfig, train
+
+MODELS = {
+    "mlp": {"model": "mlp"},
+    "transformer": {"model": "transformer"},
+    "rankformer alpha=0.25": {"model": "rankformer", "alpha": 0.25},
+    "rankformer alpha=1": {"model": "rankformer", "alpha": 1.0},
+}
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, float("nan")
+    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
+    parser.add_argument("--data-dir", help="where MQ2008/ is")
+    parser.add_argument("--folds", default="1,2,3,4,5")
+    parser.add_argument("--epochs", type=int, default=30, help="epoch budget of every model")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    converted = os.path.join(args.output, "data")
+    if not os.path.isdir(converted):
+        flags = [
+            "--input",
+            "MQ2008",
+            "--output",
+            converted,
+            "--folds",
+            "all",
+            "--simulate-clicks",
+            "--seed",
+            str(args.seed),
+            "--no-progress",
+        ]
+        if args.data_dir:
+            flags += ["--data-dir", args.data_dir]
+        if convert_main(flags) != 0:
+            return 1
+    folds = [int(f) for f in args.folds.split(",")]
+    results: dict[str, list[dict]] = {name: [] for name in MODELS}
+    for fold in folds:
+        for name, settings in MODELS.items():
+            model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
+            metrics_path = os.path.join(model_dir, "metrics.json")
+            if not os.path.isfile(metrics_path):
+                started = time.perf_counter()
+                train(
+                    TrainConfig(
+                        data=os.path.join(converted, f"Fold{fold}"),
+                        model_dir=model_dir,
+                        epochs=args.epochs,
+                        batch_size=args.batch_size,
+                        patience=args.epochs,
+                        seed=args.seed,
+                        **settings,
+                    ),
+                    verbose=0,
+                )
+                print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
+            with open(metrics_path, encoding="utf-8") as f:
+                results[name].append(json.load(f)["test"])
+
+    print(
+        f"\nMQ2008, simulated clicks, {len(folds)} folds, {args.epochs} epochs, batch "
+        f"{args.batch_size}: test NDCG x 100, mean ± standard error over folds\n"
+    )
+    print("| model | NDCG_y@10 | NDCG_r@10 |")
+    print("|---|---|---|")
+    for name, runs in results.items():
+        cells = []
+        for key in ("ndcg_y@10", "ndcg_r@10"):
+            mean, se = _mean_se([r[key] for r in runs])
+            cells.append(f"{mean:.2f} ± {se:.2f}")
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

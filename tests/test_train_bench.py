@@ -1,0 +1,27 @@
+"""The training benchmark's FLOP count (its timings are not tested)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from pipelines.benchmarks.train_bench import forward_flops  # noqa: E402
+from tfr_rankformer.models import ModelConfig  # noqa: E402
+
+
+def test_mlp_flops_by_hand():
+    arch = ModelConfig(mlp_units=(4, 2))
+    # Per item: 3x4 + 4x2 + 2x1 multiply-adds = 22; 2 FLOPs each; 5 items.
+    assert forward_flops("mlp", 3, 5, arch) == 2 * 5 * 22
+
+
+def test_encoder_flops_by_hand():
+    arch = ModelConfig(num_layers=1, ff_dim=8, head_hidden=2)
+    d, items = 4, 3
+    tokens = items + 1
+    encoder = tokens * (4 * d * d + 2 * d * 8 + 2 * tokens * d)
+    score_head = items * (2 * d * 2 + 2)
+    list_head = d * 2 + 2 * 2
+    assert forward_flops("transformer", d, items, arch) == 2 * (encoder + score_head)
+    assert forward_flops("rankformer", d, items, arch) == 2 * (encoder + score_head + list_head)

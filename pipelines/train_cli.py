@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         values = merge_settings(args.config, flags, {n: "architecture" for n in _ARCHITECTURE})
         config = TrainConfig.from_json(values)
-        metrics = train(config, verbose=0 if args.quiet else 2)
+        # A live bar on terminals, one line per epoch in logs.
+        verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
+        metrics = train(config, verbose=verbose)
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1

@@ -213,3 +213,39 @@ def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
 def test_cli_reports_a_missing_dataset(tmp_path, capsys):
     code = train_main(["--data", str(tmp_path / "nothing"), "--model-dir", str(tmp_path / "m")])
     assert code == 1 and "no manifest.json" in capsys.readouterr().err
+
+
+_MIRRORED = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfr_rankformer import training
+training.choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+config = training.TrainConfig.from_json(json.loads(sys.argv[1]))
+metrics = training.train(config, verbose=0)
+print("RESULT " + json.dumps({"strategy": metrics["training"]["strategy"],
+                              "ndcg": metrics["test"]["ndcg_y@10"]}))
+"""
+
+
+def test_two_replica_mirrored_strategy_trains(dataset, tmp_path):
+    # Two logical CPU devices stand in for two GPUs: replicas, all-reduce, and the
+    # dropout generators in replica context.
+    settings = {
+        "model": "rankformer",
+        "data": dataset,
+        "model_dir": str(tmp_path / "run"),
+        "epochs": 2,
+        "batch_size": 32,
+        "architecture": SMALL,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _MIRRORED, json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT ")[-1])
+    assert result["strategy"] == "MirroredStrategy" and 0 < result["ndcg"] <= 100

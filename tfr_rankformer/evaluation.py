@@ -72,6 +72,10 @@ def evaluate_model(
     )
 
 
+# Validation metrics shown per epoch and written to history.csv.
+LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1")
+
+
 class EvaluationCallback(tf.keras.callbacks.Callback):
     """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch.
 
@@ -89,6 +93,6 @@ class EvaluationCallback(tf.keras.callbacks.Callback):
             self.model, self.dataset, max_label=self.max_label, list_head=self.list_head
         )
         if logs is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)):
-                    logs[f"val_{key}"] = value
+            for key in LOGGED:
+                if key in metrics:
+                    logs[f"val_{key}"] = metrics[key]

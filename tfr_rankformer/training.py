@@ -182,18 +182,29 @@ def build_compiled_model(
 
 
 class _Throughput(tf.keras.callbacks.Callback):
-    """Adds ``lists_per_sec`` (training lists per second of the epoch) to the logs."""
+    """Adds ``lists_per_sec`` (training lists per second so far in the epoch) to the logs,
+    so the progress bar shows it after every batch."""
 
-    def __init__(self, lists_per_epoch: int):
+    def __init__(self, lists_per_epoch: int, batch_size: int):
         super().__init__()
         self.lists_per_epoch = lists_per_epoch
+        self.batch_size = batch_size
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
 
+    def _rate(self, lists: int) -> float:
+        return lists / max(time.perf_counter() - self._start, 1e-9)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs is not None:
+            logs["lists_per_sec"] = self._rate(
+                min((batch + 1) * self.batch_size, self.lists_per_epoch)
+            )
+
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["lists_per_sec"] = self.lists_per_epoch / (time.perf_counter() - self._start)
+            logs["lists_per_sec"] = self._rate(self.lists_per_epoch)
 
 
 def _write_json(path: str, values: dict) -> None:
@@ -235,7 +246,7 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     with strategy.scope():
         model = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
     max_label = data.label_levels(manifest)
-    callbacks = [_Throughput(lists)]
+    callbacks = [_Throughput(lists, config.batch_size)]
     has_vali = "vali" in manifest["splits"]
     if has_vali:
         vali = data.evaluation_dataset(

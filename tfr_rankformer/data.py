@@ -81,12 +81,14 @@ def parsed_lists(
     list_size: int | None,
     shuffle_items: bool,
     seed: int,
+    transform=None,
 ) -> tf.data.Dataset:
     """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
 
     With ``list_size`` every list is padded or cut to it (after shuffling its
     items when ``shuffle_items``); with ``None`` each parse batch is padded to
-    its longest list and nothing is cut.
+    its longest list and nothing is cut. ``transform`` maps the features of a
+    parse batch (``[B, L, d]``), e.g. the model's normalisation.
     """
     import tensorflow_ranking as tfr
 
@@ -100,8 +102,9 @@ def parsed_lists(
             shuffle_examples=shuffle_items,
             seed=seed,
         )
+        features = parsed[elwc_schema.FEATURES]
         return {
-            elwc_schema.FEATURES: parsed[elwc_schema.FEATURES],
+            elwc_schema.FEATURES: transform(features) if transform is not None else features,
             MASK: parsed[MASK],
             # [B, L, 1] -> [B, L]
             elwc_schema.LABEL: tf.squeeze(parsed[elwc_schema.LABEL], axis=-1),
@@ -139,6 +142,8 @@ def training_dataset(
     with_list_head: bool,
     seed: int,
     shuffle_buffer: int = 10_000,
+    normalize=None,
+    cache_bytes: int = 2 << 30,
 ) -> tf.data.Dataset:
     """Batches of ``(inputs, targets)`` for ``model.fit``.
 
@@ -152,14 +157,25 @@ def training_dataset(
       with_list_head: add the ``list_quality`` target.
       seed: seed of the list and item shuffles.
       shuffle_buffer: lists held for shuffling.
+      normalize: applied to the features once per list (``[B, L, d]``), e.g.
+        the model's normalisation layer, so training steps skip it.
+      cache_bytes: when no list is longer than ``list_size`` (no list is ever
+        resampled), the parsed lists are kept in memory after the first epoch
+        if they take at most this many bytes.
     """
+    entry = manifest["splits"][split]
+    resampled = entry.get("longest_list", list_size + 1) > list_size
+    size = entry["num_lists"] * list_size * (manifest["num_features"] + 3) * 4
     lists = parsed_lists(
         split_files(data_dir, manifest, split),
         manifest["num_features"],
         list_size=list_size,
-        shuffle_items=True,
+        shuffle_items=resampled,
         seed=seed,
+        transform=normalize,
     )
+    if not resampled and size <= cache_bytes:
+        lists = lists.cache()
     if not include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)

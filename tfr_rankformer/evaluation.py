@@ -82,15 +82,26 @@ class EvaluationCallback(tf.keras.callbacks.Callback):
     Placed before checkpointing and early stopping, which then monitor them.
     """
 
-    def __init__(self, dataset: tf.data.Dataset, *, max_label: int, list_head: bool):
+    def __init__(
+        self,
+        dataset: tf.data.Dataset,
+        *,
+        max_label: int,
+        list_head: bool,
+        model: tf.keras.Model | None = None,
+    ):
         super().__init__()
         self.dataset = dataset
         self.max_label = max_label
         self.list_head = list_head
+        self.evaluated = model  # the model on raw features; default: the one being fit
 
     def on_epoch_end(self, epoch, logs=None):
         metrics = evaluate_model(
-            self.model, self.dataset, max_label=self.max_label, list_head=self.list_head
+            self.evaluated or self.model,
+            self.dataset,
+            max_label=self.max_label,
+            list_head=self.list_head,
         )
         if logs is not None:
             for key in LOGGED:

@@ -5,6 +5,11 @@ normalises the features in-graph from the manifest's statistics, and returns
 ``{"scores": [B, L] float32}`` (padding items score ``PADDING_SCORE``); models
 with a list head also return ``{"list_quality": [B, K]}`` logits of
 ``P(t >= k)`` for ``k = 1 .. K``.
+
+A model is the normalisation layer followed by a nested model, the *ranker*
+(``ranker_of``), which takes normalised features. Training fits the ranker on
+features normalised once in the input pipeline; checkpoints, evaluation and
+serving use the whole model on raw features.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.feature_normalization import FeatureNormalization
 from tfr_rankformer.layers import ClsToken, MaskedScores, PreNormEncoderLayer
 
-__all__ = ["ModelConfig", "MODELS", "build_model", "has_list_head"]
+__all__ = [
+    "ModelConfig",
+    "MODELS",
+    "build_model",
+    "has_list_head",
+    "normalization_of",
+    "ranker_of",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +80,12 @@ def _head(hidden: int, outputs: int, name: str) -> tf.keras.Sequential:
     )
 
 
-def _listwise(manifest: dict, config: ModelConfig, levels: int | None, name: str):
+def _listwise(num_features: int, config: ModelConfig, levels: int | None, name: str):
     """The RankFormer encoder with score head, and the list head when ``levels``."""
-    # === Inputs ===
-    features, mask = _inputs(manifest["num_features"])
+    # === Inputs (normalised features) ===
+    features, mask = _inputs(num_features)
     # === Encoder ===
-    x = FeatureNormalization.from_manifest(manifest, name="normalization")(features)
-    x, valid = ClsToken(name="cls_token")(x, mask)  # [B, L, d] -> [B, L + 1, d]
+    x, valid = ClsToken(name="cls_token")(features, mask)  # [B, L, d] -> [B, L + 1, d]
     for i in range(config.num_layers):
         x = PreNormEncoderLayer(
             config.num_heads, config.ff_dim, config.dropout, name=f"encoder_{i}"
@@ -95,28 +106,31 @@ def _listwise(manifest: dict, config: ModelConfig, levels: int | None, name: str
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
 
 
-def build_rankformer(manifest: dict, config: ModelConfig, levels: int) -> tf.keras.Model:
+def build_rankformer(num_features: int, config: ModelConfig, levels: int) -> tf.keras.Model:
     """The RankFormer: listwise encoder with [CLS], score head and listwide ordinal head."""
-    return _listwise(manifest, config, levels, "rankformer")
+    return _listwise(num_features, config, levels, "rankformer")
 
 
-def build_transformer(manifest: dict, config: ModelConfig, levels: int) -> tf.keras.Model:
+def build_transformer(num_features: int, config: ModelConfig, levels: int) -> tf.keras.Model:
     """The same encoder and score head without the list head (the paper's alpha = 0)."""
     del levels
-    return _listwise(manifest, config, None, "transformer")
+    return _listwise(num_features, config, None, "transformer")
 
 
-def build_mlp(manifest: dict, config: ModelConfig, levels: int) -> tf.keras.Model:
+def build_mlp(num_features: int, config: ModelConfig, levels: int) -> tf.keras.Model:
     """The pointwise MLP baseline: each item scored alone."""
     del levels
-    features, mask = _inputs(manifest["num_features"])
-    x = FeatureNormalization.from_manifest(manifest, name="normalization")(features)
+    features, mask = _inputs(num_features)
+    x = features
     for i, units in enumerate(config.mlp_units):
         x = tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(x)
         x = tf.keras.layers.Dropout(config.dropout, name=f"dropout_{i}")(x)
     scores = tf.keras.layers.Dense(1, dtype="float32", name="score")(x)  # [B, L, 1]
     outputs = {"scores": MaskedScores(name="scores")(scores, mask)}
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="mlp")
+
+
+RANKER = "ranker"
 
 
 MODELS = {
@@ -139,7 +153,7 @@ def _check_name(name: str) -> None:
 
 
 def build_model(name: str, manifest: dict, config: ModelConfig, levels: int) -> tf.keras.Model:
-    """Builds the model ``name`` for a converted dataset.
+    """Builds the model ``name`` for a converted dataset: normalisation, then the ranker.
 
     Args:
       name: a key of ``MODELS``.
@@ -148,4 +162,20 @@ def build_model(name: str, manifest: dict, config: ModelConfig, levels: int) -> 
       levels: ``K``, list-label levels above 0 (see ``data.label_levels``).
     """
     _check_name(name)
-    return MODELS[name](manifest, config, levels)
+    num_features = manifest["num_features"]
+    ranker = MODELS[name](num_features, config, levels)
+    ranker._name = RANKER
+    features, mask = _inputs(num_features)
+    normalised = FeatureNormalization.from_manifest(manifest, name="normalization")(features)
+    outputs = ranker({FEATURES: normalised, MASK: mask})
+    return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
+
+
+def ranker_of(model: tf.keras.Model) -> tf.keras.Model:
+    """The nested model that takes normalised features."""
+    return model.get_layer(RANKER)
+
+
+def normalization_of(model: tf.keras.Model) -> tf.keras.layers.Layer:
+    """The model's normalisation layer."""
+    return model.get_layer("normalization")

@@ -4,6 +4,10 @@
 (the weights with the best validation NDCG_y@10), ``backup/`` (for resuming a
 killed run), ``logs/`` (TensorBoard), ``history.csv`` (one row per epoch) and
 ``metrics.json`` (the final evaluation of every split).
+
+The ranker (the model without its normalisation layer) is what ``fit`` trains,
+on features normalised once per list in the input pipeline; evaluation and the
+checkpoints use the whole model on raw features.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ import tensorflow as tf
 from tfr_rankformer import data
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
-from tfr_rankformer.models import MODELS, ModelConfig, build_model, has_list_head
+from tfr_rankformer.models import (
+    MODELS,
+    ModelConfig,
+    build_model,
+    has_list_head,
+    normalization_of,
+    ranker_of,
+)
 
 __all__ = [
     "TrainConfig",
@@ -166,10 +177,15 @@ def _resolve_list_size(config: TrainConfig, manifest: dict) -> int:
 
 def build_compiled_model(
     config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
-) -> tf.keras.Model:
-    """The model with its losses, AdamW and the paper's schedule (call inside a strategy scope)."""
+) -> tuple[tf.keras.Model, tf.keras.Model]:
+    """The model, and its ranker compiled with the losses, AdamW and the paper's schedule.
+
+    Training fits the ranker (normalised features); the model wraps it with the
+    normalisation (raw features). Call inside a strategy scope.
+    """
     levels = data.label_levels(manifest)
     model = build_model(config.model, manifest, config.architecture, levels)
+    ranker = ranker_of(model)
     losses = {"scores": get_score_loss(config.loss)}
     weights = {"scores": 1.0}
     if has_list_head(config.model):
@@ -177,8 +193,8 @@ def build_compiled_model(
         weights["list_quality"] = config.alpha
     schedule = InverseSqrtDecay(config.learning_rate, config.decay_after_epoch * steps_per_epoch)
     optimizer = tf.keras.optimizers.AdamW(learning_rate=schedule, weight_decay=config.weight_decay)
-    model.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
-    return model
+    ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
+    return model, ranker
 
 
 class _Throughput(tf.keras.callbacks.Callback):
@@ -205,6 +221,24 @@ class _Throughput(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["lists_per_sec"] = self._rate(self.lists_per_epoch)
+
+
+class _BestWeights(tf.keras.callbacks.Callback):
+    """Saves the whole model's weights (normalisation included) when ``monitor`` improves."""
+
+    def __init__(self, model: tf.keras.Model, path: str, *, monitor: str, mode: str):
+        super().__init__()
+        self.whole = model
+        self.path = path
+        self.monitor = monitor
+        self.sign = 1.0 if mode == "max" else -1.0
+        self.best = -math.inf
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is not None and self.sign * value > self.best:
+            self.best = self.sign * value
+            self.whole.save_weights(self.path)
 
 
 def _write_json(path: str, values: dict) -> None:
@@ -234,6 +268,8 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     if lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
     steps = math.ceil(lists / config.batch_size)
+    with strategy.scope():
+        model, ranker = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
     train_data = data.training_dataset(
         config.data,
         manifest,
@@ -242,9 +278,8 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         include_empty_lists=include_empty,
         with_list_head=has_list_head(config.model),
         seed=config.seed,
+        normalize=normalization_of(model),
     )
-    with strategy.scope():
-        model = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
     max_label = data.label_levels(manifest)
     callbacks = [_Throughput(lists, config.batch_size)]
     has_vali = "vali" in manifest["splits"]
@@ -253,15 +288,15 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
             config.data, manifest, split="vali", batch_size=config.eval_batch_size
         )
         callbacks.append(
-            EvaluationCallback(vali, max_label=max_label, list_head=config.uses_list_head)
+            EvaluationCallback(
+                vali, max_label=max_label, list_head=config.uses_list_head, model=model
+            )
         )
     monitor = "val_ndcg_y@10" if has_vali else "loss"
     mode = "max" if has_vali else "min"
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     callbacks += [
-        tf.keras.callbacks.ModelCheckpoint(
-            best, monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True
-        ),
+        _BestWeights(model, best, monitor=monitor, mode=mode),
         tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
         tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, "backup")),
         tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, "history.csv"), append=True),
@@ -280,7 +315,7 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         xla,
     )
     started = time.perf_counter()
-    history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+    history = ranker.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
     seconds = time.perf_counter() - started
     backup = os.path.join(config.model_dir, "backup")
     if os.path.isdir(backup) and not os.listdir(backup):

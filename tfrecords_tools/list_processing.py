@@ -77,6 +77,7 @@ class SplitStats:
     intents: Histogram = dataclasses.field(default_factory=Histogram)
     items_dropped: dict = dataclasses.field(default_factory=dict)
     lists_dropped: dict = dataclasses.field(default_factory=dict)
+    longest_list: int = 0
 
     def drop(self, reason: str, *, items: int, lists: int = 0) -> None:
         if items:
@@ -88,6 +89,7 @@ class SplitStats:
         """Counts written lists: ``[m, k]`` labels and relevance of ``m`` lists."""
         self.num_lists += labels.shape[0]
         self.num_items += int(labels.size)
+        self.longest_list = max(self.longest_list, int(labels.shape[1]))
         self.labels.add(labels)
         self.relevance.add(relevance)
         self.list_labels.add(labels.max(axis=1))
@@ -96,6 +98,7 @@ class SplitStats:
         """Adds the counts of another part of the same split."""
         for name in ("input_lists", "input_items", "num_lists", "num_items"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.longest_list = max(self.longest_list, other.longest_list)
         for name in ("labels", "relevance", "list_labels", "intents"):
             getattr(self, name).merge(getattr(other, name))
         for reason, count in other.items_dropped.items():
@@ -107,6 +110,7 @@ class SplitStats:
         out = {
             "num_lists": self.num_lists,
             "num_items": self.num_items,
+            "longest_list": self.longest_list,
             "input_lists": self.input_lists,
             "input_items": self.input_items,
             "label_histogram": self.labels.as_dict(),

@@ -4,8 +4,9 @@ For the RankFormer (alpha > 0, 3 layers, 1 head, feed-forward 512, heads of
 128), the transformer and the MLP, on lists of 16 items with 46 features
 (MQ2008-sized) and 136 (WEB30K-sized), batch 2048, it times full training
 steps (forward, both losses, backward, AdamW) on in-memory batches, so the
-input pipeline is left out. It also prints the FLOP/s those steps achieve
-(forward FLOPs counted analytically, training as three times the forward) as a
+input pipeline (which also normalises the features, once per list) is left
+out. It also prints the FLOP/s those steps achieve (forward FLOPs counted
+analytically, training as three times the forward) as a
 fraction of the machine's measured peak (a large float32 matmul).
 
 Goal on 2 CPU cores: at least 3,800 lists/s for the RankFormer at 46 features.
@@ -74,7 +75,8 @@ def peak_flops(device: str) -> float:
 def measure(model: str, d: int, *, batch: int, items: int, steps: int, xla: bool, device: str):
     config = TrainConfig(model=model, data="-", model_dir="-")
     with tf.device(device):
-        compiled = build_compiled_model(config, _manifest(d), steps_per_epoch=100, xla=xla)
+        # The ranker's step is what training runs (features arrive normalised).
+        _, compiled = build_compiled_model(config, _manifest(d), steps_per_epoch=100, xla=xla)
         rng = np.random.default_rng(0)
         inputs = {
             "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),

@@ -207,7 +207,27 @@ def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
     # It continued after the last backed-up epoch instead of starting again at 0.
     assert resumed and resumed[0] > 0 and resumed[0] >= max(logged)
     assert resumed[-1] == 11
-    assert json.loads((model_dir / "metrics.json").read_text())["test"]["num_lists"] > 0
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["test"]["num_lists"] > 0
+    assert metrics["training"]["epochs_completed"] == 12
+    assert metrics["training"]["epochs_this_run"] == 12 - resumed[0]
+
+
+def test_best_weights_remember_the_epochs_before_a_restart(tmp_path):
+    history = tmp_path / "history.csv"
+    history.write_text("epoch,val_ndcg_y@10\n0,40.5\n1,47.25\n2,45.0\n")
+    callback = training._BestWeights(
+        None, str(tmp_path / "best"), monitor="val_ndcg_y@10", mode="max", history=str(history)
+    )
+    assert callback.best == 47.25
+    fresh = training._BestWeights(
+        None,
+        str(tmp_path / "best"),
+        monitor="val_ndcg_y@10",
+        mode="max",
+        history=str(tmp_path / "none.csv"),
+    )
+    assert fresh.best == float("-inf")
 
 
 def test_cli_reports_a_missing_dataset(tmp_path, capsys):

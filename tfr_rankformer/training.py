@@ -12,6 +12,7 @@ checkpoints use the whole model on raw features.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import logging
@@ -226,13 +227,19 @@ class _Throughput(tf.keras.callbacks.Callback):
 class _BestWeights(tf.keras.callbacks.Callback):
     """Saves the whole model's weights (normalisation included) when ``monitor`` improves."""
 
-    def __init__(self, model: tf.keras.Model, path: str, *, monitor: str, mode: str):
+    def __init__(self, model: tf.keras.Model, path: str, *, monitor: str, mode: str, history: str):
         super().__init__()
         self.whole = model
         self.path = path
         self.monitor = monitor
         self.sign = 1.0 if mode == "max" else -1.0
         self.best = -math.inf
+        # A resumed run must beat the epochs logged before it was stopped.
+        if os.path.isfile(history):
+            with open(history, encoding="utf-8") as f:
+                for row in csv.DictReader(f):
+                    if row.get(monitor):
+                        self.best = max(self.best, self.sign * float(row[monitor]))
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
@@ -256,10 +263,13 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     gpu = bool(tf.config.list_physical_devices("GPU"))
     mixed = gpu if config.mixed_precision is None else config.mixed_precision
     xla = gpu if config.xla is None else config.xla
-    if mixed:
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
     os.makedirs(config.model_dir, exist_ok=True)
     _write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+    backup = os.path.join(config.model_dir, "backup")
+    history_csv = os.path.join(config.model_dir, "history.csv")
+    resuming = os.path.isdir(backup) and bool(os.listdir(backup))
+    if not resuming and os.path.exists(history_csv):
+        os.remove(history_csv)  # a fresh run starts a fresh history
 
     strategy = choose_strategy()
     include_empty = config.training_includes_empty_lists()
@@ -268,8 +278,15 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     if lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
     steps = math.ceil(lists / config.batch_size)
-    with strategy.scope():
-        model, ranker = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
+    # The precision policy applies to the layers built under it, then is restored.
+    policy = tf.keras.mixed_precision.global_policy()
+    if mixed:
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with strategy.scope():
+            model, ranker = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
+    finally:
+        tf.keras.mixed_precision.set_global_policy(policy)
     train_data = data.training_dataset(
         config.data,
         manifest,
@@ -296,10 +313,10 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     mode = "max" if has_vali else "min"
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     callbacks += [
-        _BestWeights(model, best, monitor=monitor, mode=mode),
+        _BestWeights(model, best, monitor=monitor, mode=mode, history=history_csv),
         tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
-        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, "backup")),
-        tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, "history.csv"), append=True),
+        tf.keras.callbacks.BackupAndRestore(backup),
+        tf.keras.callbacks.CSVLogger(history_csv, append=True),
         tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
     ]
     logger.info(
@@ -317,7 +334,6 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     started = time.perf_counter()
     history = ranker.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
     seconds = time.perf_counter() - started
-    backup = os.path.join(config.model_dir, "backup")
     if os.path.isdir(backup) and not os.listdir(backup):
         os.rmdir(backup)  # BackupAndRestore empties it once training completes
     if tf.io.gfile.exists(best + ".index"):
@@ -334,7 +350,8 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         for split in manifest["splits"]
     }
     metrics["training"] = {
-        "epochs_run": len(history.epoch),
+        "epochs_completed": history.epoch[-1] + 1 if history.epoch else 0,
+        "epochs_this_run": len(history.epoch),
         "seconds": seconds,
         "lists_per_epoch": lists,
         "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],

@@ -18,6 +18,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.feature_normalization import FeatureNormalization
@@ -54,10 +55,7 @@ class ModelConfig:
     mlp_units: tuple = (512, 256, 128)
 
     def __post_init__(self):
-        for name in ("num_layers", "num_heads", "ff_dim", "head_hidden"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+        require_positive_ints(self, "num_layers", "num_heads", "ff_dim", "head_hidden")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"`dropout` must lie in [0, 1), got {self.dropout!r}")
         object.__setattr__(self, "mlp_units", tuple(self.mlp_units))

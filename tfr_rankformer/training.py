@@ -23,6 +23,7 @@ import time
 import tensorflow as tf
 
 from tfr_rankformer import data
+from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import (
@@ -102,12 +103,8 @@ class TrainConfig:
             raise ValueError(f"Unknown model {self.model!r}; choose from {sorted(MODELS)}")
         if not self.data or not self.model_dir:
             raise ValueError("`data` and `model_dir` must be given")
-        for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
-        if self.list_size is not None and self.list_size < 1:
-            raise ValueError(f"`list_size` must be a positive int, got {self.list_size!r}")
+        require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
+        require_positive_ints(self, "list_size", optional=True)
         if self.alpha is None:
             object.__setattr__(self, "alpha", 0.25 if has_list_head(self.model) else 0.0)
         if self.alpha < 0:
@@ -130,13 +127,8 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
-        values = dict(values)
-        if isinstance(values.get("architecture"), dict):
-            values["architecture"] = ModelConfig(**values["architecture"])
-        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"Unknown training settings {sorted(unknown)}")
-        return cls(**values)
+        nested = {"architecture": ModelConfig}
+        return from_dict(cls, values, nested=nested, what="training settings")
 
 
 @tf.keras.utils.register_keras_serializable(package="tfr_rankformer")

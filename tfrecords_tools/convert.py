@@ -21,9 +21,9 @@ import shutil
 import tempfile
 import time
 
+from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.config_checks import require_positive_ints
 from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
@@ -121,15 +121,8 @@ class ConvertConfig:
 
     @classmethod
     def from_json(cls, values: dict) -> ConvertConfig:
-        values = dict(values)
-        if isinstance(values.get("clicks"), dict):
-            values["clicks"] = ClickConfig(**values["clicks"])
-        if isinstance(values.get("synthetic"), dict):
-            values["synthetic"] = SyntheticConfig(**values["synthetic"])
-        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"Unknown conversion settings {sorted(unknown)}")
-        return cls(**values)
+        nested = {"clicks": ClickConfig, "synthetic": SyntheticConfig}
+        return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
 def _input_path(path: str, scratch: str) -> str:

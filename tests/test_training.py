@@ -269,3 +269,15 @@ def test_two_replica_mirrored_strategy_trains(dataset, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.split("RESULT ")[-1])
     assert result["strategy"] == "MirroredStrategy" and 0 < result["ndcg"] <= 100
+
+
+def test_eval_cli_prints_the_table_and_its_convention(trained, capsys, tmp_path):
+    from pipelines.eval_cli import main as eval_main
+
+    model_dir, metrics = trained
+    assert eval_main(["--model-dir", model_dir, "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "ndcg_y@10" in out and "lists whose labels are all equal are left out" in out
+    assert f"{metrics['test']['ndcg_y@10']:.2f}" in out
+    assert eval_main(["--model-dir", str(tmp_path)]) == 1
+    assert "is not a trained run" in capsys.readouterr().err

@@ -9,7 +9,12 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
+import os
+
+# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
 import sys
 
 from pipelines.cli_common import format_metrics

@@ -8,7 +8,12 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
+import os
+
+# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
 import logging
 import sys
 
@@ -51,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--alpha",
         type=float,
-        help="weight of the listwide ordinal loss (rankformer only). Default: 0.25",
+        help="weight of the listwide ordinal loss (rankformer only). Default: 0.25 for the "
+        "rankformer, 0 otherwise",
     )
     p.add_argument("--loss", help="item-score loss. Default: softmax (TF-Ranking's SoftmaxLoss)")
     p.add_argument("--learning-rate", type=float, help="AdamW learning rate. Default: 1e-3")

@@ -36,6 +36,7 @@ CONSOLE_SCRIPTS = [
     "tfr-convert=pipelines.convert_cli:main",
     "tfr-train=pipelines.train_cli:main",
     "tfr-eval=pipelines.eval_cli:main",
+    "tfr-export=pipelines.export_cli:main",
 ]
 
 setup(

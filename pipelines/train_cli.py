@@ -18,6 +18,7 @@ import logging
 import sys
 
 from pipelines.cli_common import format_metrics, merge_settings
+from tfr_rankformer.export import export_run  # noqa: E402
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.training import TrainConfig, train
 
@@ -105,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--ff-dim", type=int, help="feed-forward width. Default: 512")
     arch.add_argument("--dropout", type=float, help="dropout rate. Default: 0.25")
     arch.add_argument("--head-hidden", type=int, help="hidden width of the heads. Default: 128")
+    p.add_argument(
+        "--no-export",
+        action="store_true",
+        help="skip exporting the SavedModel to MODEL_DIR/export/<version>",
+    )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -113,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "quiet", "log_level")}
+    skip = ("config", "quiet", "log_level", "no_export")
+    flags = {k: v for k, v in vars(args).items() if k not in skip}
     for name in ("mixed_precision", "xla"):
         flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
     try:
@@ -122,13 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         # A live bar on terminals, one line per epoch in logs.
         verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
         metrics = train(config, verbose=verbose)
-    except (ValueError, FileNotFoundError, OSError) as e:
+        exported = None if args.no_export else export_run(config.model_dir)
+    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1
     splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
     print(format_metrics(splits, REPORTED))
     print(next(iter(splits.values()))["convention"])
     print(f"wrote {config.model_dir}/metrics.json")
+    if exported:
+        print(f"exported {exported}")
     return 0
 
 

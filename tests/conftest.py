@@ -42,3 +42,48 @@ def tiny_dataset(tmp_path):
     write_lines(root / "vali.txt", [letor_line(1, 4, [0.1, 0.2, 0.3]), letor_line(0, 4, [0, 0, 1])])
     write_lines(root / "test.txt", [letor_line(2, 5, [1, 2, 3]), letor_line(1, 5, [3, 2, 1])])
     return root
+
+
+# A small architecture that trains in seconds on 2 cores.
+SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hidden": 16}
+
+
+def train_config(dataset, model_dir, **overrides):
+    """Training settings for the small synthetic runs of the tests."""
+    from tfr_rankformer import training
+
+    settings = dict(
+        model="rankformer",
+        data=dataset,
+        model_dir=str(model_dir),
+        epochs=6,
+        batch_size=64,
+        learning_rate=3e-3,
+        patience=50,
+        seed=3,
+        architecture=SMALL,
+    )
+    settings.update(overrides)
+    return training.TrainConfig.from_json(settings)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory):
+    """Synthetic data with simulated clicks: 90 train lists of about 24 items."""
+    from pipelines.convert_cli import main as convert_main
+
+    out = tmp_path_factory.mktemp("data") / "synthetic"
+    flags = ["--input", "synthetic", "--output", str(out), "--simulate-clicks"]
+    flags += ["--synthetic-lists", "90", "--synthetic-list-size", "24"]
+    assert convert_main(flags + ["--no-progress", "--log-level", "WARNING"]) == 0
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def trained(dataset, tmp_path_factory):
+    """A RankFormer trained for 6 epochs on ``dataset``: ``(model_dir, metrics)``."""
+    from tfr_rankformer import training
+
+    model_dir = tmp_path_factory.mktemp("run")
+    metrics = training.train(train_config(dataset, model_dir), verbose=0)
+    return str(model_dir), metrics

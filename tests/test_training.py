@@ -15,65 +15,18 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from pipelines.convert_cli import main as convert_main  # noqa: E402
 from pipelines.train_cli import main as train_main  # noqa: E402
+from tests.conftest import SMALL  # noqa: E402
+from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer import data, training  # noqa: E402
 from tfr_rankformer.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runs import evaluate_run, load_run  # noqa: E402
 
-SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hidden": 16}
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "synthetic"
-    code = convert_main(
-        [
-            "--input",
-            "synthetic",
-            "--output",
-            str(out),
-            "--simulate-clicks",
-            "--synthetic-lists",
-            "90",
-            "--synthetic-list-size",
-            "24",
-            "--no-progress",
-            "--log-level",
-            "WARNING",
-        ]
-    )
-    assert code == 0
-    return str(out)
-
-
-def _config(dataset, model_dir, **overrides):
-    settings = dict(
-        model="rankformer",
-        data=dataset,
-        model_dir=str(model_dir),
-        epochs=6,
-        batch_size=64,
-        learning_rate=3e-3,
-        patience=50,
-        seed=3,
-        architecture=SMALL,
-    )
-    settings.update(overrides)
-    return training.TrainConfig.from_json(settings)
-
 
 def _history(model_dir):
     with open(os.path.join(model_dir, "history.csv"), encoding="utf-8") as f:
         return list(csv.DictReader(f))
-
-
-@pytest.fixture(scope="module")
-def trained(dataset, tmp_path_factory):
-    model_dir = tmp_path_factory.mktemp("run")
-    metrics = training.train(_config(dataset, model_dir), verbose=0)
-    return str(model_dir), metrics
 
 
 def test_training_lowers_the_loss_and_beats_random_ranking(trained, dataset):

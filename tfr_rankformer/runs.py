@@ -35,7 +35,17 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
         config = TrainConfig.from_json(json.load(f))
     manifest = data.load_manifest(config.data)
     model = build_model(config.model, manifest, config.architecture, data.label_levels(manifest))
-    model.load_weights(weights).expect_partial()
+    try:
+        # Every variable of the model must come from the checkpoint: a mismatch
+        # (a run saved by a different model structure) must not pass silently.
+        status = model.load_weights(weights)
+        status.assert_existing_objects_matched()
+        status.expect_partial()  # the checkpoint also holds the optimizer's state
+    except AssertionError as e:
+        raise ValueError(
+            f"{model_dir}: the checkpoint does not match the {config.model!r} model this "
+            f"version builds (retrain, or use the version that trained it): {e}"
+        ) from None
     return config, manifest, model
 
 

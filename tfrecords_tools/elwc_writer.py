@@ -130,7 +130,9 @@ class ElwcEncoder:
         m, k = labels.shape
         rows = np.empty((m * k, self.item_bytes), dtype=np.uint8)
         values = {
-            "features": np.ascontiguousarray(features, dtype="<f4").reshape(m * k, -1),
+            "features": np.ascontiguousarray(features, dtype="<f4").reshape(
+                m * k, self.num_features
+            ),
             "label": np.ascontiguousarray(labels, dtype="<f4").reshape(m * k, 1),
             "relevance": np.ascontiguousarray(relevance, dtype="<f4").reshape(m * k, 1),
         }

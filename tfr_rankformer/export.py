@@ -1,0 +1,140 @@
+"""Exporting a trained run as a SavedModel that TF Serving loads.
+
+``model_dir/export/<version>/`` (versions numbered 1, 2, ...) holds a SavedModel
+with two signatures:
+
+* ``serving_default`` (also ``predict``): ``examples``, a ``tf.string [batch]``
+  of serialized ``ExampleListWithContext`` protos with raw feature values;
+* ``predict_tensors``: ``features [batch, list, d] float32`` (raw) and
+  ``mask [batch, list] bool``.
+
+Both return ``scores [batch, list]`` (padding items score ``PADDING_SCORE``)
+and, for models with a list head, ``list_probs [batch, K]`` (``P(t >= k)``)
+and ``expected_list_label [batch]`` (``E[t] = sum_k P(t >= k)``). Lists of any
+length work: the proto signature pads each batch to its longest list.
+``assets.extra/tf_serving_warmup_requests`` holds a few real requests.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from tfr_rankformer import data, elwc_schema
+from tfr_rankformer.models import has_list_head
+from tfr_rankformer.runs import load_run
+
+__all__ = ["export_run", "next_version", "SIGNATURE_ELWC", "SIGNATURE_TENSORS"]
+
+SIGNATURE_ELWC = "serving_default"
+SIGNATURE_TENSORS = "predict_tensors"
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
+class _Servable(tf.Module):
+    """The model behind the two serving signatures."""
+
+    def __init__(self, model: tf.keras.Model, num_features: int, list_head: bool):
+        super().__init__()
+        self.model = model
+        self.num_features = num_features
+        self.list_head = list_head
+        self.serve_examples = tf.function(
+            self._serve_examples,
+            input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+        )
+        self.serve_tensors = tf.function(
+            self._serve_tensors,
+            input_signature=[
+                tf.TensorSpec([None, None, num_features], tf.float32, name="features"),
+                tf.TensorSpec([None, None], tf.bool, name="mask"),
+            ],
+        )
+
+    def _serve_examples(self, examples):
+        import tensorflow_ranking as tfr
+
+        parsed = tfr.data.parse_from_example_list(
+            examples,
+            list_size=None,
+            context_feature_spec=elwc_schema.context_feature_spec(),
+            example_feature_spec={
+                elwc_schema.FEATURES: elwc_schema.example_feature_spec(self.num_features)[
+                    elwc_schema.FEATURES
+                ]
+            },
+            mask_feature_name=data.MASK,
+        )
+        return self._serve_tensors(parsed[elwc_schema.FEATURES], parsed[data.MASK])
+
+    def _serve_tensors(self, features, mask):
+        outputs = self.model({elwc_schema.FEATURES: features, data.MASK: mask}, training=False)
+        served = {"scores": outputs["scores"]}
+        if self.list_head:
+            probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
+            served["list_probs"] = probs
+            served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
+        return served
+
+
+def next_version(export_dir: str) -> int:
+    """One more than the highest numbered version directory (1 for none)."""
+    if not os.path.isdir(export_dir):
+        return 1
+    versions = [int(name) for name in os.listdir(export_dir) if name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for size in sorted({1, min(4, len(examples)), len(examples)}):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(signature_name=signature),
+            )
+            request.inputs["examples"].CopyFrom(tf.make_tensor_proto(examples[:size]))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(log.SerializeToString())
+
+
+def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
+    """A few serialized lists of the run's data, for the warm-up requests."""
+    split = "test" if "test" in manifest["splits"] else next(iter(manifest["splits"]))
+    files = data.split_files(config.data, manifest, split)
+    return [record.numpy() for record in tf.data.TFRecordDataset(files).take(count)]
+
+
+def export_run(model_dir: str, *, version: int | None = None) -> str:
+    """Exports the run's best weights to ``model_dir/export/<version>``; returns that path.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained run.
+      FileExistsError: if the version directory exists.
+    """
+    config, manifest, model = load_run(model_dir)
+    export_dir = os.path.join(model_dir, "export")
+    version = version or next_version(export_dir)
+    path = os.path.join(export_dir, str(version))
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; export versions are never overwritten")
+    servable = _Servable(model, manifest["num_features"], has_list_head(config.model))
+    temporary = os.path.join(export_dir, f".{version}.partial")
+    tf.saved_model.save(
+        servable,
+        temporary,
+        signatures={
+            SIGNATURE_ELWC: servable.serve_examples,
+            "predict": servable.serve_examples,
+            SIGNATURE_TENSORS: servable.serve_tensors,
+        },
+    )
+    _warmup_requests(
+        os.path.join(temporary, WARMUP_FILE), _sample_requests(config, manifest), SIGNATURE_ELWC
+    )
+    os.replace(temporary, path)
+    return path

@@ -37,6 +37,7 @@ CONSOLE_SCRIPTS = [
     "tfr-train=pipelines.train_cli:main",
     "tfr-eval=pipelines.eval_cli:main",
     "tfr-export=pipelines.export_cli:main",
+    "tfr-predict=pipelines.predict_cli:main",
 ]
 
 setup(

@@ -1,0 +1,107 @@
+"""``tfr-predict``: score LETOR text or ELWC shards with an exported model.
+
+Examples::
+
+    tfr-predict --model runs/rankformer/export/1 --input MQ2008/Fold1/test.txt --output run.txt
+    tfr-predict --model runs/rankformer --input data/web30k --output scores.csv --format csv
+"""
+
+from __future__ import annotations
+
+import os
+
+# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import glob  # noqa: E402
+import sys  # noqa: E402
+
+from tfr_rankformer.data import load_manifest, split_files  # noqa: E402
+from tfr_rankformer.prediction import (  # noqa: E402
+    resolve_export,
+    score_elwc,
+    score_letor,
+    write_results,
+)
+from tfrecords_tools.letor_parser import LetorFormatError  # noqa: E402
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfr-predict",
+        description="Score query lists with an exported model and write a TREC run "
+        "('qid Q0 docid rank score tag'; docid from the LETOR '#docid = ...' comment, else "
+        "the line number; for ELWC input the item's position) or CSV with each query's "
+        "list-quality prediction.",
+        epilog=__doc__.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="an export/<version> directory, or a run directory (its newest export)",
+    )
+    p.add_argument(
+        "--input",
+        required=True,
+        help="a LETOR text file (.txt or .gz, raw features), a .tfrecord ELWC "
+        "shard, or a tfr-convert output directory (the shards of --split)",
+    )
+    p.add_argument(
+        "--split",
+        default="test",
+        help="the split scored from a tfr-convert directory. Default: test",
+    )
+    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument(
+        "--format", choices=["trec", "csv"], default="trec", help="output format. Default: trec"
+    )
+    p.add_argument("--tag", default="tfr-rankformer", help="the run tag of TREC output")
+    p.add_argument("--batch-size", type=int, default=256, help="lists per model call")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return p
+
+
+def _lists(args, export: str):
+    if os.path.isdir(args.input):
+        if os.path.isfile(os.path.join(args.input, "manifest.json")):
+            files = split_files(args.input, load_manifest(args.input), args.split)
+        else:
+            files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
+        if not files:
+            raise FileNotFoundError(f"{args.input} holds no *.tfrecord shards")
+        return score_elwc(export, files, batch_size=args.batch_size)
+    if args.input.endswith(".tfrecord"):
+        return score_elwc(export, [args.input], batch_size=args.batch_size)
+    if not os.path.isfile(args.input):
+        raise FileNotFoundError(f"{args.input}: no such file")
+    return score_letor(export, args.input, batch_size=args.batch_size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    partial = args.output + ".partial"
+    try:
+        from tqdm.auto import tqdm
+
+        export = resolve_export(args.model)
+        lists = tqdm(
+            _lists(args, export), unit=" lists", disable=True if args.no_progress else None
+        )
+        with open(partial, "w", encoding="utf-8", newline="") as out:
+            count = write_results(lists, out, fmt=args.format, tag=args.tag)
+        os.replace(partial, args.output)
+    except (LetorFormatError, FileNotFoundError, ValueError, OSError) as e:
+        if os.path.exists(partial):
+            os.remove(partial)
+        print(f"tfr-predict: error: {e}", file=sys.stderr)
+        return 1
+    print(f"scored {count} lists with {export}; wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

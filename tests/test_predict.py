@@ -1,0 +1,99 @@
+"""tfr-predict on LETOR text and ELWC shards, TREC and CSV output, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from pipelines.predict_cli import main as predict_main  # noqa: E402
+from tests.conftest import letor_line, write_lines  # noqa: E402
+from tfr_rankformer.export import export_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def export(trained):
+    model_dir, _ = trained
+    return model_dir, export_run(model_dir)
+
+
+def test_letor_text_gives_a_trec_run_with_comment_docids(export, tmp_path, capsys):
+    model_dir, _ = export
+    values = [0.5] * 136
+    path = write_lines(
+        tmp_path / "q.txt",
+        [
+            letor_line(1, 5, values, "docid = GX-A inc = 1"),
+            letor_line(0, 5, [0.1] * 136, "docid = GX-B inc = 0"),
+            letor_line(2, 6, [0.9] * 136),
+        ],
+    )
+    out = tmp_path / "run.txt"
+    assert (
+        predict_main(
+            [
+                "--model",
+                model_dir,
+                "--input",
+                path,
+                "--output",
+                str(out),
+                "--no-progress",
+                "--tag",
+                "mine",
+            ]
+        )
+        == 0
+    )
+    rows = [line.split() for line in out.read_text().splitlines()]
+    assert [r[0] for r in rows] == ["5", "5", "6"]
+    assert sorted(r[2] for r in rows[:2]) == ["GX-A", "GX-B"] and rows[2][2] == "3"
+    assert [r[3] for r in rows] == ["1", "2", "1"] and all(r[1] == "Q0" for r in rows)
+    assert float(rows[0][4]) >= float(rows[1][4]) and rows[0][5] == "mine"
+    assert "scored 2 lists" in capsys.readouterr().out
+
+
+def test_converted_split_gives_csv_with_list_quality(export, dataset, tmp_path):
+    _, path = export
+    out = tmp_path / "scores.csv"
+    assert (
+        predict_main(
+            [
+                "--model",
+                path,
+                "--input",
+                dataset,
+                "--output",
+                str(out),
+                "--format",
+                "csv",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    manifest = json.loads(open(os.path.join(dataset, "manifest.json")).read())
+    assert len(rows) == manifest["splits"]["test"]["num_items"]
+    assert {"expected_list_label", "p_t_ge_1", "p_t_ge_2"} <= set(rows[0])
+    p1, p2 = float(rows[0]["p_t_ge_1"]), float(rows[0]["p_t_ge_2"])
+    assert float(rows[0]["expected_list_label"]) == pytest.approx(p1 + p2, abs=2e-6)
+
+
+def test_bad_input_fails_cleanly(export, tmp_path, capsys):
+    model_dir, _ = export
+    path = write_lines(tmp_path / "bad.txt", ["1 qid:1 1:0.5 2:x\n"])
+    out = tmp_path / "run.txt"
+    assert (
+        predict_main(["--model", model_dir, "--input", path, "--output", str(out), "--no-progress"])
+        == 1
+    )
+    assert "bad.txt:1" in capsys.readouterr().err and not out.exists()
+    assert not os.path.exists(str(out) + ".partial")
+    assert predict_main(["--model", str(tmp_path), "--input", path, "--output", str(out)]) == 1
+    assert "tfr-export writes one" in capsys.readouterr().err

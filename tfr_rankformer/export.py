@@ -25,7 +25,7 @@ from tfr_rankformer import data, elwc_schema
 from tfr_rankformer.models import has_list_head
 from tfr_rankformer.runs import load_run
 
-__all__ = ["export_run", "next_version", "SIGNATURE_ELWC", "SIGNATURE_TENSORS"]
+__all__ = ["export_run", "save_servable", "next_version", "SIGNATURE_ELWC", "SIGNATURE_TENSORS"]
 
 SIGNATURE_ELWC = "serving_default"
 SIGNATURE_TENSORS = "predict_tensors"
@@ -122,19 +122,30 @@ def export_run(model_dir: str, *, version: int | None = None) -> str:
     path = os.path.join(export_dir, str(version))
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; export versions are never overwritten")
-    servable = _Servable(model, manifest["num_features"], has_list_head(config.model))
     temporary = os.path.join(export_dir, f".{version}.partial")
+    save_servable(
+        model,
+        temporary,
+        num_features=manifest["num_features"],
+        list_head=has_list_head(config.model),
+        warmup=_sample_requests(config, manifest),
+    )
+    os.replace(temporary, path)
+    return path
+
+
+def save_servable(
+    model: tf.keras.Model, path: str, *, num_features: int, list_head: bool, warmup: list[bytes]
+) -> None:
+    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests."""
+    servable = _Servable(model, num_features, list_head)
     tf.saved_model.save(
         servable,
-        temporary,
+        path,
         signatures={
             SIGNATURE_ELWC: servable.serve_examples,
             "predict": servable.serve_examples,
             SIGNATURE_TENSORS: servable.serve_tensors,
         },
     )
-    _warmup_requests(
-        os.path.join(temporary, WARMUP_FILE), _sample_requests(config, manifest), SIGNATURE_ELWC
-    )
-    os.replace(temporary, path)
-    return path
+    _warmup_requests(os.path.join(path, WARMUP_FILE), warmup, SIGNATURE_ELWC)

@@ -1,0 +1,135 @@
+"""Serving latency of an exported RankFormer beside a 1,000-tree LightGBM model, on CPU.
+
+Saves the paper's RankFormer (3 layers, 1 head, feed-forward 512; untrained
+weights, since latency does not depend on them) at 136 features with the
+serving signatures, loads it back as TF Serving would, and times in one run:
+
+* p50 / p99 latency of ``serving_default`` (serialized ELWC in, parsing
+  included) and of ``predict_tensors`` for one list of 16 and of 128 items;
+* throughput at batch 64 lists of 16 items;
+* the same for a LightGBM lambdarank model of 1,000 trees (31 leaves) trained
+  on random data, predicting the same items.
+
+Goal on 2 CPU cores: p50 <= 2 ms for 16 items and <= 5 ms for 128 items.
+Run: ``python -m pipelines.benchmarks.serve_bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from pipelines.benchmarks.train_bench import _manifest
+from tfr_rankformer.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
+from tfr_rankformer.models import ModelConfig, build_model
+from tfrecords_tools.elwc_writer import ElwcEncoder
+
+
+def _percentiles(call, repeats: int) -> tuple[float, float]:
+    for _ in range(10):
+        call()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return float(np.percentile(times, 50)) * 1e3, float(np.percentile(times, 99)) * 1e3
+
+
+def _throughput(call, lists: int, repeats: int) -> float:
+    call()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    return lists * repeats / (time.perf_counter() - started)
+
+
+def _lightgbm(d: int, trees: int):
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20_000, d))
+    y = rng.integers(0, 5, size=20_000)
+    params = {"objective": "lambdarank", "num_leaves": 31, "verbose": -1, "num_threads": 2}
+    return lgb.train(params, lgb.Dataset(x, y, group=[20] * 1000), num_boost_round=trees)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--features", type=int, default=136)
+    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--trees", type=int, default=1000)
+    args = parser.parse_args(argv)
+    d = args.features
+    manifest = _manifest(d)
+    model = build_model("rankformer", manifest, ModelConfig(), levels=2)
+    encoder = ElwcEncoder(d)
+    rng = np.random.default_rng(1)
+
+    def elwc(n):
+        return encoder.encode(
+            1, rng.normal(size=(n, d)).astype(np.float32), np.zeros(n), np.zeros(n)
+        )
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "1")
+        save_servable(model, path, num_features=d, list_head=True, warmup=[elwc(16)])
+        loaded = tf.saved_model.load(path)
+        by_proto, by_tensor = (
+            loaded.signatures[SIGNATURE_ELWC],
+            loaded.signatures[SIGNATURE_TENSORS],
+        )
+        booster = _lightgbm(d, args.trees)
+        rows = []
+        for n in (16, 128):
+            proto = tf.constant([elwc(n)])
+            features = tf.constant(rng.normal(size=(1, n, d)).astype(np.float32))
+            mask = tf.ones((1, n), tf.bool)
+            items = features.numpy()[0]
+            rows.append(
+                (
+                    f"rankformer ELWC, 1 list of {n}",
+                    *_percentiles(lambda p=proto: by_proto(examples=p), args.repeats),
+                )
+            )
+            rows.append(
+                (
+                    f"rankformer tensors, 1 list of {n}",
+                    *_percentiles(
+                        lambda f=features, m=mask: by_tensor(features=f, mask=m), args.repeats
+                    ),
+                )
+            )
+            rows.append(
+                (
+                    f"lightgbm {args.trees} trees, {n} items",
+                    *_percentiles(lambda x=items: booster.predict(x), args.repeats),
+                )
+            )
+        batch = tf.constant([elwc(16) for _ in range(64)])
+        proto_rate = _throughput(lambda: by_proto(examples=batch), 64, 30)
+        batch_items = rng.normal(size=(64 * 16, d))
+        tree_rate = _throughput(lambda: booster.predict(batch_items), 64, 30)
+
+    print(
+        f"CPU, {d} features, {args.repeats} calls each (goal: p50 <= 2 ms at 16 items, "
+        "<= 5 ms at 128)"
+    )
+    print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, p50, p99 in rows:
+        print(f"{name:<36} {p50:>8.2f} {p99:>8.2f}")
+    print(
+        f"throughput, batch 64 lists of 16: rankformer ELWC {proto_rate:,.0f} lists/s, "
+        f"lightgbm {tree_rate:,.0f} lists/s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

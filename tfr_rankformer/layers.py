@@ -137,9 +137,13 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         if dim % self.num_heads:
             raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
         self.norm_attention = tf.keras.layers.LayerNormalization(epsilon=1e-5)
-        self.attention = tf.keras.layers.MultiHeadAttention(
-            num_heads=self.num_heads, key_dim=dim // self.num_heads, dropout=self.dropout
-        )
+        # Self-attention as PyTorch's MultiheadAttention computes it: one input
+        # projection to queries, keys and values, scaled dot products, dropout on
+        # the attention weights, an output projection. Written out, it issues far
+        # fewer ops than Keras's MultiHeadAttention, which matters for latency.
+        self.qkv = tf.keras.layers.Dense(3 * dim, name="qkv")
+        self.dropout_weights = FastDropout(self.dropout)
+        self.attention_out = tf.keras.layers.Dense(dim, name="attention_out")
         self.dropout_attention = FastDropout(self.dropout)
         self.norm_ff = tf.keras.layers.LayerNormalization(epsilon=1e-5)
         self.ff_in = tf.keras.layers.Dense(self.ff_dim, activation=gelu)
@@ -148,11 +152,26 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         self.dropout_out = FastDropout(self.dropout)
         super().build(input_shape)
 
+    def _attention(self, h, mask, training):
+        batch, length, dim = tf.shape(h)[0], tf.shape(h)[1], h.shape[-1]
+        heads, head_dim = self.num_heads, h.shape[-1] // self.num_heads
+
+        def split(t):  # [B, L, D] -> [B, H, L, D / H]
+            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
+
+        q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
+        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(head_dim**-0.5, h.dtype)
+        # Only valid positions are attended to: [B, L] -> [B, 1, 1, L] additive bias.
+        lowest = -1e9 if h.dtype == tf.float32 else float(h.dtype.min)
+        bias = tf.where(mask, tf.constant(0.0, h.dtype), tf.constant(lowest, h.dtype))
+        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
+        weights = self.dropout_weights(weights, training=training)
+        context = tf.matmul(weights, v)  # [B, H, L, D / H]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
+        return self.attention_out(context)
+
     def call(self, x, mask, training=None):
-        # Every position may attend to the valid positions only: [B, L] -> [B, L, L].
-        attend = tf.logical_and(mask[:, tf.newaxis, :], tf.ones_like(mask)[:, :, tf.newaxis])
-        h = self.norm_attention(x)
-        h = self.attention(h, h, attention_mask=attend, training=training)
+        h = self._attention(self.norm_attention(x), mask, training)
         x = x + self.dropout_attention(h, training=training)
         h = self.ff_in(self.norm_ff(x))
         h = self.ff_out(self.dropout_ff(h, training=training))

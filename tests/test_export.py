@@ -162,3 +162,14 @@ def test_export_cli_versions_and_errors(exported, capsys, tmp_path):
     assert "never overwritten" in capsys.readouterr().err
     assert export_main(["--model-dir", str(tmp_path)]) == 1
     assert "not a trained run" in capsys.readouterr().err
+
+
+def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):
+    from tests.conftest import train_config
+    from tfr_rankformer.training import train
+
+    model_dir = tmp_path / "mlp"
+    train(train_config(dataset, model_dir, model="mlp", epochs=1), verbose=0)
+    signature = tf.saved_model.load(export_run(str(model_dir))).signatures[SIGNATURE_ELWC]
+    out = signature(examples=tf.constant(_records(dataset, 2)))
+    assert set(out) == {"scores"} and out["scores"].shape[0] == 2

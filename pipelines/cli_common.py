@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
-__all__ = ["merge_settings", "format_metrics"]
+__all__ = ["make_parser", "merge_settings", "format_metrics"]
+
+
+def make_parser(prog: str, description: str, module_doc: str) -> argparse.ArgumentParser:
+    """A parser whose epilog is the examples section of the command module's docstring."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=module_doc.split("Examples::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def merge_settings(config_file: str | None, flags: dict, nested: dict[str, str]) -> dict:

@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 
+from pipelines.cli_common import make_parser
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
@@ -35,15 +36,13 @@ _SYNTHETIC_FLAGS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfr-convert",
-        description="Convert learning-to-rank data in LETOR/SVMlight format to ELWC TFRecord "
+    p = make_parser(
+        "tfr-convert",
+        "Convert learning-to-rank data in LETOR/SVMlight format to ELWC TFRecord "
         "shards plus manifest.json (counts, label histograms, checksums, parameters and "
         "normalisation statistics), optionally simulating implicit clicks as the RankFormer "
         "paper does.",
-        epilog=__doc__.split("Examples::")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        argument_default=None,
+        __doc__,
     )
     io = p.add_argument_group("input and output")
     io.add_argument(

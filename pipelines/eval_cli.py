@@ -9,15 +9,10 @@ Examples::
 
 from __future__ import annotations
 
-import os
-
-# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import argparse  # noqa: E402
+import argparse
 import sys
 
-from pipelines.cli_common import format_metrics
+from pipelines.cli_common import format_metrics, make_parser
 from pipelines.train_cli import REPORTED
 from tfr_rankformer.runs import evaluate_run
 
@@ -25,15 +20,14 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfr-eval",
-        description="Evaluate a trained run (its best checkpoint): NDCG@1/5/10 x 100 on the "
+    p = make_parser(
+        "tfr-eval",
+        "Evaluate a trained run (its best checkpoint): NDCG@1/5/10 x 100 on the "
         "training labels (NDCG_y) and on the explicit relevance (NDCG_r), leaving out lists "
         "whose labels are all equal; NDCG_y@10 on lists whose list label is the highest; and "
         "accuracy and ROC-AUC of P(t >= 1), P(t >= 2) for models with a list head. Results "
         "are merged into MODEL_DIR/metrics.json.",
-        epilog=__doc__.split("Examples::")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        __doc__,
     )
     p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
     p.add_argument("--data", help="a converted dataset. Default: the one the run trained on")

@@ -8,30 +8,25 @@ Examples::
 
 from __future__ import annotations
 
-import os
+import argparse
+import sys
 
-# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import argparse  # noqa: E402
-import sys  # noqa: E402
-
-from tfr_rankformer.export import export_run  # noqa: E402
+from pipelines.cli_common import make_parser
+from tfr_rankformer.export import export_run
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfr-export",
-        description="Export a trained run (its best checkpoint) to MODEL_DIR/export/<version>/, "
+    p = make_parser(
+        "tfr-export",
+        "Export a trained run (its best checkpoint) to MODEL_DIR/export/<version>/, "
         "the layout TF Serving loads. Signatures: serving_default (alias predict) takes "
         "serialized ExampleListWithContext protos ('examples', tf.string [batch]); "
         "predict_tensors takes raw 'features' [batch, list, d] and 'mask' [batch, list]. "
         "Both return 'scores' [batch, list] and, with a list head, 'list_probs' [batch, K] "
         "and 'expected_list_label' [batch]. Features are normalised inside the graph.",
-        epilog=__doc__.split("Examples::")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        __doc__,
     )
     p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
     p.add_argument(

@@ -8,36 +8,32 @@ Examples::
 
 from __future__ import annotations
 
+import argparse
+import glob
 import os
+import sys
 
-# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import argparse  # noqa: E402
-import glob  # noqa: E402
-import sys  # noqa: E402
-
-from tfr_rankformer.data import load_manifest, split_files  # noqa: E402
-from tfr_rankformer.prediction import (  # noqa: E402
+from pipelines.cli_common import make_parser
+from tfr_rankformer.data import load_manifest, split_files
+from tfr_rankformer.prediction import (
     resolve_export,
     score_elwc,
     score_letor,
     write_results,
 )
-from tfrecords_tools.letor_parser import LetorFormatError  # noqa: E402
+from tfrecords_tools.letor_parser import LetorFormatError
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfr-predict",
-        description="Score query lists with an exported model and write a TREC run "
+    p = make_parser(
+        "tfr-predict",
+        "Score query lists with an exported model and write a TREC run "
         "('qid Q0 docid rank score tag'; docid from the LETOR '#docid = ...' comment, else "
         "the line number; for ELWC input the item's position) or CSV with each query's "
         "list-quality prediction.",
-        epilog=__doc__.split("Examples::")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        __doc__,
     )
     p.add_argument(
         "--model",

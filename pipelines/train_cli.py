@@ -8,17 +8,12 @@ Examples::
 
 from __future__ import annotations
 
-import os
-
-# TensorFlow's C++ start-up notices hide the command's own output; errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import argparse  # noqa: E402
+import argparse
 import logging
 import sys
 
-from pipelines.cli_common import format_metrics, merge_settings
-from tfr_rankformer.export import export_run  # noqa: E402
+from pipelines.cli_common import format_metrics, make_parser, merge_settings
+from tfr_rankformer.export import export_run
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.training import TrainConfig, train
 
@@ -30,12 +25,11 @@ _SWITCHES = {"auto": None, "on": True, "off": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfr-train",
-        description="Train a ranking model on the output of tfr-convert, keep the weights with "
+    p = make_parser(
+        "tfr-train",
+        "Train a ranking model on the output of tfr-convert, keep the weights with "
         "the best validation NDCG_y@10, and evaluate every split into MODEL_DIR/metrics.json.",
-        epilog=__doc__.split("Examples::")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        __doc__,
     )
     p.add_argument(
         "--model",

@@ -67,6 +67,7 @@ def resolve_export(path: str) -> str:
 def _letor_lists(path: str, num_features: int) -> Iterator[tuple[int, list[str], np.ndarray]]:
     """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file."""
     from tfrecords_tools.letor_parser import parse_letor_lines
+    from tfrecords_tools.letor_reader import group_bounds
 
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
@@ -76,8 +77,7 @@ def _letor_lists(path: str, num_features: int) -> Iterator[tuple[int, list[str],
     for number in parsed.line_numbers:
         found = _DOCID.search(lines[number - 1].partition(b"#")[2])
         docids.append(found.group(1).decode("utf-8", "replace") if found else str(number))
-    bounds = [0, *(np.flatnonzero(np.diff(parsed.qids)) + 1).tolist(), len(parsed)]
-    for begin, end in zip(bounds[:-1], bounds[1:]):
+    for begin, end in group_bounds(parsed.qids):
         yield int(parsed.qids[begin]), docids[begin:end], parsed.features[begin:end]
 
 

@@ -8,6 +8,7 @@ import os
 import tensorflow as tf
 
 from tfr_rankformer import data
+from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import evaluate_model
 from tfr_rankformer.models import build_model
 from tfr_rankformer.training import BEST_WEIGHTS, CONFIG_NAME, METRICS_NAME, TrainConfig
@@ -82,8 +83,5 @@ def evaluate_run(
         with open(path, encoding="utf-8") as f:
             stored = json.load(f)
     stored.update(results)
-    with open(path + ".partial", "w", encoding="utf-8") as f:
-        json.dump(stored, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(path + ".partial", path)
+    write_json(path, stored)
     return results

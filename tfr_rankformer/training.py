@@ -23,7 +23,7 @@ import time
 import tensorflow as tf
 
 from tfr_rankformer import data
-from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import (
@@ -240,14 +240,6 @@ class _BestWeights(tf.keras.callbacks.Callback):
             self.whole.save_weights(self.path)
 
 
-def _write_json(path: str, values: dict) -> None:
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(temporary, path)
-
-
 def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content."""
     tf.keras.utils.set_random_seed(config.seed)
@@ -256,7 +248,7 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
     mixed = gpu if config.mixed_precision is None else config.mixed_precision
     xla = gpu if config.xla is None else config.xla
     os.makedirs(config.model_dir, exist_ok=True)
-    _write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
     backup = os.path.join(config.model_dir, "backup")
     history_csv = os.path.join(config.model_dir, "history.csv")
     resuming = os.path.isdir(backup) and bool(os.listdir(backup))
@@ -353,5 +345,5 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         "xla": xla,
     }
     metrics["settings"] = config.to_json()
-    _write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
+    write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
     return metrics

@@ -38,6 +38,7 @@ CONSOLE_SCRIPTS = [
     "tfr-eval=pipelines.eval_cli:main",
     "tfr-export=pipelines.export_cli:main",
     "tfr-predict=pipelines.predict_cli:main",
+    "tfr-distill=pipelines.distill_cli:main",
 ]
 
 setup(

@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-__all__ = ["make_parser", "merge_settings", "format_metrics"]
+__all__ = ["make_parser", "merge_settings", "format_metrics", "parse_lgb_params"]
 
 
 def make_parser(prog: str, description: str, module_doc: str) -> argparse.ArgumentParser:
@@ -57,3 +57,17 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def parse_lgb_params(pairs: list[str] | None) -> dict:
+    """``KEY=VALUE`` strings as LightGBM parameters; values are read as JSON when they parse."""
+    params = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--lgb-param takes KEY=VALUE, got {pair!r}")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value
+    return params

@@ -4,6 +4,7 @@ Examples::
 
     tfr-predict --model runs/rankformer/export/1 --input MQ2008/Fold1/test.txt --output run.txt
     tfr-predict --model runs/rankformer --input data/web30k --output scores.csv --format csv
+    tfr-predict --model runs/gbdt --input MQ2008/Fold1/test.txt --output gbdt_run.txt
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import sys
 
 from pipelines.cli_common import make_parser
 from tfr_rankformer.data import load_manifest, split_files
+from tfr_rankformer.gbdt import is_gbdt_run, load_booster
 from tfr_rankformer.prediction import (
     resolve_export,
     score_elwc,
+    score_elwc_gbdt,
     score_letor,
+    score_letor_gbdt,
     write_results,
 )
 from tfrecords_tools.letor_parser import LetorFormatError
@@ -38,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         required=True,
-        help="an export/<version> directory, or a run directory (its newest export)",
+        help="an export/<version> directory, a run directory (its newest export), or a "
+        "GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt)",
     )
     p.add_argument(
         "--input",
@@ -61,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _lists(args, export: str):
+def _elwc_files(args) -> list[str] | None:
+    """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
     if os.path.isdir(args.input):
         if os.path.isfile(os.path.join(args.input, "manifest.json")):
             files = split_files(args.input, load_manifest(args.input), args.split)
@@ -69,12 +75,27 @@ def _lists(args, export: str):
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:
             raise FileNotFoundError(f"{args.input} holds no *.tfrecord shards")
-        return score_elwc(export, files, batch_size=args.batch_size)
+        return files
     if args.input.endswith(".tfrecord"):
-        return score_elwc(export, [args.input], batch_size=args.batch_size)
+        return [args.input]
     if not os.path.isfile(args.input):
         raise FileNotFoundError(f"{args.input}: no such file")
-    return score_letor(export, args.input, batch_size=args.batch_size)
+    return None
+
+
+def _lists(args) -> tuple[str, object]:
+    """The model's path and an iterator over the scored lists."""
+    files = _elwc_files(args)
+    if is_gbdt_run(args.model):
+        booster = load_booster(args.model)
+        path = os.path.join(args.model, "model.txt")
+        if files is None:
+            return path, score_letor_gbdt(booster, args.input, batch_size=args.batch_size)
+        return path, score_elwc_gbdt(booster, files, batch_size=args.batch_size)
+    export = resolve_export(args.model)
+    if files is None:
+        return export, score_letor(export, args.input, batch_size=args.batch_size)
+    return export, score_elwc(export, files, batch_size=args.batch_size)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,10 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from tqdm.auto import tqdm
 
-        export = resolve_export(args.model)
-        lists = tqdm(
-            _lists(args, export), unit=" lists", disable=True if args.no_progress else None
-        )
+        model, scored = _lists(args)
+        lists = tqdm(scored, unit=" lists", disable=True if args.no_progress else None)
         with open(partial, "w", encoding="utf-8", newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
         os.replace(partial, args.output)
@@ -95,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             os.remove(partial)
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
-    print(f"scored {count} lists with {export}; wrote {args.output}")
+    print(f"scored {count} lists with {model}; wrote {args.output}")
     return 0
 
 

@@ -4,16 +4,21 @@ Examples::
 
     tfr-train --model rankformer --data data/web30k --model-dir runs/rankformer --alpha 0.25
     tfr-train --model mlp --data data/mq2008/Fold1 --model-dir runs/mlp --epochs 50
+    tfr-train --model gbdt-1k --data data/mq2008/Fold1 --model-dir runs/gbdt
+    tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
+        --lgb-param num_leaves=255
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
-from pipelines.cli_common import format_metrics, make_parser, merge_settings
+from pipelines.cli_common import format_metrics, make_parser, merge_settings, parse_lgb_params
 from tfr_rankformer.export import export_run
+from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.training import TrainConfig, train
 
@@ -33,9 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--model",
-        choices=sorted(MODELS),
+        choices=sorted(MODELS) + sorted(GBDT_MODELS),
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
-        "no list head: the paper's alpha = 0) or mlp (pointwise). Default: rankformer",
+        "no list head: the paper's alpha = 0), mlp (pointwise), or a LightGBM lambdarank "
+        "GBDT with the paper's settings: gbdt-1k (1,000 trees) or gbdt-10k (10,000 trees); "
+        "gbdt is gbdt-1k. Default: rankformer",
     )
     p.add_argument("--data", help="a tfr-convert output directory (or one of its FoldN/)")
     p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
@@ -100,6 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument("--ff-dim", type=int, help="feed-forward width. Default: 512")
     arch.add_argument("--dropout", type=float, help="dropout rate. Default: 0.25")
     arch.add_argument("--head-hidden", type=int, help="hidden width of the heads. Default: 128")
+    gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
+    gbdt.add_argument(
+        "--trees", type=int, help="maximum trees. Default: the preset's (1,000 or 10,000)"
+    )
+    gbdt.add_argument(
+        "--early-stopping-rounds",
+        type=int,
+        help="stop when validation NDCG@10 has not improved for this many trees (0: "
+        "never). Default: 100",
+    )
+    gbdt.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per CPU core")
+    gbdt.add_argument(
+        "--lgb-param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any LightGBM parameter over the preset's (repeatable), e.g. num_leaves=255; "
+        'a config file\'s "params" object does the same',
+    )
     p.add_argument(
         "--no-export",
         action="store_true",
@@ -110,20 +135,63 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_GBDT_FLAGS = ("trees", "early_stopping_rounds", "num_threads", "lgb_param")
+_SHARED_FLAGS = ("model", "data", "model_dir", "seed", "include_empty_lists")
+
+
+def _gbdt_config(args, flags: dict) -> GBDTConfig:
+    """The GBDT run's settings; neural-only flags are refused rather than ignored."""
+    ignored = [
+        "--" + k.replace("_", "-")
+        for k, v in flags.items()
+        if v is not None and k not in _GBDT_FLAGS + _SHARED_FLAGS
+    ]
+    if ignored:
+        raise ValueError(f"{', '.join(sorted(ignored))}: for the neural models only")
+    values = merge_settings(
+        args.config, {k: flags[k] for k in _SHARED_FLAGS + _GBDT_FLAGS[1:3]}, {}
+    )
+    params = dict(values.pop("params", {}))
+    params.update(parse_lgb_params(flags["lgb_param"]))
+    if flags["trees"] is not None:
+        params["num_iterations"] = flags["trees"]
+    return GBDTConfig.from_json({**values, "params": params})
+
+
+def _neural_config(args, flags: dict) -> TrainConfig:
+    given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: for the GBDT models only")
+    for name in ("mixed_precision", "xla"):
+        flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
+    neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
+    values = merge_settings(args.config, neural, {n: "architecture" for n in _ARCHITECTURE})
+    return TrainConfig.from_json(values)
+
+
+def _model_name(args) -> str | None:
+    if args.model is not None or not args.config:
+        return args.model
+    with open(args.config, encoding="utf-8") as f:
+        return json.load(f).get("model")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     skip = ("config", "quiet", "log_level", "no_export")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
-    for name in ("mixed_precision", "xla"):
-        flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
+    exported = None
     try:
-        values = merge_settings(args.config, flags, {n: "architecture" for n in _ARCHITECTURE})
-        config = TrainConfig.from_json(values)
-        # A live bar on terminals, one line per epoch in logs.
-        verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
-        metrics = train(config, verbose=verbose)
-        exported = None if args.no_export else export_run(config.model_dir)
+        if _model_name(args) in GBDT_MODELS:
+            config = _gbdt_config(args, flags)
+            metrics = train_gbdt(config)
+        else:
+            config = _neural_config(args, flags)
+            # A live bar on terminals, one line per epoch in logs.
+            verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
+            metrics = train(config, verbose=verbose)
+            exported = None if args.no_export else export_run(config.model_dir)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1

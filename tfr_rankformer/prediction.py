@@ -1,4 +1,4 @@
-"""Scoring LETOR text or ELWC shards with an exported SavedModel.
+"""Scoring LETOR text or ELWC shards with an exported SavedModel or a GBDT.
 
 LETOR lines go through the converter's validating parser (raw features; the
 model normalises them), grouped into lists by contiguous qid; a document's id
@@ -6,6 +6,9 @@ is the ``docid`` of its line's comment (``#docid = GX...``), else its line
 number. ELWC records go through the proto signature; their items are numbered
 in list order. Results are written as a TREC run (``qid Q0 docid rank score
 tag``) or as CSV with the list-quality prediction of each query.
+
+A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
+item on its own features; ELWC records are then parsed with ``tfr.data``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ import tensorflow as tf
 
 from tfr_rankformer.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
 
-__all__ = ["ScoredList", "resolve_export", "score_letor", "score_elwc", "write_results"]
+__all__ = [
+    "ScoredList",
+    "resolve_export",
+    "score_letor",
+    "score_elwc",
+    "score_letor_gbdt",
+    "score_elwc_gbdt",
+    "write_results",
+]
 
 _DOCID = re.compile(rb"docid\s*=\s*(\S+)")
 
@@ -129,6 +140,43 @@ def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Itera
             n = len(elwc.examples)
             scores, probs = _unpack(outputs, i, n)
             yield ScoredList(int(qid), [str(j) for j in range(1, n + 1)], scores, probs)
+
+
+def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
+    """Scores a batch of ``(qid, docids, [n, d] features)`` with one LightGBM call."""
+    from tfr_rankformer.gbdt import score_arrays
+    from tfr_rankformer.list_arrays import ListArrays
+
+    sizes = [len(docids) for _, docids, _ in batch]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    features = np.concatenate([x for _, _, x in batch])
+    empty = np.zeros(len(features), np.float32)
+    arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
+    scores = score_arrays(booster, arrays)
+    for i, (qid, docids, _) in enumerate(batch):
+        yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
+
+
+def score_letor_gbdt(booster, path: str, *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores every list of a LETOR text file with a LightGBM booster."""
+    for batch in _batches(_letor_lists(path, booster.num_feature()), batch_size):
+        yield from _gbdt_lists(booster, batch)
+
+
+def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores ELWC records with a LightGBM booster; items are numbered in list order."""
+    from tfr_rankformer import data, elwc_schema
+
+    lists = data.parsed_lists(
+        files, booster.num_feature(), list_size=None, shuffle_items=False, seed=0
+    )
+    for batch in _batches(lists.as_numpy_iterator(), batch_size):
+        rows = []
+        for element in batch:
+            features = element[elwc_schema.FEATURES][element[data.MASK]]
+            docids = [str(j) for j in range(1, len(features) + 1)]
+            rows.append((int(element[elwc_schema.QID]), docids, features))
+        yield from _gbdt_lists(booster, rows)
 
 
 def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> int:

@@ -7,9 +7,10 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer import data
+from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import evaluate_model
+from tfr_rankformer.list_arrays import read_split
 from tfr_rankformer.models import build_model
 from tfr_rankformer.training import BEST_WEIGHTS, CONFIG_NAME, METRICS_NAME, TrainConfig
 
@@ -50,33 +51,57 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
     return config, manifest, model
 
 
+def _gbdt_evaluator(model_dir: str):
+    with open(os.path.join(model_dir, gbdt.CONFIG_NAME), encoding="utf-8") as f:
+        config = json.load(f)
+    booster = gbdt.load_booster(model_dir)
+
+    def evaluate(data_dir: str, manifest: dict, split: str) -> dict:
+        arrays = read_split(data_dir, manifest, split)
+        scores = gbdt.score_arrays(booster, arrays)
+        return gbdt.evaluate_arrays(scores, arrays, max_label=data.label_levels(manifest))
+
+    return config["data"], booster.num_feature(), evaluate
+
+
+def _neural_evaluator(model_dir: str):
+    config, train_manifest, model = load_run(model_dir)
+
+    def evaluate(data_dir: str, manifest: dict, split: str) -> dict:
+        dataset = data.evaluation_dataset(
+            data_dir, manifest, split=split, batch_size=config.eval_batch_size
+        )
+        return evaluate_model(
+            model, dataset, max_label=data.label_levels(manifest), list_head=config.uses_list_head
+        )
+
+    return config.data, train_manifest["num_features"], evaluate
+
+
 def evaluate_run(
     model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
 ) -> dict:
-    """Evaluates a trained run on ``splits`` of ``data_dir`` (default: its training data).
+    """Evaluates a trained run (neural or GBDT) on ``splits`` of ``data_dir`` (default:
+    its training data).
 
     The results are merged into ``model_dir/metrics.json`` (a different dataset
     is recorded under ``"<split>@<data_dir>"``) and returned.
     """
-    config, train_manifest, model = load_run(model_dir)
-    data_dir = data_dir or config.data
+    evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
+    trained_on, num_features, evaluate = evaluator(model_dir)
+    data_dir = data_dir or trained_on
     manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != train_manifest["num_features"]:
+    if manifest["num_features"] != num_features:
         raise ValueError(
             f"{data_dir} has {manifest['num_features']} features; the model was trained on "
-            f"{train_manifest['num_features']}"
+            f"{num_features}"
         )
     splits = splits or list(manifest["splits"])
-    same_data = os.path.abspath(data_dir) == os.path.abspath(config.data)
+    same_data = os.path.abspath(data_dir) == os.path.abspath(trained_on)
     results = {}
     for split in splits:
-        dataset = data.evaluation_dataset(
-            data_dir, manifest, split=split, batch_size=config.eval_batch_size
-        )
         key = split if same_data else f"{split}@{data_dir}"
-        results[key] = evaluate_model(
-            model, dataset, max_label=data.label_levels(manifest), list_head=config.uses_list_head
-        )
+        results[key] = evaluate(data_dir, manifest, split)
     path = os.path.join(model_dir, METRICS_NAME)
     stored = {}
     if os.path.isfile(path):

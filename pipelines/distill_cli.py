@@ -1,0 +1,135 @@
+"""``tfr-distill``: distil a trained ranker into a pointwise LightGBM student.
+
+Examples::
+
+    tfr-distill --teacher runs/rankformer --output runs/student --trees 2000
+    tfr-distill --teacher runs/rankformer/export/1 --data data/mq2008/Fold1 --output runs/student
+    tfr-distill --teacher runs/rankformer --output runs/student_graded --target graded
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+
+from pipelines.cli_common import make_parser, merge_settings, parse_lgb_params
+from tfr_rankformer.distillation import ROWS, DistillConfig, distill
+from tfr_rankformer.gbdt import PRESETS
+
+__all__ = ["build_parser", "main", "format_comparison"]
+
+_COLUMNS = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10")
+_NAMES = {"teacher": "teacher", "student": "student", "gbdt_labels": "GBDT on labels"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = make_parser(
+        "tfr-distill",
+        "Score every training list with a teacher (a tfr-train run's best checkpoint, an "
+        "exported SavedModel, or a GBDT), train a LightGBM student on the teacher's scores, "
+        "train a GBDT with identical settings on the labels, and compare the three on the "
+        "held-out splits (console table and OUTPUT/metrics.json). The student is pointwise: "
+        "it serves wherever a LightGBM model runs.",
+        __doc__,
+    )
+    p.add_argument("--teacher", help="a tfr-train run directory, export/<version>, or GBDT")
+    p.add_argument("--output", help="where the student goes (must not exist unless --overwrite)")
+    p.add_argument(
+        "--data",
+        help="a converted dataset. Default: the teacher's training data (an exported "
+        "SavedModel does not record it)",
+    )
+    p.add_argument("--config", help="JSON file of settings (DistillConfig fields); flags override")
+    p.add_argument(
+        "--trees", type=int, help="trees of the student and the label GBDT. Default: 2000"
+    )
+    p.add_argument(
+        "--target",
+        choices=["scores", "graded"],
+        help="scores: regression on the teacher's scores centred per list; graded: lambdarank "
+        "on grades from the teacher's ranking of each list. Default: scores",
+    )
+    p.add_argument("--grades", type=int, help="grade levels of --target graded. Default: 5")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="LightGBM settings of both GBDTs (the paper's Table 5). Default: gbdt-1k",
+    )
+    p.add_argument(
+        "--lgb-param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any LightGBM parameter over the preset's, for both GBDTs (repeatable)",
+    )
+    p.add_argument(
+        "--early-stopping-rounds",
+        type=int,
+        help="stop when validation NDCG@10 has not improved for this many trees (0: never). "
+        "Default: 100",
+    )
+    p.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per core")
+    p.add_argument("--seed", type=int, help="LightGBM's seed. Default: 0")
+    p.add_argument("--batch-size", type=int, help="lists per teacher call. Default: 256")
+    p.add_argument("--overwrite", action="store_true", default=None, help="replace --output")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def _cell(value, digits: int) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def format_comparison(comparison: dict[str, dict]) -> str:
+    """One table per held-out split: teacher, student and label GBDT as rows."""
+    header = ["model", *_COLUMNS, "train s", "ms/list"]
+    blocks = []
+    for split, rows in comparison.items():
+        table = [header]
+        for name in ROWS:
+            m = rows[name]
+            table.append(
+                [_NAMES[name]]
+                + [_cell(m.get(k), 2) for k in _COLUMNS]
+                + [_cell(m.get("training_seconds"), 1), _cell(m.get("scoring_ms_per_list"), 3)]
+            )
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines = [f"{split}:"]
+        for row in table:
+            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+            lines.append("  ".join(cells))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "log_level", "lgb_param")}
+    try:
+        values = merge_settings(args.config, flags, {})
+        params = dict(values.pop("params", {}))
+        params.update(parse_lgb_params(args.lgb_param))
+        config = DistillConfig.from_json({**values, "params": params})
+        metrics = distill(config)
+    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
+        print(f"tfr-distill: error: {e}", file=sys.stderr)
+        return 1
+    print(format_comparison(metrics["comparison"]))
+    for split, fidelity in metrics["fidelity"].items():
+        print(
+            f"{split}: Spearman correlation of student and teacher scores within lists, "
+            f"mean over lists: {fidelity['spearman_student_teacher']:.3f}"
+        )
+    first = next(iter(metrics["comparison"].values()), None)
+    if first:
+        print(first["student"]["convention"])
+    print(f"wrote {config.output} (student: model.txt; label GBDT: gbdt_labels/)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""``tfr-distill``: a LightGBM student trained on a teacher's scores.
+
+The teacher (a RankFormer run's best checkpoint, an exported SavedModel, or
+any run ``tfr-predict`` takes) scores every list of the training split; a
+GBDT student is fitted to those scores, and a GBDT with identical settings is
+fitted to the training labels for comparison. Student, teacher and the label
+GBDT are evaluated with the shared metrics on the held-out splits.
+
+The student is pointwise: it scores an item from the item's own features, so
+it serves wherever a LightGBM model runs, with no list context at serving time.
+
+Targets (``--target``):
+
+* ``scores`` (default): regression on the teacher's scores minus their list
+  mean. The softmax loss the teacher was trained with is blind to a constant
+  added to a list's scores, so that offset carries no ranking information; it
+  depends on the whole list, which a pointwise student cannot see, and fitting
+  it would waste trees. (The paper trains the student on the scores and says
+  no more; the centring is our choice.)
+* ``graded``: lambdarank on grades derived from the teacher's ranking of each
+  list: the item at rank ``r`` (0 = best) of ``n`` gets
+  ``floor(G * (n - 1 - r) / n)``, so the top ``1/G`` of every list gets grade
+  ``G - 1`` and the bottom ``1/G`` grade 0.
+
+``output/`` holds the student as a GBDT run (``model.txt``, ``config.json``,
+``metrics.json``: the student's metrics per split, plus ``comparison`` and
+``fidelity``), and the label GBDT under ``gbdt_labels/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer import data, gbdt
+from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
+from tfr_rankformer.list_arrays import ListArrays, read_split
+
+__all__ = [
+    "DistillConfig",
+    "Teacher",
+    "load_teacher",
+    "graded_targets",
+    "centred_scores",
+    "list_spearman",
+    "distill",
+    "ROWS",
+]
+
+logger = logging.getLogger(__name__)
+
+TARGETS = ("scores", "graded")
+# The comparison's rows, in table order.
+ROWS = ("teacher", "student", "gbdt_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillConfig:
+    """Settings of one distillation.
+
+    Attributes:
+      teacher: a tfr-train run directory, an exported SavedModel, or a GBDT directory.
+      output: where the student goes.
+      data: a converted dataset; ``None``: the one the teacher was trained on
+        (an exported SavedModel does not record it, so it needs this).
+      trees: trees of the student and of the label GBDT (paper: 2,000).
+      target: ``"scores"`` or ``"graded"`` (see the module's docstring).
+      grades: grade levels of the ``graded`` target.
+      preset: LightGBM settings of both GBDTs (``gbdt.PRESETS``).
+      params: LightGBM parameters over the preset's, for both GBDTs.
+      early_stopping_rounds: both GBDTs stop when validation NDCG@10 (on the
+        labels) has not improved for this many trees (0: never).
+      num_threads: LightGBM threads; ``None``: one per core.
+      seed: LightGBM's seed.
+      batch_size: lists per teacher call.
+      overwrite: replace an existing ``output``.
+    """
+
+    teacher: str = ""
+    output: str = ""
+    data: str | None = None
+    trees: int = 2000
+    target: str = "scores"
+    grades: int = 5
+    preset: str = "gbdt-1k"
+    params: dict = dataclasses.field(default_factory=dict)
+    early_stopping_rounds: int = 100
+    num_threads: int | None = None
+    seed: int = 0
+    batch_size: int = 256
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if not self.teacher or not self.output:
+            raise ValueError("`teacher` and `output` must be given")
+        if self.target not in TARGETS:
+            raise ValueError(f"Unknown target {self.target!r}; choose from {list(TARGETS)}")
+        require_positive_ints(self, "trees", "batch_size")
+        if isinstance(self.grades, bool) or not isinstance(self.grades, int) or self.grades < 2:
+            raise ValueError(f"`grades` must be an int >= 2, got {self.grades!r}")
+
+    def gbdt_config(self, model_dir: str) -> gbdt.GBDTConfig:
+        """The label GBDT's settings (the student shares its LightGBM parameters)."""
+        return gbdt.GBDTConfig(
+            preset=self.preset,
+            data=self.data or "",
+            model_dir=model_dir,
+            params={**self.params, "num_iterations": self.trees},
+            early_stopping_rounds=self.early_stopping_rounds,
+            num_threads=self.num_threads,
+            seed=self.seed,
+        )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict) -> DistillConfig:
+        return from_dict(cls, values, what="distillation settings")
+
+
+@dataclasses.dataclass
+class Teacher:
+    """A model that scores lists.
+
+    Attributes:
+      path: where it was loaded from.
+      kind: ``"checkpoint"``, ``"saved_model"`` or ``"gbdt"``.
+      data: the dataset it was trained on, when it records one.
+      num_features: features it takes.
+      score: per-item scores ``[num_items]`` of the lists of a ``ListArrays``.
+      training_seconds: its training time, when its run recorded one.
+    """
+
+    path: str
+    kind: str
+    data: str | None
+    num_features: int
+    score: Callable[[ListArrays], np.ndarray]
+    training_seconds: float | None = None
+
+
+def _padded_scorer(call, batch_size: int) -> Callable[[ListArrays], np.ndarray]:
+    """Scores lists in batches through ``call(features [B, L, d], mask [B, L]) -> [B, L]``."""
+
+    def score(arrays: ListArrays) -> np.ndarray:
+        parts = []
+        for start in range(0, arrays.num_lists, batch_size):
+            part = arrays.slice_lists(start, min(start + batch_size, arrays.num_lists))
+            mask = part.mask()
+            scores = call(part.padded(part.features, 0.0), mask)
+            parts.append(np.asarray(scores)[mask])
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    return score
+
+
+def _recorded_seconds(model_dir: str) -> float | None:
+    path = os.path.join(model_dir, "metrics.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("training", {}).get("seconds")
+
+
+def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
+    """Loads a teacher: a GBDT directory, a tfr-train run (its best checkpoint), or an
+    exported SavedModel (a directory with ``saved_model.pb``).
+
+    Raises:
+      FileNotFoundError: if ``path`` is missing or none of these.
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"teacher {path}: no such directory")
+    if gbdt.is_gbdt_run(path):
+        booster = gbdt.load_booster(path)
+        with open(os.path.join(path, gbdt.CONFIG_NAME), encoding="utf-8") as f:
+            trained_on = json.load(f).get("data")
+        return Teacher(
+            path,
+            "gbdt",
+            trained_on,
+            booster.num_feature(),
+            lambda arrays: gbdt.score_arrays(booster, arrays),
+            _recorded_seconds(path),
+        )
+    if os.path.isfile(os.path.join(path, "config.json")):
+        from tfr_rankformer.runs import load_run
+
+        config, manifest, model = load_run(path)
+        d = manifest["num_features"]
+        signature = {
+            "features": tf.TensorSpec([None, None, d], tf.float32),
+            data.MASK: tf.TensorSpec([None, None], tf.bool),
+        }
+        step = tf.function(
+            lambda x: model(x, training=False)["scores"], input_signature=[signature]
+        )
+
+        def call(features, mask):
+            return step({"features": tf.constant(features), data.MASK: tf.constant(mask)}).numpy()
+
+        scorer = _padded_scorer(call, batch_size)
+        return Teacher(path, "checkpoint", config.data, d, scorer, _recorded_seconds(path))
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        from tfr_rankformer.export import SIGNATURE_TENSORS
+
+        signature = tf.saved_model.load(path).signatures[SIGNATURE_TENSORS]
+        d = signature.structured_input_signature[1]["features"].shape[-1]
+
+        def call(features, mask):
+            outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
+            return outputs["scores"].numpy()
+
+        return Teacher(path, "saved_model", None, d, _padded_scorer(call, batch_size))
+    raise FileNotFoundError(
+        f"teacher {path} is not a model: expected a tfr-train run directory (config.json and "
+        "checkpoints/), an exported SavedModel (saved_model.pb), or a GBDT directory (model.txt)"
+    )
+
+
+def centred_scores(scores: np.ndarray, arrays: ListArrays) -> np.ndarray:
+    """``scores`` minus the mean of their list."""
+    sizes = arrays.sizes
+    sums = np.add.reduceat(scores.astype(np.float64), arrays.offsets[:-1][sizes > 0])
+    means = np.zeros(arrays.num_lists)
+    means[sizes > 0] = sums / sizes[sizes > 0]
+    return (scores - np.repeat(means, sizes)).astype(np.float32)
+
+
+def graded_targets(scores: np.ndarray, arrays: ListArrays, grades: int) -> np.ndarray:
+    """Integer grades ``0 .. grades - 1`` from each list's ranking by ``scores``."""
+    out = np.zeros(len(scores), np.int32)
+    for i in range(arrays.num_lists):
+        begin, end = arrays.offsets[i], arrays.offsets[i + 1]
+        n = end - begin
+        ranks = np.empty(n, np.int64)
+        ranks[np.argsort(-scores[begin:end], kind="stable")] = np.arange(n)
+        out[begin:end] = (grades * (n - 1 - ranks)) // max(n, 1)
+    return out
+
+
+def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
+    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list.
+
+    Lists of fewer than 2 items, or where either is constant, are left out;
+    ``nan`` if none remain.
+    """
+    from scipy.stats import spearmanr
+
+    values = []
+    for i in range(arrays.num_lists):
+        begin, end = arrays.offsets[i], arrays.offsets[i + 1]
+        x, y = a[begin:end], b[begin:end]
+        if end - begin < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+            continue
+        values.append(spearmanr(x, y).statistic)
+    return float(np.mean(values)) if values else float("nan")
+
+
+def _timed(score, arrays: ListArrays) -> tuple[np.ndarray, float]:
+    started = time.perf_counter()
+    scores = score(arrays)
+    return scores, time.perf_counter() - started
+
+
+def distill(config: DistillConfig) -> dict:
+    """Scores the training lists with the teacher, fits the student and the label GBDT,
+    evaluates all three; returns ``metrics.json``'s content.
+
+    Everything is written to ``output + ".partial"`` and renamed to ``output``
+    once complete, so a failed run leaves no partial student behind.
+    """
+    final = os.path.abspath(config.output)
+    if os.path.exists(final) and not config.overwrite:
+        if not os.path.isdir(final) or os.listdir(final):
+            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
+    work = final + ".partial"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        metrics = _distill(config, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if os.path.isdir(final):
+        shutil.rmtree(final)
+    os.replace(work, final)
+    return metrics
+
+
+def _distill(config: DistillConfig, work: str) -> dict:
+    teacher = load_teacher(config.teacher, batch_size=config.batch_size)
+    data_dir = config.data or teacher.data
+    if not data_dir:
+        raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
+    config = dataclasses.replace(config, data=data_dir)
+    manifest = data.load_manifest(data_dir)
+    if manifest["num_features"] != teacher.num_features:
+        raise ValueError(
+            f"{data_dir} has {manifest['num_features']} features; the teacher takes "
+            f"{teacher.num_features}"
+        )
+    os.makedirs(work)
+    write_json(os.path.join(work, gbdt.CONFIG_NAME), config.to_json())
+    splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
+    train = splits["train"]
+    if not train.num_lists:
+        raise ValueError(f"{data_dir}: the train split holds no lists")
+    vali = splits.get("vali")
+
+    logger.info("scoring %d training lists with the teacher (%s)", train.num_lists, teacher.kind)
+    teacher_scores = {}
+    scoring_seconds = {}
+    for split, arrays in splits.items():
+        teacher_scores[split], scoring_seconds[split] = _timed(teacher.score, arrays)
+
+    label_config = config.gbdt_config(os.path.join(config.output, "gbdt_labels"))
+    label_dir = os.path.join(work, "gbdt_labels")
+    params = label_config.lightgbm_params()
+    # The student stops early on how well it fits the teacher on the validation
+    # lists (the teacher was already selected on the labels); the label GBDT on
+    # the labels' NDCG_y@10.
+    if config.target == "scores":
+        student_params = {**params, "objective": "regression", "metric": "l2"}
+        targets = centred_scores(teacher_scores["train"], train)
+        vali_targets = centred_scores(teacher_scores["vali"], vali) if vali else None
+    else:
+        student_params = {**params, "objective": "lambdarank"}
+        student_params["label_gain"] = [float(2**g - 1) for g in range(config.grades)]
+        targets = graded_targets(teacher_scores["train"], train, config.grades)
+        vali_targets = graded_targets(teacher_scores["vali"], vali, config.grades) if vali else None
+    fit = dict(early_stopping_rounds=config.early_stopping_rounds, log_every=100)
+    logger.info("fitting the student (%s target) on %d lists", config.target, train.num_lists)
+    started = time.perf_counter()
+    student, _ = gbdt.fit_booster(
+        student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
+    )
+    student_seconds = time.perf_counter() - started
+    gbdt.save_booster(student, work)
+
+    labelled = train.select(train.list_labels() > 0)  # the baselines' training-list policy
+    logger.info("fitting the label GBDT on %d lists with t > 0", labelled.num_lists)
+    started = time.perf_counter()
+    label_model, _ = gbdt.fit_booster(
+        params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
+    )
+    label_seconds = time.perf_counter() - started
+    gbdt.save_booster(label_model, label_dir)
+    write_json(os.path.join(label_dir, gbdt.CONFIG_NAME), label_config.to_json())
+
+    max_label = data.label_levels(manifest)
+    metrics: dict = {"comparison": {}, "fidelity": {}}
+    seconds = {"teacher": teacher.training_seconds, "student": student_seconds}
+    seconds["gbdt_labels"] = label_seconds
+    for split, arrays in splits.items():
+        student_scores, student_time = _timed(lambda a: gbdt.score_arrays(student, a), arrays)
+        label_scores, label_time = _timed(lambda a: gbdt.score_arrays(label_model, a), arrays)
+        scored = {
+            "teacher": (teacher_scores[split], scoring_seconds[split]),
+            "student": (student_scores, student_time),
+            "gbdt_labels": (label_scores, label_time),
+        }
+        metrics[split] = gbdt.evaluate_arrays(student_scores, arrays, max_label=max_label)
+        if split == "train":
+            continue
+        rows = {}
+        for name, (scores, took) in scored.items():
+            rows[name] = gbdt.evaluate_arrays(scores, arrays, max_label=max_label)
+            rows[name]["training_seconds"] = seconds[name]
+            rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
+        metrics["comparison"][split] = rows
+        metrics["fidelity"][split] = {
+            "spearman_student_teacher": list_spearman(student_scores, teacher_scores[split], arrays)
+        }
+    metrics["training"] = {
+        "seconds": student_seconds,
+        "trees": student.best_iteration or student.current_iteration(),
+        "label_gbdt_trees": label_model.best_iteration or label_model.current_iteration(),
+        "teacher": {"path": teacher.path, "kind": teacher.kind},
+        "lists": train.num_lists,
+        "student_lightgbm_params": student_params,
+    }
+    metrics["settings"] = config.to_json()
+    write_json(os.path.join(work, gbdt.METRICS_NAME), metrics)
+    return metrics

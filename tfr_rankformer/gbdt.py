@@ -336,8 +336,10 @@ def load_booster(model_dir: str) -> lgb.Booster:
         raise ValueError(f"{path} is not a LightGBM model: {e}") from None
 
 
-def score_arrays(booster: lgb.Booster, arrays: ListArrays) -> np.ndarray:
-    """Per-item scores ``[num_items]`` float32 at the booster's best iteration."""
+def score_arrays(
+    booster: lgb.Booster, arrays: ListArrays, *, num_threads: int | None = None
+) -> np.ndarray:
+    """Per-item scores ``[num_items]`` float32 (``num_threads``: LightGBM's default if None)."""
     if not arrays.features.shape[0]:
         return np.zeros(0, np.float32)
     expected = booster.num_feature()
@@ -345,8 +347,9 @@ def score_arrays(booster: lgb.Booster, arrays: ListArrays) -> np.ndarray:
         raise ValueError(
             f"the data has {arrays.features.shape[1]} features; the GBDT was trained on {expected}"
         )
+    options = {} if num_threads is None else {"num_threads": num_threads}
     # At the best iteration when early stopping set one, else every tree.
-    return booster.predict(arrays.features).astype(np.float32)
+    return booster.predict(arrays.features, **options).astype(np.float32)
 
 
 def evaluate_arrays(scores: np.ndarray, arrays: ListArrays, *, max_label: int) -> dict:

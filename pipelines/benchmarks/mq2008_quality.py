@@ -37,6 +37,40 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / len(values))
 
 
+def convert_folds(output: str, data_dir: str | None, seed: int) -> str | None:
+    """``output/data``: every MQ2008 fold with simulated clicks (converted once)."""
+    converted = os.path.join(output, "data")
+    if not os.path.isdir(converted):
+        flags = ["--input", "MQ2008", "--output", converted, "--folds", "all"]
+        flags += ["--simulate-clicks", "--seed", str(seed), "--no-progress"]
+        if data_dir:
+            flags += ["--data-dir", data_dir]
+        if convert_main(flags) != 0:
+            return None
+    return converted
+
+
+def train_fold(args, converted: str, fold: int, name: str) -> str:
+    """Trains ``MODELS[name]`` on one fold unless its run is complete; returns its directory."""
+    model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
+    if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
+        started = time.perf_counter()
+        train(
+            TrainConfig(
+                data=os.path.join(converted, f"Fold{fold}"),
+                model_dir=model_dir,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                patience=args.epochs,
+                seed=args.seed,
+                **MODELS[name],
+            ),
+            verbose=0,
+        )
+        print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
+    return model_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
@@ -47,45 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    converted = os.path.join(args.output, "data")
-    if not os.path.isdir(converted):
-        flags = [
-            "--input",
-            "MQ2008",
-            "--output",
-            converted,
-            "--folds",
-            "all",
-            "--simulate-clicks",
-            "--seed",
-            str(args.seed),
-            "--no-progress",
-        ]
-        if args.data_dir:
-            flags += ["--data-dir", args.data_dir]
-        if convert_main(flags) != 0:
-            return 1
+    converted = convert_folds(args.output, args.data_dir, args.seed)
+    if converted is None:
+        return 1
     folds = [int(f) for f in args.folds.split(",")]
     results: dict[str, list[dict]] = {name: [] for name in MODELS}
     for fold in folds:
-        for name, settings in MODELS.items():
-            model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
+        for name in MODELS:
+            model_dir = train_fold(args, converted, fold, name)
             metrics_path = os.path.join(model_dir, "metrics.json")
-            if not os.path.isfile(metrics_path):
-                started = time.perf_counter()
-                train(
-                    TrainConfig(
-                        data=os.path.join(converted, f"Fold{fold}"),
-                        model_dir=model_dir,
-                        epochs=args.epochs,
-                        batch_size=args.batch_size,
-                        patience=args.epochs,
-                        seed=args.seed,
-                        **settings,
-                    ),
-                    verbose=0,
-                )
-                print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
             with open(metrics_path, encoding="utf-8") as f:
                 results[name].append(json.load(f)["test"])
 

@@ -1,0 +1,133 @@
+"""GBDT baselines and the distilled RankFormer on MQ2008 with simulated clicks, 5 folds.
+
+For every fold: ``gbdt-1k`` and ``gbdt-10k`` (the paper's Table 5 presets),
+the RankFormer teacher (alpha 0.25, the same run ``mq2008_quality`` trains:
+30 epochs, batch 256), its distilled student (``tfr-distill``, 2,000 trees)
+and the GBDT with the student's settings trained on the labels. It prints test
+NDCG_y@10 and NDCG_r@10 as mean ± standard error over folds, training time,
+and per-list prediction latency: the median time to score one test list on its
+own (LightGBM's ``predict`` on one thread for the GBDTs, as a server scores
+one request; the Keras model in a ``tf.function`` for the teacher), in this
+process, on this machine.
+
+Run: ``python -m pipelines.benchmarks.mq2008_gbdt --output results/mq2008``
+(reuses the conversion and the teacher runs of ``mq2008_quality`` in the same
+``--output``; finished runs are not repeated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from pipelines.benchmarks.mq2008_quality import _mean_se, convert_folds, train_fold
+from tfr_rankformer import data, gbdt
+from tfr_rankformer.distillation import DistillConfig, distill, load_teacher
+from tfr_rankformer.list_arrays import read_split
+
+TEACHER = "rankformer alpha=0.25"
+ROWS = ("gbdt-1k", "gbdt-10k", "teacher", "student", "gbdt_labels")
+NAMES = {
+    "teacher": "RankFormer alpha=0.25 (teacher)",
+    "student": "distilled student",
+    "gbdt_labels": "GBDT on labels, student's settings",
+}
+
+
+def _latency_ms(score, arrays, lists: int) -> float:
+    """Median milliseconds to score one list, over the first ``lists`` lists."""
+    times = []
+    score(arrays.slice_lists(0, 1))  # warm-up (tracing)
+    for i in range(min(lists, arrays.num_lists)):
+        one = arrays.slice_lists(i, i + 1)
+        started = time.perf_counter()
+        score(one)
+        times.append(time.perf_counter() - started)
+    return 1000 * float(np.median(times))
+
+
+def _json(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
+    parser.add_argument("--data-dir", help="where MQ2008/ is")
+    parser.add_argument("--folds", default="1,2,3,4,5")
+    parser.add_argument("--epochs", type=int, default=30, help="the teacher's epochs")
+    parser.add_argument("--batch-size", type=int, default=256, help="the teacher's batch size")
+    parser.add_argument("--trees", type=int, default=2000, help="the student's trees")
+    parser.add_argument("--latency-lists", type=int, default=200, help="lists timed one by one")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    converted = convert_folds(args.output, args.data_dir, args.seed)
+    if converted is None:
+        return 1
+    folds = [int(f) for f in args.folds.split(",")]
+    results: dict[str, list[dict]] = {name: [] for name in ROWS}
+    runs = os.path.join(args.output, "runs")
+    for fold in folds:
+        fold_data = os.path.join(converted, f"Fold{fold}")
+        manifest = data.load_manifest(fold_data)
+        test = read_split(fold_data, manifest, "test")
+        scorers = {}
+        for preset in ("gbdt-1k", "gbdt-10k"):
+            model_dir = os.path.join(runs, preset, f"Fold{fold}")
+            if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
+                config = gbdt.GBDTConfig(
+                    model=preset, data=fold_data, model_dir=model_dir, seed=args.seed
+                )
+                gbdt.train_gbdt(config)
+            metrics = _json(os.path.join(model_dir, "metrics.json"))
+            row = dict(metrics["test"], training_seconds=metrics["training"]["seconds"])
+            results[preset].append(row)
+            booster = gbdt.load_booster(model_dir)
+            scorers[preset] = lambda a, b=booster: gbdt.score_arrays(b, a, num_threads=1)
+        teacher_dir = train_fold(args, converted, fold, TEACHER)
+        student_dir = os.path.join(runs, "student", f"Fold{fold}")
+        if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
+            distill(
+                DistillConfig(
+                    teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed
+                )
+            )
+        comparison = _json(os.path.join(student_dir, "metrics.json"))["comparison"]["test"]
+        for name in ("teacher", "student", "gbdt_labels"):
+            results[name].append(comparison[name])
+        scorers["teacher"] = load_teacher(teacher_dir).score
+        for name, directory in (("student", ""), ("gbdt_labels", "gbdt_labels")):
+            booster = gbdt.load_booster(os.path.join(student_dir, directory))
+            scorers[name] = lambda a, b=booster: gbdt.score_arrays(b, a, num_threads=1)
+        for name, score in scorers.items():
+            results[name][-1]["latency_ms"] = _latency_ms(score, test, args.latency_lists)
+        print(f"Fold{fold} done", flush=True)
+
+    print(
+        f"\nMQ2008, simulated clicks, {len(folds)} folds: test NDCG x 100, mean ± standard "
+        f"error over folds; training seconds and single-list latency, means over folds\n"
+    )
+    print("| model | NDCG_y@10 | NDCG_r@10 | training s | latency ms/list |")
+    print("|---|---|---|---|---|")
+    for name in ROWS:
+        rows = results[name]
+        cells = []
+        for key in ("ndcg_y@10", "ndcg_r@10"):
+            mean, se = _mean_se([r[key] for r in rows])
+            cells.append(f"{mean:.2f} ± {se:.2f}")
+        seconds = np.mean([r["training_seconds"] for r in rows])
+        latency = np.mean([r["latency_ms"] for r in rows])
+        label = NAMES.get(name, name)
+        print(f"| {label} | {cells[0]} | {cells[1]} | {seconds:,.1f} | {latency:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

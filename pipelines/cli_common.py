@@ -6,7 +6,13 @@ import argparse
 import json
 import math
 
-__all__ = ["make_parser", "merge_settings", "format_metrics", "parse_lgb_params"]
+__all__ = [
+    "make_parser",
+    "merge_settings",
+    "format_metrics",
+    "add_lightgbm_options",
+    "parse_lgb_params",
+]
 
 
 def make_parser(prog: str, description: str, module_doc: str) -> argparse.ArgumentParser:
@@ -57,6 +63,24 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def add_lightgbm_options(group, which: str) -> None:
+    """``--lgb-param``, ``--early-stopping-rounds`` and ``--num-threads`` for ``which`` GBDTs."""
+    group.add_argument(
+        "--lgb-param",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"any LightGBM parameter over the preset's, for {which} (repeatable), e.g. "
+        'num_leaves=255; a config file\'s "params" object does the same',
+    )
+    group.add_argument(
+        "--early-stopping-rounds",
+        type=int,
+        help="stop when the validation score has not improved for this many trees (0: "
+        "never). Default: 100",
+    )
+    group.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per core")
 
 
 def parse_lgb_params(pairs: list[str] | None) -> dict:

@@ -14,7 +14,12 @@ import logging
 import math
 import sys
 
-from pipelines.cli_common import make_parser, merge_settings, parse_lgb_params
+from pipelines.cli_common import (
+    add_lightgbm_options,
+    make_parser,
+    merge_settings,
+    parse_lgb_params,
+)
 from tfr_rankformer.distillation import ROWS, DistillConfig, distill
 from tfr_rankformer.gbdt import PRESETS
 
@@ -57,19 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(PRESETS),
         help="LightGBM settings of both GBDTs (the paper's Table 5). Default: gbdt-1k",
     )
-    p.add_argument(
-        "--lgb-param",
-        action="append",
-        metavar="KEY=VALUE",
-        help="any LightGBM parameter over the preset's, for both GBDTs (repeatable)",
-    )
-    p.add_argument(
-        "--early-stopping-rounds",
-        type=int,
-        help="stop when validation NDCG@10 has not improved for this many trees (0: never). "
-        "Default: 100",
-    )
-    p.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per core")
+    add_lightgbm_options(p, "both GBDTs")
     p.add_argument("--seed", type=int, help="LightGBM's seed. Default: 0")
     p.add_argument("--batch-size", type=int, help="lists per teacher call. Default: 256")
     p.add_argument("--overwrite", action="store_true", default=None, help="replace --output")

@@ -16,7 +16,13 @@ import json
 import logging
 import sys
 
-from pipelines.cli_common import format_metrics, make_parser, merge_settings, parse_lgb_params
+from pipelines.cli_common import (
+    add_lightgbm_options,
+    format_metrics,
+    make_parser,
+    merge_settings,
+    parse_lgb_params,
+)
 from tfr_rankformer.export import export_run
 from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
 from tfr_rankformer.models import MODELS
@@ -111,20 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     gbdt.add_argument(
         "--trees", type=int, help="maximum trees. Default: the preset's (1,000 or 10,000)"
     )
-    gbdt.add_argument(
-        "--early-stopping-rounds",
-        type=int,
-        help="stop when validation NDCG@10 has not improved for this many trees (0: "
-        "never). Default: 100",
-    )
-    gbdt.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per CPU core")
-    gbdt.add_argument(
-        "--lgb-param",
-        action="append",
-        metavar="KEY=VALUE",
-        help="any LightGBM parameter over the preset's (repeatable), e.g. num_leaves=255; "
-        'a config file\'s "params" object does the same',
-    )
+    add_lightgbm_options(gbdt, "the GBDT")
     p.add_argument(
         "--no-export",
         action="store_true",

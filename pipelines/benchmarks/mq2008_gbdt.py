@@ -17,7 +17,6 @@ Run: ``python -m pipelines.benchmarks.mq2008_gbdt --output results/mq2008``
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.mq2008_quality import _mean_se, convert_folds, train_fold
+from pipelines.benchmarks.mq2008_quality import _mean_se, convert_folds, fold_parser, train_fold
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.distillation import DistillConfig, distill, load_teacher
 from tfr_rankformer.list_arrays import read_split
@@ -57,15 +56,9 @@ def _json(path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
-    parser.add_argument("--data-dir", help="where MQ2008/ is")
-    parser.add_argument("--folds", default="1,2,3,4,5")
-    parser.add_argument("--epochs", type=int, default=30, help="the teacher's epochs")
-    parser.add_argument("--batch-size", type=int, default=256, help="the teacher's batch size")
+    parser = fold_parser(__doc__.split("\n\n")[0], "the teacher's epochs")
     parser.add_argument("--trees", type=int, default=2000, help="the student's trees")
     parser.add_argument("--latency-lists", type=int, default=200, help="lists timed one by one")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     converted = convert_folds(args.output, args.data_dir, args.seed)

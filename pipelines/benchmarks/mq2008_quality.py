@@ -37,6 +37,18 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / len(values))
 
 
+def fold_parser(description: str, epochs_help: str) -> argparse.ArgumentParser:
+    """The arguments the MQ2008 benchmarks share."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
+    parser.add_argument("--data-dir", help="where MQ2008/ is")
+    parser.add_argument("--folds", default="1,2,3,4,5")
+    parser.add_argument("--epochs", type=int, default=30, help=epochs_help)
+    parser.add_argument("--batch-size", type=int, default=256, help="lists per batch")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
 def convert_folds(output: str, data_dir: str | None, seed: int) -> str | None:
     """``output/data``: every MQ2008 fold with simulated clicks (converted once)."""
     converted = os.path.join(output, "data")
@@ -72,13 +84,7 @@ def train_fold(args, converted: str, fold: int, name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
-    parser.add_argument("--data-dir", help="where MQ2008/ is")
-    parser.add_argument("--folds", default="1,2,3,4,5")
-    parser.add_argument("--epochs", type=int, default=30, help="epoch budget of every model")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = fold_parser(__doc__.split("\n\n")[0], "epoch budget of every model")
     args = parser.parse_args(argv)
 
     converted = convert_folds(args.output, args.data_dir, args.seed)

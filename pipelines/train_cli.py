@@ -25,13 +25,24 @@ from pipelines.cli_common import (
 )
 from tfr_rankformer.export import export_run
 from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
+from tfr_rankformer.losses import SCORE_LOSSES
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.training import TrainConfig, train
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
-_ARCHITECTURE = ("num_layers", "num_heads", "ff_dim", "dropout", "head_hidden")
+_ARCHITECTURE = (
+    "num_layers",
+    "num_heads",
+    "ff_dim",
+    "dropout",
+    "head_hidden",
+    "d_fc",
+    "positional_encoding",
+    "max_positions",
+    "global_tokens",
+)
 _SWITCHES = {"auto": None, "on": True, "off": False}
 
 
@@ -46,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         choices=sorted(MODELS) + sorted(GBDT_MODELS),
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
-        "no list head: the paper's alpha = 0), mlp (pointwise), or a LightGBM lambdarank "
+        "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
+        "self-attention ranker), listformer (global-local attention, RankFormer heads), or a "
+        "LightGBM lambdarank "
         "GBDT with the paper's settings: gbdt-1k (1,000 trees) or gbdt-10k (10,000 trees); "
         "gbdt is gbdt-1k. Default: rankformer",
     )
@@ -64,10 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--alpha",
         type=float,
-        help="weight of the listwide ordinal loss (rankformer only). Default: 0.25 for the "
-        "rankformer, 0 otherwise",
+        help="weight of the listwide ordinal loss (rankformer, listformer). Default: 0.25 for "
+        "the rankformer, 0 otherwise",
     )
-    p.add_argument("--loss", help="item-score loss. Default: softmax (TF-Ranking's SoftmaxLoss)")
+    p.add_argument(
+        "--loss",
+        choices=sorted(SCORE_LOSSES),
+        help="item-score loss: "
+        + "; ".join(f"{name}: {loss.summary}" for name, loss in SCORE_LOSSES.items())
+        + ". Default: softmax",
+    )
     p.add_argument("--learning-rate", type=float, help="AdamW learning rate. Default: 1e-3")
     p.add_argument("--weight-decay", type=float, help="AdamW weight decay. Default: 0.1")
     p.add_argument(
@@ -107,12 +126,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--eval-batch-size", type=int, help="lists per evaluation batch. Default: 256")
     p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
-    arch = p.add_argument_group("architecture (defaults: the paper's best)")
-    arch.add_argument("--num-layers", type=int, help="encoder layers. Default: 3")
-    arch.add_argument("--num-heads", type=int, help="attention heads. Default: 1")
-    arch.add_argument("--ff-dim", type=int, help="feed-forward width. Default: 512")
-    arch.add_argument("--dropout", type=float, help="dropout rate. Default: 0.25")
-    arch.add_argument("--head-hidden", type=int, help="hidden width of the heads. Default: 128")
+    arch = p.add_argument_group(
+        "architecture (defaults: each model's paper; context_aware: 4 blocks, 2 heads, "
+        "feed-forward 512, dropout 0.4, d_fc 144; the others: 3 layers, 1 head, feed-forward "
+        "512, dropout 0.25, heads of 128)"
+    )
+    arch.add_argument("--num-layers", type=int, help="encoder layers (blocks)")
+    arch.add_argument("--num-heads", type=int, help="attention heads")
+    arch.add_argument("--ff-dim", type=int, help="feed-forward width")
+    arch.add_argument("--dropout", type=float, help="dropout rate")
+    arch.add_argument("--head-hidden", type=int, help="hidden width of the heads")
+    arch.add_argument(
+        "--d-fc", type=int, help="context_aware: width of the input projection. Default: 144"
+    )
+    arch.add_argument(
+        "--positional-encoding",
+        choices=["none", "fixed", "learned"],
+        help="context_aware: encode each item's position in the input order (fixed: "
+        "sinusoidal), for re-ranking a first stage's order; training lists are then cut to "
+        "their first items, never sampled. Default: none (permutation-equivariant)",
+    )
+    arch.add_argument(
+        "--max-positions",
+        type=int,
+        help="longest list a learned positional encoding takes. Default: 1024",
+    )
+    arch.add_argument(
+        "--global-tokens",
+        type=int,
+        help="listformer: learned summary tokens besides [CLS]. Default: 4",
+    )
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
     gbdt.add_argument(
         "--trees", type=int, help="maximum trees. Default: the preset's (1,000 or 10,000)"

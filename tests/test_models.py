@@ -102,7 +102,7 @@ def test_combined_loss_equals_a_hand_computation():
     ordinal_2 = bce(1.0, 1) + bce(-2.0, 0)
     expected = expected_softmax + alpha * (ordinal_1 + ordinal_2) / 2
 
-    softmax = float(get_score_loss("softmax")(labels, scores))
+    softmax = float(get_score_loss("softmax").build(2)(labels, scores))
     ordinal = float(OrdinalListLoss(2)(list_labels, logits))
     assert softmax == pytest.approx(expected_softmax, rel=1e-5)
     assert softmax + alpha * ordinal == pytest.approx(expected, rel=1e-5)
@@ -116,7 +116,7 @@ def test_empty_and_fully_masked_lists_give_finite_loss_and_gradients():
     list_labels = np.array([[0.0], [1.0], [0.0]], np.float32)
     with tf.GradientTape() as tape:
         out = model({"features": features, "mask": mask}, training=True)
-        loss = get_score_loss("softmax")(labels, out["scores"]) + OrdinalListLoss(2)(
+        loss = get_score_loss("softmax").build(2)(labels, out["scores"]) + OrdinalListLoss(2)(
             list_labels, out["list_quality"]
         )
     grads = tape.gradient(loss, model.trainable_variables)

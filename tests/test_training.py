@@ -85,6 +85,41 @@ def test_mlp_and_transformer_train_without_a_list_head(dataset, tmp_path):
         assert metrics["settings"]["alpha"] == 0.0
 
 
+def test_peer_models_and_other_losses_train_and_reload(dataset, tmp_path, capsys):
+    # context_aware with the item-level ordinal loss and a fixed positional encoding.
+    flags = ["--data", dataset, "--epochs", "2", "--batch-size", "64", "--no-export", "--quiet"]
+    flags += ["--num-layers", "1", "--ff-dim", "16", "--d-fc", "8", "--log-level", "WARNING"]
+    context_dir = str(tmp_path / "context_aware")
+    assert (
+        train_main(
+            [*flags, "--model", "context_aware", "--loss", "ordinal", "--model-dir", context_dir]
+            + ["--positional-encoding", "fixed"]
+        )
+        == 0
+    )
+    # listformer with its list head on, and LambdaLoss's NDCG-Loss2++.
+    listformer_dir = str(tmp_path / "listformer")
+    assert (
+        train_main(
+            [*flags, "--model", "listformer", "--loss", "ndcg_loss2pp", "--alpha", "0.25"]
+            + ["--global-tokens", "2", "--num-heads", "1", "--model-dir", listformer_dir]
+        )
+        == 0
+    )
+    for model_dir in (context_dir, listformer_dir):
+        with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
+            metrics = json.load(f)
+        assert np.isfinite(metrics["test"]["ndcg_y@10"])
+        # The checkpoint reloads into the same model (item-level logits included).
+        assert evaluate_run(model_dir, splits=["test"])["test"] == metrics["test"]
+    assert metrics["settings"]["architecture"]["global_tokens"] == 2
+    assert "list_auc_t>=1" in metrics["test"]
+    with open(os.path.join(context_dir, "config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    assert settings["loss"] == "ordinal" and settings["architecture"]["num_heads"] == 2
+    assert settings["architecture"]["positional_encoding"] == "fixed"
+
+
 def test_training_list_policy():
     def config(**kw):
         return training.TrainConfig(data="d", model_dir="m", **kw)

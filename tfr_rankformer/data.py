@@ -123,9 +123,11 @@ def _list_label(element) -> tf.Tensor:
     return tf.reduce_max(labels, axis=-1)
 
 
-def _to_model_io(element, with_list_head: bool):
+def _to_model_io(element, with_list_head: bool, with_item_levels: bool = False):
     inputs = {elwc_schema.FEATURES: element[elwc_schema.FEATURES], MASK: element[MASK]}
     targets = {"scores": element[elwc_schema.LABEL]}
+    if with_item_levels:
+        targets["item_levels"] = element[elwc_schema.LABEL]
     if with_list_head:
         targets["list_quality"] = _list_label(element)[..., tf.newaxis]  # [B] -> [B, 1]
     return inputs, targets
@@ -141,6 +143,8 @@ def training_dataset(
     include_empty_lists: bool,
     with_list_head: bool,
     seed: int,
+    with_item_levels: bool = False,
+    keep_order: bool = False,
     shuffle_buffer: int = 10_000,
     normalize=None,
     cache_bytes: int = 2 << 30,
@@ -156,12 +160,16 @@ def training_dataset(
       include_empty_lists: keep lists whose list label ``t`` is 0.
       with_list_head: add the ``list_quality`` target.
       seed: seed of the list and item shuffles.
+      with_item_levels: add the ``item_levels`` target (the labels again), for
+        the item-level ordinal loss.
+      keep_order: cut a longer list to its first ``list_size`` items instead of
+        a random sample, keeping the input order (for positional encodings).
       shuffle_buffer: lists held for shuffling.
       normalize: applied to the features once per list (``[B, L, d]``), e.g.
         the model's normalisation layer, so training steps skip it.
-      cache_bytes: when no list is longer than ``list_size`` (no list is ever
-        resampled), the parsed lists are kept in memory after the first epoch
-        if they take at most this many bytes.
+      cache_bytes: when no list is ever resampled (none is longer than
+        ``list_size``, or they are cut in order), the parsed lists are kept in
+        memory after the first epoch if they take at most this many bytes.
     """
     entry = manifest["splits"][split]
     resampled = entry.get("longest_list", list_size + 1) > list_size
@@ -170,17 +178,18 @@ def training_dataset(
         split_files(data_dir, manifest, split),
         manifest["num_features"],
         list_size=list_size,
-        shuffle_items=resampled,
+        shuffle_items=resampled and not keep_order,
         seed=seed,
         transform=normalize,
     )
-    if not resampled and size <= cache_bytes:
+    if (not resampled or keep_order) and size <= cache_bytes:
         lists = lists.cache()
     if not include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     batches = lists.batch(batch_size).map(
-        lambda element: _to_model_io(element, with_list_head), num_parallel_calls=tf.data.AUTOTUNE
+        lambda element: _to_model_io(element, with_list_head, with_item_levels),
+        num_parallel_calls=tf.data.AUTOTUNE,
     )
     return batches.prefetch(tf.data.AUTOTUNE)
 

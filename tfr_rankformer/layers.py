@@ -124,13 +124,23 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
       num_heads: attention heads; the width must be divisible by it.
       ff_dim: hidden width of the feed-forward block.
       dropout: dropout rate on attention output and in the feed-forward block.
+      activation: the feed-forward block's activation, ``"gelu"`` (exact, the
+        RankFormer's) or a Keras activation name.
     """
 
-    def __init__(self, num_heads: int = 1, ff_dim: int = 512, dropout: float = 0.25, **kwargs):
+    def __init__(
+        self,
+        num_heads: int = 1,
+        ff_dim: int = 512,
+        dropout: float = 0.25,
+        activation: str = "gelu",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.ff_dim = ff_dim
         self.dropout = dropout
+        self.activation = activation
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -146,7 +156,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         self.attention_out = tf.keras.layers.Dense(dim, name="attention_out")
         self.dropout_attention = FastDropout(self.dropout)
         self.norm_ff = tf.keras.layers.LayerNormalization(epsilon=1e-5)
-        self.ff_in = tf.keras.layers.Dense(self.ff_dim, activation=gelu)
+        activation = gelu if self.activation == "gelu" else self.activation
+        self.ff_in = tf.keras.layers.Dense(self.ff_dim, activation=activation)
         self.dropout_ff = FastDropout(self.dropout)
         self.ff_out = tf.keras.layers.Dense(dim)
         self.dropout_out = FastDropout(self.dropout)
@@ -179,7 +190,12 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_heads=self.num_heads, ff_dim=self.ff_dim, dropout=self.dropout)
+        config.update(
+            num_heads=self.num_heads,
+            ff_dim=self.ff_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+        )
         return config
 
 

@@ -27,6 +27,7 @@ from tfr_rankformer.config_io import from_dict, require_positive_ints, write_jso
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import (
+    DEFAULT_ALPHA,
     MODELS,
     ModelConfig,
     build_model,
@@ -62,9 +63,11 @@ class TrainConfig:
       epochs: maximum epochs (paper: 200).
       batch_size: lists per batch (paper: 2048).
       list_size: items per training list; ``None``: the simulation's sample
-        size for simulated data, else 200. Longer lists are sampled.
-      alpha: weight of the listwide loss; ``None``: 0.25 for models with a list
-        head (the paper tries 0, 0.25 and 1), 0 for the others.
+        size for simulated data, else 200 (240 for ``context_aware``, its
+        paper's). Longer lists are sampled (cut to their first items when the
+        model has a positional encoding, so the input order stays).
+      alpha: weight of the listwide loss; ``None``: 0.25 for the RankFormer
+        (the paper tries 0, 0.25 and 1), 0 for the others.
       loss: the item-score loss (see ``losses.SCORE_LOSSES``).
       learning_rate: AdamW's rate (paper: 1e-3).
       weight_decay: AdamW's decoupled weight decay (paper: 0.1).
@@ -105,12 +108,16 @@ class TrainConfig:
             raise ValueError("`data` and `model_dir` must be given")
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
         require_positive_ints(self, "list_size", optional=True)
+        get_score_loss(self.loss)  # an unknown name fails here
         if self.alpha is None:
-            object.__setattr__(self, "alpha", 0.25 if has_list_head(self.model) else 0.0)
+            object.__setattr__(self, "alpha", DEFAULT_ALPHA.get(self.model, 0.0))
         if self.alpha < 0:
             raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
         if self.alpha > 0 and not has_list_head(self.model):
             raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
+        if isinstance(self.architecture, dict):
+            object.__setattr__(self, "architecture", ModelConfig(**self.architecture))
+        object.__setattr__(self, "architecture", self.architecture.resolved(self.model))
 
     @property
     def uses_list_head(self) -> bool:
@@ -165,7 +172,14 @@ def _resolve_list_size(config: TrainConfig, manifest: dict) -> int:
         return config.list_size
     if manifest.get("label_kind") == "simulated_implicit":
         return int(manifest["parameters"]["clicks"]["sample_size"])
-    return 200
+    return 240 if config.model == "context_aware" else 200
+
+
+def item_levels(config: TrainConfig, manifest: dict) -> int | None:
+    """Label levels of the item-level logits the loss needs (``None``: plain scores)."""
+    if get_score_loss(config.loss).output == "item_levels":
+        return data.label_levels(manifest)
+    return None
 
 
 def build_compiled_model(
@@ -177,10 +191,17 @@ def build_compiled_model(
     normalisation (raw features). Call inside a strategy scope.
     """
     levels = data.label_levels(manifest)
-    model = build_model(config.model, manifest, config.architecture, levels)
+    model = build_model(
+        config.model,
+        manifest,
+        config.architecture,
+        levels,
+        item_levels=item_levels(config, manifest),
+    )
     ranker = ranker_of(model)
-    losses = {"scores": get_score_loss(config.loss)}
-    weights = {"scores": 1.0}
+    score_loss = get_score_loss(config.loss)
+    losses = {score_loss.output: score_loss.build(levels)}
+    weights = {score_loss.output: 1.0}
     if has_list_head(config.model):
         losses["list_quality"] = OrdinalListLoss(levels)
         weights["list_quality"] = config.alpha
@@ -278,6 +299,8 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         list_size=list_size,
         include_empty_lists=include_empty,
         with_list_head=has_list_head(config.model),
+        with_item_levels=item_levels(config, manifest) is not None,
+        keep_order=config.architecture.positional_encoding != "none",
         seed=config.seed,
         normalize=normalization_of(model),
     )

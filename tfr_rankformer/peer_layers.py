@@ -1,0 +1,190 @@
+"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker and Listformer.
+
+* :class:`PostNormEncoderLayer`: the context-aware ranker's block (Pobrotyn et
+  al., 2020), post-LayerNorm as in Vaswani et al.:
+  ``z = LayerNorm(x + Dropout(MultiHead(x)))``, then
+  ``LayerNorm(z + Dropout(FF(z)))`` with a ReLU feed-forward block.
+* :class:`GlobalLocalEncoderLayer`: Listformer's global-local attention
+  (Reuter): the first ``num_global`` tokens (``[CLS]`` and the learned summary
+  tokens) attend to every valid token; every item attends to the global tokens
+  and to itself only, never directly to another item. Time and memory grow
+  linearly with the list length, and the layer stays permutation-equivariant
+  over items.
+* :class:`GlobalTokens`, :class:`SinusoidalPositionalEncoding`,
+  :class:`LearnedPositionalEncoding`.
+
+Both encoder layers reuse the RankFormer encoder layer's projections,
+dropout and feed-forward block, and differ in how they are wired.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from tfr_rankformer.layers import PreNormEncoderLayer
+
+__all__ = [
+    "PostNormEncoderLayer",
+    "GlobalLocalEncoderLayer",
+    "GlobalTokens",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEncoding",
+]
+
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+
+
+@_serializable
+class PostNormEncoderLayer(PreNormEncoderLayer):
+    """The context-aware ranker's encoder block (post-LayerNorm, ReLU feed-forward).
+
+    Args:
+      num_heads: attention heads; the width must be divisible by it.
+      ff_dim: hidden width of the feed-forward block.
+      dropout: dropout rate on the attention weights and after each sublayer.
+    """
+
+    def __init__(self, num_heads: int = 2, ff_dim: int = 512, dropout: float = 0.4, **kwargs):
+        kwargs.setdefault("activation", "relu")
+        super().__init__(num_heads, ff_dim, dropout, **kwargs)
+
+    def call(self, x, mask, training=None):
+        h = self._attention(x, mask, training)
+        x = self.norm_attention(x + self.dropout_attention(h, training=training))
+        h = self.ff_out(self.dropout_ff(self.ff_in(x), training=training))
+        return self.norm_ff(x + self.dropout_out(h, training=training))
+
+
+@_serializable
+class GlobalLocalEncoderLayer(PreNormEncoderLayer):
+    """A pre-LayerNorm encoder layer with Listformer's global-local attention.
+
+    Args:
+      num_global: the leading tokens that are global (``[CLS]`` and the summary
+        tokens); they must always be valid.
+      num_heads, ff_dim, dropout: as :class:`PreNormEncoderLayer`.
+    """
+
+    def __init__(self, num_global: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if num_global < 1:
+            raise ValueError(f"`num_global` must be >= 1, got {num_global!r}")
+        self.num_global = num_global
+
+    def _attention(self, h, mask, training):
+        batch, length, dim = tf.shape(h)[0], tf.shape(h)[1], h.shape[-1]
+        heads, head_dim, g = self.num_heads, h.shape[-1] // self.num_heads, self.num_global
+        scale = tf.cast(head_dim**-0.5, h.dtype)
+
+        def split(t):  # [B, T, D] -> [B, H, T, D / H]
+            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
+
+        q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
+        # Global tokens attend to every valid token: [B, H, g, T].
+        lowest = -1e9 if h.dtype == tf.float32 else float(h.dtype.min)
+        bias = tf.where(mask, tf.constant(0.0, h.dtype), tf.constant(lowest, h.dtype))
+        scores = tf.matmul(q[:, :, :g], k, transpose_b=True) * scale
+        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
+        weights = self.dropout_weights(weights, training=training)
+        global_context = tf.matmul(weights, v)  # [B, H, g, D / H]
+        # Items attend to the global tokens and to themselves: [B, H, N, g + 1].
+        q_items, k_items, v_items = q[:, :, g:], k[:, :, g:], v[:, :, g:]
+        to_globals = tf.matmul(q_items, k[:, :, :g], transpose_b=True) * scale
+        to_self = tf.reduce_sum(q_items * k_items, axis=-1, keepdims=True) * scale
+        weights = tf.nn.softmax(tf.concat([to_globals, to_self], axis=-1), axis=-1)
+        weights = self.dropout_weights(weights, training=training)
+        item_context = tf.matmul(weights[..., :g], v[:, :, :g]) + weights[..., g:] * v_items
+        context = tf.concat([global_context, item_context], axis=2)  # [B, H, T, D / H]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
+        return self.attention_out(context)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_global=self.num_global)
+        return config
+
+
+@_serializable
+class GlobalTokens(tf.keras.layers.Layer):
+    """Prepends ``count`` learned vectors to every list (always valid).
+
+    Call args / returns: as :class:`tfr_rankformer.layers.ClsToken`.
+    """
+
+    def __init__(self, count: int, **kwargs):
+        super().__init__(**kwargs)
+        self.count = count
+
+    def build(self, input_shape):
+        dim = input_shape[0][-1] if isinstance(input_shape, (list, tuple)) else input_shape[-1]
+        self.tokens = self.add_weight(
+            name="tokens", shape=(1, self.count, dim), initializer="random_normal"
+        )
+        super().build(input_shape)
+
+    def call(self, items, mask):
+        batch = tf.shape(items)[0]
+        tokens = tf.cast(tf.tile(self.tokens, [batch, 1, 1]), items.dtype)
+        valid = tf.concat([tf.ones([batch, self.count], tf.bool), mask], axis=1)
+        return tf.concat([tokens, items], axis=1), valid
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(count=self.count)
+        return config
+
+
+@_serializable
+class SinusoidalPositionalEncoding(tf.keras.layers.Layer):
+    """Adds Vaswani et al.'s fixed encoding of each item's position in the input order:
+    ``sin(p / 10000^(2i/d))`` in even and ``cos`` in odd dimensions."""
+
+    def call(self, x):
+        length, dim = tf.shape(x)[1], x.shape[-1]
+        positions = tf.cast(tf.range(length), tf.float32)[:, tf.newaxis]  # [L, 1]
+        pairs = tf.range(dim) // 2
+        rates = tf.exp(-math.log(10000.0) * tf.cast(2 * pairs, tf.float32) / dim)  # [d]
+        angles = positions * rates[tf.newaxis, :]  # [L, d]
+        even = tf.range(dim) % 2 == 0
+        encoding = tf.where(even[tf.newaxis, :], tf.sin(angles), tf.cos(angles))
+        return x + tf.cast(encoding, x.dtype)[tf.newaxis]
+
+
+@_serializable
+class LearnedPositionalEncoding(tf.keras.layers.Layer):
+    """Adds a learned vector per position; lists longer than ``max_positions`` are an error.
+
+    Args:
+      max_positions: positions with an embedding.
+    """
+
+    def __init__(self, max_positions: int, **kwargs):
+        super().__init__(**kwargs)
+        self.max_positions = max_positions
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_positions, input_shape[-1]),
+            initializer="random_normal",
+        )
+        super().build(input_shape)
+
+    def call(self, x):
+        length = tf.shape(x)[1]
+        check = tf.debugging.assert_less_equal(
+            length,
+            self.max_positions,
+            message=f"a list is longer than the learned positional encoding's "
+            f"max_positions ({self.max_positions})",
+        )
+        with tf.control_dependencies([check]):
+            encoding = tf.cast(self.embeddings[:length], x.dtype)
+        return x + encoding[tf.newaxis]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_positions=self.max_positions)
+        return config

@@ -9,6 +9,9 @@ Two pieces are written for speed on CPU, where they dominated a training step
 far more than the matrix products: :func:`gelu` (exact GELU with its
 closed-form gradient instead of TensorFlow's autodiff of ``erf``, 2x faster)
 and :class:`FastDropout` (masks from 16 random bits per element, 1.6x faster).
+In training on CPU, the feed-forward block's bias, GELU and dropout run as one
+fused kernel (``fused_ops``), which also recomputes its dropout mask in the
+backward pass instead of storing it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import math
 
 import numpy as np
 import tensorflow as tf
+
+from tfr_rankformer import fused_ops
 
 __all__ = [
     "ClsToken",
@@ -31,6 +36,15 @@ __all__ = [
 PADDING_SCORE = -1e9
 
 _serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+
+
+def _in_save_context() -> bool:
+    """Whether ``tf.saved_model.save`` is tracing (it traces layers' training calls too)."""
+    try:
+        from tensorflow.python.saved_model import save_context
+    except ImportError:  # moved in some TensorFlow version: assume saving is possible
+        return True
+    return save_context.in_save_context()
 
 
 @_serializable
@@ -71,6 +85,10 @@ class FastDropout(tf.keras.layers.Layer):
         seed = self.seed if self.seed is not None else int(np.random.randint(2**31 - 1))
         self._generator = tf.random.Generator.from_seed(seed)
         super().build(input_shape)
+
+    def draw_key(self):
+        """An int64 scalar from the generator, for a kernel that makes its own masks."""
+        return self._generator.uniform_full_int([], dtype=tf.int64)
 
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
@@ -170,11 +188,41 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
         return self.attention_out(context)
 
+    def _fuses_feed_forward(self, h, training) -> bool:
+        """Whether this call runs the fused CPU kernel for ``Dropout(GELU(ff_in(h)))``.
+
+        Only in training (serving graphs keep plain TensorFlow ops, and so do
+        SavedModels, which trace the training branch too), in float32, and
+        where ``fused_ops.available()``.
+        """
+        if tf.is_tensor(training) or not training or h.dtype != tf.float32:
+            return False
+        if self.ff_in.compute_dtype != "float32" or _in_save_context():
+            return False
+        return fused_ops.available()
+
+    def _fused_feed_forward_hidden(self, h):
+        """Training's ``Dropout(GELU(ff_in(h)))`` as one kernel: ``[B, L, D] -> [B, L, F]``."""
+        if not self.ff_in.built:
+            self.ff_in.build(h.shape)
+        if not self.dropout_ff.built:
+            self.dropout_ff.build(None)
+        shape = tf.shape(h)
+        flat = tf.matmul(tf.reshape(h, [-1, h.shape[-1]]), self.ff_in.kernel)  # [B * L, F]
+        hidden = fused_ops.bias_gelu_dropout(
+            flat, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
+        )
+        return tf.reshape(hidden, tf.concat([shape[:-1], [self.ff_dim]], axis=0))
+
     def call(self, x, mask, training=None):
         h = self._attention(self.norm_attention(x), mask, training)
         x = x + self.dropout_attention(h, training=training)
-        h = self.ff_in(self.norm_ff(x))
-        h = self.ff_out(self.dropout_ff(h, training=training))
+        h = self.norm_ff(x)
+        if self._fuses_feed_forward(h, training):
+            h = self._fused_feed_forward_hidden(h)
+        else:
+            h = self.dropout_ff(self.ff_in(h), training=training)
+        h = self.ff_out(h)
         return x + self.dropout_out(h, training=training)
 
     def get_config(self):

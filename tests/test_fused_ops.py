@@ -1,4 +1,4 @@
-"""The fused bias + GELU + dropout CPU kernel against TensorFlow's own ops.
+"""The fused CPU kernels (bias + GELU + dropout, dropout, layer norm) against TensorFlow's ops.
 
 The kernel is compiled once into the user's cache (a few seconds); without a C++
 compiler these tests are skipped, except the fallback's.
@@ -21,6 +21,7 @@ from tfr_rankformer import fused_ops  # noqa: E402
 from tfr_rankformer.layers import PreNormEncoderLayer, gelu  # noqa: E402
 
 OP = "TfrBiasGeluDropout"
+FUSED_OPS = {OP, "TfrDropout", "TfrLayerNorm"}
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,45 @@ def test_masks_follow_the_key(library):
     assert ((first == 0) != (other == 0)).mean() > 0.4  # independent masks differ in half
 
 
+def test_dropout_kernel_rate_scaling_gradient_and_key(library):
+    x = tf.constant(np.random.default_rng(2).uniform(1, 2, size=(300, 17, 46)).astype(np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fused_ops.dropout(x, 9, 0.25)
+    dx = tape.gradient(y, x, output_gradients=tf.ones_like(x)).numpy()
+    y, x = y.numpy(), x.numpy()
+    dropped = y == 0
+    assert abs(dropped.mean() - 0.25) < 0.01
+    np.testing.assert_allclose(y[~dropped], x[~dropped] / 0.75, rtol=1e-6)
+    np.testing.assert_array_equal(dx == 0, dropped)  # the same mask
+    np.testing.assert_allclose(dx[~dropped], 1 / 0.75, rtol=1e-6)
+    np.testing.assert_array_equal(fused_ops.dropout(x, 9, 0.25).numpy(), y)
+    assert ((fused_ops.dropout(x, 10, 0.25).numpy() == 0) != dropped).mean() > 0.3
+    np.testing.assert_array_equal(fused_ops.dropout(x, 9, 0.0).numpy(), x)
+
+
+def test_layer_norm_matches_keras(library):
+    rng = np.random.default_rng(3)
+    x = tf.constant((3 * rng.normal(size=(64, 17, 46)) + 1).astype(np.float32))
+    keras = tf.keras.layers.LayerNormalization(epsilon=1e-5)
+    keras.build(x.shape)
+    keras.gamma.assign(rng.normal(size=46).astype(np.float32))
+    keras.beta.assign(rng.normal(size=46).astype(np.float32))
+    upstream = tf.constant(rng.normal(size=x.shape).astype(np.float32))
+
+    def outputs(function):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = function()
+        grads = tape.gradient(y, [x, keras.gamma, keras.beta], output_gradients=upstream)
+        return [y.numpy()] + [g.numpy() for g in grads]
+
+    ours = outputs(lambda: fused_ops.layer_norm(x, keras.gamma, keras.beta, 1e-5))
+    theirs = outputs(lambda: keras(x))
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=2e-5)
+
+
 _ONE_THREAD = """
 import sys
 import numpy as np
@@ -109,8 +149,9 @@ bias = tf.constant(rng.normal(size=256).astype(np.float32))
 with tf.GradientTape() as tape:
     tape.watch([h, bias])
     y = fused_ops.bias_gelu_dropout(h, bias, 11, 0.25)
-dh, dbias = tape.gradient(y, [h, bias])
-np.savez(sys.argv[1], y=y.numpy(), dh=dh.numpy(), dbias=dbias.numpy())
+    z = fused_ops.layer_norm(fused_ops.dropout(h, 12, 0.25), bias, bias, 1e-5)
+dh, dbias = tape.gradient([y, z], [h, bias])
+np.savez(sys.argv[1], y=y.numpy(), z=z.numpy(), dh=dh.numpy(), dbias=dbias.numpy())
 """
 
 
@@ -118,7 +159,11 @@ def test_results_do_not_depend_on_the_thread_count(library, tmp_path):
     rng = np.random.default_rng(0)
     h = tf.constant(rng.normal(size=(4099, 256)).astype(np.float32))
     bias = tf.constant(rng.normal(size=256).astype(np.float32))
-    y, dh, dbias = _gradients(_fused(11, 0.25), h, bias, tf.ones_like(h))
+    with tf.GradientTape() as tape:
+        tape.watch([h, bias])
+        y = fused_ops.bias_gelu_dropout(h, bias, 11, 0.25)
+        z = fused_ops.layer_norm(fused_ops.dropout(h, 12, 0.25), bias, bias, 1e-5)
+    dh, dbias = tape.gradient([y, z], [h, bias])
     out = tmp_path / "one_thread.npz"
     environment = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
@@ -130,9 +175,8 @@ def test_results_do_not_depend_on_the_thread_count(library, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     single = np.load(out)
-    np.testing.assert_array_equal(single["y"], y)
-    np.testing.assert_array_equal(single["dh"], dh)
-    np.testing.assert_array_equal(single["dbias"], dbias)
+    for name, value in dict(y=y, z=z, dh=dh, dbias=dbias).items():
+        np.testing.assert_array_equal(single[name], value.numpy(), err_msg=name)
 
 
 def _encoder(dropout, seed=1):
@@ -152,9 +196,9 @@ def _ops_of(layer, x, mask):
 def test_encoder_uses_the_kernel_in_training_only(library, monkeypatch):
     monkeypatch.setenv(fused_ops.ENV_SWITCH, "1")
     layer, x, mask = _encoder(0.0)
-    assert OP in _ops_of(layer, x, mask)
+    assert {OP, "TfrLayerNorm"} <= _ops_of(layer, x, mask)
     inference = tf.function(lambda: layer(x, mask, training=False)).get_concrete_function()
-    assert OP not in {op.type for op in inference.graph.get_operations()}
+    assert not FUSED_OPS & {op.type for op in inference.graph.get_operations()}
     fused = layer(x, mask, training=True).numpy()
     monkeypatch.setenv(fused_ops.ENV_SWITCH, "0")
     plain = layer(x, mask, training=True).numpy()
@@ -164,6 +208,7 @@ def test_encoder_uses_the_kernel_in_training_only(library, monkeypatch):
 def test_encoder_dropout_is_seeded_and_advances(library, monkeypatch):
     monkeypatch.setenv(fused_ops.ENV_SWITCH, "1")
     layer, x, mask = _encoder(0.25)
+    assert FUSED_OPS <= _ops_of(layer, x, mask)
     first, second = (layer(x, mask, training=True).numpy() for _ in range(2))
     assert (first != second).any()
     twin, x, mask = _encoder(0.25)
@@ -174,7 +219,7 @@ def test_the_switch_and_a_failed_build_fall_back(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv(fused_ops.ENV_SWITCH, "0")
     assert not fused_ops.available()
     layer, x, mask = _encoder(0.25)
-    assert OP not in _ops_of(layer, x, mask)
+    assert not FUSED_OPS & _ops_of(layer, x, mask)
     assert np.isfinite(layer(x, mask, training=True).numpy()).all()
 
     monkeypatch.setenv(fused_ops.ENV_SWITCH, "1")
@@ -186,6 +231,6 @@ def test_the_switch_and_a_failed_build_fall_back(monkeypatch, tmp_path, caplog):
             assert not fused_ops.available()
             assert not fused_ops.available()
         assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
-        assert OP not in _ops_of(layer, x, mask)
+        assert not FUSED_OPS & _ops_of(layer, x, mask)
     finally:
         fused_ops.load_library.cache_clear()

@@ -1,15 +1,19 @@
-"""A fused CPU kernel for the encoder's feed-forward hidden layer, compiled on first use.
+"""Fused CPU kernels of the encoder's training step, compiled on first use.
 
 ``bias_gelu_dropout(h, bias, key, rate)`` computes ``gelu(h + bias)`` (exact
 GELU) followed by inverted dropout in one pass over ``h`` instead of the
 half-dozen TensorFlow kernels (and as many backward ones) that the Keras layers
-issue; its gradient recomputes the dropout mask from ``key`` rather than storing
-it. The C++ source ships in ``tfr_rankformer/ops/``; it is compiled with the
+issue; ``dropout(x, key, rate)`` is inverted dropout in one pass. Both draw their
+masks from a hash of ``key`` and each element's position, and their gradients
+recompute the mask rather than storing it. ``layer_norm(x, gamma, beta, epsilon)``
+is Keras's LayerNormalization over the last axis in one pass (and one backward).
+
+The C++ source ships in ``tfr_rankformer/ops/``; it is compiled with the
 system's C++ compiler (``$CXX`` or ``g++``) against the installed TensorFlow
 into ``$TFR_RANKFORMER_CACHE`` (default ``~/.cache/tfr_rankformer``), under
 ``ops/<hash of source, compiler, TensorFlow>/``, and loaded from there later.
 
-The kernel runs on CPU only. ``available()`` is False, and the encoder keeps its
+The kernels run on CPU only. ``available()`` is False, and the encoder keeps its
 plain TensorFlow ops, when ``TFR_RANKFORMER_FUSED_OPS=0``, when a GPU is visible,
 or when the library cannot be built (one warning is logged).
 """
@@ -27,15 +31,21 @@ import time
 
 import tensorflow as tf
 
-__all__ = ["ENV_SWITCH", "available", "bias_gelu_dropout", "load_library"]
+__all__ = [
+    "ENV_SWITCH",
+    "available",
+    "bias_gelu_dropout",
+    "dropout",
+    "layer_norm",
+    "load_library",
+]
 
 logger = logging.getLogger(__name__)
 
 ENV_SWITCH = "TFR_RANKFORMER_FUSED_OPS"
 CACHE_ENV = "TFR_RANKFORMER_CACHE"
-_SOURCE = os.path.join(os.path.dirname(__file__), "ops", "bias_gelu_dropout.cc")
-_LIBRARY = "bias_gelu_dropout.so"
-_OP = "TfrBiasGeluDropout"
+_SOURCE = os.path.join(os.path.dirname(__file__), "ops", "fused_ops.cc")
+_LIBRARY = "fused_ops.so"
 
 
 def _cache_root() -> str:
@@ -48,6 +58,7 @@ def _command(compiler: str, source: str, output: str) -> list[str]:
         compiler,
         "-O3",
         "-ffp-contract=fast",
+        "-fopenmp-simd",
         "-fPIC",
         "-shared",
         *tf.sysconfig.get_compile_flags(),
@@ -108,10 +119,17 @@ def _no_gpu() -> bool:
 
 
 def available() -> bool:
-    """Whether ``bias_gelu_dropout`` can be used (switch on, no GPU, library built)."""
+    """Whether the fused kernels can be used (switch on, no GPU, library built)."""
     if os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no"):
         return False
     return _no_gpu() and load_library() is not None
+
+
+def _library():
+    library = load_library()
+    if library is None:
+        raise RuntimeError("the fused CPU ops could not be built; see the logged warning")
+    return library
 
 
 def bias_gelu_dropout(h, bias, key, rate: float):
@@ -127,16 +145,55 @@ def bias_gelu_dropout(h, bias, key, rate: float):
     Returns:
       ``[N, M]`` float32. Differentiable with respect to ``h`` and ``bias``.
     """
-    library = load_library()
-    if library is None:
-        raise RuntimeError("the fused CPU ops could not be built; see the logged warning")
-    return library.tfr_bias_gelu_dropout(h, bias, tf.cast(key, tf.int64), rate=float(rate))
+    return _library().tfr_bias_gelu_dropout(h, bias, tf.cast(key, tf.int64), rate=float(rate))
 
 
-@tf.RegisterGradient(_OP)
+def dropout(x, key, rate: float):
+    """Inverted dropout at ``rate`` in one CPU kernel.
+
+    Args:
+      x: float32 of any shape.
+      key: int64 scalar; the mask is a hash of ``key`` and each element's
+        position in the flattened ``x``.
+      rate: fraction of elements zeroed, in [0, 1).
+
+    Returns:
+      ``x``'s shape, float32. Differentiable with respect to ``x``.
+    """
+    return _library().tfr_dropout(x, tf.cast(key, tf.int64), rate=float(rate))
+
+
+def layer_norm(x, gamma, beta, epsilon: float):
+    """Layer normalisation over the last axis, as ``tf.keras.layers.LayerNormalization``.
+
+    Args:
+      x: float32 ``[..., D]``.
+      gamma: ``[D]`` float32 scale.
+      beta: ``[D]`` float32 offset.
+      epsilon: added to the (population) variance.
+
+    Returns:
+      ``x``'s shape, float32. Differentiable with respect to all three tensors.
+    """
+    return _library().tfr_layer_norm(x, gamma, beta, epsilon=float(epsilon))
+
+
+@tf.RegisterGradient("TfrBiasGeluDropout")
 def _bias_gelu_dropout_gradient(op, upstream):
     h, bias, key = op.inputs
-    dh, dbias = load_library().tfr_bias_gelu_dropout_grad(
+    dh, dbias = _library().tfr_bias_gelu_dropout_grad(
         upstream, h, bias, key, rate=op.get_attr("rate")
     )
     return dh, dbias, None
+
+
+@tf.RegisterGradient("TfrDropout")
+def _dropout_gradient(op, upstream):
+    # The same mask scales the gradient: dropout of the upstream with the same key.
+    return _library().tfr_dropout(upstream, op.inputs[1], rate=op.get_attr("rate")), None
+
+
+@tf.RegisterGradient("TfrLayerNorm")
+def _layer_norm_gradient(op, upstream):
+    x, gamma, _ = op.inputs
+    return _library().tfr_layer_norm_grad(upstream, x, gamma, epsilon=op.get_attr("epsilon"))

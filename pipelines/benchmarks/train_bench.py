@@ -10,18 +10,22 @@ analytically, training as three times the forward) as a
 fraction of the machine's measured peak (a large float32 matmul).
 
 Goal on 2 CPU cores: at least 3,800 lists/s for the RankFormer at 46 features.
-Run: ``python -m pipelines.benchmarks.train_bench [--device GPU]``.
+Run: ``python -m pipelines.benchmarks.train_bench [--device GPU]``. With
+``--compare-fused`` it times the step with and without the fused feed-forward
+CPU kernel (``tfr_rankformer.fused_ops``) in alternating rounds instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer import fused_ops
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
 
@@ -72,7 +76,12 @@ def peak_flops(device: str) -> float:
         return 5 * 2 * 4096**3 / (time.perf_counter() - started)
 
 
-def measure(model: str, d: int, *, batch: int, items: int, steps: int, xla: bool, device: str):
+def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, device: str):
+    """A compiled, warmed-up training step of ``model`` on one in-memory batch.
+
+    Returns ``(step, architecture)``; ``step()`` runs one step (forward, losses,
+    backward, AdamW).
+    """
     config = TrainConfig(model=model, data="-", model_dir="-")
     with tf.device(device):
         # The ranker's step is what training runs (features arrive normalised).
@@ -87,11 +96,73 @@ def measure(model: str, d: int, *, batch: int, items: int, steps: int, xla: bool
             targets["list_quality"] = tf.constant(rng.integers(0, 3, (batch, 1)).astype(np.float32))
         for _ in range(2):  # tracing and warm-up
             compiled.train_on_batch(inputs, targets)
-        started = time.perf_counter()
-        for _ in range(steps):
+
+    def step():
+        with tf.device(device):
             compiled.train_on_batch(inputs, targets)
-        seconds = (time.perf_counter() - started) / steps
-    return batch / seconds, seconds * 1000, config.architecture
+
+    return step, config.architecture
+
+
+def seconds_per_step(step, steps: int) -> float:
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - started) / steps
+
+
+def measure(model: str, d: int, *, batch: int, items: int, steps: int, xla: bool, device: str):
+    step, arch = prepare(model, d, batch=batch, items=items, xla=xla, device=device)
+    seconds = seconds_per_step(step, steps)
+    return batch / seconds, seconds * 1000, arch
+
+
+def compare_fused(model: str, d: int, *, batch: int, steps: int, rounds: int, **kwargs) -> None:
+    """Prints lists/s of the plain and the fused-kernel training step, timed in alternation.
+
+    The two steps are traced with ``TFR_RANKFORMER_FUSED_OPS`` off and on; each
+    round times ``steps`` steps of both, so load from other processes hits both
+    alike. Besides each round's rate, the fastest single step of each is
+    reported: the least disturbed by such load.
+    """
+    previous = os.environ.get(fused_ops.ENV_SWITCH)
+    steps_by_mode = {}
+    try:
+        for mode, switch in (("plain", "0"), ("fused", "1")):
+            os.environ[fused_ops.ENV_SWITCH] = switch
+            if mode == "fused":
+                started = time.perf_counter()
+                if not fused_ops.available():
+                    raise SystemExit("the fused ops are unavailable; see the logged warning")
+                print(f"fused op library ready in {time.perf_counter() - started:.1f} s")
+            steps_by_mode[mode], _ = prepare(model, d, batch=batch, **kwargs)
+    finally:
+        if previous is None:
+            os.environ.pop(fused_ops.ENV_SWITCH, None)
+        else:
+            os.environ[fused_ops.ENV_SWITCH] = previous
+    rates = {mode: [] for mode in steps_by_mode}
+    fastest = {mode: float("inf") for mode in steps_by_mode}
+    for i in range(rounds):
+        for mode, step in steps_by_mode.items():
+            durations = [seconds_per_step(step, 1) for _ in range(steps)]
+            rates[mode].append(batch * steps / sum(durations))
+            fastest[mode] = min(fastest[mode], *durations)
+        plain, fused = rates["plain"][-1], rates["fused"][-1]
+        print(
+            f"{model:<12} {d:>4} round {i + 1}: plain {plain:>7,.0f} lists/s, "
+            f"fused {fused:>7,.0f} lists/s, ratio {fused / plain:.2f}"
+        )
+    plain, fused = np.median(rates["plain"]), np.median(rates["fused"])
+    print(
+        f"{model:<12} {d:>4} median round: plain {plain:,.0f} lists/s, "
+        f"fused {fused:,.0f} lists/s, ratio {fused / plain:.2f}"
+    )
+    plain, fused = batch / fastest["plain"], batch / fastest["fused"]
+    print(
+        f"{model:<12} {d:>4} fastest step: plain {plain:,.0f} lists/s, "
+        f"fused {fused:,.0f} lists/s, ratio {fused / plain:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +174,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", default="46,136")
     parser.add_argument("--models", default="rankformer,transformer,mlp")
     parser.add_argument("--xla", action="store_true", help="compile the steps with XLA")
+    parser.add_argument(
+        "--compare-fused",
+        action="store_true",
+        help="time the plain and the fused feed-forward kernel in alternating rounds",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare-fused")
     args = parser.parse_args(argv)
+
+    if args.compare_fused:
+        for d in (int(x) for x in args.features.split(",")):
+            for model in args.models.split(","):
+                compare_fused(
+                    model,
+                    d,
+                    batch=args.batch_size,
+                    steps=args.steps,
+                    rounds=args.rounds,
+                    items=args.items,
+                    xla=args.xla,
+                    device=f"/{args.device}:0",
+                )
+        return 0
 
     device = f"/{args.device}:0"
     peak = peak_flops(device)

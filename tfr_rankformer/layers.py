@@ -242,7 +242,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         h = self._attention(self._norm(self.norm_attention, x, training), mask, training)
         x = x + self.dropout_attention(h, training=training)
         h = self._norm(self.norm_ff, x, training)
-        if _uses_fused_kernels(training, h.dtype) and self.ff_in.compute_dtype == "float32":
+        fused = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        if fused and _uses_fused_kernels(training, h.dtype):
             h = self._fused_feed_forward_hidden(h)
         else:
             h = self.dropout_ff(self.ff_in(h), training=training)

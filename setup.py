@@ -8,8 +8,10 @@ therefore held below 2. tensorflow-metadata newer than 1.15.0 needs protobuf 5,
 which TensorFlow 2.15 cannot use, and ``import tensorflow_datasets`` then fails.
 tensorflow-datasets also pulls pyarrow unpinned, whose releases from 21 on refuse
 numpy 1.x at import, so pyarrow is held below 21 (the converter uses its
-multi-threaded CSV reader for dense LETOR files). Python 3.9 to 3.11: TensorFlow
-2.15 publishes no wheels for later Pythons.
+multi-threaded CSV reader for dense LETOR files). matplotlib draws the
+benchmarks' and experiments' PNG plots; 3.10 needs numpy 1.23+ like the rest,
+and is held below 3.11 against a future numpy-2-only release. Python 3.9 to
+3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
 """
 
 from setuptools import find_packages, setup
@@ -26,6 +28,7 @@ INSTALL_REQUIRES = [
     "pyarrow>=14,<21",
     "google-crc32c>=1.5,<2",
     "tqdm>=4.60",
+    "matplotlib>=3.7,<3.11",
 ]
 
 EXTRAS_REQUIRE = {

@@ -28,7 +28,7 @@ from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.feature_normalization import FeatureNormalization
-from tfr_rankformer.layers import ClsToken, MaskedScores, PreNormEncoderLayer
+from tfr_rankformer.layers import ClsToken, LayerNorm, MaskedScores, PreNormEncoderLayer
 from tfr_rankformer.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
@@ -185,7 +185,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
         else:
             layer = PreNormEncoderLayer(name=f"encoder_{i}", **settings)
         x = layer(x, valid)
-    x = tf.keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+    x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
     z_cls = x[:, glob, :]  # [B, d]
     z_items = x[:, glob + 1 :, :]  # [B, L, d]
     # === Heads ===

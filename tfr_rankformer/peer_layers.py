@@ -52,9 +52,9 @@ class PostNormEncoderLayer(PreNormEncoderLayer):
 
     def call(self, x, mask, training=None):
         h = self._attention(x, mask, training)
-        x = self.norm_attention(x + self.dropout_attention(h, training=training))
+        x = self.norm_attention(x + self.dropout_attention(h, training=training), training=training)
         h = self.ff_out(self.dropout_ff(self.ff_in(x), training=training))
-        return self.norm_ff(x + self.dropout_out(h, training=training))
+        return self.norm_ff(x + self.dropout_out(h, training=training), training=training)
 
 
 @_serializable

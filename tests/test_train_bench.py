@@ -21,7 +21,7 @@ def test_encoder_flops_by_hand():
     d, items = 4, 3
     tokens = items + 1
     encoder = tokens * (4 * d * d + 2 * d * 8 + 2 * tokens * d)
-    score_head = items * (2 * d * 2 + 2)
+    score_head = items * (d * 2 + 2) + d * 2  # the [CLS] half of the product once per list
     list_head = d * 2 + 2 * 2
     assert forward_flops("transformer", d, items, arch) == 2 * (encoder + score_head)
     assert forward_flops("rankformer", d, items, arch) == 2 * (encoder + score_head + list_head)

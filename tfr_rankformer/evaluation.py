@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
@@ -18,6 +20,30 @@ def _pad(arrays: list[np.ndarray], width: int, value) -> np.ndarray:
     )
 
 
+# Kept beside the models, not on them: a function stored on a model would be
+# tracked, and saved with it into SavedModels.
+_PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _predict_step(model: tf.keras.Model):
+    """The model's inference call as one ``tf.function`` for any batch size and list
+    length, made once per model (evaluation after every epoch reuses its trace)."""
+    step = _PREDICT_STEPS.get(model)
+    if step is None:
+        num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
+        signature = {
+            elwc_schema.FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
+            MASK: tf.TensorSpec([None, None], tf.bool),
+        }
+        # A weak reference: the function must not keep its model (its key) alive.
+        ref = weakref.ref(model)
+        step = tf.function(
+            lambda inputs: ref()(inputs, training=False), input_signature=[signature]
+        )
+        _PREDICT_STEPS[model] = step
+    return step
+
+
 def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     """Runs ``model`` over an evaluation dataset (see ``data.evaluation_dataset``).
 
@@ -26,13 +52,7 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
       (``[num_lists, max_list]``) and, for models with a list head,
       ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``).
     """
-    num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
-    # One trace for every batch: batch size and list length vary.
-    signature = {
-        elwc_schema.FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
-        MASK: tf.TensorSpec([None, None], tf.bool),
-    }
-    step = tf.function(lambda inputs: model(inputs, training=False), input_signature=[signature])
+    step = _predict_step(model)
     parts: dict[str, list] = {"scores": [], "label": [], "relevance": [], "mask": [], "probs": []}
     for batch in dataset:
         inputs = {elwc_schema.FEATURES: batch[elwc_schema.FEATURES], MASK: batch[MASK]}

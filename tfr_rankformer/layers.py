@@ -26,6 +26,7 @@ from tfr_rankformer import fused_ops
 
 __all__ = [
     "ClsToken",
+    "ItemAndContextHead",
     "LayerNorm",
     "FastDropout",
     "PreNormEncoderLayer",
@@ -221,6 +222,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         heads, head_dim = self.num_heads, h.shape[-1] // self.num_heads
 
         def split(t):  # [B, L, D] -> [B, H, L, D / H]
+            if heads == 1:  # a reshape, not a transposed copy
+                return t[:, tf.newaxis]
             return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
 
         q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
@@ -231,8 +234,13 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
         weights = self.dropout_weights(weights, training=training)
         context = tf.matmul(weights, v)  # [B, H, L, D / H]
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
-        return self.attention_out(context)
+        return self.attention_out(self._merge_heads(context, batch, length, dim))
+
+    def _merge_heads(self, context, batch, length, dim):
+        """``[B, H, L, D / H] -> [B, L, D]``."""
+        if self.num_heads == 1:
+            return context[:, 0]
+        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
 
     def _fused_feed_forward_hidden(self, h):
         """Training's ``Dropout(GELU(ff_in(h)))`` as one kernel: ``[B, L, D] -> [B, L, F]``."""
@@ -267,6 +275,58 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             dropout=self.dropout,
             activation=self.activation,
         )
+        return config
+
+
+@_serializable
+class ItemAndContextHead(tf.keras.layers.Layer):
+    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer on each item's vector
+    joined with its list's ``[CLS]`` vector.
+
+    The hidden layer's product with ``[z_i, z_CLS]`` is split into
+    ``z_i W_i + z_CLS W_c``, and ``z_CLS W_c`` is computed once per list
+    instead of once per item: the same function as a Dense layer on the
+    concatenation, without building the ``[B, L, 2d]`` tensor.
+
+    Args:
+      hidden: hidden width.
+      outputs: outputs per item.
+
+    Call args:
+      items: ``[B, L, d]``; context: ``[B, d]``.
+
+    Returns:
+      ``[B, L, outputs]`` float32.
+    """
+
+    def __init__(self, hidden: int, outputs: int, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = hidden
+        self.num_outputs = outputs
+
+    def build(self, input_shape):  # the items' shape
+        dim = input_shape[-1]
+        self.item_kernel = self.add_weight(
+            name="item_kernel", shape=(dim, self.hidden), initializer="glorot_uniform"
+        )
+        self.context_kernel = self.add_weight(
+            name="context_kernel", shape=(dim, self.hidden), initializer="glorot_uniform"
+        )
+        self.hidden_bias = self.add_weight(
+            name="hidden_bias", shape=(self.hidden,), initializer="zeros"
+        )
+        self.output_layer = tf.keras.layers.Dense(self.num_outputs, dtype="float32", name="output")
+        super().build(input_shape)
+
+    def call(self, items, context):
+        per_list = tf.matmul(context, tf.cast(self.context_kernel, context.dtype))  # [B, h]
+        per_list += tf.cast(self.hidden_bias, context.dtype)
+        per_item = tf.einsum("bld,dh->blh", items, tf.cast(self.item_kernel, items.dtype))
+        return self.output_layer(tf.nn.relu(per_item + per_list[:, tf.newaxis, :]))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden=self.hidden, outputs=self.num_outputs)
         return config
 
 

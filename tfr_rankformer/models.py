@@ -28,7 +28,13 @@ from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.feature_normalization import FeatureNormalization
-from tfr_rankformer.layers import ClsToken, LayerNorm, MaskedScores, PreNormEncoderLayer
+from tfr_rankformer.layers import (
+    ClsToken,
+    ItemAndContextHead,
+    LayerNorm,
+    MaskedScores,
+    PreNormEncoderLayer,
+)
 from tfr_rankformer.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
@@ -189,10 +195,10 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     z_cls = x[:, glob, :]  # [B, d]
     z_items = x[:, glob + 1 :, :]  # [B, L, d]
     # === Heads ===
-    # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, 2d] -> [B, L, 1] (or [B, L, K])
-    z_cls_per_item = tf.ones_like(z_items[..., :1]) * z_cls[:, tf.newaxis, :]
-    joined = tf.keras.layers.Concatenate(name="item_and_cls")([z_items, z_cls_per_item])
-    raw = _head(config.head_hidden, item_levels or 1, "score_head")(joined)
+    # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, 1] (or [B, L, K])
+    raw = ItemAndContextHead(config.head_hidden, item_levels or 1, name="score_head")(
+        z_items, z_cls
+    )
     outputs = _score_outputs(raw, mask, item_levels)
     if levels:
         # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).

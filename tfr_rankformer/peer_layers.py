@@ -79,6 +79,8 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         scale = tf.cast(head_dim**-0.5, h.dtype)
 
         def split(t):  # [B, T, D] -> [B, H, T, D / H]
+            if heads == 1:
+                return t[:, tf.newaxis]
             return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
 
         q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
@@ -97,8 +99,7 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         weights = self.dropout_weights(weights, training=training)
         item_context = tf.matmul(weights[..., :g], v[:, :, :g]) + weights[..., g:] * v_items
         context = tf.concat([global_context, item_context], axis=2)  # [B, H, T, D / H]
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
-        return self.attention_out(context)
+        return self.attention_out(self._merge_heads(context, batch, length, dim))
 
     def get_config(self):
         config = super().get_config()

@@ -57,7 +57,8 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     per_token = 4 * d * d + 2 * d * arch.ff_dim  # Q, K, V, output; feed-forward
     attention = 2 * tokens * d  # scores and weighted sum
     encoder = arch.num_layers * tokens * (per_token + attention)
-    heads = items * (2 * d * arch.head_hidden + arch.head_hidden)
+    # Score head: [z_i, z_CLS] W = z_i W_i + z_CLS W_c, the second once per list.
+    heads = items * (d * arch.head_hidden + arch.head_hidden) + d * arch.head_hidden
     if model == "rankformer":
         heads += d * arch.head_hidden + arch.head_hidden * 2
     return 2.0 * (encoder + heads)

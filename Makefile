@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo test test-all lint bench-convert clean
+.PHONY: demo demo-mq2008 test test-all lint bench-convert clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +14,30 @@ $(STAMP): setup.py
 	$(BIN)/pip install -e ".[dev]"
 	touch $(STAMP)
 
+# The whole pipeline on generated data: convert with simulated clicks, train and
+# evaluate four models, export the RankFormer and score a file through it.
+DEMO_MODELS := gbdt-1k,mlp,rankformer:alpha=0,rankformer:alpha=0.25
+DEMO_RUN = $(1)/runs/rankformer_alpha=0.25/Fold1/seed0
+MQ2008_DIR := $(firstword $(wildcard ../shared/data/MQ2008 $(TFR_DATA_DIR)/MQ2008))
+
 demo: $(STAMP)
-	$(BIN)/tfr-convert --input synthetic --output $(DEMO_DIR)/synthetic \
-		--simulate-clicks --seed 0 --overwrite
-	@echo "ELWC shards and manifest: $(DEMO_DIR)/synthetic"
+	$(BIN)/tfr-experiment --dataset synthetic --output $(DEMO_DIR)/synthetic \
+		--models $(DEMO_MODELS) --folds 1 --epochs 10 --batch-size 256
+	$(BIN)/tfr-export --model-dir $(call DEMO_RUN,$(DEMO_DIR)/synthetic)
+	$(BIN)/tfr-predict --model $(call DEMO_RUN,$(DEMO_DIR)/synthetic) \
+		--input $(DEMO_DIR)/synthetic/data/source/test.txt --output $(DEMO_DIR)/synthetic/test_run.txt
+	@echo "results: $(DEMO_DIR)/synthetic/results.md, plots: $(DEMO_DIR)/synthetic/*.png"
+	@echo "RankFormer SavedModel: $(call DEMO_RUN,$(DEMO_DIR)/synthetic)/export/"
+	@echo "TREC run of the test queries scored through it: $(DEMO_DIR)/synthetic/test_run.txt"
+
+demo-mq2008: $(STAMP)
+	@test -n "$(MQ2008_DIR)" || { echo "no MQ2008: looked for ../shared/data/MQ2008 and \$$TFR_DATA_DIR/MQ2008"; exit 1; }
+	$(BIN)/tfr-experiment --dataset $(MQ2008_DIR) --output $(DEMO_DIR)/mq2008 \
+		--models $(DEMO_MODELS) --folds 1 --epochs 10 --batch-size 256
+	$(BIN)/tfr-export --model-dir $(call DEMO_RUN,$(DEMO_DIR)/mq2008)
+	$(BIN)/tfr-predict --model $(call DEMO_RUN,$(DEMO_DIR)/mq2008) \
+		--input $(MQ2008_DIR)/Fold1/test.txt --output $(DEMO_DIR)/mq2008/test_run.txt
+	@echo "results: $(DEMO_DIR)/mq2008/results.md, plots: $(DEMO_DIR)/mq2008/*.png"
 
 test: $(STAMP)
 	$(BIN)/ruff check .

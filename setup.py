@@ -42,6 +42,7 @@ CONSOLE_SCRIPTS = [
     "tfr-export=pipelines.export_cli:main",
     "tfr-predict=pipelines.predict_cli:main",
     "tfr-distill=pipelines.distill_cli:main",
+    "tfr-experiment=pipelines.experiment_cli:main",
 ]
 
 setup(

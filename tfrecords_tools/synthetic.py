@@ -1,11 +1,12 @@
 """A deterministic generator of WEB30K-shaped LETOR data with list-context effects.
 
 The shape follows MSLR-WEB30K: 136 features, lists of varying length, skewed
-0-4 labels with many lists holding no relevant item. The point of the data is
-that an item's relevance depends on the other items of its list: relevance
-falls with the item's price *relative to the prices in its list*, and each
-query has its own price level, so a pointwise model sees only absolute prices
-and cannot recover the effect, while a listwise model can.
+0-4 labels with many lists holding no relevant item. An item's relevance
+depends on the other items of its list: it falls with the item's price
+*relative to the prices in its list*, and each query has its own price level,
+so predicting the level of a list's labels (and its list label) needs the
+list. Within one list the effect orders items as their absolute prices do, so
+it gives listwise models no edge on within-list ranking metrics.
 
 Per query ``q`` and item ``i``:
 

@@ -173,3 +173,19 @@ def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):
     signature = tf.saved_model.load(export_run(str(model_dir))).signatures[SIGNATURE_ELWC]
     out = signature(examples=tf.constant(_records(dataset, 2)))
     assert set(out) == {"scores"} and out["scores"].shape[0] == 2
+
+
+def test_the_export_holds_no_training_kernel(exported):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    _, path = exported
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    ops = set()
+    for graph in saved.meta_graphs:
+        ops |= {node.op for node in graph.graph_def.node}
+        for function in graph.graph_def.library.function:
+            ops |= {node.op for node in function.node_def}
+    assert "MatMul" in ops or "BatchMatMulV2" in ops  # the scan sees the model's ops
+    assert not {op for op in ops if op.startswith("Tfr")}  # TF Serving could not load them

@@ -44,6 +44,21 @@ def tiny_dataset(tmp_path):
     return root
 
 
+def identity_manifest(d: int) -> dict:
+    """A manifest of ``d`` features whose normalisation leaves them nearly as they are."""
+    return {
+        "num_features": d,
+        "normalization": {
+            "method": "standard",
+            "standard": {"mean": [0.0] * d, "std": [1.0] * d},
+            "log1p": {"mean": [0.0] * d, "std": [1.0] * d},
+            "quantile": {"values": [[0.0, 1.0]] * d, "num_quantiles": 2},
+            "min": [0.0] * d,
+            "max": [1.0] * d,
+        },
+    }
+
+
 # A small architecture that trains in seconds on 2 cores.
 SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hidden": 16}
 

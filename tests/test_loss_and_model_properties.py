@@ -11,6 +11,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
 from tfr_rankformer.models import MODELS, ModelConfig, build_model, has_list_head  # noqa: E402
 
@@ -29,20 +30,6 @@ TINY = ModelConfig(
 )
 
 
-def _manifest(d=D):
-    return {
-        "num_features": d,
-        "normalization": {
-            "method": "standard",
-            "standard": {"mean": [0.0] * d, "std": [1.0] * d},
-            "log1p": {"mean": [0.0] * d, "std": [1.0] * d},
-            "quantile": {"values": [[0.0, 1.0]] * d, "num_quantiles": 2},
-            "min": [0.0] * d,
-            "max": [1.0] * d,
-        },
-    }
-
-
 _BUILT: dict = {}
 
 
@@ -52,7 +39,7 @@ def _model(name, loss="softmax", config=TINY):
     key = (name, levels, config)
     if key not in _BUILT:
         tf.keras.utils.set_random_seed(0)
-        _BUILT[key] = build_model(name, _manifest(), config, LEVELS, item_levels=levels)
+        _BUILT[key] = build_model(name, identity_manifest(D), config, LEVELS, item_levels=levels)
     return _BUILT[key]
 
 

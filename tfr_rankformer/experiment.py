@@ -170,9 +170,14 @@ class ExperimentConfig:
             raise ValueError(f"`seeds` must be >= 1, got {self.seeds}")
 
 
+def _is_single_set(root: str) -> bool:
+    """Whether ``root`` is one converted set (its manifest at the top), not ``FoldN/``s."""
+    return os.path.isfile(os.path.join(root, "manifest.json"))
+
+
 def _converted_folds(root: str) -> dict[int, str]:
     """Fold number -> converted directory under ``root`` (``{1: root}`` without folds)."""
-    if os.path.isfile(os.path.join(root, "manifest.json")):
+    if _is_single_set(root):
         return {1: root}
     folds = {}
     for name in os.listdir(root) if os.path.isdir(root) else []:
@@ -213,17 +218,13 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
             )
             folds = _converted_folds(target)
     wanted = parse_folds(config.folds)
-    if set(folds) == {1} and not re.search(r"Fold1$", folds[1]) and wanted != [1]:
+    if _is_single_set(folds[min(folds)]) and len(folds) == 1 and wanted != [1]:
         logger.warning("the dataset has no folds: running fold 1 (its only set) alone")
         wanted = [1]
     missing = sorted(set(wanted) - set(folds))
     if missing:
         raise ValueError(f"the dataset has folds {sorted(folds)}, not {missing}")
     return {fold: folds[fold] for fold in wanted}
-
-
-def _single(folds: dict[int, str]) -> str:
-    return next(iter(folds.values()))
 
 
 def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config) -> dict:
@@ -302,7 +303,7 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
                 "seconds": metrics.get("training", {}).get("seconds"),
             }
         )
-    manifest = data.load_manifest(_single(folds))
+    manifest = data.load_manifest(folds[min(folds)])
     results = {
         "dataset": config.dataset,
         "label_kind": manifest.get("label_kind"),

@@ -19,8 +19,7 @@ import os
 import sys
 import time
 
-from pipelines.benchmarks.mq2008_quality import fold_parser
-from pipelines.convert_cli import main as convert_main
+from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser
 from tfr_rankformer import data
 from tfr_rankformer.losses import SCORE_LOSSES
 from tfr_rankformer.training import TrainConfig, train
@@ -32,14 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--losses", default=",".join(SCORE_LOSSES))
     args = parser.parse_args(argv)
 
-    converted = os.path.join(args.output, "data")
-    if not os.path.isdir(converted):
-        flags = ["--input", "MQ2008", "--output", converted, "--folds", "all"]
-        flags += ["--seed", str(args.seed), "--no-progress"]
-        if args.data_dir:
-            flags += ["--data-dir", args.data_dir]
-        if convert_main(flags) != 0:
-            return 1
+    converted = convert_folds(args.output, args.data_dir, args.seed, simulate=False)
+    if converted is None:
+        return 1
     results = {}
     for fold in (int(f) for f in args.folds.split(",")):
         fold_data = os.path.join(converted, f"Fold{fold}")

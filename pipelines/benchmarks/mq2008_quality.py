@@ -49,12 +49,16 @@ def fold_parser(description: str, epochs_help: str) -> argparse.ArgumentParser:
     return parser
 
 
-def convert_folds(output: str, data_dir: str | None, seed: int) -> str | None:
-    """``output/data``: every MQ2008 fold with simulated clicks (converted once)."""
+def convert_folds(
+    output: str, data_dir: str | None, seed: int, *, simulate: bool = True
+) -> str | None:
+    """``output/data``: every MQ2008 fold, with simulated clicks unless not
+    ``simulate`` (converted once)."""
     converted = os.path.join(output, "data")
     if not os.path.isdir(converted):
         flags = ["--input", "MQ2008", "--output", converted, "--folds", "all"]
-        flags += ["--simulate-clicks", "--seed", str(seed), "--no-progress"]
+        flags += ["--seed", str(seed), "--no-progress"]
+        flags += ["--simulate-clicks"] if simulate else []
         if data_dir:
             flags += ["--data-dir", data_dir]
         if convert_main(flags) != 0:

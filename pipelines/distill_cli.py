@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     for split, fidelity in metrics["fidelity"].items():
         print(
             f"{split}: Spearman correlation of student and teacher scores within lists, "
-            f"mean over lists: {fidelity['spearman_student_teacher']:.3f}"
+            f"mean over lists: {fidelity['spearman_student_teacher']:.3f} "
+            f"(label GBDT and teacher: {fidelity['spearman_label_gbdt_teacher']:.3f})"
         )
     first = next(iter(metrics["comparison"].values()), None)
     if first:

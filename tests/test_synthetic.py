@@ -69,3 +69,28 @@ def test_config_validation():
     with pytest.raises(ValueError, match="train_queries"):
         SyntheticConfig(train_queries=0)
     assert SyntheticConfig.web30k_shaped(12_000).train_queries == 100
+
+
+def test_relevance_depends_on_the_lists_majority_category(generated):
+    _, parsed = generated
+    category = parsed.features[:, 61]
+    assert set(np.unique(category)) == {0.0, 1.0}
+    matches = np.empty_like(category)
+    for q in np.unique(parsed.qids):
+        members = parsed.qids == q
+        majority = float(category[members].mean() > 0.5)
+        matches[members] = category[members] == majority
+    labels = parsed.labels.astype(float)
+    # An item's own category says next to nothing; whether it shares its list's
+    # majority category does, and that changes the order within a list.
+    assert abs(np.corrcoef(category, labels)[0, 1]) < 0.08
+    assert np.corrcoef(matches, labels)[0, 1] > 0.15
+
+
+def test_the_list_context_is_worth_several_ndcg_points():
+    from pipelines.benchmarks.synthetic_ceiling import ceilings
+
+    result = ceilings(400, seed=1)
+    assert result["lists_counted"] > 300
+    # Knowing the list's intent is worth points that no pointwise ranking can get.
+    assert result["utility"] > result["pointwise"] + 3 > result["quality"] + 3

@@ -377,8 +377,15 @@ def _distill(config: DistillConfig, work: str) -> dict:
             rows[name]["training_seconds"] = seconds[name]
             rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
         metrics["comparison"][split] = rows
+        # The label GBDT's agreement is the reference: what a GBDT of the same
+        # size agrees with the teacher without being taught by it.
         metrics["fidelity"][split] = {
-            "spearman_student_teacher": list_spearman(student_scores, teacher_scores[split], arrays)
+            "spearman_student_teacher": list_spearman(
+                student_scores, teacher_scores[split], arrays
+            ),
+            "spearman_label_gbdt_teacher": list_spearman(
+                label_scores, teacher_scores[split], arrays
+            ),
         }
     metrics["training"] = {
         "seconds": student_seconds,

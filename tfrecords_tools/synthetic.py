@@ -12,13 +12,17 @@ Per query ``q`` and item ``i``:
 
 * query difficulty ``b_q ~ N(-0.4, 0.7)`` and price level ``log P_q ~ N(3, 1)``;
 * item quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``;
-* utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + N(0, 0.3)``;
-* label: ``u_i`` cut at 0.3, 1.3, 2.1, 2.8 (about 55/28/11/4/2 % of items).
+* intent ``m_q``, 0 or 1 with equal odds; item category ``c_i`` equals
+  ``m_q`` with probability 0.8;
+* utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8)
+  + N(0, 0.3)``;
+* label: ``u_i`` cut at 0.3, 1.3, 2.1, 2.8 (about 68/20/8/3/1 % of items).
 
 Features 1-40 are noisy views of ``g_i`` (every other one a count), 41-60
-noisy views of ``b_q`` shared by the list, 61 the price, 62-136 noise (two
-thirds integer counts, many of them zero). As in the MSLR files, integer
-features are printed as integers and the others with six decimals.
+noisy views of ``b_q`` shared by the list, 61 the price, 62 the category
+``c_i`` (0 or 1), 63-136 noise (two thirds integer counts, many of them
+zero). As in the MSLR files, integer features are printed as integers and the
+others with six decimals.
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ import numpy as np
 
 from tfr_rankformer.config_io import require_positive_ints
 
-__all__ = ["SyntheticConfig", "generate_split", "generate_letor"]
+__all__ = [
+    "SyntheticConfig",
+    "LatentList",
+    "draw_latent_list",
+    "list_sizes",
+    "generate_split",
+    "generate_letor",
+]
 
 _THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
 NUM_FEATURES = 136
@@ -70,7 +81,8 @@ class SyntheticConfig:
         )
 
 
-def _list_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
+def list_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
+    """``count`` list lengths, log-normal with mean about ``mean``, at least 2."""
     sigma = 0.6
     sizes = rng.lognormal(np.log(mean) - sigma**2 / 2, sigma, size=count)
     return np.clip(np.rint(sizes), 2, 6 * mean).astype(np.int64)
@@ -80,27 +92,71 @@ def _list_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
 _INTEGER_COLUMNS = np.zeros(NUM_FEATURES, dtype=bool)
 _INTEGER_COLUMNS[0:40:2] = True
 _INTEGER_COLUMNS[61:] = np.arange(61, NUM_FEATURES) % 3 != 0
+_CATEGORY = 61  # column 62: always an integer column
+_INTENT_SHARE = 0.8  # the share of a list's items that match its query's intent
+_INTENT_EFFECT = 1.2
+
+
+@dataclasses.dataclass(frozen=True)
+class LatentList:
+    """The hidden variables of one generated list (for analyses of the data).
+
+    Attributes:
+      quality: ``g_i``.
+      difficulty: ``b_q``.
+      log_price: ``p_i``.
+      intent: ``m_q``.
+      category: ``c_i``.
+      utility: ``u_i``, noise included.
+      noise: the noise term of ``u_i``.
+    """
+
+    quality: np.ndarray
+    difficulty: float
+    log_price: np.ndarray
+    intent: int
+    category: np.ndarray
+    utility: np.ndarray
+    noise: np.ndarray
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.digitize(self.utility, _THRESHOLDS)
+
+
+def draw_latent_list(rng: np.random.Generator, n: int) -> LatentList:
+    """Draws the hidden variables of one list of ``n`` items."""
+    difficulty = rng.normal(-0.4, 0.7)
+    log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
+    quality = rng.normal(0.0, 1.0, size=n)
+    intent = int(rng.integers(2))
+    category = np.where(rng.random(n) < _INTENT_SHARE, intent, 1 - intent)
+    matches = (category == intent).astype(np.float64)
+    noise = rng.normal(0.0, 0.3, size=n)
+    utility = (
+        quality
+        + difficulty
+        - 1.2 * (log_price - log_price.mean())
+        + _INTENT_EFFECT * (matches - _INTENT_SHARE)
+        + noise
+    )
+    return LatentList(quality, difficulty, log_price, intent, category, utility, noise)
 
 
 def _list_features(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Features ``[n, 136]`` and labels ``[n]`` of one list."""
-    difficulty = rng.normal(-0.4, 0.7)
-    log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
-    quality = rng.normal(0.0, 1.0, size=n)
-    utility = (
-        quality + difficulty - 1.2 * (log_price - log_price.mean()) + rng.normal(0.0, 0.3, size=n)
-    )
-    labels = np.digitize(utility, _THRESHOLDS)
+    latent = draw_latent_list(rng, n)
     x = np.empty((n, NUM_FEATURES))
     noise_scale = np.linspace(0.3, 2.0, 40)
-    x[:, :40] = quality[:, None] + rng.normal(size=(n, 40)) * noise_scale
+    x[:, :40] = latent.quality[:, None] + rng.normal(size=(n, 40)) * noise_scale
     x[:, 0:40:2] = np.floor(np.exp(x[:, 0:40:2]))  # count-like views
-    x[:, 40:60] = difficulty + rng.normal(0.0, 0.2, size=(n, 20))
-    x[:, 60] = np.round(np.exp(log_price), 2)
+    x[:, 40:60] = latent.difficulty + rng.normal(0.0, 0.2, size=(n, 20))
+    x[:, 60] = np.round(np.exp(latent.log_price), 2)
     x[:, 61:] = rng.normal(size=(n, NUM_FEATURES - 61))
     counts = _INTEGER_COLUMNS[61:]
     x[:, 61:][:, counts] = np.floor(np.maximum(x[:, 61:][:, counts], 0.0) * 8)
-    return x, labels
+    x[:, _CATEGORY] = latent.category
+    return x, latent.labels
 
 
 _LINE_FORMAT = " ".join(
@@ -112,7 +168,7 @@ def generate_split(
     path: str, *, num_queries: int, first_qid: int, mean_list_size: int, rng: np.random.Generator
 ) -> int:
     """Writes one split as LETOR text; returns the number of items written."""
-    sizes = _list_sizes(rng, num_queries, mean_list_size)
+    sizes = list_sizes(rng, num_queries, mean_list_size)
     items = 0
     with open(path, "w", encoding="ascii", newline="\n") as f:
         for offset, n in enumerate(sizes.tolist()):

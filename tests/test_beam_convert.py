@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -260,3 +261,12 @@ def test_beam_options_need_runner(tiny_dataset, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([*flags, "--max-bad-lines", "3"])
     assert "--max-bad-lines need --runner" in capsys.readouterr().err
+
+
+def test_runner_without_beam_says_how_to_install_it(tiny_dataset, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.setitem(sys.modules, "tfrecords_tools.beam_convert", None)
+    flags = ["--input", str(tiny_dataset), "--output", str(tmp_path / "out")]
+    assert main([*flags, "--runner", "DirectRunner"]) == 1
+    assert "pip install .[beam]" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -93,6 +93,8 @@ class BeamConfig:
             raise ValueError(f"`quantile_epsilon` must lie in (0, 1), got {self.quantile_epsilon}")
         if self.convert.input.startswith("tfds:"):
             raise ValueError("--runner reads LETOR text; tfds: inputs convert without --runner")
+        if self.train_files and self.convert.input != "files":
+            raise ValueError("give the input either as --input or as --train-files, not both")
         if (self.vali_files or self.test_files) and not self.train_files:
             raise ValueError("--vali-files and --test-files need --train-files")
 

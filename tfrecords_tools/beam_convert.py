@@ -35,12 +35,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecords_tools import manifest_json
 from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
-from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, _input_path, _manifest
-from tfrecords_tools.convert import _prepare_output as prepare_local_output
+from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, fold_manifest, input_path
+from tfrecords_tools.convert import prepare_output as prepare_local_output
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 from tfrecords_tools.letor_reader import scan_letor_file
 from tfrecords_tools.list_processing import ListPolicy
-from tfrecords_tools.normalization import NormalizationFitter, _rounded
+from tfrecords_tools.normalization import NormalizationFitter, rounded
 from tfrecords_tools.sources import Source, resolve_source, select_folds
 
 __all__ = ["RUNNERS", "BeamConfig", "BadLinesError", "convert_on_beam"]
@@ -250,7 +250,7 @@ def _normalization(config: BeamConfig, num_features: int, fits, quantiles) -> di
         sample_size=result["num_items"],
         sampling=f"every item; Beam ApproximateQuantiles, rank error below "
         f"{config.epsilon:g} * num_items",
-        values=[_rounded(row) for row in values],
+        values=[rounded(row) for row in values],
     )
     return result
 
@@ -262,7 +262,7 @@ def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir
     else:
         entry = dict(infos[0])
         if "://" not in entry["path"]:
-            entry["path"] = _input_path(entry["path"], work_dir)
+            entry["path"] = input_path(entry["path"], work_dir)
     entry["bad_lines"] = bad_lines
     return entry
 
@@ -284,7 +284,7 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
             splits[split] = entry
             if split == "train":
                 normalization = _normalization(config, sizes[0], part["fits"], part["quantiles"])
-        manifest = _manifest(c, source, fold, sizes, splits, normalization)
+        manifest = fold_manifest(c, source, fold, sizes, splits, normalization)
         manifest["parameters"]["beam"] = config.to_json()
         manifests.append(manifest)
     return manifests

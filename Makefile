@@ -11,7 +11,7 @@ DEMO_DIR ?= demo
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip setuptools wheel
-	$(BIN)/pip install -e ".[dev]"
+	$(BIN)/pip install -e ".[dev,beam]"
 	touch $(STAMP)
 
 # The whole pipeline on generated data: convert with simulated clicks, train and

@@ -12,6 +12,13 @@ multi-threaded CSV reader for dense LETOR files). matplotlib draws the
 benchmarks' and experiments' PNG plots; 3.10 needs numpy 1.23+ like the rest,
 and is held below 3.11 against a future numpy-2-only release. Python 3.9 to
 3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
+
+The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
+Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
+alone could let pip move protobuf past what TensorFlow 2.15 and
+tensorflow-metadata 1.15 import; the extra therefore repeats ``protobuf<5``
+(numpy is already held below 2 above). With these bounds apache-beam resolves
+beside TF 2.15, numpy < 2 and protobuf < 5.
 """
 
 from setuptools import find_packages, setup
@@ -33,6 +40,7 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     "dev": ["pytest>=7", "ruff>=0.5", "scikit-learn>=1.3,<1.8"],
+    "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
 }
 
 CONSOLE_SCRIPTS = [

@@ -6,6 +6,13 @@ Examples::
     tfr-convert --input ../data/MQ2008 --output data/mq2008 --folds all
     tfr-convert --input tfds:mslr_web/30k_fold1 --output data/web30k_tfds
     tfr-convert --input synthetic --output data/synthetic --simulate-clicks
+
+    # On Apache Beam (pip install .[beam]); Beam pipeline options follow:
+    tfr-convert --runner DirectRunner --input ../data/MQ2008 --output data/mq2008
+    tfr-convert --runner DataflowRunner --train-files 'gs://b/web30k/train-*.txt.gz' \\
+        --vali-files 'gs://b/web30k/vali-*.txt.gz' --test-files 'gs://b/web30k/test-*.txt.gz' \\
+        --num-features 136 --max-relevance 4 --output gs://b/elwc/web30k --max-bad-lines 100 \\
+        --project P --region europe-west1 --temp_location gs://b/tmp --setup_file ./setup.py
 """
 
 from __future__ import annotations
@@ -156,6 +163,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of the blocks read at once, in MiB; bounds memory. Default: 8",
     )
 
+    beam = p.add_argument_group(
+        "Apache Beam (pip install .[beam]); any further options go to Beam's PipelineOptions"
+    )
+    beam.add_argument(
+        "--runner",
+        choices=["DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner"],
+        help="convert with an Apache Beam pipeline on this runner instead of locally (same "
+        "output; lists are grouped by qid across files; invalid lines are set aside). Only "
+        "with --runner are unknown options accepted, as Beam pipeline options "
+        "(--project, --region, --temp_location, --flink_master, --environment_type, ...)",
+    )
+    beam.add_argument(
+        "--train-files",
+        action="append",
+        metavar="GLOB",
+        help="with --runner, instead of --input: train files as a glob (local, gs://, ...; "
+        ".gz accepted), repeatable; files are read in pattern order, sorted within a pattern",
+    )
+    beam.add_argument("--vali-files", action="append", metavar="GLOB", help="vali files, as above")
+    beam.add_argument("--test-files", action="append", metavar="GLOB", help="test files, as above")
+    beam.add_argument(
+        "--max-bad-lines",
+        type=int,
+        help="with --runner: invalid lines allowed (each is set aside in the dead-letter file); "
+        "more fail the run, leaving no output. Default: 0",
+    )
+    beam.add_argument(
+        "--bad-lines",
+        metavar="FILE",
+        help="with --runner: the dead-letter file (path, line, message per line). "
+        "Default: OUTPUT.bad_lines.txt",
+    )
+    beam.add_argument(
+        "--quantile-epsilon",
+        type=float,
+        help="with --runner: rank error bound of the quantile sketches as a share of the "
+        "train items. Default: 1 / --num-quantiles",
+    )
+
     out = p.add_argument_group("display")
     out.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     out.add_argument(
@@ -165,6 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging level",
     )
     return p
+
+
+_BEAM_FLAGS = (
+    "runner",
+    "train_files",
+    "vali_files",
+    "test_files",
+    "max_bad_lines",
+    "bad_lines",
+    "quantile_epsilon",
+)
 
 
 def _settings(args: argparse.Namespace) -> ConvertConfig:
@@ -188,8 +245,10 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
         flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
     if flags.pop("folds", None) == "all":
         values["all_folds"] = True
-    for name in ("config", "no_progress", "log_level"):
+    for name in ("config", "no_progress", "log_level", *_BEAM_FLAGS):
         flags.pop(name, None)
+    if args.train_files and not values.get("input") and "input" not in flags:
+        flags["input"] = "files"
     values.update(flags)
     values["clicks"] = clicks
     values["synthetic"] = synthetic
@@ -199,13 +258,55 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
     return ConvertConfig.from_json(values)
 
 
+def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args: list[str]):
+    """Runs the Beam pipeline; Apache Beam is imported only here."""
+    try:
+        from tfrecords_tools.beam_convert import BeamConfig, convert_on_beam
+    except ImportError as e:
+        raise ValueError(
+            f"--runner needs Apache Beam, which is not installed ({e}); "
+            "install the extra: pip install .[beam]"
+        ) from None
+    beam_config = BeamConfig(
+        convert=config,
+        runner=args.runner,
+        pipeline_args=tuple(beam_args),
+        max_bad_lines=args.max_bad_lines or 0,
+        bad_lines_output=args.bad_lines,
+        train_files=tuple(args.train_files or ()),
+        vali_files=tuple(args.vali_files or ()),
+        test_files=tuple(args.test_files or ()),
+        quantile_epsilon=args.quantile_epsilon,
+    )
+    manifests = convert_on_beam(beam_config)
+    bad = sum(s["input"]["bad_lines"] for m in manifests for s in m["splits"].values())
+    if bad:
+        where = args.bad_lines or f"{config.output.rstrip('/')}.bad_lines.txt"
+        print(f"set aside {bad:,} invalid line(s), listed in {where}")
+    return manifests
+
+
+def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str]) -> None:
+    """Without --runner, Beam's options and flags are errors."""
+    if beam_args:
+        parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
+    given = [f"--{n.replace('_', '-')}" for n in _BEAM_FLAGS[1:] if getattr(args, n) is not None]
+    if given:
+        parser.error(f"{', '.join(given)} need --runner (the local converter stops at an error)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, beam_args = parser.parse_known_args(argv)
+    if args.runner is None:
+        _check_local_only(parser, args, beam_args)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = _settings(args)
-        manifests = convert(config, progress=not args.no_progress)
+        if args.runner is None:
+            manifests = convert(config, progress=not args.no_progress)
+        else:
+            manifests = _convert_on_beam(args, config, beam_args)
     except (LetorFormatError, DatasetNotFoundError, FileExistsError, ValueError, OSError) as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1

@@ -34,7 +34,14 @@ from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, selec
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
 
-__all__ = ["ConvertConfig", "convert", "MANIFEST_NAME"]
+__all__ = [
+    "ConvertConfig",
+    "convert",
+    "MANIFEST_NAME",
+    "fold_manifest",
+    "input_path",
+    "prepare_output",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +132,7 @@ class ConvertConfig:
         return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
-def _input_path(path: str, scratch: str) -> str:
+def input_path(path: str, scratch: str) -> str:
     """Generated inputs are recorded relative to the output, others absolute."""
     path = os.path.abspath(path)
     return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
@@ -237,7 +244,7 @@ class _FoldWriter:
                 stats.input_items,
             )
         entry = {
-            "path": _input_path(letor.path, self.scratch),
+            "path": input_path(letor.path, self.scratch),
             "sha256": letor.sha256,
             "bytes": letor.size_bytes,
             "lines": letor.num_lines,
@@ -245,7 +252,8 @@ class _FoldWriter:
         return stats, entry
 
 
-def _manifest(config, source, fold, sizes, splits, normalization) -> dict:
+def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
+    """The ``manifest.json`` content of one converted fold."""
     from tfr_rankformer import __version__
     from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
@@ -278,7 +286,12 @@ def _manifest(config, source, fold, sizes, splits, normalization) -> dict:
     }
 
 
-def _prepare_output(config: ConvertConfig) -> tuple[str, str]:
+def prepare_output(config: ConvertConfig) -> tuple[str, str]:
+    """Checks ``config.output`` and makes the scratch directory beside it.
+
+    Returns ``(final path, scratch path)``; the scratch is renamed to the final
+    path once the conversion is complete.
+    """
     final = os.path.abspath(config.output)
     if os.path.exists(final) and not config.overwrite:
         if not os.path.isdir(final) or os.listdir(final):
@@ -297,7 +310,7 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
       DatasetNotFoundError: the input cannot be found.
       FileExistsError: ``output`` exists and ``overwrite`` is off.
     """
-    final, scratch = _prepare_output(config)
+    final, scratch = prepare_output(config)
     # TFDS inputs are read through tf.data; only LETOR text uses parsing workers.
     workers = 1 if config.input.startswith("tfds:") else config.workers or default_workers()
     try:
@@ -334,7 +347,7 @@ def _convert_folds(
         os.makedirs(out_dir, exist_ok=True)
         writer = _FoldWriter(config, source, sizes, scratch, progress, pool, workers)
         splits, normalization = writer.run(files, out_dir)
-        manifest = _manifest(config, source, fold, sizes, splits, normalization)
+        manifest = fold_manifest(config, source, fold, sizes, splits, normalization)
         with open(os.path.join(out_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:
             f.write(manifest_json.dumps(manifest) + "\n")
         manifests.append(manifest)

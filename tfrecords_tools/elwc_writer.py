@@ -26,6 +26,7 @@ __all__ = [
     "PartWriter",
     "TFRecordWriter",
     "ShardAssembler",
+    "frame_records",
     "shard_names",
     "shard_of",
 ]
@@ -175,6 +176,11 @@ def _frame(record: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     )
 
 
+def frame_records(records: list[bytes]) -> bytes:
+    """Records in TFRecord framing, ready to be appended to a TFRecord file."""
+    return b"".join(part for record in records for part in _frame(record))
+
+
 class TFRecordWriter:
     """Writes records in TFRecord framing, byte-identical to ``tf.io.TFRecordWriter``."""
 
@@ -186,7 +192,7 @@ class TFRecordWriter:
 
     def write_many(self, records: list[bytes]) -> None:
         """Writes several records with one call."""
-        self._file.write(b"".join(part for record in records for part in _frame(record)))
+        self._file.write(frame_records(records))
 
     def close(self) -> None:
         self._file.close()

@@ -143,13 +143,17 @@ class LetorFile:
     Args:
       path: plain or gzip-compressed LETOR file.
       chunk_bytes: approximate block size; bounds memory.
+      opener: opens ``path`` as a raw binary stream of its stored bytes (e.g.
+        through a remote file system); ``None`` opens a local file. With an
+        opener, ``size_bytes`` is known once the file has been read.
     """
 
-    def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, opener=None):
         self.path = str(path)
         self.chunk_bytes = chunk_bytes
         self.sha256: str | None = None
-        self.size_bytes = os.path.getsize(self.path)
+        self._opener = opener
+        self.size_bytes = os.path.getsize(self.path) if opener is None else None
         self.bytes_read = 0
         self.num_lines = 0
         self._hash = hashlib.sha256()
@@ -165,15 +169,21 @@ class LetorFile:
         Raises:
           LetorFormatError: for truncated or corrupt gzip data.
         """
-        if keep_data or _is_gzip(self.path):
+        if keep_data or self._opener is not None or _is_gzip(self.path):
             yield from self._blocks_with_data()
         else:
             yield from self._blocks_by_offset()
         self.sha256 = self._hash.hexdigest()
 
+    def _open_raw(self):
+        if self._opener is None:
+            return open(self.path, "rb", buffering=0)
+        return self._opener(self.path)
+
     def _blocks_with_data(self) -> Iterator[Block]:
-        compressed = _is_gzip(self.path)
-        hashing = _HashingReader(open(self.path, "rb", buffering=0))
+        with self._open_raw() as f:
+            compressed = f.read(2) == b"\x1f\x8b"
+        hashing = _HashingReader(self._open_raw())
         self._hash = hashing.sha256
         stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
         next_line, pending, offset = 1, b"", 0
@@ -207,6 +217,7 @@ class LetorFile:
             stream.close()
             hashing.close()
         self.num_lines = next_line - 1
+        self.size_bytes = hashing.bytes_read
 
     def _blocks_by_offset(self) -> Iterator[Block]:
         self._hash = hashlib.sha256()

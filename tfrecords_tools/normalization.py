@@ -28,6 +28,7 @@ __all__ = [
     "NORMALIZATIONS",
     "FitPartial",
     "NormalizationFitter",
+    "rounded",
     "sample_keys",
     "signed_log1p",
 ]
@@ -146,7 +147,8 @@ def _sorted_quantiles(sample: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _rounded(values: np.ndarray) -> list[float]:
+def rounded(values: np.ndarray) -> list[float]:
+    """Values as a flat list of floats for JSON."""
     # 9 significant digits round-trip float32, the precision of the features.
     return [float(f"{v:.9g}") for v in np.asarray(values, dtype=np.float64).ravel()]
 
@@ -237,16 +239,16 @@ class NormalizationFitter:
             "method": method,
             "fitted_on": "train",
             "num_items": int(self._raw.count),
-            "min": _rounded(self._min),
-            "max": _rounded(self._max),
-            "standard": {"mean": _rounded(self._raw.mean), "std": _rounded(self._raw.std())},
-            "log1p": {"mean": _rounded(self._log.mean), "std": _rounded(self._log.std())},
+            "min": rounded(self._min),
+            "max": rounded(self._max),
+            "standard": {"mean": rounded(self._raw.mean), "std": rounded(self._raw.std())},
+            "log1p": {"mean": rounded(self._log.mean), "std": rounded(self._log.std())},
             "quantile": {
                 "output_distribution": "normal",
                 "sample_size": int(len(sample)),
                 "sampling": "bottom-k of SplitMix64(seed, item position) keys",
                 "num_quantiles": self.num_quantiles,
                 "levels": "linspace(0, 1, num_quantiles)",
-                "values": [_rounded(row) for row in quantiles],
+                "values": [rounded(row) for row in quantiles],
             },
         }

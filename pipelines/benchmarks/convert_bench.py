@@ -58,9 +58,11 @@ def naive_parse(path: str) -> tuple[int, float]:
     return items, time.perf_counter() - started
 
 
-def run_converter(data_dir: str, output: str, seed: int, workers: int) -> dict:
+def run_converter(
+    data_dir: str, output: str, seed: int, workers: int, extra_flags: list[str] = ()
+) -> dict:
     flags = ["--input", "MSLR-WEB30K", "--data-dir", data_dir, "--output", output]
-    flags += ["--simulate-clicks", "--seed", str(seed), "--workers", str(workers)]
+    flags += ["--simulate-clicks", "--seed", str(seed), "--workers", str(workers), *extra_flags]
     flags += ["--overwrite", "--no-progress", "--log-level", "WARNING"]
     command = [sys.executable, "-c", _CHILD, *flags]
     started = time.perf_counter()

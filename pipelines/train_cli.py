@@ -7,6 +7,10 @@ Examples::
     tfr-train --model gbdt-1k --data data/mq2008/Fold1 --model-dir runs/gbdt
     tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
         --lgb-param num_leaves=255
+    # one of several workers (each runs the same command with its own TF_CONFIG):
+    TF_CONFIG='{"cluster": {"worker": ["host0:2222", "host1:2222"]},
+                "task": {"type": "worker", "index": 0}}' \
+        tfr-train --model rankformer --data /shared/web30k --model-dir /shared/runs/rankformer
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tfr_rankformer.export import export_run
 from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
 from tfr_rankformer.losses import SCORE_LOSSES
 from tfr_rankformer.models import MODELS
+from tfr_rankformer.multi_worker import worker_role
 from tfr_rankformer.training import TrainConfig, train
 
 __all__ = ["build_parser", "main", "REPORTED"]
@@ -67,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
     p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
     p.add_argument("--epochs", type=int, help="maximum epochs. Default: 200 (the paper)")
-    p.add_argument("--batch-size", type=int, help="lists per batch. Default: 2048 (the paper)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="lists per batch, over all workers together when TF_CONFIG names several "
+        "(each takes its share). Default: 2048 (the paper)",
+    )
     p.add_argument(
         "--list-size",
         type=int,
@@ -166,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip exporting the SavedModel to MODEL_DIR/export/<version>",
     )
+    p.add_argument(
+        "--final-weights",
+        metavar="FILE.npz",
+        help="also write the weights this process ended training with (before the best ones "
+        "are reloaded) to FILE.npz; every worker of a multi-worker job writes its own, to "
+        "check that they agree",
+    )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -215,18 +232,24 @@ def _model_name(args) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    skip = ("config", "quiet", "log_level", "no_export")
+    skip = ("config", "quiet", "log_level", "no_export", "final_weights")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
     exported = None
     try:
         if _model_name(args) in GBDT_MODELS:
+            if args.final_weights:
+                raise ValueError("--final-weights: for the neural models only")
             config = _gbdt_config(args, flags)
             metrics = train_gbdt(config)
         else:
             config = _neural_config(args, flags)
             # A live bar on terminals, one line per epoch in logs.
             verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
-            metrics = train(config, verbose=verbose)
+            worker = worker_role()
+            metrics = train(config, verbose=verbose, final_weights=args.final_weights)
+            if not worker.is_chief:
+                print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
+                return 0
             exported = None if args.no_export else export_run(config.model_dir)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)

@@ -10,6 +10,10 @@ then handled one list at a time:
 * evaluation: every item of every list is kept (lists are padded to the
   longest list of their batch), so no list is silently cut.
 
+In a multi-worker job each worker reads its own part of the training split
+(``shard_for_worker``): whole files when there are enough of them, else every
+``count``-th record.
+
 Model inputs are ``{"features": [B, L, d] float32, "mask": [B, L] bool}``;
 targets are ``{"scores": [B, L] float32}`` (padding items carry -1, which
 TF-Ranking's losses ignore) and, for models with a list head,
@@ -18,23 +22,30 @@ TF-Ranking's losses ignore) and, for models with a list head,
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 
 import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
+from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
     "MASK",
     "load_manifest",
     "split_files",
+    "WorkerShard",
+    "shard_for_worker",
     "label_levels",
     "parsed_lists",
     "training_dataset",
     "evaluation_dataset",
     "count_training_lists",
 ]
+
+logger = logging.getLogger(__name__)
 
 MASK = "mask"
 _PARSE_BATCH = 256
@@ -63,6 +74,54 @@ def split_files(data_dir: str, manifest: dict, split: str) -> list[str]:
     return [os.path.join(data_dir, name) for name in manifest["splits"][split]["files"]]
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerShard:
+    """The part of a split that one worker reads.
+
+    Attributes:
+      files: the TFRecord files it opens.
+      record_stride: it keeps every ``record_stride``-th record of them (1: all).
+      record_offset: the first record it keeps, below ``record_stride``.
+    """
+
+    files: tuple[str, ...]
+    record_stride: int = 1
+    record_offset: int = 0
+
+
+def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
+    """The disjoint part of ``files`` that ``worker`` trains on.
+
+    Files are dealt round-robin (worker ``i`` of ``n`` opens files ``i``,
+    ``i + n``, ...), so no worker reads another's records. With fewer files
+    than workers every worker reads all of them and keeps every ``n``-th record,
+    which spends ``n`` times the reading and parsing; a warning says so.
+    """
+    if worker.count == 1:
+        return WorkerShard(tuple(files))
+    if len(files) >= worker.count:
+        mine = files[worker.index :: worker.count]
+        logger.info(
+            "worker %d of %d reads %d of %d files: %s",
+            worker.index,
+            worker.count,
+            len(mine),
+            len(files),
+            ", ".join(os.path.basename(f) for f in mine),
+        )
+        return WorkerShard(tuple(mine))
+    logger.warning(
+        "%d training file(s) for %d workers: every worker reads all of them and keeps every "
+        "%d-th record; convert with `tfr-convert --shards N` (N a multiple of %d) to shard "
+        "by file",
+        len(files),
+        worker.count,
+        worker.count,
+        worker.count,
+    )
+    return WorkerShard(tuple(files), record_stride=worker.count, record_offset=worker.index)
+
+
 def label_levels(manifest: dict) -> int:
     """Levels of the list label above 0: the highest training label value.
 
@@ -75,7 +134,7 @@ def label_levels(manifest: dict) -> int:
 
 
 def parsed_lists(
-    files: list[str],
+    files: list[str] | WorkerShard,
     num_features: int,
     *,
     list_size: int | None,
@@ -85,10 +144,11 @@ def parsed_lists(
 ) -> tf.data.Dataset:
     """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
 
-    With ``list_size`` every list is padded or cut to it (after shuffling its
-    items when ``shuffle_items``); with ``None`` each parse batch is padded to
-    its longest list and nothing is cut. ``transform`` maps the features of a
-    parse batch (``[B, L, d]``), e.g. the model's normalisation.
+    ``files`` are read whole, or a ``WorkerShard`` of them. With ``list_size``
+    every list is padded or cut to it (after shuffling its items when
+    ``shuffle_items``); with ``None`` each parse batch is padded to its longest
+    list and nothing is cut. ``transform`` maps the features of a parse batch
+    (``[B, L, d]``), e.g. the model's normalisation.
     """
     import tensorflow_ranking as tfr
 
@@ -112,7 +172,10 @@ def parsed_lists(
             elwc_schema.QID: tf.squeeze(parsed[elwc_schema.QID], axis=-1),
         }
 
-    dataset = tf.data.TFRecordDataset(files)
+    shard = files if isinstance(files, WorkerShard) else WorkerShard(tuple(files))
+    dataset = tf.data.TFRecordDataset(list(shard.files))
+    if shard.record_stride > 1:
+        dataset = dataset.shard(shard.record_stride, shard.record_offset)
     dataset = dataset.batch(_PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.unbatch()
 
@@ -148,6 +211,7 @@ def training_dataset(
     shuffle_buffer: int = 10_000,
     normalize=None,
     cache_bytes: int = 2 << 30,
+    worker: WorkerRole | None = None,
 ) -> tf.data.Dataset:
     """Batches of ``(inputs, targets)`` for ``model.fit``.
 
@@ -155,7 +219,9 @@ def training_dataset(
       data_dir: a converted dataset.
       manifest: its manifest.
       split: the split to read.
-      batch_size: lists per batch.
+      batch_size: lists per global batch. Under a ``tf.distribute`` strategy
+        ``fit`` splits every batch among the replicas, so each of ``n`` workers
+        trains on ``batch_size / n`` lists per step.
       list_size: items per list (padded or sampled).
       include_empty_lists: keep lists whose list label ``t`` is 0.
       with_list_head: add the ``list_quality`` target.
@@ -170,12 +236,15 @@ def training_dataset(
       cache_bytes: when no list is ever resampled (none is longer than
         ``list_size``, or they are cut in order), the parsed lists are kept in
         memory after the first epoch if they take at most this many bytes.
+      worker: this worker's place in a multi-worker job (default: the only
+        worker); it reads only its ``shard_for_worker`` of the split.
     """
+    worker = worker or WorkerRole()
     entry = manifest["splits"][split]
     resampled = entry.get("longest_list", list_size + 1) > list_size
     size = entry["num_lists"] * list_size * (manifest["num_features"] + 3) * 4
     lists = parsed_lists(
-        split_files(data_dir, manifest, split),
+        shard_for_worker(split_files(data_dir, manifest, split), worker),
         manifest["num_features"],
         list_size=list_size,
         shuffle_items=resampled and not keep_order,
@@ -191,6 +260,16 @@ def training_dataset(
         lambda element: _to_model_io(element, with_list_head, with_item_levels),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    if worker.multi_worker:
+        # The shard is cut above, explicitly, rather than by tf.distribute's
+        # auto-sharding: that rewrite falls back silently to reading everything
+        # and dropping records at the end of the pipeline when it cannot shard
+        # by file. With it off, fit still re-batches each worker's batches of
+        # `batch_size` into per-replica batches, so a step spans `batch_size`
+        # lists over all workers.
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        batches = batches.with_options(options)
     return batches.prefetch(tf.data.AUTOTUNE)
 
 

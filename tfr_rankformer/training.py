@@ -8,18 +8,25 @@ killed run), ``logs/`` (TensorBoard), ``history.csv`` (one row per epoch) and
 The ranker (the model without its normalisation layer) is what ``fit`` trains,
 on features normalised once per list in the input pipeline; evaluation and the
 checkpoints use the whole model on raw features.
+
+With a multi-worker ``TF_CONFIG`` every worker runs ``train`` with the same
+settings and ``model_dir`` (shared storage, so a restarted job resumes from
+the chief's backup); each reads its own shard of the training files, and only
+the chief writes into ``model_dir``.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import logging
 import math
 import os
+import shutil
+import tempfile
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data
@@ -35,6 +42,7 @@ from tfr_rankformer.models import (
     normalization_of,
     ranker_of,
 )
+from tfr_rankformer.multi_worker import SharedValidation, WorkerRole, chief_values, worker_role
 
 __all__ = [
     "TrainConfig",
@@ -50,6 +58,8 @@ logger = logging.getLogger(__name__)
 BEST_WEIGHTS = os.path.join("checkpoints", "best")
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.json"
+HISTORY_NAME = "history.csv"
+BACKUP_NAME = "backup"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +71,8 @@ class TrainConfig:
       data: a converted dataset (``tfr-convert --output``).
       model_dir: where everything is written.
       epochs: maximum epochs (paper: 200).
-      batch_size: lists per batch (paper: 2048).
+      batch_size: lists per batch (paper: 2048), over all replicas and workers
+        together; each of ``n`` workers takes ``batch_size / n`` lists per step.
       list_size: items per training list; ``None``: the simulation's sample
         size for simulated data, else 200 (240 for ``context_aware``, its
         paper's). Longer lists are sampled (cut to their first items when the
@@ -157,10 +168,9 @@ class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
 
 
 def choose_strategy() -> tf.distribute.Strategy:
-    """MultiWorkerMirrored when ``TF_CONFIG`` names several workers, Mirrored on
-    several GPUs, else the default strategy."""
-    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
-    if len(cluster.get("worker", [])) > 1:
+    """MultiWorkerMirrored when ``TF_CONFIG`` names several training workers (chief
+    included), Mirrored on several GPUs, else the default strategy."""
+    if worker_role().multi_worker:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
@@ -238,15 +248,33 @@ class _Throughput(tf.keras.callbacks.Callback):
 
 
 class _BestWeights(tf.keras.callbacks.Callback):
-    """Saves the whole model's weights (normalisation included) when ``monitor`` improves."""
+    """Saves the whole model's weights (normalisation included) when ``monitor`` improves.
 
-    def __init__(self, model: tf.keras.Model, path: str, *, monitor: str, mode: str, history: str):
+    Under multi-worker training (``strategy`` given) every worker follows the
+    chief's decision, and every worker saves, since saving may read variables
+    collectively: the chief to ``path``, the others to a scratch directory that
+    they delete at once.
+    """
+
+    def __init__(
+        self,
+        model: tf.keras.Model,
+        path: str,
+        *,
+        monitor: str,
+        mode: str,
+        history: str,
+        worker: WorkerRole | None = None,
+        strategy: tf.distribute.Strategy | None = None,
+    ):
         super().__init__()
         self.whole = model
         self.path = path
         self.monitor = monitor
         self.sign = 1.0 if mode == "max" else -1.0
         self.best = -math.inf
+        self.worker = worker or WorkerRole()
+        self.strategy = strategy
         # A resumed run must beat the epochs logged before it was stopped.
         if os.path.isfile(history):
             with open(history, encoding="utf-8") as f:
@@ -256,27 +284,128 @@ class _BestWeights(tf.keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
-        if value is not None and self.sign * value > self.best:
-            self.best = self.sign * value
+        improved = value is not None and self.sign * value > self.best
+        if self.worker.multi_worker:
+            # A non-chief may have read a history the chief has since replaced.
+            improved = chief_values(self.strategy, [float(improved)])[0] > 0
+        if not improved:
+            return
+        self.best = self.sign * value
+        if self.worker.is_chief:
             self.whole.save_weights(self.path)
+            return
+        scratch = tempfile.mkdtemp(prefix="tfr-best-weights-")
+        try:
+            self.whole.save_weights(os.path.join(scratch, os.path.basename(self.path)))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
-def train(config: TrainConfig, *, verbose: int = 1) -> dict:
-    """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content."""
+def _callbacks(
+    config: TrainConfig,
+    model: tf.keras.Model,
+    manifest: dict,
+    *,
+    lists: int,
+    strategy: tf.distribute.Strategy,
+    worker: WorkerRole,
+) -> tuple[list[tf.keras.callbacks.Callback], str]:
+    """The training callbacks, and the logged value that picks the best weights.
+
+    Every worker evaluates, stops early and backs up alike; only the chief
+    gets the callbacks that write (history, TensorBoard).
+    """
+    callbacks = [_Throughput(lists, config.batch_size)]
+    has_vali = "vali" in manifest["splits"]
+    if has_vali:
+        vali = data.evaluation_dataset(
+            config.data, manifest, split="vali", batch_size=config.eval_batch_size
+        )
+        levels = data.label_levels(manifest)
+        callbacks.append(
+            EvaluationCallback(vali, max_label=levels, list_head=config.uses_list_head, model=model)
+        )
+        if worker.multi_worker:
+            callbacks.append(SharedValidation(strategy))
+    monitor = "val_ndcg_y@10" if has_vali else "loss"
+    mode = "max" if has_vali else "min"
+    best = os.path.join(config.model_dir, BEST_WEIGHTS)
+    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
+    callbacks += [
+        _BestWeights(
+            model,
+            best,
+            monitor=monitor,
+            mode=mode,
+            history=history_csv,
+            worker=worker,
+            strategy=strategy,
+        ),
+        tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
+        # Under MultiWorkerMirroredStrategy Keras itself has the chief write
+        # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
+        # every worker restores from backup/chief/.
+        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME)),
+    ]
+    if worker.is_chief:
+        callbacks += [
+            tf.keras.callbacks.CSVLogger(history_csv, append=True),
+            tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+        ]
+    return callbacks, monitor
+
+
+def _start_run_dir(config: TrainConfig) -> None:
+    """The chief's ``model_dir``: the resolved settings, and a fresh history unless resuming."""
+    os.makedirs(config.model_dir, exist_ok=True)
+    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+    backup = os.path.join(config.model_dir, BACKUP_NAME)
+    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
+    resuming = os.path.isdir(backup) and bool(os.listdir(backup))
+    if not resuming and os.path.exists(history_csv):
+        os.remove(history_csv)  # a fresh run starts a fresh history
+
+
+def _evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) -> dict:
+    return {
+        split: evaluate_model(
+            model,
+            data.evaluation_dataset(
+                config.data, manifest, split=split, batch_size=config.eval_batch_size
+            ),
+            max_label=data.label_levels(manifest),
+            list_head=config.uses_list_head,
+        )
+        for split in manifest["splits"]
+    }
+
+
+def train(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = None) -> dict:
+    """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content.
+
+    Args:
+      config: the run's settings.
+      verbose: ``fit``'s progress output.
+      final_weights: if given, this worker also writes the weights it ended
+        training with (before the best ones are reloaded) to this ``.npz`` file,
+        one array per model weight in ``model.get_weights()`` order.
+
+    Returns:
+      The metrics; ``{}`` on a multi-worker job's non-chief workers, which
+      train alongside the chief but neither evaluate nor write the run.
+    """
+    # First: MultiWorkerMirroredStrategy must set up the cluster before
+    # TensorFlow's runtime starts.
+    strategy = choose_strategy()
+    worker = worker_role()
     tf.keras.utils.set_random_seed(config.seed)
     manifest = data.load_manifest(config.data)
     gpu = bool(tf.config.list_physical_devices("GPU"))
     mixed = gpu if config.mixed_precision is None else config.mixed_precision
     xla = gpu if config.xla is None else config.xla
-    os.makedirs(config.model_dir, exist_ok=True)
-    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
-    backup = os.path.join(config.model_dir, "backup")
-    history_csv = os.path.join(config.model_dir, "history.csv")
-    resuming = os.path.isdir(backup) and bool(os.listdir(backup))
-    if not resuming and os.path.exists(history_csv):
-        os.remove(history_csv)  # a fresh run starts a fresh history
+    if worker.is_chief:
+        _start_run_dir(config)
 
-    strategy = choose_strategy()
     include_empty = config.training_includes_empty_lists()
     list_size = _resolve_list_size(config, manifest)
     lists = data.count_training_lists(manifest, "train", include_empty_lists=include_empty)
@@ -303,59 +432,40 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         keep_order=config.architecture.positional_encoding != "none",
         seed=config.seed,
         normalize=normalization_of(model),
+        worker=worker,
     )
-    max_label = data.label_levels(manifest)
-    callbacks = [_Throughput(lists, config.batch_size)]
-    has_vali = "vali" in manifest["splits"]
-    if has_vali:
-        vali = data.evaluation_dataset(
-            config.data, manifest, split="vali", batch_size=config.eval_batch_size
-        )
-        callbacks.append(
-            EvaluationCallback(
-                vali, max_label=max_label, list_head=config.uses_list_head, model=model
-            )
-        )
-    monitor = "val_ndcg_y@10" if has_vali else "loss"
-    mode = "max" if has_vali else "min"
-    best = os.path.join(config.model_dir, BEST_WEIGHTS)
-    callbacks += [
-        _BestWeights(model, best, monitor=monitor, mode=mode, history=history_csv),
-        tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
-        tf.keras.callbacks.BackupAndRestore(backup),
-        tf.keras.callbacks.CSVLogger(history_csv, append=True),
-        tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
-    ]
+    callbacks, monitor = _callbacks(
+        config, model, manifest, lists=lists, strategy=strategy, worker=worker
+    )
     logger.info(
         "training %s on %d lists/epoch (list size %d, %s t = 0 lists), %d steps/epoch, "
-        "strategy %s, mixed precision %s, XLA %s",
+        "strategy %s (worker %d of %d), mixed precision %s, XLA %s",
         config.model,
         lists,
         list_size,
         "with" if include_empty else "without",
         steps,
         type(strategy).__name__,
+        worker.index,
+        worker.count,
         mixed,
         xla,
     )
     started = time.perf_counter()
     history = ranker.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
     seconds = time.perf_counter() - started
-    if os.path.isdir(backup) and not os.listdir(backup):
-        os.rmdir(backup)  # BackupAndRestore empties it once training completes
+    try:
+        os.rmdir(os.path.join(config.model_dir, BACKUP_NAME))  # emptied once training completes
+    except OSError:
+        pass  # absent, or still holding a backup another worker has not cleared yet
+    if final_weights:
+        np.savez(final_weights, *model.get_weights())
+    if not worker.is_chief:
+        return {}
+    best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
-    metrics = {
-        split: evaluate_model(
-            model,
-            data.evaluation_dataset(
-                config.data, manifest, split=split, batch_size=config.eval_batch_size
-            ),
-            max_label=max_label,
-            list_head=config.uses_list_head,
-        )
-        for split in manifest["splits"]
-    }
+    metrics = _evaluate_splits(config, manifest, model)
     metrics["training"] = {
         "epochs_completed": history.epoch[-1] + 1 if history.epoch else 0,
         "epochs_this_run": len(history.epoch),
@@ -364,6 +474,7 @@ def train(config: TrainConfig, *, verbose: int = 1) -> dict:
         "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],
         "monitor": monitor,
         "strategy": type(strategy).__name__,
+        "workers": worker.count,
         "mixed_precision": mixed,
         "xla": xla,
     }

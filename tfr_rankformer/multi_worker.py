@@ -1,0 +1,112 @@
+"""Multi-worker training: this process's place in the job, and values shared from the chief.
+
+``TF_CONFIG`` (set by hand, by a Kubernetes manifest or by a managed service)
+is JSON such as::
+
+    {"cluster": {"worker": ["host0:2222", "host1:2222"]},
+     "task": {"type": "worker", "index": 1}}
+
+The training workers are the ``chief`` task, if any, then the ``worker``
+tasks, in the order ``MultiWorkerMirroredStrategy`` numbers them; the chief is
+the ``chief`` task or, without one, worker 0. Other task types (``evaluator``,
+``ps``) do not train.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+__all__ = ["WorkerRole", "worker_role", "chief_values", "SharedValidation"]
+
+_TRAINING_TASKS = ("chief", "worker")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRole:
+    """One training worker's place among all of them.
+
+    Attributes:
+      index: position among the training workers, the chief first (0).
+      count: training workers in the job (1 without ``TF_CONFIG``).
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self):
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"worker index must be in [0, {self.count}), got {self.index}")
+
+    @property
+    def is_chief(self) -> bool:
+        """The worker that writes the run's files."""
+        return self.index == 0
+
+    @property
+    def multi_worker(self) -> bool:
+        return self.count > 1
+
+
+def worker_role(tf_config: str | dict | None = None) -> WorkerRole:
+    """This worker's role in ``tf_config`` (default: the ``TF_CONFIG`` environment variable).
+
+    Raises:
+      ValueError: if ``TF_CONFIG`` is not JSON, or names a task outside its cluster.
+    """
+    if tf_config is None:
+        tf_config = os.environ.get("TF_CONFIG", "")
+    if isinstance(tf_config, str):
+        try:
+            tf_config = json.loads(tf_config) if tf_config.strip() else {}
+        except json.JSONDecodeError as e:
+            raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from None
+    cluster = tf_config.get("cluster") or {}
+    chiefs = len(cluster.get("chief", []))
+    count = chiefs + len(cluster.get("worker", []))
+    if count <= 1:
+        return WorkerRole()
+    task = tf_config.get("task") or {}
+    kind, index = task.get("type"), int(task.get("index", 0))
+    if kind not in _TRAINING_TASKS:
+        raise ValueError(
+            f"TF_CONFIG task type {kind!r} does not train; run tfr-train as one of "
+            f"{_TRAINING_TASKS}"
+        )
+    if index >= len(cluster.get(kind, [])):
+        raise ValueError(f"TF_CONFIG names {kind} {index}, but the cluster has no such task")
+    return WorkerRole(index=index + (chiefs if kind == "worker" else 0), count=count)
+
+
+def chief_values(strategy: tf.distribute.Strategy, values: list[float]) -> list[float]:
+    """The chief's ``values``, on every worker (collective: all workers must call it).
+
+    An all-reduce in which only the chief's first replica contributes (every
+    other replica adds zeros) hands the chief's exact values to all.
+    """
+    local = tf.constant(values, tf.float64)
+    contributions = strategy.experimental_distribute_values_from_function(
+        lambda context: local if context.replica_id_in_sync_group == 0 else tf.zeros_like(local)
+    )
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, contributions, axis=None).numpy().tolist()
+
+
+class SharedValidation(tf.keras.callbacks.Callback):
+    """Gives every worker the chief's validation values (``val_*`` logs).
+
+    Each worker evaluates the validation split itself; should two machines round
+    differently, early stopping and best-weight saving would decide differently
+    and the workers' collective steps would stop matching.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        super().__init__()
+        self.strategy = strategy
+
+    def on_epoch_end(self, epoch, logs=None):
+        keys = sorted(k for k in (logs or {}) if k.startswith("val_"))
+        if keys:
+            logs.update(zip(keys, chief_values(self.strategy, [float(logs[k]) for k in keys])))

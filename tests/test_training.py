@@ -22,6 +22,7 @@ from tfr_rankformer import data, training  # noqa: E402
 from tfr_rankformer.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runs import evaluate_run, load_run  # noqa: E402
+from tfr_rankformer.training_callbacks import BestWeights  # noqa: E402
 
 
 def _history(model_dir):
@@ -204,11 +205,11 @@ def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
 def test_best_weights_remember_the_epochs_before_a_restart(tmp_path):
     history = tmp_path / "history.csv"
     history.write_text("epoch,val_ndcg_y@10\n0,40.5\n1,47.25\n2,45.0\n")
-    callback = training._BestWeights(
+    callback = BestWeights(
         None, str(tmp_path / "best"), monitor="val_ndcg_y@10", mode="max", history=str(history)
     )
     assert callback.best == 47.25
-    fresh = training._BestWeights(
+    fresh = BestWeights(
         None,
         str(tmp_path / "best"),
         monitor="val_ndcg_y@10",

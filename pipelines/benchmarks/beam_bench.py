@@ -18,36 +18,22 @@ Run: ``python -m pipelines.benchmarks.beam_bench --items 20000``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import tempfile
 
-from pipelines.benchmarks.convert_bench import run_converter
-from tfrecords_tools.parse_workers import default_workers
-from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
-
-
-def _count_items(paths: dict) -> int:
-    total = 0
-    for path in paths.values():
-        with open(path, "rb") as f:
-            total += sum(1 for _ in f)
-    return total
+from pipelines.benchmarks.convert_bench import (
+    dataset_parser,
+    generate_dataset,
+    print_rows,
+    rate_range,
+    run_converter,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--items", type=int, default=20_000, help="train items to generate")
-    parser.add_argument("--workdir", help="where to put the data (default: a temporary dir)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=default_workers(),
-        help="the local converter's parsing processes (default: one per core, at most 4)",
-    )
+    parser = dataset_parser(__doc__.split("\n\n")[0], items=20_000)
     parser.add_argument("--repeat", type=int, default=2, help="rounds to alternate (default: 2)")
     parser.add_argument(
         "--beam-arg",
@@ -59,11 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or scratch
-        dataset = os.path.join(workdir, "MSLR-WEB30K")
-        print(f"generating a WEB30K-shaped dataset with ~{args.items:,} train items ...")
-        paths = generate_letor(dataset, SyntheticConfig.web30k_shaped(args.items, seed=args.seed))
-        total_items = _count_items(paths)
-        size_mb = os.path.getsize(paths["train"]) / 1e6
+        _, items, size_mb = generate_dataset(workdir, args.items, args.seed)
+        total_items = sum(items.values())
         local, beam = [], []
         beam_flags = ["--runner", "DirectRunner", *args.beam_arg]
         for _ in range(args.repeat):
@@ -80,15 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         ("input", f"{total_items:,} items, train file {size_mb:,.0f} MB ({args.repeat} rounds)"),
         (
             "(a) tfr-convert --simulate-clicks",
-            f"{statistics.median(local_rates):,.0f} items/s median "
-            f"(min {min(local_rates):,.0f}, max {max(local_rates):,.0f}; "
-            f"{args.workers} worker(s)); peak RSS "
+            rate_range(local_rates) + f"; {args.workers} worker(s)); peak RSS "
             f"{max(r['peak_rss_bytes'] for r in local) / 2**20:,.0f} MiB",
         ),
         (
             "(b) ... --runner DirectRunner",
-            f"{statistics.median(beam_rates):,.0f} items/s median "
-            f"(min {min(beam_rates):,.0f}, max {max(beam_rates):,.0f}); peak RSS "
+            rate_range(beam_rates) + "); peak RSS "
             f"{max(r['peak_rss_bytes'] for r in beam) / 2**20:,.0f} MiB",
         ),
         (
@@ -97,9 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(the local converter is {1 / statistics.median(ratios):,.0f}x faster)",
         ),
     ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_rows(rows)
     return 0
 
 

@@ -87,17 +87,49 @@ def _measure(paths: dict, workdir: str, args) -> tuple[list, list]:
     return naive, converter
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--items", type=int, default=200_000, help="train items to generate")
+def generate_dataset(workdir: str, items: int, seed: int) -> tuple[dict, dict, float]:
+    """The WEB30K-shaped dataset in ``workdir``: ``(paths, items per split, train MB)``."""
+    dataset = os.path.join(workdir, "MSLR-WEB30K")
+    print(f"generating a WEB30K-shaped dataset with ~{items:,} train items ...")
+    paths = generate_letor(dataset, SyntheticConfig.web30k_shaped(items, seed=seed))
+    counts = {}
+    for split, path in paths.items():
+        with open(path, "rb") as f:
+            counts[split] = sum(1 for _ in f)
+    return paths, counts, os.path.getsize(paths["train"]) / 1e6
+
+
+def rate_range(rates: list[float]) -> str:
+    """``"M items/s median (min A, max B"``: the caller closes the parenthesis."""
+    return (
+        f"{statistics.median(rates):,.0f} items/s median "
+        f"(min {min(rates):,.0f}, max {max(rates):,.0f}"
+    )
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+def dataset_parser(description: str, *, items: int) -> argparse.ArgumentParser:
+    """A parser with the options of the generated dataset and the local converter."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--items", type=int, default=items, help="train items to generate")
     parser.add_argument("--workdir", help="where to put the data (default: a temporary dir)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the data's and conversion's seed")
     parser.add_argument(
         "--workers",
         type=int,
         default=default_workers(),
-        help="converter parsing processes (default: one per core, at most 4)",
+        help="the local converter's parsing processes (default: one per core, at most 4)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = dataset_parser(__doc__.split("\n\n")[0], items=200_000)
     parser.add_argument(
         "--repeat",
         type=int,
@@ -108,14 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or scratch
-        dataset = os.path.join(workdir, "MSLR-WEB30K")
-        print(f"generating a WEB30K-shaped dataset with ~{args.items:,} train items ...")
-        paths = generate_letor(dataset, SyntheticConfig.web30k_shaped(args.items, seed=args.seed))
-        items = {}
-        for split, path in paths.items():
-            with open(path, "rb") as f:
-                items[split] = sum(1 for _ in f)
-        size_mb = os.path.getsize(paths["train"]) / 1e6
+        paths, items, size_mb = generate_dataset(workdir, args.items, args.seed)
         naive, converter = _measure(paths, workdir, args)
         total_items = sum(items.values())
 
@@ -131,14 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         ("train file", f"{items['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
         (
             "(a) naive split + float()",
-            f"{statistics.median(naive_rates):,.0f} items/s median "
-            f"(min {min(naive_rates):,.0f}, max {max(naive_rates):,.0f})",
+            rate_range(naive_rates) + ")",
         ),
         (
             "(b) tfr-convert --simulate-clicks",
-            f"{statistics.median(converter_rates):,.0f} items/s median "
-            f"(min {min(converter_rates):,.0f}, max {max(converter_rates):,.0f}; "
-            f"{seconds:.2f} s for {total_items:,} items)",
+            rate_range(converter_rates) + f"; {seconds:.2f} s for {total_items:,} items)",
         ),
         (
             "ratio (b) / (a)",
@@ -151,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.workers} worker(s); at most {total_rss:,.0f} MiB together (goal < 1024)",
         ),
     ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_rows(rows)
     return 0
 
 

@@ -34,7 +34,7 @@ def test_base_images_match_the_pinned_versions():
 
 
 def test_every_copied_path_exists():
-    for name in ("docker/Dockerfile", "docker/serving.Dockerfile"):
+    for name in ("docker/Dockerfile", "docker/serving.Dockerfile", "docker/beam.Dockerfile"):
         for line in _read(name).splitlines():
             if line.startswith("COPY "):
                 sources = line.split()[1:-1]
@@ -45,3 +45,10 @@ def test_every_copied_path_exists():
 def test_training_image_runs_tfr_train():
     assert 'ENTRYPOINT ["tfr-train"]' in _read("docker/Dockerfile")
     assert "ENTRYPOINT" not in _read("docker/serving.Dockerfile")  # TF Serving's own
+
+
+def test_beam_image_keeps_the_sdk_entry_point_and_installs_the_extra():
+    beam = _read("docker/beam.Dockerfile")
+    assert re.search(r"^FROM apache/beam_python3\.11_sdk:[0-9.]+$", beam, re.M)
+    assert 'pip install --no-cache-dir ".[beam]"' in beam
+    assert "ENTRYPOINT" not in beam.replace("entry point", "")  # the harness's boot

@@ -5,8 +5,16 @@ The shape follows MSLR-WEB30K: 136 features, lists of varying length, skewed
 depends on the other items of its list: it falls with the item's price
 *relative to the prices in its list*, and each query has its own price level,
 so predicting the level of a list's labels (and its list label) needs the
-list. Within one list the effect orders items as their absolute prices do, so
-it gives listwise models no edge on within-list ranking metrics.
+list. Within one list that effect orders items as their absolute prices do,
+so alone it would give listwise models no edge on within-list ranking.
+
+A second effect changes the order within a list. Each query is ambiguous
+between two intents; most of its results carry the query's intent as their
+category, so a list's majority category reveals it, and items of that
+category are more relevant. Each category is the majority in half of the
+lists, so an item's own category says nothing of its relevance: only a model
+that sees the list can use it (``pipelines.benchmarks.synthetic_ceiling``
+measures what it is worth).
 
 Per query ``q`` and item ``i``:
 

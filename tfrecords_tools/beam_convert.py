@@ -38,10 +38,9 @@ from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split,
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, fold_manifest, input_path
 from tfrecords_tools.convert import prepare_output as prepare_local_output
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
-from tfrecords_tools.letor_reader import scan_letor_file
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NormalizationFitter, rounded
-from tfrecords_tools.sources import Source, resolve_source, select_folds
+from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
 
 __all__ = ["RUNNERS", "BeamConfig", "BadLinesError", "convert_on_beam"]
 
@@ -141,22 +140,19 @@ def _resolve(config: BeamConfig, scratch: str) -> tuple[Source, dict]:
 
 def _sizes(config: ConvertConfig, source: Source, folds: dict) -> tuple[int, int]:
     """The feature count and highest label: given, known, or scanned from local files."""
-    num_features = config.num_features or source.num_features
-    max_relevance = config.max_relevance or source.max_relevance
-    if num_features and max_relevance:
-        return num_features, max_relevance
-    paths = [p for files in folds.values() for split in files.values() for p in split]
-    remote = [p for p in paths if "://" in p]
-    if remote:
+    known = (config.num_features or source.num_features) and (
+        config.max_relevance or source.max_relevance
+    )
+    remote = [
+        p for files in folds.values() for split in files.values() for p in split if "://" in p
+    ]
+    if not known and remote:
         raise ValueError(
             f"pass --num-features and --max-relevance: {remote[0]} is not a local file to scan"
         )
-    scanned = [scan_letor_file(p) for p in paths]
-    index = max(s[0] for s in scanned)
-    label = max(s[1] for s in scanned)
-    if not num_features and index < 1:
-        raise ValueError("no feature index found in the files; pass --num-features")
-    return num_features or index, max_relevance or max(label, 1)
+    return dataset_sizes(
+        source, folds, num_features=config.num_features, max_relevance=config.max_relevance
+    )
 
 
 def _jobs(config: BeamConfig, folds: dict, sizes, work_dir: str) -> list[SplitJob]:

@@ -106,7 +106,10 @@ def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
 def dataset_sizes(
     source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
 ) -> tuple[int, int]:
-    """The feature count and highest label: given, known, or scanned from the files."""
+    """The feature count and highest label: given, known, or scanned from the files.
+
+    ``folds`` maps each fold to ``{split: path}`` or ``{split: [paths]}``.
+    """
     num_features = num_features or source.num_features
     max_relevance = max_relevance or source.max_relevance
     if num_features and max_relevance:
@@ -115,9 +118,11 @@ def dataset_sizes(
         raise ValueError("pass --max-relevance: this TFDS dataset's highest label is unknown")
     scanned_index, scanned_label = 0, 0
     for files in folds.values():
-        for path in files.values():
-            index, label = scan_letor_file(path)
-            scanned_index, scanned_label = max(scanned_index, index), max(scanned_label, label)
+        for paths in files.values():
+            for path in [paths] if isinstance(paths, str) else paths:
+                index, label = scan_letor_file(path)
+                scanned_index = max(scanned_index, index)
+                scanned_label = max(scanned_label, label)
     logger.info(
         "scanned the files: largest feature index %d, largest label %d",
         scanned_index,

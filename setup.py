@@ -10,7 +10,11 @@ tensorflow-datasets also pulls pyarrow unpinned, whose releases from 21 on refus
 numpy 1.x at import, so pyarrow is held below 21 (the converter uses its
 multi-threaded CSV reader for dense LETOR files). matplotlib draws the
 benchmarks' and experiments' PNG plots; 3.10 needs numpy 1.23+ like the rest,
-and is held below 3.11 against a future numpy-2-only release. Python 3.9 to
+and is held below 3.11 against a future numpy-2-only release. optuna runs
+``tfr-tune``'s searches (TPE sampler, SQLite study, its matplotlib plots); 4.x
+and 5.x resolve beside the pins above (they pull sqlalchemy, alembic, colorlog
+and PyYAML, none of which moves numpy or protobuf), and the importance plot
+uses its PED-ANOVA evaluator, which needs no scikit-learn. Python 3.9 to
 3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
 
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
@@ -36,6 +40,7 @@ INSTALL_REQUIRES = [
     "google-crc32c>=1.5,<2",
     "tqdm>=4.60",
     "matplotlib>=3.7,<3.11",
+    "optuna>=4,<6",
 ]
 
 EXTRAS_REQUIRE = {
@@ -51,6 +56,7 @@ CONSOLE_SCRIPTS = [
     "tfr-predict=pipelines.predict_cli:main",
     "tfr-distill=pipelines.distill_cli:main",
     "tfr-experiment=pipelines.experiment_cli:main",
+    "tfr-tune=pipelines.tune_cli:main",
 ]
 
 setup(

@@ -6,6 +6,7 @@ Examples::
     tfr-experiment --dataset synthetic --models gbdt-1k,mlp,rankformer:alpha=0.25 \\
         --folds 1 --epochs 5 --batch-size 256 --output results/synthetic
     tfr-experiment --dataset MQ2008 --no-simulation --models gbdt-1k,rankformer --output appx_a
+    tfr-experiment --dataset data/mq2008 --models gbdt,gbdt-1k --tuned tune --output tuned
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=300,
         help="train lists of --dataset synthetic (vali and test get a third each). Default: 300",
     )
+    p.add_argument(
+        "--tuned",
+        metavar="DIR",
+        help="a tfr-tune output, or a directory of them: each best_config.json joins the "
+        "table as a 'tuned <model>' row, trained on every fold with its tuned settings",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -86,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             simulate_clicks=args.simulate_clicks,
             data_dir=args.data_dir,
             synthetic_lists=args.synthetic_lists,
+            tuned=args.tuned,
         )
         results = run_experiment(config, progress=not args.no_progress)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:

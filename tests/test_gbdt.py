@@ -46,6 +46,51 @@ def test_presets_are_the_papers_table_5():
     assert (large["learning_rate"], large["cegb_tradeoff"]) == (0.32, 1.65)
     assert small["objective"] == "lambdarank"
     assert small["num_threads"] == (os.cpu_count() or 1)
+    usual = gbdt.GBDTConfig(model="gbdt", data="d", model_dir="m").lightgbm_params()
+    assert (usual["num_iterations"], usual["num_leaves"], usual["min_data_in_leaf"]) == (
+        1000,
+        63,
+        50,
+    )
+    assert usual["learning_rate"] == 0.05 and "cegb_tradeoff" not in usual
+    # Early stopping is off unless asked for: a named budget is the model's size.
+    assert gbdt.GBDTConfig(model="gbdt-10k", data="d", model_dir="m").early_stopping_rounds == 0
+
+
+def _trees_in(model_dir) -> int:
+    with open(os.path.join(model_dir, "model.txt"), encoding="utf-8") as f:
+        return sum(line.startswith("Tree=") for line in f)
+
+
+def test_gbdt_1k_holds_1000_trees_and_early_stopping_only_when_asked(dataset, tmp_path):
+    from pipelines.train_cli import main
+
+    whole = tmp_path / "whole"
+    flags = ["--data", dataset, "--log-level", "WARNING", "--no-export", "--num-threads", "1"]
+    assert main(["--model", "gbdt-1k", "--model-dir", str(whole), *flags]) == 0
+    metrics = json.loads((whole / "metrics.json").read_text())
+    assert _trees_in(whole) == 1000
+    assert metrics["training"]["trees"] == metrics["training"]["trees_budget"] == 1000
+    # On this small set the validation score peaks long before tree 1,000, so
+    # early stopping, when asked, keeps fewer trees and says so.
+    stopped = tmp_path / "stopped"
+    assert (
+        main(
+            [
+                "--model",
+                "gbdt-1k",
+                "--model-dir",
+                str(stopped),
+                *flags,
+                "--early-stopping-rounds",
+                "20",
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads((stopped / "metrics.json").read_text())
+    assert _trees_in(stopped) == metrics["training"]["trees"] < 1000
+    assert metrics["training"]["trees_grown"] == metrics["training"]["trees"] + 20
 
 
 def test_params_override_the_preset_through_aliases_and_typos_are_refused():
@@ -99,7 +144,8 @@ def test_training_follows_the_list_policy_and_writes_the_run(gbdt_run, dataset):
         assert os.path.isfile(os.path.join(model_dir, name)), name
     with open(os.path.join(model_dir, "history.csv"), encoding="utf-8") as f:
         header, first = f.readline().strip(), f.readline().split(",")
-    assert header == "trees,val_ndcg_y@10" and first[0] == "1"
+    # Without early stopping the validation score is taken every eval_every (10) trees.
+    assert header == "trees,val_ndcg_y@10" and first[0] == "10"
     assert set(metrics) >= {"train", "vali", "test", "training", "settings"}
 
 

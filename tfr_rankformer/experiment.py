@@ -60,11 +60,14 @@ class ModelSpec:
       label: as given on the command line (the row's name).
       model: a neural model (``models.MODELS``) or a GBDT (``gbdt.GBDT_MODELS``).
       settings: overrides: training settings or LightGBM parameters.
+      tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
+        (the experiment sets data, run directory and seed).
     """
 
     label: str
     model: str
     settings: tuple = ()
+    tuned: dict | None = None
 
     @property
     def slug(self) -> str:
@@ -112,6 +115,16 @@ def parse_models(text: str) -> list[ModelSpec]:
     return specs
 
 
+def tuned_specs(directory: str) -> list[ModelSpec]:
+    """Model specs of the ``tfr-tune`` outputs in ``directory`` (``tuning.load_tuned``)."""
+    from tfr_rankformer.tuning import load_tuned
+
+    return [
+        ModelSpec(label, settings["model"], tuned=settings)
+        for label, settings in load_tuned(directory)
+    ]
+
+
 def parse_folds(text: str) -> list[int]:
     """``"1-5"``, ``"1,3"`` or ``"2"`` -> fold numbers.
 
@@ -149,11 +162,15 @@ class ExperimentConfig:
         original labels, the paper's Appendix A).
       data_dir: where dataset names are looked up.
       synthetic_lists: train lists of a ``synthetic`` dataset (vali and test a third).
+      tuned: a ``tfr-tune`` output (or a directory of them) whose best
+        configurations join the table as ``tuned <model>`` rows (see ``tuned_specs``).
     """
 
     dataset: str
     output: str
-    models: str = "gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=0.25,rankformer:alpha=1"
+    models: str = (
+        "gbdt,gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=0.25,rankformer:alpha=1"
+    )
     folds: str = "1-5"
     seeds: int = 1
     epochs: int | None = None
@@ -162,6 +179,7 @@ class ExperimentConfig:
     simulate_clicks: bool = True
     data_dir: str | None = None
     synthetic_lists: int = 300
+    tuned: str | None = None
 
     def __post_init__(self):
         parse_models(self.models)
@@ -228,6 +246,11 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
 
 
 def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config) -> dict:
+    if spec.tuned is not None:
+        values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
+        if spec.is_gbdt:
+            return gbdt.train_gbdt(gbdt.GBDTConfig.from_json(values))
+        return train(TrainConfig.from_json(values), verbose=0)
     settings = dict(spec.settings)
     if spec.is_gbdt:
         gbdt_fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
@@ -274,6 +297,11 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
     from tqdm.auto import tqdm
 
     specs = parse_models(config.models)
+    if config.tuned:
+        specs += tuned_specs(config.tuned)
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"model labels repeat: {labels}")
     os.makedirs(config.output, exist_ok=True)
     folds = prepare_data(config, progress=progress)
     plan = [(spec, fold, seed) for fold in folds for seed in range(config.seeds) for spec in specs]

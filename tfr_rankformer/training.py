@@ -298,7 +298,13 @@ def _evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model)
     }
 
 
-def train(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = None) -> dict:
+def train(
+    config: TrainConfig,
+    *,
+    verbose: int = 1,
+    final_weights: str | None = None,
+    callbacks: list | None = None,
+) -> dict:
     """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content.
 
     Args:
@@ -307,6 +313,8 @@ def train(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = 
       final_weights: if given, this worker also writes the weights it ended
         training with (before the best ones are reloaded) to this ``.npz`` file,
         one array per model weight in ``model.get_weights()`` order.
+      callbacks: extra Keras callbacks, run after the training loop's own (so
+        their logs hold the epoch's ``val_*`` metrics), e.g. a tuner's pruning.
 
     Returns:
       The metrics; ``{}`` on a multi-worker job's non-chief workers, which
@@ -352,9 +360,11 @@ def train(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = 
         normalize=normalization_of(model),
         worker=worker,
     )
+    extra = list(callbacks or [])
     callbacks, monitor = _callbacks(
         config, model, manifest, lists=lists, strategy=strategy, worker=worker
     )
+    callbacks += extra
     logger.info(
         "training %s on %d lists/epoch (list size %d, %s t = 0 lists), %d steps/epoch, "
         "strategy %s (worker %d of %d), mixed precision %s, XLA %s",

@@ -1,0 +1,213 @@
+"""``tfr-tune``'s search spaces: default ranges per model family, JSON overrides, sampling.
+
+A space maps a setting's name to a ``Range``: a float or int interval (on a
+log scale or not) or a list of choices. The GBDT space brackets the paper's
+Table 5 settings (``gbdt.PRESETS``); the neural space holds the optimiser,
+regularisation and encoder-size settings, plus ``alpha`` for the models with a
+list head. A JSON file replaces any range, or drops a setting from the search
+with ``null`` (the model's default then applies)::
+
+    {"num_iterations": {"low": 100, "high": 2000, "log": true},
+     "ff_dim": {"choices": [128, 256]},
+     "cegb_tradeoff": null}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from tfr_rankformer.models import has_list_head
+
+__all__ = [
+    "Range",
+    "GBDT_SPACE",
+    "NEURAL_SPACE",
+    "ARCHITECTURE_KEYS",
+    "default_space",
+    "load_space",
+    "space_to_json",
+    "describe_space",
+    "suggest",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """One searched setting.
+
+    Attributes:
+      low: lower bound of an interval (``None`` with ``choices``).
+      high: upper bound of an interval, included.
+      log: sample the interval on a log scale.
+      integer: sample integers from the interval.
+      choices: the values to choose from, instead of an interval.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+    choices: tuple | None = None
+
+    def __post_init__(self):
+        if self.choices is not None:
+            if not self.choices or self.low is not None or self.high is not None:
+                raise ValueError("give either non-empty `choices` or `low` and `high`")
+            object.__setattr__(self, "choices", tuple(self.choices))
+            return
+        for bound in (self.low, self.high):
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                raise ValueError(f"`low` and `high` must be numbers, got {bound!r}")
+            if self.integer and bound != int(bound):
+                raise ValueError(f"this setting takes integers, got {bound!r}")
+        if not self.low < self.high:
+            raise ValueError(f"`low` ({self.low}) must be below `high` ({self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"a log scale needs `low` > 0, got {self.low}")
+
+    def to_json(self) -> dict:
+        if self.choices is not None:
+            return {"choices": list(self.choices)}
+        return {"low": self.low, "high": self.high, "log": self.log}
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "{" + ", ".join(str(c) for c in self.choices) + "}"
+        low, high = (int(self.low), int(self.high)) if self.integer else (self.low, self.high)
+        return f"[{low}, {high}]" + (" log" if self.log else "")
+
+
+def _floats(low, high, log=False) -> Range:
+    return Range(low=float(low), high=float(high), log=log)
+
+
+def _ints(low, high, log=False) -> Range:
+    return Range(low=int(low), high=int(high), log=log, integer=True)
+
+
+# Brackets the paper's Table 5 (num_leaves 507/271, min_data_in_leaf 255/376,
+# learning_rate 0.46/0.32, cegb_tradeoff 0.13/1.65, 1,000/10,000 trees); the
+# paper publishes the tuned values, not the ranges it searched.
+GBDT_SPACE = {
+    "num_leaves": _ints(8, 1024, log=True),
+    "min_data_in_leaf": _ints(5, 500, log=True),
+    "learning_rate": _floats(0.01, 0.5, log=True),
+    "cegb_tradeoff": _floats(0.01, 2.0, log=True),
+    "num_iterations": _ints(100, 10000, log=True),
+}
+# Around the paper's neural settings (lr 1e-3, weight decay 0.1, dropout 0.25,
+# 3 layers, 1 head, feed-forward 512). ``num_heads`` defaults to the divisors
+# of the model's width up to 8 (see ``default_space``); ``alpha`` is on
+# ``tfr-train --alpha``'s scale and searched for models with a list head.
+NEURAL_SPACE = {
+    "learning_rate": _floats(1e-4, 1e-2, log=True),
+    "weight_decay": _floats(1e-3, 0.3, log=True),
+    "dropout": _floats(0.0, 0.5),
+    "num_layers": _ints(1, 4),
+    "num_heads": Range(choices=(1, 2, 4)),
+    "ff_dim": Range(choices=(128, 256, 512, 1024)),
+    "alpha": _floats(0.0, 4.0),
+}
+# Neural settings that belong to ``TrainConfig.architecture``.
+ARCHITECTURE_KEYS = ("dropout", "num_layers", "num_heads", "ff_dim")
+_ENCODER_KEYS = ("num_layers", "num_heads", "ff_dim")
+
+
+def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[str, Range]:
+    """The default search space of ``model``.
+
+    Args:
+      model: a model name (neural or GBDT).
+      gbdt: whether ``model`` is a GBDT.
+      width: the encoder's width, whose divisors (up to 8) are ``num_heads``'s
+        choices; ``None`` keeps ``{1, 2, 4}``.
+    """
+    if gbdt:
+        return dict(GBDT_SPACE)
+    space = dict(NEURAL_SPACE)
+    if model == "mlp":
+        for key in _ENCODER_KEYS:
+            del space[key]
+    elif width:
+        space["num_heads"] = Range(choices=tuple(h for h in range(1, 9) if width % h == 0))
+    if not has_list_head(model):
+        del space["alpha"]
+    return space
+
+
+def _range_from_json(value, default: Range, where: str) -> Range:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: a range must be an object or null, got {value!r}")
+    unknown = set(value) - {"low", "high", "log", "choices"}
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)} (low, high, log, choices)")
+    try:
+        if "choices" in value:
+            if set(value) != {"choices"} or not isinstance(value["choices"], list):
+                raise ValueError("`choices` must be a list and come alone")
+            return Range(choices=tuple(value["choices"]))
+        if not {"low", "high"} <= set(value):
+            raise ValueError("an interval needs `low` and `high`")
+        log = value.get("log", False)
+        if not isinstance(log, bool):
+            raise ValueError(f"`log` must be true or false, got {log!r}")
+        return Range(low=value["low"], high=value["high"], log=log, integer=default.integer)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def load_space(path: str | None, defaults: dict[str, Range], *, what: str) -> dict[str, Range]:
+    """``defaults`` with the ranges of the JSON file ``path`` in place of theirs.
+
+    Raises:
+      ValueError: naming the file and the setting, for a file that is not JSON,
+        not an object, names a setting ``what`` does not search, or gives a
+        malformed range.
+      FileNotFoundError: if ``path`` does not exist.
+    """
+    if path is None:
+        return dict(defaults)
+    try:
+        with open(path, encoding="utf-8") as f:
+            given = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(given, dict):
+        raise ValueError(f"{path}: must hold an object of ranges, got {type(given).__name__}")
+    space = dict(defaults)
+    for key, value in given.items():
+        if key not in defaults:
+            raise ValueError(
+                f"{path}: {key!r} is not searched for {what}; choose from {sorted(defaults)}"
+            )
+        if value is None:
+            del space[key]
+        else:
+            space[key] = _range_from_json(value, defaults[key], f"{path}: {key!r}")
+    if not space:
+        raise ValueError(f"{path}: leaves nothing to search")
+    return space
+
+
+def space_to_json(space: dict[str, Range]) -> dict:
+    """The space as JSON (the format ``load_space`` reads)."""
+    return {key: r.to_json() for key, r in space.items()}
+
+
+def describe_space(space: dict[str, Range]) -> str:
+    """``name [low, high] log; ...`` for ``--help``."""
+    return "; ".join(f"{key} {r.describe()}" for key, r in space.items())
+
+
+def suggest(trial, space: dict[str, Range]) -> dict:
+    """One value per setting of ``space``, drawn by the Optuna ``trial``."""
+    values = {}
+    for key, r in space.items():
+        if r.choices is not None:
+            values[key] = trial.suggest_categorical(key, list(r.choices))
+        elif r.integer:
+            values[key] = trial.suggest_int(key, int(r.low), int(r.high), log=r.log)
+        else:
+            values[key] = trial.suggest_float(key, float(r.low), float(r.high), log=r.log)
+    return values

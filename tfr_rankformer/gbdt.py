@@ -461,8 +461,13 @@ def train_gbdt(config: GBDTConfig, *, callbacks: list | None = None) -> dict:
     save_booster(booster, config.model_dir)
     history.write(os.path.join(config.model_dir, "history.csv"))
     max_label = data.label_levels(manifest)
+    # Scoring on the training threads: LightGBM's default (every core) can be far
+    # slower on a machine that other work keeps busy.
+    threads = params["num_threads"]
     metrics = {
-        split: evaluate_arrays(score_arrays(booster, arrays), arrays, max_label=max_label)
+        split: evaluate_arrays(
+            score_arrays(booster, arrays, num_threads=threads), arrays, max_label=max_label
+        )
         for split, arrays in splits.items()
     }
     metrics["training"] = {

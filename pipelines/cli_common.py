@@ -65,8 +65,9 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
-def add_lightgbm_options(group, which: str) -> None:
-    """``--lgb-param``, ``--early-stopping-rounds`` and ``--num-threads`` for ``which`` GBDTs."""
+def add_lightgbm_options(group, which: str, *, early_stopping: int) -> None:
+    """``--lgb-param``, ``--early-stopping-rounds`` (whose default is ``early_stopping``)
+    and ``--num-threads`` for ``which`` GBDTs."""
     group.add_argument(
         "--lgb-param",
         action="append",
@@ -77,8 +78,8 @@ def add_lightgbm_options(group, which: str) -> None:
     group.add_argument(
         "--early-stopping-rounds",
         type=int,
-        help="stop when the validation score has not improved for this many trees (0: "
-        "never). Default: 100",
+        help="stop when the validation score has not improved for this many trees, keeping "
+        f"the best tree count (0: never; the whole budget is kept). Default: {early_stopping}",
     )
     group.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per core")
 

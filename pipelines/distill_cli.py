@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--preset",
         choices=sorted(PRESETS),
-        help="LightGBM settings of both GBDTs (the paper's Table 5). Default: gbdt-1k",
+        help="LightGBM settings of both GBDTs (gbdt: LightGBM's usual lambdarank settings; "
+        "gbdt-1k, gbdt-10k: the paper's Table 5). Default: gbdt-1k",
     )
-    add_lightgbm_options(p, "both GBDTs")
+    add_lightgbm_options(p, "both GBDTs", early_stopping=100)
     p.add_argument("--seed", type=int, help="LightGBM's seed. Default: 0")
     p.add_argument("--batch-size", type=int, help="lists per teacher call. Default: 256")
     p.add_argument("--overwrite", action="store_true", default=None, help="replace --output")

@@ -312,6 +312,17 @@ def test_a_small_neural_study_reproduces_through_tfr_train(dataset, tmp_path):
     assert metrics["vali"]["ndcg_y@10"] == pytest.approx(summary["best_value"], abs=0.01)
 
 
+def test_head_counts_must_divide_the_width(dataset, tmp_path):
+    space = _space_file(tmp_path, {"num_heads": {"choices": [1, 5]}})
+    config = tuning.TuneConfig(
+        model="rankformer", data=dataset, output=str(tmp_path / "o"), search_space=space
+    )
+    width = json.load(open(os.path.join(dataset, "manifest.json")))["num_features"]
+    assert width % 5  # the synthetic data's feature count
+    with pytest.raises(ValueError, match=r"'num_heads' \[5\] do not divide"):
+        tuning.resolve_space(config)
+
+
 def test_neural_searches_run_one_trial_at_a_time():
     with pytest.raises(ValueError, match="`jobs` > 1 is for GBDTs"):
         tuning.TuneConfig(model="mlp", data="d", output="o", jobs=2)

@@ -107,10 +107,19 @@ def resolve_space(config: TuneConfig) -> dict:
     manifest = data.load_manifest(config.data)
     if "vali" not in manifest["splits"]:
         raise ValueError(f"{config.data} has no vali split: the search scores on it")
-    defaults = search_space.default_space(
-        config.model, gbdt=config.is_gbdt, width=_width(config, manifest)
-    )
-    return search_space.load_space(config.search_space, defaults, what=config.model)
+    width = _width(config, manifest)
+    defaults = search_space.default_space(config.model, gbdt=config.is_gbdt, width=width)
+    space = search_space.load_space(config.search_space, defaults, what=config.model)
+    heads = space.get("num_heads")
+    if heads is not None and config.model != "listformer":
+        values = heads.choices or range(int(heads.low), int(heads.high) + 1)
+        wrong = [h for h in values if not isinstance(h, int) or h < 1 or width % h]
+        if wrong:
+            raise ValueError(
+                f"{config.search_space}: 'num_heads' {wrong} do not divide the encoder's "
+                f"width {width}"
+            )
+    return space
 
 
 # === Trials ===

@@ -25,6 +25,7 @@ from tfr_rankformer.prediction import (
     score_letor_gbdt,
     write_results,
 )
+from tfr_rankformer.record_checks import check_tfrecord_file
 from tfrecords_tools.letor_parser import LetorFormatError
 
 __all__ = ["build_parser", "main"]
@@ -69,14 +70,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _elwc_files(args) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
     if os.path.isdir(args.input):
+        counts = {}
         if os.path.isfile(os.path.join(args.input, "manifest.json")):
-            files = split_files(args.input, load_manifest(args.input), args.split)
+            manifest = load_manifest(args.input)
+            files = split_files(args.input, manifest, args.split)
+            counts = manifest["splits"][args.split]["files"]
         else:
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:
             raise FileNotFoundError(f"{args.input} holds no *.tfrecord shards")
+        # A shard cut short is named before anything is scored.
+        for path in files:
+            check_tfrecord_file(path, expected_records=counts.get(os.path.basename(path)))
         return files
     if args.input.endswith(".tfrecord"):
+        check_tfrecord_file(args.input)
         return [args.input]
     if not os.path.isfile(args.input):
         raise FileNotFoundError(f"{args.input}: no such file")
@@ -98,6 +106,13 @@ def _lists(args) -> tuple[str, object]:
     return export, score_elwc(export, files, batch_size=args.batch_size)
 
 
+def _counting_invalid(scored, total: list[int]):
+    """Passes the scored lists on, adding up their invalid items in ``total[0]``."""
+    for item in scored:
+        total[0] += item.num_invalid
+        yield item
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     partial = args.output + ".partial"
@@ -105,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         from tqdm.auto import tqdm
 
         model, scored = _lists(args)
-        lists = tqdm(scored, unit=" lists", disable=True if args.no_progress else None)
+        invalid = [0]
+        lists = tqdm(
+            _counting_invalid(scored, invalid),
+            unit=" lists",
+            disable=True if args.no_progress else None,
+        )
         with open(partial, "w", encoding="utf-8", newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
         os.replace(partial, args.output)
@@ -115,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
     print(f"scored {count} lists with {model}; wrote {args.output}")
+    if invalid[0]:
+        print(
+            f"{invalid[0]} items could not be scored (features missing, of the wrong length, "
+            "or NaN/inf) and were ranked last with the padding score (the model was exported "
+            "with --invalid-items score-last)"
+        )
     return 0
 
 

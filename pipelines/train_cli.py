@@ -22,6 +22,8 @@ import sys
 
 from pipelines.cli_common import (
     add_lightgbm_options,
+    check_converted_data,
+    data_loss_message,
     format_metrics,
     make_parser,
     merge_settings,
@@ -235,14 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     skip = ("config", "quiet", "log_level", "no_export", "final_weights")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
     exported = None
+    import tensorflow as tf
+
     try:
         if _model_name(args) in GBDT_MODELS:
             if args.final_weights:
                 raise ValueError("--final-weights: for the neural models only")
             config = _gbdt_config(args, flags)
+            check_converted_data(config.data)
             metrics = train_gbdt(config)
         else:
             config = _neural_config(args, flags)
+            check_converted_data(config.data)
             # A live bar on terminals, one line per epoch in logs.
             verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
             worker = worker_role()
@@ -253,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
             exported = None if args.no_export else export_run(config.model_dir)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
+        return 1
+    except tf.errors.DataLossError as e:
+        print(f"tfr-train: error: {data_loss_message(config.data, e)}", file=sys.stderr)
         return 1
     splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
     print(format_metrics(splits, REPORTED))

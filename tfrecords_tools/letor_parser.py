@@ -66,7 +66,24 @@ class ParsedLines:
         return int(self.labels.shape[0])
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The smallest magnitude that rounds to infinity in float32: the largest float32
+# plus half its spacing (a tie rounds to the even mantissa, which is the infinity).
+# Below it a value rounds to a finite float32, as the fast path's cast does.
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def _int(text: bytes) -> int:
+    """``int()`` without Python's digit separators: ``1_000`` is not a LETOR number."""
+    if b"_" in text:
+        raise ValueError(text)
+    return int(text)
+
+
+def _float(text: bytes) -> float:
+    """``float()`` without Python's digit separators."""
+    if b"_" in text:
+        raise ValueError(text)
+    return float(text)
 
 
 def _strip(line: bytes) -> bytes:
@@ -76,13 +93,15 @@ def _strip(line: bytes) -> bytes:
 
 def _parse_label(token: bytes, path: str, line_no: int) -> int:
     try:
-        label = int(token)
+        label = _int(token)
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed label: expected a non-negative integer", token
         ) from None
     if label < 0:
         raise LetorFormatError(path, line_no, "label must be a non-negative integer", token)
+    if label >= 2**63:
+        raise LetorFormatError(path, line_no, "label does not fit in a 64-bit integer", token)
     return label
 
 
@@ -92,7 +111,7 @@ def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
             path, line_no, "missing qid: the second token must be 'qid:<integer>'", token
         )
     try:
-        qid = int(token[4:])
+        qid = _int(token[4:])
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed qid: expected 'qid:<integer>'", token
@@ -109,7 +128,7 @@ def _parse_feature(token: bytes, previous: int, num_features: int, path: str, li
             path, line_no, "malformed feature: expected '<index>:<value>'", token
         )
     try:
-        index = int(index_text)
+        index = _int(index_text)
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed feature index: expected a positive integer", token
@@ -127,12 +146,12 @@ def _parse_feature(token: bytes, previous: int, num_features: int, path: str, li
             path, line_no, f"feature index {index} follows {previous}: indices must increase", token
         )
     try:
-        value = float(value_text)
+        value = _float(value_text)
     except ValueError:
         raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
     if not math.isfinite(value):
         raise LetorFormatError(path, line_no, "feature value is NaN or infinite", token)
-    if abs(value) > _FLOAT32_MAX:
+    if abs(value) >= _FLOAT32_OVERFLOW:
         raise LetorFormatError(path, line_no, "feature value overflows float32", token)
     return index, value
 
@@ -303,6 +322,8 @@ def parse_dense_chunk(
         data += b"\n"  # pyarrow cannot read a lone line that lacks its newline
     if not _clean_separators(data, num_features, num_lines):
         return None
+    if b"x" in data or b"X" in data:
+        return None  # pyarrow reads '0x1A' as an integer; Python's int() does not
     table = _dense_table(data.translate(_COLON_TO_SPACE), num_features, use_threads)
     if table is None or table.num_rows != num_lines:
         return None
@@ -314,8 +335,8 @@ def parse_dense_chunk(
     # [d, n], filled feature by feature (float64 parsed, stored as float32, as the
     # reference parser does), then transposed to [n, d].
     values = np.empty((num_features, num_lines), dtype=np.float32)
-    # Values beyond float32 become inf here and send the chunk to the reference
-    # parser, which reports them.
+    # Values that overflow float32 become inf here and send the chunk to the
+    # reference parser, which reports them.
     with np.errstate(over="ignore"):
         for j in range(num_features):
             index = table.column(3 + 2 * j)

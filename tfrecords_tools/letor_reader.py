@@ -32,6 +32,7 @@ __all__ = [
     "group_bounds",
     "parse_block",
     "query_list",
+    "read_letor_file",
     "scan_letor_file",
 ]
 
@@ -290,24 +291,52 @@ def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
     )
 
 
+def read_letor_file(path: str) -> bytes:
+    """The whole content of a LETOR file, decompressed if it is gzip data.
+
+    Raises:
+      LetorFormatError: for truncated or corrupt gzip data, naming the line
+        where it broke off.
+    """
+    return b"".join(block.data for block in LetorFile(path).blocks())
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a plain or gzip file; gzip errors become LetorFormatError."""
+    number = 0
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+        try:
+            for line in stream:
+                number += 1
+                yield number, line
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            raise LetorFormatError(
+                path, number + 1, f"truncated or corrupt gzip data ({e})"
+            ) from None
+
+
 def scan_letor_file(path: str) -> tuple[int, int]:
     """Returns ``(max feature index, max label)`` from a quick pass over a file.
 
     Used only to size the output when the caller knows neither; tokens that do
     not parse are left for the validating pass to report.
+
+    Raises:
+      LetorFormatError: for truncated or corrupt gzip data.
     """
     max_index, max_label = 0, 0
-    opener = gzip.open if _is_gzip(path) else open
-    with opener(path, "rb") as f:
-        for raw in f:
-            content = raw.partition(b"#")[0].strip()
-            head, last = content.split(None, 1), content.rsplit(None, 1)
-            if len(head) < 2 or b":" not in last[-1]:
-                continue
-            try:
-                max_label = max(max_label, int(head[0]))
-                # Indices increase along a valid line, so the last one is its largest.
-                max_index = max(max_index, int(last[-1].partition(b":")[0]))
-            except ValueError:
-                continue
+    for _, raw in _lines(path):
+        content = raw.partition(b"#")[0].strip()
+        head, last = content.split(None, 1), content.rsplit(None, 1)
+        if len(head) < 2 or b":" not in last[-1]:
+            continue
+        try:
+            max_label = max(max_label, int(head[0]))
+            # Indices increase along a valid line, so the last one is its largest.
+            max_index = max(max_index, int(last[-1].partition(b":")[0]))
+        except ValueError:
+            continue
     return max_index, max_label

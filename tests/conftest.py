@@ -102,3 +102,15 @@ def trained(dataset, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("run")
     metrics = training.train(train_config(dataset, model_dir), verbose=0)
     return str(model_dir), metrics
+
+
+# Hypothesis profiles of the fuzz suites: the default run stays within about a
+# minute; `make test-all` sets HYPOTHESIS_PROFILE=long for many more examples.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("default", max_examples=150, derandomize=True)
+    _hypothesis_settings.register_profile("long", max_examples=2000)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # the fuzz suites skip themselves without Hypothesis
+    pass

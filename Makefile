@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-mq2008 test test-all lint bench-convert clean
+.PHONY: demo demo-mq2008 test test-all lint bench-convert docs-rejected clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -45,8 +45,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not slow"
 
+# Everything, with the fuzz suites' long Hypothesis profile (tests/conftest.py).
 test-all: $(STAMP)
-	$(BIN)/pytest
+	HYPOTHESIS_PROFILE=long $(BIN)/pytest
+
+# Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.
+docs-rejected: $(STAMP)
+	REWRITE_REJECTED_INPUTS=1 $(BIN)/pytest -q tests/test_rejected_inputs.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -89,7 +89,10 @@ def check_tfrecord_file(path: str, *, expected_records: int | None = None) -> in
             count, offset = number, end
     if expected_records is not None and count != expected_records:
         raise RecordFileError(
-            path, None, f"holds {count} records; its manifest lists {expected_records}"
+            path,
+            None,
+            f"holds {count} record{'' if count == 1 else 's'}; its manifest lists "
+            f"{expected_records}",
         )
     return count
 

@@ -194,7 +194,9 @@ class LetorFile:
                     data = stream.read(self.chunk_bytes)
                 except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
                     raise LetorFormatError(
-                        self.path, next_line, f"truncated or corrupt gzip data ({e})"
+                        self.path,
+                        next_line,
+                        f"truncated or corrupt gzip data at or after this line ({e})",
                     ) from None
                 self.bytes_read = hashing.bytes_read
                 if not data:
@@ -314,7 +316,7 @@ def _lines(path: str) -> Iterator[tuple[int, bytes]]:
                 yield number, line
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
             raise LetorFormatError(
-                path, number + 1, f"truncated or corrupt gzip data ({e})"
+                path, number + 1, f"truncated or corrupt gzip data at or after this line ({e})"
             ) from None
 
 

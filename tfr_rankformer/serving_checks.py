@@ -65,10 +65,9 @@ def dense_features(sparse: tf.SparseTensor, num_features: int) -> tf.Tensor:
     Items with another length than ``d`` are caught by the checks; this only
     keeps the tensor's shape what the model takes.
     """
-    kept = tf.sparse.retain(sparse, sparse.indices[:, 2] < num_features)
-    shape = tf.concat([sparse.dense_shape[:2], [num_features]], axis=0)
-    kept = tf.SparseTensor(kept.indices, kept.values, shape)
-    dense = tf.sparse.to_dense(kept)
+    dense = tf.sparse.to_dense(sparse)[:, :, :num_features]  # [B, L, W] -> [B, L, <= d]
+    missing = tf.maximum(num_features - tf.shape(dense)[2], 0)
+    dense = tf.pad(dense, [[0, 0], [0, 0], [0, missing]])  # -> [B, L, d]
     dense.set_shape([None, None, num_features])
     return dense
 
@@ -139,9 +138,17 @@ def checked_items(features, mask, lengths, *, num_features: int, policy: str):
     nonfinite = tf.logical_and(mask, tf.logical_and(tf.logical_not(bad_length), ~finite))
     if policy == "score-last":
         return _apply(features, mask, tf.logical_or(bad_length, nonfinite), policy, [])
+    # One assertion for both checks: the message (formatted only on failure)
+    # names the first item of the wrong length, else the first non-finite one.
     checks = [
-        _fail_if(bad_length, lambda p: _length_message(lengths, p, num_features)),
-        _fail_if(nonfinite, lambda p: _nonfinite_message(features, p)),
+        _fail_if(
+            tf.logical_or(bad_length, nonfinite),
+            lambda _: tf.cond(
+                tf.reduce_any(bad_length),
+                lambda: _length_message(lengths, tf.where(bad_length)[0], num_features),
+                lambda: _nonfinite_message(features, tf.where(nonfinite)[0]),
+            ),
+        )
     ]
     return _apply(features, mask, None, policy, checks)
 

@@ -22,7 +22,6 @@ import os
 import tensorflow as tf
 
 from tfr_rankformer import data, elwc_schema
-from tfr_rankformer.models import has_list_head
 from tfr_rankformer.runs import load_run
 
 __all__ = ["export_run", "save_servable", "next_version", "SIGNATURE_ELWC", "SIGNATURE_TENSORS"]
@@ -127,7 +126,7 @@ def export_run(model_dir: str, *, version: int | None = None) -> str:
         model,
         temporary,
         num_features=manifest["num_features"],
-        list_head=has_list_head(config.model),
+        list_head=config.uses_list_head,
         warmup=_sample_requests(config, manifest),
     )
     os.replace(temporary, path)

@@ -27,7 +27,7 @@ from pipelines.cli_common import make_parser
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
-from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
 
 __all__ = ["build_parser", "main"]
@@ -107,6 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-relevance",
         type=int,
         help="highest explicit label. Default: the dataset's, else the largest label in the files",
+    )
+    lists.add_argument(
+        "--duplicate-features",
+        choices=DUPLICATE_POLICIES,
+        help="a LETOR line that repeats a feature index: 'error', or keep the value that comes "
+        "'last' (what TF-Ranking's LibSVM reader does) or 'first'; such lines are counted in "
+        "the manifest. Features listed out of order are always accepted (sorted and counted). "
+        "Default: error",
     )
     lists.add_argument(
         "--normalize",

@@ -25,6 +25,7 @@ from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
@@ -79,6 +80,9 @@ class ConvertConfig:
       chunk_bytes: bytes parsed per block; bounds memory.
       workers: processes that parse blocks in parallel; ``None``: one per core
         (at most 4); 1 parses in the main process.
+      duplicate_features: a LETOR line that repeats a feature index is an error
+        (``"error"``), or keeps the value that comes ``"last"`` (TF-Ranking's
+        LibSVM reader) or ``"first"``; such lines are counted in the manifest.
     """
 
     input: str
@@ -102,6 +106,7 @@ class ConvertConfig:
     tfds_download: bool = False
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     workers: int | None = None
+    duplicate_features: str = "error"
 
     def __post_init__(self):
         if not self.input:
@@ -118,6 +123,11 @@ class ConvertConfig:
         require_positive_ints(
             self, "max_list_size", "num_features", "max_relevance", "workers", optional=True
         )
+        if self.duplicate_features not in DUPLICATE_POLICIES:
+            raise ValueError(
+                f"Unknown duplicate-feature policy {self.duplicate_features!r}; "
+                f"choose from {DUPLICATE_POLICIES}"
+            )
         if self.normalize not in NORMALIZATIONS:
             raise ValueError(
                 f"Unknown normalisation {self.normalize!r}; choose from {NORMALIZATIONS}"
@@ -223,7 +233,7 @@ class _FoldWriter:
             f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress
         )
         try:
-            stats, fast_items = write_letor_split(
+            stats, parsing = write_letor_split(
                 letor,
                 num_features=self.num_features,
                 target=target,
@@ -232,24 +242,41 @@ class _FoldWriter:
                 pool=self.pool,
                 window=self.window,
                 on_progress=bar,
+                duplicates=self.config.duplicate_features,
             )
         finally:
             bar.close()
-        if fast_items < stats.input_items:
+        if parsing.fast_items < stats.input_items:
             logger.info(
-                "%s: %d of %d items were not dense LETOR lines (sparse, irregular or "
-                "commented) and took the slower reference parser",
+                "%s: %d of %d items were not dense LETOR lines (sparse, unsorted, irregular "
+                "or commented) and took the slower reference parser",
                 path,
-                stats.input_items - fast_items,
+                stats.input_items - parsing.fast_items,
                 stats.input_items,
             )
+        log_reordered_lines(path, parsing.unsorted_lines, parsing.duplicate_lines)
         entry = {
             "path": input_path(letor.path, self.scratch),
             "sha256": letor.sha256,
             "bytes": letor.size_bytes,
             "lines": letor.num_lines,
+            "unsorted_feature_lines": parsing.unsorted_lines,
+            "duplicate_feature_lines": parsing.duplicate_lines,
         }
         return stats, entry
+
+
+def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
+    """Reports lines whose features were sorted or had a repeated index resolved."""
+    if unsorted:
+        logger.info("%s: %d line(s) listed their features out of order; sorted", path, unsorted)
+    if duplicates:
+        logger.warning(
+            "%s: %d line(s) repeated a feature index; one value of each was kept "
+            "(--duplicate-features)",
+            path,
+            duplicates,
+        )
 
 
 def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:

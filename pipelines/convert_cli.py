@@ -6,6 +6,12 @@ Examples::
     tfr-convert --input ../data/MQ2008 --output data/mq2008 --folds all
     tfr-convert --input tfds:mslr_web/30k_fold1 --output data/web30k_tfds
     tfr-convert --input synthetic --output data/synthetic --simulate-clicks
+    tfr-convert --input tfr_libsvm_dir --output data/libsvm --duplicate-features last
+
+    # TF-Ranking-style ELWC (files named train*/vali*/test* in a directory, a glob,
+    # or train=GLOB,vali=GLOB,test=GLOB):
+    tfr-convert --input elwc:tfr_data --elwc-features 'custom_features_{1..136}' \\
+        --elwc-label relevance --output data/from_elwc
 
     # On Apache Beam (pip install .[beam]); Beam pipeline options follow:
     tfr-convert --runner DirectRunner --input ../data/MQ2008 --output data/mq2008
@@ -29,6 +35,7 @@ from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
+from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +43,13 @@ logger = logging.getLogger("tfr-convert")
 
 # Flags whose values go into ClickConfig / SyntheticConfig rather than ConvertConfig.
 _CLICK_FLAGS = {f.name for f in dataclasses.fields(ClickConfig)}
+_ELWC_FLAGS = {
+    "elwc_features": "features",
+    "elwc_label": "label",
+    "elwc_context": "context",
+    "elwc_qid": "qid",
+    "elwc_missing_value": "missing_value",
+}
 _SYNTHETIC_FLAGS = {
     "synthetic_lists": "train_queries",
     "synthetic_list_size": "mean_list_size",
@@ -58,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
         f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
         "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
-        "WEB30K-shaped data with list-context effects)",
+        "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
+        "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
+        "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*)",
     )
     io.add_argument("--output", help="output directory (must not exist unless --overwrite)")
     io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
@@ -128,6 +144,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="train items sampled (reservoir) for the quantiles. Default: 100000",
     )
     lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
+
+    elwc = p.add_argument_group("ELWC input (--input elwc:...), one feature per name per item")
+    elwc.add_argument(
+        "--elwc-features",
+        metavar="LIST",
+        help="the item features to read, in order, comma-separated: names, globs "
+        "('custom_features_*', ordered by number) or ranges ('custom_features_{1..136}')",
+    )
+    elwc.add_argument(
+        "--elwc-label",
+        metavar="NAME",
+        help="item feature holding the graded label (float or int64). Default: relevance",
+    )
+    elwc.add_argument(
+        "--elwc-context",
+        metavar="LIST",
+        help="context features to copy into each output list's context, comma-separated "
+        "(lists that lack one are counted in the manifest)",
+    )
+    elwc.add_argument(
+        "--elwc-qid",
+        metavar="NAME",
+        help="int64 context feature holding the query id. Default: lists are numbered 1, 2, "
+        "... per split in file order",
+    )
+    elwc.add_argument(
+        "--elwc-missing-value",
+        type=float,
+        metavar="X",
+        help="value of an item feature a record lacks (counted in the manifest). Default: 0",
+    )
 
     sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
     sim.add_argument(
@@ -240,6 +287,10 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
     flags = {k: v for k, v in vars(args).items() if v is not None}
     clicks = dict(values.get("clicks") or {})
     synthetic = dict(values.get("synthetic") or {})
+    elwc = dict(values.get("elwc") or {})
+    for flag, field in _ELWC_FLAGS.items():
+        if flag in flags:
+            elwc[field] = flags.pop(flag)
     for name in _CLICK_FLAGS & flags.keys():
         clicks[name] = flags.pop(name)
     for flag, field in _SYNTHETIC_FLAGS.items():
@@ -260,6 +311,7 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
     values.update(flags)
     values["clicks"] = clicks
     values["synthetic"] = synthetic
+    values["elwc"] = elwc
     missing = [name for name in ("input", "output") if not values.get(name)]
     if missing:
         raise ValueError(f"missing {' and '.join('--' + m for m in missing)}")
@@ -315,7 +367,14 @@ def main(argv: list[str] | None = None) -> int:
             manifests = convert(config, progress=not args.no_progress)
         else:
             manifests = _convert_on_beam(args, config, beam_args)
-    except (LetorFormatError, DatasetNotFoundError, FileExistsError, ValueError, OSError) as e:
+    except (
+        LetorFormatError,
+        TFRecordFormatError,
+        DatasetNotFoundError,
+        FileExistsError,
+        ValueError,
+        OSError,
+    ) as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:

@@ -44,6 +44,7 @@ from tfrecords_tools.convert import (
 )
 from tfrecords_tools.convert import prepare_output as prepare_local_output
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
+from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NormalizationFitter, rounded
 from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
@@ -137,6 +138,8 @@ def _resolve(config: BeamConfig, scratch: str) -> tuple[Source, dict]:
         source = Source("files", None, {None: patterns}, None, None)
         return source, {None: {split: _match(p, split) for split, p in patterns.items()}}
     c = config.convert
+    if c.input.startswith(ELWC_PREFIX):
+        raise ValueError("--runner reads LETOR files; convert an elwc: input without --runner")
     source = resolve_source(
         c.input, data_dir=c.data_dir, scratch=scratch, synthetic=c.synthetic, tfds_download=False
     )

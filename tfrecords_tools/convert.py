@@ -25,6 +25,7 @@ from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
+from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
@@ -55,7 +56,8 @@ class ConvertConfig:
     """Settings of one conversion.
 
     Attributes:
-      input: a LETOR directory, a known dataset name, ``tfds:NAME`` or ``synthetic``.
+      input: a LETOR directory, a known dataset name, ``tfds:NAME``, ``elwc:FILES``
+        (TF-Ranking-style ELWC, see ``elwc_input``) or ``synthetic``.
       output: the output directory.
       data_dir: where known dataset names (and TFDS data) are looked up, before
         ``$TFR_DATA_DIR`` and the working directory.
@@ -83,6 +85,7 @@ class ConvertConfig:
       duplicate_features: a LETOR line that repeats a feature index is an error
         (``"error"``), or keeps the value that comes ``"last"`` (TF-Ranking's
         LibSVM reader) or ``"first"``; such lines are counted in the manifest.
+      elwc: how an ``elwc:`` input is read (features, label, context, qid).
     """
 
     input: str
@@ -107,10 +110,13 @@ class ConvertConfig:
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     workers: int | None = None
     duplicate_features: str = "error"
+    elwc: ElwcConfig = ElwcConfig()
 
     def __post_init__(self):
         if not self.input:
-            raise ValueError("`input` must name a directory, a dataset, tfds:NAME or synthetic")
+            raise ValueError(
+                "`input` must name a directory, a dataset, tfds:NAME, elwc:FILES or synthetic"
+            )
         if not self.output:
             raise ValueError("`output` must be a directory path")
         if self.fold is not None and (self.fold < 1 or self.all_folds):
@@ -134,11 +140,14 @@ class ConvertConfig:
             )
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        # Tuples as JSON lists, so the returned manifest equals the one read back.
+        out["elwc"] = {k: list(v) if isinstance(v, tuple) else v for k, v in out["elwc"].items()}
+        return out
 
     @classmethod
     def from_json(cls, values: dict) -> ConvertConfig:
-        nested = {"clicks": ClickConfig, "synthetic": SyntheticConfig}
+        nested = {"clicks": ClickConfig, "synthetic": SyntheticConfig, "elwc": ElwcConfig}
         return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
@@ -205,6 +214,16 @@ class _FoldWriter:
                     fitter=fitter,
                 )
                 entry_input = source.tfds.describe(split)
+            elif source.kind == "elwc":
+                stats = write_query_lists(
+                    source.elwc.lists(split),
+                    num_features=self.num_features,
+                    where=source.dataset,
+                    target=target,
+                    policy=self.policy,
+                    fitter=fitter,
+                )
+                entry_input = source.elwc.describe(split)
             else:
                 stats, entry_input = self._letor(file, target, fitter)
         finally:
@@ -285,6 +304,12 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
     from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
     num_features, max_relevance = sizes
+    names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
+    context = {QID: {"dtype": "int64", "shape": [1]}}
+    if source.kind == "elwc":
+        for name in config.elwc.context:
+            dtype = source.elwc.context_types.get(name)
+            context[name] = {"dtype": dtype, "copied_from_input": True}
     return {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
@@ -295,11 +320,11 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
             "fold": fold,
         },
         "num_features": num_features,
-        "feature_names": [f"feature_{i}" for i in range(1, num_features + 1)],
+        "feature_names": names,
         "max_relevance": max_relevance,
         "label_kind": "simulated_implicit" if config.simulate_clicks else "explicit",
         "elwc": {
-            "context": {QID: {"dtype": "int64", "shape": [1]}},
+            "context": context,
             "examples": {
                 FEATURES: {"dtype": "float32", "shape": [num_features], "values": "raw"},
                 LABEL: {"dtype": "float32", "shape": [1]},
@@ -338,8 +363,9 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
       FileExistsError: ``output`` exists and ``overwrite`` is off.
     """
     final, scratch = prepare_output(config)
-    # TFDS inputs are read through tf.data; only LETOR text uses parsing workers.
-    workers = 1 if config.input.startswith("tfds:") else config.workers or default_workers()
+    # Only LETOR text uses parsing workers.
+    reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
+    workers = (config.workers or default_workers()) if reads_letor else 1
     try:
         # Entered first: the workers are forked before any thread starts.
         with parse_workers(workers) as (pool, workers):
@@ -363,6 +389,8 @@ def _convert_folds(
         scratch=scratch,
         synthetic=config.synthetic,
         tfds_download=config.tfds_download,
+        elwc=config.elwc,
+        max_relevance=config.max_relevance,
     )
     folds = select_folds(source, fold=config.fold, all_folds=config.all_folds)
     sizes = dataset_sizes(

@@ -46,14 +46,17 @@ class QueryList:
       qid: the query id.
       labels: ``[n]`` int64 labels from the file.
       features: ``[n, d]`` float32 raw features.
-      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS input,
-        positions in the split).
+      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS and
+        ELWC input, positions in the split).
+      context: further context features to write with the list, as a
+        serialised ``tf.train.Features`` (ELWC input carries them over).
     """
 
     qid: int
     labels: np.ndarray
     features: np.ndarray
     line_numbers: np.ndarray
+    context: bytes = b""
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -68,6 +71,7 @@ class QueryList:
             np.concatenate([p.labels for p in pieces]),
             np.concatenate([p.features for p in pieces]),
             np.concatenate([p.line_numbers for p in pieces]),
+            pieces[0].context,
         )
 
 

@@ -30,6 +30,7 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
@@ -265,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level",
     )
+    add_verbose_flag(out)
     return p
 
 
@@ -304,7 +306,7 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
         flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
     if flags.pop("folds", None) == "all":
         values["all_folds"] = True
-    for name in ("config", "no_progress", "log_level", *_BEAM_FLAGS):
+    for name in ("config", "no_progress", "log_level", "verbose", *_BEAM_FLAGS):
         flags.pop(name, None)
     if args.train_files and not values.get("input") and "input" not in flags:
         flags["input"] = "files"
@@ -360,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     if args.runner is None:
         _check_local_only(parser, args, beam_args)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = _settings(args)

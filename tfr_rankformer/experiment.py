@@ -31,6 +31,7 @@ import shutil
 import time
 
 from tfr_rankformer import data, gbdt
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.models import MODELS, ModelConfig
 from tfr_rankformer.training import TrainConfig, train
@@ -153,7 +154,7 @@ class ExperimentConfig:
 
     dataset: str
     output: str
-    models: str = "gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=0.25,rankformer:alpha=1"
+    models: str = DEFAULT_EXPERIMENT_MODELS
     folds: str = "1-5"
     seeds: int = 1
     epochs: int | None = None

@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from tfr_rankformer.command_names import LOSS_SUMMARIES
+
 __all__ = [
     "OrdinalListLoss",
     "PerListLoss",
@@ -186,31 +188,30 @@ class ScoreLoss:
 SCORE_LOSSES = {
     "softmax": ScoreLoss(
         lambda _: PerListLoss(_tfr().SoftmaxLoss(name="softmax_loss")),
-        summary="ListNet's softmax cross-entropy -y^T log softmax(s) (TF-Ranking SoftmaxLoss)",
+        summary=LOSS_SUMMARIES["softmax"],
     ),
     "ordinal": ScoreLoss(
         lambda k: PerListLoss(_tfr().OrdinalLoss(name="ordinal_loss", ordinal_size=k)),
         output="item_levels",
-        summary="one sigmoid per label level, score = sum of the level probabilities "
-        "(TF-Ranking OrdinalLoss)",
+        summary=LOSS_SUMMARIES["ordinal"],
     ),
     "approx_ndcg": ScoreLoss(
         lambda _: PerListLoss(_tfr().ApproxNDCGLoss(name="approx_ndcg_loss")),
-        summary="ApproxNDCG, NDCG with smoothed ranks (TF-Ranking ApproxNDCGLoss)",
+        summary=LOSS_SUMMARIES["approx_ndcg"],
     ),
     "listmle": ScoreLoss(
         lambda _: PerListLoss(_tfr().ListMLELoss(name="listmle_loss")),
-        summary="ListMLE, likelihood of the ideal permutation (TF-Ranking ListMLELoss)",
+        summary=LOSS_SUMMARIES["listmle"],
     ),
     "ranknet": ScoreLoss(
         lambda _: PerListLoss(_tfr().PairwiseLogisticLoss(name="ranknet_loss")),
-        summary="RankNet, pairwise logistic (TF-Ranking PairwiseLogisticLoss)",
+        summary=LOSS_SUMMARIES["ranknet"],
     ),
     "lambdarank": ScoreLoss(
         lambda _: PerListLoss(
             _tfr().PairwiseLogisticLoss(name="lambdarank_loss", lambda_weight=_lambdarank_weights())
         ),
-        summary="LambdaRank, pairwise logistic with NDCG swap weights",
+        summary=LOSS_SUMMARIES["lambdarank"],
     ),
     "ndcg_loss2pp": ScoreLoss(
         lambda _: PerListLoss(
@@ -218,11 +219,11 @@ SCORE_LOSSES = {
                 name="ndcg_loss2pp_loss", lambda_weight=_ndcg_loss2pp_weights(mu=10.0)
             )
         ),
-        summary="LambdaLoss NDCG-Loss2++ with mu = 10, pairwise logistic",
+        summary=LOSS_SUMMARIES["ndcg_loss2pp"],
     ),
     "rmse": ScoreLoss(
         lambda k: ScaledSigmoidRMSE(k),
-        summary="RMSE of max_label * sigmoid(score) against the labels, per list",
+        summary=LOSS_SUMMARIES["rmse"],
     ),
 }
 

@@ -16,7 +16,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 
 __all__ = ["build_parser", "main"]
 
@@ -53,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tag", default="tfr-rankformer", help="the run tag of TREC output")
     p.add_argument("--batch-size", type=int, default=256, help="lists per model call")
+    p.add_argument(
+        "--duplicate-features",
+        choices=DUPLICATE_POLICIES,
+        default="error",
+        help="a LETOR line that repeats a feature index: 'error', or keep the 'last' value "
+        "(TF-Ranking's LibSVM reader) or the 'first'. Features in any order are accepted. "
+        "Default: error",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_verbose_flag(p)
     return p
@@ -93,11 +101,15 @@ def _lists(args) -> tuple[str, object]:
         booster = load_booster(args.model)
         path = os.path.join(args.model, "model.txt")
         if files is None:
-            return path, score_letor_gbdt(booster, args.input, batch_size=args.batch_size)
+            return path, score_letor_gbdt(
+                booster, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+            )
         return path, score_elwc_gbdt(booster, files, batch_size=args.batch_size)
     export = resolve_export(args.model)
     if files is None:
-        return export, score_letor(export, args.input, batch_size=args.batch_size)
+        return export, score_letor(
+            export, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+        )
     return export, score_elwc(export, files, batch_size=args.batch_size)
 
 

@@ -145,6 +145,15 @@ def test_rankformer_trains_on_converted_elwc(converted, tmp_path):
     assert np.isfinite(metrics["test"]["ndcg_r@10"])
 
 
+def test_gbdt_trains_on_converted_elwc(converted, tmp_path):
+    model_dir = tmp_path / "gbdt"
+    flags = ["--model", "gbdt-1k", "--data", str(converted), "--model-dir", str(model_dir)]
+    flags += ["--trees", "5", "--lgb-param", "min_data_in_leaf=2", "--num-threads", "1"]
+    assert train_main(flags) == 0
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert np.isfinite(metrics["test"]["ndcg_r@10"])
+
+
 def test_explicit_splits_and_a_range(elwc_dir, tmp_path):
     root, expected = elwc_dir
     out = tmp_path / "data"
@@ -260,3 +269,13 @@ def test_feature_patterns_and_split_names(tmp_path):
     with pytest.raises(DatasetNotFoundError, match="notes.txt matches"):
         elwc_split_files(f"elwc:{tmp_path}/*")
     assert ElwcConfig(features="a, b", context="c").features == ("a", "b")
+
+
+def test_beam_runner_refuses_elwc_input(elwc_dir, tmp_path, capsys):
+    pytest.importorskip("apache_beam")
+    root, _ = elwc_dir
+    flags = ["--input", f"elwc:{root}", "--output", str(tmp_path / "out"), "--no-progress"]
+    flags += ["--elwc-features", FEATURES, "--runner", "DirectRunner"]
+    assert convert_main(flags) == 1
+    assert "convert an elwc: input without --runner" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -24,7 +24,13 @@ import re
 
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 
-__all__ = ["ElwcConfig", "ELWC_PREFIX", "elwc_split_files", "resolve_feature_names"]
+__all__ = [
+    "ElwcConfig",
+    "ELWC_PREFIX",
+    "NO_FEATURES_MESSAGE",
+    "elwc_split_files",
+    "resolve_feature_names",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,10 @@ _SPLIT_PREFIXES = (
     ("vali", "vali"),
     ("eval", "vali"),
     ("test", "test"),
+)
+NO_FEATURES_MESSAGE = (
+    "an elwc: input needs --elwc-features: the item features to read, e.g. "
+    "'custom_features_*' or 'custom_features_{1..136}'"
 )
 _RANGE = re.compile(r"(.*)\{(\d+)\.\.(\d+)\}(.*)")
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -96,10 +106,7 @@ def resolve_feature_names(patterns: tuple[str, ...], available: set[str]) -> lis
       ValueError: no features, a glob that matches nothing, or a name given twice.
     """
     if not patterns:
-        raise ValueError(
-            "an elwc: input needs --elwc-features: the item features to read, e.g. "
-            "'custom_features_*' or 'custom_features_{1..136}'"
-        )
+        raise ValueError(NO_FEATURES_MESSAGE)
     names: list[str] = []
     for pattern in patterns:
         ranged = _RANGE.fullmatch(pattern)

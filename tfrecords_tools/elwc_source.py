@@ -22,7 +22,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tfrecords_tools.elwc_input import ElwcConfig, elwc_split_files, resolve_feature_names
+from tfrecords_tools.elwc_input import (
+    NO_FEATURES_MESSAGE,
+    ElwcConfig,
+    elwc_split_files,
+    resolve_feature_names,
+)
 from tfrecords_tools.letor_parser import LetorFormatError
 from tfrecords_tools.letor_reader import QueryList
 from tfrecords_tools.tfrecord_reader import TFRecordFile
@@ -125,6 +130,8 @@ class ElwcSource:
 
     def __init__(self, spec: str, config: ElwcConfig, *, max_relevance: int | None):
         self.spec, self.config = spec, config
+        if not config.features:
+            raise ValueError(NO_FEATURES_MESSAGE)  # before reading any file
         self.files = elwc_split_files(spec)
         self.splits = {split: split for split in self.files}
         self._pb = _proto_classes()

@@ -15,11 +15,10 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS as _DEFAULT_MODELS
 
 __all__ = ["build_parser", "main"]
-
-_DEFAULT_MODELS = ExperimentConfig.__dataclass_fields__["models"].default
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,12 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+
     try:
         config = ExperimentConfig(
             dataset=args.dataset,

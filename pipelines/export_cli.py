@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.export import export_run
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 
 __all__ = ["build_parser", "main"]
 
@@ -32,11 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--version", type=int, help="version number. Default: one more than the highest existing"
     )
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
+    from tfr_rankformer.export import export_run
+
     try:
         path = export_run(args.model_dir, version=args.version)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:

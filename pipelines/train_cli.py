@@ -27,18 +27,16 @@ from pipelines.cli_common import (
     merge_settings,
     parse_lgb_params,
 )
-from tfr_rankformer.export import export_run
-from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
-from tfr_rankformer.initializers import INITIALIZATIONS
-from tfr_rankformer.losses import LOSS_SCALINGS, SCORE_LOSSES
-from tfr_rankformer.models import MODELS
-from tfr_rankformer.multi_worker import worker_role
-from tfr_rankformer.training import (
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import (
+    GBDT_MODELS,
+    INITIALIZATIONS,
     KEEP_WEIGHTS,
+    LOSS_SCALINGS,
+    LOSS_SUMMARIES,
     LR_SCHEDULES,
+    MODEL_NAMES,
     OPTIMIZERS,
-    TrainConfig,
-    train,
 )
 
 __all__ = ["build_parser", "main", "REPORTED"]
@@ -72,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--model",
-        choices=sorted(MODELS) + sorted(GBDT_MODELS),
+        choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
         "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
         "self-attention ranker), listformer (global-local attention, RankFormer heads), or a "
@@ -113,9 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--loss",
-        choices=sorted(SCORE_LOSSES),
+        choices=sorted(LOSS_SUMMARIES),
         help="item-score loss: "
-        + "; ".join(f"{name}: {loss.summary}" for name, loss in SCORE_LOSSES.items())
+        + "; ".join(f"{name}: {summary}" for name, summary in LOSS_SUMMARIES.items())
         + ". Default: softmax",
     )
     p.add_argument(
@@ -275,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
@@ -282,8 +281,10 @@ _GBDT_FLAGS = ("trees", "early_stopping_rounds", "num_threads", "lgb_param")
 _SHARED_FLAGS = ("model", "data", "model_dir", "seed", "include_empty_lists")
 
 
-def _gbdt_config(args, flags: dict) -> GBDTConfig:
-    """The GBDT run's settings; neural-only flags are refused rather than ignored."""
+def _gbdt_config(args, flags: dict):
+    """The GBDT run's ``GBDTConfig``; neural-only flags are refused rather than ignored."""
+    from tfr_rankformer.gbdt import GBDTConfig
+
     ignored = [
         "--" + k.replace("_", "-")
         for k, v in flags.items()
@@ -301,7 +302,10 @@ def _gbdt_config(args, flags: dict) -> GBDTConfig:
     return GBDTConfig.from_json({**values, "params": params})
 
 
-def _neural_config(args, flags: dict) -> TrainConfig:
+def _neural_config(args, flags: dict):
+    """The neural run's ``TrainConfig``."""
+    from tfr_rankformer.training import TrainConfig
+
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
@@ -321,8 +325,14 @@ def _model_name(args) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    skip = ("config", "quiet", "log_level", "no_export", "final_weights")
+    from tfr_rankformer.export import export_run
+    from tfr_rankformer.gbdt import train_gbdt
+    from tfr_rankformer.multi_worker import worker_role
+    from tfr_rankformer.training import train
+
+    skip = ("config", "quiet", "log_level", "no_export", "final_weights", "verbose")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
     exported = None
     try:

@@ -31,6 +31,7 @@ import shutil
 import time
 
 from tfr_rankformer import data, gbdt
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.models import MODELS, ModelConfig
 from tfr_rankformer.training import TrainConfig, train
@@ -155,8 +156,7 @@ class ExperimentConfig:
 
     dataset: str
     output: str
-    # alpha on tfr-train's (the released code's) scale: 1 and 4 are the paper's 0.25 and 1.
-    models: str = "gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=1,rankformer:alpha=4"
+    models: str = DEFAULT_EXPERIMENT_MODELS
     folds: str = "1-5"
     seeds: int = 1
     epochs: int | None = None

@@ -19,9 +19,9 @@ import math
 
 import tensorflow as tf
 
-__all__ = ["INITIALIZATIONS", "check_init", "dense", "kernel_initializer", "bias_initializer"]
+from tfr_rankformer.command_names import INITIALIZATIONS
 
-INITIALIZATIONS = ("pytorch", "keras")
+__all__ = ["INITIALIZATIONS", "check_init", "dense", "kernel_initializer", "bias_initializer"]
 
 
 def check_init(init: str) -> str:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from tfr_rankformer.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
+
 __all__ = [
     "LOSS_SCALINGS",
     "ListAverage",
@@ -41,8 +43,6 @@ __all__ = [
     "get_score_loss",
     "check_scaling",
 ]
-
-LOSS_SCALINGS = ("released", "paper")
 
 _serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 
@@ -334,38 +334,35 @@ def _tfr_loss(class_name: str, **kwargs) -> Callable[[int], tf.keras.losses.Loss
 SCORE_LOSSES = {
     "softmax": ScoreLoss(
         _tfr_loss("SoftmaxLoss", name="softmax_loss"),
-        summary="softmax cross-entropy with the labels as target, -y^T log softmax(s) "
-        "(TF-Ranking SoftmaxLoss; the RankFormer's)",
+        summary=LOSS_SUMMARIES["softmax"],
     ),
     "listnet": ScoreLoss(
         lambda _: ListNetLoss(),
-        summary="ListNet, softmax cross-entropy with the labels' softmax as target, "
-        "-softmax(y)^T log softmax(s) (allRank's listNet)",
+        summary=LOSS_SUMMARIES["listnet"],
     ),
     "ordinal": ScoreLoss(
         lambda k: PerListLoss(_tfr().OrdinalLoss(name="ordinal_loss", ordinal_size=k)),
         output="item_levels",
-        summary="one sigmoid per label level, score = sum of the level probabilities "
-        "(TF-Ranking OrdinalLoss)",
+        summary=LOSS_SUMMARIES["ordinal"],
     ),
     "approx_ndcg": ScoreLoss(
         _tfr_loss("ApproxNDCGLoss", name="approx_ndcg_loss"),
         item_sum=False,
-        summary="ApproxNDCG, NDCG with smoothed ranks (TF-Ranking ApproxNDCGLoss)",
+        summary=LOSS_SUMMARIES["approx_ndcg"],
     ),
     "listmle": ScoreLoss(
         _tfr_loss("ListMLELoss", name="listmle_loss"),
-        summary="ListMLE, likelihood of the ideal permutation (TF-Ranking ListMLELoss)",
+        summary=LOSS_SUMMARIES["listmle"],
     ),
     "ranknet": ScoreLoss(
         _tfr_loss("PairwiseLogisticLoss", name="ranknet_loss"),
-        summary="RankNet, pairwise logistic (TF-Ranking PairwiseLogisticLoss)",
+        summary=LOSS_SUMMARIES["ranknet"],
     ),
     "lambdarank": ScoreLoss(
         lambda _: PerListLoss(
             _tfr().PairwiseLogisticLoss(name="lambdarank_loss", lambda_weight=_lambdarank_weights())
         ),
-        summary="LambdaRank, pairwise logistic with NDCG swap weights",
+        summary=LOSS_SUMMARIES["lambdarank"],
     ),
     "ndcg_loss2pp": ScoreLoss(
         lambda _: PerListLoss(
@@ -373,12 +370,12 @@ SCORE_LOSSES = {
                 name="ndcg_loss2pp_loss", lambda_weight=_ndcg_loss2pp_weights(mu=10.0)
             )
         ),
-        summary="LambdaLoss NDCG-Loss2++ with mu = 10, pairwise logistic",
+        summary=LOSS_SUMMARIES["ndcg_loss2pp"],
     ),
     "rmse": ScoreLoss(
         lambda k: ScaledSigmoidRMSE(k),
         item_sum=False,
-        summary="RMSE of max_label * sigmoid(score) against the labels, per list",
+        summary=LOSS_SUMMARIES["rmse"],
     ),
 }
 

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data
+from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, check_scaling, get_score_loss
@@ -63,10 +64,6 @@ METRICS_NAME = "metrics.json"
 HISTORY_NAME = "history.csv"
 BACKUP_NAME = "backup"
 
-
-LR_SCHEDULES = ("epoch_inverse_sqrt", "step_inverse_sqrt", "step_decay")
-OPTIMIZERS = ("adamw", "adam")
-KEEP_WEIGHTS = ("best", "last")
 
 # Settings whose default depends on the model: the RankFormer family follows the
 # authors' released code; context_aware follows allRank's published

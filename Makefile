@@ -18,8 +18,8 @@ $(STAMP): setup.py
 # evaluate four models, export the RankFormer and score a file through it.
 # 2,000 generated lists are about the fewest on which the RankFormer learns the
 # data's list-context effect in a few epochs.
-DEMO_MODELS := gbdt-1k,mlp,rankformer:alpha=0,rankformer:alpha=0.25
-DEMO_RUN = $(1)/runs/rankformer_alpha=0.25/Fold1/seed0
+DEMO_MODELS := gbdt-1k,mlp,rankformer:alpha=0,rankformer:alpha=1
+DEMO_RUN = $(1)/runs/rankformer_alpha=1/Fold1/seed0
 MQ2008_DIR := $(firstword $(wildcard ../shared/data/MQ2008 $(TFR_DATA_DIR)/MQ2008))
 
 demo: $(STAMP)

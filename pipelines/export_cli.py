@@ -13,8 +13,8 @@ import argparse
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.export import export_run
-from tfr_rankformer.serving_checks import INVALID_ITEM_POLICIES
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
 
 __all__ = ["build_parser", "main"]
 
@@ -47,11 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
         "'score-last' gives such items the padding score (-1e9, ranked last) and adds an "
         "'invalid_items' [batch, list] output. Default: reject",
     )
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
+    from tfr_rankformer.export import export_run
+
     try:
         path = export_run(args.model_dir, version=args.version, invalid_items=args.invalid_items)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:

@@ -29,7 +29,6 @@ import os
 import tensorflow as tf
 
 from tfr_rankformer import data, elwc_schema, serving_checks
-from tfr_rankformer.models import has_list_head
 from tfr_rankformer.runs import load_run
 
 __all__ = [
@@ -167,7 +166,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
         model,
         temporary,
         num_features=manifest["num_features"],
-        list_head=has_list_head(config.model),
+        list_head=config.uses_list_head,
         warmup=_sample_requests(config, manifest),
         invalid_items=invalid_items,
     )

@@ -85,13 +85,21 @@ def resolve_export(path: str) -> str:
     return os.path.join(export, str(versions[-1]))
 
 
-def _letor_lists(path: str, num_features: int) -> Iterator[tuple[int, list[str], np.ndarray]]:
-    """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file."""
+def _letor_lists(
+    path: str, num_features: int, duplicates: str
+) -> Iterator[tuple[int, list[str], np.ndarray]]:
+    """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file.
+
+    Features may come in any order; a repeated index follows ``duplicates``
+    (``letor_parser.DUPLICATE_POLICIES``).
+    """
     from tfrecords_tools.letor_parser import parse_letor_lines
     from tfrecords_tools.letor_reader import group_bounds, read_letor_file
 
     lines = read_letor_file(path).split(b"\n")
-    parsed = parse_letor_lines(lines, num_features=num_features, path=path, first_line=1)
+    parsed = parse_letor_lines(
+        lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates
+    )
     docids = []
     for number in parsed.line_numbers:
         found = _DOCID.search(lines[number - 1].partition(b"#")[2])
@@ -117,11 +125,17 @@ def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarra
     return scores, probs
 
 
-def score_letor(export: str, path: str, *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores every list of a LETOR text file (plain or ``.gz``)."""
+def score_letor(
+    export: str, path: str, *, batch_size: int = 256, duplicates: str = "error"
+) -> Iterator[ScoredList]:
+    """Scores every list of a LETOR text file (plain or ``.gz``).
+
+    ``duplicates`` says what a repeated feature index on a line gives (see
+    ``letor_parser.DUPLICATE_POLICIES``).
+    """
     signature = tf.saved_model.load(export).signatures[SIGNATURE_TENSORS]
     num_features = signature.structured_input_signature[1]["features"].shape[-1]
-    for batch in _batches(_letor_lists(path, num_features), batch_size):
+    for batch in _batches(_letor_lists(path, num_features, duplicates), batch_size):
         width = max(len(docids) for _, docids, _ in batch)
         features = np.zeros((len(batch), width, num_features), np.float32)
         mask = np.zeros((len(batch), width), bool)
@@ -196,9 +210,11 @@ def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
         yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
 
 
-def score_letor_gbdt(booster, path: str, *, batch_size: int = 256) -> Iterator[ScoredList]:
+def score_letor_gbdt(
+    booster, path: str, *, batch_size: int = 256, duplicates: str = "error"
+) -> Iterator[ScoredList]:
     """Scores every list of a LETOR text file with a LightGBM booster."""
-    for batch in _batches(_letor_lists(path, booster.num_feature()), batch_size):
+    for batch in _batches(_letor_lists(path, booster.num_feature(), duplicates), batch_size):
         yield from _gbdt_lists(booster, batch)
 
 

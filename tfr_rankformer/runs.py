@@ -11,14 +11,13 @@ from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import evaluate_model
 from tfr_rankformer.list_arrays import read_split
-from tfr_rankformer.models import build_model
 from tfr_rankformer.record_checks import check_split_files
 from tfr_rankformer.training import (
     BEST_WEIGHTS,
     CONFIG_NAME,
     METRICS_NAME,
     TrainConfig,
-    item_levels,
+    build_run_model,
 )
 
 __all__ = ["load_run", "evaluate_run"]
@@ -43,13 +42,7 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
     manifest = data.load_manifest(config.data)
-    model = build_model(
-        config.model,
-        manifest,
-        config.architecture,
-        data.label_levels(manifest),
-        item_levels=item_levels(config, manifest),
-    )
+    model = build_run_model(config, manifest)
     try:
         # Every variable of the model must come from the checkpoint: a mismatch
         # (a run saved by a different model structure) must not pass silently.

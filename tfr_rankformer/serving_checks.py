@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
+
 __all__ = [
     "INVALID_ITEM_POLICIES",
     "MESSAGE_PREFIX",
@@ -32,7 +34,6 @@ __all__ = [
     "checked_tensors",
 ]
 
-INVALID_ITEM_POLICIES = ("reject", "score-last")
 MESSAGE_PREFIX = "invalid input: "
 _FIELD = "features"
 

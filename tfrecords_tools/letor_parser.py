@@ -92,6 +92,7 @@ def _float(text: bytes) -> float:
         raise ValueError(text)
     return float(text)
 
+
 # What a line that repeats a feature index gives: an error, or the value that
 # comes last (TF-Ranking's LibSVM reader) or first on the line.
 DUPLICATE_POLICIES = ("error", "last", "first")

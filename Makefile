@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-mq2008 test test-all lint bench-convert clean
+.PHONY: demo demo-mq2008 test test-all lint bench-convert docs-rejected clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,8 @@ $(STAMP): setup.py
 # evaluate four models, export the RankFormer and score a file through it.
 # 2,000 generated lists are about the fewest on which the RankFormer learns the
 # data's list-context effect in a few epochs.
-DEMO_MODELS := gbdt,mlp,rankformer:alpha=0,rankformer:alpha=0.25
-DEMO_RUN = $(1)/runs/rankformer_alpha=0.25/Fold1/seed0
+DEMO_MODELS := gbdt,mlp,rankformer:alpha=0,rankformer:alpha=1
+DEMO_RUN = $(1)/runs/rankformer_alpha=1/Fold1/seed0
 MQ2008_DIR := $(firstword $(wildcard ../shared/data/MQ2008 $(TFR_DATA_DIR)/MQ2008))
 
 demo: $(STAMP)
@@ -45,8 +45,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not slow"
 
+# Everything, with the fuzz suites' long Hypothesis profile (tests/conftest.py).
 test-all: $(STAMP)
-	$(BIN)/pytest
+	HYPOTHESIS_PROFILE=long $(BIN)/pytest
+
+# Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.
+docs-rejected: $(STAMP)
+	REWRITE_REJECTED_INPUTS=1 $(BIN)/pytest -q tests/test_rejected_inputs.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

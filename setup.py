@@ -17,6 +17,9 @@ and PyYAML, none of which moves numpy or protobuf), and the importance plot
 uses its PED-ANOVA evaluator, which needs no scikit-learn. Python 3.9 to
 3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
 
+The ``dev`` extra adds Hypothesis for the fuzz suite (``tests/test_fuzz_*.py``):
+generated LETOR files and ELWC requests; it is pure Python and moves no pin.
+
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
 Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
 alone could let pip move protobuf past what TensorFlow 2.15 and
@@ -44,7 +47,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "dev": ["pytest>=7", "ruff>=0.5", "scikit-learn>=1.3,<1.8"],
+    "dev": ["pytest>=7", "ruff>=0.5", "scikit-learn>=1.3,<1.8", "hypothesis>=6.100,<7"],
     "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
 }
 

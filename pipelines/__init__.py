@@ -1,8 +1,7 @@
-"""The programs users run: thin command lines over the library, and benchmarks."""
+"""The programs users run: thin command lines over the library, and benchmarks.
 
-import os
-
-# TensorFlow's C++ start-up notices hide the commands' own output; errors still show.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+Each command sets TensorFlow's log level in its ``main`` before TensorFlow is
+imported (see ``tf_log_level``), so that ``--verbose`` can keep it.
+"""
 
 __all__: list[str] = []

@@ -1,4 +1,5 @@
-"""Pieces the command lines share: JSON settings with flag overrides, metric tables."""
+"""Pieces the command lines share: JSON settings with flag overrides, metric tables, the
+data checks run before reading a converted dataset."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ __all__ = [
     "format_metrics",
     "add_lightgbm_options",
     "parse_lgb_params",
+    "check_converted_data",
+    "data_loss_message",
 ]
 
 
@@ -96,3 +99,23 @@ def parse_lgb_params(pairs: list[str] | None) -> dict:
         except json.JSONDecodeError:
             params[key.strip()] = value
     return params
+
+
+def check_converted_data(data_dir: str, splits: list[str] | None = None) -> None:
+    """Checks a converted dataset before a command reads it: its manifest parses and
+    every shard of ``splits`` (default: all) is whole, with the manifest's record count.
+
+    Raises:
+      ValueError: naming the file (and line, or record) at fault.
+      FileNotFoundError: no manifest, or a shard it lists is missing.
+    """
+    from tfr_rankformer.data import load_manifest
+    from tfr_rankformer.record_checks import check_split_files
+
+    check_split_files(data_dir, load_manifest(data_dir), splits)
+
+
+def data_loss_message(data_dir: str, error) -> str:
+    """One line for a ``tf.errors.DataLossError`` met while reading ``data_dir``'s shards
+    (a shard changed after the checks); tf.data does not name the file."""
+    return f"{data_dir}: corrupt or truncated TFRecord data ({error.message.strip()})"

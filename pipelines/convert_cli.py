@@ -6,6 +6,12 @@ Examples::
     tfr-convert --input ../data/MQ2008 --output data/mq2008 --folds all
     tfr-convert --input tfds:mslr_web/30k_fold1 --output data/web30k_tfds
     tfr-convert --input synthetic --output data/synthetic --simulate-clicks
+    tfr-convert --input tfr_libsvm_dir --output data/libsvm --duplicate-features last
+
+    # TF-Ranking-style ELWC (files named train*/vali*/test* in a directory, a glob,
+    # or train=GLOB,vali=GLOB,test=GLOB):
+    tfr-convert --input elwc:tfr_data --elwc-features 'custom_features_{1..136}' \\
+        --elwc-label relevance --output data/from_elwc
 
     # On Apache Beam (pip install .[beam]); Beam pipeline options follow:
     tfr-convert --runner DirectRunner --input ../data/MQ2008 --output data/mq2008
@@ -24,11 +30,13 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
-from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
+from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +44,13 @@ logger = logging.getLogger("tfr-convert")
 
 # Flags whose values go into ClickConfig / SyntheticConfig rather than ConvertConfig.
 _CLICK_FLAGS = {f.name for f in dataclasses.fields(ClickConfig)}
+_ELWC_FLAGS = {
+    "elwc_features": "features",
+    "elwc_label": "label",
+    "elwc_context": "context",
+    "elwc_qid": "qid",
+    "elwc_missing_value": "missing_value",
+}
 _SYNTHETIC_FLAGS = {
     "synthetic_lists": "train_queries",
     "synthetic_list_size": "mean_list_size",
@@ -58,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
         f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
         "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
-        "WEB30K-shaped data with list-context effects)",
+        "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
+        "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
+        "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*)",
     )
     io.add_argument("--output", help="output directory (must not exist unless --overwrite)")
     io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
@@ -109,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="highest explicit label. Default: the dataset's, else the largest label in the files",
     )
     lists.add_argument(
+        "--duplicate-features",
+        choices=DUPLICATE_POLICIES,
+        help="a LETOR line that repeats a feature index: 'error', or keep the value that comes "
+        "'last' (what TF-Ranking's LibSVM reader does) or 'first'; such lines are counted in "
+        "the manifest. Features listed out of order are always accepted (sorted and counted). "
+        "Default: error",
+    )
+    lists.add_argument(
         "--normalize",
         choices=NORMALIZATIONS,
         help="normalisation the models apply in-graph (all are fitted on train "
@@ -120,6 +145,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="train items sampled (reservoir) for the quantiles. Default: 100000",
     )
     lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
+
+    elwc = p.add_argument_group("ELWC input (--input elwc:...), one feature per name per item")
+    elwc.add_argument(
+        "--elwc-features",
+        metavar="LIST",
+        help="the item features to read, in order, comma-separated: names, globs "
+        "('custom_features_*', ordered by number) or ranges ('custom_features_{1..136}')",
+    )
+    elwc.add_argument(
+        "--elwc-label",
+        metavar="NAME",
+        help="item feature holding the graded label (float or int64). Default: relevance",
+    )
+    elwc.add_argument(
+        "--elwc-context",
+        metavar="LIST",
+        help="context features to copy into each output list's context, comma-separated "
+        "(lists that lack one are counted in the manifest)",
+    )
+    elwc.add_argument(
+        "--elwc-qid",
+        metavar="NAME",
+        help="int64 context feature holding the query id. Default: lists are numbered 1, 2, "
+        "... per split in file order",
+    )
+    elwc.add_argument(
+        "--elwc-missing-value",
+        type=float,
+        metavar="X",
+        help="value of an item feature a record lacks (counted in the manifest). Default: 0",
+    )
 
     sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
     sim.add_argument(
@@ -210,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level",
     )
+    add_verbose_flag(out)
     return p
 
 
@@ -232,6 +289,10 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
     flags = {k: v for k, v in vars(args).items() if v is not None}
     clicks = dict(values.get("clicks") or {})
     synthetic = dict(values.get("synthetic") or {})
+    elwc = dict(values.get("elwc") or {})
+    for flag, field in _ELWC_FLAGS.items():
+        if flag in flags:
+            elwc[field] = flags.pop(flag)
     for name in _CLICK_FLAGS & flags.keys():
         clicks[name] = flags.pop(name)
     for flag, field in _SYNTHETIC_FLAGS.items():
@@ -245,13 +306,14 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
         flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
     if flags.pop("folds", None) == "all":
         values["all_folds"] = True
-    for name in ("config", "no_progress", "log_level", *_BEAM_FLAGS):
+    for name in ("config", "no_progress", "log_level", "verbose", *_BEAM_FLAGS):
         flags.pop(name, None)
     if args.train_files and not values.get("input") and "input" not in flags:
         flags["input"] = "files"
     values.update(flags)
     values["clicks"] = clicks
     values["synthetic"] = synthetic
+    values["elwc"] = elwc
     missing = [name for name in ("input", "output") if not values.get(name)]
     if missing:
         raise ValueError(f"missing {' and '.join('--' + m for m in missing)}")
@@ -300,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     if args.runner is None:
         _check_local_only(parser, args, beam_args)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = _settings(args)
@@ -307,7 +370,14 @@ def main(argv: list[str] | None = None) -> int:
             manifests = convert(config, progress=not args.no_progress)
         else:
             manifests = _convert_on_beam(args, config, beam_args)
-    except (LetorFormatError, DatasetNotFoundError, FileExistsError, ValueError, OSError) as e:
+    except (
+        LetorFormatError,
+        TFRecordFormatError,
+        DatasetNotFoundError,
+        FileExistsError,
+        ValueError,
+        OSError,
+    ) as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:

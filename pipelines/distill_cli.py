@@ -20,8 +20,8 @@ from pipelines.cli_common import (
     merge_settings,
     parse_lgb_params,
 )
-from tfr_rankformer.distillation import ROWS, DistillConfig, distill
-from tfr_rankformer.gbdt import PRESETS
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 
 __all__ = ["build_parser", "main", "format_comparison"]
 
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grades", type=int, help="grade levels of --target graded. Default: 5")
     p.add_argument(
         "--preset",
-        choices=sorted(PRESETS),
+        choices=sorted(GBDT_PRESET_NAMES),
         help="LightGBM settings of both GBDTs (gbdt: LightGBM's usual lambdarank settings; "
         "gbdt-1k, gbdt-10k: the paper's Table 5). Default: gbdt-1k",
     )
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="lists per teacher call. Default: 256")
     p.add_argument("--overwrite", action="store_true", default=None, help="replace --output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
@@ -83,7 +84,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
     blocks = []
     for split, rows in comparison.items():
         table = [header]
-        for name in ROWS:
+        for name in DISTILL_ROWS:
             m = rows[name]
             table.append(
                 [_NAMES[name]]
@@ -101,8 +102,12 @@ def format_comparison(comparison: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "log_level", "lgb_param")}
+    from tfr_rankformer.distillation import DistillConfig, distill
+
+    skip = ("config", "log_level", "lgb_param", "verbose")
+    flags = {k: v for k, v in vars(args).items() if k not in skip}
     try:
         values = merge_settings(args.config, flags, {})
         params = dict(values.pop("params", {}))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.cli_common import format_metrics, make_parser
+from pipelines.cli_common import data_loss_message, format_metrics, make_parser
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from pipelines.train_cli import REPORTED
-from tfr_rankformer.runs import evaluate_run
 
 __all__ = ["build_parser", "main"]
 
@@ -32,16 +32,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
     p.add_argument("--data", help="a converted dataset. Default: the one the run trained on")
     p.add_argument("--split", default="test", help="a split name, or 'all'. Default: test")
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
+    from tfr_rankformer.runs import evaluate_run
+
     splits = None if args.split == "all" else [args.split]
+    import tensorflow as tf
+
     try:
         results = evaluate_run(args.model_dir, data_dir=args.data, splits=splits)
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"tfr-eval: error: {e}", file=sys.stderr)
+        return 1
+    except tf.errors.DataLossError as e:
+        where = args.data or f"the data of {args.model_dir}"
+        print(f"tfr-eval: error: {data_loss_message(where, e)}", file=sys.stderr)
         return 1
     keys = REPORTED + ["list_acc_t>=1", "list_acc_t>=2", "list_auc_t>=2", "num_lists_y"]
     print(format_metrics(results, keys))

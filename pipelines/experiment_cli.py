@@ -3,7 +3,7 @@
 Examples::
 
     tfr-experiment --dataset MQ2008 --folds 1-5 --output results/mq2008
-    tfr-experiment --dataset synthetic --models gbdt-1k,mlp,rankformer:alpha=0.25 \\
+    tfr-experiment --dataset synthetic --models gbdt-1k,mlp,rankformer:alpha=1 \\
         --folds 1 --epochs 5 --batch-size 256 --output results/synthetic
     tfr-experiment --dataset MQ2008 --no-simulation --models gbdt-1k,rankformer --output appx_a
     tfr-experiment --dataset data/mq2008 --models gbdt,gbdt-1k --tuned tune --output tuned
@@ -16,11 +16,10 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS as _DEFAULT_MODELS
 
 __all__ = ["build_parser", "main"]
-
-_DEFAULT_MODELS = ExperimentConfig.__dataclass_fields__["models"].default
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,13 +44,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--models",
         default=_DEFAULT_MODELS,
         help="comma-separated NAME[:KEY=VALUE...]: neural models with tfr-train settings "
-        "(e.g. rankformer:alpha=0.25:loss=lambdarank) or GBDTs with LightGBM parameters "
+        "(e.g. rankformer:alpha=4:loss=lambdarank) or GBDTs with LightGBM parameters "
         f"(e.g. gbdt-1k:num_leaves=63). Default: {_DEFAULT_MODELS}",
     )
     p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
     p.add_argument("--seeds", type=int, default=1, help="runs per model and fold. Default: 1")
-    p.add_argument("--epochs", type=int, help="neural models' epochs. Default: 200 (the paper)")
-    p.add_argument("--batch-size", type=int, help="lists per batch. Default: 2048 (the paper)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="neural models' epochs. Default: each model's (200, the RankFormer paper; "
+        "context_aware: 100, allRank)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="lists per batch. Default: each model's (2048; context_aware: 64)",
+    )
     p.add_argument("--patience", type=int, help="early-stopping patience in epochs. Default: 20")
     p.add_argument(
         "--no-simulation",
@@ -74,12 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+
     try:
         config = ExperimentConfig(
             dataset=args.dataset,

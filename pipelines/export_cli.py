@@ -4,6 +4,7 @@ Examples::
 
     tfr-export --model-dir runs/rankformer
     tfr-export --model-dir runs/rankformer --version 7
+    tfr-export --model-dir runs/rankformer --invalid-items score-last
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import argparse
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.export import export_run
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
 
 __all__ = ["build_parser", "main"]
 
@@ -25,24 +27,41 @@ def build_parser() -> argparse.ArgumentParser:
         "serialized ExampleListWithContext protos ('examples', tf.string [batch]); "
         "predict_tensors takes raw 'features' [batch, list, d] and 'mask' [batch, list]. "
         "Both return 'scores' [batch, list] and, with a list head, 'list_probs' [batch, K] "
-        "and 'expected_list_label' [batch]. Features are normalised inside the graph.",
+        "and 'expected_list_label' [batch]. Features are normalised inside the graph. "
+        "Items whose 'features' are missing, of another length than the model's, or hold "
+        "NaN/inf fail the request with a message naming the list, item, field and lengths "
+        "(or value), unless --invalid-items score-last.",
         __doc__,
     )
     p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
     p.add_argument(
         "--version", type=int, help="version number. Default: one more than the highest existing"
     )
+    p.add_argument(
+        "--invalid-items",
+        choices=INVALID_ITEM_POLICIES,
+        default="reject",
+        help="what the signatures do with an item they cannot score (features missing, of "
+        "the wrong length, or NaN/inf): 'reject' fails the request with a message naming "
+        "the list, item, field and the expected and found length (or the value); "
+        "'score-last' gives such items the padding score (-1e9, ranked last) and adds an "
+        "'invalid_items' [batch, list] output. Default: reject",
+    )
+    add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
+    from tfr_rankformer.export import export_run
+
     try:
-        path = export_run(args.model_dir, version=args.version)
+        path = export_run(args.model_dir, version=args.version, invalid_items=args.invalid_items)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-export: error: {e}", file=sys.stderr)
         return 1
-    print(f"exported {path}")
+    print(f"exported {path} (invalid items: {args.invalid_items})")
     return 0
 
 

@@ -15,17 +15,8 @@ import os
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.data import load_manifest, split_files
-from tfr_rankformer.gbdt import is_gbdt_run, load_booster
-from tfr_rankformer.prediction import (
-    resolve_export,
-    score_elwc,
-    score_elwc_gbdt,
-    score_letor,
-    score_letor_gbdt,
-    write_results,
-)
-from tfrecords_tools.letor_parser import LetorFormatError
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 
 __all__ = ["build_parser", "main"]
 
@@ -62,21 +53,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tag", default="tfr-rankformer", help="the run tag of TREC output")
     p.add_argument("--batch-size", type=int, default=256, help="lists per model call")
+    p.add_argument(
+        "--duplicate-features",
+        choices=DUPLICATE_POLICIES,
+        default="error",
+        help="a LETOR line that repeats a feature index: 'error', or keep the 'last' value "
+        "(TF-Ranking's LibSVM reader) or the 'first'. Features in any order are accepted. "
+        "Default: error",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_verbose_flag(p)
     return p
 
 
 def _elwc_files(args) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
+    from tfr_rankformer.data import load_manifest, split_files
+    from tfr_rankformer.record_checks import check_tfrecord_file
+
     if os.path.isdir(args.input):
+        counts = {}
         if os.path.isfile(os.path.join(args.input, "manifest.json")):
-            files = split_files(args.input, load_manifest(args.input), args.split)
+            manifest = load_manifest(args.input)
+            files = split_files(args.input, manifest, args.split)
+            counts = manifest["splits"][args.split]["files"]
         else:
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:
             raise FileNotFoundError(f"{args.input} holds no *.tfrecord shards")
+        # A shard cut short is named before anything is scored.
+        for path in files:
+            check_tfrecord_file(path, expected_records=counts.get(os.path.basename(path)))
         return files
     if args.input.endswith(".tfrecord"):
+        check_tfrecord_file(args.input)
         return [args.input]
     if not os.path.isfile(args.input):
         raise FileNotFoundError(f"{args.input}: no such file")
@@ -85,27 +95,55 @@ def _elwc_files(args) -> list[str] | None:
 
 def _lists(args) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
+    from tfr_rankformer.gbdt import is_gbdt_run, load_booster
+    from tfr_rankformer.prediction import (
+        resolve_export,
+        score_elwc,
+        score_elwc_gbdt,
+        score_letor,
+        score_letor_gbdt,
+    )
+
     files = _elwc_files(args)
     if is_gbdt_run(args.model):
         booster = load_booster(args.model)
         path = os.path.join(args.model, "model.txt")
         if files is None:
-            return path, score_letor_gbdt(booster, args.input, batch_size=args.batch_size)
+            return path, score_letor_gbdt(
+                booster, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+            )
         return path, score_elwc_gbdt(booster, files, batch_size=args.batch_size)
     export = resolve_export(args.model)
     if files is None:
-        return export, score_letor(export, args.input, batch_size=args.batch_size)
+        return export, score_letor(
+            export, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+        )
     return export, score_elwc(export, files, batch_size=args.batch_size)
+
+
+def _counting_invalid(scored, total: list[int]):
+    """Passes the scored lists on, adding up their invalid items in ``total[0]``."""
+    for item in scored:
+        total[0] += item.num_invalid
+        yield item
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     partial = args.output + ".partial"
     try:
         from tqdm.auto import tqdm
 
+        from tfr_rankformer.prediction import write_results
+
         model, scored = _lists(args)
-        lists = tqdm(scored, unit=" lists", disable=True if args.no_progress else None)
+        invalid = [0]
+        lists = tqdm(
+            _counting_invalid(scored, invalid),
+            unit=" lists",
+            disable=True if args.no_progress else None,
+        )
         with open(partial, "w", encoding="utf-8", newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
         os.replace(partial, args.output)
@@ -115,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
     print(f"scored {count} lists with {model}; wrote {args.output}")
+    if invalid[0]:
+        print(
+            f"{invalid[0]} items could not be scored (features missing, of the wrong length, "
+            "or NaN/inf) and were ranked last with the padding score (the model was exported "
+            "with --invalid-items score-last)"
+        )
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Examples::
 
-    tfr-train --model rankformer --data data/web30k --model-dir runs/rankformer --alpha 0.25
+    tfr-train --model rankformer --data data/web30k --model-dir runs/rankformer --alpha 1
     tfr-train --model mlp --data data/mq2008/Fold1 --model-dir runs/mlp --epochs 50
     tfr-train --model gbdt-1k --data data/mq2008/Fold1 --model-dir runs/gbdt
     tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
@@ -22,17 +22,24 @@ import sys
 
 from pipelines.cli_common import (
     add_lightgbm_options,
+    check_converted_data,
+    data_loss_message,
     format_metrics,
     make_parser,
     merge_settings,
     parse_lgb_params,
 )
-from tfr_rankformer.export import export_run
-from tfr_rankformer.gbdt import GBDT_MODELS, GBDTConfig, train_gbdt
-from tfr_rankformer.losses import SCORE_LOSSES
-from tfr_rankformer.models import MODELS
-from tfr_rankformer.multi_worker import worker_role
-from tfr_rankformer.training import TrainConfig, train
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import (
+    GBDT_MODELS,
+    INITIALIZATIONS,
+    KEEP_WEIGHTS,
+    LOSS_SCALINGS,
+    LOSS_SUMMARIES,
+    LR_SCHEDULES,
+    MODEL_NAMES,
+    OPTIMIZERS,
+)
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
@@ -47,6 +54,11 @@ _ARCHITECTURE = (
     "positional_encoding",
     "max_positions",
     "global_tokens",
+    "cls_token",
+    "final_norm",
+    "head_dropout",
+    "cls_stddev",
+    "init",
 )
 _SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -60,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--model",
-        choices=sorted(MODELS) + sorted(GBDT_MODELS),
+        choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
         "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
         "self-attention ranker), listformer (global-local attention, RankFormer heads), or a "
@@ -71,12 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="a tfr-convert output directory (or one of its FoldN/)")
     p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
     p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
-    p.add_argument("--epochs", type=int, help="maximum epochs. Default: 200 (the paper)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank)",
+    )
     p.add_argument(
         "--batch-size",
         type=int,
         help="lists per batch, over all workers together when TF_CONFIG names several "
-        "(each takes its share). Default: 2048 (the paper)",
+        "(each takes its share). Default: 2048 (the RankFormer paper); context_aware: 64 "
+        "(allRank)",
     )
     p.add_argument(
         "--list-size",
@@ -87,27 +104,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--alpha",
         type=float,
-        help="weight of the listwide ordinal loss (rankformer, listformer). Default: 0.25 for "
-        "the rankformer, 0 otherwise",
+        help="weight of the listwide ordinal loss (rankformer, listformer), on the scale of "
+        "--loss-scaling: with 'released' it is the authors' code's list_pred_strength, whose "
+        "1 their README equates with the paper's alpha 0.25 (under the paper's unpublished "
+        "loss balancing); with 'paper' it is Eq. 9's alpha read literally. Default: 1 "
+        "(released) or 0.25 (paper) for the rankformer, 0 otherwise. alpha 0 builds no list "
+        "head and, for the rankformer, no [CLS] (the released code's strength 0)",
     )
     p.add_argument(
         "--loss",
-        choices=sorted(SCORE_LOSSES),
+        choices=sorted(LOSS_SUMMARIES),
         help="item-score loss: "
-        + "; ".join(f"{name}: {loss.summary}" for name, loss in SCORE_LOSSES.items())
+        + "; ".join(f"{name}: {summary}" for name, summary in LOSS_SUMMARIES.items())
         + ". Default: softmax",
     )
-    p.add_argument("--learning-rate", type=float, help="AdamW learning rate. Default: 1e-3")
-    p.add_argument("--weight-decay", type=float, help="AdamW weight decay. Default: 0.1")
+    p.add_argument(
+        "--loss-scaling",
+        choices=list(LOSS_SCALINGS),
+        help="how per-list losses make the batch's loss. released: as the authors' code, "
+        "each list's item loss is a mean over its items, lists whose loss is exactly 0 "
+        "(t = 0 for the softmax) leave the average, the listwide loss is a mean over its "
+        "levels; paper: Eq. 9 as printed, sums within a list and over the levels, averaged "
+        "over every list. Default: released; context_aware: paper (per-list sums averaged "
+        "over lists, as allRank's ListNet)",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=list(OPTIMIZERS),
+        help="adamw (decoupled weight decay) or adam; both with PyTorch's epsilon 1e-8. "
+        "Default: adamw; context_aware: adam (allRank)",
+    )
+    p.add_argument("--learning-rate", type=float, help="the optimizer's rate. Default: 1e-3")
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0",
+    )
+    p.add_argument(
+        "--lr-schedule",
+        choices=list(LR_SCHEDULES),
+        help="epoch_inverse_sqrt: constant, then x (epoch - E + 1)^-0.5 per epoch from epoch "
+        "E = --decay-after-epoch (the authors' code); step_inverse_sqrt: x sqrt(start / step) "
+        "per step after epoch E (this project's earlier default); step_decay: x0.1 every E "
+        "epochs (allRank's StepLR). Default: epoch_inverse_sqrt; context_aware: step_decay",
+    )
     p.add_argument(
         "--decay-after-epoch",
         type=int,
-        help="the rate decays as 1/sqrt(step) after this epoch. Default: 20",
+        help="the epoch the schedule starts decaying at (step_decay: its period). Default: 20; "
+        "step_decay: half of --epochs",
+    )
+    p.add_argument(
+        "--keep-weights",
+        choices=list(KEEP_WEIGHTS),
+        help="best: the weights of the best validation NDCG_y@10, with early stopping; last: "
+        "the last epoch's, no early stopping (the authors' protocol). Default: best",
     )
     p.add_argument(
         "--patience",
         type=int,
-        help="epochs without better validation NDCG_y@10 before stopping. Default: 20",
+        help="epochs without better validation NDCG_y@10 before stopping (--keep-weights "
+        "best). Default: 20",
     )
     empty = p.add_mutually_exclusive_group()
     empty.add_argument(
@@ -115,14 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
         dest="include_empty_lists",
         action="store_true",
         default=None,
-        help="train on lists whose list label t is 0 too",
+        help="train on lists whose list label t is 0 too. Default with --loss-scaling "
+        "released: every list is trained on, as the authors' code",
     )
     empty.add_argument(
         "--exclude-empty-lists",
         dest="include_empty_lists",
         action="store_false",
-        help="train only on lists with t > 0. Default: the paper's policy (only "
-        "the rankformer with alpha > 0 sees t = 0 lists)",
+        help="train only on lists with t > 0. Default with --loss-scaling paper: the paper's "
+        "policy (only a model with a list head and alpha > 0 sees t = 0 lists)",
     )
     p.add_argument(
         "--mixed-precision",
@@ -137,9 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-batch-size", type=int, help="lists per evaluation batch. Default: 256")
     p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
     arch = p.add_argument_group(
-        "architecture (defaults: each model's paper; context_aware: 4 blocks, 2 heads, "
-        "feed-forward 512, dropout 0.4, d_fc 144; the others: 3 layers, 1 head, feed-forward "
-        "512, dropout 0.25, heads of 128)"
+        "architecture (defaults: each model's paper and released code; context_aware: 4 "
+        "blocks, 2 heads, feed-forward 512, dropout 0.4, d_fc 144, keras init; the others: 3 "
+        "layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with dropout, no final "
+        "LayerNorm, [CLS] from N(0, 1), pytorch init)"
     )
     arch.add_argument("--num-layers", type=int, help="encoder layers (blocks)")
     arch.add_argument("--num-heads", type=int, help="attention heads")
@@ -166,6 +225,37 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="listformer: learned summary tokens besides [CLS]. Default: 4",
     )
+    arch.add_argument(
+        "--cls-token",
+        action=argparse.BooleanOptionalAction,
+        help="rankformer, transformer: prepend the learnable [CLS] and score h_s(z_i || z_CLS) "
+        "(needed by a list head). Default: only with a list head (alpha > 0), as the "
+        "authors' code; --cls-token on the transformer is this project's earlier variant",
+    )
+    arch.add_argument(
+        "--final-norm",
+        action=argparse.BooleanOptionalAction,
+        help="a LayerNorm after the last encoder layer. Default: none (the authors' code)",
+    )
+    arch.add_argument(
+        "--head-dropout",
+        type=float,
+        help="dropout between the heads' ReLU and output layer. Default: --dropout "
+        "(the authors' code); 0 is this project's earlier variant",
+    )
+    arch.add_argument(
+        "--cls-stddev",
+        type=float,
+        help="standard deviation of the [CLS] vector's initial values. Default: 1 "
+        "(the authors' torch.nn.Embedding); 0.05 is this project's earlier variant",
+    )
+    arch.add_argument(
+        "--init",
+        choices=list(INITIALIZATIONS),
+        help="weight initialisation: pytorch (torch.nn.Linear's, the authors' code) or keras "
+        "(Glorot-uniform, zero biases). Default: pytorch; context_aware: keras (allRank's "
+        "Xavier)",
+    )
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
     gbdt.add_argument(
         "--trees",
@@ -188,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
@@ -195,8 +286,10 @@ _GBDT_FLAGS = ("trees", "early_stopping_rounds", "num_threads", "lgb_param")
 _SHARED_FLAGS = ("model", "data", "model_dir", "seed", "include_empty_lists")
 
 
-def _gbdt_config(args, flags: dict) -> GBDTConfig:
-    """The GBDT run's settings; neural-only flags are refused rather than ignored."""
+def _gbdt_config(args, flags: dict):
+    """The GBDT run's ``GBDTConfig``; neural-only flags are refused rather than ignored."""
+    from tfr_rankformer.gbdt import GBDTConfig
+
     ignored = [
         "--" + k.replace("_", "-")
         for k, v in flags.items()
@@ -214,7 +307,10 @@ def _gbdt_config(args, flags: dict) -> GBDTConfig:
     return GBDTConfig.from_json({**values, "params": params})
 
 
-def _neural_config(args, flags: dict) -> TrainConfig:
+def _neural_config(args, flags: dict):
+    """The neural run's ``TrainConfig``."""
+    from tfr_rankformer.training import TrainConfig
+
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
@@ -234,18 +330,28 @@ def _model_name(args) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    skip = ("config", "quiet", "log_level", "no_export", "final_weights")
+    from tfr_rankformer.export import export_run
+    from tfr_rankformer.gbdt import train_gbdt
+    from tfr_rankformer.multi_worker import worker_role
+    from tfr_rankformer.training import train
+
+    skip = ("config", "quiet", "log_level", "no_export", "final_weights", "verbose")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
     exported = None
+    import tensorflow as tf
+
     try:
         if _model_name(args) in GBDT_MODELS:
             if args.final_weights:
                 raise ValueError("--final-weights: for the neural models only")
             config = _gbdt_config(args, flags)
+            check_converted_data(config.data)
             metrics = train_gbdt(config)
         else:
             config = _neural_config(args, flags)
+            check_converted_data(config.data)
             # A live bar on terminals, one line per epoch in logs.
             verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
             worker = worker_role()
@@ -256,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             exported = None if args.no_export else export_run(config.model_dir)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
+        return 1
+    except tf.errors.DataLossError as e:
+        print(f"tfr-train: error: {data_loss_message(config.data, e)}", file=sys.stderr)
         return 1
     splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
     print(format_metrics(splits, REPORTED))

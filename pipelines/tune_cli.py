@@ -19,10 +19,9 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from tfr_rankformer.gbdt import GBDT_MODELS
-from tfr_rankformer.models import MODELS
+from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from tfr_rankformer.command_names import GBDT_MODELS, MODEL_NAMES
 from tfr_rankformer.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
-from tfr_rankformer.tuning import BEST_CONFIG, TuneConfig, run_tuning
 
 __all__ = ["build_parser", "main"]
 
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         '{"choices": [128, 256]}, "cegb_tradeoff": null} (null: not searched).',
         __doc__,
     )
-    p.add_argument("--model", required=True, choices=sorted(MODELS) + sorted(GBDT_MODELS))
+    p.add_argument("--model", required=True, choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS))
     p.add_argument("--data", required=True, help="a tfr-convert output with a vali split")
     p.add_argument("--output", required=True, help="the search's directory (resumed if present)")
     p.add_argument(
@@ -65,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pruning", action="store_true", help="run every trial to its end")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_verbose_flag(p)
     return p
 
 
@@ -94,6 +94,9 @@ def _settings(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_tensorflow_log_level(verbose=args.verbose)
+    from tfr_rankformer.tuning import BEST_CONFIG, TuneConfig, run_tuning
+
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = TuneConfig(

@@ -102,3 +102,45 @@ def trained(dataset, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("run")
     metrics = training.train(train_config(dataset, model_dir), verbose=0)
     return str(model_dir), metrics
+
+
+@pytest.fixture(scope="session")
+def tiny_servables(tmp_path_factory):
+    """SavedModels of an untrained 3-feature RankFormer: ``{policy: path}`` for both
+    invalid-item policies (scores need not be good to test what is rejected)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tfr_rankformer.export import save_servable
+    from tfr_rankformer.models import ModelConfig, build_model
+    from tfr_rankformer.serving_checks import INVALID_ITEM_POLICIES
+    from tfrecords_tools.elwc_writer import ElwcEncoder
+
+    tf.keras.utils.set_random_seed(0)
+    model = build_model("rankformer", identity_manifest(3), ModelConfig(**SMALL), 2)
+    warmup = [ElwcEncoder(3).encode(1, np.ones((2, 3), np.float32), np.zeros(2), np.zeros(2))]
+    root = tmp_path_factory.mktemp("servables")
+    paths = {}
+    for policy in INVALID_ITEM_POLICIES:
+        paths[policy] = str(root / policy)
+        save_servable(
+            model,
+            paths[policy],
+            num_features=3,
+            list_head=True,
+            warmup=warmup,
+            invalid_items=policy,
+        )
+    return paths
+
+
+# Hypothesis profiles of the fuzz suites: the default run stays within about a
+# minute; `make test-all` sets HYPOTHESIS_PROFILE=long for many more examples.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("default", max_examples=150, derandomize=True)
+    _hypothesis_settings.register_profile("long", max_examples=2000)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # the fuzz suites skip themselves without Hypothesis
+    pass

@@ -126,7 +126,9 @@ BAD_LINES = [
     pytest.param("1 qid:1 0:0.5 1:0.3", "0:0.5", "is not >= 1", id="index-zero"),
     pytest.param("1 qid:1 -1:0.5 2:0.3", "-1:0.5", "is not >= 1", id="negative-index"),
     pytest.param("1 qid:1 1:0.1 1:0.2", "1:0.2", "duplicated", id="duplicated-index"),
-    pytest.param("1 qid:1 2:0.1 1:0.2", "1:0.2", "must increase", id="decreasing-indices"),
+    pytest.param(
+        "1 qid:1 2:0.1 1:0.2 2:0.3", "2:0.3", "--duplicate-features", id="unsorted-duplicate"
+    ),
     pytest.param("1 qid:1 1:0.1 4:0.5", "4:0.5", "above the feature count 3", id="index-too-big"),
     pytest.param("1 qid:1", "qid:1", "no features", id="no-features"),
 ]
@@ -381,7 +383,7 @@ def test_dense_file_takes_the_fast_path():
         pytest.param("1 qid:177 1:nan 2:0.1 3:0.2", "1:nan", id="nan"),
         pytest.param("1 qid:177 1:0.5 2:abc 3:0.2", "2:abc", id="non-numeric"),
         pytest.param("1 qid:177 1:0.5 2:0.1 4:0.2", "4:0.2", id="index-too-big"),
-        pytest.param("1 qid:177 2:0.5 1:0.1 3:0.2", "1:0.1", id="decreasing-indices"),
+        pytest.param("1 qid:177 2:0.5 1:0.1 2:0.2", "2:0.2", id="unsorted-duplicate"),
         pytest.param("-1 qid:177 1:0.5 2:0.1 3:0.2", "-1", id="negative-label"),
         pytest.param("1 177 1:0.5 2:0.1 3:0.2", "177", id="missing-qid"),
     ],

@@ -270,3 +270,26 @@ def test_runner_without_beam_says_how_to_install_it(tiny_dataset, tmp_path, caps
     assert main([*flags, "--runner", "DirectRunner"]) == 1
     assert "pip install .[beam]" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_unsorted_and_repeated_indices_agree_with_the_local_converter(tmp_path):
+    """TF-Ranking's LibSVM shape: shuffled indices, one repeated, the last value kept."""
+    train = [
+        "2 qid:1 3:0.3 1:0.1 2:0.2\n",
+        "0 qid:1 2:0.5 2:0.7 1:0.4\n",  # repeated and unsorted
+        "1 qid:2 1:1 2:2 3:3\n",
+        "1 qid:2 3:0.1 1:0.9\n",
+    ]
+    write_lines(tmp_path / "in" / "train.txt", train)
+    flags = ["--input", tmp_path / "in", "--duplicate-features", "last", "--max-relevance", 2]
+    _convert(*flags, "--output", tmp_path / "local")
+    _convert(*flags, "--output", tmp_path / "beam", "--runner", "DirectRunner")
+    lists = _lists(tmp_path / "beam", "train")
+    assert lists == _lists(tmp_path / "local", "train")
+    assert (1, (2.0, 0.0), (2.0, 0.0), ((0.1, 0.2, 0.3), (0.4, 0.7, 0.0))) in {
+        (q, y, r, tuple(tuple(round(v, 6) for v in f) for f in fs)) for q, y, r, fs in lists
+    }
+    local = _manifest(tmp_path / "local")["splits"]["train"]["input"]
+    beam_entry = _manifest(tmp_path / "beam")["splits"]["train"]["input"]
+    assert (local["unsorted_feature_lines"], local["duplicate_feature_lines"]) == (3, 1)
+    assert beam_entry["unsorted_feature_lines"] == 3 and beam_entry["duplicate_feature_lines"] == 1

@@ -76,38 +76,6 @@ def test_padding_items_change_no_valid_score(name):
         np.testing.assert_allclose(padded["list_quality"], before["list_quality"], atol=1e-5)
 
 
-def test_combined_loss_equals_a_hand_computation():
-    # Two lists of three items; the second has a padded item (label -1).
-    labels = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, -1.0]], np.float32)
-    scores = np.array([[1.0, 0.5, -1.0], [0.2, 0.4, -1e9]], np.float32)
-    list_labels = np.array([[2.0], [1.0]], np.float32)
-    logits = np.array([[0.3, -0.2], [1.0, -2.0]], np.float32)
-    alpha = 0.25
-
-    def log_softmax(s):
-        s = np.asarray(s, np.float64)
-        return s - np.log(np.exp(s - s.max()).sum()) - s.max()
-
-    # -y^T log softmax(s) per list, over valid items; the batch mean.
-    softmax_1 = -(labels[0] @ log_softmax(scores[0]))
-    softmax_2 = -(labels[1, :2] @ log_softmax(scores[1, :2]))
-    expected_softmax = (softmax_1 + softmax_2) / 2
-
-    def bce(logit, target):
-        p = 1 / (1 + np.exp(-logit))
-        return -(target * np.log(p) + (1 - target) * np.log(1 - p))
-
-    # Ordinal targets 1[t >= k] for k = 1, 2: t = 2 -> (1, 1), t = 1 -> (1, 0).
-    ordinal_1 = bce(0.3, 1) + bce(-0.2, 1)
-    ordinal_2 = bce(1.0, 1) + bce(-2.0, 0)
-    expected = expected_softmax + alpha * (ordinal_1 + ordinal_2) / 2
-
-    softmax = float(get_score_loss("softmax").build(2)(labels, scores))
-    ordinal = float(OrdinalListLoss(2)(list_labels, logits))
-    assert softmax == pytest.approx(expected_softmax, rel=1e-5)
-    assert softmax + alpha * ordinal == pytest.approx(expected, rel=1e-5)
-
-
 def test_empty_and_fully_masked_lists_give_finite_loss_and_gradients():
     model = _model("rankformer")
     features = np.random.default_rng(1).normal(size=(3, 4, D)).astype(np.float32)

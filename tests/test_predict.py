@@ -97,3 +97,22 @@ def test_bad_input_fails_cleanly(export, tmp_path, capsys):
     assert not os.path.exists(str(out) + ".partial")
     assert predict_main(["--model", str(tmp_path), "--input", path, "--output", str(out)]) == 1
     assert "tfr-export writes one" in capsys.readouterr().err
+
+
+def test_unsorted_and_repeated_indices_score_like_the_sorted_line(export, tmp_path, capsys):
+    model_dir, _ = export
+    sorted_line = "1 qid:3 1:0.25 7:0.5 40:-1.0\n"
+    shuffled = "1 qid:3 40:-1.0 7:9.0 1:0.25 7:0.5\n"  # index 7 twice: the last value counts
+    other = "0 qid:3 2:0.75\n"
+    runs = {}
+    for name, first in (("sorted", sorted_line), ("shuffled", shuffled)):
+        path = write_lines(tmp_path / f"{name}.txt", [first, other])
+        out = tmp_path / f"{name}.run"
+        flags = ["--model", model_dir, "--input", path, "--output", str(out), "--no-progress"]
+        if name == "shuffled":
+            assert predict_main(flags) == 1
+            assert "--duplicate-features" in capsys.readouterr().err
+            flags += ["--duplicate-features", "last"]
+        assert predict_main(flags) == 0
+        runs[name] = [line.split()[2:5] for line in out.read_text().splitlines()]
+    assert runs["shuffled"] == runs["sorted"]

@@ -56,6 +56,8 @@ def load_manifest(data_dir: str) -> dict:
 
     Raises:
       FileNotFoundError: naming the directory and the command that makes it.
+      ValueError: naming the file (and line and column) when it is not JSON
+        or lacks what every reader needs.
     """
     path = os.path.join(data_dir, "manifest.json")
     if not os.path.isfile(path):
@@ -63,8 +65,35 @@ def load_manifest(data_dir: str) -> dict:
             f"{data_dir} holds no manifest.json: point --data at the output of one "
             "tfr-convert run (or one of its FoldN/ directories)"
         )
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{path}:{e.lineno}:{e.colno}: the manifest is not valid JSON ({e.msg}); "
+            "rerun tfr-convert"
+        ) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path}: the manifest is not UTF-8 text (byte {e.start}); rerun tfr-convert"
+        ) from None
+    _check_manifest(path, manifest)
+    return manifest
+
+
+def _check_manifest(path: str, manifest) -> None:
+    """The fields every reader relies on, with their types."""
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path}: the manifest is not a JSON object; rerun tfr-convert")
+    for key, kind in (("num_features", int), ("splits", dict)):
+        if not isinstance(manifest.get(key), kind):
+            raise ValueError(
+                f"{path}: the manifest's {key!r} is missing or not a JSON "
+                f"{'integer' if kind is int else 'object'}; rerun tfr-convert"
+            )
+    for split, entry in manifest["splits"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
+            raise ValueError(f"{path}: split {split!r} lists no 'files' object; rerun tfr-convert")
 
 
 def split_files(data_dir: str, manifest: dict, split: str) -> list[str]:

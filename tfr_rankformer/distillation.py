@@ -41,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data, gbdt
+from tfr_rankformer.command_names import DISTILL_ROWS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.list_arrays import ListArrays, read_split
 
@@ -59,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 TARGETS = ("scores", "graded")
 # The comparison's rows, in table order.
-ROWS = ("teacher", "student", "gbdt_labels")
+ROWS = DISTILL_ROWS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ model on every fold and seed, and writes to ``output/``:
 * PNG plots (see ``experiment_plots``).
 
 Models are given as ``NAME[:KEY=VALUE[:KEY=VALUE...]]``, e.g.
-``rankformer:alpha=0.25`` or ``gbdt-1k:num_leaves=63``: the keys are
+``rankformer:alpha=4`` or ``gbdt-1k:num_leaves=63``: the keys are
 ``tfr-train`` settings (architecture ones included) for neural models and
 LightGBM parameters for GBDTs.
 """
@@ -31,6 +31,7 @@ import shutil
 import time
 
 from tfr_rankformer import data, gbdt
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.models import MODELS, ModelConfig
 from tfr_rankformer.training import TrainConfig, train
@@ -87,7 +88,7 @@ def _value(text: str):
 
 
 def parse_models(text: str) -> list[ModelSpec]:
-    """``"gbdt-1k,rankformer:alpha=0.25"`` -> model specs.
+    """``"gbdt-1k,rankformer:alpha=4"`` -> model specs.
 
     Raises:
       ValueError: naming an unknown model, a malformed or unknown setting, or a repeat.
@@ -154,8 +155,10 @@ class ExperimentConfig:
       folds: fold numbers, as ``parse_folds`` takes them (a dataset without
         folds has fold 1 only).
       seeds: runs per model and fold, with seeds 0 .. seeds - 1.
-      epochs: neural models' epochs; ``None``: the paper's 200.
-      batch_size: neural models' lists per batch; ``None``: the paper's 2048.
+      epochs: neural models' epochs; ``None``: each model's default (200; 100
+        for ``context_aware``).
+      batch_size: neural models' lists per batch; ``None``: each model's
+        default (2048; 64 for ``context_aware``).
       patience: epochs without a better validation NDCG_y@10 before stopping;
         ``None``: ``tfr-train``'s default.
       simulate_clicks: convert with the paper's click simulation (off: the
@@ -168,9 +171,7 @@ class ExperimentConfig:
 
     dataset: str
     output: str
-    models: str = (
-        "gbdt,gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=0.25,rankformer:alpha=1"
-    )
+    models: str = DEFAULT_EXPERIMENT_MODELS
     folds: str = "1-5"
     seeds: int = 1
     epochs: int | None = None

@@ -12,6 +12,13 @@ Both return ``scores [batch, list]`` (padding items score ``PADDING_SCORE``)
 and, for models with a list head, ``list_probs [batch, K]`` (``P(t >= k)``)
 and ``expected_list_label [batch]`` (``E[t] = sum_k P(t >= k)``). Lists of any
 length work: the proto signature pads each batch to its longest list.
+
+Items are checked in the graph (``serving_checks``): an item whose
+``features`` field is missing, holds another number of values than ``d``, or
+holds NaN or an infinity fails the request with a message naming the list,
+the item, the field and the expected and found length (or the bad value) --
+or, exported with ``invalid_items="score-last"``, gets the padding score and
+is flagged in an extra ``invalid_items [batch, list] bool`` output.
 ``assets.extra/tf_serving_warmup_requests`` holds a few real requests.
 """
 
@@ -21,25 +28,34 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer import data, elwc_schema
-from tfr_rankformer.models import has_list_head
+from tfr_rankformer import data, elwc_schema, serving_checks
 from tfr_rankformer.runs import load_run
 
-__all__ = ["export_run", "save_servable", "next_version", "SIGNATURE_ELWC", "SIGNATURE_TENSORS"]
+__all__ = [
+    "export_run",
+    "save_servable",
+    "next_version",
+    "SIGNATURE_ELWC",
+    "SIGNATURE_TENSORS",
+    "INVALID_ITEMS",
+]
 
 SIGNATURE_ELWC = "serving_default"
 SIGNATURE_TENSORS = "predict_tensors"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# The extra output of exports with the ``score-last`` policy.
+INVALID_ITEMS = "invalid_items"
 
 
 class _Servable(tf.Module):
     """The model behind the two serving signatures."""
 
-    def __init__(self, model: tf.keras.Model, num_features: int, list_head: bool):
+    def __init__(self, model: tf.keras.Model, num_features: int, list_head: bool, policy: str):
         super().__init__()
         self.model = model
         self.num_features = num_features
         self.list_head = list_head
+        self.policy = serving_checks.check_policy(policy)
         self.serve_examples = tf.function(
             self._serve_examples,
             input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
@@ -55,26 +71,41 @@ class _Servable(tf.Module):
     def _serve_examples(self, examples):
         import tensorflow_ranking as tfr
 
+        # Parsed with variable length (no default value), so a missing or
+        # short field is seen as such instead of being filled in; the context
+        # is not parsed: scoring needs none of it.
         parsed = tfr.data.parse_from_example_list(
             examples,
             list_size=None,
-            context_feature_spec=elwc_schema.context_feature_spec(),
-            example_feature_spec={
-                elwc_schema.FEATURES: elwc_schema.example_feature_spec(self.num_features)[
-                    elwc_schema.FEATURES
-                ]
-            },
+            context_feature_spec={},
+            example_feature_spec={elwc_schema.FEATURES: tf.io.VarLenFeature(tf.float32)},
             mask_feature_name=data.MASK,
         )
-        return self._serve_tensors(parsed[elwc_schema.FEATURES], parsed[data.MASK])
+        sparse = parsed[elwc_schema.FEATURES]  # [B, L, W] sparse
+        features, mask, invalid = serving_checks.checked_items(
+            serving_checks.dense_features(sparse, self.num_features),  # [B, L, d]
+            parsed[data.MASK],
+            serving_checks.item_lengths(sparse),  # [B, L]
+            num_features=self.num_features,
+            policy=self.policy,
+        )
+        return self._score(features, mask, invalid)
 
     def _serve_tensors(self, features, mask):
+        features, mask, invalid = serving_checks.checked_tensors(
+            features, mask, num_features=self.num_features, policy=self.policy
+        )
+        return self._score(features, mask, invalid)
+
+    def _score(self, features, mask, invalid):
         outputs = self.model({elwc_schema.FEATURES: features, data.MASK: mask}, training=False)
         served = {"scores": outputs["scores"]}
         if self.list_head:
             probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
             served["list_probs"] = probs
             served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
+        if invalid is not None:
+            served[INVALID_ITEMS] = invalid
         return served
 
 
@@ -109,13 +140,21 @@ def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
     return [record.numpy() for record in tf.data.TFRecordDataset(files).take(count)]
 
 
-def export_run(model_dir: str, *, version: int | None = None) -> str:
+def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
     """Exports the run's best weights to ``model_dir/export/<version>``; returns that path.
+
+    Args:
+      model_dir: a trained run.
+      version: the version number; ``None``: the next one.
+      invalid_items: what the signatures do with items they cannot score, one
+        of ``serving_checks.INVALID_ITEM_POLICIES``.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
       FileExistsError: if the version directory exists.
+      ValueError: for an unknown ``invalid_items`` policy.
     """
+    serving_checks.check_policy(invalid_items)
     config, manifest, model = load_run(model_dir)
     export_dir = os.path.join(model_dir, "export")
     version = version or next_version(export_dir)
@@ -127,18 +166,29 @@ def export_run(model_dir: str, *, version: int | None = None) -> str:
         model,
         temporary,
         num_features=manifest["num_features"],
-        list_head=has_list_head(config.model),
+        list_head=config.uses_list_head,
         warmup=_sample_requests(config, manifest),
+        invalid_items=invalid_items,
     )
     os.replace(temporary, path)
     return path
 
 
 def save_servable(
-    model: tf.keras.Model, path: str, *, num_features: int, list_head: bool, warmup: list[bytes]
+    model: tf.keras.Model,
+    path: str,
+    *,
+    num_features: int,
+    list_head: bool,
+    warmup: list[bytes],
+    invalid_items: str = "reject",
 ) -> None:
-    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests."""
-    servable = _Servable(model, num_features, list_head)
+    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests.
+
+    ``invalid_items`` is the policy for items the signatures cannot score (see
+    ``serving_checks``).
+    """
+    servable = _Servable(model, num_features, list_head, invalid_items)
     tf.saved_model.save(
         servable,
         path,

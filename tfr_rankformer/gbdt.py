@@ -29,6 +29,7 @@ import lightgbm as lgb
 import numpy as np
 
 from tfr_rankformer import data
+from tfr_rankformer.command_names import GBDT_MODELS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.list_arrays import ListArrays, read_split
 from tfr_rankformer.ranking_metrics import evaluate_rankings
@@ -78,8 +79,6 @@ PRESETS = {
         "cegb_tradeoff": 1.65,
     },
 }
-# Model names tfr-train accepts, and the preset each stands for.
-GBDT_MODELS = {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
 
 # Our defaults under every preset; ``params`` overrides any of them.
 _BASE_PARAMS = {

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import fused_ops
+from tfr_rankformer.initializers import bias_initializer, check_init, dense, kernel_initializer
 
 __all__ = [
     "ClsToken",
@@ -146,6 +147,10 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
 class ClsToken(tf.keras.layers.Layer):
     """Prepends a learnable ``[CLS]`` vector to every list.
 
+    Args:
+      stddev: the vector's initial values are drawn from ``N(0, stddev^2)``; 1
+        is the released code's (a ``torch.nn.Embedding``).
+
     Call args:
       items: ``[batch, list, dim]`` float tensor.
       mask: ``[batch, list]`` bool tensor, True for real items.
@@ -155,11 +160,16 @@ class ClsToken(tf.keras.layers.Layer):
       always valid.
     """
 
+    def __init__(self, stddev: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        if not stddev > 0:
+            raise ValueError(f"`stddev` must be > 0, got {stddev!r}")
+        self.stddev = stddev
+
     def build(self, input_shape):
         dim = input_shape[0][-1] if isinstance(input_shape, (list, tuple)) else input_shape[-1]
-        self.cls = self.add_weight(
-            name="cls", shape=(1, 1, dim), initializer="random_normal", trainable=True
-        )
+        initializer = tf.keras.initializers.RandomNormal(stddev=self.stddev)
+        self.cls = self.add_weight(name="cls", shape=(1, 1, dim), initializer=initializer)
         super().build(input_shape)
 
     def call(self, items, mask):
@@ -168,6 +178,11 @@ class ClsToken(tf.keras.layers.Layer):
         tokens = tf.concat([cls, items], axis=1)  # [B, L, D] -> [B, L + 1, D]
         valid = tf.concat([tf.ones([batch, 1], tf.bool), mask], axis=1)  # [B, L + 1]
         return tokens, valid
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(stddev=self.stddev)
+        return config
 
 
 @_serializable
@@ -180,6 +195,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
       dropout: dropout rate on attention output and in the feed-forward block.
       activation: the feed-forward block's activation, ``"gelu"`` (exact, the
         RankFormer's) or a Keras activation name.
+      init: ``initializers.INITIALIZATIONS``: ``pytorch`` as
+        ``torch.nn.TransformerEncoderLayer`` (the released code's), or ``keras``.
     """
 
     def __init__(
@@ -188,6 +205,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         ff_dim: int = 512,
         dropout: float = 0.25,
         activation: str = "gelu",
+        init: str = "pytorch",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -195,6 +213,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         self.ff_dim = ff_dim
         self.dropout = dropout
         self.activation = activation
+        self.init = check_init(init)
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -205,15 +224,20 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         # projection to queries, keys and values, scaled dot products, dropout on
         # the attention weights, an output projection. Written out, it issues far
         # fewer ops than Keras's MultiHeadAttention, which matters for latency.
+        # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
+        # MultiheadAttention sets them so); the output projection's weights
+        # follow the scheme.
         self.qkv = tf.keras.layers.Dense(3 * dim, name="qkv")
         self.dropout_weights = FastDropout(self.dropout)
-        self.attention_out = tf.keras.layers.Dense(dim, name="attention_out")
+        self.attention_out = tf.keras.layers.Dense(
+            dim, kernel_initializer=kernel_initializer(dim, self.init), name="attention_out"
+        )
         self.dropout_attention = FastDropout(self.dropout)
         self.norm_ff = LayerNorm(epsilon=1e-5)
         activation = gelu if self.activation == "gelu" else self.activation
-        self.ff_in = tf.keras.layers.Dense(self.ff_dim, activation=activation)
+        self.ff_in = dense(self.ff_dim, fan_in=dim, init=self.init, activation=activation)
         self.dropout_ff = FastDropout(self.dropout)
-        self.ff_out = tf.keras.layers.Dense(dim)
+        self.ff_out = dense(dim, fan_in=self.ff_dim, init=self.init)
         self.dropout_out = FastDropout(self.dropout)
         super().build(input_shape)
 
@@ -274,14 +298,16 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             ff_dim=self.ff_dim,
             dropout=self.dropout,
             activation=self.activation,
+            init=self.init,
         )
         return config
 
 
 @_serializable
 class ItemAndContextHead(tf.keras.layers.Layer):
-    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer on each item's vector
-    joined with its list's ``[CLS]`` vector.
+    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer (then dropout, as the
+    released code's heads) on each item's vector joined with its list's ``[CLS]``
+    vector.
 
     The hidden layer's product with ``[z_i, z_CLS]`` is split into
     ``z_i W_i + z_CLS W_c``, and ``z_CLS W_c`` is computed once per list
@@ -291,6 +317,9 @@ class ItemAndContextHead(tf.keras.layers.Layer):
     Args:
       hidden: hidden width.
       outputs: outputs per item.
+      dropout: dropout rate on the hidden layer.
+      init: ``initializers.INITIALIZATIONS``; under ``pytorch`` the two kernels
+        are the halves of one ``Linear(2d, hidden)``.
 
     Call args:
       items: ``[B, L, d]``; context: ``[B, d]``.
@@ -299,34 +328,52 @@ class ItemAndContextHead(tf.keras.layers.Layer):
       ``[B, L, outputs]`` float32.
     """
 
-    def __init__(self, hidden: int, outputs: int, **kwargs):
+    def __init__(
+        self, hidden: int, outputs: int, dropout: float = 0.0, init: str = "pytorch", **kwargs
+    ):
         super().__init__(**kwargs)
         self.hidden = hidden
         self.num_outputs = outputs
+        self.dropout = dropout
+        self.init = check_init(init)
 
     def build(self, input_shape):  # the items' shape
         dim = input_shape[-1]
+        # Keras's Glorot draws each half on its own; PyTorch's fan-in is the whole 2d.
+        fan_in = 2 * dim if self.init == "pytorch" else dim
         self.item_kernel = self.add_weight(
-            name="item_kernel", shape=(dim, self.hidden), initializer="glorot_uniform"
+            name="item_kernel",
+            shape=(dim, self.hidden),
+            initializer=kernel_initializer(fan_in, self.init),
         )
         self.context_kernel = self.add_weight(
-            name="context_kernel", shape=(dim, self.hidden), initializer="glorot_uniform"
+            name="context_kernel",
+            shape=(dim, self.hidden),
+            initializer=kernel_initializer(fan_in, self.init),
         )
         self.hidden_bias = self.add_weight(
-            name="hidden_bias", shape=(self.hidden,), initializer="zeros"
+            name="hidden_bias",
+            shape=(self.hidden,),
+            initializer=bias_initializer(fan_in, self.init),
         )
-        self.output_layer = tf.keras.layers.Dense(self.num_outputs, dtype="float32", name="output")
+        self.hidden_dropout = FastDropout(self.dropout)
+        self.output_layer = dense(
+            self.num_outputs, fan_in=self.hidden, init=self.init, dtype="float32", name="output"
+        )
         super().build(input_shape)
 
-    def call(self, items, context):
+    def call(self, items, context, training=None):
         per_list = tf.matmul(context, tf.cast(self.context_kernel, context.dtype))  # [B, h]
         per_list += tf.cast(self.hidden_bias, context.dtype)
         per_item = tf.einsum("bld,dh->blh", items, tf.cast(self.item_kernel, items.dtype))
-        return self.output_layer(tf.nn.relu(per_item + per_list[:, tf.newaxis, :]))
+        hidden = tf.nn.relu(per_item + per_list[:, tf.newaxis, :])  # [B, L, h]
+        return self.output_layer(self.hidden_dropout(hidden, training=training))
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden=self.hidden, outputs=self.num_outputs)
+        config.update(
+            hidden=self.hidden, outputs=self.num_outputs, dropout=self.dropout, init=self.init
+        )
         return config
 
 

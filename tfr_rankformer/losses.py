@@ -1,4 +1,5 @@
-"""Losses: a registry of item-score losses, and the RankFormer's listwide loss.
+"""Losses: a registry of item-score losses, the RankFormer's listwide loss, and how
+both are averaged over a batch.
 
 The RankFormer (Buyl et al., KDD 2023) minimises
 ``L = L_softmax(s, y) + alpha * L_ordinal(d, t)``: ``L_softmax = -y^T log softmax(s)``
@@ -6,6 +7,19 @@ is TF-Ranking's ``SoftmaxLoss``, and the ordinal listwide loss is defined here.
 Any registered item-score loss (``--loss``) can take the softmax's place; they
 are TF-Ranking's wherever TF-Ranking has the loss. Padding items carry
 negative labels, which every loss ignores.
+
+Two loss scalings (``LOSS_SCALINGS``) decide how the per-list values become
+the batch's loss:
+
+* ``released`` (default), as the authors' released code: each list's item-score
+  loss is a mean over the list's items (``-(y * log softmax(s)).mean()``), lists
+  whose loss is exactly zero (for the softmax, lists with ``t = 0``) are left out
+  of the mean over lists (none left: loss 0, zero gradient), and the listwide
+  loss is the mean of its binary cross-entropies over the ``K`` levels, averaged
+  over every list. Their ``alpha`` (``list_pred_strength``) 1 stands for the
+  paper's 0.25 (their README).
+* ``paper``: Eq. 9 as printed: the item-score loss summed within a list, the
+  listwide loss summed over the levels, both averaged over every list.
 """
 
 from __future__ import annotations
@@ -15,45 +29,71 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from tfr_rankformer.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
+
 __all__ = [
+    "LOSS_SCALINGS",
+    "ListAverage",
+    "ListNetLoss",
     "OrdinalListLoss",
     "PerListLoss",
     "ScaledSigmoidRMSE",
     "ScoreLoss",
     "SCORE_LOSSES",
     "get_score_loss",
+    "check_scaling",
 ]
 
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+
+def check_scaling(scaling: str) -> str:
+    """``scaling`` if it is a known loss scaling, else a ``ValueError``."""
+    if scaling not in LOSS_SCALINGS:
+        raise ValueError(f"Unknown loss scaling {scaling!r}; choose from {list(LOSS_SCALINGS)}")
+    return scaling
+
+
+@_serializable
 class OrdinalListLoss(tf.keras.losses.Loss):
     """The RankFormer's ordinal listwide loss on the list label ``t = max_i y_i``.
 
-    ``L_ordinal(d, t) = sum_{k=1..K} BCE(sigmoid(d_k), 1[t >= k])``, with one
-    logit ``d_k`` per label level above 0 (paper Sec. 4.2).
+    Per list, the binary cross-entropies ``BCE(sigmoid(d_k), 1[t >= k])`` of the
+    ``K`` logits ``d_k``, one per label level above 0 (paper Sec. 4.2), are
+    averaged over the levels (``level_mean``, the released code's
+    ``binary_cross_entropy_with_logits``) or summed (Eq. 9 as printed).
 
     Args:
       num_levels: ``K``, the highest label value.
+      level_mean: average over the levels rather than sum.
 
     Call args:
       y_true: ``[batch, 1]`` float list labels ``t``.
       y_pred: ``[batch, K]`` logits.
     """
 
-    def __init__(self, num_levels: int, name: str = "ordinal_list_loss", **kwargs):
+    def __init__(
+        self,
+        num_levels: int,
+        level_mean: bool = True,
+        name: str = "ordinal_list_loss",
+        **kwargs,
+    ):
         super().__init__(name=name, **kwargs)
         self.num_levels = num_levels
+        self.level_mean = level_mean
 
     def call(self, y_true, y_pred):
         t = tf.cast(y_true, tf.float32)  # [B, 1]
         levels = tf.range(1, self.num_levels + 1, dtype=tf.float32)  # [K]
         targets = tf.cast(t >= levels, tf.float32)  # [B, 1] vs [K] -> [B, K]
         losses = tf.nn.sigmoid_cross_entropy_with_logits(targets, tf.cast(y_pred, tf.float32))
-        return tf.reduce_sum(losses, axis=-1)  # [B, K] -> [B]
+        reduce = tf.reduce_mean if self.level_mean else tf.reduce_sum
+        return reduce(losses, axis=-1)  # [B, K] -> [B]
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_levels=self.num_levels)
+        config.update(num_levels=self.num_levels, level_mean=self.level_mean)
         return config
 
 
@@ -99,7 +139,7 @@ def _ndcg_loss2pp_weights(mu: float):
     return _LambdaWeights([(1.0, tfr.NDCGLambdaWeight()), (mu, tfr.NDCGLambdaWeightV2())])
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+@_serializable
 class ScaledSigmoidRMSE(tf.keras.losses.Loss):
     """RMSE of ``max_label * sigmoid(s)`` against the labels, per list (allRank's ``rmse``).
 
@@ -140,7 +180,7 @@ def _tfr():
     return tfr.keras.losses
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+@_serializable
 class PerListLoss(tf.keras.losses.Loss):
     """A TF-Ranking loss summed within each list, then averaged over lists.
 
@@ -165,52 +205,164 @@ class PerListLoss(tf.keras.losses.Loss):
         return tf.reduce_sum(per_element, axis=list(range(1, rank))) if rank > 1 else per_element
 
 
+@_serializable
+class ListNetLoss(tf.keras.losses.Loss):
+    """ListNet's top-one cross-entropy (Cao et al., ICML 2007; allRank's ``listNet``).
+
+    Per list, ``-sum_i softmax(y)_i log softmax(s)_i`` over the valid items
+    (labels >= 0): the target is the labels' softmax, where TF-Ranking's
+    ``SoftmaxLoss`` (``softmax``) uses the labels themselves. A list whose
+    labels are all equal has a uniform target, so unlike the softmax loss it
+    still has a loss; a list without valid items has 0.
+
+    Call args:
+      y_true: ``[batch, list]`` labels, negative for padding.
+      y_pred: ``[batch, list]`` scores.
+
+    Returns:
+      ``[batch]`` per-list losses.
+    """
+
+    def __init__(self, name: str = "listnet_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        labels = tf.cast(y_true, tf.float32)
+        valid = labels >= 0.0
+        lowest = tf.constant(-1e9, tf.float32)  # exp() of it is 0: padding leaves both softmaxes
+        target = tf.nn.softmax(tf.where(valid, labels, lowest), axis=-1)
+        log_scores = tf.nn.log_softmax(tf.where(valid, tf.cast(y_pred, tf.float32), lowest), -1)
+        terms = tf.where(valid, target * log_scores, 0.0)
+        any_valid = tf.reduce_any(valid, axis=-1)
+        return tf.where(any_valid, -tf.reduce_sum(terms, axis=-1), 0.0)
+
+
+@_serializable
+class ListAverage(tf.keras.losses.Loss):
+    """A per-list loss averaged over a batch's lists, as a loss scaling asks.
+
+    Args:
+      per_list: a loss whose ``call`` gives one value per list, ``[batch]``.
+      item_mean: divide each list's value by its number of valid items (labels
+        >= 0), turning a sum over the list into a mean.
+      skip_zero_lists: average over the lists whose loss is not exactly zero
+        only; with none, the loss is 0 with a zero gradient. Otherwise over every
+        list.
+
+    Under a ``tf.distribute`` strategy each replica averages its own lists, and
+    Keras divides by the number of replicas before the gradients are summed.
+    """
+
+    def __init__(
+        self,
+        per_list: tf.keras.losses.Loss,
+        *,
+        item_mean: bool,
+        skip_zero_lists: bool,
+        name: str | None = None,
+        **kwargs,
+    ):
+        super().__init__(name=name or per_list.name, **kwargs)
+        self.per_list = per_list
+        self.item_mean = item_mean
+        self.skip_zero_lists = skip_zero_lists
+
+    def call(self, y_true, y_pred):
+        values = tf.cast(self.per_list.call(y_true, y_pred), tf.float32)  # [B]
+        if self.item_mean:
+            counts = tf.reduce_sum(tf.cast(tf.cast(y_true, tf.float32) >= 0.0, tf.float32), -1)
+            values = values / tf.maximum(counts, 1.0)
+        return values
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is not None:
+            raise ValueError(f"{self.name} takes no sample weights")
+        if not self.skip_zero_lists:
+            return super().__call__(y_true, y_pred)
+        with tf.name_scope(self.name):
+            values = self.call(y_true, y_pred)
+            counted = tf.reduce_sum(tf.cast(tf.not_equal(values, 0.0), tf.float32))
+            return tf.reduce_sum(values) / tf.maximum(counted, 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(item_mean=self.item_mean, skip_zero_lists=self.skip_zero_lists)
+        return config
+
+
 @dataclasses.dataclass(frozen=True)
 class ScoreLoss:
     """A registered item-score loss.
 
     Attributes:
-      build: ``max_label -> tf.keras.losses.Loss``.
+      per_list: ``max_label -> tf.keras.losses.Loss`` whose ``call`` gives one
+        value per list.
       output: the model output it reads: ``"scores"`` ``[B, L]``, or
         ``"item_levels"`` ``[B, L, K]`` (one logit per label level above 0;
         the model's score is then the sum of the level probabilities).
+      item_sum: the per-list value is a sum over the list's items (or pairs),
+        which the ``released`` scaling turns into a mean over its items.
       summary: one line for ``--help`` and the README.
     """
 
-    build: Callable[[int], tf.keras.losses.Loss]
+    per_list: Callable[[int], tf.keras.losses.Loss]
     output: str = "scores"
+    item_sum: bool = True
     summary: str = ""
+
+    def build(self, max_label: int, scaling: str = "released") -> tf.keras.losses.Loss:
+        """The batch loss under ``scaling`` (see ``LOSS_SCALINGS``)."""
+        released = check_scaling(scaling) == "released"
+        return ListAverage(
+            self.per_list(max_label),
+            item_mean=released and self.item_sum,
+            skip_zero_lists=released,
+        )
+
+
+def _tfr_loss(class_name: str, **kwargs) -> Callable[[int], tf.keras.losses.Loss]:
+    """A registry entry: TF-Ranking's ``class_name`` loss summed within each list."""
+
+    def build(max_label: int) -> tf.keras.losses.Loss:
+        del max_label
+        return PerListLoss(getattr(_tfr(), class_name)(**kwargs))
+
+    return build
 
 
 # Losses on item scores, TF-Ranking's own wherever it has the loss.
 SCORE_LOSSES = {
     "softmax": ScoreLoss(
-        lambda _: PerListLoss(_tfr().SoftmaxLoss(name="softmax_loss")),
-        summary="ListNet's softmax cross-entropy -y^T log softmax(s) (TF-Ranking SoftmaxLoss)",
+        _tfr_loss("SoftmaxLoss", name="softmax_loss"),
+        summary=LOSS_SUMMARIES["softmax"],
+    ),
+    "listnet": ScoreLoss(
+        lambda _: ListNetLoss(),
+        summary=LOSS_SUMMARIES["listnet"],
     ),
     "ordinal": ScoreLoss(
         lambda k: PerListLoss(_tfr().OrdinalLoss(name="ordinal_loss", ordinal_size=k)),
         output="item_levels",
-        summary="one sigmoid per label level, score = sum of the level probabilities "
-        "(TF-Ranking OrdinalLoss)",
+        summary=LOSS_SUMMARIES["ordinal"],
     ),
     "approx_ndcg": ScoreLoss(
-        lambda _: PerListLoss(_tfr().ApproxNDCGLoss(name="approx_ndcg_loss")),
-        summary="ApproxNDCG, NDCG with smoothed ranks (TF-Ranking ApproxNDCGLoss)",
+        _tfr_loss("ApproxNDCGLoss", name="approx_ndcg_loss"),
+        item_sum=False,
+        summary=LOSS_SUMMARIES["approx_ndcg"],
     ),
     "listmle": ScoreLoss(
-        lambda _: PerListLoss(_tfr().ListMLELoss(name="listmle_loss")),
-        summary="ListMLE, likelihood of the ideal permutation (TF-Ranking ListMLELoss)",
+        _tfr_loss("ListMLELoss", name="listmle_loss"),
+        summary=LOSS_SUMMARIES["listmle"],
     ),
     "ranknet": ScoreLoss(
-        lambda _: PerListLoss(_tfr().PairwiseLogisticLoss(name="ranknet_loss")),
-        summary="RankNet, pairwise logistic (TF-Ranking PairwiseLogisticLoss)",
+        _tfr_loss("PairwiseLogisticLoss", name="ranknet_loss"),
+        summary=LOSS_SUMMARIES["ranknet"],
     ),
     "lambdarank": ScoreLoss(
         lambda _: PerListLoss(
             _tfr().PairwiseLogisticLoss(name="lambdarank_loss", lambda_weight=_lambdarank_weights())
         ),
-        summary="LambdaRank, pairwise logistic with NDCG swap weights",
+        summary=LOSS_SUMMARIES["lambdarank"],
     ),
     "ndcg_loss2pp": ScoreLoss(
         lambda _: PerListLoss(
@@ -218,11 +370,12 @@ SCORE_LOSSES = {
                 name="ndcg_loss2pp_loss", lambda_weight=_ndcg_loss2pp_weights(mu=10.0)
             )
         ),
-        summary="LambdaLoss NDCG-Loss2++ with mu = 10, pairwise logistic",
+        summary=LOSS_SUMMARIES["ndcg_loss2pp"],
     ),
     "rmse": ScoreLoss(
         lambda k: ScaledSigmoidRMSE(k),
-        summary="RMSE of max_label * sigmoid(score) against the labels, per list",
+        item_sum=False,
+        summary=LOSS_SUMMARIES["rmse"],
     ),
 }
 

@@ -12,6 +12,12 @@ Models: ``rankformer``, ``transformer`` (no list head), ``mlp`` (pointwise),
 ``context_aware`` (allRank's post-LayerNorm encoder, optional positional
 encoding) and ``listformer`` (global-local attention, the RankFormer's heads).
 
+The RankFormer family's defaults follow the authors' released code: no final
+LayerNorm, heads ``Linear, ReLU, Dropout, Linear``, ``[CLS]`` drawn from
+``N(0, 1)``, PyTorch's initialisation, and without a list head (alpha = 0,
+``transformer``) the encoder alone with ``h_s(z_i)`` and no ``[CLS]``.
+``ModelConfig`` fields bring back the other variants.
+
 A model is the normalisation layer followed by a nested model, the *ranker*
 (``ranker_of``), which takes normalised features. Training fits the ranker on
 features normalised once in the input pipeline; checkpoints, evaluation and
@@ -28,8 +34,10 @@ from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.feature_normalization import FeatureNormalization
+from tfr_rankformer.initializers import INITIALIZATIONS, dense
 from tfr_rankformer.layers import (
     ClsToken,
+    FastDropout,
     ItemAndContextHead,
     LayerNorm,
     MaskedScores,
@@ -47,7 +55,7 @@ __all__ = [
     "ModelConfig",
     "MODELS",
     "PRESETS",
-    "DEFAULT_ALPHA",
+    "LOSS_PRESETS",
     "build_model",
     "has_list_head",
     "normalization_of",
@@ -58,14 +66,24 @@ __all__ = [
 # Each model's defaults; ``ModelConfig`` fields left ``None`` take them.
 _ENCODER = dict(num_layers=3, num_heads=1, ff_dim=512, dropout=0.25, head_hidden=128)
 PRESETS = {
-    # The RankFormer paper's best (Sec. 6.2), also for its alpha = 0 ablation.
-    "rankformer": _ENCODER,
-    "transformer": _ENCODER,
+    # The RankFormer paper's best (Sec. 6.2); [CLS] and the z_i || z_CLS head
+    # only with a list head (see TrainConfig), as in the released code.
+    "rankformer": dict(_ENCODER, cls_token=True),
+    # The released code's alpha = 0 model: the encoder alone, h_s(z_i).
+    "transformer": dict(_ENCODER, cls_token=False),
     "mlp": dict(dropout=0.25, mlp_units=(512, 256, 128)),
-    # Pobrotyn et al.'s best MSLR-WEB30K setting.
-    "context_aware": dict(num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144),
+    # Pobrotyn et al.'s best MSLR-WEB30K setting (allRank's ordinal configuration),
+    # initialised as allRank does (Xavier-uniform weights).
+    "context_aware": dict(
+        num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144, init="keras"
+    ),
     # The RankFormer's encoder and heads with global-local attention.
-    "listformer": dict(_ENCODER, global_tokens=4),
+    "listformer": dict(_ENCODER, global_tokens=4, cls_token=True),
+}
+# allRank's published configuration per loss, where it differs from the
+# model's preset (reproducibility/configs/contextaware_web30k/ndcgloss2pp.json).
+LOSS_PRESETS = {
+    ("context_aware", "ndcg_loss2pp"): dict(d_fc=128, num_heads=4, dropout=0.3),
 }
 _BASE = dict(
     num_layers=3,
@@ -78,6 +96,11 @@ _BASE = dict(
     positional_encoding="none",
     max_positions=1024,
     global_tokens=4,
+    cls_token=True,
+    final_norm=False,
+    head_dropout=None,  # the model's `dropout`, as the released heads
+    cls_stddev=1.0,
+    init="pytorch",
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
@@ -98,6 +121,18 @@ class ModelConfig:
         (sinusoidal over the input order) or ``learned``.
       max_positions: positions a ``learned`` encoding has embeddings for.
       global_tokens: ``listformer``'s learned summary tokens besides ``[CLS]``.
+      cls_token: listwise encoders: prepend the learnable ``[CLS]`` and score
+        ``h_s(z_i || z_CLS)``; off, the encoder alone scores ``h_s(z_i)`` (the
+        released code's alpha = 0). A list head needs it.
+      final_norm: a LayerNorm after the last encoder layer (the released code has
+        none).
+      head_dropout: dropout in the score and list heads, between their ReLU and
+        their output layer; ``None``: ``dropout``, as the released code.
+      cls_stddev: the ``[CLS]`` vector's initial values are ``N(0, cls_stddev^2)``
+        (released: 1, a ``torch.nn.Embedding``).
+      init: weight initialisation, ``pytorch`` (``torch.nn.Linear``'s, the
+        released code's) or ``keras`` (Glorot-uniform, zero biases); see
+        ``initializers``.
     """
 
     num_layers: int | None = None
@@ -110,6 +145,11 @@ class ModelConfig:
     positional_encoding: str | None = None
     max_positions: int | None = None
     global_tokens: int | None = None
+    cls_token: bool | None = None
+    final_norm: bool | None = None
+    head_dropout: float | None = None
+    cls_stddev: float | None = None
+    init: str | None = None
 
     def __post_init__(self):
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
@@ -120,8 +160,14 @@ class ModelConfig:
             or self.global_tokens < 0
         ):
             raise ValueError(f"`global_tokens` must be an int >= 0, got {self.global_tokens!r}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"`dropout` must lie in [0, 1), got {self.dropout!r}")
+        for name in ("dropout", "head_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not 0.0 <= rate < 1.0:
+                raise ValueError(f"`{name}` must lie in [0, 1), got {rate!r}")
+        if self.cls_stddev is not None and not self.cls_stddev > 0:
+            raise ValueError(f"`cls_stddev` must be > 0, got {self.cls_stddev!r}")
+        if self.init is not None and self.init not in INITIALIZATIONS:
+            raise ValueError(f"`init` must be one of {list(INITIALIZATIONS)}, got {self.init!r}")
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
         encoding = self.positional_encoding
@@ -131,16 +177,20 @@ class ModelConfig:
                 f"got {encoding!r}"
             )
 
-    def resolved(self, model: str) -> ModelConfig:
-        """Every ``None`` replaced by ``model``'s default."""
+    def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
+        """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one)."""
         _check_name(model)
-        defaults = {**_BASE, **PRESETS[model]}
+        defaults = {**_BASE, **PRESETS[model], **LOSS_PRESETS.get((model, loss), {})}
         values = {
             f.name: defaults[f.name] if getattr(self, f.name) is None else getattr(self, f.name)
             for f in dataclasses.fields(self)
         }
         if values["positional_encoding"] != "none" and model != "context_aware":
             raise ValueError(f"{model!r} takes no positional encoding (context_aware does)")
+        if values["head_dropout"] is None:
+            values["head_dropout"] = values["dropout"]
+        if model == "listformer" and not values["cls_token"]:
+            raise ValueError("listformer's [CLS] is one of its global tokens: it needs `cls_token`")
         return ModelConfig(**values)
 
 
@@ -150,12 +200,14 @@ def _inputs(num_features: int):
     return features, mask
 
 
-def _head(hidden: int, outputs: int, name: str) -> tf.keras.Sequential:
-    # The paper's heads are MLPs with one hidden layer; ReLU is our choice there.
+def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras.Sequential:
+    """An MLP head with one hidden layer: Linear, ReLU, Dropout, Linear (the released code's)."""
+    hidden = config.head_hidden
     return tf.keras.Sequential(
         [
-            tf.keras.layers.Dense(hidden, activation="relu"),
-            tf.keras.layers.Dense(outputs, dtype="float32"),
+            dense(hidden, fan_in=fan_in, init=config.init, activation="relu"),
+            FastDropout(config.head_dropout),
+            dense(outputs, fan_in=hidden, init=config.init, dtype="float32"),
         ],
         name=name,
     )
@@ -176,44 +228,73 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     """The RankFormer encoder with score head, and the list head when ``levels``.
 
     With ``glob`` > 0, ``glob`` learned summary tokens join ``[CLS]`` and the
-    encoder layers use global-local attention (Listformer).
+    encoder layers use global-local attention (Listformer). Without
+    ``config.cls_token`` the encoder runs on the items alone and scores
+    ``h_s(z_i)``.
     """
+    if levels and not config.cls_token:
+        raise ValueError("a list head reads the [CLS] token: it needs `cls_token`")
     # === Inputs (normalised features) ===
     features, mask = _inputs(num_features)
     # === Encoder ===
-    x, valid = ClsToken(name="cls_token")(features, mask)  # [B, L, d] -> [B, L + 1, d]
+    x, valid, lead = features, mask, 0
+    if config.cls_token:
+        cls = ClsToken(config.cls_stddev, name="cls_token")
+        x, valid = cls(features, mask)  # [B, L, d] -> [B, L + 1, d]
+        lead = 1
     if glob:
         x, valid = GlobalTokens(glob, name="global_tokens")(x, valid)  # [B, glob + L + 1, d]
+        lead += glob
     for i in range(config.num_layers):
-        settings = dict(num_heads=config.num_heads, ff_dim=config.ff_dim, dropout=config.dropout)
+        settings = dict(
+            num_heads=config.num_heads,
+            ff_dim=config.ff_dim,
+            dropout=config.dropout,
+            init=config.init,
+        )
         if glob:
             layer = GlobalLocalEncoderLayer(num_global=glob + 1, name=f"encoder_{i}", **settings)
         else:
             layer = PreNormEncoderLayer(name=f"encoder_{i}", **settings)
         x = layer(x, valid)
-    x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
-    z_cls = x[:, glob, :]  # [B, d]
-    z_items = x[:, glob + 1 :, :]  # [B, L, d]
+    if config.final_norm:
+        x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
+    z_items = x[:, lead:, :]  # [B, lead + L, d] -> [B, L, d]
     # === Heads ===
-    # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, 1] (or [B, L, K])
-    raw = ItemAndContextHead(config.head_hidden, item_levels or 1, name="score_head")(
-        z_items, z_cls
-    )
+    outs = item_levels or 1
+    if config.cls_token:
+        z_cls = x[:, glob, :]  # [B, d]
+        # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, outs]
+        score_head = ItemAndContextHead(
+            config.head_hidden,
+            outs,
+            dropout=config.head_dropout,
+            init=config.init,
+            name="score_head",
+        )
+        raw = score_head(z_items, z_cls)
+    else:
+        # h_s(z_i): [B, L, d] -> [B, L, outs]
+        raw = _head(num_features, config, outs, "score_head")(z_items)
     outputs = _score_outputs(raw, mask, item_levels)
     if levels:
         # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
-        logits = _head(config.head_hidden, levels, "list_head")(z_cls)
+        logits = _head(num_features, config, levels, "list_head")(z_cls)
         outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(logits)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
 
 
 def build_rankformer(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """The RankFormer: listwise encoder with [CLS], score head and listwide ordinal head."""
+    """The RankFormer: listwise encoder with [CLS], score head and listwide ordinal head.
+
+    ``levels`` ``None`` or 0 (alpha = 0) builds no list head.
+    """
     return _listwise(num_features, config, levels, item_levels, "rankformer")
 
 
 def build_transformer(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """The same encoder and score head without the list head (the paper's alpha = 0)."""
+    """The same encoder without the list head (the paper's alpha = 0): by default,
+    as the released code, without ``[CLS]`` either, scoring ``h_s(z_i)``."""
     del levels
     return _listwise(num_features, config, None, item_levels, "transformer")
 
@@ -228,11 +309,12 @@ def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
     """The pointwise MLP baseline: each item scored alone."""
     del levels
     features, mask = _inputs(num_features)
-    x = features
+    x, fan_in = features, num_features
     for i, units in enumerate(config.mlp_units):
-        x = tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(x)
+        x = dense(units, fan_in=fan_in, init=config.init, activation="relu", name=f"dense_{i}")(x)
         x = tf.keras.layers.Dropout(config.dropout, name=f"dropout_{i}")(x)
-    raw = tf.keras.layers.Dense(item_levels or 1, dtype="float32", name="score")(x)
+        fan_in = units
+    raw = dense(item_levels or 1, fan_in=fan_in, init=config.init, dtype="float32", name="score")(x)
     outputs = _score_outputs(raw, mask, item_levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="mlp")
 
@@ -243,16 +325,20 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
     del levels
     features, mask = _inputs(num_features)
     # The projection is linear, as in allRank's published configuration (our reading).
-    x = tf.keras.layers.Dense(config.d_fc, name="input_projection")(features)  # [B, L, d_fc]
+    projection = dense(config.d_fc, fan_in=num_features, init=config.init, name="input_projection")
+    x = projection(features)  # [B, L, d] -> [B, L, d_fc]
     if config.positional_encoding == "fixed":
         x = SinusoidalPositionalEncoding(name="positional_encoding")(x)
     elif config.positional_encoding == "learned":
         x = LearnedPositionalEncoding(config.max_positions, name="positional_encoding")(x)
     for i in range(config.num_layers):
         x = PostNormEncoderLayer(
-            config.num_heads, config.ff_dim, config.dropout, name=f"block_{i}"
+            config.num_heads, config.ff_dim, config.dropout, init=config.init, name=f"block_{i}"
         )(x, mask)
-    raw = tf.keras.layers.Dense(item_levels or 1, dtype="float32", name="score")(x)
+    score = dense(
+        item_levels or 1, fan_in=config.d_fc, init=config.init, dtype="float32", name="score"
+    )
+    raw = score(x)
     outputs = _score_outputs(raw, mask, item_levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="context_aware")
 
@@ -268,9 +354,6 @@ MODELS = {
     "listformer": build_listformer,
 }
 _WITH_LIST_HEAD = {"rankformer", "listformer"}
-# The listwide loss's weight when none is given: the RankFormer's best; the
-# Listformer's head is optional (its paper has none).
-DEFAULT_ALPHA = {"rankformer": 0.25, "listformer": 0.0}
 
 
 def has_list_head(name: str) -> bool:

@@ -9,13 +9,19 @@ tag``) or as CSV with the list-quality prediction of each query.
 
 A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
 item on its own features; ELWC records are then parsed with ``tfr.data``.
+
+Bad input stops scoring with a ``ValueError`` naming the file and the line or
+record: a LETOR line that does not parse, truncated gzip data, a TFRecord
+shard cut short (``record_checks``), or a record the signature rejects (an
+item whose features are missing, of the wrong length, or NaN/inf). With a
+model exported with ``--invalid-items score-last`` such items are ranked last
+and counted instead (``ScoredList.num_invalid``).
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import gzip
 import os
 import re
 from collections.abc import Iterator
@@ -23,7 +29,8 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.record_checks import RecordFileError, read_records
 
 __all__ = [
     "ScoredList",
@@ -47,12 +54,15 @@ class ScoredList:
       docids: document ids, in input order.
       scores: ``[n]`` scores, in input order.
       list_probs: ``[K]`` ``P(t >= k)``, or ``None`` without a list head.
+      num_invalid: items the model could not score and ranked last (models
+        exported with ``--invalid-items score-last``).
     """
 
     qid: int
     docids: list[str]
     scores: np.ndarray
     list_probs: np.ndarray | None = None
+    num_invalid: int = 0
 
 
 def resolve_export(path: str) -> str:
@@ -75,15 +85,21 @@ def resolve_export(path: str) -> str:
     return os.path.join(export, str(versions[-1]))
 
 
-def _letor_lists(path: str, num_features: int) -> Iterator[tuple[int, list[str], np.ndarray]]:
-    """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file."""
-    from tfrecords_tools.letor_parser import parse_letor_lines
-    from tfrecords_tools.letor_reader import group_bounds
+def _letor_lists(
+    path: str, num_features: int, duplicates: str
+) -> Iterator[tuple[int, list[str], np.ndarray]]:
+    """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file.
 
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        lines = f.read().split(b"\n")
-    parsed = parse_letor_lines(lines, num_features=num_features, path=path, first_line=1)
+    Features may come in any order; a repeated index follows ``duplicates``
+    (``letor_parser.DUPLICATE_POLICIES``).
+    """
+    from tfrecords_tools.letor_parser import parse_letor_lines
+    from tfrecords_tools.letor_reader import group_bounds, read_letor_file
+
+    lines = read_letor_file(path).split(b"\n")
+    parsed = parse_letor_lines(
+        lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates
+    )
     docids = []
     for number in parsed.line_numbers:
         found = _DOCID.search(lines[number - 1].partition(b"#")[2])
@@ -109,11 +125,17 @@ def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarra
     return scores, probs
 
 
-def score_letor(export: str, path: str, *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores every list of a LETOR text file (plain or ``.gz``)."""
+def score_letor(
+    export: str, path: str, *, batch_size: int = 256, duplicates: str = "error"
+) -> Iterator[ScoredList]:
+    """Scores every list of a LETOR text file (plain or ``.gz``).
+
+    ``duplicates`` says what a repeated feature index on a line gives (see
+    ``letor_parser.DUPLICATE_POLICIES``).
+    """
     signature = tf.saved_model.load(export).signatures[SIGNATURE_TENSORS]
     num_features = signature.structured_input_signature[1]["features"].shape[-1]
-    for batch in _batches(_letor_lists(path, num_features), batch_size):
+    for batch in _batches(_letor_lists(path, num_features, duplicates), batch_size):
         width = max(len(docids) for _, docids, _ in batch)
         features = np.zeros((len(batch), width, num_features), np.float32)
         mask = np.zeros((len(batch), width), bool)
@@ -126,20 +148,51 @@ def score_letor(export: str, path: str, *, batch_size: int = 256) -> Iterator[Sc
             yield ScoredList(qid, docids, scores, probs)
 
 
+_REJECTED = re.compile(r"assertion failed: \[invalid input: list (\d+), (.*?)\]\s*$", re.M)
+
+
+def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileError:
+    """The signature's error, naming the file and record of the list it names."""
+    found = _REJECTED.search(error.message)
+    if found:
+        path, number, _ = batch[int(found.group(1))]
+        return RecordFileError(path, number, found.group(2).replace("\\'", "'"))
+    first, last = batch[0], batch[-1]
+    where = f"records {first[1]}-{last[1]}" if first[0] == last[0] else "a batch of records"
+    detail = error.message.strip().splitlines()[0]
+    return RecordFileError(first[0], None, f"{where}: the model rejected the input ({detail})")
+
+
+def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
+    for path in files:
+        for number, record in read_records(path):
+            yield path, number, record
+
+
 def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records (the converter's shards) through the proto signature."""
+    """Scores ELWC records (the converter's shards) through the proto signature.
+
+    Raises:
+      RecordFileError: a ``ValueError`` naming the file and record of a list
+        the signature rejects, or of truncated or corrupt TFRecord data.
+    """
     from tensorflow_serving.apis import input_pb2
 
     signature = tf.saved_model.load(export).signatures[SIGNATURE_ELWC]
-    records = (r.numpy() for r in tf.data.TFRecordDataset(files))
-    for batch in _batches(records, batch_size):
-        outputs = signature(examples=tf.constant(batch))
-        for i, record in enumerate(batch):
+    for batch in _batches(_elwc_records(files), batch_size):
+        try:
+            outputs = signature(examples=tf.constant([record for _, _, record in batch]))
+        except tf.errors.InvalidArgumentError as e:
+            raise _rejected(e, batch) from None
+        invalid = outputs[INVALID_ITEMS].numpy() if INVALID_ITEMS in outputs else None
+        for i, (_, _, record) in enumerate(batch):
             elwc = input_pb2.ExampleListWithContext.FromString(record)
-            qid = elwc.context.features.feature["qid"].int64_list.value[0]
+            qid = elwc.context.features.feature["qid"].int64_list.value
             n = len(elwc.examples)
             scores, probs = _unpack(outputs, i, n)
-            yield ScoredList(int(qid), [str(j) for j in range(1, n + 1)], scores, probs)
+            docids = [str(j) for j in range(1, n + 1)]
+            count = int(invalid[i, :n].sum()) if invalid is not None else 0
+            yield ScoredList(int(qid[0]) if qid else -1, docids, scores, probs, count)
 
 
 def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
@@ -157,25 +210,58 @@ def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
         yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
 
 
-def score_letor_gbdt(booster, path: str, *, batch_size: int = 256) -> Iterator[ScoredList]:
+def score_letor_gbdt(
+    booster, path: str, *, batch_size: int = 256, duplicates: str = "error"
+) -> Iterator[ScoredList]:
     """Scores every list of a LETOR text file with a LightGBM booster."""
-    for batch in _batches(_letor_lists(path, booster.num_feature()), batch_size):
+    for batch in _batches(_letor_lists(path, booster.num_feature(), duplicates), batch_size):
         yield from _gbdt_lists(booster, batch)
 
 
-def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records with a LightGBM booster; items are numbered in list order."""
-    from tfr_rankformer import data, elwc_schema
+def _item_features(path: str, number: int, record: bytes, num_features: int):
+    """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
+    signature checks it.
 
-    lists = data.parsed_lists(
-        files, booster.num_feature(), list_size=None, shuffle_items=False, seed=0
-    )
-    for batch in _batches(lists.as_numpy_iterator(), batch_size):
+    Raises:
+      RecordFileError: an item's features missing, of another length, or not finite.
+    """
+    from tensorflow_serving.apis import input_pb2
+
+    elwc = input_pb2.ExampleListWithContext.FromString(record)
+    qid = elwc.context.features.feature["qid"].int64_list.value
+    rows = np.zeros((len(elwc.examples), num_features), np.float32)
+    for i, example in enumerate(elwc.examples):
+        feature = example.features.feature.get("features")
+        values = feature.float_list.value if feature is not None else []
+        if len(values) != num_features:
+            what = "is missing (0 values)" if not values else f"holds {len(values)} values"
+            raise RecordFileError(
+                path, number, f"item {i}: the features field {what}, expected {num_features}"
+            )
+        rows[i] = values
+        if not np.isfinite(rows[i]).all():
+            j = int(np.flatnonzero(~np.isfinite(rows[i]))[0])
+            raise RecordFileError(
+                path,
+                number,
+                f"item {i}: the features field holds {rows[i, j]} at position {j + 1} of "
+                f"{num_features}, expected finite values",
+            )
+    return int(qid[0]) if qid else -1, rows
+
+
+def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores ELWC records with a LightGBM booster; items are numbered in list order.
+
+    Raises:
+      RecordFileError: as ``score_elwc`` with the ``reject`` policy.
+    """
+    num_features = booster.num_feature()
+    for batch in _batches(_elwc_records(files), batch_size):
         rows = []
-        for element in batch:
-            features = element[elwc_schema.FEATURES][element[data.MASK]]
-            docids = [str(j) for j in range(1, len(features) + 1)]
-            rows.append((int(element[elwc_schema.QID]), docids, features))
+        for path, number, record in batch:
+            qid, features = _item_features(path, number, record, num_features)
+            rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
         yield from _gbdt_lists(booster, rows)
 
 

@@ -11,13 +11,13 @@ from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import evaluate_model
 from tfr_rankformer.list_arrays import read_split
-from tfr_rankformer.models import build_model
+from tfr_rankformer.record_checks import check_split_files
 from tfr_rankformer.training import (
     BEST_WEIGHTS,
     CONFIG_NAME,
     METRICS_NAME,
     TrainConfig,
-    item_levels,
+    build_run_model,
 )
 
 __all__ = ["load_run", "evaluate_run"]
@@ -42,13 +42,7 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
     manifest = data.load_manifest(config.data)
-    model = build_model(
-        config.model,
-        manifest,
-        config.architecture,
-        data.label_levels(manifest),
-        item_levels=item_levels(config, manifest),
-    )
+    model = build_run_model(config, manifest)
     try:
         # Every variable of the model must come from the checkpoint: a mismatch
         # (a run saved by a different model structure) must not pass silently.
@@ -98,6 +92,10 @@ def evaluate_run(
 
     The results are merged into ``model_dir/metrics.json`` (a different dataset
     is recorded under ``"<split>@<data_dir>"``) and returned.
+
+    Raises:
+      ValueError: the manifest does not parse, or a shard is cut short or
+        corrupt (``record_checks.RecordFileError``, naming file and record).
     """
     evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
     trained_on, num_features, evaluate = evaluator(model_dir)
@@ -109,6 +107,8 @@ def evaluate_run(
             f"{num_features}"
         )
     splits = splits or list(manifest["splits"])
+    # A shard cut short is named here, before any metric is computed or written.
+    check_split_files(data_dir, manifest, splits)
     same_data = os.path.abspath(data_dir) == os.path.abspath(trained_on)
     results = {}
     for split in splits:

@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfr_rankformer.models import has_list_head
-
 __all__ = [
     "Range",
     "GBDT_SPACE",
@@ -131,6 +129,8 @@ def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[s
             del space[key]
     elif width:
         space["num_heads"] = Range(choices=tuple(h for h in range(1, 9) if width % h == 0))
+    from tfr_rankformer.models import has_list_head  # TensorFlow: only when searching
+
     if not has_list_head(model):
         del space["alpha"]
     return space

@@ -27,11 +27,11 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data
+from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.losses import OrdinalListLoss, check_scaling, get_score_loss
 from tfr_rankformer.models import (
-    DEFAULT_ALPHA,
     MODELS,
     ModelConfig,
     build_model,
@@ -45,6 +45,11 @@ from tfr_rankformer.training_callbacks import BestWeights, Throughput
 __all__ = [
     "TrainConfig",
     "InverseSqrtDecay",
+    "EpochSchedule",
+    "LR_SCHEDULES",
+    "KEEP_WEIGHTS",
+    "OPTIMIZERS",
+    "build_run_model",
     "choose_strategy",
     "train",
     "build_compiled_model",
@@ -60,29 +65,82 @@ HISTORY_NAME = "history.csv"
 BACKUP_NAME = "backup"
 
 
+# Settings whose default depends on the model: the RankFormer family follows the
+# authors' released code; context_aware follows allRank's published
+# configurations (Adam at 1e-3 without weight decay, x0.1 after half of 100
+# epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
+_RELEASED = dict(
+    epochs=200,
+    batch_size=2048,
+    loss_scaling="released",
+    optimizer="adamw",
+    weight_decay=0.1,
+    lr_schedule="epoch_inverse_sqrt",
+)
+_MODEL_DEFAULTS = {
+    "rankformer": _RELEASED,
+    "transformer": _RELEASED,
+    "mlp": _RELEASED,
+    "listformer": _RELEASED,
+    "context_aware": dict(
+        epochs=100,
+        batch_size=64,
+        loss_scaling="paper",
+        optimizer="adam",
+        weight_decay=0.0,
+        lr_schedule="step_decay",
+    ),
+}
+# The listwide loss's weight when none is given, per loss scaling: the
+# released code's own script uses strength 1, which its README equates with
+# the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
+_DEFAULT_ALPHA = {"released": {"rankformer": 1.0}, "paper": {"rankformer": 0.25}}
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Settings of one training run; defaults follow the paper (Sec. 6.2).
+    """Settings of one training run; fields left ``None`` take the model's defaults.
+
+    The RankFormer family (``rankformer``, ``transformer``, ``mlp``,
+    ``listformer``) defaults to the authors' released code; ``context_aware``
+    to allRank's configurations. The resolved values are what ``config.json``
+    records.
 
     Attributes:
       model: a key of ``models.MODELS``.
       data: a converted dataset (``tfr-convert --output``).
       model_dir: where everything is written.
-      epochs: maximum epochs (paper: 200).
-      batch_size: lists per batch (paper: 2048), over all replicas and workers
-        together; each of ``n`` workers takes ``batch_size / n`` lists per step.
+      epochs: maximum epochs (RankFormer: 200; allRank: 100).
+      batch_size: lists per batch (RankFormer: 2048; allRank: 64), over all
+        replicas and workers together; each of ``n`` workers takes
+        ``batch_size / n`` lists per step.
       list_size: items per training list; ``None``: the simulation's sample
         size for simulated data, else 200 (240 for ``context_aware``, its
         paper's). Longer lists are sampled (cut to their first items when the
         model has a positional encoding, so the input order stays).
-      alpha: weight of the listwide loss; ``None``: 0.25 for the RankFormer
-        (the paper tries 0, 0.25 and 1), 0 for the others.
+      alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
+        under ``released`` it is the released code's ``list_pred_strength``
+        (default 1, which its README equates with the paper's alpha 0.25),
+        under ``paper`` the paper's alpha (default 0.25). 0 for the others.
       loss: the item-score loss (see ``losses.SCORE_LOSSES``).
-      learning_rate: AdamW's rate (paper: 1e-3).
-      weight_decay: AdamW's decoupled weight decay (paper: 0.1).
-      decay_after_epoch: the rate decays as ``1/sqrt(step)`` after this epoch (paper: 20).
-      include_empty_lists: train on lists whose list label t is 0; ``None``: the
-        paper's policy (only the RankFormer with alpha > 0 does).
+      loss_scaling: ``released`` or ``paper`` (see ``losses.LOSS_SCALINGS``).
+      optimizer: ``adamw`` (decoupled weight decay) or ``adam``.
+      learning_rate: the optimizer's rate (1e-3 for both families).
+      weight_decay: AdamW's decoupled weight decay (RankFormer: 0.1).
+      lr_schedule: ``epoch_inverse_sqrt``: constant, then from epoch
+        ``decay_after_epoch`` on ``(epoch - decay_after_epoch + 1) ** -0.5``,
+        per epoch (the released code); ``step_inverse_sqrt``: ``sqrt(start /
+        step)`` per step after that epoch; ``step_decay``: x0.1 every
+        ``decay_after_epoch`` epochs (allRank's StepLR).
+      decay_after_epoch: where the schedule starts decaying; ``None``: 20 for
+        the inverse-square-root schedules, half of ``epochs`` for ``step_decay``.
+      include_empty_lists: train on lists whose list label t is 0; ``None``:
+        under ``released`` every list (the released code; their softmax loss is
+        zero and left out of the mean), under ``paper`` the paper's policy (only
+        a model with a list head and alpha > 0 sees them).
+      keep_weights: ``best``: the weights with the best validation NDCG_y@10
+        (with early stopping after ``patience`` epochs); ``last``: the weights
+        after the last epoch, no early stopping (the released code's protocol).
       patience: epochs without a better validation NDCG_y@10 before stopping.
       mixed_precision: float16 compute; ``None``: on when a GPU is visible.
       xla: compile with XLA; ``None``: on when a GPU is visible.
@@ -94,15 +152,19 @@ class TrainConfig:
     model: str = "rankformer"
     data: str = ""
     model_dir: str = ""
-    epochs: int = 200
-    batch_size: int = 2048
+    epochs: int | None = None
+    batch_size: int | None = None
     list_size: int | None = None
     alpha: float | None = None
     loss: str = "softmax"
+    loss_scaling: str | None = None
+    optimizer: str | None = None
     learning_rate: float = 1e-3
-    weight_decay: float = 0.1
-    decay_after_epoch: int = 20
+    weight_decay: float | None = None
+    lr_schedule: str | None = None
+    decay_after_epoch: int | None = None
     include_empty_lists: bool | None = None
+    keep_weights: str = "best"
     patience: int = 20
     mixed_precision: bool | None = None
     xla: bool | None = None
@@ -115,28 +177,67 @@ class TrainConfig:
             raise ValueError(f"Unknown model {self.model!r}; choose from {sorted(MODELS)}")
         if not self.data or not self.model_dir:
             raise ValueError("`data` and `model_dir` must be given")
+        self._resolve_model_defaults()
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
-        require_positive_ints(self, "list_size", optional=True)
+        require_positive_ints(self, "list_size", "decay_after_epoch", optional=True)
         get_score_loss(self.loss)  # an unknown name fails here
-        if self.alpha is None:
-            object.__setattr__(self, "alpha", DEFAULT_ALPHA.get(self.model, 0.0))
+        for name, choices in (
+            ("optimizer", OPTIMIZERS),
+            ("lr_schedule", LR_SCHEDULES),
+            ("keep_weights", KEEP_WEIGHTS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"`{name}` must be one of {list(choices)}, got {getattr(self, name)!r}"
+                )
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"`weight_decay` must be >= 0, got {self.weight_decay!r}")
+        if self.weight_decay > 0 and self.optimizer != "adamw":
+            raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
         if self.alpha < 0:
             raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
         if self.alpha > 0 and not has_list_head(self.model):
             raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
-        if isinstance(self.architecture, dict):
-            object.__setattr__(self, "architecture", ModelConfig(**self.architecture))
-        object.__setattr__(self, "architecture", self.architecture.resolved(self.model))
+        self._resolve_architecture()
+
+    def _resolve_model_defaults(self) -> None:
+        defaults = _MODEL_DEFAULTS[self.model]
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        check_scaling(self.loss_scaling)
+        if self.alpha is None:
+            alpha = _DEFAULT_ALPHA[self.loss_scaling].get(self.model, 0.0)
+            object.__setattr__(self, "alpha", alpha)
+        if self.decay_after_epoch is None:
+            start = max(self.epochs // 2, 1) if self.lr_schedule == "step_decay" else 20
+            object.__setattr__(self, "decay_after_epoch", start)
+
+    def _resolve_architecture(self) -> None:
+        architecture = self.architecture
+        if isinstance(architecture, dict):
+            architecture = ModelConfig(**architecture)
+        if self.model == "rankformer" and architecture.cls_token is None:
+            # The released code builds [CLS] only with a list head.
+            architecture = dataclasses.replace(architecture, cls_token=self.uses_list_head)
+        architecture = architecture.resolved(self.model, self.loss)
+        if self.uses_list_head and not architecture.cls_token:
+            raise ValueError(
+                "alpha > 0: the list head reads the [CLS] token, so `cls_token` is needed"
+            )
+        object.__setattr__(self, "architecture", architecture)
 
     @property
     def uses_list_head(self) -> bool:
         return has_list_head(self.model) and self.alpha > 0
 
     def training_includes_empty_lists(self) -> bool:
-        """The paper's policy unless overridden: t = 0 lists only feed the list head."""
+        """Whether t = 0 lists are trained on (see ``include_empty_lists``)."""
         if self.include_empty_lists is not None:
             return self.include_empty_lists
-        return self.uses_list_head
+        return self.loss_scaling == "released" or self.uses_list_head
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -149,7 +250,8 @@ class TrainConfig:
 
 @tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on (the paper's)."""
+    """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on, per step
+    (``lr_schedule="step_inverse_sqrt"``)."""
 
     def __init__(self, learning_rate: float, start_step: int):
         self.learning_rate = learning_rate
@@ -163,6 +265,59 @@ class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"learning_rate": self.learning_rate, "start_step": self.start_step}
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class EpochSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """A rate that changes once per epoch, as a PyTorch ``LambdaLR``/``StepLR`` stepped
+    after each epoch; epoch ``e`` (from 0) covers steps ``[e * steps_per_epoch,
+    (e + 1) * steps_per_epoch)``.
+
+    Args:
+      learning_rate: the initial rate.
+      steps_per_epoch: optimizer steps in one epoch.
+      kind: ``epoch_inverse_sqrt``: factor 1 before epoch ``start``, then
+        ``(e - start + 1) ** -0.5`` (the RankFormer's released code: 1 at epoch
+        20, 21 ** -0.5 = 0.218 at epoch 40); ``step_decay``: ``0.1 ** (e //
+        start)`` (allRank's StepLR with gamma 0.1).
+      start: the epoch the decay starts at (``step_decay``: its period).
+    """
+
+    def __init__(self, learning_rate: float, steps_per_epoch: int, kind: str, start: int):
+        if kind not in ("epoch_inverse_sqrt", "step_decay"):
+            raise ValueError(f"Unknown per-epoch schedule {kind!r}")
+        self.learning_rate = learning_rate
+        self.steps_per_epoch = steps_per_epoch
+        self.kind = kind
+        self.start = start
+
+    def __call__(self, step):
+        epoch = tf.math.floordiv(tf.cast(step, tf.int64), max(self.steps_per_epoch, 1))
+        epoch = tf.cast(epoch, tf.float32)
+        start = float(max(self.start, 1))
+        if self.kind == "step_decay":
+            factor = tf.pow(0.1, tf.floor(epoch / start))
+        else:
+            factor = tf.where(epoch < start, 1.0, tf.math.rsqrt(tf.maximum(epoch - start + 1, 1)))
+        return self.learning_rate * factor
+
+    def get_config(self):
+        return {
+            "learning_rate": self.learning_rate,
+            "steps_per_epoch": self.steps_per_epoch,
+            "kind": self.kind,
+            "start": self.start,
+        }
+
+
+def learning_rate_schedule(config: TrainConfig, steps_per_epoch: int):
+    """The run's learning-rate schedule (``config.lr_schedule``)."""
+    if config.lr_schedule == "step_inverse_sqrt":
+        start = config.decay_after_epoch * steps_per_epoch
+        return InverseSqrtDecay(config.learning_rate, start)
+    return EpochSchedule(
+        config.learning_rate, steps_per_epoch, config.lr_schedule, config.decay_after_epoch
+    )
 
 
 def choose_strategy() -> tf.distribute.Strategy:
@@ -190,31 +345,48 @@ def item_levels(config: TrainConfig, manifest: dict) -> int | None:
     return None
 
 
+def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
+    """The run's model (normalisation and ranker), untrained: a list head only when
+    alpha > 0, item-level logits when the loss reads them."""
+    levels = data.label_levels(manifest)
+    return build_model(
+        config.model,
+        manifest,
+        config.architecture,
+        levels if config.uses_list_head else None,
+        item_levels=item_levels(config, manifest),
+    )
+
+
+def _optimizer(config: TrainConfig, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
+    schedule = learning_rate_schedule(config, steps_per_epoch)
+    # epsilon 1e-8: PyTorch's default, which both reference implementations use.
+    if config.optimizer == "adam":
+        return tf.keras.optimizers.Adam(learning_rate=schedule, epsilon=1e-8)
+    return tf.keras.optimizers.AdamW(
+        learning_rate=schedule, weight_decay=config.weight_decay, epsilon=1e-8
+    )
+
+
 def build_compiled_model(
     config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
-    """The model, and its ranker compiled with the losses, AdamW and the paper's schedule.
+    """The model, and its ranker compiled with the losses, the optimizer and its schedule.
 
     Training fits the ranker (normalised features); the model wraps it with the
     normalisation (raw features). Call inside a strategy scope.
     """
     levels = data.label_levels(manifest)
-    model = build_model(
-        config.model,
-        manifest,
-        config.architecture,
-        levels,
-        item_levels=item_levels(config, manifest),
-    )
+    model = build_run_model(config, manifest)
     ranker = ranker_of(model)
     score_loss = get_score_loss(config.loss)
-    losses = {score_loss.output: score_loss.build(levels)}
+    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
     weights = {score_loss.output: 1.0}
-    if has_list_head(config.model):
-        losses["list_quality"] = OrdinalListLoss(levels)
+    if config.uses_list_head:
+        level_mean = config.loss_scaling == "released"
+        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
         weights["list_quality"] = config.alpha
-    schedule = InverseSqrtDecay(config.learning_rate, config.decay_after_epoch * steps_per_epoch)
-    optimizer = tf.keras.optimizers.AdamW(learning_rate=schedule, weight_decay=config.weight_decay)
+    optimizer = _optimizer(config, steps_per_epoch)
     ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
     return model, ranker
 
@@ -249,17 +421,23 @@ def _callbacks(
     mode = "max" if has_vali else "min"
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     history_csv = os.path.join(config.model_dir, HISTORY_NAME)
-    callbacks += [
+    last = config.keep_weights == "last"
+    callbacks.append(
         BestWeights(
             model,
             best,
-            monitor=monitor,
+            monitor=None if last else monitor,
             mode=mode,
             history=history_csv,
             worker=worker,
             strategy=strategy,
-        ),
-        tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience),
+        )
+    )
+    if not last:
+        callbacks.append(
+            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+        )
+    callbacks += [
         # Under MultiWorkerMirroredStrategy Keras itself has the chief write
         # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
         # every worker restores from backup/chief/.
@@ -353,7 +531,7 @@ def train(
         batch_size=config.batch_size,
         list_size=list_size,
         include_empty_lists=include_empty,
-        with_list_head=has_list_head(config.model),
+        with_list_head=config.uses_list_head,
         with_item_levels=item_levels(config, manifest) is not None,
         keep_order=config.architecture.positional_encoding != "none",
         seed=config.seed,

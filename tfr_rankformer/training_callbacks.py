@@ -43,7 +43,8 @@ class Throughput(tf.keras.callbacks.Callback):
 
 
 class BestWeights(tf.keras.callbacks.Callback):
-    """Saves the whole model's weights (normalisation included) when ``monitor`` improves.
+    """Saves the whole model's weights (normalisation included) when ``monitor`` improves,
+    or after every epoch when ``monitor`` is ``None`` (so the last epoch's are kept).
 
     Under multi-worker training (``strategy`` given) every worker follows the
     chief's decision, and every worker saves, since saving may read variables
@@ -56,7 +57,7 @@ class BestWeights(tf.keras.callbacks.Callback):
         model: tf.keras.Model,
         path: str,
         *,
-        monitor: str,
+        monitor: str | None,
         mode: str,
         history: str,
         worker: WorkerRole | None = None,
@@ -71,21 +72,22 @@ class BestWeights(tf.keras.callbacks.Callback):
         self.worker = worker or WorkerRole()
         self.strategy = strategy
         # A resumed run must beat the epochs logged before it was stopped.
-        if os.path.isfile(history):
+        if monitor and os.path.isfile(history):
             with open(history, encoding="utf-8") as f:
                 for row in csv.DictReader(f):
                     if row.get(monitor):
                         self.best = max(self.best, self.sign * float(row[monitor]))
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
-        improved = value is not None and self.sign * value > self.best
-        if self.worker.multi_worker:
-            # A non-chief may have read a history the chief has since replaced.
-            improved = chief_values(self.strategy, [float(improved)])[0] > 0
-        if not improved:
-            return
-        self.best = self.sign * value
+        if self.monitor is not None:
+            value = (logs or {}).get(self.monitor)
+            improved = value is not None and self.sign * value > self.best
+            if self.worker.multi_worker:
+                # A non-chief may have read a history the chief has since replaced.
+                improved = chief_values(self.strategy, [float(improved)])[0] > 0
+            if not improved:
+                return
+            self.best = self.sign * value
         if self.worker.is_chief:
             self.whole.save_weights(self.path)
             return

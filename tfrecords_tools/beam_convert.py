@@ -35,9 +35,16 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecords_tools import manifest_json
 from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
-from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, fold_manifest, input_path
+from tfrecords_tools.convert import (
+    MANIFEST_NAME,
+    ConvertConfig,
+    fold_manifest,
+    input_path,
+    log_reordered_lines,
+)
 from tfrecords_tools.convert import prepare_output as prepare_local_output
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
+from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NormalizationFitter, rounded
 from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
@@ -131,6 +138,8 @@ def _resolve(config: BeamConfig, scratch: str) -> tuple[Source, dict]:
         source = Source("files", None, {None: patterns}, None, None)
         return source, {None: {split: _match(p, split) for split, p in patterns.items()}}
     c = config.convert
+    if c.input.startswith(ELWC_PREFIX):
+        raise ValueError("--runner reads LETOR files; convert an elwc: input without --runner")
     source = resolve_source(
         c.input, data_dir=c.data_dir, scratch=scratch, synthetic=c.synthetic, tfds_download=False
     )
@@ -182,6 +191,7 @@ def _jobs(config: BeamConfig, folds: dict, sizes, work_dir: str) -> list[SplitJo
                     fit_seed=c.seed if split == "train" else None,
                     num_quantiles=c.num_quantiles,
                     quantile_epsilon=config.epsilon,
+                    duplicates=c.duplicate_features,
                 )
             )
     return jobs
@@ -253,6 +263,10 @@ def _normalization(config: BeamConfig, num_features: int, fits, quantiles) -> di
 
 def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir: str) -> dict:
     infos = [info for _, info in sorted(files, key=lambda f: f[0])]
+    for info in infos:
+        log_reordered_lines(
+            info["path"], info["unsorted_feature_lines"], info["duplicate_feature_lines"]
+        )
     if source.kind == "files":
         entry = {"patterns": list(patterns), "files": infos}
     else:

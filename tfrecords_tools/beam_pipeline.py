@@ -53,6 +53,7 @@ class SplitJob:
       fit_seed: seed of the normalisation statistics (train), else ``None``.
       num_quantiles: quantiles per feature.
       quantile_epsilon: the sketches' rank error bound, as a fraction of the items.
+      duplicates: what a repeated feature index on a line gives.
     """
 
     fold: int | None
@@ -66,6 +67,7 @@ class SplitJob:
     fit_seed: int | None
     num_quantiles: int
     quantile_epsilon: float
+    duplicates: str = "error"
 
     @property
     def key(self) -> str:
@@ -91,6 +93,7 @@ class _ReadFiles(beam.DoFn):
             fit_seed=job.fit_seed,
             chunk_bytes=job.chunk_bytes,
             opener=open_stored,
+            duplicates=job.duplicates,
         )
         for kind, value in events:
             if kind == "piece":

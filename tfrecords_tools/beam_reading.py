@@ -86,13 +86,17 @@ def _concat(parts: list[ParsedLines], num_features: int) -> ParsedLines:
         qids=np.concatenate([p.qids for p in parts]),
         features=np.concatenate([p.features for p in parts]),
         line_numbers=np.concatenate([p.line_numbers for p in parts]),
+        unsorted_lines=sum(p.unsorted_lines for p in parts),
+        duplicate_lines=sum(p.duplicate_lines for p in parts),
     )
 
 
-def parse_lenient(block, num_features: int) -> tuple[ParsedLines, list[LetorFormatError]]:
+def parse_lenient(
+    block, num_features: int, *, duplicates: str = "error"
+) -> tuple[ParsedLines, list[LetorFormatError]]:
     """Parses a block; on an error, line by line, keeping valid lines and every error."""
     try:
-        parsed, _ = parse_block(block, num_features, use_threads=False)
+        parsed, _ = parse_block(block, num_features, use_threads=False, duplicates=duplicates)
         return parsed, []
     except LetorFormatError:
         pass
@@ -104,6 +108,7 @@ def parse_lenient(block, num_features: int) -> tuple[ParsedLines, list[LetorForm
                 num_features=num_features,
                 path=block.path,
                 first_line=block.first_line + offset,
+                duplicates=duplicates,
             )
         except LetorFormatError as error:
             errors.append(error)
@@ -130,7 +135,12 @@ def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
             errors.append(error)
     keep = ~high
     kept = ParsedLines(
-        parsed.labels[keep], parsed.qids[keep], parsed.features[keep], parsed.line_numbers[keep]
+        parsed.labels[keep],
+        parsed.qids[keep],
+        parsed.features[keep],
+        parsed.line_numbers[keep],
+        unsorted_lines=parsed.unsorted_lines,
+        duplicate_lines=parsed.duplicate_lines,
     )
     return kept, errors
 
@@ -144,6 +154,7 @@ def read_letor_file(
     fit_seed: int | None,
     chunk_bytes: int,
     opener=None,
+    duplicates: str = "error",
 ) -> Iterator[tuple[str, object]]:
     """Reads one LETOR file (plain or ``.gz``) leniently, block by block.
 
@@ -155,19 +166,24 @@ def read_letor_file(
       fit_seed: seed of the normalisation statistics, or ``None`` not to fit.
       chunk_bytes: block size; bounds memory.
       opener: opens ``path`` as a raw binary stream (see ``LetorFile``).
+      duplicates: what a repeated feature index on a line gives (see
+        ``letor_parser.DUPLICATE_POLICIES``).
 
     Yields:
       ``(kind, value)`` pairs: ``("piece", ListPiece)`` in file order,
       ``("bad", BadLine)``, and when fitting, per block, ``("fit", (order,
       FitPartial))`` with the moments and extremes and ``("columns", [d, n]
       float32 values)`` for the quantile sketches; last ``("file", info)`` with
-      the file's ``path``, ``sha256``, ``bytes`` and ``lines`` as stored.
+      the file's ``path``, ``sha256``, ``bytes`` and ``lines`` as stored, and
+      its ``unsorted_feature_lines`` and ``duplicate_feature_lines``.
     """
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
-    items = bad = 0
+    items = bad = unsorted = repeated = 0
     try:
         for block in letor.blocks(keep_data=True):
-            parsed, errors = parse_lenient(block, num_features)
+            parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
+            unsorted += parsed.unsorted_lines
+            repeated += parsed.duplicate_lines
             parsed, label_errors = _drop_high_labels(parsed, max_relevance, path)
             for error in sorted(errors + label_errors, key=_line):
                 bad += 1
@@ -195,6 +211,8 @@ def read_letor_file(
         )
     info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
     info["lines"] = letor.num_lines
+    info["unsorted_feature_lines"] = unsorted
+    info["duplicate_feature_lines"] = repeated
     yield "file", info
 
 

@@ -45,6 +45,8 @@ class BlockTask:
       fit_threshold: only rows whose sample key is at most this are returned.
       in_worker: whether a worker process runs the task (pyarrow then parses
         single-threaded, since the workers already occupy the cores).
+      duplicates: what a repeated feature index on a line gives (see
+        ``letor_parser.DUPLICATE_POLICIES``).
     """
 
     block: Block
@@ -57,6 +59,7 @@ class BlockTask:
     fit_seed: int | None = None
     fit_threshold: float = 1.0
     in_worker: bool = False
+    duplicates: str = "error"
 
 
 @dataclasses.dataclass
@@ -74,6 +77,8 @@ class BlockResult:
       fit: normalisation statistics of all the block's items, or ``None``.
       num_items: items in the block.
       fast: whether the dense fast path parsed it.
+      unsorted_lines: lines whose features were out of order (sorted).
+      duplicate_lines: lines that repeated a feature index (one value kept).
       error: the block's first error, if any. It is returned rather than raised
         so that the main process can first report an earlier qid that
         reappears from a previous block.
@@ -88,6 +93,8 @@ class BlockResult:
     fit: FitPartial | None = None
     num_items: int = 0
     fast: bool = False
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
     error: LetorFormatError | None = None
 
 
@@ -109,7 +116,12 @@ def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError |
 def process_block(task: BlockTask) -> BlockResult:
     """Parses and processes one block (see the module docstring)."""
     try:
-        parsed, fast = parse_block(task.block, task.num_features, use_threads=not task.in_worker)
+        parsed, fast = parse_block(
+            task.block,
+            task.num_features,
+            use_threads=not task.in_worker,
+            duplicates=task.duplicates,
+        )
     except LetorFormatError as error:
         return BlockResult(error=error)
     groups = [query_list(parsed, b, e) for b, e in group_bounds(parsed.qids)] if len(parsed) else []
@@ -152,4 +164,6 @@ def process_block(task: BlockTask) -> BlockResult:
         fit=fit,
         num_items=len(parsed),
         fast=fast,
+        unsorted_lines=parsed.unsorted_lines,
+        duplicate_lines=parsed.duplicate_lines,
     )

@@ -25,6 +25,8 @@ from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
+from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
+from tfrecords_tools.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
@@ -54,7 +56,8 @@ class ConvertConfig:
     """Settings of one conversion.
 
     Attributes:
-      input: a LETOR directory, a known dataset name, ``tfds:NAME`` or ``synthetic``.
+      input: a LETOR directory, a known dataset name, ``tfds:NAME``, ``elwc:FILES``
+        (TF-Ranking-style ELWC, see ``elwc_input``) or ``synthetic``.
       output: the output directory.
       data_dir: where known dataset names (and TFDS data) are looked up, before
         ``$TFR_DATA_DIR`` and the working directory.
@@ -79,6 +82,10 @@ class ConvertConfig:
       chunk_bytes: bytes parsed per block; bounds memory.
       workers: processes that parse blocks in parallel; ``None``: one per core
         (at most 4); 1 parses in the main process.
+      duplicate_features: a LETOR line that repeats a feature index is an error
+        (``"error"``), or keeps the value that comes ``"last"`` (TF-Ranking's
+        LibSVM reader) or ``"first"``; such lines are counted in the manifest.
+      elwc: how an ``elwc:`` input is read (features, label, context, qid).
     """
 
     input: str
@@ -102,10 +109,14 @@ class ConvertConfig:
     tfds_download: bool = False
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     workers: int | None = None
+    duplicate_features: str = "error"
+    elwc: ElwcConfig = ElwcConfig()
 
     def __post_init__(self):
         if not self.input:
-            raise ValueError("`input` must name a directory, a dataset, tfds:NAME or synthetic")
+            raise ValueError(
+                "`input` must name a directory, a dataset, tfds:NAME, elwc:FILES or synthetic"
+            )
         if not self.output:
             raise ValueError("`output` must be a directory path")
         if self.fold is not None and (self.fold < 1 or self.all_folds):
@@ -118,17 +129,25 @@ class ConvertConfig:
         require_positive_ints(
             self, "max_list_size", "num_features", "max_relevance", "workers", optional=True
         )
+        if self.duplicate_features not in DUPLICATE_POLICIES:
+            raise ValueError(
+                f"Unknown duplicate-feature policy {self.duplicate_features!r}; "
+                f"choose from {DUPLICATE_POLICIES}"
+            )
         if self.normalize not in NORMALIZATIONS:
             raise ValueError(
                 f"Unknown normalisation {self.normalize!r}; choose from {NORMALIZATIONS}"
             )
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        # Tuples as JSON lists, so the returned manifest equals the one read back.
+        out["elwc"] = {k: list(v) if isinstance(v, tuple) else v for k, v in out["elwc"].items()}
+        return out
 
     @classmethod
     def from_json(cls, values: dict) -> ConvertConfig:
-        nested = {"clicks": ClickConfig, "synthetic": SyntheticConfig}
+        nested = {"clicks": ClickConfig, "synthetic": SyntheticConfig, "elwc": ElwcConfig}
         return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
@@ -195,6 +214,16 @@ class _FoldWriter:
                     fitter=fitter,
                 )
                 entry_input = source.tfds.describe(split)
+            elif source.kind == "elwc":
+                stats = write_query_lists(
+                    source.elwc.lists(split),
+                    num_features=self.num_features,
+                    where=source.dataset,
+                    target=target,
+                    policy=self.policy,
+                    fitter=fitter,
+                )
+                entry_input = source.elwc.describe(split)
             else:
                 stats, entry_input = self._letor(file, target, fitter)
         finally:
@@ -223,7 +252,7 @@ class _FoldWriter:
             f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress
         )
         try:
-            stats, fast_items = write_letor_split(
+            stats, parsing = write_letor_split(
                 letor,
                 num_features=self.num_features,
                 target=target,
@@ -232,24 +261,41 @@ class _FoldWriter:
                 pool=self.pool,
                 window=self.window,
                 on_progress=bar,
+                duplicates=self.config.duplicate_features,
             )
         finally:
             bar.close()
-        if fast_items < stats.input_items:
+        if parsing.fast_items < stats.input_items:
             logger.info(
-                "%s: %d of %d items were not dense LETOR lines (sparse, irregular or "
-                "commented) and took the slower reference parser",
+                "%s: %d of %d items were not dense LETOR lines (sparse, unsorted, irregular "
+                "or commented) and took the slower reference parser",
                 path,
-                stats.input_items - fast_items,
+                stats.input_items - parsing.fast_items,
                 stats.input_items,
             )
+        log_reordered_lines(path, parsing.unsorted_lines, parsing.duplicate_lines)
         entry = {
             "path": input_path(letor.path, self.scratch),
             "sha256": letor.sha256,
             "bytes": letor.size_bytes,
             "lines": letor.num_lines,
+            "unsorted_feature_lines": parsing.unsorted_lines,
+            "duplicate_feature_lines": parsing.duplicate_lines,
         }
         return stats, entry
+
+
+def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
+    """Reports lines whose features were sorted or had a repeated index resolved."""
+    if unsorted:
+        logger.info("%s: %d line(s) listed their features out of order; sorted", path, unsorted)
+    if duplicates:
+        logger.warning(
+            "%s: %d line(s) repeated a feature index; one value of each was kept "
+            "(--duplicate-features)",
+            path,
+            duplicates,
+        )
 
 
 def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
@@ -258,6 +304,12 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
     from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
     num_features, max_relevance = sizes
+    names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
+    context = {QID: {"dtype": "int64", "shape": [1]}}
+    if source.kind == "elwc":
+        for name in config.elwc.context:
+            dtype = source.elwc.context_types.get(name)
+            context[name] = {"dtype": dtype, "copied_from_input": True}
     return {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
@@ -268,11 +320,11 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
             "fold": fold,
         },
         "num_features": num_features,
-        "feature_names": [f"feature_{i}" for i in range(1, num_features + 1)],
+        "feature_names": names,
         "max_relevance": max_relevance,
         "label_kind": "simulated_implicit" if config.simulate_clicks else "explicit",
         "elwc": {
-            "context": {QID: {"dtype": "int64", "shape": [1]}},
+            "context": context,
             "examples": {
                 FEATURES: {"dtype": "float32", "shape": [num_features], "values": "raw"},
                 LABEL: {"dtype": "float32", "shape": [1]},
@@ -311,8 +363,9 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
       FileExistsError: ``output`` exists and ``overwrite`` is off.
     """
     final, scratch = prepare_output(config)
-    # TFDS inputs are read through tf.data; only LETOR text uses parsing workers.
-    workers = 1 if config.input.startswith("tfds:") else config.workers or default_workers()
+    # Only LETOR text uses parsing workers.
+    reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
+    workers = (config.workers or default_workers()) if reads_letor else 1
     try:
         # Entered first: the workers are forked before any thread starts.
         with parse_workers(workers) as (pool, workers):
@@ -336,6 +389,8 @@ def _convert_folds(
         scratch=scratch,
         synthetic=config.synthetic,
         tfds_download=config.tfds_download,
+        elwc=config.elwc,
+        max_relevance=config.max_relevance,
     )
     folds = select_folds(source, fold=config.fold, all_folds=config.all_folds)
     sizes = dataset_sizes(

@@ -27,6 +27,7 @@ __all__ = [
     "TFRecordWriter",
     "ShardAssembler",
     "frame_records",
+    "masked_crc",
     "shard_names",
     "shard_of",
 ]
@@ -99,7 +100,13 @@ class ElwcEncoder:
         self.item_bytes = len(head) + features_len
 
     def encode(
-        self, qid: int, features: np.ndarray, labels: np.ndarray, relevance: np.ndarray
+        self,
+        qid: int,
+        features: np.ndarray,
+        labels: np.ndarray,
+        relevance: np.ndarray,
+        *,
+        context: bytes = b"",
     ) -> bytes:
         """Serialises one list.
 
@@ -108,14 +115,24 @@ class ElwcEncoder:
           features: ``[n, d]`` raw feature values.
           labels: ``[n]`` training labels.
           relevance: ``[n]`` explicit labels.
+          context: further context features, as a serialised ``tf.train.Features``
+            (whose bytes are its map entries) without ``qid``.
 
         Returns:
           The serialised ``ExampleListWithContext``.
         """
-        return self.encode_lists(qid, features[None], labels[None], relevance[None])[0]
+        return self.encode_lists(
+            qid, features[None], labels[None], relevance[None], context=context
+        )[0]
 
     def encode_lists(
-        self, qid: int, features: np.ndarray, labels: np.ndarray, relevance: np.ndarray
+        self,
+        qid: int,
+        features: np.ndarray,
+        labels: np.ndarray,
+        relevance: np.ndarray,
+        *,
+        context: bytes = b"",
     ) -> list[bytes]:
         """Serialises ``m`` lists of ``k`` items that share a qid, in one pass.
 
@@ -124,6 +141,7 @@ class ElwcEncoder:
           features: ``[m, k, d]`` raw feature values.
           labels: ``[m, k]`` training labels.
           relevance: ``[m, k]`` explicit labels.
+          context: further context features (see :meth:`encode`).
 
         Returns:
           ``m`` serialised ``ExampleListWithContext`` protos.
@@ -146,21 +164,22 @@ class ElwcEncoder:
                 width = spec
                 rows[:, offset : offset + width] = values[kind].view(np.uint8)
             offset += width
-        context = self._context(qid)
+        context = self._context(qid, context)
         flat = rows.tobytes()
         size = k * self.item_bytes
         return [flat[i * size : (i + 1) * size] + context for i in range(m)]
 
     @staticmethod
-    def _context(qid: int) -> bytes:
-        """The ``context`` field: an Example holding ``qid`` as int64."""
+    def _context(qid: int, extra: bytes = b"") -> bytes:
+        """The ``context`` field: an Example holding ``qid`` as int64, then ``extra`` entries."""
         qid_value = _varint(qid)
-        entry = _feature_entry_header(QID, 3, len(qid_value)) + qid_value
+        entry = _feature_entry_header(QID, 3, len(qid_value)) + qid_value + extra
         example = _field(1, len(entry)) + entry
         return _field(2, len(example)) + example
 
 
-def _masked_crc(data: bytes) -> int:
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC32C of ``data``."""
     crc = google_crc32c.value(data)
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
@@ -170,9 +189,9 @@ def _frame(record: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     header = struct.pack("<Q", len(record))
     return (
         header,
-        struct.pack("<I", _masked_crc(header)),
+        struct.pack("<I", masked_crc(header)),
         record,
-        struct.pack("<I", _masked_crc(record)),
+        struct.pack("<I", masked_crc(record)),
     )
 
 

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 __all__ = [
+    "DUPLICATE_POLICIES",
     "LetorFormatError",
     "ParsedLines",
     "parse_dense_chunk",
@@ -55,18 +56,46 @@ class ParsedLines:
       qids: ``[n]`` int64 query ids.
       features: ``[n, d]`` float32 raw feature values; missing features are 0.
       line_numbers: ``[n]`` int64 1-based line numbers in the file.
+      unsorted_lines: lines whose feature indices were not in increasing order
+        (they are sorted).
+      duplicate_lines: lines that repeated a feature index and kept one of its
+        values (``duplicates="last"`` or ``"first"``).
     """
 
     labels: np.ndarray
     qids: np.ndarray
     features: np.ndarray
     line_numbers: np.ndarray
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The smallest magnitude that rounds to infinity in float32: the largest float32
+# plus half its spacing (a tie rounds to the even mantissa, which is the infinity).
+# Below it a value rounds to a finite float32, as the fast path's cast does.
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def _int(text: bytes) -> int:
+    """``int()`` without Python's digit separators: ``1_000`` is not a LETOR number."""
+    if b"_" in text:
+        raise ValueError(text)
+    return int(text)
+
+
+def _float(text: bytes) -> float:
+    """``float()`` without Python's digit separators."""
+    if b"_" in text:
+        raise ValueError(text)
+    return float(text)
+
+
+# What a line that repeats a feature index gives: an error, or the value that
+# comes last (TF-Ranking's LibSVM reader) or first on the line.
+DUPLICATE_POLICIES = ("error", "last", "first")
 
 
 def _strip(line: bytes) -> bytes:
@@ -76,13 +105,15 @@ def _strip(line: bytes) -> bytes:
 
 def _parse_label(token: bytes, path: str, line_no: int) -> int:
     try:
-        label = int(token)
+        label = _int(token)
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed label: expected a non-negative integer", token
         ) from None
     if label < 0:
         raise LetorFormatError(path, line_no, "label must be a non-negative integer", token)
+    if label >= 2**63:
+        raise LetorFormatError(path, line_no, "label does not fit in a 64-bit integer", token)
     return label
 
 
@@ -92,7 +123,7 @@ def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
             path, line_no, "missing qid: the second token must be 'qid:<integer>'", token
         )
     try:
-        qid = int(token[4:])
+        qid = _int(token[4:])
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed qid: expected 'qid:<integer>'", token
@@ -102,14 +133,14 @@ def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
     return qid
 
 
-def _parse_feature(token: bytes, previous: int, num_features: int, path: str, line_no: int):
+def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
     index_text, colon, value_text = token.partition(b":")
     if not colon:
         raise LetorFormatError(
             path, line_no, "malformed feature: expected '<index>:<value>'", token
         )
     try:
-        index = int(index_text)
+        index = _int(index_text)
     except ValueError:
         raise LetorFormatError(
             path, line_no, "malformed feature index: expected a positive integer", token
@@ -120,45 +151,92 @@ def _parse_feature(token: bytes, previous: int, num_features: int, path: str, li
         raise LetorFormatError(
             path, line_no, f"feature index {index} is above the feature count {num_features}", token
         )
-    if index == previous:
-        raise LetorFormatError(path, line_no, f"feature index {index} is duplicated", token)
-    if index < previous:
-        raise LetorFormatError(
-            path, line_no, f"feature index {index} follows {previous}: indices must increase", token
-        )
     try:
-        value = float(value_text)
+        value = _float(value_text)
     except ValueError:
         raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
     if not math.isfinite(value):
         raise LetorFormatError(path, line_no, "feature value is NaN or infinite", token)
-    if abs(value) > _FLOAT32_MAX:
+    if abs(value) >= _FLOAT32_OVERFLOW:
         raise LetorFormatError(path, line_no, "feature value overflows float32", token)
     return index, value
 
 
+def _duplicate_error(token: bytes, index: int, path: str, line_no: int) -> LetorFormatError:
+    return LetorFormatError(
+        path,
+        line_no,
+        f"feature index {index} is duplicated on the line (pass --duplicate-features "
+        "last or first to keep one of its values)",
+        token,
+    )
+
+
+def _line_features(
+    tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
+) -> tuple[list[int], list[float], bool, bool]:
+    """A line's ``index:value`` tokens as increasing indices and their values.
+
+    Returns:
+      ``(indices, values, in_order, repeated)``: whether the indices never
+      decreased, and whether one was repeated.
+    """
+    pairs = [_parse_feature(t, num_features, path, line_no) for t in tokens]
+    indices = [index for index, _ in pairs]
+    if all(a < b for a, b in zip(indices, indices[1:])):
+        return indices, [value for _, value in pairs], True, False
+    kept: dict[int, float] = {}
+    repeated = False
+    for token, (index, value) in zip(tokens, pairs):
+        if index in kept:
+            if duplicates == "error":
+                raise _duplicate_error(token, index, path, line_no)
+            repeated = True
+            if duplicates == "first":
+                continue
+        kept[index] = value
+    ordered = sorted(kept)
+    in_order = all(a <= b for a, b in zip(indices, indices[1:]))
+    return ordered, [kept[i] for i in ordered], in_order, repeated
+
+
 def parse_letor_lines(
-    lines: list[bytes], *, num_features: int, path: str, first_line: int
+    lines: list[bytes],
+    *,
+    num_features: int,
+    path: str,
+    first_line: int,
+    duplicates: str = "error",
 ) -> ParsedLines:
     """Parses LETOR lines one at a time (the reference parser).
 
     Blank and comment-only lines are skipped; CRLF endings and trailing
-    ``# comments`` are accepted.
+    ``# comments`` are accepted. Features may come in any order (they are
+    sorted and the line counted); a repeated index follows ``duplicates``.
 
     Args:
       lines: raw lines without their ``\\n``.
       num_features: the feature count ``d``; indices must lie in ``1..d``.
       path: file name, for error messages.
       first_line: 1-based line number of ``lines[0]``.
+      duplicates: one of ``DUPLICATE_POLICIES``: a repeated feature index is an
+        error, or keeps the value that comes last (as TF-Ranking's LibSVM
+        reader does) or first on the line.
 
     Returns:
       The parsed items.
 
     Raises:
       LetorFormatError: on the first invalid line.
+      ValueError: for an unknown ``duplicates`` policy.
     """
+    if duplicates not in DUPLICATE_POLICIES:
+        raise ValueError(
+            f"Unknown duplicate-feature policy {duplicates!r}; choose from {DUPLICATE_POLICIES}"
+        )
     labels, qids, numbers = [], [], []
     rows, cols, values = [], [], []
+    unsorted = repeated = 0
     for offset, raw in enumerate(lines):
         line_no = first_line + offset
         tokens = _strip(raw).split()
@@ -170,12 +248,14 @@ def parse_letor_lines(
             raise LetorFormatError(path, line_no, "line has no features", tokens[-1])
         row = len(numbers)
         numbers.append(line_no)
-        previous = 0
-        for token in tokens[2:]:
-            previous, value = _parse_feature(token, previous, num_features, path, line_no)
-            rows.append(row)
-            cols.append(previous - 1)
-            values.append(value)
+        indices, line_values, in_order, had_duplicates = _line_features(
+            tokens[2:], num_features=num_features, duplicates=duplicates, path=path, line_no=line_no
+        )
+        unsorted += not in_order
+        repeated += had_duplicates
+        rows.extend([row] * len(indices))
+        cols.extend(index - 1 for index in indices)
+        values.extend(line_values)
     features = np.zeros((len(numbers), num_features), dtype=np.float64)
     features[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = values
     return ParsedLines(
@@ -183,6 +263,8 @@ def parse_letor_lines(
         qids=np.asarray(qids, dtype=np.int64),
         features=features.astype(np.float32),
         line_numbers=np.asarray(numbers, dtype=np.int64),
+        unsorted_lines=unsorted,
+        duplicate_lines=repeated,
     )
 
 
@@ -303,6 +385,8 @@ def parse_dense_chunk(
         data += b"\n"  # pyarrow cannot read a lone line that lacks its newline
     if not _clean_separators(data, num_features, num_lines):
         return None
+    if b"x" in data or b"X" in data:
+        return None  # pyarrow reads '0x1A' as an integer; Python's int() does not
     table = _dense_table(data.translate(_COLON_TO_SPACE), num_features, use_threads)
     if table is None or table.num_rows != num_lines:
         return None
@@ -314,8 +398,8 @@ def parse_dense_chunk(
     # [d, n], filled feature by feature (float64 parsed, stored as float32, as the
     # reference parser does), then transposed to [n, d].
     values = np.empty((num_features, num_lines), dtype=np.float32)
-    # Values beyond float32 become inf here and send the chunk to the reference
-    # parser, which reports them.
+    # Values that overflow float32 become inf here and send the chunk to the
+    # reference parser, which reports them.
     with np.errstate(over="ignore"):
         for j in range(num_features):
             index = table.column(3 + 2 * j)

@@ -32,6 +32,7 @@ __all__ = [
     "group_bounds",
     "parse_block",
     "query_list",
+    "read_letor_file",
     "scan_letor_file",
 ]
 
@@ -46,14 +47,17 @@ class QueryList:
       qid: the query id.
       labels: ``[n]`` int64 labels from the file.
       features: ``[n, d]`` float32 raw features.
-      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS input,
-        positions in the split).
+      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS and
+        ELWC input, positions in the split).
+      context: further context features to write with the list, as a
+        serialised ``tf.train.Features`` (ELWC input carries them over).
     """
 
     qid: int
     labels: np.ndarray
     features: np.ndarray
     line_numbers: np.ndarray
+    context: bytes = b""
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -68,6 +72,7 @@ class QueryList:
             np.concatenate([p.labels for p in pieces]),
             np.concatenate([p.features for p in pieces]),
             np.concatenate([p.line_numbers for p in pieces]),
+            pieces[0].context,
         )
 
 
@@ -193,7 +198,9 @@ class LetorFile:
                     data = stream.read(self.chunk_bytes)
                 except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
                     raise LetorFormatError(
-                        self.path, next_line, f"truncated or corrupt gzip data ({e})"
+                        self.path,
+                        next_line,
+                        f"truncated or corrupt gzip data at or after this line ({e})",
                     ) from None
                 self.bytes_read = hashing.bytes_read
                 if not data:
@@ -251,9 +258,13 @@ class LetorFile:
 
 
 def parse_block(
-    block: Block, num_features: int, *, use_threads: bool = True
+    block: Block, num_features: int, *, use_threads: bool = True, duplicates: str = "error"
 ) -> tuple[ParsedLines, bool]:
-    """Parses a block; returns its items and whether the dense fast path took it."""
+    """Parses a block; returns its items and whether the dense fast path took it.
+
+    Lines with features out of order (or, with ``duplicates`` other than
+    ``"error"``, repeated) are left by the fast path to the reference parser.
+    """
     data = block.read()
     parsed = parse_dense_chunk(
         data,
@@ -267,7 +278,11 @@ def parse_block(
     lines = data.split(b"\n")
     return (
         parse_letor_lines(
-            lines, num_features=num_features, path=block.path, first_line=block.first_line
+            lines,
+            num_features=num_features,
+            path=block.path,
+            first_line=block.first_line,
+            duplicates=duplicates,
         ),
         False,
     )
@@ -290,24 +305,51 @@ def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
     )
 
 
+def read_letor_file(path: str) -> bytes:
+    """The whole content of a LETOR file, decompressed if it is gzip data.
+
+    Raises:
+      LetorFormatError: for truncated or corrupt gzip data, naming the line
+        where it broke off.
+    """
+    return b"".join(block.data for block in LetorFile(path).blocks())
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a plain or gzip file; gzip errors become LetorFormatError."""
+    number = 0
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+        try:
+            for line in stream:
+                number += 1
+                yield number, line
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            raise LetorFormatError(
+                path, number + 1, f"truncated or corrupt gzip data at or after this line ({e})"
+            ) from None
+
+
 def scan_letor_file(path: str) -> tuple[int, int]:
     """Returns ``(max feature index, max label)`` from a quick pass over a file.
 
     Used only to size the output when the caller knows neither; tokens that do
     not parse are left for the validating pass to report.
+
+    Raises:
+      LetorFormatError: for truncated or corrupt gzip data.
     """
     max_index, max_label = 0, 0
-    opener = gzip.open if _is_gzip(path) else open
-    with opener(path, "rb") as f:
-        for raw in f:
-            content = raw.partition(b"#")[0].strip()
-            head, last = content.split(None, 1), content.rsplit(None, 1)
-            if len(head) < 2 or b":" not in last[-1]:
-                continue
-            try:
-                max_label = max(max_label, int(head[0]))
-                # Indices increase along a valid line, so the last one is its largest.
-                max_index = max(max_index, int(last[-1].partition(b":")[0]))
-            except ValueError:
-                continue
+    for _, raw in _lines(path):
+        tokens = raw.partition(b"#")[0].split()
+        if len(tokens) < 3:
+            continue
+        try:
+            max_label = max(max_label, int(tokens[0]))
+            # Indices may come in any order along a line.
+            max_index = max(max_index, *(int(t.partition(b":")[0]) for t in tokens[2:]))
+        except ValueError:
+            continue
     return max_index, max_label

@@ -182,11 +182,17 @@ def process_list(
         return []
     if policy.clicks is None:
         stats.record(labels[None], labels[None])
-        return [encoder.encode(query.qid, features, labels, labels)]
+        return [encoder.encode(query.qid, features, labels, labels, context=query.context)]
     simulated = simulate_clicks(
         labels, rng=rng, config=policy.clicks, max_relevance=policy.max_relevance
     )
     stats.intents.add(simulated.intents)
     relevance = labels[simulated.indices]  # [N_b, k]
     stats.record(simulated.labels, relevance)
-    return encoder.encode_lists(query.qid, features[simulated.indices], simulated.labels, relevance)
+    return encoder.encode_lists(
+        query.qid,
+        features[simulated.indices],
+        simulated.labels,
+        relevance,
+        context=query.context,
+    )

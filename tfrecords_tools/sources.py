@@ -14,6 +14,7 @@ from tfrecords_tools.datasets import (
     find_folds,
     get_dataset,
 )
+from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor_reader import scan_letor_file
 from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
 
@@ -27,13 +28,15 @@ class Source:
     """A resolved input.
 
     Attributes:
-      kind: ``directory``, ``dataset``, ``tfds`` or ``synthetic``.
+      kind: ``directory``, ``dataset``, ``tfds``, ``elwc`` or ``synthetic``.
       dataset: the dataset's name, where known.
       folds: fold number (``None`` for a single set) to ``{split: file}``; for
         TFDS, ``{split: split}``.
       num_features: the feature count, where known without reading the files.
       max_relevance: the highest label, where known without reading the files.
       tfds: the ``TfdsSource`` of a ``tfds:`` input.
+      elwc: the ``ElwcSource`` of an ``elwc:`` input.
+      feature_names: the features' names, where the input names them.
     """
 
     kind: str
@@ -42,6 +45,8 @@ class Source:
     num_features: int | None
     max_relevance: int | None
     tfds: object = None
+    elwc: object = None
+    feature_names: list | None = None
 
 
 def _lookup_roots(data_dir: str | None) -> list[str]:
@@ -56,10 +61,14 @@ def resolve_source(
     scratch: str,
     synthetic: SyntheticConfig,
     tfds_download: bool,
+    elwc: ElwcConfig | None = None,
+    max_relevance: int | None = None,
 ) -> Source:
     """Finds the input named by ``--input``.
 
-    ``synthetic`` is generated under ``scratch/source``.
+    ``synthetic`` is generated under ``scratch/source``; an ``elwc:`` input is
+    read with ``elwc`` (its highest label is ``max_relevance`` or the largest
+    found).
 
     Raises:
       DatasetNotFoundError: naming where it looked and where to download it.
@@ -74,13 +83,27 @@ def resolve_source(
         tfds = TfdsSource(name[5:], data_dir=data_dir, download=tfds_download)
         folds = {None: {s: s for s in SPLITS if s in tfds.splits}}
         return Source("tfds", name, folds, tfds.num_features, tfds.max_relevance, tfds)
+    if name.startswith(ELWC_PREFIX):
+        from tfrecords_tools.elwc_source import ElwcSource
+
+        source = ElwcSource(name, elwc or ElwcConfig(), max_relevance=max_relevance)
+        folds = {None: {split: split for split in source.splits}}
+        return Source(
+            "elwc",
+            name,
+            folds,
+            source.num_features,
+            source.max_relevance,
+            elwc=source,
+            feature_names=source.feature_names,
+        )
     if os.path.isdir(name):
         return Source("directory", None, find_folds(name), None, None)
     info = get_dataset(name)
     if info is None:
         raise DatasetNotFoundError(
             f"--input {name!r} is not a directory, a known dataset "
-            f"({', '.join(sorted(DATASETS))}), tfds:NAME or synthetic"
+            f"({', '.join(sorted(DATASETS))}), tfds:NAME, elwc:FILES or synthetic"
         )
     directory = find_dataset_dir(info, _lookup_roots(data_dir))
     folds = find_folds(directory, prefix=info.file_prefix)
@@ -110,6 +133,11 @@ def dataset_sizes(
 
     ``folds`` maps each fold to ``{split: path}`` or ``{split: [paths]}``.
     """
+    if source.kind == "elwc" and num_features not in (None, source.num_features):
+        raise ValueError(
+            f"--num-features {num_features} disagrees with the {source.num_features} item "
+            "features --elwc-features names"
+        )
     num_features = num_features or source.num_features
     max_relevance = max_relevance or source.max_relevance
     if num_features and max_relevance:

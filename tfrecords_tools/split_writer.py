@@ -10,6 +10,7 @@ byte-identical shards with or without workers.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -26,9 +27,24 @@ from tfrecords_tools.list_processing import (
 )
 from tfrecords_tools.normalization import NormalizationFitter
 
-__all__ = ["SplitTarget", "write_letor_split", "write_query_lists"]
+__all__ = ["ParseCounts", "SplitTarget", "write_letor_split", "write_query_lists"]
 
 _FIT_BATCH = 65_536
+
+
+@dataclasses.dataclass
+class ParseCounts:
+    """How a LETOR file's lines were parsed.
+
+    Attributes:
+      fast_items: items the dense fast path parsed.
+      unsorted_lines: lines whose feature indices were out of order (sorted).
+      duplicate_lines: lines that repeated a feature index and kept one value.
+    """
+
+    fast_items: int = 0
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
 
 
 class SplitTarget:
@@ -158,7 +174,8 @@ def write_letor_split(
     pool=None,
     window: int = 4,
     on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[SplitStats, int]:
+    duplicates: str = "error",
+) -> tuple[SplitStats, ParseCounts]:
     """Writes every list of a LETOR file to the split's shards.
 
     Args:
@@ -170,9 +187,11 @@ def write_letor_split(
       pool: worker processes (see ``parse_workers``), or ``None``.
       window: blocks in flight at once; bounds memory.
       on_progress: called with ``(bytes read, items processed)`` after each block.
+      duplicates: what a repeated feature index on a line gives (see
+        ``letor_parser.DUPLICATE_POLICIES``).
 
     Returns:
-      The split's counts and how many items the dense fast path parsed.
+      The split's counts and how its lines were parsed.
 
     Raises:
       LetorFormatError: invalid lines, labels, or a qid that reappears.
@@ -204,18 +223,21 @@ def write_letor_split(
             fit_seed=fitter.seed if fitter is not None else None,
             fit_threshold=fitter.threshold if fitter is not None else 1.0,
             in_worker=pool is not None,
+            duplicates=duplicates,
         )
         # Workers re-read plain files by offset rather than receive each block.
         for index, block in enumerate(letor.blocks(keep_data=pool is None))
     )
-    items = fast_items = 0
+    items, parsing = 0, ParseCounts()
     try:
         for index, result in enumerate(_in_order(pool, tasks, window)):
             if result.error is not None:
                 joiner.check_before_error(result.group_qids, result.group_lines)
                 raise result.error
             items += result.num_items
-            fast_items += result.num_items if result.fast else 0
+            parsing.fast_items += result.num_items if result.fast else 0
+            parsing.unsorted_lines += result.unsorted_lines
+            parsing.duplicate_lines += result.duplicate_lines
             if result.fit is not None:
                 fitter.merge(result.fit)
             if result.first is not None:
@@ -238,7 +260,7 @@ def write_letor_split(
         raise
     if items == 0:
         raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
-    return stats, fast_items
+    return stats, parsing
 
 
 def write_query_lists(

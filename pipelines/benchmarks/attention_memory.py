@@ -30,7 +30,7 @@ from tfr_rankformer.training import TrainConfig, build_compiled_model
 
 model, length, items, steps, spare = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
 batch = max(items // length, 1)
-config = TrainConfig(model=model, data="-", model_dir="-", alpha=0.25)
+config = TrainConfig(model=model, data="-", model_dir="-", alpha=1.0)
 _, ranker = build_compiled_model(config, _manifest(46), steps_per_epoch=100, xla=False)
 rng = np.random.default_rng(0)
 inputs = {

@@ -1,0 +1,308 @@
+"""Our models beside the RankFormer authors' released code: same folds, seed and epochs.
+
+For every fold it converts the LETOR data with simulated clicks (a purchase is
+label 4, as in the released code), trains our ``rankformer``, ``transformer``
+and ``mlp`` with their defaults for ``--epochs`` epochs keeping the last
+epoch's weights (the released protocol: no validation, no early stopping), and
+runs the released code on the same fold, seed and epochs through
+``reference_runner.py`` in a Python that has torch. The released code simulates
+its own clicks with its own random generator, so the two sides see lists drawn
+from the same distribution, not the same lists.
+
+It prints one table, mean ± standard error over the folds: test NDCG_y@10,
+NDCG_r@10, NDCG_y@10 on lists whose label is the highest level (t = max), the
+difference to the released code and whether it lies within the released
+code's standard error, and training lists/s (median over epochs; this
+machine's CPU vector extensions are printed with it). ``parity.md`` and
+``parity.json`` go to ``--output``; finished runs are reused on a rerun.
+
+Usage::
+
+    python -m pipelines.benchmarks.reference_parity --dataset MQ2008 --data-dir DIR \\
+        --folds 1-5 --epochs 30 --output results/parity \\
+        --official-dir rankformer-official --official-python ref-venv/bin/python
+
+Without the released code (``--official-dir``, or ``$RANKFORMER_OFFICIAL_DIR``)
+or a Python with torch (``--official-python``, or
+``$RANKFORMER_OFFICIAL_PYTHON``) it says how to set them up and runs our side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+from tfr_rankformer.config_io import write_json
+from tfr_rankformer.experiment import parse_folds, parse_models
+
+MODELS = ("rankformer", "transformer", "mlp")
+METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
+SETUP = """\
+The authors' released code is not set up, so only our side runs. To compare:
+  git clone https://github.com/maartenbuyl/rankformer rankformer-official
+  python3.11 -m venv ref-venv && ref-venv/bin/pip install torch pandas scikit-learn
+then pass --official-dir rankformer-official --official-python ref-venv/bin/python
+(or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
+
+
+def cpu_extensions() -> str:
+    """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return "unknown CPU"
+    fields = dict(
+        line.split(":", 1) for line in text.splitlines()[:40] if ":" in line and line.strip()
+    )
+    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
+    wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
+    name = fields.get("model name\t", fields.get("model name", "unknown CPU")).strip()
+    return f"{name}; {' '.join(wide) or 'no AVX2'}"
+
+
+def official_setup(args) -> tuple[str, str] | None:
+    """``(official_dir, python)`` when the released code can run, else ``None``."""
+    directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
+    python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
+    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
+        return None
+    check = subprocess.run(
+        [python, "-c", "import torch, pandas, sklearn"], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        print(f"{python} cannot import torch, pandas and sklearn:\n{check.stderr[-300:]}")
+        return None
+    return directory, python
+
+
+def convert_folds(args, folds: list[int]) -> dict[int, str]:
+    """``output/data/FoldN`` for every fold, converted once with purchase label 4."""
+    from tfrecords_tools.click_simulation import ClickConfig
+    from tfrecords_tools.convert import ConvertConfig, convert
+
+    target = os.path.join(args.output, "data")
+    paths = {fold: os.path.join(target, f"Fold{fold}") for fold in folds}
+    if not all(os.path.isfile(os.path.join(p, "manifest.json")) for p in paths.values()):
+        config = ConvertConfig(
+            input=args.dataset,
+            output=target,
+            data_dir=args.data_dir,
+            all_folds=True,
+            simulate_clicks=True,
+            clicks=ClickConfig(purchase_label=4),
+            seed=args.seed,
+            overwrite=True,
+        )
+        convert(config, progress=True)
+    return paths
+
+
+def ours(spec, fold_data: str, run_dir: str, args) -> dict:
+    """Trains one of our models (or reuses the finished run); its test metrics and speed."""
+    from tfr_rankformer.models import ModelConfig
+    from tfr_rankformer.training import TrainConfig, train
+
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    if not os.path.isfile(metrics_path):
+        settings = dict(spec.settings)
+        architecture = {
+            k: settings.pop(k) for k in list(settings) if k in ModelConfig.__annotations__
+        }
+        config = TrainConfig.from_json(
+            {
+                "model": spec.model,
+                "data": fold_data,
+                "model_dir": run_dir,
+                "epochs": args.epochs,
+                "seed": args.seed,
+                "keep_weights": "last",
+                **settings,
+                "architecture": architecture,
+            }
+        )
+        train(config, verbose=0)
+    with open(metrics_path, encoding="utf-8") as f:
+        metrics = json.load(f)
+    with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:
+        rates = [float(row["lists_per_sec"]) for row in csv.DictReader(f)]
+    return {**{k: metrics["test"][k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
+
+
+def fold_files(args, fold: int) -> dict[str, str]:
+    """``{split: LETOR file}`` of ``fold``, found as ``tfr-convert`` finds it."""
+    import tempfile
+
+    from tfrecords_tools.sources import resolve_source
+    from tfrecords_tools.synthetic import SyntheticConfig
+
+    with tempfile.TemporaryDirectory() as scratch:
+        source = resolve_source(
+            args.dataset,
+            data_dir=args.data_dir,
+            scratch=scratch,
+            synthetic=SyntheticConfig(),
+            tfds_download=False,
+        )
+    return source.folds[fold]
+
+
+def theirs(setup, fold: int, names: list[str], args) -> dict[str, dict]:
+    """The released code's results on ``fold`` (run once, then read from the cache)."""
+    cache = os.path.join(args.output, "official", f"Fold{fold}.jsonl")
+    results = {}
+    if os.path.isfile(cache):
+        with open(cache, encoding="utf-8") as f:
+            results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
+    missing = [n for n in names if n not in results]
+    if missing:
+        directory, python = setup
+        files = fold_files(args, fold)
+        command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
+        command += ["--train", files["train"], "--test", files["test"]]
+        command += ["--seed", str(args.seed), "--models", ",".join(missing)]
+        command += ["--threads", str(args.official_threads)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the released code failed on Fold{fold}:\n{done.stderr[-2000:]}")
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(cache, "a", encoding="utf-8") as f:
+            for line in done.stdout.splitlines():
+                if line.startswith("{") and '"model"' in line:
+                    f.write(line + "\n")
+                    record = json.loads(line)
+                    results[record["model"]] = record
+    return {n: results[n] for n in names}
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return mean, se
+
+
+def table(rows: dict, cpu: str, args) -> str:
+    """The markdown table of ``parity.md``."""
+    folds = len(parse_folds(args.folds))
+    lines = [
+        f"Test NDCG x 100 on {args.dataset} with simulated clicks (purchase label 4), "
+        f"{folds} fold(s), {args.epochs} epochs, seed {args.seed}, last epoch's weights; "
+        "mean ± standard error over folds. Δ = ours − released; ✓: |Δ| within the "
+        "released code's standard error. Speed: median training lists/s over epochs "
+        f"(CPU: {cpu}).",
+        "",
+        "| model | side | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) | lists/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, sides in rows.items():
+        for side, values in sides.items():
+            cells = []
+            for key in (*METRICS, "lists_per_sec"):
+                mean, se = values[key]
+                text = f"{mean:,.0f}" if key == "lists_per_sec" else f"{mean:.2f}"
+                if key != "lists_per_sec" and not math.isnan(se):
+                    text += f" ± {se:.2f}"
+                cells.append(text)
+            lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
+        if "released code" in sides and "ours" in sides:
+            mine, ref = sides["ours"], sides["released code"]
+            cells = []
+            for key in METRICS:
+                delta = mine[key][0] - ref[key][0]
+                ok = "✓" if abs(delta) <= ref[key][1] else "✗"
+                cells.append(f"{delta:+.2f} {ok}")
+            ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
+            lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="reference_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
+    )
+    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
+    p.add_argument("--data-dir", help="where --dataset is looked up by name")
+    p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
+    p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
+    p.add_argument("--seed", type=int, default=0, help="seed on both sides. Default: 0")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help="ours, as tfr-experiment specs (NAME[:KEY=VALUE...]), each beside the released "
+        "model of the same NAME. Default: rankformer,transformer,mlp",
+    )
+    p.add_argument("--output", required=True, help="where data, runs and the table go")
+    p.add_argument(
+        "--side",
+        choices=["both", "ours", "released"],
+        default="both",
+        help="run both sides, or one (e.g. in two processes; a later run with both reuses "
+        "their results). Default: both",
+    )
+    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
+    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
+    p.add_argument(
+        "--official-threads",
+        type=int,
+        default=2,
+        help="torch's threads for the released code (on a busy machine 1 avoids stalls). "
+        "Default: 2",
+    )
+    args = p.parse_args(argv)
+    specs = parse_models(args.models)
+    bad = [s.label for s in specs if s.model not in MODELS]
+    if bad:
+        p.error(f"{bad}: the released code has {list(MODELS)} only")
+    folds = parse_folds(args.folds)
+    setup = official_setup(args) if args.side != "ours" else None
+    if setup is None and args.side != "ours":
+        print(SETUP)
+        if args.side == "released":
+            return 1
+    run_ours = args.side != "released"
+    from tqdm.auto import tqdm
+
+    paths = convert_folds(args, folds)
+    results: dict = {s.label: {"ours": [], "released code": []} for s in specs}
+    bar = tqdm(total=len(folds) * (len(specs) * run_ours + (setup is not None)), unit="run")
+    for fold in folds:
+        for spec in specs if run_ours else ():
+            bar.set_description(f"ours {spec.label} Fold{fold}")
+            run_dir = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}")
+            results[spec.label]["ours"].append(ours(spec, paths[fold], run_dir, args))
+            bar.update()
+        if setup is not None:
+            bar.set_description(f"released code Fold{fold}")
+            official = theirs(setup, fold, sorted({s.model for s in specs}), args)
+            for spec in specs:
+                results[spec.label]["released code"].append(official[spec.model])
+            bar.update()
+    bar.close()
+    rows = {}
+    for label, sides in results.items():
+        rows[label] = {
+            side: {key: mean_se([r[key] for r in runs]) for key in (*METRICS, "lists_per_sec")}
+            for side, runs in sides.items()
+            if runs
+        }
+    cpu = cpu_extensions()
+    text = table(rows, cpu, args)
+    print(text)
+    with open(os.path.join(args.output, "parity.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    write_json(
+        os.path.join(args.output, "parity.json"),
+        {"settings": vars(args), "cpu": cpu, "runs": results, "summary": rows},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Trains the RankFormer authors' released PyTorch models on one LETOR fold.
+
+Run by ``reference_parity`` with a Python that has torch, pandas and
+scikit-learn (the released code's requirements), never imported by this
+project: it imports the released modules (``model``, ``ltr_dataset``,
+``metrics``, ``label_simulation``) from ``--official-dir``, a checkout of
+github.com/maartenbuyl/rankformer, and drives them the way that repository's
+``main.py`` does:
+
+* labels: its ``UserModel`` click simulation (16 items seen, 10 bootstraps,
+  click noise 0.1, kappa 0.1; a purchase is label 4 in that code), on train
+  and test alike;
+* features: scikit-learn's ``QuantileTransformer(output_distribution="normal")``
+  fitted on the simulated training lists;
+* training: AdamW (rate 1e-3, weight decay 0.1), batches of 2048 lists in a
+  shuffled order, the rate multiplied by ``(epoch - 19) ** -0.5`` from epoch 20
+  on (a ``LambdaLR`` stepped per epoch), the last epoch's weights tested;
+* models: ``rankformer`` (``list_pred_strength`` 1, the script's own),
+  ``transformer`` (strength 0) and ``mlp`` ([512, 256, 128]), all with the
+  paper's encoder (3 layers, 1 head, feed-forward 512, dropout 0.25, heads of
+  128);
+* metrics: its own ``NDCG(k=10)`` on the simulated and the explicit labels and
+  ``TopNDCG`` (lists whose label reaches the highest level).
+
+Prints one JSON object per line: first the data's sizes, then one per model.
+
+Usage::
+
+    python reference_runner.py --official-dir DIR --train Fold1/train.txt \\
+        --test Fold1/test.txt [--epochs 30] [--seed 0] [--models rankformer,transformer,mlp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+
+MODELS = ("rankformer", "transformer", "mlp")
+_USER_MODEL = dict(
+    seen_max=16, seen_bootstrap=10, click_noise=0.1, purchase_intent_kappa=0.1, purchase_noise=0.0
+)
+
+
+def read_letor(path: str):
+    """A LETOR file (or ``.gz``) as the DataFrame the released dataset class takes:
+    ``target``, ``qid`` and one column per feature (absent features are 0)."""
+    import numpy as np
+    import pandas as pd
+
+    labels, qids, rows, width = [], [], [], 0
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            tokens = line.split("#", 1)[0].split()
+            if not tokens:
+                continue
+            labels.append(int(float(tokens[0])))
+            qids.append(int(tokens[1].partition(":")[2]))
+            values = {}
+            for token in tokens[2:]:
+                index, _, value = token.partition(":")
+                values[int(index)] = float(value)
+            width = max(width, max(values, default=0))
+            rows.append(values)
+    features = np.zeros((len(rows), width))
+    for i, values in enumerate(rows):
+        for index, value in values.items():
+            features[i, index - 1] = value
+    frame = pd.DataFrame(features, columns=[f"f{i:04d}" for i in range(1, width + 1)])
+    frame.insert(0, "qid", qids)
+    frame.insert(0, "target", labels)
+    return frame
+
+
+def build(name: str, input_dim: int, max_target: int):
+    from model import MLP, RankFormer
+
+    if name == "mlp":
+        return MLP(input_dim=input_dim, hidden_layers=[512, 256, 128], dropout=0.25)
+    return RankFormer(
+        input_dim=input_dim,
+        max_target=max_target,
+        tf_dim_feedforward=512,
+        tf_nhead=1,
+        tf_num_layers=3,
+        head_hidden_layers=[128],
+        dropout=0.25,
+        list_pred_strength=1.0 if name == "rankformer" else 0.0,
+    )
+
+
+def evaluate(model, test, max_target: int) -> dict:
+    import torch
+    from ltr_dataset import LearningToRankDataset
+    from metrics import NDCG, TopNDCG
+
+    metrics = {
+        "ndcg_y@10": NDCG(k=10),
+        "ndcg_r@10": NDCG(k=10),
+        "ndcg_y@10_tmax": TopNDCG(max_target=max_target, k=10),
+    }
+    loader = torch.utils.data.DataLoader(
+        test, batch_size=2048, shuffle=False, collate_fn=LearningToRankDataset.collate_fn
+    )
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            scores = model(batch["feat"], batch["length"])
+            scores = scores[0] if isinstance(scores, tuple) else scores
+            metrics["ndcg_y@10"].update(scores, batch["target"], batch["length"])
+            metrics["ndcg_y@10_tmax"].update(scores, batch["target"], batch["length"])
+            metrics["ndcg_r@10"].update(scores, batch["explicit_target"], batch["length"])
+    return {key: 100.0 * float(metric.compute()) for key, metric in metrics.items()}
+
+
+def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
+    import torch
+    from ltr_dataset import LearningToRankDataset
+
+    torch.manual_seed(seed)
+    model = build(name, train_set.input_dim, train_set.max_target)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
+    )
+    loader = torch.utils.data.DataLoader(
+        train_set, batch_size=2048, shuffle=True, collate_fn=LearningToRankDataset.collate_fn
+    )
+    rates = []
+    started = time.perf_counter()
+    for _ in range(epochs):
+        model.train()
+        epoch_start, lists = time.perf_counter(), 0
+        for batch in loader:
+            optimizer.zero_grad()
+            scores = model(batch["feat"], batch["length"])
+            model.compute_loss(scores, batch["target"], batch["length"]).backward()
+            optimizer.step()
+            lists += len(batch["length"])
+        schedule.step()
+        rates.append(lists / (time.perf_counter() - epoch_start))
+    return {
+        "model": name,
+        "epochs": epochs,
+        "seed": seed,
+        "train_seconds": time.perf_counter() - started,
+        "lists_per_sec": statistics.median(rates),
+        **evaluate(model, test_set, train_set.max_target),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--official-dir", required=True, help="checkout of the released code")
+    parser.add_argument("--train", required=True, help="the fold's LETOR training file")
+    parser.add_argument("--test", required=True, help="the fold's LETOR test file")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    sys.path.insert(0, args.official_dir)
+    import numpy as np
+    import torch
+    from ltr_dataset import LearningToRankDataset
+    from sklearn.preprocessing import QuantileTransformer
+
+    torch.set_num_threads(args.threads)
+    np.random.seed(args.seed)
+    transform = QuantileTransformer(output_distribution="normal", random_state=args.seed)
+    started = time.perf_counter()
+    sets = {}
+    for split in ("train", "test"):  # train first: it fits the transform
+        frame = read_letor(getattr(args, split))
+        sets[split] = LearningToRankDataset(
+            frame, "target", "qid", transform, _USER_MODEL, seed=args.seed
+        )
+    sizes = {split: len(dataset) for split, dataset in sets.items()}
+    print(
+        json.dumps(
+            {
+                "lists": sizes,
+                "input_dim": sets["train"].input_dim,
+                "max_target": sets["train"].max_target,
+                "load_seconds": time.perf_counter() - started,
+            }
+        ),
+        flush=True,
+    )
+    for name in names:
+        result = train(name, sets["train"], sets["test"], epochs=args.epochs, seed=args.seed)
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

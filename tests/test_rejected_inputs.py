@@ -1,0 +1,504 @@
+"""Every rejected input, its message, and the table of them in docs/rejected_inputs.md.
+
+Each case below feeds one bad input to a command (or a client to a serving
+signature) and checks that it fails as the project promises: a non-zero exit,
+one ``<command>: error: ...`` line naming the file (and line or record) and no
+traceback, no partial output; a signature raises ``INVALID_ARGUMENT`` with a
+message naming the field. The table in ``docs/rejected_inputs.md`` is built
+from the messages these cases produce, so it cannot drift: the last test fails
+when the committed file differs, and ``make docs-rejected`` rewrites it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import io
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tests.conftest import letor_line, write_lines  # noqa: E402
+from tests.test_bad_input import BAD_LINES, GOOD_AFTER, GOOD_BEFORE  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "rejected_inputs.md"
+REWRITE_ENV = "REWRITE_REJECTED_INPUTS"
+
+
+@dataclasses.dataclass
+class Env:
+    """What the cases run against; ``tmp`` is the case's own directory."""
+
+    tmp: Path
+    servables: dict
+    request: pytest.FixtureRequest
+
+    def trained(self) -> tuple[str, str]:
+        """``(model_dir, dataset)`` of the session's trained 136-feature RankFormer."""
+        model_dir, _ = self.request.getfixturevalue("trained")
+        return model_dir, self.request.getfixturevalue("dataset")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    command: str
+    input: str
+    run: Callable[[Env], str]
+    id: str
+
+
+# ---------------------------------------------------------------------------
+# Running commands and signatures.
+# ---------------------------------------------------------------------------
+
+
+def _cli_error(main, argv: list[str], prog: str, env: Env, absent: list[Path]) -> str:
+    """Runs a command that must fail; returns its error line with the case directory
+    written as ``DIR``."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        rc = main(argv)
+    text = err.getvalue()
+    assert rc != 0, out.getvalue()
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, text
+    for path in absent:
+        assert not path.exists(), f"{prog} left {path} behind"
+        assert not any(".partial" in name for name in os.listdir(path.parent)), path.parent
+    return lines[0].replace(str(env.tmp), "DIR")
+
+
+def _signature_error(call) -> str:
+    """Calls a signature that must fail; returns the part of the message naming the input."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        call()
+    message = info.value.message
+    found = re.search(r"assertion failed: \[(invalid input: .*)\]", message) or re.search(
+        r"(Key: features[^\[\n]*?Actual type: \w+)", message
+    )
+    assert found, message
+    return found.group(1).replace("\\'", "'")
+
+
+# ---------------------------------------------------------------------------
+# tfr-convert.
+# ---------------------------------------------------------------------------
+
+
+def _convert(env: Env, data: bytes, *, name: str = "train.txt", sizes: bool = True) -> str:
+    from pipelines.convert_cli import main
+
+    source = env.tmp / "in"
+    source.mkdir(exist_ok=True)
+    (source / name).write_bytes(data)
+    out = env.tmp / "out"
+    argv = ["--input", str(source), "--output", str(out), "--no-progress", "--workers", "1"]
+    if sizes:
+        argv += ["--num-features", "3", "--max-relevance", "2"]
+    return _cli_error(main, argv, "tfr-convert", env, [out])
+
+
+def _letor(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def _with_bad_line(bad: str) -> bytes:
+    return _letor(GOOD_BEFORE + [bad] + GOOD_AFTER)
+
+
+def _gzip_lines(count: int = 400) -> bytes:
+    lines = [f"{i % 3} qid:{i // 20} 1:0.{i:04d} 2:0.5 3:{i % 7}" for i in range(count)]
+    return gzip.compress(_letor(lines), mtime=0)
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+
+
+def _convert_cases() -> list[Case]:
+    cases = [
+        Case(
+            "tfr-convert",
+            f"a line `{p.values[0]}`",
+            lambda env, bad=p.values[0]: _convert(env, _with_bad_line(bad)),
+            f"convert-{p.id}",
+        )
+        for p in BAD_LINES
+    ]
+    more = [
+        ("a line `0x1 qid:1 1:0.5 2:0.1 3:0.2` (hex label)", "0x1 qid:1 1:0.5 2:0.1 3:0.2", "hex"),
+        ("a line `1_0 qid:1 1:0.5 2:0.1 3:0.2` (digit separator)", "1_0 qid:1 1:0.5", "sep"),
+        ("a label beyond int64", "99999999999999999999 qid:1 1:0.5", "label-int64"),
+        ("a qid beyond int64", "1 qid:9223372036854775808 1:0.5", "qid-int64"),
+        ("a value beyond float32, `3.5e38`", "1 qid:1 1:3.5e38 2:0 3:0", "float32"),
+        ("a label above `--max-relevance 2`", "3 qid:1 1:0.5 2:0.1 3:0.2", "label-max"),
+    ]
+    cases += [
+        Case("tfr-convert", text, lambda env, bad=bad: _convert(env, _with_bad_line(bad)), f"c-{i}")
+        for text, bad, i in more
+    ]
+    qid_back = _letor(["1 qid:1 1:0 2:0 3:0", "1 qid:2 1:0 2:0 3:0", "1 qid:1 1:0 2:0 3:0"])
+    gz = _gzip_lines()
+    cases += [
+        Case(
+            "tfr-convert",
+            "a qid that reappears after others",
+            lambda env: _convert(env, qid_back),
+            "qid-back",
+        ),
+        Case("tfr-convert", "an empty file", lambda env: _convert(env, b""), "empty"),
+        Case(
+            "tfr-convert",
+            "a UTF-16 file",
+            lambda env: _convert(env, _letor(GOOD_BEFORE).decode().encode("utf-16")),
+            "utf16",
+        ),
+        Case(
+            "tfr-convert",
+            "a truncated `.gz`",
+            lambda env: _convert(env, gz[: len(gz) // 2], name="train.txt.gz"),
+            "gz-cut",
+        ),
+        Case(
+            "tfr-convert",
+            "a truncated `.gz`, sizes not given (scanned first)",
+            lambda env: _convert(env, gz[: len(gz) // 2], name="train.txt.gz", sizes=False),
+            "gz-cut-scan",
+        ),
+        Case(
+            "tfr-convert",
+            "a `.gz` with a corrupt byte",
+            lambda env: _convert(env, _flip(gz, len(gz) - 6), name="train.txt.gz"),
+            "gz-crc",
+        ),
+    ]
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Converted data: tfr-train, tfr-eval, tfr-predict.
+# ---------------------------------------------------------------------------
+
+
+_CONVERTED: dict[str, Path] = {}
+
+
+def _tiny_converted(env: Env) -> Path:
+    """A fresh copy of a converted 3-feature dataset of 3 train lists (and vali, test)."""
+    from pipelines.convert_cli import main
+
+    if "data" not in _CONVERTED:
+        root = env.request.getfixturevalue("tmp_path_factory").mktemp("tiny-converted")
+        lines = [letor_line(i % 3, i // 3, [0.1 * i, 1.0, i % 2]) for i in range(9)]
+        write_lines(root / "letor" / "train.txt", lines)
+        write_lines(root / "letor" / "vali.txt", lines[:3])
+        write_lines(root / "letor" / "test.txt", lines[3:6])
+        argv = ["--input", str(root / "letor"), "--output", str(root / "data"), "--no-progress"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(argv + ["--workers", "1", "--log-level", "ERROR"]) == 0
+        _CONVERTED["data"] = root / "data"
+    out = env.tmp / "data"
+    shutil.copytree(_CONVERTED["data"], out)
+    return out
+
+
+def _shard(data_dir: Path, split: str = "train") -> Path:
+    return next(data_dir.glob(f"{split}-*.tfrecord"))
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "cut":
+        data = data[:-20]
+    elif how == "record":  # cut at a record boundary: the last record is missing
+        first = 12 + int.from_bytes(data[:8], "little") + 4
+        data = data[:first]
+    elif how == "flip":
+        data = _flip(data, 40)
+    path.write_bytes(data)
+
+
+def _broken_manifest(data_dir: Path, how: str) -> None:
+    path = data_dir / "manifest.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2] if how == "cut" else text.replace('"splits"', '"x"'))
+
+
+def _train(env: Env, damage) -> str:
+    from pipelines.train_cli import main
+
+    data = _tiny_converted(env)
+    damage(data)
+    run = env.tmp / "run"
+    argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--epochs", "1"]
+    return _cli_error(main, argv + ["--quiet"], "tfr-train", env, [run])
+
+
+def _eval(env: Env, damage) -> str:
+    from pipelines.eval_cli import main
+
+    model_dir, dataset = env.trained()
+    data = env.tmp / "data"
+    shutil.copytree(dataset, data)
+    damage(data)
+    metrics = Path(model_dir) / "metrics.json"
+    before = metrics.read_bytes()
+    message = _cli_error(main, ["--model-dir", model_dir, "--data", str(data)], "tfr-eval", env, [])
+    assert metrics.read_bytes() == before  # nothing merged into metrics.json
+    return message.replace(model_dir, "RUN")
+
+
+def _predict(env: Env, input_path: Path) -> str:
+    from pipelines.predict_cli import main
+
+    out = env.tmp / "run.txt"
+    argv = ["--model", env.servables["reject"], "--input", str(input_path)]
+    message = _cli_error(
+        main, argv + ["--output", str(out), "--no-progress"], "tfr-predict", env, [out]
+    )
+    return message
+
+
+def _elwc_file(env: Env, items: list[list[float] | None]) -> Path:
+    """One ELWC record of the given items (``None``: no features field)."""
+    from tensorflow_serving.apis import input_pb2
+
+    good = input_pb2.ExampleListWithContext()
+    good.context.features.feature["qid"].int64_list.value.append(1)
+    good.examples.add().features.feature["features"].float_list.value.extend([0.1, 0.2, 0.3])
+    bad = input_pb2.ExampleListWithContext()
+    bad.context.features.feature["qid"].int64_list.value.append(2)
+    for values in items:
+        feature = bad.examples.add().features.feature
+        if values is not None:
+            feature["features"].float_list.value.extend(values)
+    path = env.tmp / "lists.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(good.SerializeToString())
+        writer.write(bad.SerializeToString())
+    return path
+
+
+def _predict_elwc(env: Env, items) -> str:
+    return _predict(env, _elwc_file(env, items))
+
+
+def _predict_cut_shard(env: Env) -> str:
+    path = _elwc_file(env, [[1.0, 2.0, 3.0]])
+    _damage(path, "cut")
+    return _predict(env, path)
+
+
+def _predict_gz(env: Env) -> str:
+    gz = _gzip_lines()
+    path = env.tmp / "q.txt.gz"
+    path.write_bytes(gz[: len(gz) // 2])
+    return _predict(env, path)
+
+
+def _predict_manifest(env: Env) -> str:
+    data = _tiny_converted(env)
+    _broken_manifest(data, "cut")
+    return _predict(env, data)
+
+
+def _data_cases() -> list[Case]:
+    cases = []
+    for command, runner in (("tfr-train", _train), ("tfr-eval", _eval)):
+        split = "train" if command == "tfr-train" else "test"
+        for text, damage, key in (
+            ("a TFRecord shard cut short", lambda d, s=split: _damage(_shard(d, s), "cut"), "cut"),
+            (
+                "a TFRecord shard cut at a record boundary",
+                lambda d, s=split: _damage(_shard(d, s), "record"),
+                "record",
+            ),
+            (
+                "a TFRecord shard with a corrupt byte",
+                lambda d, s=split: _damage(_shard(d, s), "flip"),
+                "flip",
+            ),
+            ("a missing TFRecord shard", lambda d, s=split: _shard(d, s).unlink(), "missing"),
+            ("a manifest.json cut short", lambda d: _broken_manifest(d, "cut"), "manifest"),
+            ("a manifest.json without `splits`", lambda d: _broken_manifest(d, "key"), "splits"),
+        ):
+            cases.append(
+                Case(command, text, lambda env, r=runner, g=damage: r(env, g), f"{command}-{key}")
+            )
+    cases += [
+        Case("tfr-predict", "a truncated LETOR `.gz`", _predict_gz, "predict-gz"),
+        Case("tfr-predict", "an ELWC `.tfrecord` cut short", _predict_cut_shard, "predict-cut"),
+        Case(
+            "tfr-predict",
+            "a converted directory whose manifest.json is cut short",
+            _predict_manifest,
+            "predict-manifest",
+        ),
+        Case(
+            "tfr-predict",
+            "an ELWC item without `features`",
+            lambda env: _predict_elwc(env, [[1.0, 2.0, 3.0], None]),
+            "predict-missing",
+        ),
+        Case(
+            "tfr-predict",
+            "an ELWC item with 2 of 3 features",
+            lambda env: _predict_elwc(env, [[1.0, 2.0]]),
+            "predict-short",
+        ),
+        Case(
+            "tfr-predict",
+            "an ELWC item holding NaN",
+            lambda env: _predict_elwc(env, [[1.0, float("nan"), 3.0]]),
+            "predict-nan",
+        ),
+    ]
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# The serving signatures, as a client calls them.
+# ---------------------------------------------------------------------------
+
+
+def _elwc(items) -> bytes:
+    from tensorflow_serving.apis import input_pb2
+
+    elwc = input_pb2.ExampleListWithContext()
+    for values in items:
+        feature = elwc.examples.add().features.feature
+        if isinstance(values, tuple):  # int64 values
+            feature["features"].int64_list.value.extend(values)
+        elif values is not None:
+            feature["features"].float_list.value.extend(values)
+    return elwc.SerializeToString()
+
+
+_LOADED: dict = {}
+
+
+def _signatures(path: str):
+    if path not in _LOADED:
+        _LOADED[path] = tf.saved_model.load(path).signatures
+    return _LOADED[path]
+
+
+def _serve(env: Env, items) -> str:
+    from tfr_rankformer.export import SIGNATURE_ELWC
+
+    signature = _signatures(env.servables["reject"])[SIGNATURE_ELWC]
+    request = tf.constant([_elwc([[0.1, 0.2, 0.3]]), _elwc(items)])
+    return _signature_error(lambda: signature(examples=request))
+
+
+def _tensors(env: Env, features: np.ndarray, mask: np.ndarray) -> str:
+    from tfr_rankformer.export import SIGNATURE_TENSORS
+
+    signature = _signatures(env.servables["reject"])[SIGNATURE_TENSORS]
+    inputs = {"features": tf.constant(features, tf.float32), "mask": tf.constant(mask)}
+    return _signature_error(lambda: signature(**inputs))
+
+
+def _serving_cases() -> list[Case]:
+    ok = [0.1, 0.2, 0.3]
+    elwc = [
+        ("an item without `features`", [ok, ok, None], "missing"),
+        ("an item with 46 values for 3 features", [ok, [0.5] * 46], "long"),
+        ("an item with 2 values for 3 features", [[0.5] * 2], "short"),
+        ("an item holding NaN", [ok, [0.5, float("nan"), 0.5]], "nan"),
+        ("an item holding -inf", [[float("-inf"), 0.5, 0.5]], "inf"),
+        ("`features` as an int64 list", [(1, 2, 3)], "int64"),
+    ]
+    nan = np.ones((1, 2, 3))
+    nan[0, 1, 2] = np.nan
+    tensors = [
+        ("features of 46 values per item", np.ones((1, 2, 46)), np.ones((1, 2), bool), "width"),
+        ("a mask of another shape", np.ones((1, 2, 3)), np.ones((1, 3), bool), "mask"),
+        ("a valid item holding NaN", nan, np.ones((1, 2), bool), "nan"),
+    ]
+    return [
+        Case("serving_default", text, lambda env, i=items: _serve(env, i), f"serve-{key}")
+        for text, items, key in elwc
+    ] + [
+        Case("predict_tensors", text, lambda env, f=f, m=m: _tensors(env, f, m), f"tensors-{key}")
+        for text, f, m, key in tensors
+    ]
+
+
+CASES = _convert_cases() + _data_cases() + _serving_cases()
+
+
+@pytest.fixture
+def env(tmp_path, tiny_servables, request) -> Env:
+    return Env(tmp_path, tiny_servables, request)
+
+
+# Messages of the cases run so far, for the table (the last test) to reuse.
+_MESSAGES: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_rejected_input(env, case):
+    message = case.run(env)
+    _MESSAGES[case.id] = message
+    if case.command.startswith("tfr-"):
+        assert "DIR/" in message or "RUN" in message, message  # the file is named
+    else:
+        assert "features" in message or "mask" in message, message
+
+
+# ---------------------------------------------------------------------------
+# The table.
+# ---------------------------------------------------------------------------
+
+_HEADER = """# Rejected inputs
+
+Every input the commands and the serving signatures refuse, with the message
+each gives. `DIR/` stands for the directory of the input and `RUN` for the run
+directory. Commands exit with status 1 after this one line on stderr and leave
+no partial output; the signatures fail the request with `INVALID_ARGUMENT`
+and this message (TF Serving passes it to the client), unless the model was
+exported with `tfr-export --invalid-items score-last` (see the README).
+
+Generated from the cases in `tests/test_rejected_inputs.py`; `make
+docs-rejected` rewrites it, and the test suite fails when it is out of date.
+
+| command | input | message |
+|---|---|---|
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render(rows: list[tuple[str, str, str]]) -> str:
+    body = "".join(f"| {c} | {_cell(i)} | `{_cell(m)}` |\n" for c, i, m in rows)
+    return _HEADER + body
+
+
+def test_the_docs_table_lists_every_rejected_input_with_its_current_message(
+    tmp_path, tiny_servables, request
+):
+    rows = []
+    for number, case in enumerate(CASES):
+        if case.id not in _MESSAGES:  # not run above (e.g. under -k)
+            case_dir = tmp_path / str(number)
+            case_dir.mkdir()
+            _MESSAGES[case.id] = case.run(Env(case_dir, tiny_servables, request))
+        rows.append((case.command, case.input, _MESSAGES[case.id]))
+    text = render(rows)
+    if os.environ.get(REWRITE_ENV):
+        DOC.parent.mkdir(exist_ok=True)
+        DOC.write_text(text, encoding="utf-8")
+    committed = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+    assert committed == text, f"{DOC} is out of date: run `make docs-rejected`"

@@ -1,0 +1,79 @@
+"""The invalid-item policies of the exported signatures, through tfr-predict and directly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow_serving.apis import input_pb2  # noqa: E402
+
+from pipelines.predict_cli import main as predict_main  # noqa: E402
+from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_TENSORS, export_run  # noqa: E402
+from tfr_rankformer.serving_checks import check_policy  # noqa: E402
+
+
+def _shard(path, lists) -> str:
+    """One ELWC record per list of items (``None``: an item without features)."""
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for qid, items in enumerate(lists, start=1):
+            elwc = input_pb2.ExampleListWithContext()
+            elwc.context.features.feature["qid"].int64_list.value.append(qid)
+            for values in items:
+                feature = elwc.examples.add().features.feature
+                if values is not None:
+                    feature["features"].float_list.value.extend(values)
+            writer.write(elwc.SerializeToString())
+    return str(path)
+
+
+def test_score_last_export_ranks_bad_items_last_and_tfr_predict_counts_them(
+    tiny_servables, tmp_path, capsys
+):
+    lists = [[[0.1, 0.2, 0.3], None, [0.5, float("nan"), 0.1], [0.9, 0.8, 0.7]], [[1, 2, 3]]]
+    shard = _shard(tmp_path / "in.tfrecord", lists)
+    out = tmp_path / "run.txt"
+    argv = ["--input", shard, "--output", str(out), "--no-progress"]
+
+    assert predict_main(["--model", tiny_servables["score-last"], *argv]) == 0
+
+    printed = capsys.readouterr().out
+    assert "2 items could not be scored" in printed
+    rows = [line.split() for line in out.read_text().splitlines()]
+    first = [r for r in rows if r[0] == "1"]
+    # Items 2 and 3 (docids by position) rank last with the padding score.
+    assert [r[2] for r in first[-2:]] == ["2", "3"]
+    assert all(float(r[4]) == -1e9 for r in first[-2:])
+    assert all(float(r[4]) > -1e8 for r in first[:2])
+
+
+def test_reject_export_fails_the_same_input_and_writes_nothing(tiny_servables, tmp_path, capsys):
+    shard = _shard(tmp_path / "in.tfrecord", [[[0.1, 0.2, 0.3]], [[0.1, 0.2, 0.3], None]])
+    out = tmp_path / "run.txt"
+    argv = ["--input", shard, "--output", str(out), "--no-progress"]
+
+    assert predict_main(["--model", tiny_servables["reject"], *argv]) == 1
+
+    err = capsys.readouterr().err
+    assert f"{shard}: record 2: item 1: the features field is missing (0 values), expected 3" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.tfrecord"]
+
+
+def test_padding_items_may_hold_anything_in_the_tensor_signature(tiny_servables):
+    signature = tf.saved_model.load(tiny_servables["reject"]).signatures[SIGNATURE_TENSORS]
+    features = np.ones((1, 3, 3), np.float32)
+    mask = np.array([[True, True, False]])
+    clean = signature(features=tf.constant(features), mask=tf.constant(mask))["scores"].numpy()
+    features[0, 2] = [np.nan, np.inf, -np.inf]
+
+    dirty = signature(features=tf.constant(features), mask=tf.constant(mask))["scores"].numpy()
+
+    np.testing.assert_array_equal(clean, dirty)
+    assert INVALID_ITEMS not in signature.structured_outputs
+
+
+def test_unknown_policies_are_refused_before_anything_is_loaded(tmp_path):
+    assert check_policy("score-last") == "score-last"
+    with pytest.raises(ValueError, match="Unknown invalid-item policy 'drop'"):
+        export_run(str(tmp_path), invalid_items="drop")

@@ -1,0 +1,76 @@
+"""The names the commands offer, importable without TensorFlow.
+
+``--help`` and argument parsing must not load TensorFlow (several seconds), so
+the command lines take their choices from here rather than from the
+registries, which import it. Where a registry holds more than names
+(``models.MODELS``, ``gbdt.PRESETS``), the names are repeated here and
+``tests/test_quiet_start.py`` checks that both agree; the rest is defined here
+once and imported by the library.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_EXPERIMENT_MODELS",
+    "DISTILL_ROWS",
+    "GBDT_MODELS",
+    "GBDT_PRESET_NAMES",
+    "INITIALIZATIONS",
+    "KEEP_WEIGHTS",
+    "LOSS_SCALINGS",
+    "LOSS_SUMMARIES",
+    "LR_SCHEDULES",
+    "MODEL_NAMES",
+    "OPTIMIZERS",
+]
+
+# The neural models of ``models.MODELS``.
+MODEL_NAMES = ("context_aware", "listformer", "mlp", "rankformer", "transformer")
+
+# Model names tfr-train accepts for LightGBM, and the preset each stands for.
+GBDT_MODELS = {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
+
+# The presets of ``gbdt.PRESETS``.
+GBDT_PRESET_NAMES = ("gbdt", "gbdt-1k", "gbdt-10k")
+
+# One line per item-score loss of ``losses.SCORE_LOSSES``, for --help and the README.
+LOSS_SUMMARIES = {
+    "softmax": "softmax cross-entropy with the labels as target, -y^T log softmax(s) "
+    "(TF-Ranking SoftmaxLoss; the RankFormer's)",
+    "listnet": "ListNet, softmax cross-entropy with the labels' softmax as target, "
+    "-softmax(y)^T log softmax(s) (allRank's listNet)",
+    "ordinal": "one sigmoid per label level, score = sum of the level probabilities "
+    "(TF-Ranking OrdinalLoss)",
+    "approx_ndcg": "ApproxNDCG, NDCG with smoothed ranks (TF-Ranking ApproxNDCGLoss)",
+    "listmle": "ListMLE, likelihood of the ideal permutation (TF-Ranking ListMLELoss)",
+    "ranknet": "RankNet, pairwise logistic (TF-Ranking PairwiseLogisticLoss)",
+    "lambdarank": "LambdaRank, pairwise logistic with NDCG swap weights",
+    "ndcg_loss2pp": "LambdaLoss NDCG-Loss2++ with mu = 10, pairwise logistic",
+    "rmse": "RMSE of max_label * sigmoid(score) against the labels, per list",
+}
+
+# The rows of a distillation's comparison: the teacher, its GBDT student, and
+# a GBDT of the same size trained on the labels.
+DISTILL_ROWS = ("teacher", "student", "gbdt_labels")
+
+# tfr-experiment's default grid; alpha on tfr-train's (the released code's)
+# scale, where 1 and 4 stand for the paper's 0.25 and 1.
+DEFAULT_EXPERIMENT_MODELS = (
+    "gbdt,gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=1,rankformer:alpha=4"
+)
+
+# How per-list losses make a batch's loss (``losses``): the authors' released
+# code, or the paper's Eq. 9 as printed.
+LOSS_SCALINGS = ("released", "paper")
+
+# Training choices of ``training.TrainConfig``.
+OPTIMIZERS = ("adamw", "adam")
+LR_SCHEDULES = ("epoch_inverse_sqrt", "step_inverse_sqrt", "step_decay")
+KEEP_WEIGHTS = ("best", "last")
+
+# Weight initialisation schemes of ``initializers``.
+INITIALIZATIONS = ("pytorch", "keras")
+
+# What a serving signature does with an item it cannot score
+# (``serving_checks``).
+INVALID_ITEM_POLICIES = ("reject", "score-last")

@@ -1,0 +1,112 @@
+"""Reading TFRecord files record by record, checking their framing, without TensorFlow.
+
+A TFRecord file is a sequence of ``length (uint64) | masked CRC32C of length |
+data | masked CRC32C of data``. GZIP-compressed files (TF's ``GZIP`` option)
+are recognised by their magic bytes. Every record is checked, and a truncated
+or corrupt file raises an error naming the file and the record.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import struct
+import zlib
+from collections.abc import Iterator
+
+from tfrecords_tools.elwc_writer import masked_crc
+
+__all__ = ["TFRecordFormatError", "TFRecordFile"]
+
+
+class TFRecordFormatError(ValueError):
+    """A TFRecord file whose framing is broken; names the file and the record."""
+
+    def __init__(self, path: str, record: int, message: str):
+        self.path, self.record, self.message = str(path), record, message
+        super().__init__(f"{self.path}: record {record}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.record, self.message))
+
+
+class _HashingFile:
+    """A binary file whose stored bytes are hashed and counted as they are read."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "rb")
+        self.sha256 = hashlib.sha256()
+        self.bytes_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        self.sha256.update(data)
+        self.bytes_read += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TFRecordFile:
+    """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it.
+
+    Args:
+      path: the file (plain or GZIP-compressed).
+    """
+
+    def __init__(self, path: str):
+        self.path = str(path)
+        self.sha256: str | None = None
+        self.size_bytes: int | None = None
+        self.num_records = 0
+
+    def records(self) -> Iterator[tuple[int, bytes]]:
+        """Yields ``(record number, data)``, numbered from 1.
+
+        Raises:
+          TFRecordFormatError: a truncated record or a CRC mismatch.
+        """
+        with open(self.path, "rb") as f:
+            compressed = f.read(2) == b"\x1f\x8b"
+        raw = _HashingFile(self.path)
+        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+        number = 0
+        try:
+            while True:
+                number += 1
+                data = self._read_record(stream, number)
+                if data is None:
+                    break
+                yield number, data
+        finally:
+            stream.close()
+            raw.close()
+        self.num_records = number - 1
+        self.sha256 = raw.sha256.hexdigest()
+        self.size_bytes = raw.bytes_read
+
+    def _read_record(self, stream, number: int) -> bytes | None:
+        try:
+            header = stream.read(12)
+            if not header:
+                return None
+            if len(header) < 12:
+                raise TFRecordFormatError(self.path, number, "truncated record header")
+            (length,) = struct.unpack("<Q", header[:8])
+            if struct.unpack("<I", header[8:])[0] != masked_crc(header[:8]):
+                raise TFRecordFormatError(
+                    self.path, number, "corrupt record header (length checksum mismatch)"
+                )
+            data = stream.read(length)
+            footer = stream.read(4)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise TFRecordFormatError(self.path, number, f"corrupt gzip data ({e})") from None
+        if len(data) < length or len(footer) < 4:
+            raise TFRecordFormatError(self.path, number, "truncated record")
+        if struct.unpack("<I", footer)[0] != masked_crc(data):
+            raise TFRecordFormatError(self.path, number, "corrupt record (data checksum mismatch)")
+        return data

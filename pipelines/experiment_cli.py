@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+    from pipelines.experiment_runner import run_experiment
+    from pipelines.experiment_specs import ExperimentConfig
 
     try:
         config = ExperimentConfig(

@@ -100,24 +100,30 @@ def _lists(args) -> tuple[str, object]:
         resolve_export,
         score_elwc,
         score_elwc_gbdt,
-        score_letor,
-        score_letor_gbdt,
+        score_lists,
+        score_lists_gbdt,
+        signature_num_features,
+        tensor_signature,
     )
+    from tfrecords_tools.letor_lists import read_letor_lists
 
     files = _elwc_files(args)
     if is_gbdt_run(args.model):
         booster = load_booster(args.model)
         path = os.path.join(args.model, "model.txt")
         if files is None:
-            return path, score_letor_gbdt(
-                booster, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+            lists = read_letor_lists(
+                args.input, booster.num_feature(), duplicates=args.duplicate_features
             )
+            return path, score_lists_gbdt(booster, lists, batch_size=args.batch_size)
         return path, score_elwc_gbdt(booster, files, batch_size=args.batch_size)
     export = resolve_export(args.model)
     if files is None:
-        return export, score_letor(
-            export, args.input, batch_size=args.batch_size, duplicates=args.duplicate_features
+        signature = tensor_signature(export)
+        lists = read_letor_lists(
+            args.input, signature_num_features(signature), duplicates=args.duplicate_features
         )
+        return export, score_lists(signature, lists, batch_size=args.batch_size)
     return export, score_elwc(export, files, batch_size=args.batch_size)
 
 

@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-
-from tfr_rankformer.experiment import ExperimentConfig, parse_folds, parse_models, run_experiment
+from pipelines.experiment_runner import run_experiment
+from pipelines.experiment_specs import ExperimentConfig, parse_folds, parse_models
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

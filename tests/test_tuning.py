@@ -216,7 +216,8 @@ def test_another_study_in_the_output_is_refused(study, dataset, tmp_path, capsys
 
 
 def test_tfr_experiment_trains_the_tuned_config(study, dataset, tmp_path):
-    from tfr_rankformer.experiment import ExperimentConfig, run_experiment
+    from pipelines.experiment_runner import run_experiment
+    from pipelines.experiment_specs import ExperimentConfig
 
     output, _ = study
     config = ExperimentConfig(

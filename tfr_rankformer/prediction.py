@@ -1,19 +1,20 @@
-"""Scoring LETOR text or ELWC shards with an exported SavedModel or a GBDT.
+"""Scoring lists with an exported SavedModel or a GBDT.
 
-LETOR lines go through the converter's validating parser (raw features; the
-model normalises them), grouped into lists by contiguous qid; a document's id
-is the ``docid`` of its line's comment (``#docid = GX...``), else its line
-number. ELWC records go through the proto signature; their items are numbered
-in list order. Results are written as a TREC run (``qid Q0 docid rank score
-tag``) or as CSV with the list-quality prediction of each query.
+Lists of raw feature arrays (``(qid, docids, [n, d] features)``, the model
+normalises them) go through the tensor signature; reading them from LETOR
+text is the converter's job (``tfrecords_tools.letor_lists``), so the library
+takes them from any source. ELWC records go through the proto signature; their
+items are numbered in list order. Results are written as a TREC run (``qid Q0
+docid rank score tag``) or as CSV with the list-quality prediction of each
+query.
 
 A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
 item on its own features; ELWC records are then parsed with ``tfr.data``.
 
-Bad input stops scoring with a ``ValueError`` naming the file and the line or
-record: a LETOR line that does not parse, truncated gzip data, a TFRecord
-shard cut short (``record_checks``), or a record the signature rejects (an
-item whose features are missing, of the wrong length, or NaN/inf). With a
+Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
+record: a TFRecord shard cut short (``record_checks``), or a record the
+signature rejects (an item whose features are missing, of the wrong length,
+or NaN/inf). With a
 model exported with ``--invalid-items score-last`` such items are ranked last
 and counted instead (``ScoredList.num_invalid``).
 """
@@ -24,7 +25,7 @@ import csv
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -35,14 +36,14 @@ from tfr_rankformer.record_checks import RecordFileError, read_records
 __all__ = [
     "ScoredList",
     "resolve_export",
-    "score_letor",
+    "tensor_signature",
+    "signature_num_features",
+    "score_lists",
     "score_elwc",
-    "score_letor_gbdt",
+    "score_lists_gbdt",
     "score_elwc_gbdt",
     "write_results",
 ]
-
-_DOCID = re.compile(rb"docid\s*=\s*(\S+)")
 
 
 @dataclasses.dataclass
@@ -85,29 +86,6 @@ def resolve_export(path: str) -> str:
     return os.path.join(export, str(versions[-1]))
 
 
-def _letor_lists(
-    path: str, num_features: int, duplicates: str
-) -> Iterator[tuple[int, list[str], np.ndarray]]:
-    """``(qid, docids, [n, d] raw features)`` per contiguous qid of a LETOR file.
-
-    Features may come in any order; a repeated index follows ``duplicates``
-    (``letor_parser.DUPLICATE_POLICIES``).
-    """
-    from tfrecords_tools.letor_parser import parse_letor_lines
-    from tfrecords_tools.letor_reader import group_bounds, read_letor_file
-
-    lines = read_letor_file(path).split(b"\n")
-    parsed = parse_letor_lines(
-        lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates
-    )
-    docids = []
-    for number in parsed.line_numbers:
-        found = _DOCID.search(lines[number - 1].partition(b"#")[2])
-        docids.append(found.group(1).decode("utf-8", "replace") if found else str(number))
-    for begin, end in group_bounds(parsed.qids):
-        yield int(parsed.qids[begin]), docids[begin:end], parsed.features[begin:end]
-
-
 def _batches(items: Iterator, size: int) -> Iterator[list]:
     batch = []
     for item in items:
@@ -125,17 +103,26 @@ def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarra
     return scores, probs
 
 
-def score_letor(
-    export: str, path: str, *, batch_size: int = 256, duplicates: str = "error"
-) -> Iterator[ScoredList]:
-    """Scores every list of a LETOR text file (plain or ``.gz``).
+def tensor_signature(export: str):
+    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``)."""
+    return tf.saved_model.load(export).signatures[SIGNATURE_TENSORS]
 
-    ``duplicates`` says what a repeated feature index on a line gives (see
-    ``letor_parser.DUPLICATE_POLICIES``).
+
+def signature_num_features(signature) -> int:
+    """The feature count ``d`` a ``tensor_signature`` takes."""
+    return int(signature.structured_input_signature[1]["features"].shape[-1])
+
+
+def score_lists(
+    signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
+
+    The lists may come from anywhere: a LETOR file read by the converter
+    (``tfrecords_tools.letor_lists``), a feature store, a test.
     """
-    signature = tf.saved_model.load(export).signatures[SIGNATURE_TENSORS]
-    num_features = signature.structured_input_signature[1]["features"].shape[-1]
-    for batch in _batches(_letor_lists(path, num_features, duplicates), batch_size):
+    num_features = signature_num_features(signature)
+    for batch in _batches(lists, batch_size):
         width = max(len(docids) for _, docids, _ in batch)
         features = np.zeros((len(batch), width, num_features), np.float32)
         mask = np.zeros((len(batch), width), bool)
@@ -210,11 +197,11 @@ def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
         yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
 
 
-def score_letor_gbdt(
-    booster, path: str, *, batch_size: int = 256, duplicates: str = "error"
+def score_lists_gbdt(
+    booster, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
-    """Scores every list of a LETOR text file with a LightGBM booster."""
-    for batch in _batches(_letor_lists(path, booster.num_feature(), duplicates), batch_size):
+    """Scores ``(qid, docids, [n, d] raw features)`` lists with a LightGBM booster."""
+    for batch in _batches(lists, batch_size):
         yield from _gbdt_lists(booster, batch)
 
 

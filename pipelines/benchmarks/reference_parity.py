@@ -38,8 +38,9 @@ import statistics
 import subprocess
 import sys
 
+from pipelines.experiment_specs import parse_folds, parse_models
+
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.experiment import parse_folds, parse_models
 
 MODELS = ("rankformer", "transformer", "mlp")
 METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")

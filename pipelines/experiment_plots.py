@@ -17,8 +17,8 @@ import os
 
 import numpy as np
 
+from pipelines.experiment_summary import REPORTED
 from tfr_rankformer import data
-from tfr_rankformer.experiment import REPORTED
 from tfr_rankformer.list_arrays import read_split
 
 __all__ = ["draw_all"]

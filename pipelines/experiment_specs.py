@@ -1,0 +1,160 @@
+"""The models, folds and settings of a ``tfr-experiment``.
+
+Models are given as ``NAME[:KEY=VALUE[:KEY=VALUE...]]``, e.g.
+``rankformer:alpha=4`` or ``gbdt-1k:num_leaves=63``: the keys are
+``tfr-train`` settings (architecture ones included) for neural models and
+LightGBM parameters for GBDTs; ``tfr-tune`` outputs join as ``tuned <model>``
+rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+from tfr_rankformer import gbdt
+from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS
+from tfr_rankformer.models import MODELS, ModelConfig
+from tfr_rankformer.training import TrainConfig
+
+__all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
+
+ARCHITECTURE_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One row of the table.
+
+    Attributes:
+      label: as given on the command line (the row's name).
+      model: a neural model (``models.MODELS``) or a GBDT (``gbdt.GBDT_MODELS``).
+      settings: overrides: training settings or LightGBM parameters.
+      tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
+        (the experiment sets data, run directory and seed).
+    """
+
+    label: str
+    model: str
+    settings: tuple = ()
+    tuned: dict | None = None
+
+    @property
+    def slug(self) -> str:
+        """The label as a directory name."""
+        return re.sub(r"[^A-Za-z0-9.=_-]+", "_", self.label.replace(":", "_"))
+
+    @property
+    def is_gbdt(self) -> bool:
+        return self.model in gbdt.GBDT_MODELS
+
+
+def _value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_models(text: str) -> list[ModelSpec]:
+    """``"gbdt-1k,rankformer:alpha=4"`` -> model specs.
+
+    Raises:
+      ValueError: naming an unknown model, a malformed or unknown setting, or a repeat.
+    """
+    specs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, *pairs = item.split(":")
+        if name not in MODELS and name not in gbdt.GBDT_MODELS:
+            known = sorted(MODELS) + sorted(gbdt.GBDT_MODELS)
+            raise ValueError(f"Unknown model {name!r} in --models; choose from {known}")
+        settings = []
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ValueError(f"{item!r}: settings take KEY=VALUE, got {pair!r}")
+            if name in MODELS and key not in _TRAIN_FIELDS | ARCHITECTURE_FIELDS:
+                raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
+            settings.append((key, _value(value)))
+        specs.append(ModelSpec(item, name, tuple(settings)))
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels) or not specs:
+        raise ValueError(f"--models must name distinct models, got {text!r}")
+    return specs
+
+
+def tuned_specs(directory: str) -> list[ModelSpec]:
+    """Model specs of the ``tfr-tune`` outputs in ``directory`` (``tuning.load_tuned``)."""
+    from tfr_rankformer.tuning import load_tuned
+
+    return [
+        ModelSpec(label, settings["model"], tuned=settings)
+        for label, settings in load_tuned(directory)
+    ]
+
+
+def parse_folds(text: str) -> list[int]:
+    """``"1-5"``, ``"1,3"`` or ``"2"`` -> fold numbers.
+
+    Raises:
+      ValueError: for anything else.
+    """
+    folds: list[int] = []
+    for part in text.split(","):
+        low, sep, high = part.strip().partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"--folds takes e.g. 1-5 or 1,3, got {text!r}")
+        folds += range(int(low), int(high) + 1) if sep else [int(low)]
+    if not folds or min(folds) < 1:
+        raise ValueError(f"--folds takes fold numbers from 1, got {text!r}")
+    return sorted(set(folds))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """Settings of one experiment.
+
+    Attributes:
+      dataset: a LETOR directory or dataset name (converted here), ``synthetic``,
+        or a ``tfr-convert`` output (used as it is).
+      output: the experiment's directory.
+      models: model specs, as ``parse_models`` takes them.
+      folds: fold numbers, as ``parse_folds`` takes them (a dataset without
+        folds has fold 1 only).
+      seeds: runs per model and fold, with seeds 0 .. seeds - 1.
+      epochs: neural models' epochs; ``None``: each model's default (200; 100
+        for ``context_aware``).
+      batch_size: neural models' lists per batch; ``None``: each model's
+        default (2048; 64 for ``context_aware``).
+      patience: epochs without a better validation NDCG_y@10 before stopping;
+        ``None``: ``tfr-train``'s default.
+      simulate_clicks: convert with the paper's click simulation (off: the
+        original labels, the paper's Appendix A).
+      data_dir: where dataset names are looked up.
+      synthetic_lists: train lists of a ``synthetic`` dataset (vali and test a third).
+      tuned: a ``tfr-tune`` output (or a directory of them) whose best
+        configurations join the table as ``tuned <model>`` rows (see ``tuned_specs``).
+    """
+
+    dataset: str
+    output: str
+    models: str = DEFAULT_EXPERIMENT_MODELS
+    folds: str = "1-5"
+    seeds: int = 1
+    epochs: int | None = None
+    batch_size: int | None = None
+    patience: int | None = None
+    simulate_clicks: bool = True
+    data_dir: str | None = None
+    synthetic_lists: int = 300
+    tuned: str | None = None
+
+    def __post_init__(self):
+        parse_models(self.models)
+        parse_folds(self.folds)
+        if self.seeds < 1:
+            raise ValueError(f"`seeds` must be >= 1, got {self.seeds}")

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+
 from pipelines.experiment_runner import run_experiment
 from pipelines.experiment_specs import ExperimentConfig, parse_folds, parse_models
 

@@ -39,7 +39,6 @@ import subprocess
 import sys
 
 from pipelines.experiment_specs import parse_folds, parse_models
-
 from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")

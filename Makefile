@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-mq2008 test test-all lint bench-convert docs-rejected clean
+.PHONY: demo demo-mq2008 test test-all lint bench-convert docs-rejected docs-options clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ test-all: $(STAMP)
 # Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.
 docs-rejected: $(STAMP)
 	REWRITE_REJECTED_INPUTS=1 $(BIN)/pytest -q tests/test_rejected_inputs.py
+
+# The options tables at the end of docs/tfr-*.md, from each command's --help.
+docs-options: $(STAMP)
+	REWRITE_DOCS_OPTIONS=1 $(BIN)/pytest -q tests/test_docs.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

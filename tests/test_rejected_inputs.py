@@ -467,7 +467,7 @@ each gives. `DIR/` stands for the directory of the input and `RUN` for the run
 directory. Commands exit with status 1 after this one line on stderr and leave
 no partial output; the signatures fail the request with `INVALID_ARGUMENT`
 and this message (TF Serving passes it to the client), unless the model was
-exported with `tfr-export --invalid-items score-last` (see the README).
+exported with `tfr-export --invalid-items score-last` (see [tfr-export.md](tfr-export.md)).
 
 Generated from the cases in `tests/test_rejected_inputs.py`; `make
 docs-rejected` rewrites it, and the test suite fails when it is out of date.

@@ -157,7 +157,9 @@ def test_reject_export_scores_valid_requests_and_names_the_first_bad_item(tiny_s
     )
     assert np.isfinite(scores[mask]).all()
     assert (scores[~mask] == PADDING).all()
-    np.testing.assert_allclose(scores[mask], by_tensor["scores"].numpy()[mask], atol=1e-5)
+    np.testing.assert_allclose(
+        scores[mask], by_tensor["scores"].numpy()[mask], rtol=1e-5, atol=1e-5
+    )
 
 
 @settings(**FUZZ)
@@ -178,4 +180,6 @@ def test_score_last_export_ranks_exactly_the_bad_items_last(tiny_servables, list
             event("some items kept")
             alone = signatures[SIGNATURE_ELWC](examples=tf.constant(_serialize([kept])))
             valid = scores[b, : len(items)][np.logical_not(bad)]
-            np.testing.assert_allclose(valid, alone["scores"].numpy()[0, : len(kept)], atol=1e-5)
+            np.testing.assert_allclose(
+                valid, alone["scores"].numpy()[0, : len(kept)], rtol=1e-5, atol=1e-5
+            )

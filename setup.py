@@ -11,7 +11,11 @@ numpy 1.x at import, so pyarrow is held below 21 (the converter uses its
 multi-threaded CSV reader for dense LETOR files). matplotlib draws the
 benchmarks' and experiments' PNG plots; 3.10 needs numpy 1.23+ like the rest,
 and is held below 3.11 against a future numpy-2-only release. Python 3.9 to
-3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
+3.11: TensorFlow 2.15 publishes no wheels for later Pythons. bm25s is the BM25
+first stage and baseline of the text ranking data (``tfr-bm25``): a maintained
+BM25 on sparse matrices that needs only numpy (scipy optional) and so leaves
+the numpy, protobuf and TensorFlow pins alone; held below 0.4 against API
+changes.
 
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
 Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
@@ -36,6 +40,7 @@ INSTALL_REQUIRES = [
     "google-crc32c>=1.5,<2",
     "tqdm>=4.60",
     "matplotlib>=3.7,<3.11",
+    "bm25s>=0.2,<0.4",
 ]
 
 EXTRAS_REQUIRE = {
@@ -51,6 +56,7 @@ CONSOLE_SCRIPTS = [
     "tfr-predict=pipelines.predict_cli:main",
     "tfr-distill=pipelines.distill_cli:main",
     "tfr-experiment=pipelines.experiment_cli:main",
+    "tfr-bm25=pipelines.bm25_cli:main",
 ]
 
 setup(

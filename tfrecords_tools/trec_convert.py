@@ -319,7 +319,7 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
 def _log_filtered(filtered: dict) -> None:
     for name, count in filtered.items():
         if count:
-            logger.info("%s: %d", name.replace("_", " "), count)
+            logger.debug("%s: %d", name.replace("_", " "), count)
 
 
 def write_text_dataset(

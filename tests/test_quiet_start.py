@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["convert", "train", "eval", "export", "predict", "distill", "experiment"]
+COMMANDS = ["convert", "train", "eval", "export", "predict", "distill", "experiment", "bm25"]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -11,37 +11,23 @@ import pytest
 from pipelines.convert_cli import main as convert_main
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfrecords_tools.synthetic_text import (
-    COVERAGE_WEIGHT,
-    INTENT_EFFECT,
     VOCABULARY,
     SyntheticTextConfig,
     generate_text_lists,
     generate_trec_layout,
+    majority_topic_match,
+    oracle_scores,
+    query_coverage,
 )
 from tfrecords_tools.text_elwc import read_text_split
 
 
-def coverage(query_tokens, document_tokens) -> np.ndarray:
-    """Share of the query's distinct terms each document holds (what a document shows)."""
-    query = set(query_tokens)
-    return np.array([len(query & set(d)) / len(query) for d in document_tokens])
-
-
-def majority_topic_match(document_tokens) -> np.ndarray:
-    """Whether each document is about its list's most common topic (needs the list)."""
-    topics = [VOCABULARY.topic_of(d) for d in document_tokens]
-    values, counts = np.unique(np.array(topics), return_counts=True)
-    return np.array(topics) == values[counts.argmax()]
-
-
 def doc_at_a_time(query_tokens, document_tokens) -> np.ndarray:
-    return COVERAGE_WEIGHT * coverage(query_tokens, document_tokens)
+    return oracle_scores(query_tokens, document_tokens, sees_list=False)
 
 
 def list_aware(query_tokens, document_tokens) -> np.ndarray:
-    return doc_at_a_time(query_tokens, document_tokens) + INTENT_EFFECT * majority_topic_match(
-        document_tokens
-    )
+    return oracle_scores(query_tokens, document_tokens, sees_list=True)
 
 
 def ndcg(lists, scorer, ks=(1, 10)) -> dict:
@@ -95,8 +81,13 @@ def test_labels_span_every_grade_and_follow_the_drawn_utility():
     assert shares.min() > 0.05 and shares[0] > shares[4]
     # The text shows what the labels depend on: coverage and the topic.
     for t in lists[:20]:
-        np.testing.assert_allclose(coverage(t.query_tokens, t.document_tokens), t.coverage)
+        np.testing.assert_allclose(query_coverage(t.query_tokens, t.document_tokens), t.coverage)
         assert [VOCABULARY.topic_of(d) for d in t.document_tokens] == t.topics.tolist()
+        majority = np.bincount(t.topics).argmax()
+        if np.sum(t.topics == majority) > len(t.topics) / 2:
+            np.testing.assert_array_equal(
+                majority_topic_match(t.document_tokens), t.topics == majority
+            )
 
 
 def test_an_oracle_that_sees_the_list_beats_the_best_document_at_a_time_scorer():

@@ -7,7 +7,8 @@ contains and on the *other documents of its list*:
 * **Query-term coverage.** A document's utility grows with the share of the
   query's distinct terms it contains. How often it repeats them does not
   matter, and some documents are keyword-stuffed (one query term repeated
-  many times), which misleads term-frequency scorers such as BM25.
+  many times), which favours scorers that weigh term frequency (BM25's
+  saturation, with k1 = 0.9, leaves them little weight).
 * **The list's majority topic.** Each query is ambiguous between two topics
   (as "jaguar" is between cars and cats). Its intent is one of them, with
   equal odds; 80% of its documents are about the intent's topic, recognisable
@@ -64,6 +65,9 @@ __all__ = [
     "THRESHOLDS",
     "COVERAGE_WEIGHT",
     "INTENT_EFFECT",
+    "query_coverage",
+    "majority_topic_match",
+    "oracle_scores",
 ]
 
 NUM_TOPICS = 16
@@ -247,6 +251,40 @@ def generate_text_lists(
     """``num_lists`` lists of log-normal lengths with mean about ``mean_list_size``."""
     sizes = list_sizes(rng, num_lists, mean_list_size)
     return [draw_text_list(rng, int(n)) for n in sizes]
+
+
+# === Oracle scorers (from the text alone, knowing how the data was made) ===
+
+
+def query_coverage(query_tokens, document_tokens) -> np.ndarray:
+    """``[n]`` the share of the query's distinct terms each document holds (``v_i``)."""
+    query = set(query_tokens)
+    return np.array([len(query & set(d)) / max(len(query), 1) for d in document_tokens])
+
+
+def majority_topic_match(document_tokens) -> np.ndarray:
+    """``[n]`` whether each document's topic is the most common topic of its list.
+
+    A document's topic is the topic whose words it holds most; the list's
+    majority topic estimates the query's intent ``m_q``.
+    """
+    topics = np.array([-1 if t is None else t for t in map(VOCABULARY.topic_of, document_tokens)])
+    values, counts = np.unique(topics, return_counts=True)
+    return topics == values[counts.argmax()]
+
+
+def oracle_scores(query_tokens, document_tokens, *, sees_list: bool) -> np.ndarray:
+    """``[n]`` the expected utility of each document, as far as the text reveals it.
+
+    With ``sees_list`` the list's majority topic stands for the intent
+    (``3 v_i + 1.2 [c_i = majority]``); without, only the coverage counts
+    (``3 v_i``): a document's own topic matches the intent with the same odds
+    whichever topic it is, so the best document-at-a-time ranking ignores it.
+    """
+    scores = COVERAGE_WEIGHT * query_coverage(query_tokens, document_tokens)
+    if sees_list:
+        scores = scores + INTENT_EFFECT * majority_topic_match(document_tokens)
+    return scores
 
 
 SPLIT_FILES = {

@@ -13,6 +13,12 @@ Examples::
     tfr-convert --input elwc:tfr_data --elwc-features 'custom_features_{1..136}' \\
         --elwc-label relevance --output data/from_elwc
 
+    # Text ranking data to the text ELWC (query_tokens, document_tokens, relevance):
+    tfr-convert --input synthetic-text --synthetic-lists 3000 --output data/text
+    tfr-convert --input trec --queries queries.tsv --collection collection.tsv \\
+        --qrels qrels.txt --run run.txt --max-list-size 100 --output data/trec_text
+    tfr-convert --input trec:DIR --output data/trec_text
+
     # On Apache Beam (pip install .[beam]); Beam pipeline options follow:
     tfr-convert --runner DirectRunner --input ../data/MQ2008 --output data/mq2008
     tfr-convert --runner DataflowRunner --train-files 'gs://b/web30k/train-*.txt.gz' \\
@@ -113,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-list-size",
         type=int,
         help="subsample longer lists to this many items (seeded; counted in the "
-        "manifest). Default: keep every item",
+        "manifest); for text inputs, keep the run's first N documents. Default: keep every item",
     )
     lists.add_argument(
         "--min-list-size",

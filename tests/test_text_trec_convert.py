@@ -55,14 +55,13 @@ def write_files(directory, **overrides) -> dict:
 
 
 def config_for(paths, output, **options) -> TrecConfig:
-    return TrecConfig(
-        output=str(output),
-        train_queries=paths["queries.tsv"],
-        collection=paths["collection.tsv"],
-        qrels=paths["qrels.txt"],
-        run=paths["run.txt"],
-        **options,
-    )
+    files = {
+        "train_queries": paths["queries.tsv"],
+        "collection": paths["collection.tsv"],
+        "qrels": paths["qrels.txt"],
+        "run": paths["run.txt"],
+    }
+    return TrecConfig(output=str(output), **{**files, **options})
 
 
 def test_happy_path_lists_labels_and_counts(tmp_path):
@@ -187,6 +186,37 @@ def test_refusals_name_file_and_line_and_leave_nothing(tmp_path, name, content, 
     assert message in str(error.value)
     assert str(error.value).startswith(f"{paths[name]}: line {line}: ")
     assert sorted(os.listdir(tmp_path)) == ["in"]  # no output, no temporary directory
+
+
+def test_a_document_in_two_run_files_is_refused(tmp_path):
+    paths = write_files(tmp_path / "in", **{"run2.txt": "2 Q0 d9 1 1.0 x\n1 Q0 d5 7 0.1 x\n"})
+    config = config_for(paths, tmp_path / "out", run=(paths["run.txt"], paths["run2.txt"]))
+    with pytest.raises(TrecFormatError) as error:
+        convert_trec(config, progress=False)
+    assert str(error.value) == (
+        f"{paths['run2.txt']}: line 2: document 'd5' listed twice for qid '1' "
+        f"(first at {paths['run.txt']}: line 1)"
+    )
+
+
+def test_config_file_with_flag_overrides(tmp_path, capsys):
+    paths = write_files(tmp_path / "in")
+    settings = {
+        "train_queries": [paths["queries.tsv"]],
+        "collection": [paths["collection.tsv"]],
+        "qrels": [paths["qrels.txt"]],
+        "run": [paths["run.txt"]],
+        "max_list_size": 1,
+    }
+    config = tmp_path / "text.json"
+    config.write_text(json.dumps(settings))
+    out = str(tmp_path / "out")
+    args = ["--input", "trec", "--config", str(config), "--output", out, "--max-list-size", "2"]
+    assert convert_main(args) == 0, capsys.readouterr().err
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
+    assert manifest["parameters"]["max_list_size"] == 2
+    assert manifest["splits"]["train"]["num_items"] == 3  # d1 d5, then d4 (d7 is missing)
 
 
 def test_bad_utf8_is_refused_with_its_line(tmp_path):

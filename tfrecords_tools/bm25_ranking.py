@@ -21,6 +21,7 @@ TripClick BM25 baselines use; ``method="lucene"`` is Lucene's BM25 (its idf
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import logging
 import os
@@ -66,27 +67,35 @@ class Bm25Config:
 class Bm25Index:
     """A bm25s index over tokenised documents.
 
+    Documents are held as arrays of int32 token ids (4 bytes a token), not as
+    strings, so a large collection streams into it.
+
     Args:
-      documents: ``[num_docs]`` each document's tokens.
+      documents: each document's tokens (any iterable; consumed once).
       config: BM25's parameters.
       progress: show bm25s's progress bars.
     """
 
-    def __init__(self, documents: list, config: Bm25Config = Bm25Config(), *, progress=False):
+    def __init__(self, documents, config: Bm25Config = Bm25Config(), *, progress=False):
         import bm25s
 
         # bm25s logs every index build at DEBUG through its own handler.
         logging.getLogger("bm25s").setLevel(logging.WARNING)
-        if not documents:
+        vocab: dict[str, int] = {}
+        ids = [array.array("i", [vocab.setdefault(t, len(vocab)) for t in d]) for d in documents]
+        if not ids:
             raise ValueError("BM25 needs at least one document to index")
+        if not vocab:
+            raise ValueError("BM25 needs at least one token in the documents")
         self.config = config
-        self.num_docs = len(documents)
+        self.num_docs = len(ids)
+        self._vocab = vocab
         self._bm25 = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
-        self._bm25.index([list(d) for d in documents], show_progress=progress)
+        self._bm25.index((ids, vocab), show_progress=progress)
 
     def scores(self, query_tokens) -> np.ndarray:
         """``[num_docs]`` float32 BM25 scores of every document for one query."""
-        ids = self._bm25.get_tokens_ids(list(query_tokens))
+        ids = [self._vocab[t] for t in query_tokens if t in self._vocab]
         if not ids:  # no query term occurs in the collection
             return np.zeros(self.num_docs, dtype=np.float32)
         return np.asarray(self._bm25.get_scores_from_ids(ids), dtype=np.float32)
@@ -104,9 +113,10 @@ def write_bm25_run(
 ) -> dict:
     """Writes a TREC run of each query's ``top_k`` BM25 documents.
 
-    Documents that share no term with a query are not listed for it, so a
-    query may get fewer than ``top_k`` (counted). The run is written under a
-    temporary name and renamed when complete.
+    The collection is streamed into the index (token ids, not strings; the
+    docids are kept). Documents that share no term with a query are not listed
+    for it, so a query may get fewer than ``top_k`` (counted). The run is
+    written under a temporary name and renamed when complete.
 
     Args:
       queries: query files (``qid<TAB>text``).
@@ -126,12 +136,15 @@ def write_bm25_run(
     """
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
-    query_list = _read_unique(queries, read_queries, "qid")
-    doc_ids, doc_tokens = [], []
-    for docid, text in _read_unique(collection, read_collection, "document"):
-        doc_ids.append(docid)
-        doc_tokens.append(tokenize(text))
-    index = Bm25Index(doc_tokens, config, progress=progress)
+    query_list = list(_read_unique(queries, read_queries, "qid"))
+    doc_ids = []
+
+    def documents():
+        for docid, text in _read_unique(collection, read_collection, "document"):
+            doc_ids.append(docid)
+            yield tokenize(text)
+
+    index = Bm25Index(documents(), config, progress=progress)
     counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
     counts.update(queries_short_of_top_k=0, queries_without_match=0)
     temporary = f"{output}.partial"
@@ -160,17 +173,20 @@ def write_bm25_run(
     return counts
 
 
-def _read_unique(paths: list[str], reader, what: str) -> list[tuple[str, str]]:
-    seen, out = {}, []
-    for path in paths:
+def _read_unique(paths: list[str], reader, what: str):
+    """Yields ``(id, text)`` of the files, refusing an id given twice."""
+    seen: dict[str, tuple[int, int]] = {}
+    for number, path in enumerate(paths):
         for line, key, text in reader(path):
             if key in seen:
+                first_file, first_line = seen[key]
                 raise TrecFormatError(
-                    path, line, f"{what} {key!r} given twice (first at {seen[key]})"
+                    path,
+                    line,
+                    f"{what} {key!r} given twice (first at {paths[first_file]}: line {first_line})",
                 )
-            seen[key] = f"{path}: line {line}"
-            out.append((key, text))
-    return out
+            seen[key] = (number, line)
+            yield key, text
 
 
 def evaluate_bm25(

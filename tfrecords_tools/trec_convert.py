@@ -195,23 +195,25 @@ class _Reader:
         self.counts["queries"] = len(self.queries)
 
     def read_runs(self) -> None:
-        order = 0
-        for path in self.config.run:
-            first_line: dict[tuple, int] = {}
+        order, runs = 0, self.config.run
+        first: dict[tuple, tuple[int, int]] = {}  # (qid, docid) -> (file, line)
+        for number, path in enumerate(runs):
             for line, qid, docid, rank, score in read_run(path):
                 if qid not in self.queries:
                     raise TrecFormatError(
                         path, line, f"qid {qid!r} is not in the query files (unknown qid)"
                     )
                 key = (qid, docid)
-                if key in first_line:
+                if key in first:
+                    where = f"line {first[key][1]}"
+                    if first[key][0] != number:
+                        where = f"{runs[first[key][0]]}: {where}"
                     raise TrecFormatError(
                         path,
                         line,
-                        f"document {docid!r} listed twice for qid {qid!r} "
-                        f"(first at line {first_line[key]})",
+                        f"document {docid!r} listed twice for qid {qid!r} (first at {where})",
                     )
-                first_line[key] = line
+                first[key] = (number, line)
                 self.runs.setdefault(qid, []).append((rank, -score, order, docid))
                 order += 1
                 self.counts["run_lines"] += 1

@@ -14,6 +14,7 @@ from tfrecords_tools.text_sources import (
     TREC_PREFIX,
     convert_synthetic_text,
     find_trec_files,
+    is_text_input,
 )
 from tfrecords_tools.trec_convert import TrecConfig, convert_trec
 
@@ -109,8 +110,6 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_text_flags(parser: argparse.ArgumentParser, args, extra: list[str]) -> None:
     """Refuses options that do not apply to the kind of ``--input`` given."""
-    from tfrecords_tools.text_sources import is_text_input
-
     given = {k for k, v in vars(args).items() if v is not None and v is not False}
     if is_text_input(args.input):
         if extra:

@@ -47,6 +47,7 @@ data.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import zlib
 
@@ -60,6 +61,7 @@ __all__ = [
     "SyntheticTextList",
     "Vocabulary",
     "VOCABULARY",
+    "draw_text_list",
     "generate_text_lists",
     "generate_trec_layout",
     "THRESHOLDS",
@@ -132,13 +134,9 @@ class Vocabulary:
                 counts[topic] += 1
         return int(counts.argmax()) if counts.any() else None
 
-    @property
+    @functools.cached_property
     def _topic_index(self) -> dict:
-        index = self.__dict__.get("_index")
-        if index is None:
-            index = {w: t for t, words in enumerate(self.topics) for w in words}
-            object.__setattr__(self, "_index", index)
-        return index
+        return {word: topic for topic, words in enumerate(self.topics) for word in words}
 
 
 def _make_vocabulary() -> Vocabulary:

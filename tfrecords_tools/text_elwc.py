@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
@@ -303,16 +304,13 @@ class TextSplitWriter:
     """
 
     def __init__(self, directory: str, split: str, num_shards: int):
-        import zlib
-
-        self._crc32 = zlib.crc32
         self.names = shard_names(split, num_shards)
         self.counts = [0] * num_shards
         self.num_lists = self.num_items = 0
         self._writers = [TFRecordWriter(os.path.join(directory, n)) for n in self.names]
 
     def write(self, text_list: TextList) -> None:
-        shard = self._crc32(text_list.query_id.encode("utf-8")) % len(self._writers)
+        shard = zlib.crc32(text_list.query_id.encode("utf-8")) % len(self._writers)
         self._writers[shard].write(encode_text_list(text_list))
         self.counts[shard] += 1
         self.num_lists += 1

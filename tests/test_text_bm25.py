@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -124,3 +126,22 @@ def test_cli_eval_refuses_a_numeric_dataset(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text(json.dumps({"splits": {}}))
     assert bm25_main(["eval", "--data", str(tmp_path)]) == 1
     assert "not a text dataset" in capsys.readouterr().err
+
+
+def test_text_conversion_and_bm25_import_no_tensorflow(tmp_path):
+    code = f"""
+import sys
+from pipelines.bm25_cli import main as bm25
+from pipelines.convert_cli import main as convert
+out = {str(tmp_path / "data")!r}
+assert convert(["--input", "synthetic-text", "--synthetic-lists", "6", "--output", out,
+                "--no-progress"]) == 0
+assert bm25(["eval", "--data", out]) == 0
+print(sorted(m for m in ("tensorflow", "tensorflow_ranking") if m in sys.modules))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -31,6 +31,9 @@ _FILE_FLAGS = (
     "train_queries",
     "vali_queries",
     "test_queries",
+    "train_qids",
+    "vali_qids",
+    "test_qids",
     "collection",
     "qrels",
     "run",
@@ -71,6 +74,14 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
         ("train-queries", "queries of the train split (instead of --queries)"),
         ("vali-queries", "queries of the vali split"),
         ("test-queries", "queries of the test split"),
+        (
+            "train-qids",
+            "qids of the train split, one a line (the first column; a queries TSV "
+            "serves too), splitting --queries instead of the hash; queries in no list are "
+            "dropped and counted",
+        ),
+        ("vali-qids", "qids of the vali split, likewise"),
+        ("test-qids", "qids of the test split, likewise"),
         (
             "collection",
             "documents 'docid<TAB>text' (further tab-separated columns, e.g. a "

@@ -132,6 +132,41 @@ def test_hash_split_and_per_split_files(tmp_path):
     assert [manifest["splits"][s]["num_lists"] for s in ("train", "vali", "test")] == [1, 0, 1]
 
 
+def test_qid_lists_split_the_queries(tmp_path, capsys):
+    paths = write_files(tmp_path / "in", **{"train.qids": "2\n", "test.qids": "1 extra\n7\n"})
+    out = str(tmp_path / "out")
+    args = ["--input", "trec", "--queries", paths["queries.tsv"], "--collection"]
+    args += [paths["collection.tsv"], "--qrels", paths["qrels.txt"], "--run", paths["run.txt"]]
+    args += ["--train-qids", paths["train.qids"], "--test-qids", paths["test.qids"]]
+    assert convert_main([*args, "--output", out]) == 0, capsys.readouterr().err
+    assert [t.query_id for t in read_text_split(out, "train")] == ["2"]
+    assert [t.query_id for t in read_text_split(out, "test")] == ["1"]
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
+    filtered = manifest["filtered"]
+    assert manifest["input"]["queries"] == 4
+    assert filtered["queries_in_no_split_list"] == 2  # 3 and 4
+    assert filtered["run_lines_of_queries_in_no_split_list"] == 1  # query 3's line
+    assert filtered["qrels_lines_of_queries_in_no_split_list"] == 1  # query 4's line
+    assert filtered["split_list_qids_without_query"] == 1  # 7
+    twice = write_files(tmp_path / "in", **{"test.qids": "1\n2\n"})["test.qids"]
+    with pytest.raises(TrecFormatError, match=r"test.qids: line 2: qid '2' listed twice"):
+        convert_trec(
+            TrecConfig(
+                output=str(tmp_path / "o2"),
+                queries=paths["queries.tsv"],
+                collection=paths["collection.tsv"],
+                qrels=paths["qrels.txt"],
+                run=paths["run.txt"],
+                train_qids=paths["train.qids"],
+                test_qids=twice,
+            ),
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="split already"):
+        config_for(paths, tmp_path / "o3", test_qids=twice)
+
+
 def test_gzip_inputs_and_the_cli_with_a_directory(tmp_path, capsys):
     write_files(
         tmp_path / "in",

@@ -29,18 +29,17 @@ when complete.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
-import zlib
 
-from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools.text_dataset import relative_paths, text_manifest, write_atomically
 from tfrecords_tools.text_elwc import TextList, TextSplitWriter
 from tfrecords_tools.text_tokenizer import tokenize, truncate_tokens
+from tfrecords_tools.trec_config import TEXT_SPLITS, TrecConfig, hash_split
 from tfrecords_tools.trec_files import (
     TrecFormatError,
     read_collection,
+    read_qid_list,
     read_qrels,
     read_queries,
     read_run,
@@ -56,109 +55,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TEXT_SPLITS = ("train", "vali", "test")
 # What was read, as opposed to what was filtered (the manifest's ``input`` entry).
 _INPUT_COUNTS = ("queries", "run_lines", "qrels_lines", "documents_read")
-
-
-def _files(value) -> tuple:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrecConfig:
-    """Settings of one TREC-layout conversion.
-
-    Attributes:
-      output: the output directory.
-      queries: query files whose queries are split by a seeded hash of the qid
-        (``split_fractions``); exclusive with the per-split files.
-      train_queries: query files of the train split.
-      vali_queries: query files of the vali split.
-      test_queries: query files of the test split.
-      collection: collection files.
-      qrels: qrels files.
-      run: run files (TREC or MS MARCO format).
-      split_fractions: train, vali and test shares for ``queries``.
-      max_list_size: each list keeps the run's first this many documents;
-        ``None`` keeps all.
-      min_list_size: shorter lists (after removing missing documents) are dropped.
-      max_query_tokens: queries are cut to this many tokens; ``None``: no limit.
-      max_document_tokens: documents are cut to this many tokens; ``None``: no limit.
-      shards: TFRecord files per split.
-      seed: seed of the hash split.
-      overwrite: replace an existing output directory.
-    """
-
-    output: str
-    queries: tuple = ()
-    train_queries: tuple = ()
-    vali_queries: tuple = ()
-    test_queries: tuple = ()
-    collection: tuple = ()
-    qrels: tuple = ()
-    run: tuple = ()
-    split_fractions: tuple = (0.8, 0.1, 0.1)
-    max_list_size: int | None = None
-    min_list_size: int = 1
-    max_query_tokens: int | None = None
-    max_document_tokens: int | None = None
-    shards: int = 1
-    seed: int = 0
-    overwrite: bool = False
-
-    def __post_init__(self):
-        for name in (
-            "queries",
-            "train_queries",
-            "vali_queries",
-            "test_queries",
-            "collection",
-            "qrels",
-            "run",
-        ):
-            object.__setattr__(self, name, _files(getattr(self, name)))
-        object.__setattr__(self, "split_fractions", tuple(self.split_fractions))
-        if not self.output:
-            raise ValueError("`output` must be a directory path")
-        per_split = self.train_queries or self.vali_queries or self.test_queries
-        if self.queries and per_split:
-            raise ValueError(
-                "give either `queries` (split by a hash of the qid) or per-split query files "
-                "(`train_queries`, `vali_queries`, `test_queries`), not both"
-            )
-        if not (self.queries or per_split):
-            raise ValueError("no query file given (`queries` or `train_queries`, ...)")
-        for name in ("collection", "qrels", "run"):
-            if not getattr(self, name):
-                raise ValueError(f"no {name} file given (`{name}`)")
-        fractions = self.split_fractions
-        if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
-            raise ValueError(
-                f"`split_fractions` must be three non-negative shares (train, vali, test) "
-                f"summing to 1, got {fractions}"
-            )
-        require_positive_ints(self, "shards", "min_list_size")
-        require_positive_ints(
-            self, "max_list_size", "max_query_tokens", "max_document_tokens", optional=True
-        )
-
-    def to_json(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self).items()}
-
-    @classmethod
-    def from_json(cls, values: dict) -> TrecConfig:
-        return from_dict(cls, values, what="text conversion settings")
-
-
-def hash_split(qid: str, *, seed: int, fractions: tuple) -> str:
-    """The split of ``qid``: a seeded CRC32 of it, cut at the cumulative ``fractions``."""
-    u = zlib.crc32(f"{seed}\t{qid}".encode()) / 2**32
-    if u < fractions[0]:
-        return "train"
-    return "vali" if u < fractions[0] + fractions[1] else "test"
 
 
 # === Reading ===
@@ -173,9 +71,25 @@ class _Reader:
         self.queries: dict[str, tuple[list, str]] = {}  # qid -> (tokens, split)
         self.runs: dict[str, list] = {}  # qid -> [(rank, -score, order, docid)]
         self.qrels: dict[str, dict] = collections.defaultdict(dict)  # qid -> docid -> label
+        self.excluded: set[str] = set()  # queries in no qid list
+
+    def _split_lists(self) -> dict[str, str] | None:
+        """qid -> split from the qid list files; ``None`` without them."""
+        lists, first = {}, {}
+        for split in TEXT_SPLITS:
+            for path in getattr(self.config, f"{split}_qids"):
+                for line, qid in read_qid_list(path):
+                    if qid in first:
+                        raise TrecFormatError(
+                            path, line, f"qid {qid!r} listed twice (first at {first[qid]})"
+                        )
+                    first[qid] = f"{path}: line {line}"
+                    lists[qid] = split
+        return lists if first else None
 
     def read_queries(self) -> None:
         config, seen = self.config, {}
+        split_lists = self._split_lists()
         files = [(path, None) for path in config.queries]
         for split in TEXT_SPLITS:
             files += [(path, split) for path in getattr(config, f"{split}_queries")]
@@ -188,17 +102,29 @@ class _Reader:
                 seen[qid] = f"{path}: line {line}"
                 tokens, cut = truncate_tokens(tokenize(text), config.max_query_tokens)
                 self.counts["queries_truncated"] += cut
-                split = file_split or hash_split(
-                    qid, seed=config.seed, fractions=config.split_fractions
-                )
+                if file_split:
+                    split = file_split
+                elif split_lists is not None:
+                    split = split_lists.get(qid)
+                else:
+                    split = hash_split(qid, seed=config.seed, fractions=config.split_fractions)
+                if split is None:
+                    self.excluded.add(qid)
+                    continue
                 self.queries[qid] = (tokens, split)
-        self.counts["queries"] = len(self.queries)
+        self.counts["queries"] = len(self.queries) + len(self.excluded)
+        self.counts["queries_in_no_split_list"] = len(self.excluded)
+        if split_lists is not None:
+            self.counts["split_list_qids_without_query"] = len(split_lists.keys() - seen.keys())
 
     def read_runs(self) -> None:
         order, runs = 0, self.config.run
         first: dict[tuple, tuple[int, int]] = {}  # (qid, docid) -> (file, line)
         for number, path in enumerate(runs):
             for line, qid, docid, rank, score in read_run(path):
+                if qid in self.excluded:
+                    self.counts["run_lines_of_queries_in_no_split_list"] += 1
+                    continue
                 if qid not in self.queries:
                     raise TrecFormatError(
                         path, line, f"qid {qid!r} is not in the query files (unknown qid)"
@@ -222,6 +148,9 @@ class _Reader:
         for path in self.config.qrels:
             first_line: dict[tuple, int] = {}
             for line, qid, docid, label in read_qrels(path):
+                if qid in self.excluded:
+                    self.counts["qrels_lines_of_queries_in_no_split_list"] += 1
+                    continue
                 if qid not in self.queries:
                     self.counts["qrels_lines_of_unknown_queries"] += 1
                     continue

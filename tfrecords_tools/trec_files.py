@@ -28,6 +28,7 @@ __all__ = [
     "read_collection",
     "read_qrels",
     "read_run",
+    "read_qid_list",
 ]
 
 
@@ -162,3 +163,9 @@ def read_run(path: str) -> Iterator[tuple[int, str, str, int, float]]:
         if score_value != score_value:
             raise TrecFormatError(path, number, "score is NaN")
         yield number, qid, docid, rank_value, score_value
+
+
+def read_qid_list(path: str) -> Iterator[tuple[int, str]]:
+    """Yields ``(line, qid)``: the first column of each line (a queries TSV serves too)."""
+    for number, raw in _lines(path):
+        yield number, _decode(path, number, raw).split()[0]

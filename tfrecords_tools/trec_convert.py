@@ -9,13 +9,15 @@ documents of some list. Text is tokenised by ``text_tokenizer.tokenize``.
 
 Refused (a :class:`~tfrecords_tools.trec_files.TrecFormatError` naming the
 file and line; nothing is written): a malformed line, a qid given twice in
-the queries, a run line of a qid the queries lack, a document listed twice
+the queries or in the qid lists, a run line of a qid the queries lack, a document listed twice
 for one query in the run, a (qid, docid) judged twice in the qrels, a needed
 document given twice in the collection.
 
-Counted in the manifest's ``filtered`` entry and logged (never dropped
-silently): queries without run lines, queries without qrels (dropped),
-queries with no tokens (dropped), qrels lines of unknown queries (ignored),
+Counted in the manifest's ``filtered`` entry and printed by ``tfr-convert``
+(never dropped silently): queries without run lines, queries without qrels
+(dropped), queries with no tokens (dropped), queries in no qid list (dropped,
+with their run and qrels lines), qids listed without a query, qrels lines of
+unknown queries (ignored),
 negative labels (read as 0), run documents missing from the collection
 (removed from their lists), lists cut to ``max_list_size``, lists left shorter
 than ``min_list_size`` (dropped), truncated queries and documents, unjudged

@@ -6,8 +6,10 @@ Imports no TensorFlow: the text ELWC is written by hand-encoded protos.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
+from tfr_rankformer.config_io import from_dict
 from tfrecords_tools.synthetic_text import SyntheticTextConfig
 from tfrecords_tools.text_sources import (
     SYNTHETIC_TEXT,
@@ -198,11 +200,15 @@ def run_text_conversion(args) -> dict:
         if args.synthetic_list_size is not None:
             synthetic_values["mean_list_size"] = args.synthetic_list_size
         synthetic_values.setdefault("seed", values.get("seed", 0))
-        synthetic = SyntheticTextConfig(**synthetic_values)
-        given = [name for name in _FILE_FLAGS if values.get(name)]
+        synthetic = from_dict(SyntheticTextConfig, synthetic_values, what="synthetic settings")
+        given = [name for name in _FILE_FLAGS if values.get(name) or getattr(args, name)]
         if given:
-            raise ValueError(f"--input {SYNTHETIC_TEXT} generates its files; drop {given}")
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise ValueError(f"--input {SYNTHETIC_TEXT} generates its files; drop {flags}")
         options = {k: v for k, v in values.items() if k not in ("output", "overwrite")}
+        unknown = set(options) - {f.name for f in dataclasses.fields(TrecConfig)}
+        if unknown:
+            raise ValueError(f"Unknown text conversion settings {sorted(unknown)}")
         return convert_synthetic_text(
             synthetic,
             output=values["output"],

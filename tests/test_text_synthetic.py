@@ -114,3 +114,15 @@ def test_config_validation():
         SyntheticTextConfig(mean_list_size=0)
     with pytest.raises(ValueError, match="`seed`"):
         SyntheticTextConfig(seed=-1)
+
+
+def test_cli_refuses_unknown_settings_and_file_flags(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"synthetic": {"lists": 3}}')
+    out = str(tmp_path / "out")
+    assert convert_main(["--input", "synthetic-text", "--config", str(bad), "--output", out]) == 1
+    assert "Unknown synthetic settings ['lists']" in capsys.readouterr().err
+    args = ["--input", "synthetic-text", "--run", "r.txt", "--output", out]
+    assert convert_main(args) == 1
+    assert "generates its files" in capsys.readouterr().err
+    assert not os.path.exists(out)

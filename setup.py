@@ -15,7 +15,11 @@ and is held below 3.11 against a future numpy-2-only release. optuna runs
 and 5.x resolve beside the pins above (they pull sqlalchemy, alembic, colorlog
 and PyYAML, none of which moves numpy or protobuf), and the importance plot
 uses its PED-ANOVA evaluator, which needs no scikit-learn. Python 3.9 to
-3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
+3.11: TensorFlow 2.15 publishes no wheels for later Pythons. bm25s is the BM25
+first stage and baseline of the text ranking data (``tfr-bm25``): a maintained
+BM25 on sparse matrices that needs only numpy (scipy optional) and so leaves
+the numpy, protobuf and TensorFlow pins alone; held below 0.4 against API
+changes.
 
 The ``dev`` extra adds Hypothesis for the fuzz suite (``tests/test_fuzz_*.py``):
 generated LETOR files and ELWC requests; it is pure Python and moves no pin.
@@ -44,6 +48,7 @@ INSTALL_REQUIRES = [
     "tqdm>=4.60",
     "matplotlib>=3.7,<3.11",
     "optuna>=4,<6",
+    "bm25s>=0.2,<0.4",
 ]
 
 EXTRAS_REQUIRE = {
@@ -60,6 +65,7 @@ CONSOLE_SCRIPTS = [
     "tfr-distill=pipelines.distill_cli:main",
     "tfr-experiment=pipelines.experiment_cli:main",
     "tfr-tune=pipelines.tune_cli:main",
+    "tfr-bm25=pipelines.bm25_cli:main",
 ]
 
 setup(

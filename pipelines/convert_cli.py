@@ -13,6 +13,12 @@ Examples::
     tfr-convert --input elwc:tfr_data --elwc-features 'custom_features_{1..136}' \\
         --elwc-label relevance --output data/from_elwc
 
+    # Text ranking data to the text ELWC (query_tokens, document_tokens, relevance):
+    tfr-convert --input synthetic-text --synthetic-lists 3000 --output data/text
+    tfr-convert --input trec --queries queries.tsv --collection collection.tsv \\
+        --qrels qrels.txt --run run.txt --max-list-size 100 --output data/trec_text
+    tfr-convert --input trec:DIR --output data/trec_text
+
     # On Apache Beam (pip install .[beam]); Beam pipeline options follow:
     tfr-convert --runner DirectRunner --input ../data/MQ2008 --output data/mq2008
     tfr-convert --runner DataflowRunner --train-files 'gs://b/web30k/train-*.txt.gz' \\
@@ -30,12 +36,14 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
+from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
+from tfrecords_tools.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
@@ -75,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
         "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
         "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
         "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
-        "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*)",
+        "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*); "
+        "text ranking data to the text ELWC: 'trec' (files given by --queries, --collection, "
+        "--qrels, --run), trec:DIR (those files found in DIR by their usual names) or "
+        "'synthetic-text' (generated lists whose relevance depends on the list)",
     )
     io.add_argument("--output", help="output directory (must not exist unless --overwrite)")
     io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
@@ -108,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-list-size",
         type=int,
         help="subsample longer lists to this many items (seeded; counted in the "
-        "manifest). Default: keep every item",
+        "manifest); for text inputs, keep the run's first N documents. Default: keep every item",
     )
     lists.add_argument(
         "--min-list-size",
@@ -204,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="train lists (vali and test get a third each). Default: 300",
     )
-    syn.add_argument("--synthetic-list-size", type=int, help="mean list size. Default: 40")
+    syn.add_argument(
+        "--synthetic-list-size",
+        type=int,
+        help="mean list size. Default: 40 (synthetic-text: 20 documents)",
+    )
+    add_text_arguments(p)
 
     run = p.add_argument_group("resources")
     run.add_argument(
@@ -360,6 +376,10 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_text_flags(parser, args, beam_args)
+    if is_text_input(args.input):
+        set_tensorflow_log_level(verbose=args.verbose)
+        return text_main(args)
     if args.runner is None:
         _check_local_only(parser, args, beam_args)
     set_tensorflow_log_level(verbose=args.verbose)

@@ -7,6 +7,7 @@ out of date.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import re
@@ -15,7 +16,17 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
-COMMANDS = ["convert", "train", "eval", "export", "predict", "distill", "experiment", "tune"]
+COMMANDS = [
+    "convert",
+    "train",
+    "eval",
+    "export",
+    "predict",
+    "distill",
+    "experiment",
+    "tune",
+    "bm25",
+]
 _LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
 
 
@@ -32,9 +43,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def options_table(command: str) -> str:
-    """The page's "Options" section, made from the command's parser."""
-    parser = importlib.import_module(f"pipelines.{command}_cli").build_parser()
+def _rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = ["| option | what it does |", "|---|---|"]
     for action in parser._actions:
         if "--help" in action.option_strings or not action.option_strings:
@@ -50,7 +59,20 @@ def options_table(command: str) -> str:
         if action.required:
             flag += " (required)"
         rows.append(f"| {flag} | {_cell(action.help or '')} |")
-    return "\n".join([BEGIN, "## Options", "", *rows, END])
+    return rows
+
+
+def options_table(command: str) -> str:
+    """The page's "Options" section, made from the command's parser (and its subcommands')."""
+    parser = importlib.import_module(f"pipelines.{command}_cli").build_parser()
+    lines = [BEGIN, "## Options", ""]
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if len(_rows(parser)) > 2 or not subcommands:
+        lines += _rows(parser)
+    for action in subcommands:
+        for name, sub in action.choices.items():
+            lines += ["", f"### `tfr-{command} {name}`", "", *_rows(sub)]
+    return "\n".join([*lines, END])
 
 
 def _generated_block(text: str) -> str | None:

@@ -8,7 +8,17 @@ import sys
 
 import pytest
 
-COMMANDS = ["convert", "train", "eval", "export", "predict", "distill", "experiment", "tune"]
+COMMANDS = [
+    "convert",
+    "train",
+    "eval",
+    "export",
+    "predict",
+    "distill",
+    "experiment",
+    "tune",
+    "bm25",
+]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

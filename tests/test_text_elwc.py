@@ -1,0 +1,107 @@
+"""The text ELWC layout: hand-encoded protos against protobuf, tf.io and TF-Ranking parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfrecords_tools.elwc_writer import TFRecordWriter
+from tfrecords_tools.text_elwc import (
+    TextElwcError,
+    TextList,
+    TextSplitWriter,
+    decode_text_list,
+    encode_text_list,
+    read_text_split,
+)
+from tfrecords_tools.text_tokenizer import tokenize
+
+LIST = TextList(
+    query_id="q7",
+    query_tokens=("covid", "19", "vaccin\u00e9"),
+    document_ids=("d1", "d2", "d3"),
+    document_tokens=(("a", "covid", "b"), (), ("\u00e9t\u00e9", "19") * 40),
+    relevance=(2, 0, 300),
+)
+
+
+def test_tokenizer_lower_cases_and_splits_on_non_alphanumerics():
+    assert tokenize("COVID-19: what's new?") == ["covid", "19", "what", "s", "new"]
+    assert tokenize("Caf\u00e9_au  lait\tNo.5") == ["caf\u00e9", "au", "lait", "no", "5"]
+    assert tokenize(" -- ") == []
+
+
+def test_round_trip():
+    assert decode_text_list(encode_text_list(LIST)) == LIST
+
+
+def test_bytes_parse_with_the_protobuf_classes():
+    pytest.importorskip("tensorflow")
+    from tensorflow_serving.apis import input_pb2
+
+    elwc = input_pb2.ExampleListWithContext.FromString(encode_text_list(LIST))
+    context = elwc.context.features.feature
+    assert [t.decode() for t in context["query_tokens"].bytes_list.value] == list(LIST.query_tokens)
+    assert context["query_id"].bytes_list.value == [b"q7"]
+    assert len(elwc.examples) == 3
+    for example, tokens, label in zip(elwc.examples, LIST.document_tokens, LIST.relevance):
+        feature = example.features.feature
+        assert [t.decode() for t in feature["document_tokens"].bytes_list.value] == list(tokens)
+        assert list(feature["relevance"].int64_list.value) == [label]
+    # And the other way: protobuf's own serialisation decodes to the same list.
+    assert decode_text_list(elwc.SerializeToString()) == LIST
+
+
+def test_tf_ranking_parses_the_contract_features():
+    tf = pytest.importorskip("tensorflow")
+    tfr = pytest.importorskip("tensorflow_ranking")
+
+    serialized = tf.constant([encode_text_list(LIST), encode_text_list(LIST)])
+    features = tfr.data.parse_from_example_list(
+        serialized,
+        list_size=4,
+        context_feature_spec={"query_tokens": tf.io.VarLenFeature(tf.string)},
+        example_feature_spec={
+            "document_tokens": tf.io.VarLenFeature(tf.string),
+            "relevance": tf.io.FixedLenFeature([1], tf.int64, default_value=[-1]),
+        },
+    )
+    query = tf.sparse.to_dense(features["query_tokens"], default_value=b"").numpy()
+    assert [t.decode() for t in query[0]] == list(LIST.query_tokens)
+    relevance = features["relevance"].numpy()
+    assert relevance.shape == (2, 4, 1)
+    assert relevance[0, :, 0].tolist() == [2, 0, 300, -1]  # padded to list_size with -1
+    documents = tf.sparse.to_dense(features["document_tokens"], default_value=b"").numpy()
+    assert documents.shape[:2] == (2, 4)
+    assert [t.decode() for t in documents[0, 0] if t] == ["a", "covid", "b"]
+    assert not any(documents[0, 1])  # the empty document stays empty
+
+
+def test_split_writer_and_reader(tmp_path):
+    writer = TextSplitWriter(str(tmp_path), "train", 2)
+    lists = [TextList(f"q{i}", ("x",), (f"d{i}",), (("x", "y"),), (i % 3,)) for i in range(10)]
+    for text_list in lists:
+        writer.write(text_list)
+    files = writer.close()
+    assert sorted(files) == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+    assert sum(files.values()) == 10 and writer.num_items == 10
+    read = sorted(read_text_split(str(tmp_path), "train"), key=lambda t: int(t.query_id[1:]))
+    assert read == lists
+    with pytest.raises(FileNotFoundError, match="no vali-"):
+        list(read_text_split(str(tmp_path), "vali"))
+
+
+def test_reader_names_file_and_record_of_a_bad_list(tmp_path):
+    good = encode_text_list(LIST)
+    no_label = encode_text_list(LIST).replace(b"relevance", b"relevanXe")
+    path = str(tmp_path / "test-00000-of-00001.tfrecord")
+    writer = TFRecordWriter(path)
+    writer.write(good)
+    writer.write(no_label)
+    writer.close()
+    with pytest.raises(TextElwcError, match=r"test-00000-of-00001.tfrecord: record 2: item 1: "):
+        list(read_text_split(str(tmp_path), "test"))
+
+
+def test_text_list_checks_its_lengths():
+    with pytest.raises(ValueError, match="equally many"):
+        TextList("q", (), ("d1", "d2"), (("a",),), (1, 0))

@@ -1,0 +1,171 @@
+"""Streaming readers of the TREC-layout files text ranking data ships as.
+
+The layouts of MS MARCO and TripClick:
+
+* queries: ``qid<TAB>text`` per line;
+* collection: ``docid<TAB>text``, or ``docid<TAB>title<TAB>text`` and further
+  columns (all text columns after the id are joined with a space);
+* qrels: ``qid iteration docid relevance`` (TREC; whitespace-separated, the
+  iteration column is ignored), e.g. MS MARCO's ``qid<TAB>0<TAB>pid<TAB>1``;
+* run: ``qid Q0 docid rank score tag`` (TREC run) or ``qid<TAB>docid<TAB>rank``
+  (MS MARCO's run format), told apart line by line by their column count.
+
+Every reader yields lines with their number (counted from 1) and raises a
+:class:`TrecFormatError` naming the file and line of the first bad one. Files
+may be gzip-compressed (``.gz``). Blank lines are skipped. Bytes that are not
+UTF-8 are an error.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+
+__all__ = [
+    "TrecFormatError",
+    "read_queries",
+    "read_collection",
+    "read_qrels",
+    "read_run",
+    "read_qid_list",
+]
+
+
+class TrecFormatError(ValueError):
+    """A line of a TREC-layout file that cannot be used; names the file and the line."""
+
+    def __init__(self, path: str, line: int, message: str):
+        self.path, self.line, self.message = str(path), line, message
+        super().__init__(f"{self.path}: line {line}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.line, self.message))
+
+
+def _open(path: str):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if compressed else open(path, "rb")
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """Yields ``(line number, raw line without its end)``, skipping blank lines."""
+    with _open(path) as f:
+        for number, raw in enumerate(f, start=1):
+            raw = raw.rstrip(b"\r\n")
+            if raw.strip():
+                yield number, raw
+
+
+def _decode(path: str, number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TrecFormatError(
+            path, number, f"not UTF-8 text ({e.reason} at byte {e.start})"
+        ) from None
+
+
+def _split_id(path: str, number: int, raw: bytes, what: str) -> tuple[bytes, bytes]:
+    key, tab, rest = raw.partition(b"\t")
+    if not tab:
+        raise TrecFormatError(
+            path, number, f"expected '{what}<TAB>text', found no tab in {_preview(raw)}"
+        )
+    if not key.strip():
+        raise TrecFormatError(path, number, f"empty {what}")
+    return key.strip(), rest
+
+
+def _preview(raw: bytes) -> str:
+    text = raw[:60].decode("utf-8", errors="replace")
+    return repr(text + ("..." if len(raw) > 60 else ""))
+
+
+def read_queries(path: str) -> Iterator[tuple[int, str, str]]:
+    """Yields ``(line, qid, text)`` of a ``qid<TAB>text`` file."""
+    for number, raw in _lines(path):
+        qid, text = _split_id(path, number, raw, "qid")
+        yield number, _decode(path, number, qid), _decode(path, number, text)
+
+
+def read_collection(path: str, wanted: set | None = None) -> Iterator[tuple[int, str, str]]:
+    """Yields ``(line, docid, text)`` of a collection, only for ``wanted`` docids if given.
+
+    Lines of other documents are not decoded, so a large collection streams
+    quickly past them; their syntax is still checked (an id and a tab).
+
+    Args:
+      path: a ``docid<TAB>text[<TAB>more text...]`` file.
+      wanted: docids (``str``) to yield; ``None`` yields all.
+    """
+    wanted_bytes = None if wanted is None else {d.encode("utf-8") for d in wanted}
+    for number, raw in _lines(path):
+        docid, rest = _split_id(path, number, raw, "docid")
+        if wanted_bytes is not None and docid not in wanted_bytes:
+            continue
+        text = _decode(path, number, rest).replace("\t", " ")
+        yield number, _decode(path, number, docid), text
+
+
+def read_qrels(path: str) -> Iterator[tuple[int, str, str, int]]:
+    """Yields ``(line, qid, docid, relevance)`` of a TREC qrels file."""
+    for number, raw in _lines(path):
+        fields = _decode(path, number, raw).split()
+        if len(fields) != 4:
+            raise TrecFormatError(
+                path,
+                number,
+                f"expected 4 columns 'qid iteration docid relevance', found {len(fields)} "
+                f"in {_preview(raw)}",
+            )
+        try:
+            relevance = int(fields[3])
+        except ValueError:
+            raise TrecFormatError(
+                path, number, f"relevance {fields[3]!r} is not an integer"
+            ) from None
+        yield number, fields[0], fields[2], relevance
+
+
+def read_run(path: str) -> Iterator[tuple[int, str, str, int, float]]:
+    """Yields ``(line, qid, docid, rank, score)`` of a TREC run or an MS MARCO run.
+
+    MS MARCO's three-column lines have no score; it is ``-rank``, so that
+    ordering by score agrees with the rank.
+    """
+    for number, raw in _lines(path):
+        fields = _decode(path, number, raw).split()
+        if len(fields) == 6:
+            qid, _, docid, rank, score = fields[:5]
+        elif len(fields) == 3:
+            qid, docid, rank = fields
+            score = None
+        else:
+            raise TrecFormatError(
+                path,
+                number,
+                f"expected a TREC run line 'qid Q0 docid rank score tag' (6 columns) or an "
+                f"MS MARCO run line 'qid docid rank' (3 columns), found {len(fields)} columns "
+                f"in {_preview(raw)}",
+            )
+        try:
+            rank_value = int(rank)
+        except ValueError:
+            raise TrecFormatError(path, number, f"rank {rank!r} is not an integer") from None
+        try:
+            score_value = -float(rank_value) if score is None else float(score)
+        except ValueError:
+            raise TrecFormatError(path, number, f"score {score!r} is not a number") from None
+        if score_value != score_value:
+            raise TrecFormatError(path, number, "score is NaN")
+        yield number, qid, docid, rank_value, score_value
+
+
+def read_qid_list(path: str) -> Iterator[tuple[int, str]]:
+    """Yields ``(line, qid)``: the first column of each line (a queries TSV serves too)."""
+    for number, raw in _lines(path):
+        yield number, _decode(path, number, raw).split()[0]

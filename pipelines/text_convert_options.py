@@ -18,6 +18,7 @@ from tfrecords_tools.text_sources import (
     find_trec_files,
     is_text_input,
 )
+from tfrecords_tools.trec_config import FILE_FIELDS
 from tfrecords_tools.trec_convert import TrecConfig, convert_trec
 
 __all__ = [
@@ -28,19 +29,7 @@ __all__ = [
     "TEXT_FLAGS",
 ]
 
-_FILE_FLAGS = (
-    "queries",
-    "train_queries",
-    "vali_queries",
-    "test_queries",
-    "train_qids",
-    "vali_qids",
-    "test_qids",
-    "collection",
-    "qrels",
-    "run",
-)
-TEXT_FLAGS = (*_FILE_FLAGS, "split_fractions", "max_query_tokens", "max_document_tokens")
+TEXT_FLAGS = (*FILE_FIELDS, "split_fractions", "max_query_tokens", "max_document_tokens")
 # tfr-convert's options that text inputs use too.
 _SHARED_FLAGS = {
     "input",
@@ -153,12 +142,12 @@ def _fractions(text: str) -> tuple:
 def _trec_config(args, values: dict) -> TrecConfig:
     if args.input.startswith(TREC_PREFIX + ":"):
         found = find_trec_files(args.input[len(TREC_PREFIX) + 1 :])
-        given_queries = any(values.get(k) or getattr(args, k) for k in _FILE_FLAGS[:4])
+        given_queries = any(values.get(k) or getattr(args, k) for k in FILE_FIELDS[:4])
         for field, paths in found.items():
-            is_query_file = field in _FILE_FLAGS[:4]
+            is_query_file = field in FILE_FIELDS[:4]
             if not values.get(field) and not (is_query_file and given_queries):
                 values[field] = paths
-    for name in _FILE_FLAGS:
+    for name in FILE_FIELDS:
         if getattr(args, name):
             values[name] = tuple(getattr(args, name))
     return TrecConfig.from_json(values)
@@ -201,7 +190,7 @@ def run_text_conversion(args) -> dict:
             synthetic_values["mean_list_size"] = args.synthetic_list_size
         synthetic_values.setdefault("seed", values.get("seed", 0))
         synthetic = from_dict(SyntheticTextConfig, synthetic_values, what="synthetic settings")
-        given = [name for name in _FILE_FLAGS if values.get(name) or getattr(args, name)]
+        given = [name for name in FILE_FIELDS if values.get(name) or getattr(args, name)]
         if given:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)
             raise ValueError(f"--input {SYNTHETIC_TEXT} generates its files; drop {flags}")

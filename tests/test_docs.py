@@ -14,19 +14,10 @@ import re
 
 import pytest
 
+from pipelines import COMMANDS
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
-COMMANDS = [
-    "convert",
-    "train",
-    "eval",
-    "export",
-    "predict",
-    "distill",
-    "experiment",
-    "tune",
-    "bm25",
-]
 _LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
 
 
@@ -135,3 +126,9 @@ def test_a_changed_help_text_shows_in_the_table():
     table = options_table("eval")
     assert "| `--model-dir` MODEL_DIR (required) | a tfr-train output directory |" in table
     assert "`--split`" in table and "`--verbose`" in table
+
+
+def test_the_command_list_is_setup_py_console_scripts():
+    scripts = re.findall(r'"tfr-([\w-]+)=pipelines\.(\w+)_cli:main"', _read(f"{REPO}/setup.py"))
+    assert [name for name, _ in scripts] == list(COMMANDS)
+    assert all(name == module for name, module in scripts)

@@ -8,17 +8,8 @@ import sys
 
 import pytest
 
-COMMANDS = [
-    "convert",
-    "train",
-    "eval",
-    "export",
-    "predict",
-    "distill",
-    "experiment",
-    "tune",
-    "bm25",
-]
+from pipelines import COMMANDS
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -7,9 +7,22 @@ import zlib
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 
-__all__ = ["TEXT_SPLITS", "TrecConfig", "hash_split"]
+__all__ = ["TEXT_SPLITS", "FILE_FIELDS", "TrecConfig", "hash_split"]
 
 TEXT_SPLITS = ("train", "vali", "test")
+# The ``TrecConfig`` fields that name input files: the query files first.
+FILE_FIELDS = (
+    "queries",
+    "train_queries",
+    "vali_queries",
+    "test_queries",
+    "train_qids",
+    "vali_qids",
+    "test_qids",
+    "collection",
+    "qrels",
+    "run",
+)
 
 
 def _files(value) -> tuple:
@@ -69,18 +82,7 @@ class TrecConfig:
     overwrite: bool = False
 
     def __post_init__(self):
-        for name in (
-            "queries",
-            "train_queries",
-            "vali_queries",
-            "test_queries",
-            "train_qids",
-            "vali_qids",
-            "test_qids",
-            "collection",
-            "qrels",
-            "run",
-        ):
+        for name in FILE_FIELDS:
             object.__setattr__(self, name, _files(getattr(self, name)))
         object.__setattr__(self, "split_fractions", tuple(self.split_fractions))
         if not self.output:

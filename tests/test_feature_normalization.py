@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from sklearn.preprocessing import QuantileTransformer
 
-from tfr_rankformer.feature_normalization import METHODS, FeatureNormalization
+from tfr_rankformer.feature_normalization import METHODS, OUTPUT_BOUND, FeatureNormalization
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter, signed_log1p
 
 NUM_QUANTILES = 101
@@ -158,6 +158,28 @@ def test_none_is_identity():
     x = _features(20)
     layer = FeatureNormalization("none", num_features=D)
     np.testing.assert_array_equal(_apply(layer, x), x.astype(np.float32))
+
+
+@pytest.mark.parametrize("method", ["none", "standard", "log1p", "quantile"])
+def test_finite_extremes_stay_finite_through_a_model(method):
+    # Raw values near float32's limit: clipped (none, standard), compressed
+    # (log1p, quantile), and never NaN out of the encoder and heads.
+    from tfr_rankformer.models import ModelConfig, build_model
+
+    huge = np.float32(1.7e38)
+    x = np.array([[[0.0, huge, huge], [-huge, 1.0, 0.0]]], np.float32)
+    manifest = _manifest(_features(50)[:, :3], method)
+    layer = FeatureNormalization.from_manifest(manifest)
+    normal = layer(tf.constant(x)).numpy()
+    assert np.isfinite(normal).all() and np.abs(normal).max() <= OUTPUT_BOUND
+    if method in ("none", "standard"):
+        assert normal[0, 0, 1] == OUTPUT_BOUND and normal[0, 1, 0] == -OUTPUT_BOUND
+    tf.keras.utils.set_random_seed(0)
+    config = ModelConfig(num_layers=1, ff_dim=16, head_hidden=8)
+    model = build_model("rankformer", manifest, config, 2)
+    outputs = model({"features": tf.constant(x), "mask": tf.ones([1, 2], tf.bool)})
+    assert np.isfinite(outputs["scores"].numpy()).all()
+    assert np.isfinite(outputs["list_quality"].numpy()).all()
 
 
 def _manifest(x: np.ndarray, method: str = "quantile") -> dict:

@@ -137,6 +137,14 @@ def _dense(lists) -> tuple[np.ndarray, np.ndarray]:
 FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+def _assert_same_scores(a: np.ndarray, b: np.ndarray) -> None:
+    """Equal up to float32 rounding at the scores' own scale: with raw features
+    up to 1e9 (the normalisation's bound) the encoder's LayerNorm cancels large
+    numbers, so two batch layouts differ in the last bits of the largest score."""
+    scale = max(1.0, float(np.abs(a).max(initial=0.0)), float(np.abs(b).max(initial=0.0)))
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * scale)
+
+
 @settings(**FUZZ)
 @given(lists=elwc_request())
 def test_reject_export_scores_valid_requests_and_names_the_first_bad_item(tiny_servables, lists):
@@ -157,9 +165,7 @@ def test_reject_export_scores_valid_requests_and_names_the_first_bad_item(tiny_s
     )
     assert np.isfinite(scores[mask]).all()
     assert (scores[~mask] == PADDING).all()
-    np.testing.assert_allclose(
-        scores[mask], by_tensor["scores"].numpy()[mask], rtol=1e-5, atol=1e-5
-    )
+    _assert_same_scores(scores[mask], by_tensor["scores"].numpy()[mask])
 
 
 @settings(**FUZZ)
@@ -180,6 +186,4 @@ def test_score_last_export_ranks_exactly_the_bad_items_last(tiny_servables, list
             event("some items kept")
             alone = signatures[SIGNATURE_ELWC](examples=tf.constant(_serialize([kept])))
             valid = scores[b, : len(items)][np.logical_not(bad)]
-            np.testing.assert_allclose(
-                valid, alone["scores"].numpy()[0, : len(kept)], rtol=1e-5, atol=1e-5
-            )
+            _assert_same_scores(valid, alone["scores"].numpy()[0, : len(kept)])

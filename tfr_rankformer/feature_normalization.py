@@ -20,6 +20,12 @@ Methods, per feature ``j`` of ``x``:
 
 A ``std`` of 0 (or below the float32 resolution of its mean) counts as 1, as
 scikit-learn's ``StandardScaler`` does, so constant features map to 0.
+
+Outputs are clipped to ``±OUTPUT_BOUND`` (1e9; only ``none`` and ``standard``
+can reach it): finite raw values near float32's limit (3.4e38) would otherwise
+overflow the encoder's LayerNorm variances and matrix products to inf and
+score NaN. No realistic feature is changed: the quantile transform stays within
+±5.2, and 1e9 standard deviations or raw units is far beyond LETOR features.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["METHODS", "FeatureNormalization", "quantile_to_normal"]
+__all__ = ["METHODS", "OUTPUT_BOUND", "FeatureNormalization", "quantile_to_normal"]
 
 # The same names as `tfrecords_tools.normalization.NORMALIZATIONS` (the fitter).
 METHODS = ("quantile", "log1p", "standard", "none")
@@ -35,6 +41,8 @@ METHODS = ("quantile", "log1p", "standard", "none")
 # scikit-learn `preprocessing._data.BOUNDS_THRESHOLD`: inputs this close to the
 # outermost quantiles map to u = 0 or 1, and u is kept this far from 0 and 1.
 BOUNDS_THRESHOLD = 1e-7
+# The largest magnitude a normalised feature keeps (see the module docstring).
+OUTPUT_BOUND = 1e9
 _TAIL = np.float32(BOUNDS_THRESHOLD - np.spacing(1))
 
 # P. J. Acklam's rational approximation of ndtri below p = 0.02425 (relative
@@ -289,9 +297,10 @@ class FeatureNormalization(tf.keras.layers.Layer):
 
     def call(self, features: tf.Tensor) -> tf.Tensor:
         if self.method == "none":
-            return tf.identity(features)
+            return tf.clip_by_value(features, -OUTPUT_BOUND, OUTPUT_BOUND)
         if self.method == "standard":
-            return (features - self._offset) / self._scale
+            normal = (features - self._offset) / self._scale
+            return tf.clip_by_value(normal, -OUTPUT_BOUND, OUTPUT_BOUND)
         if self.method == "log1p":
             signed_log = tf.sign(features) * tf.math.log1p(tf.abs(features))
             return (signed_log - self._offset) / self._scale

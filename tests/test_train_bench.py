@@ -49,3 +49,11 @@ def test_unknown_models_are_refused():
 
     with pytest.raises(SystemExit):
         main(["--models", "mlp,gbdt"])
+
+
+def test_step_profile_sums_op_time_by_type(capsys):
+    from pipelines.benchmarks.step_profile import main
+
+    assert main(["--model", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ms of op time per step" in out and "MatMul" in out and "largest ops:" in out

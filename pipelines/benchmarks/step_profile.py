@@ -44,8 +44,8 @@ def op_times(logdir: str) -> collections.Counter:
                     name = plane.event_metadata[event.metadata_id].name
                     if name == _ASYNC_START:  # the step's asynchronous kernels: XlaLaunch
                         name = "compiled pieces:XlaLaunch"
-                    elif name.startswith("ExecutorState::") or ":" not in name:
-                        continue  # the executor's own spans, which enclose the ops
+                    elif "::" in name or not name.partition(":")[2].isidentifier():
+                        continue  # the runtime's own spans, which enclose the ops
                     totals[name] += event.duration_ps / 1e9
     return totals
 

@@ -78,8 +78,6 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9,<3.12",
     packages=find_packages(include=["tfr_rankformer*", "tfrecords_tools*", "pipelines*"]),
-    # The fused CPU kernel's source, compiled on first use (tfr_rankformer.fused_ops).
-    package_data={"tfr_rankformer": ["ops/*.cc"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

@@ -25,3 +25,35 @@ def test_encoder_flops_by_hand():
     list_head = d * 2 + 2 * 2
     assert forward_flops("transformer", d, items, arch) == 2 * (encoder + score_head)
     assert forward_flops("rankformer", d, items, arch) == 2 * (encoder + score_head + list_head)
+
+
+def test_without_the_released_code_it_times_our_side_and_says_how(capsys, tmp_path, monkeypatch):
+    from pipelines.benchmarks.train_bench import main
+
+    monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
+    assert (
+        main(
+            ["--models", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]
+            + ["--rounds", "2", "--official-dir", str(tmp_path)]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "--official-python" in out  # the set-up note
+    assert "CPU:" in out and out.count("mlp            46 round") == 2
+    assert "mlp            46: ours" in out and "; ratio" not in out
+
+
+def test_unknown_models_are_refused():
+    from pipelines.benchmarks.train_bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--models", "mlp,gbdt"])
+
+
+def test_step_profile_sums_op_time_by_type(capsys):
+    from pipelines.benchmarks.step_profile import main
+
+    assert main(["--model", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ms of op time per step" in out and "MatMul" in out and "largest ops:" in out

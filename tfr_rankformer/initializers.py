@@ -20,6 +20,7 @@ import math
 import tensorflow as tf
 
 from tfr_rankformer.command_names import INITIALIZATIONS
+from tfr_rankformer.projections import Dense
 
 __all__ = ["INITIALIZATIONS", "check_init", "dense", "kernel_initializer", "bias_initializer"]
 
@@ -52,9 +53,10 @@ def _uniform(fan_in: int) -> tf.keras.initializers.Initializer:
     return tf.keras.initializers.RandomUniform(-bound, bound)
 
 
-def dense(units: int, *, fan_in: int, init: str, **kwargs) -> tf.keras.layers.Dense:
-    """A ``Dense`` layer of ``units`` outputs on ``fan_in`` inputs, initialised by ``init``."""
-    return tf.keras.layers.Dense(
+def dense(units: int, *, fan_in: int, init: str, **kwargs) -> Dense:
+    """A ``Dense`` layer (``projections.Dense``) of ``units`` outputs on ``fan_in``
+    inputs, initialised by ``init``."""
+    return Dense(
         units,
         kernel_initializer=kernel_initializer(fan_in, init),
         bias_initializer=bias_initializer(fan_in, init),

@@ -9,10 +9,10 @@ Two pieces are written for speed on CPU, where they dominated a training step
 far more than the matrix products: :func:`gelu` (exact GELU with its
 closed-form gradient instead of TensorFlow's autodiff of ``erf``, 2x faster)
 and :class:`FastDropout` (masks from 16 random bits per element, 1.6x faster).
-In training on CPU, both give way to fused kernels (``fused_ops``): the
+In training, both give way to XLA-compiled loops (``compiled_ops``): the
 feed-forward block's bias, GELU and dropout run as one, each other dropout as
-another, and their backward passes recompute the masks instead of storing them;
-the encoder's layer normalisations run as one kernel each too.
+another, with masks hashed from a key so that the backward passes recompute
+them instead of storing them.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import fused_ops
+from tfr_rankformer import compiled_ops
 from tfr_rankformer.initializers import bias_initializer, check_init, dense, kernel_initializer
+from tfr_rankformer.projections import Dense, matmul_last_axis
 
 __all__ = [
     "ClsToken",
     "ItemAndContextHead",
     "LayerNorm",
     "FastDropout",
+    "KeyedDropout",
     "PreNormEncoderLayer",
     "MaskedScores",
     "PADDING_SCORE",
@@ -51,16 +53,16 @@ def _in_save_context() -> bool:
     return save_context.in_save_context()
 
 
-def _uses_fused_kernels(training, dtype) -> bool:
-    """Whether a training-mode call runs the fused CPU kernels of ``fused_ops``.
+def _uses_compiled_ops(training, dtype) -> bool:
+    """Whether a training-mode call runs the XLA-compiled pieces of ``compiled_ops``.
 
-    Only in training, in float32, and where ``fused_ops.available()``. Inference
-    keeps plain TensorFlow ops, and so do SavedModels (which trace the training
-    branch too), so that serving never needs the kernels' library.
+    Only in training, in float32, and while ``compiled_ops.enabled()``.
+    Inference keeps plain TensorFlow ops, and so do SavedModels (which trace
+    the training branch too), so that serving never compiles anything.
     """
     if tf.is_tensor(training) or not training or tf.as_dtype(dtype) != tf.float32:
         return False
-    return not _in_save_context() and fused_ops.available()
+    return compiled_ops.enabled() and not _in_save_context()
 
 
 @_serializable
@@ -83,9 +85,8 @@ class FastDropout(tf.keras.layers.Layer):
     Same as ``tf.keras.layers.Dropout`` with the rate rounded to a multiple of
     1/65536 (0.25 is exact). The generator's state is a variable, so it is
     checkpointed with the model and a resumed run continues the same stream.
-    Where the fused CPU kernels are available, training draws one key per call
-    from the generator and the kernel hashes it into the mask (rate rounded to
-    a multiple of 2^-32).
+    In float32 training, one key per call is drawn from the generator instead
+    and ``compiled_ops.dropout`` hashes it into the mask (rate exact to 2^-32).
 
     Args:
       rate: fraction of elements zeroed in training.
@@ -106,14 +107,14 @@ class FastDropout(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def draw_key(self):
-        """An int64 scalar from the generator, for a kernel that makes its own masks."""
-        return self._generator.uniform_full_int([], dtype=tf.int64)
+        """A ``[2]`` int32 key from the generator, for ``compiled_ops``' hashed masks."""
+        return self._generator.uniform_full_int([2], dtype=tf.int32)
 
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
             return x
-        if _uses_fused_kernels(training, x.dtype):
-            return fused_ops.dropout(x, self.draw_key(), self.rate)
+        if _uses_compiled_ops(training, x.dtype):
+            return compiled_ops.dropout(x, self.draw_key(), self.rate)
         size = tf.size(x)
         bits = self._generator.uniform_full_int([(size + 1) // 2], dtype=tf.uint32)
         halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]  # two draws per word
@@ -128,18 +129,31 @@ class FastDropout(tf.keras.layers.Layer):
 
 
 @_serializable
-class LayerNorm(tf.keras.layers.LayerNormalization):
-    """Keras's ``LayerNormalization`` over the last axis; in training on CPU, one fused
-    kernel (``fused_ops.layer_norm``, same weights and results)."""
+class KeyedDropout(tf.keras.layers.Dropout):
+    """Keras's ``Dropout``; in float32 training, ``compiled_ops.dropout`` with a key
+    drawn from TensorFlow's seeded global random stream.
+
+    Unlike :class:`FastDropout` it holds no generator variable, so a model built
+    with Keras's ``Dropout`` keeps the same checkpoint variables.
+    """
 
     def call(self, inputs, training=None):
-        fusable = self.axis in ([-1], [inputs.shape.rank - 1]) and self.center and self.scale
         if (
-            fusable
-            and self.compute_dtype == "float32"
-            and _uses_fused_kernels(training, inputs.dtype)
+            self.noise_shape is None
+            and self.rate > 0
+            and _uses_compiled_ops(training, inputs.dtype)
         ):
-            return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+            key = tf.random.uniform([2], tf.int32.min, tf.int32.max, dtype=tf.int32, seed=self.seed)
+            return compiled_ops.dropout(inputs, key, self.rate)
+        return super().call(inputs, training=training)
+
+
+@_serializable
+class LayerNorm(tf.keras.layers.LayerNormalization):
+    """Keras's ``LayerNormalization`` (its own name, which saved models record)."""
+
+    def call(self, inputs, training=None):
+        del training  # the same in training and inference
         return super().call(inputs)
 
 
@@ -227,9 +241,9 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
         # MultiheadAttention sets them so); the output projection's weights
         # follow the scheme.
-        self.qkv = tf.keras.layers.Dense(3 * dim, name="qkv")
+        self.qkv = Dense(3 * dim, name="qkv")
         self.dropout_weights = FastDropout(self.dropout)
-        self.attention_out = tf.keras.layers.Dense(
+        self.attention_out = Dense(
             dim, kernel_initializer=kernel_initializer(dim, self.init), name="attention_out"
         )
         self.dropout_attention = FastDropout(self.dropout)
@@ -266,26 +280,25 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             return context[:, 0]
         return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
 
-    def _fused_feed_forward_hidden(self, h):
-        """Training's ``Dropout(GELU(ff_in(h)))`` as one kernel: ``[B, L, D] -> [B, L, F]``."""
+    def _compiled_feed_forward_hidden(self, h):
+        """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:
+        ``[B, L, D] -> [B, L, F]``."""
         if not self.ff_in.built:
             self.ff_in.build(h.shape)
         if not self.dropout_ff.built:
             self.dropout_ff.build(None)
-        shape = tf.shape(h)
-        flat = tf.matmul(tf.reshape(h, [-1, h.shape[-1]]), self.ff_in.kernel)  # [B * L, F]
-        hidden = fused_ops.bias_gelu_dropout(
-            flat, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
+        hidden = matmul_last_axis(h, self.ff_in.kernel)  # [B, L, D] -> [B, L, F]
+        return compiled_ops.bias_gelu_dropout(
+            hidden, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
         )
-        return tf.reshape(hidden, tf.concat([shape[:-1], [self.ff_dim]], axis=0))
 
     def call(self, x, mask, training=None):
         h = self._attention(self.norm_attention(x, training=training), mask, training)
         x = x + self.dropout_attention(h, training=training)
         h = self.norm_ff(x, training=training)
-        fused = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
-        if fused and _uses_fused_kernels(training, h.dtype):
-            h = self._fused_feed_forward_hidden(h)
+        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        if compiled and _uses_compiled_ops(training, h.dtype):
+            h = self._compiled_feed_forward_hidden(h)
         else:
             h = self.dropout_ff(self.ff_in(h), training=training)
         h = self.ff_out(h)
@@ -365,7 +378,8 @@ class ItemAndContextHead(tf.keras.layers.Layer):
     def call(self, items, context, training=None):
         per_list = tf.matmul(context, tf.cast(self.context_kernel, context.dtype))  # [B, h]
         per_list += tf.cast(self.hidden_bias, context.dtype)
-        per_item = tf.einsum("bld,dh->blh", items, tf.cast(self.item_kernel, items.dtype))
+        # [B, L, d] -> [B, L, h]
+        per_item = matmul_last_axis(items, tf.cast(self.item_kernel, items.dtype))
         hidden = tf.nn.relu(per_item + per_list[:, tf.newaxis, :])  # [B, L, h]
         return self.output_layer(self.hidden_dropout(hidden, training=training))
 

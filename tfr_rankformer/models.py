@@ -39,6 +39,7 @@ from tfr_rankformer.layers import (
     ClsToken,
     FastDropout,
     ItemAndContextHead,
+    KeyedDropout,
     LayerNorm,
     MaskedScores,
     PreNormEncoderLayer,
@@ -312,7 +313,7 @@ def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
     x, fan_in = features, num_features
     for i, units in enumerate(config.mlp_units):
         x = dense(units, fan_in=fan_in, init=config.init, activation="relu", name=f"dense_{i}")(x)
-        x = tf.keras.layers.Dropout(config.dropout, name=f"dropout_{i}")(x)
+        x = KeyedDropout(config.dropout, name=f"dropout_{i}")(x)
         fan_in = units
     raw = dense(item_levels or 1, fan_in=fan_in, init=config.init, dtype="float32", name="score")(x)
     outputs = _score_outputs(raw, mask, item_levels)

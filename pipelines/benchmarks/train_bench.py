@@ -1,42 +1,65 @@
-"""Training speed of the paper's configurations: lists/s, ms/step and FLOP/s.
+"""Training speed of our models against the RankFormer authors' released code, in one run.
 
-For the RankFormer (alpha > 0, 3 layers, 1 head, feed-forward 512, heads of
-128), the transformer and the MLP, on lists of 16 items with 46 features
-(MQ2008-sized) and 136 (WEB30K-sized), batch 2048, it times full training
-steps (forward, both losses, backward, AdamW) on in-memory batches, so the
-input pipeline (which also normalises the features, once per list) is left
-out. It also prints the FLOP/s those steps achieve (forward FLOPs counted
-analytically, training as three times the forward) as a
-fraction of the machine's measured peak (a large float32 matmul).
+For the RankFormer (alpha > 0), the transformer (alpha = 0, the encoder
+alone) and the MLP, with the paper's settings (3 layers, 1 head, feed-forward
+512, heads of 128, dropout 0.25), it times full training steps (forward, the
+losses, backward, AdamW) on one in-memory batch of random lists (2048 lists of
+16 items, 46 features, labels 0 .. 4 as the released click simulation's; the
+input pipeline is left out on both sides). Where the authors' code and a
+Python with torch are given (``--official-dir`` and ``--official-python``, or
+``$RANKFORMER_OFFICIAL_DIR`` and ``$RANKFORMER_OFFICIAL_PYTHON``), it runs
+their model in a subprocess (``reference_step_timer.py``) and times it in
+alternating rounds with ours, so that load from other processes hits both
+alike: each round times ``--steps`` steps of each side, the order swapping
+every round, and only one side computes at a time. It prints the CPU's vector
+extensions, each round's lists/s, and per model the median round of each side
+with their ratio. ``--compare-plain`` adds our step traced without the
+XLA-compiled pieces (``tfr_rankformer.compiled_ops``) to the rounds,
+``--compare-xla`` our step compiled whole with XLA.
 
-Goal on 2 CPU cores: at least 3,800 lists/s for the RankFormer at 46 features.
-Run: ``python -m pipelines.benchmarks.train_bench [--device GPU]``. With
-``--compare-fused`` it times the step with and without the fused feed-forward
-CPU kernel (``tfr_rankformer.fused_ops``) in alternating rounds instead.
+The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
+512): on a smaller machine, lower ``--batch-size`` for both sides.
+
+Run: ``python -m pipelines.benchmarks.train_bench --official-dir DIR
+--official-python PYTHON``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import fused_ops
+from pipelines.benchmarks.reference_parity import cpu_extensions
+from tfr_rankformer import compiled_ops
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
+
+MODELS = ("rankformer", "transformer", "mlp")
+TIMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_step_timer.py")
+MAX_LABEL = 4  # the released code's purchase label
+SETUP = """\
+The authors' released code is not set up, so only our side is timed. To compare:
+  git clone https://github.com/maartenbuyl/rankformer rankformer-official
+  python3.11 -m venv ref-venv && ref-venv/bin/pip install torch
+then pass --official-dir rankformer-official --official-python ref-venv/bin/python
+(or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
 def _manifest(d: int) -> dict:
     zeros, ones = [0.0] * d, [1.0] * d
     return {
         "num_features": d,
-        "max_relevance": 2,
+        "max_relevance": MAX_LABEL,
         "label_kind": "simulated_implicit",
-        "parameters": {"clicks": {"purchase_label": 2}},
+        "parameters": {"clicks": {"purchase_label": MAX_LABEL}},
         "normalization": {
             "method": "standard",
             "standard": {"mean": zeros, "std": ones},
@@ -64,163 +87,188 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     return 2.0 * (encoder + heads)
 
 
-def peak_flops(device: str) -> float:
-    """FLOP/s of a 4096 x 4096 float32 matmul, the best this device does in practice."""
-    with tf.device(device):
-        a = tf.random.normal([4096, 4096])
-        matmul = tf.function(lambda x: tf.matmul(x, x))
-        matmul(a).numpy()
-        started = time.perf_counter()
-        for _ in range(5):
-            result = matmul(a)
-        result.numpy()
-        return 5 * 2 * 4096**3 / (time.perf_counter() - started)
-
-
-def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, device: str):
+def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, seed: int = 0):
     """A compiled, warmed-up training step of ``model`` on one in-memory batch.
 
     Returns ``(step, architecture)``; ``step()`` runs one step (forward, losses,
-    backward, AdamW).
+    backward, AdamW) and waits for it.
     """
     config = TrainConfig(model=model, data="-", model_dir="-")
-    with tf.device(device):
-        # The ranker's step is what training runs (features arrive normalised).
-        _, compiled = build_compiled_model(config, _manifest(d), steps_per_epoch=100, xla=xla)
-        rng = np.random.default_rng(0)
-        inputs = {
-            "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),
-            "mask": tf.ones((batch, items), tf.bool),
-        }
-        targets = {"scores": tf.constant(rng.integers(0, 3, (batch, items)).astype(np.float32))}
-        if model == "rankformer":
-            targets["list_quality"] = tf.constant(rng.integers(0, 3, (batch, 1)).astype(np.float32))
-        for _ in range(2):  # tracing and warm-up
-            compiled.train_on_batch(inputs, targets)
+    # The ranker's step is what training runs (features arrive normalised).
+    _, compiled = build_compiled_model(config, _manifest(d), steps_per_epoch=100, xla=xla)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
+    inputs = {
+        "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),
+        "mask": tf.ones((batch, items), tf.bool),
+    }
+    targets = {"scores": tf.constant(labels)}
+    if config.uses_list_head:
+        targets["list_quality"] = tf.constant(labels.max(axis=1, keepdims=True))
+    for _ in range(2):  # tracing and warm-up
+        compiled.train_on_batch(inputs, targets)
 
     def step():
-        with tf.device(device):
-            compiled.train_on_batch(inputs, targets)
+        compiled.train_on_batch(inputs, targets)
 
     return step, config.architecture
 
 
-def seconds_per_step(step, steps: int) -> float:
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - started) / steps
+def official_setup(args) -> tuple[str, str] | None:
+    """``(official_dir, python)`` when the released code can be timed, else ``None``."""
+    directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
+    python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
+    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
+        return None
+    check = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
+    if check.returncode != 0:
+        print(f"{python} cannot import torch:\n{check.stderr[-300:]}")
+        return None
+    return directory, python
 
 
-def measure(model: str, d: int, *, batch: int, items: int, steps: int, xla: bool, device: str):
-    step, arch = prepare(model, d, batch=batch, items=items, xla=xla, device=device)
-    seconds = seconds_per_step(step, steps)
-    return batch / seconds, seconds * 1000, arch
+class OfficialTimer:
+    """The released model's training step in a ``reference_step_timer.py`` subprocess."""
 
-
-def compare_fused(model: str, d: int, *, batch: int, steps: int, rounds: int, **kwargs) -> None:
-    """Prints lists/s of the plain and the fused-kernel training step, timed in alternation.
-
-    The two steps are traced with ``TFR_RANKFORMER_FUSED_OPS`` off and on; each
-    round times ``steps`` steps of both, so load from other processes hits both
-    alike. Besides each round's rate, the fastest single step of each is
-    reported: the least disturbed by such load.
-    """
-    previous = os.environ.get(fused_ops.ENV_SWITCH)
-    steps_by_mode = {}
-    try:
-        for mode, switch in (("plain", "0"), ("fused", "1")):
-            os.environ[fused_ops.ENV_SWITCH] = switch
-            if mode == "fused":
-                started = time.perf_counter()
-                if not fused_ops.available():
-                    raise SystemExit("the fused ops are unavailable; see the logged warning")
-                print(f"fused op library ready in {time.perf_counter() - started:.1f} s")
-            steps_by_mode[mode], _ = prepare(model, d, batch=batch, **kwargs)
-    finally:
-        if previous is None:
-            os.environ.pop(fused_ops.ENV_SWITCH, None)
-        else:
-            os.environ[fused_ops.ENV_SWITCH] = previous
-    rates = {mode: [] for mode in steps_by_mode}
-    fastest = {mode: float("inf") for mode in steps_by_mode}
-    for i in range(rounds):
-        for mode, step in steps_by_mode.items():
-            durations = [seconds_per_step(step, 1) for _ in range(steps)]
-            rates[mode].append(batch * steps / sum(durations))
-            fastest[mode] = min(fastest[mode], *durations)
-        plain, fused = rates["plain"][-1], rates["fused"][-1]
-        print(
-            f"{model:<12} {d:>4} round {i + 1}: plain {plain:>7,.0f} lists/s, "
-            f"fused {fused:>7,.0f} lists/s, ratio {fused / plain:.2f}"
+    def __init__(self, setup: tuple[str, str], model: str, d: int, *, batch, items, threads):
+        directory, python = setup
+        command = [python, TIMER, "--official-dir", directory, "--model", model]
+        command += ["--features", str(d), "--batch-size", str(batch), "--items", str(items)]
+        command += ["--max-label", str(MAX_LABEL), "--threads", str(threads)]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-    plain, fused = np.median(rates["plain"]), np.median(rates["fused"])
-    print(
-        f"{model:<12} {d:>4} median round: plain {plain:,.0f} lists/s, "
-        f"fused {fused:,.0f} lists/s, ratio {fused / plain:.2f}"
-    )
-    plain, fused = batch / fastest["plain"], batch / fastest["fused"]
-    print(
-        f"{model:<12} {d:>4} fastest step: plain {plain:,.0f} lists/s, "
-        f"fused {fused:,.0f} lists/s, ratio {fused / plain:.2f}"
-    )
+        self.ready = self._reply()
+
+    def _reply(self) -> dict:
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the released code's timer ended (exit {self._process.wait()})")
+        return json.loads(line)
+
+    def seconds(self, steps: int) -> list[float]:
+        self._process.stdin.write(f"STEPS {steps}\n")
+        self._process.stdin.flush()
+        return self._reply()["seconds"]
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.stdin.write("QUIT\n")
+            self._process.stdin.close()
+            self._process.wait(timeout=60)
+
+
+def _our_seconds(step, steps: int) -> list[float]:
+    durations = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        step()
+        durations.append(time.perf_counter() - started)
+    return durations
+
+
+def _our_steps(model: str, d: int, args) -> dict:
+    """``{side: step}``: ours, and if asked ours compiled whole with XLA and ours
+    traced without the compiled pieces."""
+    kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
+    sides = {"ours": prepare(model, d, **kwargs)[0]}
+    if args.compare_xla and not args.xla:
+        sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))[0]
+    if args.compare_plain:
+        previous = os.environ.get(compiled_ops.ENV_SWITCH)
+        os.environ[compiled_ops.ENV_SWITCH] = "0"
+        try:
+            sides["ours, plain ops"] = prepare(model, d, **kwargs)[0]
+        finally:
+            if previous is None:
+                os.environ.pop(compiled_ops.ENV_SWITCH)
+            else:
+                os.environ[compiled_ops.ENV_SWITCH] = previous
+    return sides
+
+
+def compare(model: str, d: int, args, setup) -> dict:
+    """Each side's lists/s per round, timed in alternation; prints every round."""
+    timers = _our_steps(model, d, args)
+    official = None
+    if setup is not None:
+        official = OfficialTimer(
+            setup, model, d, batch=args.batch_size, items=args.items, threads=args.official_threads
+        )
+        timers["authors"] = official.seconds
+    rates = {side: [] for side in timers}
+    try:
+        for i in range(args.rounds):
+            order = list(timers) if i % 2 == 0 else list(reversed(timers))
+            for side in order:
+                timer = timers[side]
+                if side == "authors":
+                    durations = timer(args.steps)
+                else:
+                    durations = _our_seconds(timer, args.steps)
+                rates[side].append(args.batch_size * len(durations) / sum(durations))
+            shown = ", ".join(f"{side} {rates[side][-1]:,.0f}" for side in timers)
+            print(f"{model:<12} {d:>4} round {i + 1}: {shown} lists/s", flush=True)
+    finally:
+        if official is not None:
+            official.close()
+    return rates
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="CPU", help="CPU or GPU")
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--items", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--features", default="46,136")
-    parser.add_argument("--models", default="rankformer,transformer,mlp")
-    parser.add_argument("--xla", action="store_true", help="compile the steps with XLA")
+    parser.add_argument("--features", default="46", help="comma-separated feature counts")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--steps", type=int, default=3, help="steps per side and round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--xla", action="store_true", help="compile our whole step with XLA")
     parser.add_argument(
-        "--compare-fused",
+        "--compare-plain",
         action="store_true",
-        help="time the plain and the fused feed-forward kernel in alternating rounds",
+        help="also time our step without the XLA-compiled pieces (compiled_ops)",
     )
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare-fused")
+    parser.add_argument(
+        "--compare-xla",
+        action="store_true",
+        help="also time our step compiled whole with XLA (as --xla does)",
+    )
+    parser.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
+    parser.add_argument("--official-python", help="a Python with torch")
+    parser.add_argument(
+        "--official-threads",
+        type=int,
+        default=os.cpu_count(),
+        help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
+    )
     args = parser.parse_args(argv)
-
-    if args.compare_fused:
-        for d in (int(x) for x in args.features.split(",")):
-            for model in args.models.split(","):
-                compare_fused(
-                    model,
-                    d,
-                    batch=args.batch_size,
-                    steps=args.steps,
-                    rounds=args.rounds,
-                    items=args.items,
-                    xla=args.xla,
-                    device=f"/{args.device}:0",
-                )
-        return 0
-
-    device = f"/{args.device}:0"
-    peak = peak_flops(device)
+    models = [m for m in args.models.split(",") if m]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    setup = official_setup(args)
+    if setup is None:
+        print(SETUP)
+    print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
-        f"device {args.device}: measured matmul peak {peak / 1e9:,.0f} GFLOP/s; batch "
-        f"{args.batch_size} lists of {args.items} items; XLA {'on' if args.xla else 'off'}"
+        f"batch {args.batch_size} lists of {args.items} items; TensorFlow {tf.__version__}; "
+        f"{args.rounds} rounds of {args.steps} steps per side; XLA {'on' if args.xla else 'off'}"
     )
-    print(f"{'model':<12} {'d':>4} {'lists/s':>10} {'ms/step':>9} {'GFLOP/s':>9} {'of peak':>8}")
+    summary = []
     for d in (int(x) for x in args.features.split(",")):
-        for model in args.models.split(","):
-            rate, ms, arch = measure(
-                model,
-                d,
-                batch=args.batch_size,
-                items=args.items,
-                steps=args.steps,
-                xla=args.xla,
-                device=device,
-            )
-            flops = 3 * forward_flops(model, d, args.items, arch) * rate
-            print(
-                f"{model:<12} {d:>4} {rate:>10,.0f} {ms:>9,.0f} {flops / 1e9:>9,.1f} "
-                f"{flops / peak:>8.1%}"
-            )
+        for model in models:
+            rates = compare(model, d, args, setup)
+            medians = {side: statistics.median(r) for side, r in rates.items()}
+            summary.append((model, d, medians))
+    print("\nmedian round, lists/s (ratio: ours / authors; our matmul GFLOP/s)")
+    for model, d, medians in summary:
+        shown = ", ".join(f"{side} {rate:,.0f}" for side, rate in medians.items())
+        if "authors" in medians:
+            shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
+        arch = TrainConfig(model=model, data="-", model_dir="-").architecture
+        flops = 3 * forward_flops(model, d, args.items, arch) * medians["ours"]
+        print(f"{model:<12} {d:>4}: {shown}; {flops / 1e9:.1f} GFLOP/s")
     return 0
 
 

@@ -1,0 +1,68 @@
+"""Dense products over the last axis whose weight gradient takes the faster order on CPU.
+
+A dense layer on ``[rows, n_in]`` inputs with ``[rows, n_out]`` upstream
+gradients gets its kernel's gradient from ``x^T @ upstream``, a product over
+the ``rows`` (tens of thousands of items in a training batch). TensorFlow's
+CPU matmul runs it twice as fast when the transposed operand is the narrower
+of the two: for the feed-forward block's 512 -> 46 projection, ``(upstream^T @
+x)^T`` took half the time of ``x^T @ upstream``. :func:`matmul_last_axis`
+picks the order by the widths, and :class:`Dense` (Keras's ``Dense`` with the
+same weights, config and results) uses it.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["Dense", "matmul_last_axis"]
+
+
+def _kernel_gradient(x, upstream):
+    """``x^T @ upstream`` (``[rows, n_in]``, ``[rows, n_out]`` -> ``[n_in, n_out]``)."""
+    if x.shape[-1] is not None and upstream.shape[-1] is not None:
+        if x.shape[-1] > upstream.shape[-1]:
+            return tf.transpose(tf.matmul(upstream, x, transpose_a=True))
+    return tf.matmul(x, upstream, transpose_a=True)
+
+
+@tf.custom_gradient
+def _matmul_2d(x, kernel):
+    def gradient(upstream):
+        return tf.matmul(upstream, kernel, transpose_b=True), _kernel_gradient(x, upstream)
+
+    return tf.matmul(x, kernel), gradient
+
+
+def matmul_last_axis(x, kernel):
+    """``x @ kernel`` over ``x``'s last axis, as one 2-D product.
+
+    Args:
+      x: ``[..., n_in]`` float tensor.
+      kernel: ``[n_in, n_out]``, ``x``'s dtype.
+
+    Returns:
+      ``[..., n_out]``; the same values and gradients as ``tf.tensordot(x, kernel, 1)``.
+    """
+    n_out = kernel.shape[-1]
+    if x.shape.rank == 2:
+        return _matmul_2d(x, kernel)
+    flat = tf.reshape(x, [-1, x.shape[-1]])  # [..., n_in] -> [rows, n_in]
+    out = _matmul_2d(flat, kernel)
+    return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [n_out]], axis=0))  # -> [..., n_out]
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class Dense(tf.keras.layers.Dense):
+    """``tf.keras.layers.Dense`` whose product is :func:`matmul_last_axis` (dense inputs)."""
+
+    def call(self, inputs):
+        if isinstance(inputs, (tf.SparseTensor, tf.RaggedTensor)) or inputs.shape.rank is None:
+            return super().call(inputs)
+        if inputs.dtype != self.compute_dtype:
+            inputs = tf.cast(inputs, self.compute_dtype)
+        outputs = matmul_last_axis(inputs, tf.cast(self.kernel, inputs.dtype))
+        if self.use_bias:
+            outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, outputs.dtype))
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs

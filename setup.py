@@ -13,6 +13,12 @@ benchmarks' and experiments' PNG plots; 3.10 needs numpy 1.23+ like the rest,
 and is held below 3.11 against a future numpy-2-only release. Python 3.9 to
 3.11: TensorFlow 2.15 publishes no wheels for later Pythons.
 
+tensorflow-text tokenises the Listformer's text inside the graph (WordPiece),
+so its SavedModels take raw strings; its 2.15 release is the one built
+against TensorFlow 2.15 (each release matches one TensorFlow minor). It
+imports tensorflow-hub, which imports ``pkg_resources``; setuptools removed
+that module in release 81, so setuptools is held below 81.
+
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
 Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
 alone could let pip move protobuf past what TensorFlow 2.15 and
@@ -36,6 +42,8 @@ INSTALL_REQUIRES = [
     "google-crc32c>=1.5,<2",
     "tqdm>=4.60",
     "matplotlib>=3.7,<3.11",
+    "tensorflow-text>=2.15,<2.16",
+    "setuptools>=70,<81",
 ]
 
 EXTRAS_REQUIRE = {

@@ -111,10 +111,18 @@ def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
 def export_run(model_dir: str, *, version: int | None = None) -> str:
     """Exports the run's best weights to ``model_dir/export/<version>``; returns that path.
 
+    A text run (the Listformer) is exported by ``text_export`` instead.
+
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
       FileExistsError: if the version directory exists.
     """
+    from tfr_rankformer.text_training import is_text_run
+
+    if is_text_run(model_dir):
+        from tfr_rankformer.text_export import export_text_run
+
+        return export_text_run(model_dir, version=version)
     config, manifest, model = load_run(model_dir)
     export_dir = os.path.join(model_dir, "export")
     version = version or next_version(export_dir)

@@ -279,9 +279,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         )
         return tf.reshape(hidden, tf.concat([shape[:-1], [self.ff_dim]], axis=0))
 
-    def call(self, x, mask, training=None):
-        h = self._attention(self.norm_attention(x, training=training), mask, training)
-        x = x + self.dropout_attention(h, training=training)
+    def _feed_forward(self, x, training):
+        """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
         h = self.norm_ff(x, training=training)
         fused = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
         if fused and _uses_fused_kernels(training, h.dtype):
@@ -289,7 +288,12 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         else:
             h = self.dropout_ff(self.ff_in(h), training=training)
         h = self.ff_out(h)
-        return x + self.dropout_out(h, training=training)
+        return self.dropout_out(h, training=training)
+
+    def call(self, x, mask, training=None):
+        h = self._attention(self.norm_attention(x, training=training), mask, training)
+        x = x + self.dropout_attention(h, training=training)
+        return x + self._feed_forward(x, training)
 
     def get_config(self):
         config = super().get_config()

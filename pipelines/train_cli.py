@@ -40,6 +40,7 @@ from tfr_rankformer.command_names import (
     LR_SCHEDULES,
     MODEL_NAMES,
     OPTIMIZERS,
+    TEXT_MODEL_NAMES,
 )
 
 __all__ = ["build_parser", "main", "REPORTED"]
@@ -72,6 +73,17 @@ _TEXT = (
     "max_document_tokens",
     "vocab",
     "vocab_size",
+)
+_TEXT_ARCHITECTURE = ("width", "attention_window", "attention")
+_NUMERIC_ARCHITECTURE = (
+    "d_fc",
+    "positional_encoding",
+    "global_tokens",
+    "cls_token",
+    "final_norm",
+    "cls_stddev",
+    "mixed_precision",
+    "xla",
 )
 _SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -391,6 +403,12 @@ def _neural_config(args, flags: dict):
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
+    text_model = _model_name(args) in TEXT_MODEL_NAMES
+    wrong = _TEXT + _TEXT_ARCHITECTURE if not text_model else _NUMERIC_ARCHITECTURE
+    given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
+    if given:
+        kind = "the feature-vector models" if text_model else "the listformer (text)"
+        raise ValueError(f"{', '.join(given)}: for {kind} only")
     for name in ("mixed_precision", "xla"):
         flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}

@@ -96,14 +96,26 @@ def test_listformer_trains_on_text_elwc_with_loss_going_down(tmp_path):
     assert metrics["training"]["train_scan"]["lists"] == 32
 
 
-def test_token_caps_cut_and_count(tmp_path):
+def test_caps_a_given_vocabulary_and_the_list_head(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "what", "is", *WORDS]) + "\n")
     model_dir = _train(
         tmp_path, "--epochs", "1", "--no-export", "--max-document-tokens", "2",
-        "--max-query-tokens", "2", lists=(("train", 8), ("test", 4)),
+        "--max-query-tokens", "2", "--vocab", str(vocab), "--alpha", "1", "--loss", "softmax",
+        lists=(("train", 8), ("test", 4)),
     )  # fmt: skip
-    cut = _metrics(model_dir)["test"]["truncation"]
+    with open(os.path.join(model_dir, "vocab.txt"), encoding="utf-8") as f:
+        assert f.read() == vocab.read_text()
+    metrics = _metrics(model_dir)
+    assert "list_auc_t>=1" in metrics["test"]
+    cut = metrics["test"]["truncation"]
     assert cut["queries_cut"] == 4  # "what is <topic>": 3 tokens each
     assert 0 < cut["documents_cut"] <= cut["documents"]
+    # tfr-eval's library function reloads the run and finds the same figures.
+    from tfr_rankformer.runs import evaluate_run
+
+    again = evaluate_run(model_dir, splits=["test"])["test"]
+    assert json.dumps(again, sort_keys=True) == json.dumps(metrics["test"], sort_keys=True)
 
 
 def _serve_inputs():
@@ -178,15 +190,11 @@ def test_listformer_refuses_a_numeric_dataset(tmp_path, capsys):
     assert "not text" in capsys.readouterr().err
 
 
-def test_listformer_list_head_and_a_given_vocabulary(tmp_path):
-    data = write_text_lists(str(tmp_path / "text"), lists=(("train", 16), ("test", 4)))
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "what", "is", *WORDS]) + "\n")
-    model_dir = str(tmp_path / "run")
-    flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
-    flags += ["--vocab", str(vocab), "--alpha", "1", "--loss", "softmax", "--no-export"]
-    assert train_main(flags + SMALL + ["--epochs", "1", "--batch-size", "8"]) == 0
-    with open(os.path.join(model_dir, "vocab.txt"), encoding="utf-8") as f:
-        assert f.read() == vocab.read_text()
-    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
-        assert "list_auc_t>=1" in json.load(f)["test"]
+@pytest.mark.parametrize(
+    "model, flag, value",
+    [("listformer", "--global-tokens", "2"), ("rankformer", "--max-document-tokens", "64")],
+)
+def test_flags_of_the_other_kind_of_model_are_refused(tmp_path, capsys, model, flag, value):
+    argv = ["--model", model, "--data", str(tmp_path), "--model-dir", str(tmp_path / "r")]
+    assert train_main(argv + [flag, value]) == 1
+    assert f"{flag}: for" in capsys.readouterr().err

@@ -23,6 +23,7 @@ __all__ = [
     "LR_SCHEDULES",
     "MODEL_NAMES",
     "OPTIMIZERS",
+    "TEXT_MODEL_NAMES",
 ]
 
 # The neural models: ``models.MODELS`` (feature vectors) and
@@ -35,6 +36,9 @@ MODEL_NAMES = (
     "summary_token_ranker",
     "transformer",
 )
+
+# The models over text (the rest take feature vectors).
+TEXT_MODEL_NAMES = ("listformer",)
 
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")

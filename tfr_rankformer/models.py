@@ -35,7 +35,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import ATTENTIONS
+from tfr_rankformer.command_names import ATTENTIONS, TEXT_MODEL_NAMES
 from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
@@ -103,8 +103,8 @@ PRESETS = {
         init="keras",
     ),
 }
-# Models over text (``listformer.TEXT_MODELS``), not feature vectors.
-TEXT_MODEL_NAMES = ("listformer",)
+# Models over text (``listformer.TEXT_MODELS``), not feature vectors:
+# ``TEXT_MODEL_NAMES``, from ``command_names``.
 # allRank's published configuration per loss, where it differs from the
 # model's preset (reproducibility/configs/contextaware_web30k/ndcgloss2pp.json).
 LOSS_PRESETS = {

@@ -86,22 +86,30 @@ def _neural_evaluator(model_dir: str):
 def evaluate_run(
     model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
 ) -> dict:
-    """Evaluates a trained run (neural or GBDT) on ``splits`` of ``data_dir`` (default:
-    its training data).
+    """Evaluates a trained run (neural, GBDT or the text Listformer) on ``splits`` of
+    ``data_dir`` (default: its training data).
 
     The results are merged into ``model_dir/metrics.json`` (a different dataset
     is recorded under ``"<split>@<data_dir>"``) and returned.
     """
-    evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
-    trained_on, num_features, evaluate = evaluator(model_dir)
-    data_dir = data_dir or trained_on
-    manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != num_features:
-        raise ValueError(
-            f"{data_dir} has {manifest['num_features']} features; the model was trained on "
-            f"{num_features}"
-        )
-    splits = splits or list(manifest["splits"])
+    from tfr_rankformer.text_training import is_text_run, text_run_evaluator
+
+    if is_text_run(model_dir):
+        trained_on, available, evaluate = text_run_evaluator(model_dir, data_dir)
+        data_dir = data_dir or trained_on
+        manifest = None
+    else:
+        evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
+        trained_on, num_features, evaluate = evaluator(model_dir)
+        data_dir = data_dir or trained_on
+        manifest = data.load_manifest(data_dir)
+        if manifest["num_features"] != num_features:
+            raise ValueError(
+                f"{data_dir} has {manifest['num_features']} features; the model was trained on "
+                f"{num_features}"
+            )
+        available = list(manifest["splits"])
+    splits = splits or available
     same_data = os.path.abspath(data_dir) == os.path.abspath(trained_on)
     results = {}
     for split in splits:

@@ -164,6 +164,8 @@ class TextTokenizer(tf.Module):
         document_tokens = self.token_ids(documents)  # [B, N, (t)]
         query_cut = query_tokens.row_lengths(axis=-1) > self.max_query_tokens
         documents_cut = document_tokens.row_lengths(axis=-1) > self.max_document_tokens
+        if isinstance(documents_cut, tf.RaggedTensor):  # [B, (N)] with N uniform: [B, N]
+            documents_cut = documents_cut.to_tensor(default_value=False)
         query_ids = query_tokens[:, : self.max_query_tokens].to_tensor(default_value=-1)
         document_ids = document_tokens[:, :, : self.max_document_tokens].to_tensor(default_value=-1)
         # A batch without any token still needs a token axis of length >= 1.

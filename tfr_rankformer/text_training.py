@@ -31,6 +31,7 @@ from tfr_rankformer import text_data
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.multi_worker import worker_role
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text_tokenizer import (
     TextTokenizer,
@@ -55,6 +56,7 @@ __all__ = [
     "evaluate_text_model",
     "text_model_inputs",
     "is_text_run",
+    "text_run_evaluator",
 ]
 
 logger = logging.getLogger(__name__)
@@ -248,6 +250,11 @@ def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | No
     Returns:
       ``metrics.json``'s content.
     """
+    if worker_role().multi_worker:
+        raise ValueError(
+            "the listformer trains in one process: multi-worker TF_CONFIG is not "
+            "supported for text models"
+        )
     tf.keras.utils.set_random_seed(config.seed)
     data = text_data.load_text_data(config.data, config.text)
     word_counts = None if config.text.vocab else collections.Counter()
@@ -362,3 +369,25 @@ def load_text_run(model_dir: str):
     status = model.load_weights(weights)
     status.expect_partial()
     return config, tokenizer, model, max_label
+
+
+def text_run_evaluator(model_dir: str, data_dir: str | None):
+    """``(trained_on, splits, evaluate)`` for ``runs.evaluate_run``: the run's training
+    data, the splits of ``data_dir`` (default: that data), and
+    ``evaluate(data_dir, manifest, split) -> metrics`` (``manifest`` unused)."""
+    config, tokenizer, model, max_label = load_text_run(model_dir)
+    data = text_data.load_text_data(data_dir or config.data, config.text)
+
+    def evaluate(directory: str, manifest, split: str) -> dict:
+        del directory, manifest  # ``data`` above
+        return evaluate_text_model(
+            model,
+            tokenizer,
+            data,
+            split,
+            batch_size=config.eval_batch_size,
+            list_head=config.uses_list_head,
+            max_label=max_label,
+        )
+
+    return config.data, list(data.files), evaluate

@@ -118,14 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--epochs",
         type=int,
-        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank)",
+        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
+        "listformer: 20",
     )
     p.add_argument(
         "--batch-size",
         type=int,
         help="lists per batch, over all workers together when TF_CONFIG names several "
         "(each takes its share). Default: 2048 (the RankFormer paper); context_aware: 64 "
-        "(allRank)",
+        "(allRank); listformer: 16",
     )
     p.add_argument(
         "--list-size",
@@ -172,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--weight-decay",
         type=float,
-        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0",
+        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0; listformer: 0.01",
     )
     p.add_argument(
         "--lr-schedule",
@@ -252,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument(
         "--max-positions",
         type=int,
-        help="longest list a learned positional encoding takes. Default: 1024",
+        help="longest list a learned positional encoding takes (context_aware), or the "
+        "listformer's position embeddings (its token caps must stay below it). Default: 1024; "
+        "listformer: 512",
     )
     arch.add_argument(
         "--global-tokens",

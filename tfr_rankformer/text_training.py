@@ -77,7 +77,7 @@ def text_model_inputs(tokenizer: TextTokenizer, batch: dict) -> dict:
     }
 
 
-def _training_batches(config, data, tokenizer, *, list_size, levels) -> tf.data.Dataset:
+def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
     lists = text_data.parsed_text_lists(
         data, "train", list_size=list_size, shuffle_documents=True, seed=config.seed
     )
@@ -300,7 +300,7 @@ def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | No
         tf.keras.callbacks.CSVLogger(history_csv),
         tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
     ]
-    train_data = _training_batches(config, data, tokenizer, list_size=list_size, levels=levels)
+    train_data = _training_batches(config, data, tokenizer, list_size=list_size)
     started = time.perf_counter()
     history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
     seconds = time.perf_counter() - started

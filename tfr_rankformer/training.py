@@ -74,6 +74,7 @@ BACKUP_NAME = "backup"
 # epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
 _RELEASED = dict(
     loss="softmax",
+    eval_batch_size=256,
     epochs=200,
     batch_size=2048,
     loss_scaling="released",
@@ -90,6 +91,7 @@ _MODEL_DEFAULTS = {
     # thesis's loss); batches, epochs and weight decay sized for a small model.
     "listformer": dict(
         loss="approx_ndcg",
+        eval_batch_size=16,
         epochs=20,
         batch_size=16,
         loss_scaling="released",
@@ -99,6 +101,7 @@ _MODEL_DEFAULTS = {
     ),
     "context_aware": dict(
         loss="softmax",
+        eval_batch_size=256,
         epochs=100,
         batch_size=64,
         loss_scaling="paper",
@@ -163,7 +166,8 @@ class TrainConfig:
       patience: epochs without a better validation NDCG_y@10 before stopping.
       mixed_precision: float16 compute; ``None``: on when a GPU is visible.
       xla: compile with XLA; ``None``: on when a GPU is visible.
-      eval_batch_size: lists per evaluation batch.
+      eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
+        ``listformer`` (whose evaluation batches hold every document's tokens).
       seed: seed of initialisation, shuffling and dropout.
       architecture: the model's settings.
       text: the ``listformer``'s text settings (features, token caps, vocabulary).
@@ -188,7 +192,7 @@ class TrainConfig:
     patience: int = 20
     mixed_precision: bool | None = None
     xla: bool | None = None
-    eval_batch_size: int = 256
+    eval_batch_size: int | None = None
     seed: int = 0
     architecture: ModelConfig = ModelConfig()
     text: TextConfig = TextConfig()

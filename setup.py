@@ -24,6 +24,12 @@ changes.
 The ``dev`` extra adds Hypothesis for the fuzz suite (``tests/test_fuzz_*.py``):
 generated LETOR files and ELWC requests; it is pure Python and moves no pin.
 
+tensorflow-text tokenises the Listformer's text inside the graph (WordPiece),
+so its SavedModels take raw strings; its 2.15 release is the one built
+against TensorFlow 2.15 (each release matches one TensorFlow minor). It
+imports tensorflow-hub, which imports ``pkg_resources``; setuptools removed
+that module in release 81, so setuptools is held below 81.
+
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
 Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
 alone could let pip move protobuf past what TensorFlow 2.15 and
@@ -49,6 +55,8 @@ INSTALL_REQUIRES = [
     "matplotlib>=3.7,<3.11",
     "optuna>=4,<6",
     "bm25s>=0.2,<0.4",
+    "tensorflow-text>=2.15,<2.16",
+    "setuptools>=70,<81",
 ]
 
 EXTRAS_REQUIRE = {

@@ -5,6 +5,8 @@ Examples::
     tfr-train --model rankformer --data data/web30k --model-dir runs/rankformer --alpha 1
     tfr-train --model mlp --data data/mq2008/Fold1 --model-dir runs/mlp --epochs 50
     tfr-train --model gbdt-1k --data data/mq2008/Fold1 --model-dir runs/gbdt
+    # the Listformer on text ELWC (query_tokens / document_tokens / relevance):
+    tfr-train --model listformer --data data/text --model-dir runs/listformer
     tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
         --lgb-param num_leaves=255
     # one of several workers (each runs the same command with its own TF_CONFIG):
@@ -31,6 +33,7 @@ from pipelines.cli_common import (
 )
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfr_rankformer.command_names import (
+    ATTENTIONS,
     GBDT_MODELS,
     INITIALIZATIONS,
     KEEP_WEIGHTS,
@@ -39,6 +42,7 @@ from tfr_rankformer.command_names import (
     LR_SCHEDULES,
     MODEL_NAMES,
     OPTIMIZERS,
+    TEXT_MODEL_NAMES,
 )
 
 __all__ = ["build_parser", "main", "REPORTED"]
@@ -59,6 +63,29 @@ _ARCHITECTURE = (
     "head_dropout",
     "cls_stddev",
     "init",
+    "width",
+    "attention_window",
+    "attention",
+)
+_TEXT = (
+    "query_feature",
+    "document_feature",
+    "label_feature",
+    "max_query_tokens",
+    "max_document_tokens",
+    "vocab",
+    "vocab_size",
+)
+_TEXT_ARCHITECTURE = ("width", "attention_window", "attention")
+_NUMERIC_ARCHITECTURE = (
+    "d_fc",
+    "positional_encoding",
+    "global_tokens",
+    "cls_token",
+    "final_norm",
+    "cls_stddev",
+    "mixed_precision",
+    "xla",
 )
 _SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -75,36 +102,46 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
         "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
-        "self-attention ranker), listformer (global-local attention, RankFormer heads), or a "
-        "LightGBM lambdarank GBDT: gbdt (LightGBM's usual settings: 1,000 trees, learning "
-        "rate 0.05, 63 leaves, min_data_in_leaf 50) or the paper's Table 5, gbdt-1k (1,000 "
-        "trees) and gbdt-10k (10,000 trees). Default: rankformer",
+        "self-attention ranker), summary_token_ranker (this project's: items attend only to "
+        "[CLS] and learned summary tokens, RankFormer heads), listformer (Reuter's text "
+        "re-ranker on text ELWC: one sequence [CLS] q [SEP] d_1 [SEP] ..., document-wise "
+        "global-local attention, [SEP] scoring, ApproxNDCG), or a LightGBM lambdarank GBDT: "
+        "gbdt (LightGBM's usual settings: 1,000 trees, learning rate 0.05, 63 leaves, "
+        "min_data_in_leaf 50) or the paper's Table 5, gbdt-1k (1,000 trees) and gbdt-10k "
+        "(10,000 trees). Default: rankformer",
     )
-    p.add_argument("--data", help="a tfr-convert output directory (or one of its FoldN/)")
+    p.add_argument(
+        "--data",
+        help="a tfr-convert output directory (or one of its FoldN/); listformer: a directory "
+        "of text ELWC, {train,vali,test}-*.tfrecord with or without a manifest.json",
+    )
     p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
     p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
     p.add_argument(
         "--epochs",
         type=int,
-        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank)",
+        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
+        "listformer: 20",
     )
     p.add_argument(
         "--batch-size",
         type=int,
         help="lists per batch, over all workers together when TF_CONFIG names several "
         "(each takes its share). Default: 2048 (the RankFormer paper); context_aware: 64 "
-        "(allRank)",
+        "(allRank); listformer: 16",
     )
     p.add_argument(
         "--list-size",
         type=int,
-        help="items per training list; longer lists are sampled. Default: the "
-        "simulation's sample size (16) for simulated data, else 200",
+        help="items per training list; longer lists are sampled (and counted). Default: the "
+        "simulation's sample size (16) for simulated data, else 200; listformer: 100 "
+        "documents",
     )
     p.add_argument(
         "--alpha",
         type=float,
-        help="weight of the listwide ordinal loss (rankformer, listformer), on the scale of "
+        help="weight of the listwide ordinal loss (rankformer, summary_token_ranker, listformer: "
+        "on [CLS]), on the scale of "
         "--loss-scaling: with 'released' it is the authors' code's list_pred_strength, whose "
         "1 their README equates with the paper's alpha 0.25 (under the paper's unpublished "
         "loss balancing); with 'paper' it is Eq. 9's alpha read literally. Default: 1 "
@@ -116,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(LOSS_SUMMARIES),
         help="item-score loss: "
         + "; ".join(f"{name}: {summary}" for name, summary in LOSS_SUMMARIES.items())
-        + ". Default: softmax",
+        + ". Default: softmax; listformer: approx_ndcg",
     )
     p.add_argument(
         "--loss-scaling",
@@ -138,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--weight-decay",
         type=float,
-        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0",
+        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0; listformer: 0.01",
     )
     p.add_argument(
         "--lr-schedule",
@@ -192,7 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(_SWITCHES),
         help="XLA compilation. Default: auto (on when a GPU is visible)",
     )
-    p.add_argument("--eval-batch-size", type=int, help="lists per evaluation batch. Default: 256")
+    p.add_argument(
+        "--eval-batch-size",
+        type=int,
+        help="lists per evaluation batch. Default: 256; listformer: 16",
+    )
     p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
     arch = p.add_argument_group(
         "architecture (defaults: each model's paper and released code; context_aware: 4 "
@@ -218,12 +259,72 @@ def build_parser() -> argparse.ArgumentParser:
     arch.add_argument(
         "--max-positions",
         type=int,
-        help="longest list a learned positional encoding takes. Default: 1024",
+        help="longest list a learned positional encoding takes (context_aware), or the "
+        "listformer's position embeddings (its token caps must stay below it). Default: 1024; "
+        "listformer: 512",
     )
     arch.add_argument(
         "--global-tokens",
         type=int,
-        help="listformer: learned summary tokens besides [CLS]. Default: 4",
+        help="summary_token_ranker: learned summary tokens besides [CLS]. Default: 4",
+    )
+    arch.add_argument(
+        "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
+    )
+    arch.add_argument(
+        "--attention-window",
+        type=int,
+        help="listformer: a document's token attends to its document's tokens at most this "
+        "many positions away on each side (Longformer's sliding window, cut at the document's "
+        "borders). Default: 256",
+    )
+    arch.add_argument(
+        "--attention",
+        choices=list(ATTENTIONS),
+        help="listformer: blocked (per-document blocks, memory linear in the documents), "
+        "dense_masked (the same attention through the full masked matrix, for checking) or "
+        "full (plain full attention over the same sequence: a baseline, not the Listformer). "
+        "Default: blocked",
+    )
+    text = p.add_argument_group(
+        "text lists (listformer; defaults: 2 layers, 2 heads, width 128, feed-forward 256, "
+        "dropout 0.1, max_positions 512, trained from scratch)"
+    )
+    text.add_argument(
+        "--query-feature",
+        help="context feature of the query's word tokens. Default: the manifest's, else "
+        "query_tokens",
+    )
+    text.add_argument(
+        "--document-feature",
+        help="per-item feature of a document's word tokens. Default: the manifest's, else "
+        "document_tokens",
+    )
+    text.add_argument(
+        "--label-feature",
+        help="per-item int64 label. Default: the manifest's, else relevance",
+    )
+    text.add_argument(
+        "--max-query-tokens",
+        type=int,
+        help="WordPiece tokens kept of a query; longer queries are cut and counted. Default: 32",
+    )
+    text.add_argument(
+        "--max-document-tokens",
+        type=int,
+        help="WordPiece tokens kept of a document; longer documents are cut and counted. "
+        "Default: 128",
+    )
+    text.add_argument(
+        "--vocab",
+        metavar="FILE",
+        help="a WordPiece vocabulary (one token per line, with [UNK], as BERT's vocab.txt). "
+        "Default: built from the training split's text",
+    )
+    text.add_argument(
+        "--vocab-size",
+        type=int,
+        help="entries of the vocabulary built from the training text. Default: 8000",
     )
     arch.add_argument(
         "--cls-token",
@@ -314,10 +415,17 @@ def _neural_config(args, flags: dict):
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
+    text_model = _model_name(args) in TEXT_MODEL_NAMES
+    wrong = _TEXT + _TEXT_ARCHITECTURE if not text_model else _NUMERIC_ARCHITECTURE
+    given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
+    if given:
+        kind = "the feature-vector models" if text_model else "the listformer (text)"
+        raise ValueError(f"{', '.join(given)}: for {kind} only")
     for name in ("mixed_precision", "xla"):
         flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
-    values = merge_settings(args.config, neural, {n: "architecture" for n in _ARCHITECTURE})
+    nested = {n: "architecture" for n in _ARCHITECTURE} | {n: "text" for n in _TEXT}
+    values = merge_settings(args.config, neural, nested)
     return TrainConfig.from_json(values)
 
 

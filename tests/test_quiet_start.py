@@ -88,7 +88,7 @@ def test_command_names_match_the_registries():
     pytest.importorskip("tensorflow")
     from tfr_rankformer import command_names, gbdt, losses, models
 
-    assert sorted(command_names.MODEL_NAMES) == sorted(models.MODELS)
+    assert sorted(command_names.MODEL_NAMES) == sorted([*models.MODELS, *models.TEXT_MODEL_NAMES])
     assert sorted(command_names.GBDT_PRESET_NAMES) == sorted(gbdt.PRESETS)
     assert list(command_names.LOSS_SUMMARIES) == list(losses.SCORE_LOSSES)
     assert all(

@@ -98,16 +98,16 @@ def test_peer_models_and_other_losses_train_and_reload(dataset, tmp_path, capsys
         )
         == 0
     )
-    # listformer with its list head on, and LambdaLoss's NDCG-Loss2++.
-    listformer_dir = str(tmp_path / "listformer")
+    # summary_token_ranker with its list head on, and LambdaLoss's NDCG-Loss2++.
+    summary_dir = str(tmp_path / "summary_token_ranker")
     assert (
         train_main(
-            [*flags, "--model", "listformer", "--loss", "ndcg_loss2pp", "--alpha", "0.25"]
-            + ["--global-tokens", "2", "--num-heads", "1", "--model-dir", listformer_dir]
+            [*flags, "--model", "summary_token_ranker", "--loss", "ndcg_loss2pp", "--alpha", "0.25"]
+            + ["--global-tokens", "2", "--num-heads", "1", "--model-dir", summary_dir]
         )
         == 0
     )
-    for model_dir in (context_dir, listformer_dir):
+    for model_dir in (context_dir, summary_dir):
         with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
         assert np.isfinite(metrics["test"]["ndcg_y@10"])

@@ -11,6 +11,7 @@ once and imported by the library.
 from __future__ import annotations
 
 __all__ = [
+    "ATTENTIONS",
     "DEFAULT_EXPERIMENT_MODELS",
     "DISTILL_ROWS",
     "GBDT_MODELS",
@@ -22,10 +23,25 @@ __all__ = [
     "LR_SCHEDULES",
     "MODEL_NAMES",
     "OPTIMIZERS",
+    "TEXT_MODEL_NAMES",
 ]
 
-# The neural models of ``models.MODELS``.
-MODEL_NAMES = ("context_aware", "listformer", "mlp", "rankformer", "transformer")
+# The neural models: ``models.MODELS`` (feature vectors) and
+# ``models.TEXT_MODEL_NAMES`` (text: the Listformer).
+MODEL_NAMES = (
+    "context_aware",
+    "listformer",
+    "mlp",
+    "rankformer",
+    "summary_token_ranker",
+    "transformer",
+)
+
+# The models over text (the rest take feature vectors).
+TEXT_MODEL_NAMES = ("listformer",)
+
+# How the Listformer's encoder computes its attention (``listformer_layers``).
+ATTENTIONS = ("blocked", "dense_masked", "full")
 
 # Model names tfr-train accepts for LightGBM, and the preset each stands for.
 GBDT_MODELS = {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}

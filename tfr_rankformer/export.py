@@ -143,18 +143,19 @@ def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
     """Exports the run's best weights to ``model_dir/export/<version>``; returns that path.
 
-    Args:
-      model_dir: a trained run.
-      version: the version number; ``None``: the next one.
-      invalid_items: what the signatures do with items they cannot score, one
-        of ``serving_checks.INVALID_ITEM_POLICIES``.
+    A text run (the Listformer) is exported by ``text_export`` instead.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
       FileExistsError: if the version directory exists.
       ValueError: for an unknown ``invalid_items`` policy.
     """
-    serving_checks.check_policy(invalid_items)
+    from tfr_rankformer.text_training import is_text_run
+
+    if is_text_run(model_dir):
+        from tfr_rankformer.text_export import export_text_run
+
+        return export_text_run(model_dir, version=version)
     config, manifest, model = load_run(model_dir)
     export_dir = os.path.join(model_dir, "export")
     version = version or next_version(export_dir)

@@ -292,9 +292,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             hidden, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
         )
 
-    def call(self, x, mask, training=None):
-        h = self._attention(self.norm_attention(x, training=training), mask, training)
-        x = x + self.dropout_attention(h, training=training)
+    def _feed_forward(self, x, training):
+        """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
         h = self.norm_ff(x, training=training)
         compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
         if compiled and _uses_compiled_ops(training, h.dtype):
@@ -302,7 +301,12 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         else:
             h = self.dropout_ff(self.ff_in(h), training=training)
         h = self.ff_out(h)
-        return x + self.dropout_out(h, training=training)
+        return self.dropout_out(h, training=training)
+
+    def call(self, x, mask, training=None):
+        h = self._attention(self.norm_attention(x, training=training), mask, training)
+        x = x + self.dropout_attention(h, training=training)
+        return x + self._feed_forward(x, training)
 
     def get_config(self):
         config = super().get_config()

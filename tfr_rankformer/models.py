@@ -10,7 +10,12 @@ level probabilities).
 
 Models: ``rankformer``, ``transformer`` (no list head), ``mlp`` (pointwise),
 ``context_aware`` (allRank's post-LayerNorm encoder, optional positional
-encoding) and ``listformer`` (global-local attention, the RankFormer's heads).
+encoding) and ``summary_token_ranker`` (this project's item-level ranker:
+``[CLS]`` and learned summary tokens are the only tokens items attend to, so
+items never see each other and cost is linear in the list length).
+
+The Listformer (Reuter, 2022) is a text model over token ids: it lives in
+``listformer`` (``TEXT_MODELS``); its settings are ``ModelConfig`` fields too.
 
 The RankFormer family's defaults follow the authors' released code: no final
 LayerNorm, heads ``Linear, ReLU, Dropout, Linear``, ``[CLS]`` drawn from
@@ -30,6 +35,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from tfr_rankformer.command_names import ATTENTIONS, TEXT_MODEL_NAMES
 from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
@@ -55,12 +61,14 @@ from tfr_rankformer.peer_layers import (
 __all__ = [
     "ModelConfig",
     "MODELS",
+    "TEXT_MODEL_NAMES",
     "PRESETS",
     "LOSS_PRESETS",
     "build_model",
     "has_list_head",
     "normalization_of",
     "ranker_of",
+    "score_outputs",
 ]
 
 
@@ -78,9 +86,26 @@ PRESETS = {
     "context_aware": dict(
         num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144, init="keras"
     ),
-    # The RankFormer's encoder and heads with global-local attention.
-    "listformer": dict(_ENCODER, global_tokens=4, cls_token=True),
+    # This project's item-level ranker: the RankFormer's encoder and heads, with
+    # [CLS] and learned summary tokens as the only tokens the items attend to.
+    "summary_token_ranker": dict(_ENCODER, global_tokens=4, cls_token=True),
+    # The Listformer (text), trained from scratch: a small encoder, CPU-sized; the
+    # thesis fine-tuned Longformer-base (12 layers, width 768), which cannot be
+    # fetched here. Window 256 per side is Longformer-base's 512 in all.
+    "listformer": dict(
+        num_layers=2,
+        num_heads=2,
+        ff_dim=256,
+        dropout=0.1,
+        head_hidden=128,
+        width=128,
+        attention_window=256,
+        max_positions=512,
+        init="keras",
+    ),
 }
+# Models over text (``listformer.TEXT_MODELS``), not feature vectors:
+# ``TEXT_MODEL_NAMES``, from ``command_names``.
 # allRank's published configuration per loss, where it differs from the
 # model's preset (reproducibility/configs/contextaware_web30k/ndcgloss2pp.json).
 LOSS_PRESETS = {
@@ -102,6 +127,9 @@ _BASE = dict(
     head_dropout=None,  # the model's `dropout`, as the released heads
     cls_stddev=1.0,
     init="pytorch",
+    width=128,
+    attention_window=256,
+    attention="blocked",
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
@@ -120,8 +148,9 @@ class ModelConfig:
       d_fc: width of ``context_aware``'s shared input projection (its encoder width).
       positional_encoding: ``context_aware`` only: ``none``, ``fixed``
         (sinusoidal over the input order) or ``learned``.
-      max_positions: positions a ``learned`` encoding has embeddings for.
-      global_tokens: ``listformer``'s learned summary tokens besides ``[CLS]``.
+      max_positions: positions a ``learned`` encoding has embeddings for; the
+        ``listformer``'s position table (queries and documents must be shorter).
+      global_tokens: ``summary_token_ranker``'s learned summary tokens besides ``[CLS]``.
       cls_token: listwise encoders: prepend the learnable ``[CLS]`` and score
         ``h_s(z_i || z_CLS)``; off, the encoder alone scores ``h_s(z_i)`` (the
         released code's alpha = 0). A list head needs it.
@@ -134,6 +163,14 @@ class ModelConfig:
       init: weight initialisation, ``pytorch`` (``torch.nn.Linear``'s, the
         released code's) or ``keras`` (Glorot-uniform, zero biases); see
         ``initializers``.
+      width: ``listformer``: the embedding and encoder width (the numeric
+        models' width is their feature count).
+      attention_window: ``listformer``: a document's token attends to its
+        document's tokens at most this many positions away (on each side).
+      attention: ``listformer``: ``blocked`` (per-document blocks, memory linear
+        in the documents), ``dense_masked`` (the same attention through the
+        full masked matrix, for checking) or ``full`` (plain full attention over
+        the same sequence: a baseline, not the Listformer).
     """
 
     num_layers: int | None = None
@@ -151,9 +188,13 @@ class ModelConfig:
     head_dropout: float | None = None
     cls_stddev: float | None = None
     init: str | None = None
+    width: int | None = None
+    attention_window: int | None = None
+    attention: str | None = None
 
     def __post_init__(self):
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
+        names += ("width", "attention_window")
         require_positive_ints(self, *names, optional=True)
         if self.global_tokens is not None and (
             isinstance(self.global_tokens, bool)
@@ -169,6 +210,10 @@ class ModelConfig:
             raise ValueError(f"`cls_stddev` must be > 0, got {self.cls_stddev!r}")
         if self.init is not None and self.init not in INITIALIZATIONS:
             raise ValueError(f"`init` must be one of {list(INITIALIZATIONS)}, got {self.init!r}")
+        if self.attention is not None and self.attention not in ATTENTIONS:
+            raise ValueError(
+                f"`attention` must be one of {list(ATTENTIONS)}, got {self.attention!r}"
+            )
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
         encoding = self.positional_encoding
@@ -190,8 +235,14 @@ class ModelConfig:
             raise ValueError(f"{model!r} takes no positional encoding (context_aware does)")
         if values["head_dropout"] is None:
             values["head_dropout"] = values["dropout"]
-        if model == "listformer" and not values["cls_token"]:
-            raise ValueError("listformer's [CLS] is one of its global tokens: it needs `cls_token`")
+        if model == "summary_token_ranker" and not values["cls_token"]:
+            raise ValueError(
+                "summary_token_ranker's [CLS] is one of its global tokens: it needs `cls_token`"
+            )
+        if model == "listformer" and values["width"] % values["num_heads"]:
+            raise ValueError(
+                f"`width` {values['width']} is not divisible by `num_heads` {values['num_heads']}"
+            )
         return ModelConfig(**values)
 
 
@@ -214,7 +265,7 @@ def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras
     )
 
 
-def _score_outputs(raw, mask, item_levels: int | None) -> dict:
+def score_outputs(raw, mask, item_levels: int | None) -> dict:
     """``scores`` from a score layer's ``[B, L, 1]`` output or, with ``item_levels``
     ``K``, from ``[B, L, K]`` level logits: the sum of the level probabilities
     (the ordinal loss's score), with the logits as ``item_levels``."""
@@ -277,7 +328,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     else:
         # h_s(z_i): [B, L, d] -> [B, L, outs]
         raw = _head(num_features, config, outs, "score_head")(z_items)
-    outputs = _score_outputs(raw, mask, item_levels)
+    outputs = score_outputs(raw, mask, item_levels)
     if levels:
         # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
         logits = _head(num_features, config, levels, "list_head")(z_cls)
@@ -300,10 +351,12 @@ def build_transformer(num_features, config: ModelConfig, levels: int, item_level
     return _listwise(num_features, config, None, item_levels, "transformer")
 
 
-def build_listformer(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """The RankFormer's heads on Listformer's global-local attention encoder."""
+def build_summary_token_ranker(num_features, config: ModelConfig, levels: int, item_levels=None):
+    """This project's item-level ranker: the RankFormer's heads on an encoder whose
+    items attend only to ``[CLS]``, ``global_tokens`` learned summary tokens and
+    themselves (never to each other), so cost grows linearly with the list."""
     glob = config.global_tokens
-    return _listwise(num_features, config, levels, item_levels, "listformer", glob=glob)
+    return _listwise(num_features, config, levels, item_levels, "summary_token_ranker", glob=glob)
 
 
 def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
@@ -316,7 +369,7 @@ def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
         x = KeyedDropout(config.dropout, name=f"dropout_{i}")(x)
         fan_in = units
     raw = dense(item_levels or 1, fan_in=fan_in, init=config.init, dtype="float32", name="score")(x)
-    outputs = _score_outputs(raw, mask, item_levels)
+    outputs = score_outputs(raw, mask, item_levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="mlp")
 
 
@@ -340,7 +393,7 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
         item_levels or 1, fan_in=config.d_fc, init=config.init, dtype="float32", name="score"
     )
     raw = score(x)
-    outputs = _score_outputs(raw, mask, item_levels)
+    outputs = score_outputs(raw, mask, item_levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="context_aware")
 
 
@@ -352,9 +405,9 @@ MODELS = {
     "transformer": build_transformer,
     "mlp": build_mlp,
     "context_aware": build_context_aware,
-    "listformer": build_listformer,
+    "summary_token_ranker": build_summary_token_ranker,
 }
-_WITH_LIST_HEAD = {"rankformer", "listformer"}
+_WITH_LIST_HEAD = {"rankformer", "summary_token_ranker", "listformer"}
 
 
 def has_list_head(name: str) -> bool:
@@ -364,8 +417,9 @@ def has_list_head(name: str) -> bool:
 
 
 def _check_name(name: str) -> None:
-    if name not in MODELS:
-        raise ValueError(f"Unknown model {name!r}; choose from {sorted(MODELS)}")
+    if name not in MODELS and name not in TEXT_MODEL_NAMES:
+        choices = sorted([*MODELS, *TEXT_MODEL_NAMES])
+        raise ValueError(f"Unknown model {name!r}; choose from {choices}")
 
 
 def build_model(
@@ -387,6 +441,8 @@ def build_model(
         gets a logit for (the ``item_levels`` output); ``None``: one score.
     """
     _check_name(name)
+    if name in TEXT_MODEL_NAMES:
+        raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
     config = config.resolved(name)
     num_features = manifest["num_features"]
     ranker = MODELS[name](num_features, config, levels, item_levels)

@@ -1,12 +1,13 @@
-"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker and Listformer.
+"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker and the
+summary-token ranker.
 
 * :class:`PostNormEncoderLayer`: the context-aware ranker's block (Pobrotyn et
   al., 2020), post-LayerNorm as in Vaswani et al.:
   ``z = LayerNorm(x + Dropout(MultiHead(x)))``, then
   ``LayerNorm(z + Dropout(FF(z)))`` with a ReLU feed-forward block.
-* :class:`GlobalLocalEncoderLayer`: Listformer's global-local attention
-  (Reuter): the first ``num_global`` tokens (``[CLS]`` and the learned summary
-  tokens) attend to every valid token; every item attends to the global tokens
+* :class:`GlobalLocalEncoderLayer`: this project's ``summary_token_ranker``
+  attention over item vectors: the first ``num_global`` tokens (``[CLS]`` and
+  the learned summary tokens) attend to every valid token; every item attends to the global tokens
   and to itself only, never directly to another item. Time and memory grow
   linearly with the list length, and the layer stays permutation-equivariant
   over items.
@@ -59,7 +60,9 @@ class PostNormEncoderLayer(PreNormEncoderLayer):
 
 @_serializable
 class GlobalLocalEncoderLayer(PreNormEncoderLayer):
-    """A pre-LayerNorm encoder layer with Listformer's global-local attention.
+    """A pre-LayerNorm encoder layer where items attend only to the global tokens and
+    themselves (``summary_token_ranker``; the Listformer's text attention is
+    ``listformer_layers.GlobalLocalTextEncoderLayer``).
 
     Args:
       num_global: the leading tokens that are global (``[CLS]`` and the summary

@@ -87,8 +87,8 @@ def _neural_evaluator(model_dir: str):
 def evaluate_run(
     model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
 ) -> dict:
-    """Evaluates a trained run (neural or GBDT) on ``splits`` of ``data_dir`` (default:
-    its training data).
+    """Evaluates a trained run (neural, GBDT or the text Listformer) on ``splits`` of
+    ``data_dir`` (default: its training data).
 
     The results are merged into ``model_dir/metrics.json`` (a different dataset
     is recorded under ``"<split>@<data_dir>"``) and returned.
@@ -97,18 +97,27 @@ def evaluate_run(
       ValueError: the manifest does not parse, or a shard is cut short or
         corrupt (``record_checks.RecordFileError``, naming file and record).
     """
-    evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
-    trained_on, num_features, evaluate = evaluator(model_dir)
-    data_dir = data_dir or trained_on
-    manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != num_features:
-        raise ValueError(
-            f"{data_dir} has {manifest['num_features']} features; the model was trained on "
-            f"{num_features}"
-        )
-    splits = splits or list(manifest["splits"])
-    # A shard cut short is named here, before any metric is computed or written.
-    check_split_files(data_dir, manifest, splits)
+    from tfr_rankformer.text_training import is_text_run, text_run_evaluator
+
+    if is_text_run(model_dir):
+        trained_on, available, evaluate = text_run_evaluator(model_dir, data_dir)
+        data_dir = data_dir or trained_on
+        manifest = None
+    else:
+        evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
+        trained_on, num_features, evaluate = evaluator(model_dir)
+        data_dir = data_dir or trained_on
+        manifest = data.load_manifest(data_dir)
+        if manifest["num_features"] != num_features:
+            raise ValueError(
+                f"{data_dir} has {manifest['num_features']} features; the model was trained on "
+                f"{num_features}"
+            )
+        available = list(manifest["splits"])
+    splits = splits or available
+    if manifest is not None:
+        # A shard cut short is named here, before any metric is computed or written.
+        check_split_files(data_dir, manifest, splits)
     same_data = os.path.abspath(data_dir) == os.path.abspath(trained_on)
     results = {}
     for split in splits:

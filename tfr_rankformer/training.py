@@ -33,6 +33,7 @@ from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, check_scaling, get_score_loss
 from tfr_rankformer.models import (
     MODELS,
+    TEXT_MODEL_NAMES,
     ModelConfig,
     build_model,
     has_list_head,
@@ -40,6 +41,7 @@ from tfr_rankformer.models import (
     ranker_of,
 )
 from tfr_rankformer.multi_worker import SharedValidation, WorkerRole, worker_role
+from tfr_rankformer.text_data import TextConfig
 from tfr_rankformer.training_callbacks import BestWeights, Throughput
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "LR_SCHEDULES",
     "KEEP_WEIGHTS",
     "OPTIMIZERS",
+    "build_optimizer",
     "build_run_model",
     "choose_strategy",
     "train",
@@ -70,6 +73,8 @@ BACKUP_NAME = "backup"
 # configurations (Adam at 1e-3 without weight decay, x0.1 after half of 100
 # epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
 _RELEASED = dict(
+    loss="softmax",
+    eval_batch_size=256,
     epochs=200,
     batch_size=2048,
     loss_scaling="released",
@@ -81,8 +86,22 @@ _MODEL_DEFAULTS = {
     "rankformer": _RELEASED,
     "transformer": _RELEASED,
     "mlp": _RELEASED,
-    "listformer": _RELEASED,
+    "summary_token_ranker": _RELEASED,
+    # The Listformer, trained from scratch on text lists: ApproxNDCG (the
+    # thesis's loss); batches, epochs and weight decay sized for a small model.
+    "listformer": dict(
+        loss="approx_ndcg",
+        eval_batch_size=16,
+        epochs=20,
+        batch_size=16,
+        loss_scaling="released",
+        optimizer="adamw",
+        weight_decay=0.01,
+        lr_schedule="epoch_inverse_sqrt",
+    ),
     "context_aware": dict(
+        loss="softmax",
+        eval_batch_size=256,
         epochs=100,
         batch_size=64,
         loss_scaling="paper",
@@ -102,8 +121,9 @@ class TrainConfig:
     """Settings of one training run; fields left ``None`` take the model's defaults.
 
     The RankFormer family (``rankformer``, ``transformer``, ``mlp``,
-    ``listformer``) defaults to the authors' released code; ``context_aware``
-    to allRank's configurations. The resolved values are what ``config.json``
+    ``summary_token_ranker``) defaults to the authors' released code;
+    ``context_aware`` to allRank's configurations; the ``listformer`` (text) to
+    ApproxNDCG with small batches. The resolved values are what ``config.json``
     records.
 
     Attributes:
@@ -116,13 +136,15 @@ class TrainConfig:
         ``batch_size / n`` lists per step.
       list_size: items per training list; ``None``: the simulation's sample
         size for simulated data, else 200 (240 for ``context_aware``, its
-        paper's). Longer lists are sampled (cut to their first items when the
-        model has a positional encoding, so the input order stays).
+        paper's; 100 documents for the ``listformer``). Longer lists are
+        sampled (cut to their first items when the model has a positional
+        encoding, so the input order stays).
       alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
         under ``released`` it is the released code's ``list_pred_strength``
         (default 1, which its README equates with the paper's alpha 0.25),
         under ``paper`` the paper's alpha (default 0.25). 0 for the others.
-      loss: the item-score loss (see ``losses.SCORE_LOSSES``).
+      loss: the item-score loss (see ``losses.SCORE_LOSSES``); ``None``:
+        ``softmax``, ``approx_ndcg`` for the ``listformer``.
       loss_scaling: ``released`` or ``paper`` (see ``losses.LOSS_SCALINGS``).
       optimizer: ``adamw`` (decoupled weight decay) or ``adam``.
       learning_rate: the optimizer's rate (1e-3 for both families).
@@ -144,9 +166,11 @@ class TrainConfig:
       patience: epochs without a better validation NDCG_y@10 before stopping.
       mixed_precision: float16 compute; ``None``: on when a GPU is visible.
       xla: compile with XLA; ``None``: on when a GPU is visible.
-      eval_batch_size: lists per evaluation batch.
+      eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
+        ``listformer`` (whose evaluation batches hold every document's tokens).
       seed: seed of initialisation, shuffling and dropout.
       architecture: the model's settings.
+      text: the ``listformer``'s text settings (features, token caps, vocabulary).
     """
 
     model: str = "rankformer"
@@ -156,7 +180,7 @@ class TrainConfig:
     batch_size: int | None = None
     list_size: int | None = None
     alpha: float | None = None
-    loss: str = "softmax"
+    loss: str | None = None
     loss_scaling: str | None = None
     optimizer: str | None = None
     learning_rate: float = 1e-3
@@ -168,13 +192,17 @@ class TrainConfig:
     patience: int = 20
     mixed_precision: bool | None = None
     xla: bool | None = None
-    eval_batch_size: int = 256
+    eval_batch_size: int | None = None
     seed: int = 0
     architecture: ModelConfig = ModelConfig()
+    text: TextConfig = TextConfig()
 
     def __post_init__(self):
-        if self.model not in MODELS:
-            raise ValueError(f"Unknown model {self.model!r}; choose from {sorted(MODELS)}")
+        if self.model not in MODELS and self.model not in TEXT_MODEL_NAMES:
+            choices = sorted([*MODELS, *TEXT_MODEL_NAMES])
+            raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
+        if isinstance(self.text, dict):
+            object.__setattr__(self, "text", TextConfig(**self.text))
         if not self.data or not self.model_dir:
             raise ValueError("`data` and `model_dir` must be given")
         self._resolve_model_defaults()
@@ -201,6 +229,19 @@ class TrainConfig:
         if self.alpha > 0 and not has_list_head(self.model):
             raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
         self._resolve_architecture()
+        if self.is_text:
+            positions = self.architecture.max_positions
+            for name in ("max_query_tokens", "max_document_tokens"):
+                if getattr(self.text, name) >= positions:
+                    raise ValueError(
+                        f"`{name}` {getattr(self.text, name)} needs `max_positions` above it, "
+                        f"got {positions}"
+                    )
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the model ranks text lists (the ``listformer``)."""
+        return self.model in TEXT_MODEL_NAMES
 
     def _resolve_model_defaults(self) -> None:
         defaults = _MODEL_DEFAULTS[self.model]
@@ -244,7 +285,7 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
-        nested = {"architecture": ModelConfig}
+        nested = {"architecture": ModelConfig, "text": TextConfig}
         return from_dict(cls, values, nested=nested, what="training settings")
 
 
@@ -358,7 +399,8 @@ def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
     )
 
 
-def _optimizer(config: TrainConfig, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
+def build_optimizer(config: TrainConfig, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
+    """The run's optimizer with its learning-rate schedule."""
     schedule = learning_rate_schedule(config, steps_per_epoch)
     # epsilon 1e-8: PyTorch's default, which both reference implementations use.
     if config.optimizer == "adam":
@@ -386,7 +428,7 @@ def build_compiled_model(
         level_mean = config.loss_scaling == "released"
         losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
         weights["list_quality"] = config.alpha
-    optimizer = _optimizer(config, steps_per_epoch)
+    optimizer = build_optimizer(config, steps_per_epoch)
     ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
     return model, ranker
 
@@ -498,6 +540,10 @@ def train(
       The metrics; ``{}`` on a multi-worker job's non-chief workers, which
       train alongside the chief but neither evaluate nor write the run.
     """
+    if config.is_text:
+        from tfr_rankformer.text_training import train_text
+
+        return train_text(config, verbose=verbose, final_weights=final_weights)
     # First: MultiWorkerMirroredStrategy must set up the cluster before
     # TensorFlow's runtime starts.
     strategy = choose_strategy()

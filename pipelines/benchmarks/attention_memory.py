@@ -1,9 +1,10 @@
-"""Full attention against Listformer's global-local attention as lists grow.
+"""Full attention against the summary-token ranker's attention as lists grow.
 
 For lists of 256, 1,024, 4,096 and 16,384 items it times training steps
 (forward, softmax loss, backward, AdamW) of the RankFormer (full self-attention
-over the list) and of the Listformer (global-local attention; the same
-encoder width, depth and heads), at the same number of items per batch
+over the list) and of this project's ``summary_token_ranker`` (items attend
+to ``[CLS]``, learned summary tokens and themselves; the same encoder width,
+depth and heads), at the same number of items per batch
 (16,384: 64 lists of 256 ... 1 list of 16,384), 46 features. Each
 configuration runs in its own process, whose peak resident memory is
 reported; a process may use at most ``--memory-gb`` of address space beyond
@@ -57,7 +58,7 @@ result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 102
 print(json.dumps(result))
 """
 
-MODELS = {"rankformer": "full attention", "listformer": "global-local"}
+MODELS = {"rankformer": "full attention", "summary_token_ranker": "summary tokens"}
 
 
 def _run(model: str, length: int, args) -> dict:
@@ -95,7 +96,7 @@ def _plot(results: dict, lengths: list[int], path: str) -> None:
         ax.set_xlabel("items per list")
         ax.set_title(title)
         ax.legend()
-    figure.suptitle("RankFormer encoder, same items per batch: full vs global-local attention")
+    figure.suptitle("RankFormer encoder, same items per batch: full vs summary-token attention")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 

@@ -1,0 +1,195 @@
+"""The Listformer's document-wise global-local attention, blocked per document.
+
+The Listformer (Reuter, 2022) reads one sequence
+``[CLS] q [SEP] d_1 [SEP] ... d_l [SEP]`` and splits its tokens in two kinds:
+
+* **global** tokens, ``[CLS]``, every query token and every ``[SEP]``: they
+  attend to every valid token and every token attends to them;
+* **local** tokens, the documents' own tokens: each attends to the tokens of
+  its own document within a sliding window of ``window`` tokens on either
+  side (cut at the document's borders, so no document sees another) and to
+  every global token.
+
+Here the sequence is held in two parts: the ``G = 1 + Q + N`` global tokens
+``[B, H, G, Dh]`` (``[CLS]``, the query, then one ``[SEP]`` per document, in
+document order) and the documents' tokens in blocks of a fixed length ``T``,
+``[B, H, N, T, Dh]``. :func:`blocked_attention` never builds the ``(G + N T)^2``
+score matrix: local queries score ``[N, T, G + T]`` (their own block and the
+globals), global queries ``[G, G + N T]``. Memory is linear in the number of
+documents for the local part; the global part holds ``G x N T`` scores, which
+grows with ``N^2 T`` because every ``[SEP]`` is global, ``T`` times less than
+full attention.
+
+A ``[SEP]`` closes one document, but as a global token it attends to all of
+them; with positions restarting in every document, ``[SEP]`` tokens would
+differ only by their position, so nothing would tell ``[SEP]_j`` which
+document to summarise. A learned per-head bias ``own_bias`` is added to the
+attention logits of ``[SEP]_j`` on the tokens of document ``j`` (this
+project's addition; see the README's Listformer section).
+
+:func:`dense_attention` computes the same thing over the concatenated sequence
+with an explicit ``(G + N T)^2`` mask (the reference the tests compare with),
+or plain full attention over it (``pattern="full"``, the benchmark's baseline).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["PATTERNS", "blocked_attention", "dense_attention", "band", "own_document_bias"]
+
+# Attention patterns of ``dense_attention``.
+PATTERNS = ("global_local", "full")
+
+
+def _lowest(dtype) -> float:
+    return -1e9 if dtype == tf.float32 else float(dtype.min)
+
+
+def _bias(valid, dtype):
+    """``True -> 0``, ``False -> lowest``: an additive mask."""
+    return tf.where(valid, tf.constant(0.0, dtype), tf.constant(_lowest(dtype), dtype))
+
+
+def band(length, window: int) -> tf.Tensor:
+    """``[T, T]`` bool: key ``j`` is within ``window`` tokens of query ``i``."""
+    positions = tf.range(length)
+    distance = tf.abs(positions[:, tf.newaxis] - positions[tf.newaxis, :])
+    return distance <= window
+
+
+def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
+    """``[H, G, N T]``: ``own_bias[h]`` where the global query is ``[SEP]_j`` and the key
+    a token of document ``j`` (the ``[SEP]`` tokens are the last ``N`` globals), else 0."""
+    eye = tf.eye(num_docs, dtype=own_bias.dtype)  # [N, N]
+    per_token = tf.repeat(eye, block, axis=1)  # [N, N] -> [N, N T]
+    rows = tf.concat(
+        [tf.zeros([num_global - num_docs, num_docs * block], own_bias.dtype), per_token], 0
+    )
+    return own_bias[:, tf.newaxis, tf.newaxis] * rows[tf.newaxis]  # [H, G, N T]
+
+
+def blocked_attention(
+    globals_qkv,
+    locals_qkv,
+    global_valid,
+    local_valid,
+    *,
+    window: int,
+    own_bias,
+    dropout=None,
+):
+    """Global-local attention without the full score matrix.
+
+    Args:
+      globals_qkv: ``(q, k, v)``, each ``[B, H, G, Dh]``; the last ``N`` are the
+        ``[SEP]`` tokens of documents ``1 .. N``.
+      locals_qkv: ``(q, k, v)``, each ``[B, H, N, T, Dh]``, document ``n``'s tokens
+        in block ``n``.
+      global_valid: ``[B, G]`` bool.
+      local_valid: ``[B, N, T]`` bool.
+      window: a local token sees the tokens of its document at most this far away.
+      own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
+      dropout: ``weights -> weights``, applied to the attention weights.
+
+    Returns:
+      ``(global_context [B, H, G, Dh], local_context [B, H, N, T, Dh])``.
+    """
+    qg, kg, vg = globals_qkv
+    ql, kl, vl = locals_qkv
+    dtype = qg.dtype
+    shape = tf.shape(ql)
+    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    num_global = tf.shape(qg)[2]
+    scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
+    dropout = dropout or (lambda w: w)
+    flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
+    flat_v = tf.reshape(vl, [batch, heads, docs * block, head_dim])
+    flat_valid = tf.reshape(local_valid, [batch, docs * block])
+    global_bias = _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, G]
+
+    # === Global queries: every valid token, [B, H, G, G + N T] ===
+    to_globals = tf.matmul(qg, kg, transpose_b=True) * scale + global_bias
+    to_locals = tf.matmul(qg, flat_k, transpose_b=True) * scale
+    to_locals += _bias(flat_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
+    to_locals += tf.cast(own_document_bias(own_bias, num_global, docs, block), dtype)
+    weights = dropout(tf.nn.softmax(tf.concat([to_globals, to_locals], axis=-1), axis=-1))
+    global_context = tf.matmul(weights[..., :num_global], vg)
+    global_context += tf.matmul(weights[..., num_global:], flat_v)  # [B, H, G, Dh]
+
+    # === Local queries: the globals and their own block, [B, H, N, T, G + T] ===
+    l_to_globals = tf.einsum("bhntd,bhgd->bhntg", ql, kg) * scale
+    l_to_globals += global_bias[:, :, tf.newaxis]  # [B, 1, 1, 1, G]
+    l_to_locals = tf.matmul(ql, kl, transpose_b=True) * scale  # [B, H, N, T, T]
+    allowed = band(block, window)[tf.newaxis, tf.newaxis] & local_valid[:, :, tf.newaxis, :]
+    l_to_locals += _bias(allowed, dtype)[:, tf.newaxis]  # [B, 1, N, T, T]
+    weights = dropout(tf.nn.softmax(tf.concat([l_to_globals, l_to_locals], axis=-1), axis=-1))
+    local_context = tf.einsum("bhntg,bhgd->bhntd", weights[..., :num_global], vg)
+    local_context += tf.matmul(weights[..., num_global:], vl)  # [B, H, N, T, Dh]
+    return global_context, local_context
+
+
+def dense_mask(global_valid, local_valid, *, window: int, pattern: str = "global_local"):
+    """``[B, S, S]`` bool over the sequence ``globals + documents' blocks``, ``S = G + N T``."""
+    shape = tf.shape(local_valid)
+    batch, docs, block = shape[0], shape[1], shape[2]
+    num_global = tf.shape(global_valid)[1]
+    valid = tf.concat([global_valid, tf.reshape(local_valid, [batch, docs * block])], axis=1)
+    keys = tf.broadcast_to(valid[:, tf.newaxis, :], [batch, tf.shape(valid)[1], tf.shape(valid)[1]])
+    if pattern == "full":
+        return keys
+    if pattern != "global_local":
+        raise ValueError(f"Unknown attention pattern {pattern!r}; choose from {list(PATTERNS)}")
+    position = tf.range(docs * block)
+    doc_of = position // block
+    within = position % block
+    same_doc = doc_of[:, tf.newaxis] == doc_of[tf.newaxis, :]
+    near = tf.abs(within[:, tf.newaxis] - within[tf.newaxis, :]) <= window
+    local_local = same_doc & near  # [N T, N T]
+    top = tf.ones([num_global, num_global + docs * block], tf.bool)  # globals see all
+    bottom = tf.concat([tf.ones([docs * block, num_global], tf.bool), local_local], axis=1)
+    pattern_mask = tf.concat([top, bottom], axis=0)  # [S, S]
+    return keys & pattern_mask[tf.newaxis]
+
+
+def dense_attention(
+    globals_qkv,
+    locals_qkv,
+    global_valid,
+    local_valid,
+    *,
+    window: int,
+    own_bias,
+    pattern: str = "global_local",
+    dropout=None,
+):
+    """The same attention over the whole sequence with an ``[S, S]`` mask (``pattern``
+    ``global_local``: the reference of :func:`blocked_attention`; ``full``: every
+    valid token attends to every valid token, with no own-document bias).
+
+    Args and returns as :func:`blocked_attention`.
+    """
+    qg, kg, vg = globals_qkv
+    ql, kl, vl = locals_qkv
+    dtype = qg.dtype
+    shape = tf.shape(ql)
+    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    num_global = tf.shape(qg)[2]
+
+    def sequence(g, loc):  # [B, H, G, Dh] and [B, H, N, T, Dh] -> [B, H, S, Dh]
+        return tf.concat([g, tf.reshape(loc, [batch, heads, docs * block, head_dim])], axis=2)
+
+    q, k, v = sequence(qg, ql), sequence(kg, kl), sequence(vg, vl)
+    scores = tf.matmul(q, k, transpose_b=True) * tf.cast(qg.shape[-1] ** -0.5, dtype)
+    mask = dense_mask(global_valid, local_valid, window=window, pattern=pattern)
+    scores += _bias(mask, dtype)[:, tf.newaxis]  # [B, H, S, S]
+    if pattern == "global_local":
+        own = tf.cast(own_document_bias(own_bias, num_global, docs, block), dtype)  # [H, G, N T]
+        own = tf.pad(own, [[0, 0], [0, docs * block], [num_global, 0]])  # [H, S, S]
+        scores += own[tf.newaxis]
+    weights = tf.nn.softmax(scores, axis=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    context = tf.matmul(weights, v)  # [B, H, S, Dh]
+    local_context = tf.reshape(context[:, :, num_global:], [batch, heads, docs, block, head_dim])
+    return context[:, :, :num_global], local_context

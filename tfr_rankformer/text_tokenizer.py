@@ -1,0 +1,185 @@
+"""WordPiece tokenisation in the graph, and a vocabulary built from the training text.
+
+:class:`TextTokenizer` turns strings into token ids with tensorflow-text's
+``FastWordpieceTokenizer`` (lower-casing with ``tf.strings.lower``, then
+splitting on whitespace and punctuation, then WordPiece), so a SavedModel
+takes raw text and TF Serving clients send strings. Text ELWC stores word
+tokens (``query_tokens``, ``document_tokens``); they are joined with spaces
+first, so training and serving tokenise the same way.
+
+:func:`build_vocabulary` makes a WordPiece vocabulary from word counts,
+deterministically (no sampling: ties are broken alphabetically): the special
+tokens, every character seen (alone and as a ``##`` continuation), then the
+most frequent whole words, word prefixes and ``##`` suffixes (2 to 6
+characters) by the number of word occurrences they cover (ties: whole words
+first, then longer pieces, then alphabetical). It is a frequency
+heuristic, not the likelihood-driven WordPiece training of BERT.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import warnings
+from collections.abc import Iterable
+
+import tensorflow as tf
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "UNKNOWN",
+    "TextTokenizer",
+    "build_vocabulary",
+    "count_words",
+    "read_vocabulary",
+    "write_vocabulary",
+]
+
+UNKNOWN = "[UNK]"
+# [CLS] and [SEP] are the model's own learned vectors; they are kept in the
+# vocabulary file so it reads like a BERT one.
+SPECIAL_TOKENS = ("[PAD]", UNKNOWN, "[CLS]", "[SEP]")
+SUFFIX = "##"
+# What FastWordpieceTokenizer's pre-tokenisation splits on (whitespace and punctuation).
+_WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def _text():
+    # tensorflow-text imports tensorflow-hub, which warns about pkg_resources.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import tensorflow_text
+
+    return tensorflow_text
+
+
+def count_words(texts: Iterable[str], counts: collections.Counter | None = None):
+    """Word counts of ``texts`` as the tokenizer splits them (lower-cased)."""
+    counts = collections.Counter() if counts is None else counts
+    for text in texts:
+        counts.update(_WORDS.findall(text.lower()))
+    return counts
+
+
+def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
+    """A WordPiece vocabulary of at most ``size`` entries from ``word_counts``.
+
+    Raises:
+      ValueError: if ``size`` cannot hold the special tokens and every character.
+    """
+    characters: collections.Counter = collections.Counter()
+    pieces: collections.Counter = collections.Counter()
+    for word, count in word_counts.items():
+        for char in word:
+            characters[char] += count
+        if len(word) > 1:
+            pieces[word] += count
+        for cut in range(2, min(6, len(word) - 1) + 1):
+            pieces[word[:cut]] += count  # a prefix: a word piece that starts a word
+            pieces[SUFFIX + word[-cut:]] += count
+    by_count = sorted(characters, key=lambda c: (-characters[c], c))
+    base = [*SPECIAL_TOKENS, *by_count, *(SUFFIX + c for c in by_count)]
+    if size < len(base):
+        raise ValueError(
+            f"a vocabulary of {size} entries cannot hold the {len(SPECIAL_TOKENS)} special tokens "
+            f"and the {len(by_count)} characters of the training text (twice, with ##): "
+            f"give --vocab-size of at least {len(base)}"
+        )
+    # Ties: whole words first, then longer pieces, then alphabetical.
+    ranked = sorted(pieces, key=lambda p: (-pieces[p], p not in word_counts, -len(p), p))
+    return base + ranked[: size - len(base)]
+
+
+def write_vocabulary(path: str, vocabulary: list[str]) -> None:
+    """One token per line, written under a temporary name and renamed into place."""
+    temporary = f"{path}.partial"
+    with open(temporary, "w", encoding="utf-8") as f:
+        f.writelines(token + "\n" for token in vocabulary)
+    os.replace(temporary, path)
+
+
+def read_vocabulary(path: str) -> list[str]:
+    """A vocabulary file (one token per line, as BERT's ``vocab.txt``).
+
+    Raises:
+      FileNotFoundError / ValueError: naming the file, and the line of a bad entry.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"vocabulary file {path} does not exist")
+    with open(path, encoding="utf-8") as f:
+        vocabulary = [line.rstrip("\n") for line in f]
+    seen: dict[str, int] = {}
+    for number, token in enumerate(vocabulary, start=1):
+        if not token or token != token.strip():
+            raise ValueError(f"{path}:{number}: an empty token or one with surrounding spaces")
+        if token in seen:
+            raise ValueError(f"{path}:{number}: {token!r} repeats line {seen[token]}")
+        seen[token] = number
+    if UNKNOWN not in seen:
+        raise ValueError(f"{path}: the vocabulary has no {UNKNOWN} token")
+    return vocabulary
+
+
+class TextTokenizer(tf.Module):
+    """Strings to WordPiece ids, cut to a number of tokens.
+
+    Args:
+      vocabulary: the WordPiece vocabulary (holding ``[UNK]``).
+      max_query_tokens: a query keeps its first this many tokens.
+      max_document_tokens: a document keeps its first this many tokens.
+    """
+
+    def __init__(self, vocabulary: list[str], *, max_query_tokens: int, max_document_tokens: int):
+        super().__init__(name="text_tokenizer")
+        self.vocab_size = len(vocabulary)
+        self.max_query_tokens = max_query_tokens
+        self.max_document_tokens = max_document_tokens
+        self.wordpiece = _text().FastWordpieceTokenizer(
+            vocab=list(vocabulary),
+            suffix_indicator=SUFFIX,
+            unknown_token=UNKNOWN,
+            no_pretokenization=False,
+            support_detokenization=False,
+            token_out_type=tf.int32,
+        )
+
+    def token_ids(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """``[...]`` strings -> ``[..., (tokens)]`` int32 ids, uncut."""
+        return self.wordpiece.tokenize(tf.strings.lower(strings, encoding="utf-8"))
+
+    def encode(self, query: tf.Tensor, documents: tf.Tensor) -> dict:
+        """Model inputs from text.
+
+        Args:
+          query: ``[B]`` strings.
+          documents: ``[B, N]`` strings.
+
+        Returns:
+          ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` int32, ``-1`` where there
+          is no token (``Q``, ``T``: the batch's longest, at most the caps), and
+          ``query_cut [B]``, ``documents_cut [B, N]`` bool: the text had more tokens.
+        """
+        query_tokens = self.token_ids(query)  # [B, (q)]
+        document_tokens = self.token_ids(documents)  # [B, N, (t)]
+        query_cut = query_tokens.row_lengths(axis=-1) > self.max_query_tokens
+        documents_cut = document_tokens.row_lengths(axis=-1) > self.max_document_tokens
+        if isinstance(documents_cut, tf.RaggedTensor):  # [B, (N)] with N uniform: [B, N]
+            documents_cut = documents_cut.to_tensor(default_value=False)
+        query_ids = query_tokens[:, : self.max_query_tokens].to_tensor(default_value=-1)
+        document_ids = document_tokens[:, :, : self.max_document_tokens].to_tensor(default_value=-1)
+        # A batch without any token still needs a token axis of length >= 1.
+        query_ids = _at_least_one(query_ids)
+        document_ids = _at_least_one(document_ids)
+        return {
+            "query_ids": query_ids,
+            "document_ids": document_ids,
+            "query_cut": query_cut,
+            "documents_cut": documents_cut,
+        }
+
+
+def _at_least_one(ids: tf.Tensor) -> tf.Tensor:
+    missing = tf.maximum(1 - tf.shape(ids)[-1], 0)
+    rank = ids.shape.rank
+    return tf.pad(ids, [[0, 0]] * (rank - 1) + [[0, missing]], constant_values=-1)

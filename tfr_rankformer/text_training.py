@@ -1,0 +1,393 @@
+"""Training, evaluating and reloading the Listformer on text lists.
+
+``tfr-train --model listformer`` lands here (``training.train`` hands text
+models over). ``model_dir/`` receives what a numeric run's does (``config.json``,
+``checkpoints/``, ``history.csv``, ``logs/``, ``metrics.json``) and
+``vocab.txt``, the WordPiece vocabulary the model was trained with (built from
+the training split's text unless ``--vocab`` gave one).
+
+Nothing is cut silently: lists longer than ``list_size`` are sampled anew each
+epoch in training (documents shuffled, as the thesis does), evaluation keeps
+every document, and the documents and queries cut at the token caps are
+counted per split in ``metrics.json`` (``truncation``) and logged.
+Single-process training only (no multi-worker strategy for text yet).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import math
+import os
+import shutil
+import time
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer import text_data
+from tfr_rankformer.config_io import write_json
+from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
+from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.multi_worker import worker_role
+from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.text_tokenizer import (
+    TextTokenizer,
+    build_vocabulary,
+    read_vocabulary,
+    write_vocabulary,
+)
+from tfr_rankformer.training import (
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    METRICS_NAME,
+    TrainConfig,
+    build_optimizer,
+)
+from tfr_rankformer.training_callbacks import BestWeights, Throughput
+
+__all__ = [
+    "VOCAB_NAME",
+    "train_text",
+    "load_text_run",
+    "evaluate_text_model",
+    "text_model_inputs",
+    "is_text_run",
+    "text_run_evaluator",
+]
+
+logger = logging.getLogger(__name__)
+
+VOCAB_NAME = "vocab.txt"
+TEXT_RUN_NAME = "text_model.json"
+DEFAULT_LIST_SIZE = 100
+LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
+
+
+def text_model_inputs(tokenizer: TextTokenizer, batch: dict) -> dict:
+    """Model inputs of a batch of text lists (``text_data``'s layout)."""
+    encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+    return {
+        QUERY_IDS: encoded["query_ids"],
+        DOCUMENT_IDS: encoded["document_ids"],
+        text_data.MASK: batch[text_data.MASK],
+    }
+
+
+def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
+    lists = text_data.parsed_text_lists(
+        data, "train", list_size=list_size, shuffle_documents=True, seed=config.seed
+    )
+    if not config.training_includes_empty_lists():
+        lists = lists.filter(lambda e: tf.reduce_max(e[text_data.LABEL]) > 0)
+    lists = lists.shuffle(10_000, seed=config.seed, reshuffle_each_iteration=True)
+
+    def to_model_io(batch):
+        inputs = text_model_inputs(tokenizer, batch)
+        labels = batch[text_data.LABEL]
+        targets = {get_score_loss(config.loss).output: labels}
+        if config.uses_list_head:
+            t = tf.reduce_max(tf.where(batch[text_data.MASK], labels, 0.0), axis=-1)
+            targets["list_quality"] = t[:, tf.newaxis]  # [B] -> [B, 1]
+        return inputs, targets
+
+    batches = text_data.batched_text_lists(lists, config.batch_size)
+    return batches.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+
+# Kept beside the models (weakly), not on them: a function stored on a model would be
+# saved with it; one trace serves every later evaluation.
+_PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _predict_step(model):
+    step = _PREDICT_STEPS.get(model)
+    if step is None:
+        signature = {
+            QUERY_IDS: tf.TensorSpec([None, None], tf.int32),
+            DOCUMENT_IDS: tf.TensorSpec([None, None, None], tf.int32),
+            text_data.MASK: tf.TensorSpec([None, None], tf.bool),
+        }
+        ref = weakref.ref(model)
+        step = tf.function(
+            lambda inputs: ref()(inputs, training=False), input_signature=[signature]
+        )
+        _PREDICT_STEPS[model] = step
+    return step
+
+
+def evaluate_text_model(
+    model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
+) -> dict:
+    """NDCG (x 100, the shared ranking metrics) of ``model`` on every list of ``split``,
+    with the documents and queries cut at the token caps counted under ``truncation``."""
+    step = _predict_step(model)
+    parts = collections.defaultdict(list)
+    cut = collections.Counter()
+    lists = text_data.parsed_text_lists(data, split, list_size=None)
+    for batch in text_data.batched_text_lists(lists, batch_size):
+        encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+        mask = batch[text_data.MASK]
+        cut["queries_cut"] += int(tf.reduce_sum(tf.cast(encoded["query_cut"], tf.int32)))
+        cut["documents_cut"] += int(
+            tf.reduce_sum(tf.cast(encoded["documents_cut"] & mask, tf.int32))
+        )
+        outputs = step(
+            {
+                QUERY_IDS: encoded["query_ids"],
+                DOCUMENT_IDS: encoded["document_ids"],
+                text_data.MASK: mask,
+            }
+        )
+        parts["scores"].append(outputs["scores"].numpy())
+        parts["label"].append(batch[text_data.LABEL].numpy())
+        parts["mask"].append(mask.numpy())
+        if "list_quality" in outputs:
+            parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
+    if not parts["mask"]:
+        raise ValueError(f"{data.directory}: the {split!r} split holds no lists")
+    width = max(m.shape[1] for m in parts["mask"])
+
+    def pad(arrays, value):
+        return np.concatenate(
+            [np.pad(a, [(0, 0), (0, width - a.shape[1])], constant_values=value) for a in arrays]
+        )
+
+    labels = pad(parts["label"], -1.0)
+    mask = pad(parts["mask"], False)
+    # Documents without a label (-1) are scored but left out of the metrics.
+    unlabelled = int((mask & (labels < 0)).sum())
+    mask &= labels >= 0
+    metrics = evaluate_rankings(
+        pad(parts["scores"], -np.inf),
+        labels,
+        labels,
+        mask,
+        max_label=max_label,
+        list_probs=np.concatenate(parts["probs"]) if list_head and parts["probs"] else None,
+    )
+    metrics["truncation"] = {
+        **cut,
+        "documents": int(mask.sum()),
+        "unlabelled_documents": unlabelled,
+    }
+    return metrics
+
+
+class TextEvaluationCallback(tf.keras.callbacks.Callback):
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch."""
+
+    def __init__(self, tokenizer, data, *, batch_size: int, list_head: bool, max_label: int):
+        super().__init__()
+        self.settings = dict(batch_size=batch_size, list_head=list_head, max_label=max_label)
+        self.tokenizer = tokenizer
+        self.data = data
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics = evaluate_text_model(
+            self.model, self.tokenizer, self.data, "vali", **self.settings
+        )
+        if logs is not None:
+            for key in LOGGED:
+                if key in metrics:
+                    logs[f"val_{key}"] = metrics[key]
+
+
+def _vocabulary(config: TrainConfig, word_counts) -> list[str]:
+    if config.text.vocab:
+        return read_vocabulary(config.text.vocab)
+    return build_vocabulary(word_counts, size=config.text.vocab_size)
+
+
+def _compile(config: TrainConfig, vocab_size: int, levels: int, steps: int) -> tf.keras.Model:
+    score_loss = get_score_loss(config.loss)
+    item_levels = levels if score_loss.output == "item_levels" else None
+    model = build_text_model(
+        config.model,
+        vocab_size,
+        config.architecture,
+        levels if config.uses_list_head else None,
+        item_levels=item_levels,
+    )
+    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
+    weights = {score_loss.output: 1.0}
+    if config.uses_list_head:
+        level_mean = config.loss_scaling == "released"
+        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
+        weights["list_quality"] = config.alpha
+    model.compile(optimizer=build_optimizer(config, steps), loss=losses, loss_weights=weights)
+    return model
+
+
+def _start(config: TrainConfig, vocabulary: list[str], levels: int) -> None:
+    os.makedirs(config.model_dir, exist_ok=True)
+    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+    write_vocabulary(os.path.join(config.model_dir, VOCAB_NAME), vocabulary)
+    # What rebuilding the model needs besides config.json.
+    write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), {"label_levels": levels})
+    for name in (HISTORY_NAME, "backup"):
+        path = os.path.join(config.model_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def _tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
+    return TextTokenizer(
+        vocabulary,
+        max_query_tokens=config.text.max_query_tokens,
+        max_document_tokens=config.text.max_document_tokens,
+    )
+
+
+def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = None) -> dict:
+    """Trains the Listformer on text ELWC, keeps the best weights, evaluates every split.
+
+    Returns:
+      ``metrics.json``'s content.
+    """
+    if worker_role().multi_worker:
+        raise ValueError(
+            "the listformer trains in one process: multi-worker TF_CONFIG is not "
+            "supported for text models"
+        )
+    tf.keras.utils.set_random_seed(config.seed)
+    data = text_data.load_text_data(config.data, config.text)
+    word_counts = None if config.text.vocab else collections.Counter()
+    list_size = config.list_size or DEFAULT_LIST_SIZE
+    scan = text_data.scan_split(data, "train", word_counts=word_counts, list_size=list_size)
+    vocabulary = _vocabulary(config, word_counts)
+    tokenizer = _tokenizer(config, vocabulary)
+    levels = max(scan["max_label"], 1)
+    include = config.training_includes_empty_lists()
+    lists = scan["lists"] - (0 if include else scan["lists_without_relevant"])
+    if lists == 0:
+        raise ValueError(f"{config.data}: no training list passes the training-list policy")
+    steps = math.ceil(lists / config.batch_size)
+    _start(config, vocabulary, levels)
+    model = _compile(config, len(vocabulary), levels, steps)
+    logger.info(
+        "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "
+        "--list-size %d are sampled anew each epoch), vocabulary of %d WordPiece tokens",
+        lists,
+        scan["documents"],
+        scan["longest_list"],
+        scan["lists_longer_than_list_size"],
+        list_size,
+        len(vocabulary),
+    )
+    callbacks = [Throughput(lists, config.batch_size)]
+    monitor, mode = "loss", "min"
+    evaluation = dict(batch_size=config.eval_batch_size, list_head=config.uses_list_head)
+    if "vali" in data.files:
+        callbacks.append(TextEvaluationCallback(tokenizer, data, max_label=levels, **evaluation))
+        monitor, mode = "val_ndcg_y@10", "max"
+    best = os.path.join(config.model_dir, BEST_WEIGHTS)
+    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
+    last = config.keep_weights == "last"
+    callbacks.append(
+        BestWeights(model, best, monitor=None if last else monitor, mode=mode, history=history_csv)
+    )
+    if not last:
+        callbacks.append(
+            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+        )
+    callbacks += [
+        tf.keras.callbacks.CSVLogger(history_csv),
+        tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+    ]
+    train_data = _training_batches(config, data, tokenizer, list_size=list_size)
+    started = time.perf_counter()
+    history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+    seconds = time.perf_counter() - started
+    if final_weights:
+        np.savez(final_weights, *model.get_weights())
+    model.load_weights(best)
+    metrics = {
+        split: evaluate_text_model(model, tokenizer, data, split, max_label=levels, **evaluation)
+        for split in data.files
+    }
+    for split, values in metrics.items():
+        cut = values["truncation"]
+        if cut["documents_cut"] or cut["queries_cut"]:
+            logger.warning(
+                "%s: %d of %d documents and %d queries were longer than the token caps "
+                "(%d, %d) and were cut",
+                split,
+                cut["documents_cut"],
+                cut["documents"],
+                cut["queries_cut"],
+                config.text.max_document_tokens,
+                config.text.max_query_tokens,
+            )
+    metrics["training"] = {
+        "epochs_completed": len(history.epoch),
+        "seconds": seconds,
+        "lists_per_epoch": lists,
+        "train_scan": scan,
+        "vocabulary_size": len(vocabulary),
+        "monitor": monitor,
+    }
+    metrics["settings"] = config.to_json()
+    write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
+    return metrics
+
+
+def is_text_run(model_dir: str) -> bool:
+    """Whether ``model_dir`` holds a text model's run."""
+    return os.path.isfile(os.path.join(model_dir, VOCAB_NAME))
+
+
+def load_text_run(model_dir: str):
+    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained text run.
+    """
+    config_path = os.path.join(model_dir, CONFIG_NAME)
+    weights = os.path.join(model_dir, BEST_WEIGHTS)
+    if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
+        raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
+    with open(config_path, encoding="utf-8") as f:
+        config = TrainConfig.from_json(json.load(f))
+    with open(os.path.join(model_dir, TEXT_RUN_NAME), encoding="utf-8") as f:
+        max_label = json.load(f)["label_levels"]
+    vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
+    tokenizer = _tokenizer(config, vocabulary)
+    score_loss = get_score_loss(config.loss)
+    model = build_text_model(
+        config.model,
+        len(vocabulary),
+        config.architecture,
+        max_label if config.uses_list_head else None,
+        item_levels=max_label if score_loss.output == "item_levels" else None,
+    )
+    status = model.load_weights(weights)
+    status.expect_partial()
+    return config, tokenizer, model, max_label
+
+
+def text_run_evaluator(model_dir: str, data_dir: str | None):
+    """``(trained_on, splits, evaluate)`` for ``runs.evaluate_run``: the run's training
+    data, the splits of ``data_dir`` (default: that data), and
+    ``evaluate(data_dir, manifest, split) -> metrics`` (``manifest`` unused)."""
+    config, tokenizer, model, max_label = load_text_run(model_dir)
+    data = text_data.load_text_data(data_dir or config.data, config.text)
+
+    def evaluate(directory: str, manifest, split: str) -> dict:
+        del directory, manifest  # ``data`` above
+        return evaluate_text_model(
+            model,
+            tokenizer,
+            data,
+            split,
+            batch_size=config.eval_batch_size,
+            list_head=config.uses_list_head,
+            max_label=max_label,
+        )
+
+    return config.data, list(data.files), evaluate

@@ -459,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
             metrics = train_gbdt(config)
         else:
             config = _neural_config(args, flags)
-            check_converted_data(config.data)
+            if not config.is_text:  # text lists are checked as the text loader reads them
+                check_converted_data(config.data)
             # A live bar on terminals, one line per epoch in logs.
             verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
             worker = worker_role()

@@ -152,6 +152,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     """
     from tfr_rankformer.text_training import is_text_run
 
+    serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):
         from tfr_rankformer.text_export import export_text_run
 

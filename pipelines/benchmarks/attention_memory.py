@@ -17,10 +17,9 @@ Run: ``python -m pipelines.benchmarks.attention_memory --output attention_memory
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
+
+from pipelines.benchmarks.capped_child import run_child
 
 _CHILD = """
 import json, resource, sys, time
@@ -62,19 +61,9 @@ MODELS = {"rankformer": "full attention", "summary_token_ranker": "summary token
 
 
 def _run(model: str, length: int, args) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, model, str(length), str(args.items), str(args.steps)]
-        + [str(args.memory_gb)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        check=False,
+    return run_child(
+        _CHILD, [model, str(length), str(args.items), str(args.steps), str(args.memory_gb)]
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:  # killed, or out of memory where TensorFlow could not report it
-        return {"ms_per_step": None, "peak_rss_mb": None, "error": done.stderr[-300:]}
-    return json.loads(lines[-1])
 
 
 def _plot(results: dict, lengths: list[int], path: str) -> None:

@@ -19,11 +19,9 @@ Run: ``nice -n 10 python -m pipelines.benchmarks.listformer_memory``
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 
+from pipelines.benchmarks.capped_child import run_child
 from pipelines.benchmarks.reference_parity import cpu_extensions
 
 _CHILD = """
@@ -73,19 +71,9 @@ ATTENTIONS = {"blocked": "global-local", "full": "full"}
 
 
 def _run(attention: str, docs: int, args) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, attention, str(docs), str(args.tokens), str(args.steps)]
-        + [str(args.memory_gb)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        check=False,
+    return run_child(
+        _CHILD, [attention, str(docs), str(args.tokens), str(args.steps), str(args.memory_gb)]
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:  # killed, or out of memory where TensorFlow could not report it
-        return {"ms_per_step": None, "peak_rss_mb": None, "error": done.stderr[-300:]}
-    return json.loads(lines[-1])
 
 
 def _cell(value, fmt="{:,.0f}") -> str:

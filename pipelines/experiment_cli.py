@@ -7,6 +7,10 @@ Examples::
         --folds 1 --epochs 5 --batch-size 256 --output results/synthetic
     tfr-experiment --dataset MQ2008 --no-simulation --models gbdt-1k,rankformer --output appx_a
     tfr-experiment --dataset data/mq2008 --models gbdt,gbdt-1k --tuned tune --output tuned
+    # text data: BM25 against the Listformer (the thesis's comparison)
+    tfr-experiment --dataset synthetic-text --synthetic-lists 3000 --folds 1 --epochs 5 \
+        --models bm25,listformer:width=64:num_heads=2:num_layers=2:ff_dim=128 \
+        --output results/text
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS as _DEFAULT_MODELS
+from tfr_rankformer.command_names import (
+    DEFAULT_EXPERIMENT_MODELS,
+    DEFAULT_TEXT_EXPERIMENT_MODELS,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -28,24 +35,27 @@ def build_parser() -> argparse.ArgumentParser:
         "Convert a dataset (with the paper's click simulation unless --no-simulation), train "
         "and evaluate every model on every fold and seed, and write OUTPUT/results.md (the "
         "paper's Table 2 layout: test NDCG_y@10 and NDCG_r@10, mean ± standard error, best "
-        "two in bold), OUTPUT/results.json (every run's metrics, settings, timing and "
-        "versions) and PNG plots. Finished runs are skipped when the command is rerun; an "
-        "interrupted run starts again.",
+        "two in bold; on text data NDCG@1, @5 and @10), OUTPUT/results.json (every run's "
+        "metrics, settings, timing and versions) and PNG plots. Finished runs are skipped "
+        "when the command is rerun; an interrupted run starts again.",
         __doc__,
     )
     p.add_argument(
         "--dataset",
         required=True,
         help="a LETOR directory, a dataset name (looked up under --data-dir, $TFR_DATA_DIR, "
-        "the working directory), synthetic, or a tfr-convert output to use as it is",
+        "the working directory), synthetic, text data (synthetic-text, or trec:DIR: the TREC "
+        "layout's files found in DIR by their usual names), or a tfr-convert output to use "
+        "as it is",
     )
     p.add_argument("--output", required=True, help="the experiment's directory")
     p.add_argument(
         "--models",
-        default=_DEFAULT_MODELS,
         help="comma-separated NAME[:KEY=VALUE...]: neural models with tfr-train settings "
         "(e.g. rankformer:alpha=4:loss=lambdarank) or GBDTs with LightGBM parameters "
-        f"(e.g. gbdt-1k:num_leaves=63). Default: {_DEFAULT_MODELS}",
+        "(e.g. gbdt-1k:num_leaves=63); on text data bm25 (k1, b, method) and listformer "
+        "(tfr-train settings, e.g. listformer:width=64:max_document_tokens=64). Default: "
+        f"{DEFAULT_EXPERIMENT_MODELS}; on text data {DEFAULT_TEXT_EXPERIMENT_MODELS}",
     )
     p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
     p.add_argument("--seeds", type=int, default=1, help="runs per model and fold. Default: 1")
@@ -53,26 +63,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--epochs",
         type=int,
         help="neural models' epochs. Default: each model's (200, the RankFormer paper; "
-        "context_aware: 100, allRank)",
+        "context_aware: 100, allRank; listformer: 20)",
     )
     p.add_argument(
         "--batch-size",
         type=int,
-        help="lists per batch. Default: each model's (2048; context_aware: 64)",
+        help="lists per batch. Default: each model's (2048; context_aware: 64; listformer: 16)",
     )
     p.add_argument("--patience", type=int, help="early-stopping patience in epochs. Default: 20")
     p.add_argument(
         "--no-simulation",
         dest="simulate_clicks",
         action="store_false",
-        help="keep the original labels (the paper's Appendix A) instead of simulating clicks",
+        help="keep the original labels (the paper's Appendix A) instead of simulating clicks "
+        "(text data always keeps its relevance judgements)",
     )
     p.add_argument("--data-dir", help="where dataset names are looked up")
     p.add_argument(
         "--synthetic-lists",
         type=int,
         default=300,
-        help="train lists of --dataset synthetic (vali and test get a third each). Default: 300",
+        help="train lists of --dataset synthetic or synthetic-text (vali and test get a "
+        "third each). Default: 300",
     )
     p.add_argument(
         "--tuned",

@@ -3,8 +3,9 @@
 * ``labels.png``: the distribution of the list label ``t`` in the training
   split, and of the explicit relevance per training label (the RankFormer
   paper's Figure 2: how simulated clicks and purchases relate to relevance);
-* ``ndcg.png``: test NDCG_y@10 and NDCG_r@10 per model, mean with standard
-  error bars;
+  on text data, the training documents' relevance and the lists' lengths;
+* ``ndcg.png``: the table's test NDCGs per model, mean with standard error
+  bars;
 * ``validation.png``: validation NDCG_y@10 per epoch of the neural models,
   averaged over their runs.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import textwrap
 
 import numpy as np
 
@@ -66,28 +68,57 @@ def draw_labels(path: str, fold_data: str) -> None:
     plt.close(figure)
 
 
-def draw_ndcg(path: str, summary: dict) -> None:
+def draw_text_labels(path: str, fold_data: str) -> None:
+    """The training split's document relevance and list lengths (text data)."""
+    from tfrecords_tools.text_elwc import read_text_split
+
+    relevance, lengths = [], []
+    for text_list in read_text_split(fold_data, "train"):
+        relevance.extend(int(r) for r in text_list.relevance)
+        lengths.append(len(text_list.document_ids))
+    plt = _pyplot()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    counts = np.bincount(np.asarray(relevance, dtype=int), minlength=1)
+    levels = np.arange(len(counts))
+    left.bar(levels, counts / max(counts.sum(), 1))
+    left.set_xticks(levels)
+    left.set_xlabel("relevance")
+    left.set_ylabel("fraction of training documents")
+    left.set_title("document relevance")
+    right.hist(lengths, bins=min(30, max(len(set(lengths)), 1)))
+    right.set_xlabel("documents in the list")
+    right.set_ylabel("training lists")
+    right.set_title("list lengths")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def draw_ndcg(path: str, summary: dict, keys: tuple = REPORTED) -> None:
     plt = _pyplot()
     labels = list(summary)
     figure, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) + 2), 4))
     x = np.arange(len(labels))
-    width = 0.38
-    for i, key in enumerate(REPORTED):
+    width = 0.76 / len(keys)
+    for i, key in enumerate(keys):
         means = [summary[label][key]["mean"] for label in labels]
         errors = [summary[label][key]["se"] for label in labels]
         errors = [0.0 if math.isnan(e) else e for e in errors]
-        ax.bar(x + (i - 0.5) * width, means, width, yerr=errors, capsize=3, label=key)
+        offset = (i - (len(keys) - 1) / 2) * width
+        ax.bar(x + offset, means, width, yerr=errors, capsize=3, label=key)
     finite = [
         summary[label][key]["mean"]
         for label in labels
-        for key in REPORTED
+        for key in keys
         if not math.isnan(summary[label][key]["mean"])
     ]
     if finite:
         ax.set_ylim(max(0.0, min(finite) - 10), min(100.0, max(finite) + 5))
     ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=20, ha="right")
-    ax.set_ylabel("test NDCG@10 x 100")
+    # Long specs (model:key=value:...) are wrapped at their colons.
+    ticks = [textwrap.fill(label.replace(":", ": "), 28) for label in labels]
+    ax.set_xticklabels(ticks, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("test NDCG x 100")
     ax.set_title("NDCG per model (mean ± standard error over runs)")
     ax.legend()
     figure.tight_layout()
@@ -137,13 +168,16 @@ def draw_all(output: str, results: dict, folds: dict, specs) -> list[str]:
     """Draws every plot into ``output``; returns the paths written."""
     written = []
     path = os.path.join(output, "labels.png")
-    draw_labels(path, folds[min(folds)])
+    if results.get("kind") == "text":
+        draw_text_labels(path, folds[min(folds)])
+    else:
+        draw_labels(path, folds[min(folds)])
     written.append(path)
     path = os.path.join(output, "ndcg.png")
-    draw_ndcg(path, results["summary"])
+    draw_ndcg(path, results["summary"], tuple(results.get("reported", REPORTED)))
     written.append(path)
     path = os.path.join(output, "validation.png")
-    neural = [s.label for s in specs if not s.is_gbdt]
+    neural = [s.label for s in specs if s.is_neural]
     if draw_validation(path, results["runs"], neural):
         written.append(path)
     return written

@@ -8,13 +8,17 @@ model on every fold and seed, and writes to ``output/``:
   marks a finished run, which a rerun skips; a run without it was
   interrupted and restarts from scratch);
 * ``results.json``: every run's metrics, settings and timing, plus versions;
-* ``results.md``: test NDCG_y@10 and NDCG_r@10 per model, mean ± standard
-  error over runs, the best two per column in bold;
+* ``results.md``: test NDCG_y@10 and NDCG_r@10 per model (on text data,
+  NDCG@1, @5 and @10 on the relevance judgements), mean ± standard error
+  over runs, the best two per column in bold;
 * PNG plots (see ``experiment_plots``).
 
-The models and folds are parsed by ``experiment_specs``, the table made by
-``experiment_summary``. Orchestrating conversion and training is a program's
-job, so this lives beside the command lines, not in the library.
+Text data (``synthetic-text``, ``trec:DIR`` or a text ``tfr-convert`` output)
+runs ``bm25`` and the ``listformer``; BM25 is deterministic, so it runs once
+per fold whatever ``seeds`` says. The models and folds are parsed by
+``experiment_specs``, the table made by ``experiment_summary``.
+Orchestrating conversion and training is a program's job, so this lives
+beside the command lines, not in the library.
 """
 
 from __future__ import annotations
@@ -30,16 +34,16 @@ import time
 
 from pipelines.experiment_specs import (
     ARCHITECTURE_FIELDS,
+    TEXT_FIELDS,
     ExperimentConfig,
     ModelSpec,
     parse_folds,
-    parse_models,
-    tuned_specs,
 )
-from pipelines.experiment_summary import format_table, summarize
+from pipelines.experiment_summary import REPORTED, TEXT_REPORTED, format_table, summarize
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.training import TrainConfig, train
+from tfrecords_tools.text_sources import is_text_input
 
 __all__ = ["prepare_data", "run_experiment"]
 
@@ -63,6 +67,57 @@ def _converted_folds(root: str) -> dict[int, str]:
     return folds
 
 
+def is_text_data(directory: str) -> bool:
+    """Whether the converted set in ``directory`` holds text lists (its manifest says so)."""
+    try:
+        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except ValueError:
+        return False  # the numeric reader names what is wrong with the file
+    return isinstance(manifest, dict) and manifest.get("kind") == "text"
+
+
+def _convert_text(config: ExperimentConfig, target: str, *, progress: bool) -> None:
+    from tfrecords_tools.synthetic_text import SyntheticTextConfig
+    from tfrecords_tools.text_sources import (
+        SYNTHETIC_TEXT,
+        TREC_PREFIX,
+        convert_synthetic_text,
+        find_trec_files,
+    )
+    from tfrecords_tools.trec_convert import TrecConfig, convert_trec
+
+    if config.dataset == SYNTHETIC_TEXT:
+        lists = config.synthetic_lists
+        synthetic = SyntheticTextConfig(
+            train_queries=lists,
+            vali_queries=max(lists // 3, 1),
+            test_queries=max(lists // 3, 1),
+        )
+        convert_synthetic_text(synthetic, output=target, overwrite=True, progress=progress)
+    elif config.dataset.startswith(TREC_PREFIX + ":"):
+        files = find_trec_files(config.dataset[len(TREC_PREFIX) + 1 :])
+        values = {"output": target, "overwrite": True, **files}
+        convert_trec(TrecConfig.from_json(values), progress=progress)
+
+
+def _check_text_settings(config: ExperimentConfig) -> None:
+    """Refuses settings that cannot apply to text data, before anything is written."""
+    from tfrecords_tools.text_sources import TREC_PREFIX
+
+    if not config.simulate_clicks:
+        raise ValueError(
+            f"--no-simulation does not apply to {config.dataset}: text data keeps its "
+            "relevance judgements"
+        )
+    if config.dataset == TREC_PREFIX:
+        raise ValueError(
+            f"--dataset {TREC_PREFIX} takes its files from tfr-convert's flags: convert "
+            f"with tfr-convert --input {TREC_PREFIX} --queries ... --output DIR and pass "
+            f"DIR, or name a directory of the usual file names as {TREC_PREFIX}:DIR"
+        )
+
+
 def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
     """The converted folds the experiment uses: the dataset itself when it is
     already converted, else ``output/data`` (converted once)."""
@@ -70,7 +125,10 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
     if not folds:
         target = os.path.join(config.output, "data")
         folds = _converted_folds(target)
-        if not folds:
+        if not folds and is_text_input(config.dataset):
+            _convert_text(config, target, progress=progress)
+            folds = _converted_folds(target)
+        elif not folds:
             from tfrecords_tools.convert import ConvertConfig, convert
             from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -103,7 +161,33 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
     return {fold: folds[fold] for fold in wanted}
 
 
+def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
+    """Scores the fold's vali and test lists with BM25; writes ``metrics.json``."""
+    from tfrecords_tools.bm25_ranking import Bm25Config, evaluate_bm25
+
+    bm25 = Bm25Config(**dict(spec.settings))
+    started = time.perf_counter()
+    with open(os.path.join(fold_data, "manifest.json"), encoding="utf-8") as f:
+        splits = json.load(f)["splits"]
+    metrics = {}
+    for split in ("vali", "test"):
+        if split in splits:
+            found = evaluate_bm25(fold_data, split=split, config=bm25)
+            metrics[split] = {
+                "ndcg_y@" + k.split("@")[1]: v for k, v in found.items() if k.startswith("ndcg@")
+            }
+            metrics[split].update(
+                num_lists=found["num_lists"], num_lists_y=found["num_lists_counted"]
+            )
+    metrics["settings"] = {"model": spec.model, **dataclasses.asdict(bm25)}
+    metrics["training"] = {"seconds": time.perf_counter() - started}
+    os.makedirs(run_dir, exist_ok=True)
+    write_json(os.path.join(run_dir, "metrics.json"), metrics)
+
+
 def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config) -> dict:
+    if spec.is_bm25:
+        return _run_bm25(spec, fold_data, run_dir)
     if spec.tuned is not None:
         values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
         if spec.is_gbdt:
@@ -133,8 +217,12 @@ def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config)
     if config.patience is not None:
         values["patience"] = config.patience
     architecture = {k: v for k, v in settings.items() if k in ARCHITECTURE_FIELDS}
-    values.update({k: v for k, v in settings.items() if k not in ARCHITECTURE_FIELDS})
+    text = {k: v for k, v in settings.items() if k in TEXT_FIELDS}
+    nested = ARCHITECTURE_FIELDS | TEXT_FIELDS
+    values.update({k: v for k, v in settings.items() if k not in nested})
     values["architecture"] = architecture
+    if text:
+        values["text"] = text
     return train(TrainConfig.from_json(values), verbose=0)
 
 
@@ -154,15 +242,21 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
     """Runs (or resumes) the experiment; returns ``results.json``'s content."""
     from tqdm.auto import tqdm
 
-    specs = parse_models(config.models)
-    if config.tuned:
-        specs += tuned_specs(config.tuned)
-    labels = [s.label for s in specs]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"model labels repeat: {labels}")
+    given = _converted_folds(config.dataset)
+    # The models are checked against the data before anything is converted.
+    text = is_text_input(config.dataset) or bool(given and is_text_data(given[min(given)]))
+    specs = config.model_specs(text=text)
+    if text:
+        _check_text_settings(config)
     os.makedirs(config.output, exist_ok=True)
     folds = prepare_data(config, progress=progress)
-    plan = [(spec, fold, seed) for fold in folds for seed in range(config.seeds) for spec in specs]
+    plan = [
+        (spec, fold, seed)
+        for fold in folds
+        for seed in range(config.seeds)
+        for spec in specs
+        if seed == 0 or not spec.is_bm25  # BM25 is deterministic: one run per fold
+    ]
     runs = []
     bar = tqdm(plan, unit="run", disable=None if progress else True)
     for spec, fold, seed in bar:
@@ -189,9 +283,15 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
                 "seconds": metrics.get("training", {}).get("seconds"),
             }
         )
-    manifest = data.load_manifest(folds[min(folds)])
+    if text:
+        manifest = {"label_kind": "relevance"}
+    else:
+        manifest = data.load_manifest(folds[min(folds)])
+    reported = TEXT_REPORTED if text else REPORTED
     results = {
         "dataset": config.dataset,
+        "kind": "text" if text else "features",
+        "reported": list(reported),
         "label_kind": manifest.get("label_kind"),
         "folds": sorted(folds),
         "seeds": config.seeds,
@@ -199,7 +299,7 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
         "settings": dataclasses.asdict(config),
         "versions": _versions(),
         "runs": runs,
-        "summary": summarize(runs, [s.label for s in specs]),
+        "summary": summarize(runs, [s.label for s in specs], keys=reported),
     }
     write_json(os.path.join(config.output, "results.json"), results)
     with open(os.path.join(config.output, "results.md"), "w", encoding="utf-8") as f:

@@ -4,7 +4,9 @@ Models are given as ``NAME[:KEY=VALUE[:KEY=VALUE...]]``, e.g.
 ``rankformer:alpha=4`` or ``gbdt-1k:num_leaves=63``: the keys are
 ``tfr-train`` settings (architecture ones included) for neural models and
 LightGBM parameters for GBDTs; ``tfr-tune`` outputs join as ``tuned <model>``
-rows.
+rows. On text data the models are ``bm25`` (keys: ``Bm25Config`` fields) and
+the ``listformer`` (``tfr-train`` settings, its text settings such as
+``max_document_tokens`` included).
 """
 
 from __future__ import annotations
@@ -14,14 +16,24 @@ import json
 import re
 
 from tfr_rankformer import gbdt
-from tfr_rankformer.command_names import DEFAULT_EXPERIMENT_MODELS
+from tfr_rankformer.command_names import (
+    BM25_MODEL,
+    DEFAULT_EXPERIMENT_MODELS,
+    DEFAULT_TEXT_EXPERIMENT_MODELS,
+    TEXT_MODEL_NAMES,
+)
 from tfr_rankformer.models import MODELS, ModelConfig
+from tfr_rankformer.text_data import TextConfig
 from tfr_rankformer.training import TrainConfig
+from tfrecords_tools.bm25_ranking import Bm25Config
 
 __all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
 
 ARCHITECTURE_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
-_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+TEXT_FIELDS = {f.name for f in dataclasses.fields(TextConfig)}
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"text"}
+_BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
+_NEURAL = set(MODELS) | set(TEXT_MODEL_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +42,8 @@ class ModelSpec:
 
     Attributes:
       label: as given on the command line (the row's name).
-      model: a neural model (``models.MODELS``) or a GBDT (``gbdt.GBDT_MODELS``).
+      model: a neural model (``models.MODELS``), a GBDT (``gbdt.GBDT_MODELS``)
+        or ``bm25``.
       settings: overrides: training settings or LightGBM parameters.
       tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
         (the experiment sets data, run directory and seed).
@@ -49,6 +62,19 @@ class ModelSpec:
     @property
     def is_gbdt(self) -> bool:
         return self.model in gbdt.GBDT_MODELS
+
+    @property
+    def is_bm25(self) -> bool:
+        return self.model == BM25_MODEL
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the model ranks text lists (BM25, the Listformer), not feature vectors."""
+        return self.is_bm25 or self.model in TEXT_MODEL_NAMES
+
+    @property
+    def is_neural(self) -> bool:
+        return not (self.is_gbdt or self.is_bm25)
 
 
 def _value(text: str):
@@ -69,17 +95,23 @@ def parse_models(text: str) -> list[ModelSpec]:
         if not item:
             continue
         name, *pairs = item.split(":")
-        if name not in MODELS and name not in gbdt.GBDT_MODELS:
-            known = sorted(MODELS) + sorted(gbdt.GBDT_MODELS)
+        if name not in _NEURAL and name not in gbdt.GBDT_MODELS and name != BM25_MODEL:
+            known = sorted(_NEURAL) + sorted(gbdt.GBDT_MODELS) + [BM25_MODEL]
             raise ValueError(f"Unknown model {name!r} in --models; choose from {known}")
         settings = []
         for pair in pairs:
             key, sep, value = pair.partition("=")
             if not sep or not key:
                 raise ValueError(f"{item!r}: settings take KEY=VALUE, got {pair!r}")
-            if name in MODELS and key not in _TRAIN_FIELDS | ARCHITECTURE_FIELDS:
+            if name == BM25_MODEL and key not in _BM25_FIELDS:
+                raise ValueError(f"{item!r}: {key!r} is not a BM25 setting {sorted(_BM25_FIELDS)}")
+            known = _TRAIN_FIELDS | ARCHITECTURE_FIELDS
+            known |= TEXT_FIELDS if name in TEXT_MODEL_NAMES else set()
+            if name in _NEURAL and key not in known:
                 raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
             settings.append((key, _value(value)))
+        if name == BM25_MODEL:
+            Bm25Config(**dict(settings))  # a bad value is an error now, not after training
         specs.append(ModelSpec(item, name, tuple(settings)))
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels) or not specs:
@@ -120,9 +152,12 @@ class ExperimentConfig:
 
     Attributes:
       dataset: a LETOR directory or dataset name (converted here), ``synthetic``,
-        or a ``tfr-convert`` output (used as it is).
+        a text input (``synthetic-text`` or ``trec:DIR``, converted here), or a
+        ``tfr-convert`` output (used as it is).
       output: the experiment's directory.
-      models: model specs, as ``parse_models`` takes them.
+      models: model specs, as ``parse_models`` takes them; ``None``: the
+        default grid of the dataset's kind (``DEFAULT_EXPERIMENT_MODELS``, or
+        ``DEFAULT_TEXT_EXPERIMENT_MODELS`` on text data).
       folds: fold numbers, as ``parse_folds`` takes them (a dataset without
         folds has fold 1 only).
       seeds: runs per model and fold, with seeds 0 .. seeds - 1.
@@ -133,16 +168,18 @@ class ExperimentConfig:
       patience: epochs without a better validation NDCG_y@10 before stopping;
         ``None``: ``tfr-train``'s default.
       simulate_clicks: convert with the paper's click simulation (off: the
-        original labels, the paper's Appendix A).
+        original labels, the paper's Appendix A); text data keeps its relevance
+        judgements, and turning this off there is an error.
       data_dir: where dataset names are looked up.
-      synthetic_lists: train lists of a ``synthetic`` dataset (vali and test a third).
+      synthetic_lists: train lists of a ``synthetic`` or ``synthetic-text``
+        dataset (vali and test a third each).
       tuned: a ``tfr-tune`` output (or a directory of them) whose best
         configurations join the table as ``tuned <model>`` rows (see ``tuned_specs``).
     """
 
     dataset: str
     output: str
-    models: str = DEFAULT_EXPERIMENT_MODELS
+    models: str | None = None
     folds: str = "1-5"
     seeds: int = 1
     epochs: int | None = None
@@ -154,7 +191,32 @@ class ExperimentConfig:
     tuned: str | None = None
 
     def __post_init__(self):
-        parse_models(self.models)
+        if self.models is not None:
+            parse_models(self.models)
         parse_folds(self.folds)
         if self.seeds < 1:
             raise ValueError(f"`seeds` must be >= 1, got {self.seeds}")
+
+    def model_specs(self, *, text: bool) -> list[ModelSpec]:
+        """The table's rows on a dataset of text lists (``text``) or of feature vectors:
+        ``models`` (or the kind's default grid), then the ``tuned`` configurations.
+
+        Raises:
+          ValueError: naming the models that do not take the dataset's kind of
+            lists, or labels that repeat.
+        """
+        default = DEFAULT_TEXT_EXPERIMENT_MODELS if text else DEFAULT_EXPERIMENT_MODELS
+        specs = parse_models(self.models if self.models is not None else default)
+        if self.tuned:
+            specs += tuned_specs(self.tuned)
+        wrong = [s.label for s in specs if s.is_text != text]
+        if wrong:
+            kind = "text lists" if text else "feature vectors"
+            takes = "bm25 and listformer" if text else "every model but bm25 and listformer"
+            raise ValueError(
+                f"{self.dataset} holds {kind}: {', '.join(wrong)} cannot run on it ({takes} can)"
+            )
+        labels = [s.label for s in specs]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"model labels repeat: {labels}")
+        return specs

@@ -5,9 +5,14 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["REPORTED", "summarize", "format_table"]
+__all__ = ["REPORTED", "TEXT_REPORTED", "summarize", "format_table"]
 
+# The columns of the table: the paper's two NDCGs on feature-vector data; on
+# text data, whose lists carry one kind of label (relevance judgements), NDCG
+# at three cut-offs, as the Listformer thesis and BM25 baselines report it.
 REPORTED = ("ndcg_y@10", "ndcg_r@10")
+TEXT_REPORTED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10")
+_TEXT_HEADERS = {"ndcg_y@1": "NDCG@1", "ndcg_y@5": "NDCG@5", "ndcg_y@10": "NDCG@10"}
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -21,13 +26,15 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / len(values))
 
 
-def summarize(runs: list[dict], labels: list[str], split: str = "test") -> dict:
-    """Per model and metric: mean and standard error over its runs (folds x seeds)."""
+def summarize(
+    runs: list[dict], labels: list[str], split: str = "test", keys: tuple = REPORTED
+) -> dict:
+    """Per model and metric (``keys``): mean and standard error over its runs (folds x seeds)."""
     summary = {}
     for label in labels:
         mine = [r["metrics"][split] for r in runs if r["model"] == label]
         summary[label] = {"runs": len(mine)}
-        for key in REPORTED:
+        for key in keys:
             mean, se = _mean_se([m.get(key) for m in mine])
             summary[label][key] = {"mean": mean, "se": se}
     return summary
@@ -36,37 +43,43 @@ def summarize(runs: list[dict], labels: list[str], split: str = "test") -> dict:
 def format_table(results: dict) -> str:
     """``results.md``: the paper's Table 2 layout for one dataset."""
     summary = results["summary"]
+    keys = tuple(results.get("reported", REPORTED))
+    # Bold: a mean with fewer than two others above it (ties share a place).
     best = {}
-    for key in REPORTED:
-        means = sorted(
-            {v[key]["mean"] for v in summary.values() if not math.isnan(v[key]["mean"])},
-            reverse=True,
-        )
-        best[key] = set(means[:2])
-    kind = (
-        "simulated clicks"
-        if results.get("label_kind") == "simulated_implicit"
-        else "original labels"
-    )
+    for key in keys:
+        means = [v[key]["mean"] for v in summary.values() if not math.isnan(v[key]["mean"])]
+        best[key] = {m for m in means if sum(other > m for other in means) < 2}
+    text = results.get("kind") == "text"
+    if text:
+        kind = "text, relevance judgements"
+    elif results.get("label_kind") == "simulated_implicit":
+        kind = "simulated clicks"
+    else:
+        kind = "original labels"
     name = os.path.basename(os.path.normpath(results["dataset"])) or results["dataset"]
     runs = len(results["folds"]) * results["seeds"]
+    headers = [_TEXT_HEADERS[k] if text else "NDCG" + k[len("ndcg") :] for k in keys]
     lines = [
         f"# {name} ({kind})",
         "",
         f"Test NDCG x 100, mean ± standard error over {runs} run(s) "
         f"({len(results['folds'])} fold(s) x {results['seeds']} seed(s)); the best two per "
         "column in bold. NDCG leaves out lists whose labels are all equal (RankFormer paper).",
+    ]
+    if text:
+        lines.append("BM25 is deterministic: it runs once per fold.")
+    lines += [
         "",
-        f"| model | {name} NDCG_y@10 | {name} NDCG_r@10 |",
-        "|---|---|---|",
+        "| model | " + " | ".join(f"{name} {h}" for h in headers) + " |",
+        "|---" * (len(keys) + 1) + "|",
     ]
     for label, values in summary.items():
         cells = []
-        for key in REPORTED:
+        for key in keys:
             mean, se = values[key]["mean"], values[key]["se"]
-            text = "-" if math.isnan(mean) else f"{mean:.2f}"
+            cell = "-" if math.isnan(mean) else f"{mean:.2f}"
             if not math.isnan(se):
-                text += f" ± {se:.2f}"
-            cells.append(f"**{text}**" if mean in best[key] else text)
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+                cell += f" ± {se:.2f}"
+            cells.append(f"**{cell}**" if mean in best[key] else cell)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

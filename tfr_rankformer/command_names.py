@@ -12,7 +12,9 @@ from __future__ import annotations
 
 __all__ = [
     "ATTENTIONS",
+    "BM25_MODEL",
     "DEFAULT_EXPERIMENT_MODELS",
+    "DEFAULT_TEXT_EXPERIMENT_MODELS",
     "DISTILL_ROWS",
     "GBDT_MODELS",
     "GBDT_PRESET_NAMES",
@@ -74,6 +76,12 @@ DISTILL_ROWS = ("teacher", "student", "gbdt_labels")
 DEFAULT_EXPERIMENT_MODELS = (
     "gbdt,gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=1,rankformer:alpha=4"
 )
+
+# tfr-experiment's default grid on text data: the first stage and the re-ranker.
+DEFAULT_TEXT_EXPERIMENT_MODELS = "bm25,listformer"
+
+# tfr-experiment's name for BM25 (bm25s) scoring a text dataset's lists.
+BM25_MODEL = "bm25"
 
 # How per-list losses make a batch's loss (``losses``): the authors' released
 # code, or the paper's Eq. 9 as printed.

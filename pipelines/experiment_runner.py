@@ -43,6 +43,7 @@ from pipelines.experiment_summary import REPORTED, TEXT_REPORTED, format_table, 
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.training import TrainConfig, train
+from tfrecords_tools.text_dataset import is_text_dataset
 from tfrecords_tools.text_sources import is_text_input
 
 __all__ = ["prepare_data", "run_experiment"]
@@ -65,16 +66,6 @@ def _converted_folds(root: str) -> dict[int, str]:
         if match and os.path.isfile(os.path.join(root, name, "manifest.json")):
             folds[int(match.group(1))] = os.path.join(root, name)
     return folds
-
-
-def is_text_data(directory: str) -> bool:
-    """Whether the converted set in ``directory`` holds text lists (its manifest says so)."""
-    try:
-        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
-            manifest = json.load(f)
-    except ValueError:
-        return False  # the numeric reader names what is wrong with the file
-    return isinstance(manifest, dict) and manifest.get("kind") == "text"
 
 
 def _convert_text(config: ExperimentConfig, target: str, *, progress: bool) -> None:
@@ -244,7 +235,7 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
 
     given = _converted_folds(config.dataset)
     # The models are checked against the data before anything is converted.
-    text = is_text_input(config.dataset) or bool(given and is_text_data(given[min(given)]))
+    text = is_text_input(config.dataset) or bool(given and is_text_dataset(given[min(given)]))
     specs = config.model_specs(text=text)
     if text:
         _check_text_settings(config)

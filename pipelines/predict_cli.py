@@ -5,6 +5,8 @@ Examples::
     tfr-predict --model runs/rankformer/export/1 --input MQ2008/Fold1/test.txt --output run.txt
     tfr-predict --model runs/rankformer --input data/web30k --output scores.csv --format csv
     tfr-predict --model runs/gbdt --input MQ2008/Fold1/test.txt --output gbdt_run.txt
+    # re-rank a first-stage run converted by tfr-convert --input trec
+    tfr-predict --model runs/listformer --input data/trec_text --split test --output rerank.txt
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Score query lists with an exported model and write a TREC run "
         "('qid Q0 docid rank score tag'; docid from the LETOR '#docid = ...' comment, else "
         "the line number; for ELWC input the item's position) or CSV with each query's "
-        "list-quality prediction.",
+        "list-quality prediction. A Listformer export re-ranks the lists of a text dataset "
+        "(tfr-convert --input trec or synthetic-text), with their own query and document ids.",
         __doc__,
     )
     p.add_argument(
@@ -40,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--input",
         required=True,
         help="a LETOR text file (.txt or .gz, raw features), a .tfrecord ELWC "
-        "shard, or a tfr-convert output directory (the shards of --split)",
+        "shard, or a tfr-convert output directory (the shards of --split); for a "
+        "Listformer export, a text dataset directory",
     )
     p.add_argument(
         "--split",
@@ -52,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=["trec", "csv"], default="trec", help="output format. Default: trec"
     )
     p.add_argument("--tag", default="tfr-rankformer", help="the run tag of TREC output")
-    p.add_argument("--batch-size", type=int, default=256, help="lists per model call")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="lists per model call. Default: 256 (Listformer: 16, as its evaluation)",
+    )
     p.add_argument(
         "--duplicate-features",
         choices=DUPLICATE_POLICIES,
@@ -93,6 +101,24 @@ def _elwc_files(args) -> list[str] | None:
     return None
 
 
+def _is_text(path: str) -> bool:
+    """Whether ``path`` is a text dataset directory (``tfr-convert --input trec``)."""
+    from tfrecords_tools.text_dataset import is_text_dataset
+
+    return os.path.isdir(path) and is_text_dataset(path)
+
+
+def _text_lists(args):
+    """``(qid, docids, query text, document texts)`` of the text dataset ``--input``."""
+    from tfrecords_tools.text_elwc import read_text_split
+
+    for text_list in read_text_split(args.input, args.split):
+        # The words joined with spaces: the text the model was trained on.
+        documents = [" ".join(tokens) for tokens in text_list.document_tokens]
+        query = " ".join(text_list.query_tokens)
+        yield text_list.query_id, list(text_list.document_ids), query, documents
+
+
 def _lists(args) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
     from tfr_rankformer.gbdt import is_gbdt_run, load_booster
@@ -102,11 +128,29 @@ def _lists(args) -> tuple[str, object]:
         score_elwc_gbdt,
         score_lists,
         score_lists_gbdt,
+        score_text_lists,
         signature_num_features,
         tensor_signature,
+        text_signature,
     )
     from tfrecords_tools.letor_lists import read_letor_lists
 
+    batch_size = args.batch_size or 256
+    if not is_gbdt_run(args.model):
+        export = resolve_export(args.model)
+        signature = text_signature(export)
+        if signature is not None:
+            if not _is_text(args.input):
+                raise ValueError(
+                    f"{args.model} is a Listformer export: --input must be a text dataset "
+                    f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
+                )
+            lists = _text_lists(args)
+            return export, score_text_lists(signature, lists, batch_size=args.batch_size or 16)
+    if _is_text(args.input):
+        raise ValueError(
+            f"{args.input} holds text lists: score it with a Listformer export, not {args.model}"
+        )
     files = _elwc_files(args)
     if is_gbdt_run(args.model):
         booster = load_booster(args.model)
@@ -115,16 +159,15 @@ def _lists(args) -> tuple[str, object]:
             lists = read_letor_lists(
                 args.input, booster.num_feature(), duplicates=args.duplicate_features
             )
-            return path, score_lists_gbdt(booster, lists, batch_size=args.batch_size)
-        return path, score_elwc_gbdt(booster, files, batch_size=args.batch_size)
-    export = resolve_export(args.model)
+            return path, score_lists_gbdt(booster, lists, batch_size=batch_size)
+        return path, score_elwc_gbdt(booster, files, batch_size=batch_size)
     if files is None:
         signature = tensor_signature(export)
         lists = read_letor_lists(
             args.input, signature_num_features(signature), duplicates=args.duplicate_features
         )
-        return export, score_lists(signature, lists, batch_size=args.batch_size)
-    return export, score_elwc(export, files, batch_size=args.batch_size)
+        return export, score_lists(signature, lists, batch_size=batch_size)
+    return export, score_elwc(export, files, batch_size=batch_size)
 
 
 def _counting_invalid(scored, total: list[int]):
@@ -144,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         from tfr_rankformer.prediction import write_results
 
         model, scored = _lists(args)
+        text = _is_text(args.input)
         invalid = [0]
         lists = tqdm(
             _counting_invalid(scored, invalid),
@@ -159,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
     print(f"scored {count} lists with {model}; wrote {args.output}")
-    if invalid[0]:
+    if invalid[0] and text:
+        print(
+            f"{invalid[0]} documents have no text: they cannot be told from padding and were "
+            "ranked last with the padding score"
+        )
+    elif invalid[0]:
         print(
             f"{invalid[0]} items could not be scored (features missing, of the wrong length, "
             "or NaN/inf) and were ranked last with the padding score (the model was exported "

@@ -11,6 +11,10 @@ query.
 A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
 item on its own features; ELWC records are then parsed with ``tfr.data``.
 
+A Listformer export scores text lists (``(qid, docids, query text, document
+texts)``) through its raw-string signature (``text_signature``,
+``score_text_lists``).
+
 Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
 record: a TFRecord shard cut short (``record_checks``), or a record the
 signature rejects (an item whose features are missing, of the wrong length,
@@ -42,6 +46,8 @@ __all__ = [
     "score_elwc",
     "score_lists_gbdt",
     "score_elwc_gbdt",
+    "text_signature",
+    "score_text_lists",
     "write_results",
 ]
 
@@ -51,7 +57,7 @@ class ScoredList:
     """One query's documents and the model's outputs.
 
     Attributes:
-      qid: the query id.
+      qid: the query id (a string for text lists).
       docids: document ids, in input order.
       scores: ``[n]`` scores, in input order.
       list_probs: ``[K]`` ``P(t >= k)``, or ``None`` without a list head.
@@ -59,7 +65,7 @@ class ScoredList:
         exported with ``--invalid-items score-last``).
     """
 
-    qid: int
+    qid: int | str
     docids: list[str]
     scores: np.ndarray
     list_probs: np.ndarray | None = None
@@ -133,6 +139,40 @@ def score_lists(
         for i, (qid, docids, _) in enumerate(batch):
             scores, probs = _unpack(outputs, i, len(docids))
             yield ScoredList(qid, docids, scores, probs)
+
+
+def text_signature(export: str):
+    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
+    ``None`` for an export of a feature-vector model."""
+    signatures = tf.saved_model.load(export).signatures
+    signature = signatures.get(SIGNATURE_ELWC)  # text exports serve text by default
+    if signature is None:
+        return None
+    inputs = signature.structured_input_signature[1]
+    return signature if {"query", "documents"} <= set(inputs) else None
+
+
+def score_text_lists(
+    signature, lists: Iterable[tuple[str, list[str], str, list[str]]], *, batch_size: int = 16
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, query text, document texts)`` lists through a
+    ``text_signature``.
+
+    The export tokenises the strings itself. A document whose text is empty
+    cannot be told from padding: it gets the padding score, is ranked last and
+    is counted in ``ScoredList.num_invalid``.
+    """
+    for batch in _batches(lists, batch_size):
+        width = max(len(docids) for _, docids, _, _ in batch)
+        documents = np.full((len(batch), width), "", dtype=object)
+        for i, (_, _, _, texts) in enumerate(batch):
+            documents[i, : len(texts)] = texts
+        queries = np.array([query for _, _, query, _ in batch], dtype=object)
+        outputs = signature(query=tf.constant(queries), documents=tf.constant(documents))
+        for i, (qid, docids, _, texts) in enumerate(batch):
+            scores, probs = _unpack(outputs, i, len(docids))
+            empty = sum(1 for text in texts if not text)
+            yield ScoredList(qid, docids, scores, probs, num_invalid=empty)
 
 
 _REJECTED = re.compile(r"assertion failed: \[invalid input: list (\d+), (.*?)\]\s*$", re.M)

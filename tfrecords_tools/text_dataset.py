@@ -10,6 +10,7 @@ the source, the conversion's parameters and seed, and the ``filtered`` counts.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -25,10 +26,30 @@ from tfrecords_tools.text_elwc import (
 )
 from tfrecords_tools.text_tokenizer import TOKENIZER_DESCRIPTION
 
-__all__ = ["MANIFEST_NAME", "text_manifest", "write_atomically", "relative_paths"]
+__all__ = [
+    "MANIFEST_NAME",
+    "is_text_dataset",
+    "text_manifest",
+    "write_atomically",
+    "relative_paths",
+]
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
+
+
+def is_text_dataset(directory: str) -> bool:
+    """Whether ``directory`` is a converted text dataset (its manifest says ``kind: "text"``).
+
+    A manifest that cannot be read answers ``False``: the feature-vector
+    reader then names what is wrong with it.
+    """
+    try:
+        with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("kind") == TEXT_KIND
 
 
 def relative_paths(values, scratch: str):

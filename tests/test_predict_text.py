@@ -1,0 +1,78 @@
+"""tfr-predict with a Listformer export: a text dataset re-ranked into a TREC run."""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipelines.convert_cli import main as convert_main
+from pipelines.predict_cli import main as predict_main
+from pipelines.train_cli import main as train_main
+from tfrecords_tools.text_elwc import read_text_split
+
+SMALL = [
+    "--width", "16", "--num-layers", "1", "--num-heads", "2", "--ff-dim", "32",
+    "--vocab-size", "300", "--max-document-tokens", "16", "--list-size", "12",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict_text")
+    data = str(root / "data")
+    flags = ["--input", "synthetic-text", "--synthetic-lists", "12", "--output", data]
+    assert convert_main(flags + ["--no-progress"]) == 0
+    model_dir = str(root / "run")
+    flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
+    assert train_main(flags + SMALL + ["--epochs", "1", "--batch-size", "4"]) == 0
+    return data, model_dir, root
+
+
+def _run_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.split() for line in f]
+
+
+def test_reranks_the_test_lists_with_their_own_ids(text_run):
+    data, model_dir, root = text_run
+    output = str(root / "rerank.txt")
+    assert predict_main(["--model", model_dir, "--input", data, "--output", output]) == 0
+    lists = list(read_text_split(data, "test"))
+    lines = _run_lines(output)
+    assert len(lines) == sum(len(t.document_ids) for t in lists)
+    by_query = collections.defaultdict(list)
+    for qid, q0, docid, rank, score, tag in lines:
+        assert q0 == "Q0" and tag == "tfr-rankformer"
+        by_query[qid].append((int(rank), docid, float(score)))
+    assert set(by_query) == {t.query_id for t in lists}
+    export = tf.saved_model.load(os.path.join(model_dir, "export", "1"))
+    for text_list in lists[:2]:
+        ranked = sorted(by_query[text_list.query_id])
+        assert [r for r, _, _ in ranked] == list(range(1, len(text_list.document_ids) + 1))
+        assert sorted(d for _, d, _ in ranked) == sorted(text_list.document_ids)
+        scores = [s for _, _, s in ranked]
+        assert scores == sorted(scores, reverse=True)
+        # The scores are the export's on the same strings, one list at a time.
+        direct = export.signatures["serving_default"](
+            query=tf.constant([" ".join(text_list.query_tokens)]),
+            documents=tf.constant([[" ".join(d) for d in text_list.document_tokens]]),
+        )["scores"].numpy()[0]
+        written = dict((d, s) for _, d, s in ranked)
+        expected = [written[d] for d in text_list.document_ids]
+        np.testing.assert_allclose(expected, direct, atol=2e-5)
+
+
+def test_kinds_of_model_and_data_must_match(text_run, dataset, tiny_servables, capsys):
+    data, model_dir, root = text_run
+    output = str(root / "wrong.txt")
+    numeric = os.path.join(dataset, "test-00000-of-00001.tfrecord")
+    assert predict_main(["--model", model_dir, "--input", numeric, "--output", output]) == 1
+    assert "is a Listformer export: --input must be a text dataset" in capsys.readouterr().err
+    numeric_export = tiny_servables["reject"]
+    assert predict_main(["--model", numeric_export, "--input", data, "--output", output]) == 1
+    assert "holds text lists: score it with a Listformer export" in capsys.readouterr().err
+    assert not os.path.exists(output) and not os.path.exists(output + ".partial")

@@ -63,6 +63,7 @@ _ARCHITECTURE = (
     "head_dropout",
     "cls_stddev",
     "init",
+    "copied_layers",
     "width",
     "attention_window",
     "attention",
@@ -356,6 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight initialisation: pytorch (torch.nn.Linear's, the authors' code) or keras "
         "(Glorot-uniform, zero biases). Default: pytorch; context_aware: keras (allRank's "
         "Xavier)",
+    )
+    arch.add_argument(
+        "--copied-layers",
+        action=argparse.BooleanOptionalAction,
+        help="every encoder layer starts from the first layer's initial weights, as in the "
+        "authors' code (torch.nn.TransformerEncoder deep-copies its layer) and allRank (its "
+        "clones). Default: on; listformer: off. --no-copied-layers draws each layer's "
+        "weights on its own (this project's earlier variant)",
     )
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
     gbdt.add_argument(

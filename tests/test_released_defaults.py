@@ -186,6 +186,41 @@ def test_pytorch_initialisation_bounds():
     np.testing.assert_array_equal(keras.get_layer("ranker").get_layer("dense_0").bias.numpy(), 0)
 
 
+def _layer_weights(model, names):
+    ranker = model.get_layer("ranker")
+    return [[w.numpy() for w in ranker.get_layer(name).weights] for name in names]
+
+
+@pytest.mark.parametrize(
+    "model, names",
+    [
+        ("rankformer", ["encoder_0", "encoder_1", "encoder_2"]),
+        ("transformer", ["encoder_0", "encoder_1", "encoder_2"]),
+        ("context_aware", ["block_0", "block_1", "block_2"]),
+    ],
+)
+def test_encoder_layers_start_as_copies_of_the_first(model, names):
+    # torch.nn.TransformerEncoder deep-copies its layer (the released code), as allRank's clones.
+    arch = dict(num_layers=3, ff_dim=8, head_hidden=4, num_heads=1, d_fc=4)
+    tf.keras.utils.set_random_seed(0)
+    copied = training.build_run_model(
+        _config(model=model, architecture=ModelConfig(**arch)), _manifest()
+    )
+    first, *others = _layer_weights(copied, names)
+    assert len(first) >= 8  # attention, feed-forward and both LayerNorms
+    for weights in others:
+        for a, b in zip(first, weights):
+            np.testing.assert_array_equal(a, b)
+    tf.keras.utils.set_random_seed(0)
+    own = ModelConfig(**arch, copied_layers=False)
+    independent = training.build_run_model(_config(model=model, architecture=own), _manifest())
+    first, second, _ = _layer_weights(independent, names)
+    kernels = [(a, b) for a, b in zip(first, second) if a.ndim == 2]
+    assert kernels and all(not np.array_equal(a, b) for a, b in kernels)
+    # Copies at the start only: the layers' variables stay separate.
+    assert len(copied.trainable_weights) == len(independent.trainable_weights)
+
+
 def test_cls_token_is_drawn_from_a_standard_normal():
     tf.keras.utils.set_random_seed(0)
     config = _config(architecture=ModelConfig(num_layers=1, ff_dim=8, head_hidden=4))

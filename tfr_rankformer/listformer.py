@@ -29,7 +29,7 @@ from tfr_rankformer.listformer_layers import (
     GlobalLocalTextEncoderLayer,
     ListformerEmbedding,
 )
-from tfr_rankformer.models import ModelConfig, score_outputs
+from tfr_rankformer.models import ModelConfig, copy_first_layer, score_outputs
 
 __all__ = ["QUERY_IDS", "DOCUMENT_IDS", "TEXT_MODELS", "build_listformer", "build_text_model"]
 
@@ -70,6 +70,7 @@ def build_listformer(
     # -> [B, S, D] with S = 1 + Q + N + N T, [B, G], [B, N, T]
     x, global_valid, local_valid = embedding(inputs[QUERY_IDS], inputs[DOCUMENT_IDS], mask)
     # === Encoder ===
+    encoder = []
     for i in range(config.num_layers):
         layer = GlobalLocalTextEncoderLayer(
             window=config.attention_window,
@@ -81,6 +82,9 @@ def build_listformer(
             name=f"encoder_{i}",
         )
         x = layer(x, global_valid, local_valid)
+        encoder.append(layer)
+    if config.copied_layers:
+        copy_first_layer(encoder)
     # Pre-LayerNorm layers leave the residual stream unnormalised.
     x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
     # === Heads ===

@@ -102,6 +102,7 @@ PRESETS = {
         attention_window=256,
         max_positions=512,
         init="keras",
+        copied_layers=False,
     ),
 }
 # Models over text (``listformer.TEXT_MODELS``), not feature vectors:
@@ -127,6 +128,7 @@ _BASE = dict(
     head_dropout=None,  # the model's `dropout`, as the released heads
     cls_stddev=1.0,
     init="pytorch",
+    copied_layers=True,
     width=128,
     attention_window=256,
     attention="blocked",
@@ -163,6 +165,11 @@ class ModelConfig:
       init: weight initialisation, ``pytorch`` (``torch.nn.Linear``'s, the
         released code's) or ``keras`` (Glorot-uniform, zero biases); see
         ``initializers``.
+      copied_layers: every encoder layer starts from the first one's initial
+        weights, as in the released code (``torch.nn.TransformerEncoder``
+        deep-copies the one layer it is given) and allRank (whose ``clones``
+        deep-copy too); off, each layer draws its own (this project's earlier
+        variant; the ``listformer``'s default).
       width: ``listformer``: the embedding and encoder width (the numeric
         models' width is their feature count).
       attention_window: ``listformer``: a document's token attends to its
@@ -188,6 +195,7 @@ class ModelConfig:
     head_dropout: float | None = None
     cls_stddev: float | None = None
     init: str | None = None
+    copied_layers: bool | None = None
     width: int | None = None
     attention_window: int | None = None
     attention: str | None = None
@@ -246,6 +254,13 @@ class ModelConfig:
         return ModelConfig(**values)
 
 
+def copy_first_layer(layers: list) -> None:
+    """Sets every built layer's weights to the first one's (``copied_layers``)."""
+    first = layers[0].get_weights()
+    for layer in layers[1:]:
+        layer.set_weights(first)
+
+
 def _inputs(num_features: int):
     features = tf.keras.Input(shape=(None, num_features), dtype=tf.float32, name=FEATURES)
     mask = tf.keras.Input(shape=(None,), dtype=tf.bool, name=MASK)
@@ -297,6 +312,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     if glob:
         x, valid = GlobalTokens(glob, name="global_tokens")(x, valid)  # [B, glob + L + 1, d]
         lead += glob
+    encoder = []
     for i in range(config.num_layers):
         settings = dict(
             num_heads=config.num_heads,
@@ -309,6 +325,9 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
         else:
             layer = PreNormEncoderLayer(name=f"encoder_{i}", **settings)
         x = layer(x, valid)
+        encoder.append(layer)
+    if config.copied_layers:
+        copy_first_layer(encoder)
     if config.final_norm:
         x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
     z_items = x[:, lead:, :]  # [B, lead + L, d] -> [B, L, d]
@@ -385,10 +404,15 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
         x = SinusoidalPositionalEncoding(name="positional_encoding")(x)
     elif config.positional_encoding == "learned":
         x = LearnedPositionalEncoding(config.max_positions, name="positional_encoding")(x)
+    blocks = []
     for i in range(config.num_layers):
-        x = PostNormEncoderLayer(
+        block = PostNormEncoderLayer(
             config.num_heads, config.ff_dim, config.dropout, init=config.init, name=f"block_{i}"
-        )(x, mask)
+        )
+        x = block(x, mask)
+        blocks.append(block)
+    if config.copied_layers:
+        copy_first_layer(blocks)
     score = dense(
         item_levels or 1, fan_in=config.d_fc, init=config.init, dtype="float32", name="score"
     )

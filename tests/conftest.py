@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -144,3 +145,24 @@ try:
     _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 except ImportError:  # the fuzz suites skip themselves without Hypothesis
     pass
+
+
+TEXT_EXPERIMENT_LISTFORMER = (
+    "listformer:width=16:num_heads=2:num_layers=1:ff_dim=32:head_hidden=16"
+    ":max_document_tokens=16:vocab_size=300:list_size=12"
+)
+
+
+@pytest.fixture(scope="session")
+def text_experiment(tmp_path_factory):
+    """tfr-experiment on 24 synthetic-text lists: two BM25s and a tiny Listformer (2 seeds);
+    ``(output, results.json)``."""
+    from pipelines.experiment_cli import main
+
+    output = tmp_path_factory.mktemp("experiment") / "text"
+    flags = ["--dataset", "synthetic-text", "--synthetic-lists", "24", "--output", str(output)]
+    flags += ["--models", f"bm25,bm25:k1=1.2:b=0.75,{TEXT_EXPERIMENT_LISTFORMER}", "--folds", "1"]
+    flags += ["--seeds", "2", "--epochs", "1", "--batch-size", "8", "--no-progress"]
+    assert main(flags) == 0
+    with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
+        return str(output), json.load(f)

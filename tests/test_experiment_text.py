@@ -10,22 +10,7 @@ import pytest
 from pipelines.experiment_cli import main
 from pipelines.experiment_runner import run_experiment
 from pipelines.experiment_specs import ExperimentConfig, parse_models
-
-LISTFORMER = (
-    "listformer:width=16:num_heads=2:num_layers=1:ff_dim=32:head_hidden=16"
-    ":max_document_tokens=16:vocab_size=300:list_size=12"
-)
-
-
-@pytest.fixture(scope="module")
-def text_experiment(tmp_path_factory):
-    output = tmp_path_factory.mktemp("experiment") / "text"
-    flags = ["--dataset", "synthetic-text", "--synthetic-lists", "24", "--output", str(output)]
-    flags += ["--models", f"bm25,bm25:k1=1.2:b=0.75,{LISTFORMER}", "--folds", "1"]
-    flags += ["--seeds", "2", "--epochs", "1", "--batch-size", "8", "--no-progress"]
-    assert main(flags) == 0
-    with open(os.path.join(output, "results.json"), encoding="utf-8") as f:
-        return str(output), json.load(f)
+from tests.conftest import TEXT_EXPERIMENT_LISTFORMER as LISTFORMER
 
 
 def test_bm25_and_the_listformer_share_one_table(text_experiment):

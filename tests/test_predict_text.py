@@ -9,27 +9,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines.convert_cli import main as convert_main
+from pipelines.export_cli import main as export_main
 from pipelines.predict_cli import main as predict_main
-from pipelines.train_cli import main as train_main
 from tfrecords_tools.text_elwc import read_text_split
-
-SMALL = [
-    "--width", "16", "--num-layers", "1", "--num-heads", "2", "--ff-dim", "32",
-    "--vocab-size", "300", "--max-document-tokens", "16", "--list-size", "12",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def text_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("predict_text")
-    data = str(root / "data")
-    flags = ["--input", "synthetic-text", "--synthetic-lists", "12", "--output", data]
-    assert convert_main(flags + ["--no-progress"]) == 0
-    model_dir = str(root / "run")
-    flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
-    assert train_main(flags + SMALL + ["--epochs", "1", "--batch-size", "4"]) == 0
-    return data, model_dir, root
+def text_run(text_experiment, tmp_path_factory):
+    """The experiment's Listformer run (synthetic text), exported by tfr-export."""
+    output, results = text_experiment
+    run = next(r for r in results["runs"] if r["model"].startswith("listformer"))
+    model_dir = run["run_dir"]
+    assert export_main(["--model-dir", model_dir]) == 0
+    return os.path.join(output, "data"), model_dir, tmp_path_factory.mktemp("predict_text")
 
 
 def _run_lines(path):

@@ -154,22 +154,19 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
 
 def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
     """Scores the fold's vali and test lists with BM25; writes ``metrics.json``."""
-    from tfrecords_tools.bm25_ranking import Bm25Config, evaluate_bm25
+    from tfrecords_tools.bm25_ranking import Bm25Config, evaluate_bm25_splits
 
     bm25 = Bm25Config(**dict(spec.settings))
     started = time.perf_counter()
     with open(os.path.join(fold_data, "manifest.json"), encoding="utf-8") as f:
-        splits = json.load(f)["splits"]
+        available = json.load(f)["splits"]
+    splits = [s for s in ("vali", "test") if s in available]
     metrics = {}
-    for split in ("vali", "test"):
-        if split in splits:
-            found = evaluate_bm25(fold_data, split=split, config=bm25)
-            metrics[split] = {
-                "ndcg_y@" + k.split("@")[1]: v for k, v in found.items() if k.startswith("ndcg@")
-            }
-            metrics[split].update(
-                num_lists=found["num_lists"], num_lists_y=found["num_lists_counted"]
-            )
+    for split, found in evaluate_bm25_splits(fold_data, splits, config=bm25).items():
+        metrics[split] = {
+            "ndcg_y@" + k.split("@")[1]: v for k, v in found.items() if k.startswith("ndcg@")
+        }
+        metrics[split].update(num_lists=found["num_lists"], num_lists_y=found["num_lists_counted"])
     metrics["settings"] = {"model": spec.model, **dataclasses.asdict(bm25)}
     metrics["training"] = {"seconds": time.perf_counter() - started}
     os.makedirs(run_dir, exist_ok=True)

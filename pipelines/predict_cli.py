@@ -123,6 +123,7 @@ def _lists(args) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
     from tfr_rankformer.gbdt import is_gbdt_run, load_booster
     from tfr_rankformer.prediction import (
+        is_text_export,
         resolve_export,
         score_elwc,
         score_elwc_gbdt,
@@ -138,14 +139,14 @@ def _lists(args) -> tuple[str, object]:
     batch_size = args.batch_size or 256
     if not is_gbdt_run(args.model):
         export = resolve_export(args.model)
-        signature = text_signature(export)
-        if signature is not None:
+        if is_text_export(export):
             if not _is_text(args.input):
                 raise ValueError(
                     f"{args.model} is a Listformer export: --input must be a text dataset "
                     f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
                 )
             lists = _text_lists(args)
+            signature = text_signature(export)
             return export, score_text_lists(signature, lists, batch_size=args.batch_size or 16)
     if _is_text(args.input):
         raise ValueError(

@@ -46,6 +46,7 @@ __all__ = [
     "score_elwc",
     "score_lists_gbdt",
     "score_elwc_gbdt",
+    "is_text_export",
     "text_signature",
     "score_text_lists",
     "write_results",
@@ -141,15 +142,24 @@ def score_lists(
             yield ScoredList(qid, docids, scores, probs)
 
 
+def is_text_export(export: str) -> bool:
+    """Whether ``export`` is a Listformer's: its default signature takes ``query`` and
+    ``documents`` strings. Read from ``saved_model.pb`` without loading the model."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(export, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    for graph in saved.meta_graphs:
+        signature = graph.signature_def.get(SIGNATURE_ELWC)  # text exports serve text by default
+        if signature is not None and {"query", "documents"} <= set(signature.inputs):
+            return True
+    return False
+
+
 def text_signature(export: str):
-    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
-    ``None`` for an export of a feature-vector model."""
-    signatures = tf.saved_model.load(export).signatures
-    signature = signatures.get(SIGNATURE_ELWC)  # text exports serve text by default
-    if signature is None:
-        return None
-    inputs = signature.structured_input_signature[1]
-    return signature if {"query", "documents"} <= set(inputs) else None
+    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``)."""
+    return tf.saved_model.load(export).signatures[SIGNATURE_ELWC]
 
 
 def score_text_lists(

@@ -33,7 +33,14 @@ from tfrecords_tools.text_elwc import read_text_split
 from tfrecords_tools.text_tokenizer import TOKENIZER_DESCRIPTION, tokenize
 from tfrecords_tools.trec_files import TrecFormatError, read_collection, read_queries
 
-__all__ = ["Bm25Config", "Bm25Index", "write_bm25_run", "evaluate_bm25", "METHODS"]
+__all__ = [
+    "Bm25Config",
+    "Bm25Index",
+    "write_bm25_run",
+    "evaluate_bm25",
+    "evaluate_bm25_splits",
+    "METHODS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -210,17 +217,37 @@ def evaluate_bm25(
       ``{"ndcg@k": ..., "num_lists": ..., "num_lists_counted": ..., "index_documents":
       ..., "split": ..., "bm25": {...}, "tokenizer": ..., "convention": ...}``.
     """
-    splits = _dataset_splits(directory)
-    if split not in splits:
-        raise ValueError(f"{directory} has no {split!r} split; it has {sorted(splits)}")
+    found = evaluate_bm25_splits(directory, (split,), config=config, ks=ks, progress=progress)
+    return found[split]
+
+
+def evaluate_bm25_splits(
+    directory: str,
+    splits,
+    *,
+    config: Bm25Config = Bm25Config(),
+    ks=(1, 5, 10),
+    progress: bool = False,
+) -> dict[str, dict]:
+    """``evaluate_bm25`` on several splits, over one index: ``{split: metrics}``."""
+    available = _dataset_splits(directory)
+    for split in splits:
+        if split not in available:
+            raise ValueError(f"{directory} has no {split!r} split; it has {sorted(available)}")
     position, documents = {}, []
-    for name in splits:
+    for name in available:
         for text_list in read_text_split(directory, name):
             for doc_id, tokens in zip(text_list.document_ids, text_list.document_tokens):
                 if doc_id not in position:
                     position[doc_id] = len(documents)
                     documents.append(tokens)
     index = Bm25Index(documents, config, progress=progress)
+    return {
+        split: _split_metrics(directory, split, index, position, config, ks) for split in splits
+    }
+
+
+def _split_metrics(directory, split, index, position, config, ks) -> dict:
     lists = list(read_text_split(directory, split))
     if not lists:
         raise ValueError(f"the {split!r} split of {directory} holds no list")
@@ -239,7 +266,7 @@ def evaluate_bm25(
     out.update(
         num_lists=metrics["num_lists"],
         num_lists_counted=metrics["num_lists_r"],
-        index_documents=len(documents),
+        index_documents=len(position),
         split=split,
         bm25=dataclasses.asdict(config),
         tokenizer=TOKENIZER_DESCRIPTION,

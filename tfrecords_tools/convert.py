@@ -23,6 +23,7 @@ import time
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
+from tfrecords_tools.atomic_output import publish
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
@@ -370,9 +371,7 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
         # Entered first: the workers are forked before any thread starts.
         with parse_workers(workers) as (pool, workers):
             manifests = _convert_folds(config, scratch, progress, pool, workers)
-        if os.path.exists(final):
-            shutil.rmtree(final) if os.path.isdir(final) else os.remove(final)
-        os.rename(scratch, final)
+        publish(scratch, final)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise

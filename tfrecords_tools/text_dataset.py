@@ -16,6 +16,7 @@ import shutil
 import tempfile
 
 from tfrecords_tools import manifest_json
+from tfrecords_tools.atomic_output import publish
 from tfrecords_tools.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
@@ -121,9 +122,7 @@ def write_atomically(output: str, *, overwrite: bool, build) -> dict:
         with open(os.path.join(scratch, MANIFEST_NAME), "w", encoding="utf-8") as f:
             f.write(manifest_json.dumps(manifest) + "\n")
         os.chmod(scratch, 0o755)
-        if os.path.exists(final):
-            shutil.rmtree(final) if os.path.isdir(final) else os.remove(final)
-        os.rename(scratch, final)
+        publish(scratch, final)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise

@@ -3,7 +3,9 @@ and the runner's LETOR reader (the released side itself needs torch)."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -45,12 +47,89 @@ def test_our_side_runs_without_the_released_code(folds, tmp_path, capsys, monkey
     # The converted fold simulates clicks with purchase label 4, as the released code.
     manifest = (output / "data" / "Fold1" / "manifest.json").read_text()
     assert '"purchase_label": 4' in manifest
-    run = output / "ours" / "mlp" / "Fold1"
+    run = output / "ours" / "mlp" / "Fold1" / "seed0"
     assert '"keep_weights": "last"' in (run / "config.json").read_text()
     # A rerun reuses the finished run instead of training again.
     before = os.path.getmtime(run / "metrics.json")
     assert reference_parity.main([*args, "--output", str(output)]) == 0
     assert os.path.getmtime(run / "metrics.json") == before
+
+
+FAKE_RUNNER = """\
+import json, sys
+if sys.argv[1] == "-c":  # the set-up check's imports
+    sys.exit(0)
+args = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+with open(LOG, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+seed = int(args["--seed"])
+for name in args["--models"].split(","):
+    base = {"mlp": 60.0, "rankformer": 62.0, "transformer": 61.0}[name] + seed
+    print(json.dumps({"model": name, "lists_per_sec": 100.0, "ndcg_y@10": base,
+                      "ndcg_r@10": base + 1, "ndcg_y@10_tmax": base + 2}))
+"""
+
+
+@pytest.fixture
+def fake_released(tmp_path):
+    """A stand-in for the released code and its Python: it logs each runner call's
+    options and prints fixed metrics per model (the seed added)."""
+    official = tmp_path / "official_code"
+    official.mkdir()
+    (official / "model.py").write_text("")
+    log = tmp_path / "runner_calls.jsonl"
+    python = tmp_path / "fake_python"
+    python.write_text(f"#!{sys.executable}\nLOG = {str(log)!r}\n" + FAKE_RUNNER)
+    python.chmod(0o755)
+    return ["--official-dir", str(official), "--official-python", str(python)], log
+
+
+def test_shared_lists_pair_the_sides_fold_by_fold_over_seeds(folds, tmp_path, fake_released):
+    from tfr_rankformer.data import load_manifest
+    from tfr_rankformer.list_arrays import read_split
+
+    official, log = fake_released
+    output = tmp_path / "parity"
+    args = ["--dataset", str(folds), "--folds", "1", "--epochs", "1", "--models", "mlp"]
+    args += ["--seeds", "2", "--output", str(output), *official]
+    assert reference_parity.main(args) == 0
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["--seed"] for c in calls] == ["0", "1"]
+    # The released side gets our conversion's lists, clicks and relevance as they are.
+    fold = output / "data" / "Fold1"
+    for split in ("train", "test"):
+        assert calls[0][f"--{split}"] == str(fold / "lists" / f"{split}.npz")
+        expected = read_split(str(fold), load_manifest(str(fold)), split)
+        frame = reference_runner.read_lists(calls[0][f"--{split}"])
+        np.testing.assert_array_equal(frame["target"], expected.label)
+        np.testing.assert_array_equal(frame["explicit_target"], expected.relevance)
+        np.testing.assert_allclose(frame.iloc[:, 3:].to_numpy(), expected.features, rtol=1e-6)
+        assert frame["qid"].nunique() == expected.num_lists
+    # Our side ran once per seed; the fold's figure is the mean over the seeds.
+    for seed in (0, 1):
+        assert (output / "ours" / "mlp" / "Fold1" / f"seed{seed}" / "metrics.json").is_file()
+    summary = json.loads((output / "parity.json").read_text())
+    assert summary["summary"]["mlp"]["released code"]["ndcg_y@10"][0] == pytest.approx(60.5)
+    ours = summary["fold_means"]["mlp"]["ours"]["1"]["ndcg_y@10"]
+    paired = summary["paired_differences"]["mlp"]["ndcg_y@10"][0]
+    assert paired == pytest.approx(ours - 60.5)
+    table = (output / "parity.md").read_text()
+    assert "same simulated lists" in table and "seeds 0-1" in table
+    # A rerun reuses every finished run on both sides.
+    assert reference_parity.main(args) == 0
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_own_labels_give_the_released_code_the_letor_files(folds, tmp_path, fake_released):
+    official, log = fake_released
+    output = tmp_path / "parity"
+    args = ["--dataset", str(folds), "--folds", "1", "--epochs", "1", "--models", "mlp"]
+    args += ["--labels", "own", "--side", "released", "--output", str(output), *official]
+    assert reference_parity.main(args) == 0
+    (call,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert call["--train"] == str(folds / "Fold1" / "train.txt")
+    table = (output / "parity.md").read_text()
+    assert "simulating its own clicks" in table and "| mlp | ours |" not in table
 
 
 def test_models_without_a_released_counterpart_are_refused(tmp_path):
@@ -89,3 +168,19 @@ def test_runner_reads_sparse_letor_lines(tmp_path):
     np.testing.assert_array_equal(
         frame.iloc[:, 2:].to_numpy(), [[0.5, 0.0, 2.0], [0.0, 1.5, 0.0], [1.0, 2.0, 3.0]]
     )
+
+
+def test_runner_reads_npz_lists_one_list_id_per_list(tmp_path):
+    path = tmp_path / "lists.npz"
+    np.savez(
+        path,
+        features=np.array([[0.5, 1.0], [0.25, 2.0], [1.5, 0.0]], np.float32),
+        label=np.array([4.0, 0.0, 1.0], np.float32),
+        relevance=np.array([2.0, 0.0, 1.0], np.float32),
+        offsets=np.array([0, 2, 3]),
+    )
+    frame = reference_runner.read_lists(str(path))
+    assert list(frame.columns[:3]) == ["target", "explicit_target", "qid"]
+    assert list(frame["target"]) == [4, 0, 1] and list(frame["explicit_target"]) == [2, 0, 1]
+    assert list(frame["qid"]) == [0, 0, 1]
+    np.testing.assert_array_equal(frame.iloc[:, 3:].to_numpy(), [[0.5, 1.0], [0.25, 2.0], [1.5, 0]])

@@ -1,13 +1,26 @@
-"""Our models beside the RankFormer authors' released code: same folds, seed and epochs.
+"""Our models beside the RankFormer authors' released code: same folds, seeds and epochs.
 
 For every fold it converts the LETOR data with simulated clicks (a purchase is
 label 4, as in the released code), trains our ``rankformer``, ``transformer``
 and ``mlp`` with their defaults for ``--epochs`` epochs keeping the last
 epoch's weights (the released protocol: no validation, no early stopping), and
-runs the released code on the same fold, seed and epochs through
-``reference_runner.py`` in a Python that has torch. The released code simulates
-its own clicks with its own random generator, so the two sides see lists drawn
-from the same distribution, not the same lists.
+runs the released code on the same fold, seeds and epochs through
+``reference_runner.py`` in a Python that has torch.
+
+Which lists the released code sees (``--labels``):
+
+* ``shared`` (the default): the very lists and simulated clicks of our
+  conversion, train and test, written to ``data/FoldN/lists/*.npz``; the
+  released code fits its own quantile transform on them and simulates
+  nothing. Both sides are then scored on the same test labels, so the
+  difference per fold is paired and its standard error is printed too.
+* ``own``: the released code simulates its own clicks with its own random
+  generator from the LETOR files (its ``main.py``'s way), so the two sides see
+  lists drawn from the same distribution, not the same lists.
+
+``--seeds N`` runs seeds ``--seed`` .. ``--seed + N - 1`` on both sides (the
+data is converted once, with ``--seed``; with ``--labels own`` the released
+code's seed also draws its clicks). A fold's figure is the mean over its seeds.
 
 It prints one table, mean ± standard error over the folds: test NDCG_y@10,
 NDCG_r@10, NDCG_y@10 on lists whose label is the highest level (t = max), the
@@ -19,7 +32,7 @@ machine's CPU vector extensions are printed with it). ``parity.md`` and
 Usage::
 
     python -m pipelines.benchmarks.reference_parity --dataset MQ2008 --data-dir DIR \\
-        --folds 1-5 --epochs 30 --output results/parity \\
+        --folds 1-5 --epochs 30 --seeds 3 --output results/parity \\
         --official-dir rankformer-official --official-python ref-venv/bin/python
 
 Without the released code (``--official-dir``, or ``$RANKFORMER_OFFICIAL_DIR``)
@@ -105,7 +118,7 @@ def convert_folds(args, folds: list[int]) -> dict[int, str]:
     return paths
 
 
-def ours(spec, fold_data: str, run_dir: str, args) -> dict:
+def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
     """Trains one of our models (or reuses the finished run); its test metrics and speed."""
     from tfr_rankformer.models import ModelConfig
     from tfr_rankformer.training import TrainConfig, train
@@ -122,7 +135,7 @@ def ours(spec, fold_data: str, run_dir: str, args) -> dict:
                 "data": fold_data,
                 "model_dir": run_dir,
                 "epochs": args.epochs,
-                "seed": args.seed,
+                "seed": seed,
                 "keep_weights": "last",
                 **settings,
                 "architecture": architecture,
@@ -154,9 +167,38 @@ def fold_files(args, fold: int) -> dict[str, str]:
     return source.folds[fold]
 
 
-def theirs(setup, fold: int, names: list[str], args) -> dict[str, dict]:
-    """The released code's results on ``fold`` (run once, then read from the cache)."""
-    cache = os.path.join(args.output, "official", f"Fold{fold}.jsonl")
+def shared_lists(fold_data: str) -> dict[str, str]:
+    """``{split: .npz}`` of the converted fold's train and test lists, as the
+    runner reads them (written once, next to the fold's TFRecords)."""
+    import numpy as np
+
+    from tfr_rankformer.data import load_manifest
+    from tfr_rankformer.list_arrays import read_split
+
+    directory = os.path.join(fold_data, "lists")
+    paths = {split: os.path.join(directory, f"{split}.npz") for split in ("train", "test")}
+    manifest = load_manifest(fold_data)
+    for split, path in paths.items():
+        if os.path.isfile(path):
+            continue
+        arrays = read_split(fold_data, manifest, split)
+        os.makedirs(directory, exist_ok=True)
+        partial = path + ".partial.npz"
+        np.savez(
+            partial,
+            features=arrays.features,
+            label=arrays.label,
+            relevance=arrays.relevance,
+            offsets=arrays.offsets,
+        )
+        os.replace(partial, path)
+    return paths
+
+
+def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
+    """The released code's results on ``fold`` with ``seed`` (run once, then read from
+    the cache); ``files`` are its train and test inputs, LETOR or ``.npz`` lists."""
+    cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
     results = {}
     if os.path.isfile(cache):
         with open(cache, encoding="utf-8") as f:
@@ -164,10 +206,9 @@ def theirs(setup, fold: int, names: list[str], args) -> dict[str, dict]:
     missing = [n for n in names if n not in results]
     if missing:
         directory, python = setup
-        files = fold_files(args, fold)
         command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
         command += ["--train", files["train"], "--test", files["test"]]
-        command += ["--seed", str(args.seed), "--models", ",".join(missing)]
+        command += ["--seed", str(seed), "--models", ",".join(missing)]
         command += ["--threads", str(args.official_threads)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -183,20 +224,31 @@ def theirs(setup, fold: int, names: list[str], args) -> dict[str, dict]:
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (NaN for one value)."""
     mean = statistics.fmean(values)
     se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
     return mean, se
 
 
-def table(rows: dict, cpu: str, args) -> str:
-    """The markdown table of ``parity.md``."""
+def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
+    """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
+    the mean ± standard error of the per-fold differences (shared lists only)."""
     folds = len(parse_folds(args.folds))
+    seeds = getattr(args, "seeds", 1)
+    seed_text = f"seed {args.seed}" if seeds == 1 else f"seeds {args.seed}-{args.seed + seeds - 1}"
+    labels = getattr(args, "labels", "own")
+    lists = (
+        "both sides on the same simulated lists"
+        if labels == "shared"
+        else "each side simulating its own clicks"
+    )
     lines = [
         f"Test NDCG x 100 on {args.dataset} with simulated clicks (purchase label 4), "
-        f"{folds} fold(s), {args.epochs} epochs, seed {args.seed}, last epoch's weights; "
-        "mean ± standard error over folds. Δ = ours − released; ✓: |Δ| within the "
-        "released code's standard error. Speed: median training lists/s over epochs "
-        f"(CPU: {cpu}).",
+        f"{lists}, {folds} fold(s), {args.epochs} epochs, {seed_text}, last epoch's "
+        "weights; mean ± standard error over folds (a fold's figure is the mean over its "
+        "seeds). Δ = ours − released; ✓: |Δ| within the released code's standard error"
+        + ("; ± after Δ: standard error of the per-fold differences" if paired else "")
+        + f". Speed: median training lists/s over epochs (CPU: {cpu}).",
         "",
         "| model | side | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) | lists/s |",
         "|---|---|---|---|---|---|",
@@ -217,7 +269,11 @@ def table(rows: dict, cpu: str, args) -> str:
             for key in METRICS:
                 delta = mine[key][0] - ref[key][0]
                 ok = "✓" if abs(delta) <= ref[key][1] else "✗"
-                cells.append(f"{delta:+.2f} {ok}")
+                spread = paired.get(label, {}).get(key) if paired else None
+                if spread is not None and not math.isnan(spread[1]):
+                    cells.append(f"{delta:+.2f} ± {spread[1]:.2f} {ok}")
+                else:
+                    cells.append(f"{delta:+.2f} {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
     return "\n".join(lines) + "\n"
@@ -231,7 +287,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="where --dataset is looked up by name")
     p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
     p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
-    p.add_argument("--seed", type=int, default=0, help="seed on both sides. Default: 0")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="first seed on both sides; it also simulates the clicks of our conversion. Default: 0",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="runs per model and fold on each side, with seeds --seed .. --seed + N - 1. "
+        "Default: 1",
+    )
+    p.add_argument(
+        "--labels",
+        choices=["shared", "own"],
+        default="shared",
+        help="shared: the released code trains and tests on our conversion's lists and "
+        "clicks, so the two sides are paired fold by fold; own: it simulates its own clicks "
+        "from the LETOR files, as its main.py. Default: shared",
+    )
     p.add_argument(
         "--models",
         default=",".join(MODELS),
@@ -256,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         "Default: 2",
     )
     args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"--seeds must be >= 1, got {args.seeds}")
     specs = parse_models(args.models)
     bad = [s.label for s in specs if s.model not in MODELS]
     if bad:
@@ -270,36 +348,74 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
     paths = convert_folds(args, folds)
-    results: dict = {s.label: {"ours": [], "released code": []} for s in specs}
-    bar = tqdm(total=len(folds) * (len(specs) * run_ours + (setup is not None)), unit="run")
+    seeds = range(args.seed, args.seed + args.seeds)
+    # results[label][side][fold] = the runs of that fold, one per seed
+    results: dict = {s.label: {"ours": {}, "released code": {}} for s in specs}
+    per_fold = len(specs) * run_ours + (setup is not None)
+    bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
     for fold in folds:
-        for spec in specs if run_ours else ():
-            bar.set_description(f"ours {spec.label} Fold{fold}")
-            run_dir = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}")
-            results[spec.label]["ours"].append(ours(spec, paths[fold], run_dir, args))
-            bar.update()
         if setup is not None:
-            bar.set_description(f"released code Fold{fold}")
-            official = theirs(setup, fold, sorted({s.model for s in specs}), args)
-            for spec in specs:
-                results[spec.label]["released code"].append(official[spec.model])
-            bar.update()
+            files = shared_lists(paths[fold]) if args.labels == "shared" else fold_files(args, fold)
+        for seed in seeds:
+            for spec in specs if run_ours else ():
+                bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
+                run_dir = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
+                run = ours(spec, paths[fold], run_dir, args, seed)
+                results[spec.label]["ours"].setdefault(fold, []).append(run)
+                bar.update()
+            if setup is not None:
+                bar.set_description(f"released code Fold{fold} seed {seed}")
+                names = sorted({s.model for s in specs})
+                official = theirs(setup, fold, names, args, seed, files)
+                for spec in specs:
+                    side = results[spec.label]["released code"]
+                    side.setdefault(fold, []).append(official[spec.model])
+                bar.update()
     bar.close()
-    rows = {}
-    for label, sides in results.items():
-        rows[label] = {
-            side: {key: mean_se([r[key] for r in runs]) for key in (*METRICS, "lists_per_sec")}
-            for side, runs in sides.items()
-            if runs
+    keys = (*METRICS, "lists_per_sec")
+    fold_means = {
+        label: {
+            side: {
+                f: {k: statistics.fmean(r[k] for r in runs) for k in keys}
+                for f, runs in by_fold.items()
+            }
+            for side, by_fold in sides.items()
+            if by_fold
+        }
+        for label, sides in results.items()
+    }
+    rows = {
+        label: {
+            side: {k: mean_se([means[k] for means in by_fold.values()]) for k in keys}
+            for side, by_fold in sides.items()
+        }
+        for label, sides in fold_means.items()
+    }
+    paired = None
+    if args.labels == "shared":
+        paired = {
+            label: {
+                k: mean_se([sides["ours"][f][k] - sides["released code"][f][k] for f in folds])
+                for k in METRICS
+            }
+            for label, sides in fold_means.items()
+            if len(sides) == 2
         }
     cpu = cpu_extensions()
-    text = table(rows, cpu, args)
+    text = table(rows, cpu, args, paired)
     print(text)
     with open(os.path.join(args.output, "parity.md"), "w", encoding="utf-8") as f:
         f.write(text)
     write_json(
         os.path.join(args.output, "parity.json"),
-        {"settings": vars(args), "cpu": cpu, "runs": results, "summary": rows},
+        {
+            "settings": vars(args),
+            "cpu": cpu,
+            "runs": results,
+            "fold_means": fold_means,
+            "summary": rows,
+            "paired_differences": paired,
+        },
     )
     return 0
 

@@ -9,7 +9,9 @@ github.com/maartenbuyl/rankformer, and drives them the way that repository's
 
 * labels: its ``UserModel`` click simulation (16 items seen, 10 bootstraps,
   click noise 0.1, kappa 0.1; a purchase is label 4 in that code), on train
-  and test alike;
+  and test alike; or, given ``.npz`` lists (``--train lists/train.npz``), the
+  lists and labels in them as they are: the clicks our conversion simulated,
+  so both sides train and test on the very same lists;
 * features: scikit-learn's ``QuantileTransformer(output_distribution="normal")``
   fitted on the simulated training lists;
 * training: AdamW (rate 1e-3, weight decay 0.1), batches of 2048 lists in a
@@ -28,6 +30,10 @@ Usage::
 
     python reference_runner.py --official-dir DIR --train Fold1/train.txt \\
         --test Fold1/test.txt [--epochs 30] [--seed 0] [--models rankformer,transformer,mlp]
+
+An ``.npz`` of lists holds ``features`` (``[items, d]``, raw values), ``label``
+(the training label y per item), ``relevance`` (the explicit label r) and
+``offsets`` (``[lists + 1]``: list i is items ``offsets[i]:offsets[i + 1]``).
 """
 
 from __future__ import annotations
@@ -73,6 +79,26 @@ def read_letor(path: str):
     frame = pd.DataFrame(features, columns=[f"f{i:04d}" for i in range(1, width + 1)])
     frame.insert(0, "qid", qids)
     frame.insert(0, "target", labels)
+    return frame
+
+
+def read_lists(path: str):
+    """An ``.npz`` of lists as the DataFrame the released dataset class takes when
+    it simulates nothing: ``target`` (y), ``explicit_target`` (r), ``qid`` (the
+    list's index, so bootstrapped lists of one query stay apart) and features."""
+    import numpy as np
+    import pandas as pd
+
+    with np.load(path) as arrays:
+        features, offsets = arrays["features"], arrays["offsets"]
+        label, relevance = arrays["label"], arrays["relevance"]
+    width = features.shape[1]
+    frame = pd.DataFrame(
+        features.astype(np.float64), columns=[f"f{i:04d}" for i in range(1, width + 1)]
+    )
+    frame.insert(0, "qid", np.repeat(np.arange(len(offsets) - 1), np.diff(offsets)))
+    frame.insert(0, "explicit_target", relevance.astype(np.int64))
+    frame.insert(0, "target", label.astype(np.int64))
     return frame
 
 
@@ -156,8 +182,10 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--official-dir", required=True, help="checkout of the released code")
-    parser.add_argument("--train", required=True, help="the fold's LETOR training file")
-    parser.add_argument("--test", required=True, help="the fold's LETOR test file")
+    parser.add_argument(
+        "--train", required=True, help="the fold's LETOR training file, or .npz lists"
+    )
+    parser.add_argument("--test", required=True, help="the fold's LETOR test file, or .npz lists")
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default=",".join(MODELS))
@@ -179,9 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     sets = {}
     for split in ("train", "test"):  # train first: it fits the transform
-        frame = read_letor(getattr(args, split))
+        path = getattr(args, split)
+        if path.endswith(".npz"):  # lists with their labels: nothing is simulated
+            frame, user_model = read_lists(path), None
+        else:
+            frame, user_model = read_letor(path), _USER_MODEL
         sets[split] = LearningToRankDataset(
-            frame, "target", "qid", transform, _USER_MODEL, seed=args.seed
+            frame, "target", "qid", transform, user_model, seed=args.seed
         )
     sizes = {split: len(dataset) for split, dataset in sets.items()}
     print(

@@ -64,6 +64,8 @@ with open(LOG, "a") as f:
     f.write(json.dumps(args) + "\\n")
 seed = int(args["--seed"])
 for name in args["--models"].split(","):
+    if name == "transformer":
+        sys.exit("the transformer crashed")
     base = {"mlp": 60.0, "rankformer": 62.0, "transformer": 61.0}[name] + seed
     print(json.dumps({"model": name, "lists_per_sec": 100.0, "ndcg_y@10": base,
                       "ndcg_r@10": base + 1, "ndcg_y@10_tmax": base + 2}))
@@ -130,6 +132,19 @@ def test_own_labels_give_the_released_code_the_letor_files(folds, tmp_path, fake
     assert call["--train"] == str(folds / "Fold1" / "train.txt")
     table = (output / "parity.md").read_text()
     assert "simulating its own clicks" in table and "| mlp | ours |" not in table
+
+
+def test_a_crash_keeps_the_models_finished_before_it(folds, tmp_path, fake_released, capsys):
+    official, log = fake_released
+    output = tmp_path / "parity"
+    args = ["--dataset", str(folds), "--folds", "1", "--epochs", "1"]
+    args += ["--models", "mlp,transformer", "--side", "released", "--output", str(output)]
+    assert reference_parity.main([*args, *official]) == 1
+    err = capsys.readouterr().err
+    assert "failed on Fold1 (seed 0)" in err and "the transformer crashed" in err
+    cache = output / "official" / "shared" / "seed0" / "Fold1.jsonl"
+    assert [json.loads(line)["model"] for line in cache.read_text().splitlines()] == ["mlp"]
+    assert not (output / "parity.md").exists()
 
 
 def test_models_without_a_released_counterpart_are_refused(tmp_path):

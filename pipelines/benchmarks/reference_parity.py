@@ -50,6 +50,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 from pipelines.experiment_specs import parse_folds, parse_models
 from tfr_rankformer.config_io import write_json
@@ -151,8 +152,6 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
 
 def fold_files(args, fold: int) -> dict[str, str]:
     """``{split: LETOR file}`` of ``fold``, found as ``tfr-convert`` finds it."""
-    import tempfile
-
     from tfrecords_tools.sources import resolve_source
     from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -210,16 +209,23 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
         command += ["--train", files["train"], "--test", files["test"]]
         command += ["--seed", str(seed), "--models", ",".join(missing)]
         command += ["--threads", str(args.official_threads)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"the released code failed on Fold{fold}:\n{done.stderr[-2000:]}")
         os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with open(cache, "a", encoding="utf-8") as f:
-            for line in done.stdout.splitlines():
-                if line.startswith("{") and '"model"' in line:
-                    f.write(line + "\n")
-                    record = json.loads(line)
-                    results[record["model"]] = record
+        # Each model's line is cached as soon as it is printed, so a long run
+        # stopped part-way keeps the models it finished.
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as run:
+                for line in run.stdout:
+                    if line.startswith("{") and '"model"' in line:
+                        record = json.loads(line)
+                        with open(cache, "a", encoding="utf-8") as f:
+                            f.write(line.rstrip("\n") + "\n")
+                        results[record["model"]] = record
+            if run.returncode != 0:
+                errors.seek(0)
+                message = errors.read()[-2000:]
+                raise RuntimeError(
+                    f"the released code failed on Fold{fold} (seed {seed}):\n{message}"
+                )
     return {n: results[n] for n in names}
 
 
@@ -366,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
             if setup is not None:
                 bar.set_description(f"released code Fold{fold} seed {seed}")
                 names = sorted({s.model for s in specs})
-                official = theirs(setup, fold, names, args, seed, files)
+                try:
+                    official = theirs(setup, fold, names, args, seed, files)
+                except RuntimeError as error:
+                    bar.close()
+                    print(f"reference_parity: {error}", file=sys.stderr)
+                    return 1
                 for spec in specs:
                     side = results[spec.label]["released code"]
                     side.setdefault(fold, []).append(official[spec.model])

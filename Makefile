@@ -41,13 +41,17 @@ demo-mq2008: $(STAMP)
 		--input $(MQ2008_DIR)/Fold1/test.txt --output $(DEMO_DIR)/mq2008/test_run.txt
 	@echo "results: $(DEMO_DIR)/mq2008/results.md, plots: $(DEMO_DIR)/mq2008/*.png"
 
+# One pytest process per core, at most 4 (each holds a TensorFlow runtime);
+# TEST_WORKERS=0 runs one process. Whole test files go to one worker, so a
+# module's fixtures are built once.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Everything, with the fuzz suites' long Hypothesis profile (tests/conftest.py).
 test-all: $(STAMP)
-	HYPOTHESIS_PROFILE=long $(BIN)/pytest
+	HYPOTHESIS_PROFILE=long $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.
 docs-rejected: $(STAMP)

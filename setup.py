@@ -23,6 +23,8 @@ changes.
 
 The ``dev`` extra adds Hypothesis for the fuzz suite (``tests/test_fuzz_*.py``):
 generated LETOR files and ELWC requests; it is pure Python and moves no pin.
+pytest-xdist runs ``make test`` in one process per core (test files are dealt
+whole, so a module's fixtures are built once); pure Python, no pin moved.
 
 tensorflow-text tokenises the Listformer's text inside the graph (WordPiece),
 so its SavedModels take raw strings; its 2.15 release is the one built
@@ -60,7 +62,13 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "dev": ["pytest>=7", "ruff>=0.5", "scikit-learn>=1.3,<1.8", "hypothesis>=6.100,<7"],
+    "dev": [
+        "pytest>=7",
+        "ruff>=0.5",
+        "scikit-learn>=1.3,<1.8",
+        "hypothesis>=6.100,<7",
+        "pytest-xdist>=3.5,<4",
+    ],
     "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
 }
 

@@ -199,3 +199,41 @@ def test_runner_reads_npz_lists_one_list_id_per_list(tmp_path):
     assert list(frame["target"]) == [4, 0, 1] and list(frame["explicit_target"]) == [2, 0, 1]
     assert list(frame["qid"]) == [0, 0, 1]
     np.testing.assert_array_equal(frame.iloc[:, 3:].to_numpy(), [[0.5, 1.0], [0.25, 2.0], [1.5, 0]])
+
+
+def test_click_parity_draws_our_clicks_as_the_conversion_does(folds, tmp_path, capsys):
+    from pipelines.benchmarks import click_parity
+    from pipelines.convert_cli import main as convert_main
+    from tfr_rankformer.data import load_manifest
+    from tfr_rankformer.list_arrays import read_split
+
+    out = tmp_path / "converted"
+    flags = ["--input", str(folds), "--output", str(out), "--simulate-clicks"]
+    flags += ["--purchase-label", "4", "--seed", "3", "--no-progress", "--log-level", "WARNING"]
+    assert convert_main(flags) == 0
+    arrays = read_split(str(out), load_manifest(str(out)), "train")
+    converted = reference_runner.list_stats(arrays.label, arrays.relevance, arrays.offsets)
+    path = str(folds / "Fold1" / "train.txt")
+    draws = click_parity.our_draws(path, split="train", max_relevance=2, draws=2, seed=3)
+    assert [d.pop("seed") for d in draws] == [3, 4]
+    assert draws[0] == pytest.approx(converted) and draws[1] != draws[0]
+    # Lists of 3 to 8 items are kept whole (16 are seen): a list's mean size is the fold's.
+    items = len(reference_runner.read_letor(path))
+    assert 0 < converted["t=0"] < 1 and converted["items/list"] == pytest.approx(items / 40)
+
+    args = ["--dataset", str(folds), "--fold", "1", "--draws", "2", "--seed", "3"]
+    assert click_parity.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "not set up" in printed and "| t=0 | " in printed
+    assert "released code (mean" not in printed
+
+
+def test_click_parity_table_weighs_differences_by_their_standard_error():
+    from pipelines.benchmarks import click_parity
+
+    ours = [{"seed": 0, "clicks/list": 1.0}, {"seed": 1, "clicks/list": 3.0}]
+    theirs = [{"seed": 0, "clicks/list": 0.0}, {"seed": 1, "clicks/list": 2.0}]
+    text = click_parity.table({"ours": ours, "released code": theirs}, "title")
+    # Means 2 and 1, standard deviations sqrt(2): the difference's standard error is
+    # sqrt(2/2 + 2/2) = sqrt(2), so z = 1 / sqrt(2).
+    assert "| clicks/list | 2.0000 ± 1.4142 | 1.0000 ± 1.4142 | +0.7 |" in text

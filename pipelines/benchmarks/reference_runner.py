@@ -25,6 +25,9 @@ github.com/maartenbuyl/rankformer, and drives them the way that repository's
   ``TopNDCG`` (lists whose label reaches the highest level).
 
 Prints one JSON object per line: first the data's sizes, then one per model.
+With ``--click-stats N`` it trains nothing: it draws the click simulation N
+times on ``--train`` (seeds ``--seed`` ..) and prints each draw's
+:func:`list_stats` (``click_parity`` compares them with ours).
 
 Usage::
 
@@ -100,6 +103,44 @@ def read_lists(path: str):
     frame.insert(0, "explicit_target", relevance.astype(np.int64))
     frame.insert(0, "target", label.astype(np.int64))
     return frame
+
+
+def list_stats(label, relevance, offsets) -> dict:
+    """Summary statistics of simulated lists (numpy arrays: per-item label y and
+    relevance r, ``offsets`` ``[lists + 1]``): the share of lists whose best label
+    t is 0, 1 and 4, clicks (y >= 1) and purchases (y = 4) per list, the share of
+    lists whose best relevance is 0 and 2, and items per list."""
+    import numpy as np
+
+    starts = np.asarray(offsets[:-1])
+    label, relevance = np.asarray(label, float), np.asarray(relevance, float)
+    t = np.maximum.reduceat(label, starts)
+    r = np.maximum.reduceat(relevance, starts)
+    return {
+        "t=0": float(np.mean(t == 0)),
+        "t=1": float(np.mean(t == 1)),
+        "t=4": float(np.mean(t == 4)),
+        "clicks/list": float(np.add.reduceat(label >= 1, starts).mean()),
+        "purchases/list": float(np.add.reduceat(label == 4, starts).mean()),
+        "max r=0": float(np.mean(r == 0)),
+        "max r=2": float(np.mean(r == 2)),
+        "items/list": float(np.diff(offsets).mean()),
+    }
+
+
+def click_stats(path: str, *, draws: int, seed: int) -> None:
+    """Prints :func:`list_stats` of ``draws`` runs of the released click simulation."""
+    import numpy as np
+    from label_simulation import UserModel
+
+    for draw_seed in range(seed, seed + draws):
+        frame = read_letor(path).sort_values(by="qid", kind="stable")
+        lists = UserModel("target", "qid", **_USER_MODEL).apply(frame, seed=draw_seed)
+        lists = lists.sort_values(by="qid", kind="stable")
+        qid = lists["qid"].to_numpy()
+        offsets = np.r_[0, np.flatnonzero(np.diff(qid)) + 1, len(qid)]
+        stats = list_stats(lists["implicit_target"], lists["explicit_target"], offsets)
+        print(json.dumps({"seed": draw_seed, **stats}), flush=True)
 
 
 def build(name: str, input_dim: int, max_target: int):
@@ -185,12 +226,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--train", required=True, help="the fold's LETOR training file, or .npz lists"
     )
-    parser.add_argument("--test", required=True, help="the fold's LETOR test file, or .npz lists")
+    parser.add_argument(
+        "--test", default=None, help="the fold's LETOR test file, or .npz lists (needed to train)"
+    )
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
+    parser.add_argument(
+        "--click-stats", type=int, metavar="N", help="only print N draws' click statistics"
+    )
     args = parser.parse_args(argv)
+    if args.click_stats:
+        sys.path.insert(0, args.official_dir)
+        click_stats(args.train, draws=args.click_stats, seed=args.seed)
+        return 0
+    if args.test is None:
+        parser.error("--test is needed to train")
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
     if unknown:

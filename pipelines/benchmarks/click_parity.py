@@ -97,16 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="click_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
-    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    p.add_argument("--data-dir", help="where --dataset is looked up by name")
+    reference_parity.add_source_arguments(p)
     p.add_argument("--fold", type=int, default=1, help="the fold. Default: 1")
     p.add_argument(
         "--split", default="train", choices=["train", "vali", "test"], help="Default: train"
     )
     p.add_argument("--draws", type=int, default=10, help="draws per side. Default: 10")
     p.add_argument("--seed", type=int, default=0, help="first draw's seed. Default: 0")
-    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
     args = p.parse_args(argv)
     if args.draws < 2:
         p.error(f"--draws must be >= 2 (a standard deviation needs two), got {args.draws}")

@@ -82,6 +82,15 @@ def cpu_extensions() -> str:
     return f"{name}; {' '.join(wide) or 'no AVX2'}"
 
 
+def add_source_arguments(p: argparse.ArgumentParser) -> None:
+    """``--dataset``/``--data-dir`` (the LETOR folds) and ``--official-dir``/
+    ``--official-python`` (the released code and a Python that runs it)."""
+    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
+    p.add_argument("--data-dir", help="where --dataset is looked up by name")
+    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
+    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
+
+
 def official_setup(args) -> tuple[str, str] | None:
     """``(official_dir, python)`` when the released code can run, else ``None``."""
     directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
@@ -289,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="reference_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
-    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    p.add_argument("--data-dir", help="where --dataset is looked up by name")
+    add_source_arguments(p)
     p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
     p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
     p.add_argument(
@@ -328,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
         help="run both sides, or one (e.g. in two processes; a later run with both reuses "
         "their results). Default: both",
     )
-    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
     p.add_argument(
         "--official-threads",
         type=int,

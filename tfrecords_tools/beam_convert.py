@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 
 import apache_beam as beam
@@ -34,6 +33,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecords_tools import manifest_json
+from tfrecords_tools.atomic_output import prepare, publish
 from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import (
     MANIFEST_NAME,
@@ -42,7 +42,6 @@ from tfrecords_tools.convert import (
     input_path,
     log_reordered_lines,
 )
-from tfrecords_tools.convert import prepare_output as prepare_local_output
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
@@ -351,7 +350,9 @@ def convert_on_beam(config: BeamConfig) -> list[dict]:
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":
         raise ValueError("--input synthetic is generated locally; give a local --output")
-    final, work_dir = (c.output, _prepare_remote(c)) if remote else prepare_local_output(c)
+    final, work_dir = (
+        (c.output, _prepare_remote(c)) if remote else prepare(c.output, overwrite=c.overwrite)
+    )
     bad_path = config.bad_lines_output or f"{final.rstrip('/')}.bad_lines.txt"
     try:
         source, folds = _resolve(config, work_dir)
@@ -371,9 +372,7 @@ def convert_on_beam(config: BeamConfig) -> list[dict]:
                 FileSystems.join(out_dir, MANIFEST_NAME), manifest_json.dumps(manifest) + "\n"
             )
         if not remote:
-            if os.path.exists(final):
-                shutil.rmtree(final) if os.path.isdir(final) else os.remove(final)
-            os.rename(work_dir, final)
+            publish(work_dir, final)
     except BaseException:
         if remote:
             _delete_quietly(work_dir)

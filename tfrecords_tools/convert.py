@@ -18,12 +18,11 @@ import dataclasses
 import logging
 import os
 import shutil
-import tempfile
 import time
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfrecords_tools import manifest_json
-from tfrecords_tools.atomic_output import publish
+from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
@@ -43,7 +42,6 @@ __all__ = [
     "MANIFEST_NAME",
     "fold_manifest",
     "input_path",
-    "prepare_output",
 ]
 
 logger = logging.getLogger(__name__)
@@ -339,22 +337,6 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
     }
 
 
-def prepare_output(config: ConvertConfig) -> tuple[str, str]:
-    """Checks ``config.output`` and makes the scratch directory beside it.
-
-    Returns ``(final path, scratch path)``; the scratch is renamed to the final
-    path once the conversion is complete.
-    """
-    final = os.path.abspath(config.output)
-    if os.path.exists(final) and not config.overwrite:
-        if not os.path.isdir(final) or os.listdir(final):
-            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
-    parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.partial-", dir=parent)
-    return final, scratch
-
-
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
     """Converts the input to ELWC shards and manifests; returns the manifests.
 
@@ -363,18 +345,13 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
       DatasetNotFoundError: the input cannot be found.
       FileExistsError: ``output`` exists and ``overwrite`` is off.
     """
-    final, scratch = prepare_output(config)
     # Only LETOR text uses parsing workers.
     reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
     workers = (config.workers or default_workers()) if reads_letor else 1
-    try:
-        # Entered first: the workers are forked before any thread starts.
+    with scratch_directory(config.output, overwrite=config.overwrite) as scratch:
+        # The workers are forked before any thread starts.
         with parse_workers(workers) as (pool, workers):
             manifests = _convert_folds(config, scratch, progress, pool, workers)
-        publish(scratch, final)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return manifests
 
 

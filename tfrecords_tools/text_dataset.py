@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 
 from tfrecords_tools import manifest_json
-from tfrecords_tools.atomic_output import publish
+from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
@@ -110,20 +108,9 @@ def write_atomically(output: str, *, overwrite: bool, build) -> dict:
     Raises:
       FileExistsError: ``output`` exists (and is not empty) and ``overwrite`` is off.
     """
-    final = os.path.abspath(output)
-    if os.path.exists(final) and not overwrite:
-        if not os.path.isdir(final) or os.listdir(final):
-            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
-    parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.partial-", dir=parent)
-    try:
+    with scratch_directory(output, overwrite=overwrite) as scratch:
         manifest = build(scratch)
         with open(os.path.join(scratch, MANIFEST_NAME), "w", encoding="utf-8") as f:
             f.write(manifest_json.dumps(manifest) + "\n")
         os.chmod(scratch, 0o755)
-        publish(scratch, final)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return manifest

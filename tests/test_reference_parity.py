@@ -166,7 +166,9 @@ def test_the_table_marks_differences_beyond_one_standard_error():
         "rankformer": {"ours": _side(68.5, 0.8, 3000), "released code": _side(68.3, 0.85, 1500)},
         "mlp": {"ours": _side(66.0, 0.8, 3000), "released code": _side(68.3, 0.85, 1500)},
     }
-    args = reference_parity.argparse.Namespace(dataset="MQ2008", folds="1-5", epochs=30, seed=0)
+    args = reference_parity.argparse.Namespace(
+        dataset="MQ2008", folds="1-5", epochs=30, seed=0, seeds=1, labels="own"
+    )
     text = reference_parity.table(rows, "some CPU; avx2", args)
     delta = [line for line in text.splitlines() if "| Δ |" in line]
     assert delta[0] == "| rankformer | Δ | +0.20 ✓ | +0.20 ✓ | +0.20 ✓ | 2.00x |"
@@ -237,3 +239,24 @@ def test_click_parity_table_weighs_differences_by_their_standard_error():
     # Means 2 and 1, standard deviations sqrt(2): the difference's standard error is
     # sqrt(2/2 + 2/2) = sqrt(2), so z = 1 / sqrt(2).
     assert "| clicks/list | 2.0000 ± 1.4142 | 1.0000 ± 1.4142 | +0.7 |" in text
+
+
+def test_between_models_pairs_folds_and_pools_the_seed_spread():
+    def run(y):
+        return {"ndcg_y@10": y, "ndcg_r@10": y + 1, "ndcg_y@10_tmax": y + 2}
+
+    # Two folds, two seeds on our side: rankformer leads by 1 and by 3 (fold means).
+    results = {
+        "rankformer": {"ours": {1: [run(70), run(72)], 2: [run(66), run(68)]}},
+        "mlp": {"ours": {1: [run(70), run(70)], 2: [run(64), run(64)]}},
+    }
+    fold_means = {
+        label: {"ours": {f: run(sum(r["ndcg_y@10"] for r in runs) / 2) for f, runs in by.items()}}
+        for label, sides in results.items()
+        for by in [sides["ours"]]
+    }
+    text = reference_parity.between_models(fold_means, results)
+    # Differences 1 and 3: mean 2, standard error 1, ahead on both folds.
+    assert "| ours | rankformer − mlp | +2.00 ± 1.00 (2/2) |" in text
+    # rankformer's seeds differ by 2 on each fold (variance 2), the mlp's not at all.
+    assert "| rankformer | 1.41 | 1.41 | 1.41 |" in text and "| mlp | 0.00 |" in text

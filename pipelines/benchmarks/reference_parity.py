@@ -249,12 +249,11 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
     the mean ± standard error of the per-fold differences (shared lists only)."""
     folds = len(parse_folds(args.folds))
-    seeds = getattr(args, "seeds", 1)
-    seed_text = f"seed {args.seed}" if seeds == 1 else f"seeds {args.seed}-{args.seed + seeds - 1}"
-    labels = getattr(args, "labels", "own")
+    last = args.seed + args.seeds - 1
+    seed_text = f"seed {args.seed}" if args.seeds == 1 else f"seeds {args.seed}-{last}"
     lists = (
         "both sides on the same simulated lists"
-        if labels == "shared"
+        if args.labels == "shared"
         else "each side simulating its own clicks"
     )
     lines = [
@@ -291,6 +290,57 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
                     cells.append(f"{delta:+.2f} {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def between_models(fold_means: dict, results: dict) -> str:
+    """Markdown: on each side, every pair of models paired by fold (mean ± standard
+    error of the per-fold differences, and on how many folds the first is ahead), and
+    our seeds' spread (each fold's standard deviation between seeds, pooled)."""
+    lines = [
+        "",
+        "Between models, paired by fold (mean ± standard error of the per-fold "
+        "differences; folds where the first is ahead):",
+        "",
+        "| side | pair | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
+        "|---|---|---|---|---|",
+    ]
+    labels = list(fold_means)
+    for side in ("ours", "released code"):
+        for i, first in enumerate(labels):
+            for second in labels[i + 1 :]:
+                a, b = fold_means[first].get(side), fold_means[second].get(side)
+                if not a or not b:
+                    continue
+                cells = []
+                for key in METRICS:
+                    diffs = [a[f][key] - b[f][key] for f in a]
+                    mean, se = mean_se(diffs)
+                    ahead = sum(d > 0 for d in diffs)
+                    spread = "" if math.isnan(se) else f" ± {se:.2f}"
+                    cells.append(f"{mean:+.2f}{spread} ({ahead}/{len(diffs)})")
+                lines.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
+    spreads = []
+    for label, sides in results.items():
+        runs = sides["ours"]
+        if runs and all(len(r) > 1 for r in runs.values()):
+            cells = []
+            for key in METRICS:
+                pooled = statistics.fmean(
+                    statistics.variance([run[key] for run in r]) for r in runs.values()
+                )
+                cells.append(f"{math.sqrt(pooled):.2f}")
+            spreads.append(f"| {label} | " + " | ".join(cells) + " |")
+    if spreads:
+        lines += [
+            "",
+            "Our seeds' spread on the same lists: each fold's standard deviation between "
+            "seeds, pooled over folds:",
+            "",
+            "| model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
+            "|---|---|---|---|",
+            *spreads,
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -419,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             if len(sides) == 2
         }
     cpu = cpu_extensions()
-    text = table(rows, cpu, args, paired)
+    text = table(rows, cpu, args, paired) + between_models(fold_means, results)
     print(text)
     with open(os.path.join(args.output, "parity.md"), "w", encoding="utf-8") as f:
         f.write(text)

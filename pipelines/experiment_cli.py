@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Convert a dataset (with the paper's click simulation unless --no-simulation), train "
         "and evaluate every model on every fold and seed, and write OUTPUT/results.md (the "
         "paper's Table 2 layout: test NDCG_y@10 and NDCG_r@10, mean ± standard error, best "
-        "two in bold; on text data NDCG@1, @5 and @10), OUTPUT/results.json (every run's "
+        "two in bold; on text data NDCG@1, @5 and @10; then every pair of models compared run "
+        "by run), OUTPUT/results.json (every run's "
         "metrics, settings, timing and versions) and PNG plots. Finished runs are skipped "
         "when the command is rerun; an interrupted run starts again.",
         __doc__,

@@ -10,7 +10,10 @@ model on every fold and seed, and writes to ``output/``:
 * ``results.json``: every run's metrics, settings and timing, plus versions;
 * ``results.md``: test NDCG_y@10 and NDCG_r@10 per model (on text data,
   NDCG@1, @5 and @10 on the relevance judgements), mean ± standard error
-  over runs, the best two per column in bold;
+  over runs, the best two per column in bold; then every pair of models
+  compared run by run (the mean ± standard error of their differences over
+  the folds and seeds both ran, and on how many the first is ahead), with
+  NDCG_y@10 on the lists whose label is the highest level beside them;
 * PNG plots (see ``experiment_plots``).
 
 Text data (``synthetic-text``, ``trec:DIR`` or a text ``tfr-convert`` output)
@@ -39,7 +42,14 @@ from pipelines.experiment_specs import (
     ModelSpec,
     parse_folds,
 )
-from pipelines.experiment_summary import REPORTED, TEXT_REPORTED, format_table, summarize
+from pipelines.experiment_summary import (
+    PAIRED,
+    REPORTED,
+    TEXT_REPORTED,
+    format_table,
+    paired_runs,
+    summarize,
+)
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.training import TrainConfig, train
@@ -276,6 +286,7 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
     else:
         manifest = data.load_manifest(folds[min(folds)])
     reported = TEXT_REPORTED if text else REPORTED
+    paired = TEXT_REPORTED if text else PAIRED
     results = {
         "dataset": config.dataset,
         "kind": "text" if text else "features",
@@ -288,6 +299,8 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
         "versions": _versions(),
         "runs": runs,
         "summary": summarize(runs, [s.label for s in specs], keys=reported),
+        "paired_keys": list(paired),
+        "paired": paired_runs(runs, [s.label for s in specs], paired),
     }
     write_json(os.path.join(config.output, "results.json"), results)
     with open(os.path.join(config.output, "results.md"), "w", encoding="utf-8") as f:

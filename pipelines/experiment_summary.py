@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["REPORTED", "TEXT_REPORTED", "summarize", "format_table"]
+__all__ = [
+    "REPORTED",
+    "TEXT_REPORTED",
+    "PAIRED",
+    "summarize",
+    "format_table",
+    "pair_differences",
+    "paired_runs",
+    "format_difference",
+    "format_pairs",
+]
 
 # The columns of the table: the paper's two NDCGs on feature-vector data; on
 # text data, whose lists carry one kind of label (relevance judgements), NDCG
@@ -13,6 +23,10 @@ __all__ = ["REPORTED", "TEXT_REPORTED", "summarize", "format_table"]
 REPORTED = ("ndcg_y@10", "ndcg_r@10")
 TEXT_REPORTED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10")
 _TEXT_HEADERS = {"ndcg_y@1": "NDCG@1", "ndcg_y@5": "NDCG@5", "ndcg_y@10": "NDCG@10"}
+# The pairs' table adds the lists whose label reaches the highest level (t = max),
+# where the RankFormer paper expects the listwide head to help most.
+PAIRED = (*REPORTED, "ndcg_y@10_tmax")
+_PAIRED_HEADERS = {"ndcg_y@10_tmax": "NDCG_y@10 (t = max)"}
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -24,6 +38,80 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
         return mean, math.nan
     variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
     return mean, math.sqrt(variance / len(values))
+
+
+def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
+    """Per metric in ``keys``: the differences ``first - second`` over the units
+    (folds, or fold and seed) both hold, ``{unit: {metric: value}}``: their mean,
+    standard error, on how many units ``first`` is ahead and how many there are."""
+    units = [u for u in first if u in second]
+    out = {}
+    for key in keys:
+        diffs = [
+            first[u][key] - second[u][key]
+            for u in units
+            if first[u].get(key) is not None and second[u].get(key) is not None
+        ]
+        mean, se = _mean_se(diffs)
+        out[key] = {"mean": mean, "se": se, "ahead": sum(d > 0 for d in diffs), "n": len(diffs)}
+    return out
+
+
+def _units(runs: list[dict], split: str, by_seed: bool) -> dict:
+    """``{(fold, seed) or fold: test metrics}``; by fold, the mean over its seeds."""
+    if by_seed:
+        return {(r["fold"], r["seed"]): r["metrics"][split] for r in runs}
+    folds: dict = {}
+    for r in runs:
+        folds.setdefault(r["fold"], []).append(r["metrics"][split])
+    return {
+        fold: {
+            key: _mean_se([m.get(key) for m in found])[0]
+            for key in found[0]
+            if isinstance(found[0][key], (int, float))
+        }
+        for fold, found in folds.items()
+    }
+
+
+def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "test") -> list:
+    """Every pair of models compared run by run: ``[{"pair", "by", metric: ...}]``.
+
+    Two models are paired by fold and seed when they ran the same ones (the same
+    data split and initial draw, so the difference leaves out what those do to
+    both); otherwise (BM25 runs once per fold) by fold, each model's figure
+    being its mean over its seeds."""
+    mine = {label: [r for r in runs if r["model"] == label] for label in labels}
+    pairs = []
+    for i, first in enumerate(labels):
+        for second in labels[i + 1 :]:
+            a, b = mine[first], mine[second]
+            by_seed = {(r["fold"], r["seed"]) for r in a} == {(r["fold"], r["seed"]) for r in b}
+            found = pair_differences(_units(a, split, by_seed), _units(b, split, by_seed), keys)
+            pairs.append({"pair": [first, second], "by": "fold, seed" if by_seed else "fold"})
+            pairs[-1].update(found)
+    return pairs
+
+
+def format_difference(found: dict) -> str:
+    """One of :func:`pair_differences`' metrics as ``+mean ± se (ahead/n)``."""
+    if math.isnan(found["mean"]):
+        return "-"
+    spread = "" if math.isnan(found["se"]) else f" ± {found['se']:.2f}"
+    return f"{found['mean']:+.2f}{spread} ({found['ahead']}/{found['n']})"
+
+
+def format_pairs(pairs: list, keys: tuple, headers: list[str]) -> str:
+    """Markdown: one row per pair, ``mean ± se (ahead/n)`` per metric."""
+    lines = [
+        "| pair | " + " | ".join(headers) + " | paired by |",
+        "|---" * (len(keys) + 2) + "|",
+    ]
+    for pair in pairs:
+        cells = [format_difference(pair[key]) for key in keys]
+        first, second = pair["pair"]
+        lines.append(f"| {first} − {second} | " + " | ".join(cells) + f" | {pair['by']} |")
+    return "\n".join(lines) + "\n"
 
 
 def summarize(
@@ -82,4 +170,20 @@ def format_table(results: dict) -> str:
                 cell += f" ± {se:.2f}"
             cells.append(f"**{cell}**" if mean in best[key] else cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    pairs = results.get("paired")
+    if pairs:
+        keys = tuple(results.get("paired_keys", keys))
+        headers = [
+            _TEXT_HEADERS[k] if text else _PAIRED_HEADERS.get(k, "NDCG" + k[len("ndcg") :])
+            for k in keys
+        ]
+        lines += [
+            "",
+            "Between models, run by run: mean ± standard error of the differences (first "
+            "− second) over the runs both made, and on how many of them the first is ahead. "
+            "Pairing leaves out what a fold's split and a seed do to both models, so a "
+            "difference can be clear here while the means above overlap.",
+            "",
+            format_pairs(pairs, keys, headers).rstrip("\n"),
+        ]
     return "\n".join(lines) + "\n"

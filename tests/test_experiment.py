@@ -44,6 +44,11 @@ def test_table_json_and_plots(experiment):
     assert f"{mean:.2f}" in table
     # With two models, both are among the best two of every column.
     assert table.count("**") == 8
+    (pair,) = results["paired"]
+    assert pair["pair"] == results["models"] and pair["by"] == "fold, seed"
+    gbdt, mlp = (run["metrics"]["test"]["ndcg_y@10"] for run in results["runs"])
+    assert pair["ndcg_y@10"]["mean"] == pytest.approx(gbdt - mlp) and pair["ndcg_y@10"]["n"] == 1
+    assert f"| {results['models'][0]} − mlp:dropout=0.1 | {gbdt - mlp:+.2f} (" in table
     for name in ("labels.png", "ndcg.png", "validation.png"):
         path = os.path.join(output, name)
         with open(path, "rb") as f:
@@ -95,3 +100,39 @@ def test_bad_model_and_fold_specs_are_clear_errors():
     specs = parse_models("rankformer:alpha=0.25:loss=lambdarank,gbdt-10k")
     assert specs[0].settings == (("alpha", 0.25), ("loss", "lambdarank"))
     assert specs[1].is_gbdt and not specs[0].is_gbdt
+
+
+def _run(model, fold, seed, y, r=None):
+    metrics = {"ndcg_y@10": y, "ndcg_r@10": y if r is None else r, "ndcg_y@10_tmax": y + 1}
+    return {"model": model, "fold": fold, "seed": seed, "metrics": {"test": metrics}}
+
+
+def test_models_are_paired_run_by_run():
+    from pipelines.experiment_summary import PAIRED, format_pairs, paired_runs
+
+    # Two folds x two seeds: b leads a by 1, 2, 3 and 6 (mean 3, sd sqrt(14/3)).
+    runs = [_run("a", f, s, 60 + 10 * f + s) for f in (1, 2) for s in (0, 1)]
+    runs += [
+        _run("b", f, s, 60 + 10 * f + s + d)
+        for (f, s), d in zip([(1, 0), (1, 1), (2, 0), (2, 1)], [1, 2, 3, 6])
+    ]
+    # c ran once per fold (seed 0): paired with the others' fold means.
+    runs += [_run("c", 1, 0, 70.0, r=50.0), _run("c", 2, 0, 85.0, r=50.0)]
+    pairs = paired_runs(runs, ["a", "b", "c"], PAIRED)
+    assert [p["pair"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]]
+    a_b = pairs[0]
+    assert a_b["by"] == "fold, seed" and a_b["ndcg_y@10"]["n"] == 4
+    assert a_b["ndcg_y@10"]["mean"] == pytest.approx(-3.0)
+    assert a_b["ndcg_y@10"]["se"] == pytest.approx((14 / 3) ** 0.5 / 2)
+    assert a_b["ndcg_y@10"]["ahead"] == 0
+    # a's fold means are 70.5 and 80.5 against c's 70 and 85.
+    a_c = pairs[1]
+    assert a_c["by"] == "fold" and a_c["ndcg_y@10"]["n"] == 2
+    assert a_c["ndcg_y@10"]["mean"] == pytest.approx((0.5 - 4.5) / 2)
+    assert a_c["ndcg_y@10"]["ahead"] == 1 and a_c["ndcg_r@10"]["ahead"] == 2
+    text = format_pairs(pairs, PAIRED, ["y", "r", "t"])
+    assert (
+        "| a − b | -3.00 ± 1.08 (0/4) | -3.00 ± 1.08 (0/4) | -3.00 ± 1.08 (0/4) | fold, seed |"
+        in text
+    )
+    assert "| a − c | -2.00 ± 2.50 (1/2) |" in text

@@ -53,6 +53,7 @@ import sys
 import tempfile
 
 from pipelines.experiment_specs import parse_folds, parse_models
+from pipelines.experiment_summary import format_difference, pair_differences
 from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
@@ -312,13 +313,8 @@ def between_models(fold_means: dict, results: dict) -> str:
                 a, b = fold_means[first].get(side), fold_means[second].get(side)
                 if not a or not b:
                     continue
-                cells = []
-                for key in METRICS:
-                    diffs = [a[f][key] - b[f][key] for f in a]
-                    mean, se = mean_se(diffs)
-                    ahead = sum(d > 0 for d in diffs)
-                    spread = "" if math.isnan(se) else f" ± {se:.2f}"
-                    cells.append(f"{mean:+.2f}{spread} ({ahead}/{len(diffs)})")
+                found = pair_differences(a, b, METRICS)
+                cells = [format_difference(found[key]) for key in METRICS]
                 lines.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
     spreads = []
     for label, sides in results.items():

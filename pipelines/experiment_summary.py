@@ -43,7 +43,8 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
     """Per metric in ``keys``: the differences ``first - second`` over the units
     (folds, or fold and seed) both hold, ``{unit: {metric: value}}``: their mean,
-    standard error, on how many units ``first`` is ahead and how many there are."""
+    standard error, on how many units ``first`` is ahead, how many there are, and
+    the lowest and highest difference."""
     units = [u for u in first if u in second]
     out = {}
     for key in keys:
@@ -54,6 +55,7 @@ def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
         ]
         mean, se = _mean_se(diffs)
         out[key] = {"mean": mean, "se": se, "ahead": sum(d > 0 for d in diffs), "n": len(diffs)}
+        out[key]["low"], out[key]["high"] = (min(diffs), max(diffs)) if diffs else (None, None)
     return out
 
 

@@ -113,10 +113,12 @@ def test_shared_lists_pair_the_sides_fold_by_fold_over_seeds(folds, tmp_path, fa
     summary = json.loads((output / "parity.json").read_text())
     assert summary["summary"]["mlp"]["released code"]["ndcg_y@10"][0] == pytest.approx(60.5)
     ours = summary["fold_means"]["mlp"]["ours"]["1"]["ndcg_y@10"]
-    paired = summary["paired_differences"]["mlp"]["ndcg_y@10"][0]
-    assert paired == pytest.approx(ours - 60.5)
+    paired = summary["paired_differences"]["mlp"]["ndcg_y@10"]
+    assert paired["mean"] == pytest.approx(ours - 60.5) and paired["n"] == 1
     table = (output / "parity.md").read_text()
     assert "same simulated lists" in table and "seeds 0-1" in table
+    ahead = int(ours > 60.5)
+    assert f"| mlp | {ahead}/1; {ours - 60.5:+.2f} to {ours - 60.5:+.2f} |" in table
     # A rerun reuses every finished run on both sides.
     assert reference_parity.main(args) == 0
     assert len(log.read_text().splitlines()) == 2

@@ -26,7 +26,9 @@ It prints one table, mean ± standard error over the folds: test NDCG_y@10,
 NDCG_r@10, NDCG_y@10 on lists whose label is the highest level (t = max), the
 difference to the released code and whether it lies within the released
 code's standard error, and training lists/s (median over epochs; this
-machine's CPU vector extensions are printed with it). ``parity.md`` and
+machine's CPU vector extensions are printed with it); on shared lists, the
+differences fold by fold (where ours is ahead, the lowest and highest); and on
+each side every pair of models compared fold by fold. ``parity.md`` and
 ``parity.json`` go to ``--output``; finished runs are reused on a rerun.
 
 Usage::
@@ -285,12 +287,33 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
                 delta = mine[key][0] - ref[key][0]
                 ok = "✓" if abs(delta) <= ref[key][1] else "✗"
                 spread = paired.get(label, {}).get(key) if paired else None
-                if spread is not None and not math.isnan(spread[1]):
-                    cells.append(f"{delta:+.2f} ± {spread[1]:.2f} {ok}")
+                if spread is not None and not math.isnan(spread["se"]):
+                    cells.append(f"{delta:+.2f} ± {spread['se']:.2f} {ok}")
                 else:
                     cells.append(f"{delta:+.2f} {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def fold_by_fold(paired: dict | None) -> str:
+    """Markdown: ours − released on each fold (shared lists): on how many folds ours
+    is ahead and the lowest and highest difference."""
+    if not paired:
+        return ""
+    lines = [
+        "",
+        "Ours − released, fold by fold (folds where ours is ahead; lowest to highest difference):",
+        "",
+        "| model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
+        "|---|---|---|---|",
+    ]
+    for label, found in paired.items():
+        cells = [
+            f"{d['ahead']}/{d['n']}; {d['low']:+.2f} to {d['high']:+.2f}"
+            for d in (found[key] for key in METRICS)
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -457,15 +480,14 @@ def main(argv: list[str] | None = None) -> int:
     paired = None
     if args.labels == "shared":
         paired = {
-            label: {
-                k: mean_se([sides["ours"][f][k] - sides["released code"][f][k] for f in folds])
-                for k in METRICS
-            }
+            label: pair_differences(sides["ours"], sides["released code"], METRICS)
             for label, sides in fold_means.items()
             if len(sides) == 2
         }
     cpu = cpu_extensions()
-    text = table(rows, cpu, args, paired) + between_models(fold_means, results)
+    text = (
+        table(rows, cpu, args, paired) + fold_by_fold(paired) + between_models(fold_means, results)
+    )
     print(text)
     with open(os.path.join(args.output, "parity.md"), "w", encoding="utf-8") as f:
         f.write(text)

@@ -41,6 +41,12 @@ from tfr_rankformer.models import (
     ranker_of,
 )
 from tfr_rankformer.multi_worker import SharedValidation, WorkerRole, worker_role
+from tfr_rankformer.optimizers import (
+    EpochSchedule,
+    InverseSqrtDecay,
+    build_optimizer,
+    learning_rate_schedule,
+)
 from tfr_rankformer.text_data import TextConfig
 from tfr_rankformer.training_callbacks import BestWeights, Throughput
 
@@ -52,6 +58,7 @@ __all__ = [
     "KEEP_WEIGHTS",
     "OPTIMIZERS",
     "build_optimizer",
+    "learning_rate_schedule",
     "build_run_model",
     "choose_strategy",
     "train",
@@ -289,78 +296,6 @@ class TrainConfig:
         return from_dict(cls, values, nested=nested, what="training settings")
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
-class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on, per step
-    (``lr_schedule="step_inverse_sqrt"``)."""
-
-    def __init__(self, learning_rate: float, start_step: int):
-        self.learning_rate = learning_rate
-        self.start_step = start_step
-
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        start = tf.cast(max(self.start_step, 1), tf.float32)
-        factor = tf.minimum(1.0, tf.sqrt(start / tf.maximum(step, 1.0)))
-        return self.learning_rate * factor
-
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "start_step": self.start_step}
-
-
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
-class EpochSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """A rate that changes once per epoch, as a PyTorch ``LambdaLR``/``StepLR`` stepped
-    after each epoch; epoch ``e`` (from 0) covers steps ``[e * steps_per_epoch,
-    (e + 1) * steps_per_epoch)``.
-
-    Args:
-      learning_rate: the initial rate.
-      steps_per_epoch: optimizer steps in one epoch.
-      kind: ``epoch_inverse_sqrt``: factor 1 before epoch ``start``, then
-        ``(e - start + 1) ** -0.5`` (the RankFormer's released code: 1 at epoch
-        20, 21 ** -0.5 = 0.218 at epoch 40); ``step_decay``: ``0.1 ** (e //
-        start)`` (allRank's StepLR with gamma 0.1).
-      start: the epoch the decay starts at (``step_decay``: its period).
-    """
-
-    def __init__(self, learning_rate: float, steps_per_epoch: int, kind: str, start: int):
-        if kind not in ("epoch_inverse_sqrt", "step_decay"):
-            raise ValueError(f"Unknown per-epoch schedule {kind!r}")
-        self.learning_rate = learning_rate
-        self.steps_per_epoch = steps_per_epoch
-        self.kind = kind
-        self.start = start
-
-    def __call__(self, step):
-        epoch = tf.math.floordiv(tf.cast(step, tf.int64), max(self.steps_per_epoch, 1))
-        epoch = tf.cast(epoch, tf.float32)
-        start = float(max(self.start, 1))
-        if self.kind == "step_decay":
-            factor = tf.pow(0.1, tf.floor(epoch / start))
-        else:
-            factor = tf.where(epoch < start, 1.0, tf.math.rsqrt(tf.maximum(epoch - start + 1, 1)))
-        return self.learning_rate * factor
-
-    def get_config(self):
-        return {
-            "learning_rate": self.learning_rate,
-            "steps_per_epoch": self.steps_per_epoch,
-            "kind": self.kind,
-            "start": self.start,
-        }
-
-
-def learning_rate_schedule(config: TrainConfig, steps_per_epoch: int):
-    """The run's learning-rate schedule (``config.lr_schedule``)."""
-    if config.lr_schedule == "step_inverse_sqrt":
-        start = config.decay_after_epoch * steps_per_epoch
-        return InverseSqrtDecay(config.learning_rate, start)
-    return EpochSchedule(
-        config.learning_rate, steps_per_epoch, config.lr_schedule, config.decay_after_epoch
-    )
-
-
 def choose_strategy() -> tf.distribute.Strategy:
     """MultiWorkerMirrored when ``TF_CONFIG`` names several training workers (chief
     included), Mirrored on several GPUs, else the default strategy."""
@@ -396,17 +331,6 @@ def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
         config.architecture,
         levels if config.uses_list_head else None,
         item_levels=item_levels(config, manifest),
-    )
-
-
-def build_optimizer(config: TrainConfig, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
-    """The run's optimizer with its learning-rate schedule."""
-    schedule = learning_rate_schedule(config, steps_per_epoch)
-    # epsilon 1e-8: PyTorch's default, which both reference implementations use.
-    if config.optimizer == "adam":
-        return tf.keras.optimizers.Adam(learning_rate=schedule, epsilon=1e-8)
-    return tf.keras.optimizers.AdamW(
-        learning_rate=schedule, weight_decay=config.weight_decay, epsilon=1e-8
     )
 
 

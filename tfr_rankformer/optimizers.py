@@ -1,0 +1,103 @@
+"""The optimizers and learning-rate schedules of ``tfr-train`` runs.
+
+``adamw`` (the RankFormer's: AdamW, weight decay 0.1) or ``adam`` (allRank's),
+with PyTorch's epsilon, and one of three schedules (``lr_schedule``):
+``epoch_inverse_sqrt`` (the RankFormer's released code: a factor ``(e - start
++ 1) ** -0.5`` from epoch ``start`` on, changed once per epoch),
+``step_inverse_sqrt`` (this project's earlier per-step decay) and
+``step_decay`` (allRank's StepLR, x0.1 every ``start`` epochs).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import tensorflow as tf
+
+if TYPE_CHECKING:
+    from tfr_rankformer.training import TrainConfig
+
+__all__ = ["InverseSqrtDecay", "EpochSchedule", "learning_rate_schedule", "build_optimizer"]
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on, per step
+    (``lr_schedule="step_inverse_sqrt"``)."""
+
+    def __init__(self, learning_rate: float, start_step: int):
+        self.learning_rate = learning_rate
+        self.start_step = start_step
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        start = tf.cast(max(self.start_step, 1), tf.float32)
+        factor = tf.minimum(1.0, tf.sqrt(start / tf.maximum(step, 1.0)))
+        return self.learning_rate * factor
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "start_step": self.start_step}
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+class EpochSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """A rate that changes once per epoch, as a PyTorch ``LambdaLR``/``StepLR`` stepped
+    after each epoch; epoch ``e`` (from 0) covers steps ``[e * steps_per_epoch,
+    (e + 1) * steps_per_epoch)``.
+
+    Args:
+      learning_rate: the initial rate.
+      steps_per_epoch: optimizer steps in one epoch.
+      kind: ``epoch_inverse_sqrt``: factor 1 before epoch ``start``, then
+        ``(e - start + 1) ** -0.5`` (the RankFormer's released code: 1 at epoch
+        20, 21 ** -0.5 = 0.218 at epoch 40); ``step_decay``: ``0.1 ** (e //
+        start)`` (allRank's StepLR with gamma 0.1).
+      start: the epoch the decay starts at (``step_decay``: its period).
+    """
+
+    def __init__(self, learning_rate: float, steps_per_epoch: int, kind: str, start: int):
+        if kind not in ("epoch_inverse_sqrt", "step_decay"):
+            raise ValueError(f"Unknown per-epoch schedule {kind!r}")
+        self.learning_rate = learning_rate
+        self.steps_per_epoch = steps_per_epoch
+        self.kind = kind
+        self.start = start
+
+    def __call__(self, step):
+        epoch = tf.math.floordiv(tf.cast(step, tf.int64), max(self.steps_per_epoch, 1))
+        epoch = tf.cast(epoch, tf.float32)
+        start = float(max(self.start, 1))
+        if self.kind == "step_decay":
+            factor = tf.pow(0.1, tf.floor(epoch / start))
+        else:
+            factor = tf.where(epoch < start, 1.0, tf.math.rsqrt(tf.maximum(epoch - start + 1, 1)))
+        return self.learning_rate * factor
+
+    def get_config(self):
+        return {
+            "learning_rate": self.learning_rate,
+            "steps_per_epoch": self.steps_per_epoch,
+            "kind": self.kind,
+            "start": self.start,
+        }
+
+
+def learning_rate_schedule(config: TrainConfig, steps_per_epoch: int):
+    """The run's learning-rate schedule (``config.lr_schedule``)."""
+    if config.lr_schedule == "step_inverse_sqrt":
+        start = config.decay_after_epoch * steps_per_epoch
+        return InverseSqrtDecay(config.learning_rate, start)
+    return EpochSchedule(
+        config.learning_rate, steps_per_epoch, config.lr_schedule, config.decay_after_epoch
+    )
+
+
+def build_optimizer(config: TrainConfig, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
+    """The run's optimizer with its learning-rate schedule."""
+    schedule = learning_rate_schedule(config, steps_per_epoch)
+    # epsilon 1e-8: PyTorch's default, which both reference implementations use.
+    if config.optimizer == "adam":
+        return tf.keras.optimizers.Adam(learning_rate=schedule, epsilon=1e-8)
+    return tf.keras.optimizers.AdamW(
+        learning_rate=schedule, weight_decay=config.weight_decay, epsilon=1e-8
+    )

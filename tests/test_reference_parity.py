@@ -124,6 +124,59 @@ def test_shared_lists_pair_the_sides_fold_by_fold_over_seeds(folds, tmp_path, fa
     assert len(log.read_text().splitlines()) == 2
 
 
+def test_a_record_keeps_finished_runs_for_another_machine(folds, tmp_path, fake_released, capsys):
+    official, log = fake_released
+    record = tmp_path / "record.jsonl"
+    args = ["--dataset", str(folds), "--folds", "1", "--epochs", "1", "--models", "mlp"]
+    args += ["--record", str(record)]
+    assert reference_parity.main([*args, "--output", str(tmp_path / "a"), *official]) == 0
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(r["side"], r["model"], r["fold"], r["seed"]) for r in lines] == [
+        ("ours", "mlp", 1, 0),
+        ("released code", "mlp", 1, 0),
+    ]
+    assert lines[1]["dataset"] == "TinyFolds" and lines[1]["ndcg_y@10"] == 60.0
+    assert lines[0]["epochs"] == 1 and lines[0]["labels"] == "shared" and "cpu" in lines[0]
+    table = (tmp_path / "a" / "parity.md").read_text()
+    # Elsewhere, without the released code: nothing is trained or run again, the
+    # released side comes from the record, and the table is the same.
+    capsys.readouterr()
+    assert reference_parity.main([*args, "--output", str(tmp_path / "b")]) == 0
+    assert "recorded in" in capsys.readouterr().out
+    assert len(log.read_text().splitlines()) == 1
+    assert not (tmp_path / "b" / "ours").exists()
+    assert (tmp_path / "b" / "parity.md").read_text() == table
+    assert len(record.read_text().splitlines()) == 2
+    # Other epochs are other runs: the record does not stand in for them.
+    assert (
+        reference_parity.main(
+            [
+                "--epochs",
+                "2",
+                *args[6:],
+                *args[:4],
+                "--output",
+                str(tmp_path / "c"),
+                "--side",
+                "ours",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "c" / "ours" / "mlp" / "Fold1" / "seed0" / "metrics.json").is_file()
+    assert len(record.read_text().splitlines()) == 3
+
+
+def test_a_broken_record_line_is_named(tmp_path, capsys):
+    record = tmp_path / "record.jsonl"
+    record.write_text('{"dataset": "MQ2008"}\n')
+    with pytest.raises(SystemExit) as exit_:
+        reference_parity.main(["--output", str(tmp_path / "out"), "--record", str(record)])
+    assert exit_.value.code == 2
+    assert f"{record}, line 1: not a run record" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_own_labels_give_the_released_code_the_letor_files(folds, tmp_path, fake_released):
     official, log = fake_released
     output = tmp_path / "parity"

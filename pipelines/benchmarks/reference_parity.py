@@ -30,6 +30,11 @@ machine's CPU vector extensions are printed with it); on shared lists, the
 differences fold by fold (where ours is ahead, the lowest and highest); and on
 each side every pair of models compared fold by fold. ``parity.md`` and
 ``parity.json`` go to ``--output``; finished runs are reused on a rerun.
+``--record FILE`` also keeps every finished run, with its settings, in one
+small JSON-lines file: a benchmark too long for one sitting or one machine
+(the paper's 200 epochs take hours on the released code) is finished
+elsewhere by rerunning with the same file, and the table is printed from it
+without rerunning anything.
 
 Usage::
 
@@ -60,6 +65,7 @@ from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
 METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
+RELEASED = "released code"  # the side's name in the tables and parity.json
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 SETUP = """\
 The authors' released code is not set up, so only our side runs. To compare:
@@ -241,6 +247,59 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
     return {n: results[n] for n in names}
 
 
+class RunRecord:
+    """``--record``: a JSON-lines file of finished runs, one per line with what
+    identifies it (dataset, labels, the conversion's seed, epochs, side, model,
+    fold, seed), its metrics, lists/s and the CPU it ran on. Runs found in it
+    are not run again; new ones are appended as they finish. A benchmark too
+    long for one sitting or one machine accumulates its runs in it (the file is
+    small enough to keep under version control); delete a line to rerun it.
+    Without a path it records nothing."""
+
+    IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
+
+    def __init__(self, path: str | None, args, cpu: str):
+        self.path, self.cpu = path, cpu
+        dataset = os.path.basename(os.path.normpath(args.dataset))
+        self.settings = dict(
+            dataset=dataset, labels=args.labels, data_seed=args.seed, epochs=args.epochs
+        )
+        self.runs: dict[tuple, dict] = {}
+        if path and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        run = json.loads(line)
+                        key = tuple(run[k] for k in self.IDENTITY)
+                    except (ValueError, KeyError) as error:
+                        message = f"{path}, line {number}: not a run record ({error!r})"
+                        raise ValueError(message) from error
+                    self.runs[key] = run
+
+    def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
+        found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
+        return tuple(found[k] for k in self.IDENTITY)
+
+    def get(self, side: str, model: str, fold: int, seed: int) -> dict | None:
+        """The recorded run's metrics and lists/s, or ``None``."""
+        return self.runs.get(self._key(side, model, fold, seed))
+
+    def add(self, side: str, model: str, fold: int, seed: int, result: dict) -> dict:
+        """Appends a finished run (its metrics and lists/s); returns them."""
+        kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
+        key = self._key(side, model, fold, seed)
+        if self.path and key not in self.runs:
+            line = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
+            directory = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(directory, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+            self.runs[key] = line
+        return kept
+
+
 def mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and standard error of the mean (NaN for one value)."""
     mean = statistics.fmean(values)
@@ -280,8 +339,8 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
                     text += f" ± {se:.2f}"
                 cells.append(text)
             lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
-        if "released code" in sides and "ours" in sides:
-            mine, ref = sides["ours"], sides["released code"]
+        if RELEASED in sides and "ours" in sides:
+            mine, ref = sides["ours"], sides[RELEASED]
             cells = []
             for key in METRICS:
                 delta = mine[key][0] - ref[key][0]
@@ -330,7 +389,7 @@ def between_models(fold_means: dict, results: dict) -> str:
         "|---|---|---|---|---|",
     ]
     labels = list(fold_means)
-    for side in ("ours", "released code"):
+    for side in ("ours", RELEASED):
         for i, first in enumerate(labels):
             for second in labels[i + 1 :]:
                 a, b = fold_means[first].get(side), fold_means[second].get(side)
@@ -412,6 +471,14 @@ def main(argv: list[str] | None = None) -> int:
         help="torch's threads for the released code (on a busy machine 1 avoids stalls). "
         "Default: 2",
     )
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="a JSON-lines file of finished runs (both sides, with their settings and CPU): "
+        "runs found in it are reused, new ones appended, so a benchmark longer than one "
+        "sitting or machine can be finished elsewhere; the table can be printed from it "
+        "without the released code. Default: none",
+    )
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
@@ -420,10 +487,16 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"{bad}: the released code has {list(MODELS)} only")
     folds = parse_folds(args.folds)
+    try:
+        record = RunRecord(args.record, args, cpu_extensions())
+    except ValueError as error:
+        p.error(str(error))
     setup = official_setup(args) if args.side != "ours" else None
     if setup is None and args.side != "ours":
         print(SETUP)
-        if args.side == "released":
+        if args.record:
+            print(f"(the released code's runs recorded in {args.record} are shown)")
+        elif args.side == "released":
             return 1
     run_ours = args.side != "released"
     from tqdm.auto import tqdm
@@ -431,32 +504,47 @@ def main(argv: list[str] | None = None) -> int:
     paths = convert_folds(args, folds)
     seeds = range(args.seed, args.seed + args.seeds)
     # results[label][side][fold] = the runs of that fold, one per seed
-    results: dict = {s.label: {"ours": {}, "released code": {}} for s in specs}
-    per_fold = len(specs) * run_ours + (setup is not None)
+    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    names = sorted({s.model for s in specs})
+    per_fold = len(specs) * run_ours + (args.side != "ours")
     bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
     for fold in folds:
-        if setup is not None:
-            files = shared_lists(paths[fold]) if args.labels == "shared" else fold_files(args, fold)
+        files = None
         for seed in seeds:
             for spec in specs if run_ours else ():
                 bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
-                run_dir = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
-                run = ours(spec, paths[fold], run_dir, args, seed)
+                run = record.get("ours", spec.label, fold, seed)
+                if run is None:
+                    run_dir = os.path.join(
+                        args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}"
+                    )
+                    run = record.add(
+                        "ours", spec.label, fold, seed, ours(spec, paths[fold], run_dir, args, seed)
+                    )
                 results[spec.label]["ours"].setdefault(fold, []).append(run)
                 bar.update()
-            if setup is not None:
-                bar.set_description(f"released code Fold{fold} seed {seed}")
-                names = sorted({s.model for s in specs})
+            if args.side == "ours":
+                continue
+            bar.set_description(f"released code Fold{fold} seed {seed}")
+            official = {n: record.get(RELEASED, n, fold, seed) for n in names}
+            missing = [n for n, found in official.items() if found is None]
+            if missing and setup is not None:
+                if files is None:
+                    shared = args.labels == "shared"
+                    files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
                 try:
-                    official = theirs(setup, fold, names, args, seed, files)
+                    fresh = theirs(setup, fold, missing, args, seed, files)
                 except RuntimeError as error:
                     bar.close()
                     print(f"reference_parity: {error}", file=sys.stderr)
                     return 1
+                for name, found in fresh.items():
+                    official[name] = record.add(RELEASED, name, fold, seed, found)
+            if all(found is not None for found in official.values()):
                 for spec in specs:
-                    side = results[spec.label]["released code"]
+                    side = results[spec.label][RELEASED]
                     side.setdefault(fold, []).append(official[spec.model])
-                bar.update()
+            bar.update()
     bar.close()
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
@@ -480,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     paired = None
     if args.labels == "shared":
         paired = {
-            label: pair_differences(sides["ours"], sides["released code"], METRICS)
+            label: pair_differences(sides["ours"], sides[RELEASED], METRICS)
             for label, sides in fold_means.items()
             if len(sides) == 2
         }

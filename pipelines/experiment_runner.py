@@ -11,8 +11,9 @@ model on every fold and seed, and writes to ``output/``:
 * ``results.md``: test NDCG_y@10 and NDCG_r@10 per model (on text data,
   NDCG@1, @5 and @10 on the relevance judgements), mean ± standard error
   over runs, the best two per column in bold; then every pair of models
-  compared run by run (the mean ± standard error of their differences over
-  the folds and seeds both ran, and on how many the first is ahead), with
+  compared run by run (the later model minus the earlier: the mean ±
+  standard error of their differences over the folds and seeds both ran, and
+  on how many the later is ahead), with
   NDCG_y@10 on the lists whose label is the highest level beside them;
 * PNG plots (see ``experiment_plots``).
 

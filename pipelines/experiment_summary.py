@@ -77,7 +77,9 @@ def _units(runs: list[dict], split: str, by_seed: bool) -> dict:
 
 
 def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "test") -> list:
-    """Every pair of models compared run by run: ``[{"pair", "by", metric: ...}]``.
+    """Every pair of models compared run by run: ``[{"pair", "by", metric: ...}]``,
+    each the later model in ``labels`` minus the earlier (baselines are listed first,
+    so a positive difference is the newer model ahead).
 
     Two models are paired by fold and seed when they ran the same ones (the same
     data split and initial draw, so the difference leaves out what those do to
@@ -85,12 +87,12 @@ def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "
     being its mean over its seeds."""
     mine = {label: [r for r in runs if r["model"] == label] for label in labels}
     pairs = []
-    for i, first in enumerate(labels):
-        for second in labels[i + 1 :]:
-            a, b = mine[first], mine[second]
+    for i, earlier in enumerate(labels):
+        for later in labels[i + 1 :]:
+            a, b = mine[later], mine[earlier]
             by_seed = {(r["fold"], r["seed"]) for r in a} == {(r["fold"], r["seed"]) for r in b}
             found = pair_differences(_units(a, split, by_seed), _units(b, split, by_seed), keys)
-            pairs.append({"pair": [first, second], "by": "fold, seed" if by_seed else "fold"})
+            pairs.append({"pair": [later, earlier], "by": "fold, seed" if by_seed else "fold"})
             pairs[-1].update(found)
     return pairs
 
@@ -181,8 +183,9 @@ def format_table(results: dict) -> str:
         ]
         lines += [
             "",
-            "Between models, run by run: mean ± standard error of the differences (first "
-            "− second) over the runs both made, and on how many of them the first is ahead. "
+            "Between models, run by run: mean ± standard error of the differences (the "
+            "later model in --models minus the earlier) over the runs both made, and on how "
+            "many of them the later is ahead. "
             "Pairing leaves out what a fold's split and a seed do to both models, so a "
             "difference can be clear here while the means above overlap.",
             "",

@@ -45,10 +45,10 @@ def test_table_json_and_plots(experiment):
     # With two models, both are among the best two of every column.
     assert table.count("**") == 8
     (pair,) = results["paired"]
-    assert pair["pair"] == results["models"] and pair["by"] == "fold, seed"
+    assert pair["pair"] == results["models"][::-1] and pair["by"] == "fold, seed"
     gbdt, mlp = (run["metrics"]["test"]["ndcg_y@10"] for run in results["runs"])
-    assert pair["ndcg_y@10"]["mean"] == pytest.approx(gbdt - mlp) and pair["ndcg_y@10"]["n"] == 1
-    assert f"| {results['models'][0]} − mlp:dropout=0.1 | {gbdt - mlp:+.2f} (" in table
+    assert pair["ndcg_y@10"]["mean"] == pytest.approx(mlp - gbdt) and pair["ndcg_y@10"]["n"] == 1
+    assert f"| mlp:dropout=0.1 − {results['models'][0]} | {mlp - gbdt:+.2f} (" in table
     for name in ("labels.png", "ndcg.png", "validation.png"):
         path = os.path.join(output, name)
         with open(path, "rb") as f:
@@ -119,20 +119,22 @@ def test_models_are_paired_run_by_run():
     # c ran once per fold (seed 0): paired with the others' fold means.
     runs += [_run("c", 1, 0, 70.0, r=50.0), _run("c", 2, 0, 85.0, r=50.0)]
     pairs = paired_runs(runs, ["a", "b", "c"], PAIRED)
-    assert [p["pair"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]]
-    a_b = pairs[0]
-    assert a_b["by"] == "fold, seed" and a_b["ndcg_y@10"]["n"] == 4
-    assert a_b["ndcg_y@10"]["mean"] == pytest.approx(-3.0)
-    assert a_b["ndcg_y@10"]["se"] == pytest.approx((14 / 3) ** 0.5 / 2)
-    assert a_b["ndcg_y@10"]["ahead"] == 0
-    # a's fold means are 70.5 and 80.5 against c's 70 and 85.
-    a_c = pairs[1]
-    assert a_c["by"] == "fold" and a_c["ndcg_y@10"]["n"] == 2
-    assert a_c["ndcg_y@10"]["mean"] == pytest.approx((0.5 - 4.5) / 2)
-    assert a_c["ndcg_y@10"]["ahead"] == 1 and a_c["ndcg_r@10"]["ahead"] == 2
+    # The later model minus the earlier: baselines come first.
+    assert [p["pair"] for p in pairs] == [["b", "a"], ["c", "a"], ["c", "b"]]
+    b_a = pairs[0]
+    assert b_a["by"] == "fold, seed" and b_a["ndcg_y@10"]["n"] == 4
+    assert b_a["ndcg_y@10"]["mean"] == pytest.approx(3.0)
+    assert b_a["ndcg_y@10"]["se"] == pytest.approx((14 / 3) ** 0.5 / 2)
+    assert b_a["ndcg_y@10"]["ahead"] == 4
+    assert (b_a["ndcg_y@10"]["low"], b_a["ndcg_y@10"]["high"]) == (1, 6)
+    # c's 70 and 85 against a's fold means, 70.5 and 80.5.
+    c_a = pairs[1]
+    assert c_a["by"] == "fold" and c_a["ndcg_y@10"]["n"] == 2
+    assert c_a["ndcg_y@10"]["mean"] == pytest.approx((-0.5 + 4.5) / 2)
+    assert c_a["ndcg_y@10"]["ahead"] == 1 and c_a["ndcg_r@10"]["ahead"] == 0
     text = format_pairs(pairs, PAIRED, ["y", "r", "t"])
     assert (
-        "| a − b | -3.00 ± 1.08 (0/4) | -3.00 ± 1.08 (0/4) | -3.00 ± 1.08 (0/4) | fold, seed |"
+        "| b − a | +3.00 ± 1.08 (4/4) | +3.00 ± 1.08 (4/4) | +3.00 ± 1.08 (4/4) | fold, seed |"
         in text
     )
-    assert "| a − c | -2.00 ± 2.50 (1/2) |" in text
+    assert "| c − a | +2.00 ± 2.50 (1/2) |" in text

@@ -196,9 +196,14 @@ def test_a_crash_keeps_the_models_finished_before_it(folds, tmp_path, fake_relea
     args += ["--models", "mlp,transformer", "--side", "released", "--output", str(output)]
     assert reference_parity.main([*args, *official]) == 1
     err = capsys.readouterr().err
-    assert "failed on Fold1 (seed 0)" in err and "the transformer crashed" in err
+    assert "failed on Fold1 (seed 0, transformer)" in err and "the transformer crashed" in err
     cache = output / "official" / "shared" / "seed0" / "Fold1.jsonl"
     assert [json.loads(line)["model"] for line in cache.read_text().splitlines()] == ["mlp"]
+    # Each model ran in a process of its own.
+    assert [json.loads(line)["--models"] for line in log.read_text().splitlines()] == [
+        "mlp",
+        "transformer",
+    ]
     assert not (output / "parity.md").exists()
 
 

@@ -220,16 +220,17 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
     if os.path.isfile(cache):
         with open(cache, encoding="utf-8") as f:
             results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
-    missing = [n for n in names if n not in results]
-    if missing:
-        directory, python = setup
+    directory, python = setup
+    # One process per model: the released RankFormer's backward pass allocates a
+    # gradient the size of the whole padded batch for each of its lists (2,048 x
+    # 6.4 MB on MQ2008, some 13 GB), and a process keeps that memory until it
+    # exits, which would starve the models after it or a second run beside it.
+    for name in [n for n in names if n not in results]:
         command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
         command += ["--train", files["train"], "--test", files["test"]]
-        command += ["--seed", str(seed), "--models", ",".join(missing)]
+        command += ["--seed", str(seed), "--models", name]
         command += ["--threads", str(args.official_threads)]
         os.makedirs(os.path.dirname(cache), exist_ok=True)
-        # Each model's line is cached as soon as it is printed, so a long run
-        # stopped part-way keeps the models it finished.
         with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
             with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as run:
                 for line in run.stdout:
@@ -242,7 +243,7 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
                 errors.seek(0)
                 message = errors.read()[-2000:]
                 raise RuntimeError(
-                    f"the released code failed on Fold{fold} (seed {seed}):\n{message}"
+                    f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
                 )
     return {n: results[n] for n in names}
 

@@ -66,6 +66,9 @@ seed = int(args["--seed"])
 for name in args["--models"].split(","):
     if name == "transformer":
         sys.exit("the transformer crashed")
+    if name == "rankformer" and "KILL" in LOG:
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
     base = {"mlp": 60.0, "rankformer": 62.0, "transformer": 61.0}[name] + seed
     print(json.dumps({"model": name, "lists_per_sec": 100.0, "ndcg_y@10": base,
                       "ndcg_r@10": base + 1, "ndcg_y@10_tmax": base + 2}))
@@ -205,6 +208,21 @@ def test_a_crash_keeps_the_models_finished_before_it(folds, tmp_path, fake_relea
         "transformer",
     ]
     assert not (output / "parity.md").exists()
+
+
+def test_a_killed_released_run_says_so(folds, tmp_path, fake_released, capsys):
+    official, log = fake_released
+    python = official[3]
+    with open(python, encoding="utf-8") as f:
+        text = f.read()
+    with open(python, "w", encoding="utf-8") as f:  # the stand-in kills itself
+        f.write(text.replace("runner_calls.jsonl", "runner_calls_KILL.jsonl"))
+    args = ["--dataset", str(folds), "--folds", "1", "--epochs", "1", "--models", "rankformer"]
+    args += ["--side", "released", "--output", str(tmp_path / "parity"), *official]
+    assert reference_parity.main(args) == 1
+    err = capsys.readouterr().err
+    assert "failed on Fold1 (seed 0, rankformer)" in err
+    assert "killed by SIGKILL (out of memory?)" in err
 
 
 def test_models_without_a_released_counterpart_are_refused(tmp_path):

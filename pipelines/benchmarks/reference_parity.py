@@ -54,6 +54,7 @@ import csv
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -242,6 +243,10 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
             if run.returncode != 0:
                 errors.seek(0)
                 message = errors.read()[-2000:]
+                if run.returncode < 0:  # killed: its stderr says nothing of why
+                    signal_name = signal.Signals(-run.returncode).name
+                    hint = " (out of memory?)" if signal_name == "SIGKILL" else ""
+                    message += f"\nthe process was killed by {signal_name}{hint}"
                 raise RuntimeError(
                     f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
                 )

@@ -9,6 +9,7 @@ __all__ = [
     "REPORTED",
     "TEXT_REPORTED",
     "PAIRED",
+    "mean_se",
     "summarize",
     "format_table",
     "pair_differences",
@@ -29,7 +30,9 @@ PAIRED = (*REPORTED, "ndcg_y@10_tmax")
 _PAIRED_HEADERS = {"ndcg_y@10_tmax": "NDCG_y@10 (t = max)"}
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean of the values that are not ``None`` or
+    NaN (NaN for none; the standard error is NaN for one value)."""
     values = [v for v in values if v is not None and not math.isnan(v)]
     if not values:
         return math.nan, math.nan
@@ -53,25 +56,22 @@ def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
             for u in units
             if first[u].get(key) is not None and second[u].get(key) is not None
         ]
-        mean, se = _mean_se(diffs)
+        mean, se = mean_se(diffs)
         out[key] = {"mean": mean, "se": se, "ahead": sum(d > 0 for d in diffs), "n": len(diffs)}
         out[key]["low"], out[key]["high"] = (min(diffs), max(diffs)) if diffs else (None, None)
     return out
 
 
-def _units(runs: list[dict], split: str, by_seed: bool) -> dict:
-    """``{(fold, seed) or fold: test metrics}``; by fold, the mean over its seeds."""
+def _units(runs: list[dict], split: str, by_seed: bool, keys: tuple) -> dict:
+    """``{(fold, seed) or fold: test metrics}``; by fold, the mean of ``keys`` over
+    its seeds."""
     if by_seed:
         return {(r["fold"], r["seed"]): r["metrics"][split] for r in runs}
     folds: dict = {}
     for r in runs:
         folds.setdefault(r["fold"], []).append(r["metrics"][split])
     return {
-        fold: {
-            key: _mean_se([m.get(key) for m in found])[0]
-            for key in found[0]
-            if isinstance(found[0][key], (int, float))
-        }
+        fold: {key: mean_se([m.get(key) for m in found])[0] for key in keys}
         for fold, found in folds.items()
     }
 
@@ -91,7 +91,9 @@ def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "
         for later in labels[i + 1 :]:
             a, b = mine[later], mine[earlier]
             by_seed = {(r["fold"], r["seed"]) for r in a} == {(r["fold"], r["seed"]) for r in b}
-            found = pair_differences(_units(a, split, by_seed), _units(b, split, by_seed), keys)
+            found = pair_differences(
+                _units(a, split, by_seed, keys), _units(b, split, by_seed, keys), keys
+            )
             pairs.append({"pair": [later, earlier], "by": "fold, seed" if by_seed else "fold"})
             pairs[-1].update(found)
     return pairs
@@ -127,7 +129,7 @@ def summarize(
         mine = [r["metrics"][split] for r in runs if r["model"] == label]
         summary[label] = {"runs": len(mine)}
         for key in keys:
-            mean, se = _mean_se([m.get(key) for m in mine])
+            mean, se = mean_se([m.get(key) for m in mine])
             summary[label][key] = {"mean": mean, "se": se}
     return summary
 

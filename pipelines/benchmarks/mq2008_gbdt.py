@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.mq2008_quality import _mean_se, convert_folds, fold_parser, train_fold
+from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, train_fold
+from pipelines.experiment_summary import mean_se
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.distillation import DistillConfig, distill, load_teacher
 from tfr_rankformer.list_arrays import read_split
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = results[name]
         cells = []
         for key in ("ndcg_y@10", "ndcg_r@10"):
-            mean, se = _mean_se([r[key] for r in rows])
+            mean, se = mean_se([r[key] for r in rows])
             cells.append(f"{mean:.2f} ± {se:.2f}")
         seconds = np.mean([r["training_seconds"] for r in rows])
         latency = np.mean([r["latency_ms"] for r in rows])

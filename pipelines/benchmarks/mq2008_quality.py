@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 
 from pipelines.convert_cli import main as convert_main
+from pipelines.experiment_summary import mean_se
 from tfr_rankformer.training import TrainConfig, train
 
 MODELS = {
@@ -28,14 +28,6 @@ MODELS = {
     "rankformer alpha=1": {"model": "rankformer", "alpha": 1.0},
     "rankformer alpha=4": {"model": "rankformer", "alpha": 4.0},
 }
-
-
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, float("nan")
-    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
 
 
 def fold_parser(description: str, epochs_help: str) -> argparse.ArgumentParser:
@@ -113,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, runs in results.items():
         cells = []
         for key in ("ndcg_y@10", "ndcg_r@10"):
-            mean, se = _mean_se([r[key] for r in runs])
+            mean, se = mean_se([r[key] for r in runs])
             cells.append(f"{mean:.2f} ± {se:.2f}")
         print(f"| {name} | {cells[0]} | {cells[1]} |")
     return 0

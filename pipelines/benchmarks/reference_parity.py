@@ -61,7 +61,7 @@ import sys
 import tempfile
 
 from pipelines.experiment_specs import parse_folds, parse_models
-from pipelines.experiment_summary import format_difference, pair_differences
+from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
@@ -306,13 +306,6 @@ class RunRecord:
         return kept
 
 
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (NaN for one value)."""
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-    return mean, se
-
-
 def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
     the mean ± standard error of the per-fold differences (shared lists only)."""
@@ -493,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"{bad}: the released code has {list(MODELS)} only")
     folds = parse_folds(args.folds)
+    cpu = cpu_extensions()
     try:
-        record = RunRecord(args.record, args, cpu_extensions())
+        record = RunRecord(args.record, args, cpu)
     except ValueError as error:
         p.error(str(error))
     setup = official_setup(args) if args.side != "ours" else None
@@ -578,7 +572,6 @@ def main(argv: list[str] | None = None) -> int:
             for label, sides in fold_means.items()
             if len(sides) == 2
         }
-    cpu = cpu_extensions()
     text = (
         table(rows, cpu, args, paired) + fold_by_fold(paired) + between_models(fold_means, results)
     )

@@ -33,6 +33,7 @@ from pipelines.cli_common import (
 )
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfr_rankformer.command_names import (
+    ADAM_EPSILONS,
     ATTENTIONS,
     GBDT_MODELS,
     INITIALIZATIONS,
@@ -169,8 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--optimizer",
         choices=list(OPTIMIZERS),
-        help="adamw (decoupled weight decay) or adam; both with PyTorch's epsilon 1e-8. "
+        help="adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see --adam-epsilon). "
         "Default: adamw; context_aware: adam (allRank)",
+    )
+    p.add_argument(
+        "--adam-epsilon",
+        choices=list(ADAM_EPSILONS),
+        help="where Adam's epsilon is added: pytorch, to the bias-corrected sqrt(v) as "
+        "torch.optim (the authors' code and allRank); keras, to the uncorrected sqrt(v) as "
+        "Keras's Adam (up to 32x more damping early on; this project's before). "
+        "Default: pytorch",
     )
     p.add_argument("--learning-rate", type=float, help="the optimizer's rate. Default: 1e-3")
     p.add_argument(

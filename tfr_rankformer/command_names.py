@@ -25,6 +25,7 @@ __all__ = [
     "LR_SCHEDULES",
     "MODEL_NAMES",
     "OPTIMIZERS",
+    "ADAM_EPSILONS",
     "TEXT_MODEL_NAMES",
 ]
 
@@ -89,6 +90,8 @@ LOSS_SCALINGS = ("released", "paper")
 
 # Training choices of ``training.TrainConfig``.
 OPTIMIZERS = ("adamw", "adam")
+# Where Adam's epsilon is added (``optimizers``): as torch.optim, or as Keras.
+ADAM_EPSILONS = ("pytorch", "keras")
 LR_SCHEDULES = ("epoch_inverse_sqrt", "step_inverse_sqrt", "step_decay")
 KEEP_WEIGHTS = ("best", "last")
 

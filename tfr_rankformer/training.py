@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data
-from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
+from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.losses import OrdinalListLoss, check_scaling, get_score_loss
@@ -154,6 +154,10 @@ class TrainConfig:
         ``softmax``, ``approx_ndcg`` for the ``listformer``.
       loss_scaling: ``released`` or ``paper`` (see ``losses.LOSS_SCALINGS``).
       optimizer: ``adamw`` (decoupled weight decay) or ``adam``.
+      adam_epsilon: where Adam's epsilon is added: ``pytorch`` (to the
+        bias-corrected root of the second moment, as ``torch.optim`` and so
+        both reference implementations) or ``keras`` (Keras's placement,
+        this project's before); see ``optimizers``.
       learning_rate: the optimizer's rate (1e-3 for both families).
       weight_decay: AdamW's decoupled weight decay (RankFormer: 0.1).
       lr_schedule: ``epoch_inverse_sqrt``: constant, then from epoch
@@ -190,6 +194,7 @@ class TrainConfig:
     loss: str | None = None
     loss_scaling: str | None = None
     optimizer: str | None = None
+    adam_epsilon: str = "pytorch"
     learning_rate: float = 1e-3
     weight_decay: float | None = None
     lr_schedule: str | None = None
@@ -218,6 +223,7 @@ class TrainConfig:
         get_score_loss(self.loss)  # an unknown name fails here
         for name, choices in (
             ("optimizer", OPTIMIZERS),
+            ("adam_epsilon", ADAM_EPSILONS),
             ("lr_schedule", LR_SCHEDULES),
             ("keep_weights", KEEP_WEIGHTS),
         ):

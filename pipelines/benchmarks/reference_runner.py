@@ -184,7 +184,10 @@ def evaluate(model, test, max_target: int) -> dict:
     return {key: 100.0 * float(metric.compute()) for key, metric in metrics.items()}
 
 
-def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
+def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0) -> dict:
+    """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also
+    prints the test metrics after every N-th epoch as ``{"curve_of": name,
+    "epoch": e, ...}`` lines (no ``model`` key: they are not results)."""
     import torch
     from ltr_dataset import LearningToRankDataset
 
@@ -199,7 +202,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
     )
     rates = []
     started = time.perf_counter()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         model.train()
         epoch_start, lists = time.perf_counter(), 0
         for batch in loader:
@@ -210,6 +213,13 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
             lists += len(batch["length"])
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
+        if curve and (epoch + 1) % curve == 0 and epoch + 1 < epochs:
+            # A DataLoader draws its base seed from torch's generator: restoring
+            # the state keeps the training run the same as without --curve.
+            state = torch.get_rng_state()
+            point = evaluate(model, test_set, train_set.max_target)
+            torch.set_rng_state(state)
+            print(json.dumps({"curve_of": name, "epoch": epoch + 1, **point}), flush=True)
     return {
         "model": name,
         "epochs": epochs,
@@ -218,6 +228,86 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int) -> dict:
         "lists_per_sec": statistics.median(rates),
         **evaluate(model, test_set, train_set.max_target),
     }
+
+
+def _padded_outputs(outputs, length, width: int, when: str) -> dict:
+    """A released model's outputs as ``{when/scores: [B, L] (0 for padding),
+    when/list_logits: [B, K]}`` (the latter only from a model with a list head)."""
+    import numpy as np
+
+    scores = outputs[0] if isinstance(outputs, tuple) else outputs
+    flat, start = scores.detach().numpy().reshape(-1), 0
+    padded = np.zeros((len(length), width), np.float32)
+    for i, n in enumerate(length.tolist()):
+        padded[i, :n] = flat[start : start + n]
+        start += n
+    found = {f"{when}/scores": padded}
+    if isinstance(outputs, tuple):
+        found[f"{when}/list_logits"] = outputs[1].detach().numpy()
+    return found
+
+
+def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
+    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the
+    released ``name`` model built with ``seed`` and every dropout rate set to 0,
+    its initial weights (``w/<state_dict key>``), the first ``lists`` training
+    lists as a padded batch of transformed features (``features`` ``[B, L, d]``,
+    ``mask``, ``label`` with -1 for padding), the outputs of the first forward
+    pass (``before/scores`` ``[B, L]``, ``before/list_logits`` ``[B, K]``), the loss before each
+    of ``steps`` full-batch AdamW steps (``losses``), the learning rate of each
+    step (``rates``; the schedule steps after each, as after an epoch), and the
+    weights and outputs after them (``after/<key>``, ``after/scores``, ...)."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(seed)
+    model = build(name, train_set.input_dim, train_set.max_target)
+    for module in model.modules():  # no dropout: the two sides draw different masks
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(module, torch.nn.MultiheadAttention):
+            module.dropout = 0.0
+    arrays = {f"w/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    end = int(train_set.cum_length[lists - 1])
+    length = train_set.length[:lists]
+    feat, target = train_set.feat[:end], train_set.target[:end]
+    width = int(length.max())
+    features = np.zeros((lists, width, train_set.input_dim), np.float32)
+    label = np.full((lists, width), -1.0, np.float32)
+    start = 0
+    for i, n in enumerate(length.tolist()):
+        features[i, :n] = feat[start : start + n].numpy()
+        label[i, :n] = target[start : start + n].numpy()
+        start += n
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
+    )
+    model.train()
+    losses, rates = [], []
+    for step in range(steps):
+        optimizer.zero_grad()
+        outputs = model(feat, length)
+        if step == 0:
+            arrays.update(_padded_outputs(outputs, length, width, "before"))
+        loss = model.compute_loss(outputs, target, length)
+        losses.append(float(loss))
+        rates.append(optimizer.param_groups[0]["lr"])
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    with torch.no_grad():
+        arrays.update(_padded_outputs(model(feat, length), length, width, "after"))
+    arrays.update({f"after/{k}": v.detach().numpy() for k, v in model.state_dict().items()})
+    arrays.update(
+        features=features,
+        mask=label >= 0,
+        label=label,
+        losses=np.array(losses),
+        rates=np.array(rates),
+    )
+    np.savez(out, **arrays)
+    print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +323,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
+    parser.add_argument(
+        "--curve",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the test metrics after every N-th epoch (learning curves)",
+    )
+    parser.add_argument(
+        "--equivalence",
+        metavar="OUT.npz",
+        help="train nothing to the end: write the first --equivalence-steps full-batch "
+        "steps of each model without dropout on --equivalence-lists training lists "
+        "to OUT.npz (OUT-<model>.npz with several models)",
+    )
+    parser.add_argument("--equivalence-lists", type=int, default=256)
+    parser.add_argument("--equivalence-steps", type=int, default=30)
     parser.add_argument(
         "--click-stats", type=int, metavar="N", help="only print N draws' click statistics"
     )
@@ -279,8 +385,24 @@ def main(argv: list[str] | None = None) -> int:
         ),
         flush=True,
     )
+    if args.equivalence:
+        for name in names:
+            out = args.equivalence
+            if len(names) > 1:
+                out = out.removesuffix(".npz") + f"-{name}.npz"
+            equivalence(
+                name,
+                sets["train"],
+                out,
+                lists=args.equivalence_lists,
+                steps=args.equivalence_steps,
+                seed=args.seed,
+            )
+        return 0
     for name in names:
-        result = train(name, sets["train"], sets["test"], epochs=args.epochs, seed=args.seed)
+        result = train(
+            name, sets["train"], sets["test"], epochs=args.epochs, seed=args.seed, curve=args.curve
+        )
         print(json.dumps(result), flush=True)
     return 0
 

@@ -52,6 +52,7 @@ from pipelines.benchmarks.reference_parity import (
     official_setup,
     shared_lists,
 )
+from tfr_rankformer.command_names import ADAM_EPSILONS
 
 # Largest absolute differences taken as float32 round-off: scores and logits
 # are O(1), and measured differences are some 1e-6 before training, 1e-7 on
@@ -113,7 +114,9 @@ def run_released(setup, files: dict, out: str, args) -> None:
         raise RuntimeError(f"the released code failed:\n{done.stderr[-2000:]}")
 
 
-def compare(name: str, fold_data: str, released: dict, seed: int) -> dict:
+def compare(
+    name: str, fold_data: str, released: dict, seed: int, adam_epsilon: str = "pytorch"
+) -> dict:
     """Our ``name`` with the released initial weights, stepped as the released one
     was; the largest differences to it."""
     import tensorflow as tf
@@ -130,6 +133,7 @@ def compare(name: str, fold_data: str, released: dict, seed: int) -> dict:
             "data": fold_data,
             "model_dir": os.devnull,
             "seed": seed,
+            "adam_epsilon": adam_epsilon,
             "architecture": {"dropout": 0.0},
         }
     )
@@ -213,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", type=int, default=30, help="optimizer steps (one per epoch). Default: 30"
     )
     p.add_argument("--seed", type=int, default=0, help="the conversion's and the models' seed")
+    p.add_argument(
+        "--adam-epsilon",
+        choices=ADAM_EPSILONS,
+        default="pytorch",
+        help="our optimizer's epsilon placement (tfr-train --adam-epsilon). Default: pytorch",
+    )
     p.add_argument("--output", required=True, help="directory for the data and the results")
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
@@ -232,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         with np.load(f"{out.removesuffix('.npz')}-{name}.npz") as arrays:
             released = dict(arrays)
-        results[name] = compare(name, fold_data, released, args.seed)
+        results[name] = compare(name, fold_data, released, args.seed, args.adam_epsilon)
     text = report(results, args)
     print(text, end="")
     with open(os.path.join(args.output, "equivalence.md"), "w", encoding="utf-8") as f:

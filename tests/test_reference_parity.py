@@ -324,9 +324,13 @@ def test_between_models_pairs_folds_and_pools_the_seed_spread():
         return {"ndcg_y@10": y, "ndcg_r@10": y + 1, "ndcg_y@10_tmax": y + 2}
 
     # Two folds, two seeds on our side: rankformer leads by 1 and by 3 (fold means).
+    # The released side ran one seed on fold 1 only: no spread of its own.
     results = {
-        "rankformer": {"ours": {1: [run(70), run(72)], 2: [run(66), run(68)]}},
-        "mlp": {"ours": {1: [run(70), run(70)], 2: [run(64), run(64)]}},
+        "rankformer": {
+            "ours": {1: [run(70), run(72)], 2: [run(66), run(68)]},
+            "released code": {1: [run(69)]},
+        },
+        "mlp": {"ours": {1: [run(70), run(70)], 2: [run(64), run(64)]}, "released code": {}},
     }
     fold_means = {
         label: {"ours": {f: run(sum(r["ndcg_y@10"] for r in runs) / 2) for f, runs in by.items()}}
@@ -337,4 +341,18 @@ def test_between_models_pairs_folds_and_pools_the_seed_spread():
     # Differences 1 and 3: mean 2, standard error 1, ahead on both folds.
     assert "| ours | rankformer − mlp | +2.00 ± 1.00 (2/2) |" in text
     # rankformer's seeds differ by 2 on each fold (variance 2), the mlp's not at all.
-    assert "| rankformer | 1.41 | 1.41 | 1.41 |" in text and "| mlp | 0.00 |" in text
+    assert "| ours | rankformer | 1.41 | 1.41 | 1.41 |" in text
+    assert "| ours | mlp | 0.00 |" in text
+    assert "| released code |" not in text.split("Seed spread")[1]
+
+
+def test_the_seed_spread_covers_the_released_side_too():
+    def run(y):
+        return {"ndcg_y@10": y, "ndcg_r@10": y, "ndcg_y@10_tmax": y}
+
+    # The released code ran seeds 0 and 1 on one fold, 4 apart (variance 8).
+    results = {"rankformer": {"ours": {4: [run(70)]}, "released code": {4: [run(71), run(67)]}}}
+    fold_means = {"rankformer": {"ours": {4: run(70)}, "released code": {4: run(69)}}}
+    text = reference_parity.between_models(fold_means, results)
+    assert "| released code | rankformer | 2.83 | 2.83 | 2.83 |" in text
+    assert "| ours | rankformer |" not in text

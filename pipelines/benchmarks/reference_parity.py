@@ -378,7 +378,7 @@ def fold_by_fold(paired: dict | None) -> str:
 def between_models(fold_means: dict, results: dict) -> str:
     """Markdown: on each side, every pair of models paired by fold (mean ± standard
     error of the per-fold differences, and on how many folds the first is ahead), and
-    our seeds' spread (each fold's standard deviation between seeds, pooled)."""
+    each side's seed spread (each fold's standard deviation between seeds, pooled)."""
     lines = [
         "",
         "Between models, paired by fold (mean ± standard error of the per-fold "
@@ -398,24 +398,25 @@ def between_models(fold_means: dict, results: dict) -> str:
                 cells = [format_difference(found[key]) for key in METRICS]
                 lines.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
     spreads = []
-    for label, sides in results.items():
-        runs = sides["ours"]
-        if runs and all(len(r) > 1 for r in runs.values()):
-            cells = []
-            for key in METRICS:
-                pooled = statistics.fmean(
-                    statistics.variance([run[key] for run in r]) for r in runs.values()
-                )
-                cells.append(f"{math.sqrt(pooled):.2f}")
-            spreads.append(f"| {label} | " + " | ".join(cells) + " |")
+    for side in ("ours", RELEASED):
+        for label, sides in results.items():
+            runs = sides.get(side)
+            if runs and all(len(r) > 1 for r in runs.values()):
+                cells = []
+                for key in METRICS:
+                    pooled = statistics.fmean(
+                        statistics.variance([run[key] for run in r]) for r in runs.values()
+                    )
+                    cells.append(f"{math.sqrt(pooled):.2f}")
+                spreads.append(f"| {side} | {label} | " + " | ".join(cells) + " |")
     if spreads:
         lines += [
             "",
-            "Our seeds' spread on the same lists: each fold's standard deviation between "
+            "Seed spread on the same lists: each fold's standard deviation between "
             "seeds, pooled over folds:",
             "",
-            "| model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-            "|---|---|---|---|",
+            "| side | model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
+            "|---|---|---|---|---|",
             *spreads,
         ]
     return "\n".join(lines) + "\n"

@@ -186,8 +186,10 @@ def evaluate(model, test, max_target: int) -> dict:
 
 def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0) -> dict:
     """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also
-    prints the test metrics after every N-th epoch as ``{"curve_of": name,
-    "epoch": e, ...}`` lines (no ``model`` key: they are not results)."""
+    prints the test metrics after every N-th epoch, and the epoch's mean
+    training loss (its batches' losses weighted by their lists, as Keras's
+    ``loss`` in our ``history.csv``), as ``{"curve_of": name, "epoch": e,
+    "train_loss": ..., ...}`` lines (no ``model`` key: they are not results)."""
     import torch
     from ltr_dataset import LearningToRankDataset
 
@@ -204,13 +206,15 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int 
     started = time.perf_counter()
     for epoch in range(epochs):
         model.train()
-        epoch_start, lists = time.perf_counter(), 0
+        epoch_start, lists, loss_sum = time.perf_counter(), 0, 0.0
         for batch in loader:
             optimizer.zero_grad()
             scores = model(batch["feat"], batch["length"])
-            model.compute_loss(scores, batch["target"], batch["length"]).backward()
+            loss = model.compute_loss(scores, batch["target"], batch["length"])
+            loss.backward()
             optimizer.step()
             lists += len(batch["length"])
+            loss_sum += loss.item() * len(batch["length"])
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
         if curve and (epoch + 1) % curve == 0 and epoch + 1 < epochs:
@@ -219,6 +223,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int 
             state = torch.get_rng_state()
             point = evaluate(model, test_set, train_set.max_target)
             torch.set_rng_state(state)
+            point["train_loss"] = loss_sum / lists
             print(json.dumps({"curve_of": name, "epoch": epoch + 1, **point}), flush=True)
     return {
         "model": name,
@@ -328,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="also print the test metrics after every N-th epoch (learning curves)",
+        help="also print the test metrics and the epoch's mean training loss after every "
+        "N-th epoch (learning curves)",
     )
     parser.add_argument(
         "--equivalence",

@@ -4,6 +4,7 @@ and the runner's LETOR reader (the released side itself needs torch)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -145,9 +146,11 @@ def test_a_record_keeps_finished_runs_for_another_machine(folds, tmp_path, fake_
     # released side comes from the record, and the table is the same.
     capsys.readouterr()
     assert reference_parity.main([*args, "--output", str(tmp_path / "b")]) == 0
-    assert "recorded in" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"Every run comes from {record}" in printed and "not set up" not in printed
     assert len(log.read_text().splitlines()) == 1
-    assert not (tmp_path / "b" / "ours").exists()
+    # Not even the folds are converted again.
+    assert not (tmp_path / "b" / "ours").exists() and not (tmp_path / "b" / "data").exists()
     assert (tmp_path / "b" / "parity.md").read_text() == table
     assert len(record.read_text().splitlines()) == 2
     # Other epochs are other runs: the record does not stand in for them.
@@ -251,6 +254,41 @@ def test_the_table_marks_differences_beyond_one_standard_error():
     delta = [line for line in text.splitlines() if "| Δ |" in line]
     assert delta[0] == "| rankformer | Δ | +0.20 ✓ | +0.20 ✓ | +0.20 ✓ | 2.00x |"
     assert delta[1].startswith("| mlp | Δ | -2.30 ✗ |")
+    # One fold has no standard error: no verdict, whatever the difference.
+    one = {"mlp": {"ours": _side(66.0, math.nan, 3000), "released code": _side(68.3, math.nan, 1)}}
+    text = reference_parity.table(one, "some CPU; avx2", args)
+    assert "| mlp | Δ | -2.30 (one fold) | -2.30 (one fold) |" in text
+    assert "✗" not in text.split("|---|")[-1]
+
+
+def test_seed_by_seed_pairs_each_seed_over_the_folds_both_sides_ran():
+    def run(y):
+        return {"ndcg_y@10": y, "ndcg_r@10": y + 1, "ndcg_y@10_tmax": y + 2}
+
+    # Seed 0 on folds 1 and 2 on both sides; seed 1 on fold 2 only on the released
+    # side, on both folds on ours; seed 2 on ours only.
+    by_seed = {
+        "rankformer": {
+            "ours": {
+                (1, 0): run(70),
+                (2, 0): run(66),
+                (1, 1): run(71),
+                (2, 1): run(65),
+                (1, 2): run(60),
+            },
+            "released code": {(1, 0): run(71), (2, 0): run(68), (2, 1): run(64)},
+        },
+        "mlp": {"ours": {(1, 0): run(60), (1, 1): run(61)}, "released code": {(1, 0): run(60)}},
+    }
+    text = reference_parity.seed_by_seed(by_seed)
+    # Seed 0: ours 68, theirs 69.5; differences -1 and -2: mean -1.5, standard error 0.5.
+    assert "| rankformer | 0 | 1,2 | 68.00 / 69.50; -1.50 ± 0.50 (0/2) |" in text
+    # Seed 1 is compared on fold 2 alone, where both ran it.
+    assert "| rankformer | 1 | 2 | 65.00 / 64.00; +1.00 (1/1) |" in text
+    assert "| rankformer | 2 |" not in text
+    # The MLP has one seed both sides ran: nothing to set side by side.
+    assert "| mlp |" not in text
+    assert reference_parity.seed_by_seed({"mlp": by_seed["mlp"]}) == ""
 
 
 def test_runner_reads_sparse_letor_lines(tmp_path):
@@ -355,4 +393,5 @@ def test_the_seed_spread_covers_the_released_side_too():
     fold_means = {"rankformer": {"ours": {4: run(70)}, "released code": {4: run(69)}}}
     text = reference_parity.between_models(fold_means, results)
     assert "| released code | rankformer | 2.83 | 2.83 | 2.83 |" in text
+    assert "Between models" not in text  # one model: no pairs, no empty table
     assert "| ours | rankformer |" not in text

@@ -321,7 +321,8 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
         f"Test NDCG x 100 on {args.dataset} with simulated clicks (purchase label 4), "
         f"{lists}, {folds} fold(s), {args.epochs} epochs, {seed_text}, last epoch's "
         "weights; mean ± standard error over folds (a fold's figure is the mean over its "
-        "seeds). Δ = ours − released; ✓: |Δ| within the released code's standard error"
+        "seeds). Δ = ours − released; ✓: |Δ| within the released code's standard error "
+        "(no verdict from one fold, which has none)"
         + ("; ± after Δ: standard error of the per-fold differences" if paired else "")
         + f". Speed: median training lists/s over epochs (CPU: {cpu}).",
         "",
@@ -343,7 +344,10 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
             cells = []
             for key in METRICS:
                 delta = mine[key][0] - ref[key][0]
-                ok = "✓" if abs(delta) <= ref[key][1] else "✗"
+                if math.isnan(ref[key][1]):
+                    ok = "(one fold)"
+                else:
+                    ok = "✓" if abs(delta) <= ref[key][1] else "✗"
                 spread = paired.get(label, {}).get(key) if paired else None
                 if spread is not None and not math.isnan(spread["se"]):
                     cells.append(f"{delta:+.2f} ± {spread['se']:.2f} {ok}")
@@ -375,6 +379,43 @@ def fold_by_fold(paired: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_by_seed(by_seed: dict) -> str:
+    """Markdown: for every model and seed both sides ran (when there are two or more),
+    each side's mean over the folds that seed ran on, and ours − released on them
+    (mean ± standard error of the per-fold differences; folds where ours is ahead).
+    ``by_seed[label][side][(fold, seed)]`` holds the runs."""
+    lines = []
+    for label, sides in by_seed.items():
+        mine, ref = sides.get("ours", {}), sides.get(RELEASED, {})
+        seeds = sorted({seed for _, seed in mine} & {seed for _, seed in ref})
+        if len(seeds) < 2:
+            continue
+        for seed in seeds:
+            a = {fold: run for (fold, s), run in mine.items() if s == seed}
+            b = {fold: run for (fold, s), run in ref.items() if s == seed}
+            folds = sorted(set(a) & set(b))
+            found = pair_differences(a, b, METRICS)
+            cells = [
+                f"{statistics.fmean(a[f][key] for f in folds):.2f} / "
+                f"{statistics.fmean(b[f][key] for f in folds):.2f}; "
+                + format_difference(found[key])
+                for key in METRICS
+            ]
+            where = ",".join(str(f) for f in folds)
+            lines.append(f"| {label} | {seed} | {where} | " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    header = [
+        "",
+        "Seed by seed, over the folds both sides ran it on (ours / released; Δ ± standard "
+        "error of the per-fold differences, folds where ours is ahead):",
+        "",
+        "| model | seed | folds | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
+        "|---|---|---|---|---|---|",
+    ]
+    return "\n".join(header + lines) + "\n"
+
+
 def between_models(fold_means: dict, results: dict) -> str:
     """Markdown: on each side, every pair of models paired by fold (mean ± standard
     error of the per-fold differences, and on how many folds the first is ahead), and
@@ -397,6 +438,8 @@ def between_models(fold_means: dict, results: dict) -> str:
                 found = pair_differences(a, b, METRICS)
                 cells = [format_difference(found[key]) for key in METRICS]
                 lines.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
+    if len(lines) == 5:  # one model: no pairs
+        lines = []
     spreads = []
     for side in ("ours", RELEASED):
         for label, sides in results.items():
@@ -419,7 +462,7 @@ def between_models(fold_means: dict, results: dict) -> str:
             "|---|---|---|---|---|",
             *spreads,
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -492,21 +535,39 @@ def main(argv: list[str] | None = None) -> int:
         record = RunRecord(args.record, args, cpu)
     except ValueError as error:
         p.error(str(error))
-    setup = official_setup(args) if args.side != "ours" else None
-    if setup is None and args.side != "ours":
+    run_ours = args.side != "released"
+    seeds = range(args.seed, args.seed + args.seeds)
+    names = sorted({s.model for s in specs})
+    missing_ours = run_ours and any(
+        record.get("ours", spec.label, fold, seed) is None
+        for spec in specs
+        for fold in folds
+        for seed in seeds
+    )
+    missing_released = args.side != "ours" and any(
+        record.get(RELEASED, name, fold, seed) is None
+        for name in names
+        for fold in folds
+        for seed in seeds
+    )
+    setup = official_setup(args) if missing_released else None
+    if missing_released and setup is None:
         print(SETUP)
         if args.record:
             print(f"(the released code's runs recorded in {args.record} are shown)")
         elif args.side == "released":
             return 1
-    run_ours = args.side != "released"
+    elif args.record and not missing_ours and not missing_released:
+        print(f"Every run comes from {args.record}: nothing is trained or run.")
     from tqdm.auto import tqdm
 
-    paths = convert_folds(args, folds)
-    seeds = range(args.seed, args.seed + args.seeds)
+    # The folds are converted only for runs that will happen.
+    needed = missing_ours or (missing_released and setup is not None)
+    paths = convert_folds(args, folds) if needed else {}
     # results[label][side][fold] = the runs of that fold, one per seed
     results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    names = sorted({s.model for s in specs})
+    # by_seed[label][side][(fold, seed)] = that run
+    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
     per_fold = len(specs) * run_ours + (args.side != "ours")
     bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
     for fold in folds:
@@ -523,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                         "ours", spec.label, fold, seed, ours(spec, paths[fold], run_dir, args, seed)
                     )
                 results[spec.label]["ours"].setdefault(fold, []).append(run)
+                by_seed[spec.label]["ours"][fold, seed] = run
                 bar.update()
             if args.side == "ours":
                 continue
@@ -545,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
                 for spec in specs:
                     side = results[spec.label][RELEASED]
                     side.setdefault(fold, []).append(official[spec.model])
+                    by_seed[spec.label][RELEASED][fold, seed] = official[spec.model]
             bar.update()
     bar.close()
     keys = (*METRICS, "lists_per_sec")
@@ -574,9 +637,13 @@ def main(argv: list[str] | None = None) -> int:
             if len(sides) == 2
         }
     text = (
-        table(rows, cpu, args, paired) + fold_by_fold(paired) + between_models(fold_means, results)
+        table(rows, cpu, args, paired)
+        + fold_by_fold(paired)
+        + seed_by_seed(by_seed)
+        + between_models(fold_means, results)
     )
     print(text)
+    os.makedirs(args.output, exist_ok=True)
     with open(os.path.join(args.output, "parity.md"), "w", encoding="utf-8") as f:
         f.write(text)
     write_json(

@@ -173,6 +173,49 @@ def test_a_record_keeps_finished_runs_for_another_machine(folds, tmp_path, fake_
     assert len(record.read_text().splitlines()) == 3
 
 
+def test_recorded_only_pairs_what_both_sides_hold_and_lists_the_rest(tmp_path, capsys):
+    record = tmp_path / "record.jsonl"
+    identity = {"dataset": "MQ2008", "labels": "shared", "data_seed": 0, "epochs": 200}
+    runs = {
+        ("ours", 1, 0): 60.0,
+        ("ours", 1, 1): 62.0,
+        ("ours", 2, 0): 64.0,
+        ("ours", 2, 1): 66.0,
+        ("released code", 1, 0): 61.0,
+        ("released code", 1, 1): 63.0,
+        ("released code", 2, 0): 65.0,
+    }
+    lines = [
+        dict(
+            identity,
+            side=side,
+            model="mlp",
+            fold=fold,
+            seed=seed,
+            lists_per_sec=1.0,
+            **{"ndcg_y@10": y, "ndcg_r@10": y, "ndcg_y@10_tmax": y},
+        )
+        for (side, fold, seed), y in runs.items()
+    ]
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["--dataset", "MQ2008", "--folds", "1-2", "--seeds", "2", "--epochs", "200"]
+    args += ["--models", "mlp", "--output", str(tmp_path / "out"), "--record", str(record)]
+    assert reference_parity.main([*args, "--recorded-only"]) == 0
+    printed = capsys.readouterr().out
+    assert "nothing is trained or run" in printed
+    assert "Left out, not in it (1;" in printed and "released code mlp Fold2 seed 1" in printed
+    # Fold 2 keeps seed 0 alone on both sides: ours 61 and 64, theirs 62 and 65.
+    assert "| mlp | ours | 62.50 ± 1.50 |" in printed
+    assert "| mlp | released code | 63.50 ± 1.50 |" in printed
+    assert "| mlp | Δ | -1.00 ± 0.00 ✓ |" in printed
+    assert not (tmp_path / "out" / "data").exists()
+    assert len(record.read_text().splitlines()) == 7
+    # Without a record there is nothing to print from.
+    with pytest.raises(SystemExit):
+        reference_parity.main([*args[:-2], "--recorded-only"])
+    assert "--recorded-only needs --record" in capsys.readouterr().err
+
+
 def test_a_broken_record_line_is_named(tmp_path, capsys):
     record = tmp_path / "record.jsonl"
     record.write_text('{"dataset": "MQ2008"}\n')

@@ -306,6 +306,131 @@ class RunRecord:
         return kept
 
 
+def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
+    """Every model, fold and seed on the sides ``args.side`` names: a run found in
+    the record is reused, a missing one is run (the released side only with
+    ``setup``) and recorded. Returns ``(results, by_seed)``: ``results[label][side]
+    [fold]`` the fold's runs, one per seed, and ``by_seed[label][side][(fold, seed)]``
+    each run. Raises ``RuntimeError`` when the released code fails."""
+    from tqdm.auto import tqdm
+
+    run_ours = args.side != "released"
+    names = sorted({s.model for s in specs})
+    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    # by_seed[label][side][(fold, seed)] = that run
+    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    per_fold = len(specs) * run_ours + (args.side != "ours")
+    bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
+    for fold in folds:
+        files = None
+        for seed in seeds:
+            for spec in specs if run_ours else ():
+                bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
+                run = record.get("ours", spec.label, fold, seed)
+                if run is None:
+                    run_dir = os.path.join(
+                        args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}"
+                    )
+                    run = record.add(
+                        "ours", spec.label, fold, seed, ours(spec, paths[fold], run_dir, args, seed)
+                    )
+                results[spec.label]["ours"].setdefault(fold, []).append(run)
+                by_seed[spec.label]["ours"][fold, seed] = run
+                bar.update()
+            if args.side == "ours":
+                continue
+            bar.set_description(f"released code Fold{fold} seed {seed}")
+            official = {n: record.get(RELEASED, n, fold, seed) for n in names}
+            missing = [n for n, found in official.items() if found is None]
+            if missing and setup is not None:
+                if files is None:
+                    shared = args.labels == "shared"
+                    files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
+                try:
+                    fresh = theirs(setup, fold, missing, args, seed, files)
+                except RuntimeError:
+                    bar.close()
+                    raise
+                for name, found in fresh.items():
+                    official[name] = record.add(RELEASED, name, fold, seed, found)
+            if all(found is not None for found in official.values()):
+                for spec in specs:
+                    side = results[spec.label][RELEASED]
+                    side.setdefault(fold, []).append(official[spec.model])
+                    by_seed[spec.label][RELEASED][fold, seed] = official[spec.model]
+            bar.update()
+    bar.close()
+    return results, by_seed
+
+
+def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, dict] | None:
+    """:func:`run_all` after saying what will run: without the released code, how to
+    set it up; with a record that holds everything, that nothing runs. The folds are
+    converted only for runs that will happen. ``None`` when it cannot go on (the
+    released side alone without its code or a record, or a failed released run)."""
+    run_ours = args.side != "released"
+    names = sorted({s.model for s in specs})
+    missing_ours = run_ours and any(
+        record.get("ours", spec.label, fold, seed) is None
+        for spec in specs
+        for fold in folds
+        for seed in seeds
+    )
+    missing_released = args.side != "ours" and any(
+        record.get(RELEASED, name, fold, seed) is None
+        for name in names
+        for fold in folds
+        for seed in seeds
+    )
+    setup = official_setup(args) if missing_released else None
+    if missing_released and setup is None:
+        print(SETUP)
+        if args.record:
+            print(f"(the released code's runs recorded in {args.record} are shown)")
+        elif args.side == "released":
+            return None
+    elif args.record and not missing_ours and not missing_released:
+        print(f"Every run comes from {args.record}: nothing is trained or run.")
+    # The folds are converted only for runs that will happen.
+    needed = missing_ours or (missing_released and setup is not None)
+    paths = convert_folds(args, folds) if needed else {}
+    try:
+        results, by_seed = run_all(args, specs, folds, seeds, record, setup, paths)
+    except RuntimeError as error:
+        print(f"reference_parity: {error}", file=sys.stderr)
+        return None
+    return results, by_seed
+
+
+def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
+    """``--recorded-only``: the record's runs, nothing trained or run. With both
+    sides, a model's fold and seed is kept only when both sides hold it, so each
+    fold's figures on the two sides are means over the same seeds. Returns
+    ``(results, by_seed, left_out)`` as :func:`run_all`, with ``left_out`` the
+    ``(side, model, fold, seed)`` the record lacks."""
+    sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}[side]
+    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    left_out = []
+    for spec in specs:
+        for fold in folds:
+            for seed in seeds:
+                found = {
+                    where: record.get(
+                        where, spec.label if where == "ours" else spec.model, fold, seed
+                    )
+                    for where in sides
+                }
+                absent = [where for where, run in found.items() if run is None]
+                left_out += [(where, spec.label, fold, seed) for where in absent]
+                if absent:
+                    continue
+                for where, run in found.items():
+                    results[spec.label][where].setdefault(fold, []).append(run)
+                    by_seed[spec.label][where][fold, seed] = run
+    return results, by_seed, left_out
+
+
 def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
     the mean ± standard error of the per-fold differences (shared lists only)."""
@@ -522,9 +647,18 @@ def main(argv: list[str] | None = None) -> int:
         "sitting or machine can be finished elsewhere; the table can be printed from it "
         "without the released code. Default: none",
     )
+    p.add_argument(
+        "--recorded-only",
+        action="store_true",
+        help="train and run nothing: print the table from the --record file's runs, "
+        "leaving out (and listing) every model, fold and seed it lacks on either side, "
+        "so a benchmark finished in parts can be reported part of the way",
+    )
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.recorded_only and not args.record:
+        p.error("--recorded-only needs --record FILE")
     specs = parse_models(args.models)
     bad = [s.label for s in specs if s.model not in MODELS]
     if bad:
@@ -535,81 +669,19 @@ def main(argv: list[str] | None = None) -> int:
         record = RunRecord(args.record, args, cpu)
     except ValueError as error:
         p.error(str(error))
-    run_ours = args.side != "released"
     seeds = range(args.seed, args.seed + args.seeds)
-    names = sorted({s.model for s in specs})
-    missing_ours = run_ours and any(
-        record.get("ours", spec.label, fold, seed) is None
-        for spec in specs
-        for fold in folds
-        for seed in seeds
-    )
-    missing_released = args.side != "ours" and any(
-        record.get(RELEASED, name, fold, seed) is None
-        for name in names
-        for fold in folds
-        for seed in seeds
-    )
-    setup = official_setup(args) if missing_released else None
-    if missing_released and setup is None:
-        print(SETUP)
-        if args.record:
-            print(f"(the released code's runs recorded in {args.record} are shown)")
-        elif args.side == "released":
+    if args.recorded_only:
+        results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
+        print(f"From {args.record} alone: nothing is trained or run.")
+        if left_out:
+            print(f"Left out, not in it ({len(left_out)}; with their other side's runs):")
+            for where, label, fold, seed in left_out:
+                print(f"  {where} {label} Fold{fold} seed {seed}")
+    else:
+        found = run_or_reuse(args, specs, folds, seeds, record)
+        if found is None:
             return 1
-    elif args.record and not missing_ours and not missing_released:
-        print(f"Every run comes from {args.record}: nothing is trained or run.")
-    from tqdm.auto import tqdm
-
-    # The folds are converted only for runs that will happen.
-    needed = missing_ours or (missing_released and setup is not None)
-    paths = convert_folds(args, folds) if needed else {}
-    # results[label][side][fold] = the runs of that fold, one per seed
-    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    # by_seed[label][side][(fold, seed)] = that run
-    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    per_fold = len(specs) * run_ours + (args.side != "ours")
-    bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
-    for fold in folds:
-        files = None
-        for seed in seeds:
-            for spec in specs if run_ours else ():
-                bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
-                run = record.get("ours", spec.label, fold, seed)
-                if run is None:
-                    run_dir = os.path.join(
-                        args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}"
-                    )
-                    run = record.add(
-                        "ours", spec.label, fold, seed, ours(spec, paths[fold], run_dir, args, seed)
-                    )
-                results[spec.label]["ours"].setdefault(fold, []).append(run)
-                by_seed[spec.label]["ours"][fold, seed] = run
-                bar.update()
-            if args.side == "ours":
-                continue
-            bar.set_description(f"released code Fold{fold} seed {seed}")
-            official = {n: record.get(RELEASED, n, fold, seed) for n in names}
-            missing = [n for n, found in official.items() if found is None]
-            if missing and setup is not None:
-                if files is None:
-                    shared = args.labels == "shared"
-                    files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
-                try:
-                    fresh = theirs(setup, fold, missing, args, seed, files)
-                except RuntimeError as error:
-                    bar.close()
-                    print(f"reference_parity: {error}", file=sys.stderr)
-                    return 1
-                for name, found in fresh.items():
-                    official[name] = record.add(RELEASED, name, fold, seed, found)
-            if all(found is not None for found in official.values()):
-                for spec in specs:
-                    side = results[spec.label][RELEASED]
-                    side.setdefault(fold, []).append(official[spec.model])
-                    by_seed[spec.label][RELEASED][fold, seed] = official[spec.model]
-            bar.update()
-    bar.close()
+        results, by_seed = found
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {

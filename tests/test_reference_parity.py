@@ -209,6 +209,7 @@ def test_recorded_only_pairs_what_both_sides_hold_and_lists_the_rest(tmp_path, c
     assert "| mlp | released code | 63.50 ± 1.50 |" in printed
     assert "| mlp | Δ | -1.00 ± 0.00 ✓ |" in printed
     assert not (tmp_path / "out" / "data").exists()
+    assert "released code mlp Fold2 seed 1" in (tmp_path / "out" / "parity.md").read_text()
     assert len(record.read_text().splitlines()) == 7
     # Without a record there is nothing to print from.
     with pytest.raises(SystemExit):

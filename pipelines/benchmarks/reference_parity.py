@@ -27,14 +27,16 @@ NDCG_r@10, NDCG_y@10 on lists whose label is the highest level (t = max), the
 difference to the released code and whether it lies within the released
 code's standard error, and training lists/s (median over epochs; this
 machine's CPU vector extensions are printed with it); on shared lists, the
-differences fold by fold (where ours is ahead, the lowest and highest); and on
-each side every pair of models compared fold by fold. ``parity.md`` and
+differences fold by fold (where ours is ahead, the lowest and highest); with
+two seeds or more, each seed's own comparison over the folds both sides ran it
+on; and on each side every pair of models compared fold by fold. ``parity.md`` and
 ``parity.json`` go to ``--output``; finished runs are reused on a rerun.
 ``--record FILE`` also keeps every finished run, with its settings, in one
 small JSON-lines file: a benchmark too long for one sitting or one machine
 (the paper's 200 epochs take hours on the released code) is finished
 elsewhere by rerunning with the same file, and the table is printed from it
-without rerunning anything.
+without rerunning anything; ``--recorded-only`` prints it from the record part
+of the way through, from the folds and seeds both sides hold, and lists the rest.
 
 Usage::
 
@@ -553,6 +555,7 @@ def between_models(fold_means: dict, results: dict) -> str:
         "| side | pair | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
         "|---|---|---|---|---|",
     ]
+    pairs = []
     labels = list(fold_means)
     for side in ("ours", RELEASED):
         for i, first in enumerate(labels):
@@ -562,9 +565,8 @@ def between_models(fold_means: dict, results: dict) -> str:
                     continue
                 found = pair_differences(a, b, METRICS)
                 cells = [format_difference(found[key]) for key in METRICS]
-                lines.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
-    if len(lines) == 5:  # one model: no pairs
-        lines = []
+                pairs.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
+    lines = lines + pairs if pairs else []
     spreads = []
     for side in ("ours", RELEASED):
         for label, sides in results.items():
@@ -672,16 +674,17 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seed, args.seed + args.seeds)
     if args.recorded_only:
         results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
-        print(f"From {args.record} alone: nothing is trained or run.")
+        note = f"From {args.record} alone: nothing is trained or run.\n"
         if left_out:
-            print(f"Left out, not in it ({len(left_out)}; with their other side's runs):")
-            for where, label, fold, seed in left_out:
-                print(f"  {where} {label} Fold{fold} seed {seed}")
+            note += f"Left out, not in it ({len(left_out)}; with their other side's runs):\n"
+            note += "".join(f"  {w} {label} Fold{f} seed {s}\n" for w, label, f, s in left_out)
+        note += "\n"
     else:
         found = run_or_reuse(args, specs, folds, seeds, record)
         if found is None:
             return 1
         results, by_seed = found
+        note = ""
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {
@@ -709,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
             if len(sides) == 2
         }
     text = (
-        table(rows, cpu, args, paired)
+        note
+        + table(rows, cpu, args, paired)
         + fold_by_fold(paired)
         + seed_by_seed(by_seed)
         + between_models(fold_means, results)

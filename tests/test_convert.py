@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -380,3 +382,39 @@ def test_spawned_workers_give_the_same_output(synthetic_source, tmp_path, monkey
     monkeypatch.setattr(parse_workers, "_start_method", lambda: "spawn")
     _convert(synthetic_source, tmp_path / "spawned", workers=2, chunk_bytes=150_000)
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "spawned")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is Linux's")
+def test_workers_are_forked_only_from_a_single_threaded_process(synthetic_source, tmp_path):
+    # Forking beside other threads (TensorFlow's) can crash a worker and hang
+    # the pool: a process with threads takes its workers from a fork server.
+    code = (
+        "import threading\n"
+        "from tfrecords_tools.parse_workers import _start_method\n"
+        "print(_start_method())\n"
+        "stop = threading.Event()\n"
+        "threading.Thread(target=stop.wait).start()\n"
+        "print(_start_method())\n"
+        "stop.set()\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert found == ["fork", "forkserver"]
+    # With a thread running here, the workers come from the fork server, and
+    # the output is the same as with one process.
+    import threading
+
+    import tfrecords_tools.parse_workers as parse_workers
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert parse_workers._start_method() == "forkserver"
+        _convert(synthetic_source, tmp_path / "one")
+        _convert(synthetic_source, tmp_path / "served", workers=2, chunk_bytes=150_000)
+    finally:
+        stop.set()
+        thread.join()
+    assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "served")

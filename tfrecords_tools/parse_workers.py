@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 
 from tfrecords_tools.letor_parser import warm_up_fast_path
 
@@ -29,17 +30,27 @@ def _init_worker() -> None:
 
 
 def _start_method() -> str:
-    # fork is fast and keeps the warm-up; elsewhere (macOS, Windows) spawn is the
-    # safe choice, and each worker then sets pyarrow up itself.
-    return "fork" if sys.platform.startswith("linux") else "spawn"
+    # fork is fast and keeps the warm-up, but a worker forked while another
+    # thread holds a lock can crash (seen with TensorFlow imported), and a pool
+    # whose worker dies in a task waits for it forever. So a process running
+    # Python threads or TensorFlow (whose native threads Python does not count;
+    # pyarrow's own are fork-safe) uses forkserver: workers forked from a fresh
+    # server, each setting pyarrow up itself, as under spawn elsewhere.
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    if threading.active_count() > 1 or "tensorflow" in sys.modules:
+        return "forkserver"
+    return "fork"
 
 
 @contextlib.contextmanager
 def parse_workers(count: int):
     """A pool of ``count`` parsing processes, or none when ``count <= 1``.
 
-    Enter it before starting any thread: on Linux the workers are forked, which
-    is fast and safe only while the process has a single thread.
+    On Linux the workers are forked while the process has a single thread
+    (fast: they inherit the warm-up), and come from a fork server once it runs
+    other Python threads or TensorFlow, where forking could crash one and hang
+    the pool.
 
     Yields:
       ``(pool, count)``: the pool (``None`` for ``count <= 1``) and its size.

@@ -47,10 +47,9 @@ def _start_method() -> str:
 def parse_workers(count: int):
     """A pool of ``count`` parsing processes, or none when ``count <= 1``.
 
-    On Linux the workers are forked while the process has a single thread
-    (fast: they inherit the warm-up), and come from a fork server once it runs
-    other Python threads or TensorFlow, where forking could crash one and hang
-    the pool.
+    On Linux the workers are forked while the process runs no other Python
+    thread and no TensorFlow (fast: they inherit the warm-up), and come from a
+    fork server otherwise, where forking could crash one and hang the pool.
 
     Yields:
       ``(pool, count)``: the pool (``None`` for ``count <= 1``) and its size.

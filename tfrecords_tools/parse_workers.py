@@ -57,11 +57,12 @@ def parse_workers(count: int):
     if count <= 1:
         yield None, 1
         return
-    # Done once here, so that forked workers inherit pyarrow's one-time set-up
-    # instead of each paying for it (a large share of a small conversion).
-    warm_up_fast_path()
-
-    context = multiprocessing.get_context(_start_method())
+    method = _start_method()
+    if method == "fork":
+        # Done once here, so that forked workers inherit pyarrow's one-time set-up
+        # instead of each paying for it (a large share of a small conversion).
+        warm_up_fast_path()
+    context = multiprocessing.get_context(method)
     pool = context.Pool(count, initializer=_init_worker)
     try:
         yield pool, count

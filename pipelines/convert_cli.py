@@ -43,6 +43,7 @@ from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
+from tfrecords_tools.synthetic import LENGTH_SPREADS
 from tfrecords_tools.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
@@ -62,6 +63,7 @@ _ELWC_FLAGS = {
 _SYNTHETIC_FLAGS = {
     "synthetic_lists": "train_queries",
     "synthetic_list_size": "mean_list_size",
+    "synthetic_length_spread": "length_spread",
 }
 
 
@@ -219,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--synthetic-list-size",
         type=int,
         help="mean list size. Default: 40 (synthetic-text: 20 documents)",
+    )
+    syn.add_argument(
+        "--synthetic-length-spread",
+        choices=LENGTH_SPREADS,
+        help="how list lengths spread around their mean: 'default' (the default; log-normal, "
+        "sigma 0.6, within 2 and 6 x the mean) or 'web30k' (MSLR-WEB30K's heavy right tail: "
+        "log-normal, sigma 1.1, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
+        "--synthetic-list-size 120, median about 0.58 x the mean)",
     )
     add_text_arguments(p)
 

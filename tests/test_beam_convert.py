@@ -149,6 +149,10 @@ def test_synthetic_manifests_agree(synthetic_pair):
     local, beam_out = synthetic_pair
     features = _letor_features(str(local / "source" / "train.txt"), 136)
     _assert_manifests_agree(_manifest(local), _manifest(beam_out), features)
+    train = _manifest(beam_out)["splits"]["train"]
+    # Merged from the per-list counts of the Beam workers, equal to the local ones above.
+    assert sum(train["list_length_histogram"].values()) == train["num_lists"]
+    assert sum(train["empty_list_length_histogram"].values()) == train["list_label_histogram"]["0"]
     entry = _manifest(beam_out)["splits"]["train"]["input"]
     assert entry.pop("bad_lines") == 0
     assert entry == _manifest(local)["splits"]["train"]["input"]
@@ -196,6 +200,9 @@ def test_a_list_split_across_gz_files_is_one_list(tmp_path):
     assert len(qid1) == 1 and qid1[0][1] == (2.0, 0.0, 1.0)  # file order, then line order
     entry = _manifest(tmp_path / "beam")["splits"]["train"]
     assert (entry["num_lists"], entry["num_items"]) == (3, 5)
+    # qid 1 joined from both files: 3 items; qid 2: 1 item; qid 3: 1 item with label 0.
+    assert entry["list_length_histogram"] == {"1": 2, "3": 1}
+    assert entry["empty_list_length_histogram"] == {"1": 1}
     assert entry["input"]["patterns"] == [str(shards / "train-*.txt.gz")]
     assert [f["path"] for f in entry["input"]["files"]] == paths
     for info, path in zip(entry["input"]["files"], paths):

@@ -64,6 +64,8 @@ def test_plain_conversion_keeps_every_item(tiny_dataset, tmp_path):
     assert (train["num_lists"], train["num_items"], train["num_features"]) == (3, 9, 3)
     assert train["label_histogram"] == {"0": 4, "1": 3, "2": 2}
     assert train["list_label_histogram"] == {"0": 1, "2": 2}
+    assert train["list_length_histogram"] == {"2": 1, "3": 1, "4": 1}
+    assert train["empty_list_length_histogram"] == {"2": 1}  # qid 2: labels 0, 0
     assert train["items_dropped"] == {} and train["lists_dropped"] == {}
     assert len(train["input"]["sha256"]) == 64 and train["input"]["lines"] == 9
     lists = _read(out / "train-00000-of-00001.tfrecord")
@@ -118,6 +120,9 @@ def test_simulated_clicks_follow_the_settings(tiny_dataset, tmp_path):
     assert (train["input_lists"], train["num_lists"], train["num_items"]) == (3, 12, 24)
     assert set(train["label_histogram"]) <= {"0", "1", "4"}
     assert sum(train["intent_histogram"].values()) == 12
+    assert train["list_length_histogram"] == {"2": 12}
+    empty = train["list_label_histogram"].get("0", 0)
+    assert train["empty_list_length_histogram"] == ({"2": empty} if empty else {})
     assert manifest["parameters"]["clicks"]["purchase_label"] == 4
     for elwc in _read(out / "train-00000-of-00001.tfrecord"):
         rows = _items(elwc)

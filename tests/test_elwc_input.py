@@ -7,6 +7,7 @@ an int64 ``relevance`` label per item, and context features of their own.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 
@@ -129,6 +130,11 @@ def test_elwc_converts_to_the_layout(elwc_dir, converted):
 
     got = _read_output(out, "train")
     assert [g[0] for g in got] == [e[0] for e in expected["train"]]
+    # Items per written list, of every list and of those whose highest label is 0.
+    lengths = collections.Counter(len(g[2]) for g in got)
+    empty = collections.Counter(len(g[2]) for g in got if max(g[2]) == 0)
+    assert train["list_length_histogram"] == {str(n): c for n, c in lengths.items()}
+    assert train["empty_list_length_histogram"] == {str(n): c for n, c in empty.items()}
     for (_, features, relevance, tokens), (_, values, labels) in zip(got, expected["train"]):
         np.testing.assert_array_equal(features, values)
         assert relevance == labels.tolist()

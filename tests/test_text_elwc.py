@@ -84,6 +84,11 @@ def test_split_writer_and_reader(tmp_path):
     files = writer.close()
     assert sorted(files) == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
     assert sum(files.values()) == 10 and writer.num_items == 10
+    # Lists by length: all ten of one document, four of them (i = 0, 3, 6, 9) with label 0.
+    assert writer.length_histograms() == {
+        "list_length_histogram": {"1": 10},
+        "empty_list_length_histogram": {"1": 4},
+    }
     read = sorted(read_text_split(str(tmp_path), "train"), key=lambda t: int(t.query_id[1:]))
     assert read == lists
     with pytest.raises(FileNotFoundError, match="no vali-"):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import filecmp
+import json
 import os
 
 import numpy as np
@@ -72,6 +74,17 @@ def test_tfr_convert_synthetic_text_is_byte_identical_for_a_seed(tmp_path, capsy
     lists = list(read_text_split(outputs[0], "vali"))
     assert len(lists) == 4  # a third of the train lists
     assert all(len(t.query_tokens) in (2, 3, 4) for t in lists)
+    with open(os.path.join(outputs[0], "manifest.json"), encoding="utf-8") as f:
+        splits = json.load(f)["splits"]
+    for split, entry in splits.items():
+        written = list(read_text_split(outputs[0], split))
+        lengths = collections.Counter(len(t.document_ids) for t in written)
+        empty = collections.Counter(len(t.document_ids) for t in written if max(t.relevance) == 0)
+        assert entry["list_length_histogram"] == {str(n): c for n, c in lengths.items()}
+        assert entry["empty_list_length_histogram"] == {str(n): c for n, c in empty.items()}
+        assert (
+            sum(int(n) * c for n, c in entry["list_length_histogram"].items()) == entry["num_items"]
+        )
 
 
 def test_labels_span_every_grade_and_follow_the_drawn_utility():

@@ -82,6 +82,8 @@ def test_happy_path_lists_labels_and_counts(tmp_path):
     assert manifest["document_feature"] == "document_tokens"
     assert manifest["splits"]["train"]["num_lists"] == 2
     assert manifest["splits"]["train"]["num_items"] == 4
+    assert manifest["splits"]["train"]["list_length_histogram"] == {"2": 2}
+    assert manifest["splits"]["train"]["empty_list_length_histogram"] == {}
     assert manifest["input"] == {
         "queries": 4,
         "run_lines": 7,
@@ -190,6 +192,14 @@ def test_cli_refuses_options_of_the_other_kind_of_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         convert_main(["--input", "synthetic", "--output", str(tmp_path / "o"), "--run", "r"])
     assert "--run does not apply to LETOR" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        convert_main(
+            ["--input", "synthetic-text", "--output", str(tmp_path / "o")]
+            + ["--synthetic-length-spread", "web30k"]
+        )
+    assert "--synthetic-length-spread does not apply to --input synthetic-text" in (
+        capsys.readouterr().err
+    )
     code = convert_main(["--input", "trec", "--output", str(tmp_path / "o"), "--run", "r"])
     assert code == 1
     assert "no query file given" in capsys.readouterr().err

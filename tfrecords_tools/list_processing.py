@@ -63,6 +63,16 @@ class Histogram:
         return {str(k): int(c) for k, c in enumerate(self.counts) if c}
 
 
+_HISTOGRAMS = (
+    "labels",
+    "relevance",
+    "list_labels",
+    "intents",
+    "list_lengths",
+    "empty_list_lengths",
+)
+
+
 @dataclasses.dataclass
 class SplitStats:
     """Counts gathered while a split is written (see the README's manifest section)."""
@@ -75,6 +85,9 @@ class SplitStats:
     relevance: Histogram = dataclasses.field(default_factory=Histogram)
     list_labels: Histogram = dataclasses.field(default_factory=Histogram)
     intents: Histogram = dataclasses.field(default_factory=Histogram)
+    # Items per written list: of every list, and of the lists whose list label is 0.
+    list_lengths: Histogram = dataclasses.field(default_factory=Histogram)
+    empty_list_lengths: Histogram = dataclasses.field(default_factory=Histogram)
     items_dropped: dict = dataclasses.field(default_factory=dict)
     lists_dropped: dict = dataclasses.field(default_factory=dict)
     longest_list: int = 0
@@ -92,14 +105,18 @@ class SplitStats:
         self.longest_list = max(self.longest_list, int(labels.shape[1]))
         self.labels.add(labels)
         self.relevance.add(relevance)
-        self.list_labels.add(labels.max(axis=1))
+        list_labels = labels.max(axis=1)
+        self.list_labels.add(list_labels)
+        lengths = np.full(labels.shape[0], labels.shape[1])
+        self.list_lengths.add(lengths)
+        self.empty_list_lengths.add(lengths[list_labels == 0])
 
     def merge(self, other: SplitStats) -> None:
         """Adds the counts of another part of the same split."""
         for name in ("input_lists", "input_items", "num_lists", "num_items"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.longest_list = max(self.longest_list, other.longest_list)
-        for name in ("labels", "relevance", "list_labels", "intents"):
+        for name in _HISTOGRAMS:
             getattr(self, name).merge(getattr(other, name))
         for reason, count in other.items_dropped.items():
             self.drop(reason, items=count)
@@ -116,6 +133,8 @@ class SplitStats:
             "label_histogram": self.labels.as_dict(),
             "relevance_histogram": self.relevance.as_dict(),
             "list_label_histogram": self.list_labels.as_dict(),
+            "list_length_histogram": self.list_lengths.as_dict(),
+            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
             "items_dropped": dict(sorted(self.items_dropped.items())),
             "lists_dropped": dict(sorted(self.lists_dropped.items())),
         }

@@ -36,6 +36,7 @@ others with six decimals.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import zlib
 
@@ -44,6 +45,7 @@ import numpy as np
 from tfr_rankformer.config_io import require_positive_ints
 
 __all__ = [
+    "LENGTH_SPREADS",
     "SyntheticConfig",
     "LatentList",
     "draw_latent_list",
@@ -55,6 +57,8 @@ __all__ = [
 _THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
 NUM_FEATURES = 136
 MAX_RELEVANCE = 4
+# How list lengths spread around their mean (see ``list_sizes``).
+LENGTH_SPREADS = ("default", "web30k")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,10 @@ class SyntheticConfig:
       test_queries: lists in the test split.
       mean_list_size: mean items per list (WEB30K: about 120).
       seed: the random seed; the same config gives byte-identical files.
+      length_spread: how list lengths spread around ``mean_list_size``:
+        ``"default"`` (log-normal, sigma 0.6, within [2, 6 x mean]) or
+        ``"web30k"`` (MSLR-WEB30K's heavy right tail: 1 to 1,251 items at mean
+        120); see :func:`list_sizes`.
     """
 
     train_queries: int = 300
@@ -74,26 +82,102 @@ class SyntheticConfig:
     test_queries: int = 100
     mean_list_size: int = 40
     seed: int = 0
+    length_spread: str = "default"
 
     def __post_init__(self):
         require_positive_ints(
             self, "train_queries", "vali_queries", "test_queries", "mean_list_size"
         )
+        if self.length_spread not in LENGTH_SPREADS:
+            raise ValueError(
+                f"`length_spread` must be one of {', '.join(LENGTH_SPREADS)}, "
+                f"got {self.length_spread!r}"
+            )
 
     @classmethod
-    def web30k_shaped(cls, num_items: int, *, seed: int = 0) -> SyntheticConfig:
-        """A train split of about ``num_items`` items in WEB30K-sized lists (mean 120)."""
+    def web30k_shaped(
+        cls, num_items: int, *, seed: int = 0, length_spread: str = "default"
+    ) -> SyntheticConfig:
+        """A train split of about ``num_items`` items in WEB30K-sized lists (mean 120).
+
+        ``length_spread="web30k"`` also gives the lists WEB30K's spread of lengths.
+        """
         queries = max(1, round(num_items / 120))
         return cls(
-            train_queries=queries, vali_queries=1, test_queries=1, mean_list_size=120, seed=seed
+            train_queries=queries,
+            vali_queries=1,
+            test_queries=1,
+            mean_list_size=120,
+            seed=seed,
+            length_spread=length_spread,
         )
 
 
-def list_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
-    """``count`` list lengths, log-normal with mean about ``mean``, at least 2."""
+def list_sizes(
+    rng: np.random.Generator, count: int, mean: int, spread: str = "default"
+) -> np.ndarray:
+    """``count`` list lengths with mean about ``mean``.
+
+    ``spread="default"``: log-normal with sigma 0.6, rounded and clipped to
+    [2, 6 x mean].
+
+    ``spread="web30k"``: MSLR-WEB30K's spread (31,531 queries of 1 to 1,251
+    documents, mean about 120, a heavy right tail). Log-normal with sigma 1.1,
+    truncated to [1, round(mean x 1251 / 120)] (1,251 at mean 120; the bound
+    scales with the mean): a draw that rounds outside is drawn again, so no
+    lengths pile up at the bounds. Its location is set so that the truncated
+    distribution's mean is ``mean``; the median is then about 0.58 x mean.
+    Measured at mean 120 with ``np.random.default_rng(0)`` (over seeds 0-4 the
+    mean lies in 118.3-122.0 and the longest list in 1,226-1,251):
+
+    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
+    lists         min  max    mean   p1  p5  p25 p50  p75  p95  p99
+    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
+    18,900        1    1,226  120.9  5   12  33  69   148  407  774
+    31,531        1    1,245  119.9  5   12  33  69   146  405  775
+    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
+    """
+    if spread == "web30k":
+        return _web30k_sizes(rng, count, mean)
+    if spread != "default":
+        raise ValueError(f"unknown length spread {spread!r}; choose from {LENGTH_SPREADS}")
     sigma = 0.6
     sizes = rng.lognormal(np.log(mean) - sigma**2 / 2, sigma, size=count)
     return np.clip(np.rint(sizes), 2, 6 * mean).astype(np.int64)
+
+
+_WEB30K_SIGMA = 1.1
+_WEB30K_LONGEST = 1251 / 120  # WEB30K's longest list over its mean list length
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def _truncated_lognormal_mean(mu: float, sigma: float, low: float, high: float) -> float:
+    """The mean of ``exp(N(mu, sigma^2))`` given that it lies in ``[low, high]``."""
+    a, b = (math.log(low) - mu) / sigma, (math.log(high) - mu) / sigma
+    inside = _normal_cdf(b) - _normal_cdf(a)
+    shifted = _normal_cdf(b - sigma) - _normal_cdf(a - sigma)
+    return math.exp(mu + sigma**2 / 2) * shifted / inside
+
+
+def _web30k_sizes(rng: np.random.Generator, count: int, mean: int) -> np.ndarray:
+    sigma, low, high = _WEB30K_SIGMA, 0.5, round(mean * _WEB30K_LONGEST) + 0.5
+    # The truncated mean grows with mu: bisect for the mu that gives ``mean``.
+    lo, hi = math.log(low) - 5 * sigma, math.log(high)
+    for _ in range(100):
+        mu = (lo + hi) / 2
+        if _truncated_lognormal_mean(mu, sigma, low, high) < mean:
+            lo = mu
+        else:
+            hi = mu
+    sizes = rng.lognormal(mu, sigma, size=count)
+    outside = (sizes <= low) | (sizes >= high)
+    while outside.any():
+        sizes[outside] = rng.lognormal(mu, sigma, size=int(outside.sum()))
+        outside = (sizes <= low) | (sizes >= high)
+    return np.rint(sizes).astype(np.int64)
 
 
 # Columns printed as integers (MSLR's counts); the others get six decimals.
@@ -173,10 +257,16 @@ _LINE_FORMAT = " ".join(
 
 
 def generate_split(
-    path: str, *, num_queries: int, first_qid: int, mean_list_size: int, rng: np.random.Generator
+    path: str,
+    *,
+    num_queries: int,
+    first_qid: int,
+    mean_list_size: int,
+    rng: np.random.Generator,
+    length_spread: str = "default",
 ) -> int:
     """Writes one split as LETOR text; returns the number of items written."""
-    sizes = list_sizes(rng, num_queries, mean_list_size)
+    sizes = list_sizes(rng, num_queries, mean_list_size, length_spread)
     items = 0
     with open(path, "w", encoding="ascii", newline="\n") as f:
         for offset, n in enumerate(sizes.tolist()):
@@ -210,6 +300,7 @@ def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) 
             first_qid=first_qid,
             mean_list_size=config.mean_list_size,
             rng=rng,
+            length_spread=config.length_spread,
         )
         first_qid += count
     return paths

@@ -22,6 +22,7 @@ against the protobuf classes and ``tf.io`` parsing.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import os
@@ -307,20 +308,42 @@ class TextSplitWriter:
         self.names = shard_names(split, num_shards)
         self.counts = [0] * num_shards
         self.num_lists = self.num_items = 0
+        # Lists by their length: every list, and those without a relevant document.
+        self.list_lengths: collections.Counter = collections.Counter()
+        self.empty_list_lengths: collections.Counter = collections.Counter()
         self._writers = [TFRecordWriter(os.path.join(directory, n)) for n in self.names]
 
     def write(self, text_list: TextList) -> None:
         shard = zlib.crc32(text_list.query_id.encode("utf-8")) % len(self._writers)
         self._writers[shard].write(encode_text_list(text_list))
         self.counts[shard] += 1
+        length = len(text_list.document_ids)
         self.num_lists += 1
-        self.num_items += len(text_list.document_ids)
+        self.num_items += length
+        self.list_lengths[length] += 1
+        if max(text_list.relevance, default=0) == 0:
+            self.empty_list_lengths[length] += 1
+
+    def length_histograms(self) -> dict:
+        """The manifest's ``list_length_histogram`` and ``empty_list_length_histogram``.
+
+        ``{str(length): lists}`` in increasing length, of every list written and
+        of the lists whose highest label (the list label) is 0.
+        """
+        return {
+            "list_length_histogram": _histogram(self.list_lengths),
+            "empty_list_length_histogram": _histogram(self.empty_list_lengths),
+        }
 
     def close(self) -> dict:
         """Closes the files; returns ``{file name: lists}``."""
         for writer in self._writers:
             writer.close()
         return dict(zip(self.names, self.counts))
+
+
+def _histogram(counts: collections.Counter) -> dict:
+    return {str(length): counts[length] for length in sorted(counts)}
 
 
 def text_split_files(directory: str, split: str) -> list[str]:

@@ -282,7 +282,12 @@ def write_text_dataset(
     finally:
         files = {s: w.close() for s, w in writers.items()}
     splits = {
-        s: {"num_lists": w.num_lists, "num_items": w.num_items, "files": files[s]}
+        s: {
+            "num_lists": w.num_lists,
+            "num_items": w.num_items,
+            **w.length_histograms(),
+            "files": files[s],
+        }
         for s, w in writers.items()
     }
     counts = dict(sorted(reader.counts.items()))

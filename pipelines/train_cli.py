@@ -88,6 +88,9 @@ _NUMERIC_ARCHITECTURE = (
     "cls_stddev",
     "mixed_precision",
     "xla",
+    "batch_items",
+    "memory_limit",
+    "length_buckets",
 )
 _SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -129,15 +132,50 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         help="lists per batch, over all workers together when TF_CONFIG names several "
-        "(each takes its share). Default: 2048 (the RankFormer paper); context_aware: 64 "
-        "(allRank); listformer: 16",
+        "(each takes its share). Set alone, every batch holds exactly this many lists. "
+        "Default: at most 2048 (the RankFormer paper) under the --batch-items budget; "
+        "context_aware: 64 (allRank); listformer: 16",
+    )
+    p.add_argument(
+        "--batch-items",
+        type=int,
+        help="budget of padded items per batch: lists are grouped by length into buckets "
+        "(16, 24, 32, 48, ... up to the longest list) and each bucket's batches hold about "
+        "this many items, fewer for lists over 256 items (attention grows with the square "
+        "of the length). Default: 32768 (the paper's 2048 lists of 16); context_aware: "
+        "15360 (64 x 240)",
     )
     p.add_argument(
         "--list-size",
         type=int,
-        help="items per training list; longer lists are sampled (and counted). Default: the "
-        "simulation's sample size (16) for simulated data, else 200; listformer: 100 "
-        "documents",
+        help="items a training list keeps at most; longer lists are sampled afresh each epoch "
+        "and the items left out are counted in the log and metrics.json. Default: whole "
+        "lists (simulated data: the simulation's sample size, 16); context_aware: 240 "
+        "(allRank); listformer: 100 documents",
+    )
+    p.add_argument(
+        "--length-buckets",
+        choices=("on", "off"),
+        help="on: group training lists by length (see --batch-items); off: batches of "
+        "--batch-size lists in shuffled order, each padded to its longest list (a baseline "
+        "for benchmarks). Default: on",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        metavar="GB",
+        help="GiB the run may use. Before its first step the run's peak memory is estimated "
+        "from the model, the buckets and the batch budget; above the limit the run is "
+        "refused with the flags that would make it fit. Default: the memory available at "
+        "the start",
+    )
+    p.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=30.0,
+        help="where standard output or error is not a terminal, a progress line (step, "
+        "lists/s, the epoch's ETA) is logged this often, and one at each epoch's end; a "
+        "terminal shows Keras's progress bar. Default: 30",
     )
     p.add_argument(
         "--alpha",
@@ -439,7 +477,7 @@ def _neural_config(args, flags: dict):
     if given:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
         raise ValueError(f"{', '.join(given)}: for {kind} only")
-    for name in ("mixed_precision", "xla"):
+    for name in ("mixed_precision", "xla", "length_buckets"):
         flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
     nested = {n: "architecture" for n in _ARCHITECTURE} | {n: "text" for n in _TEXT}
@@ -463,7 +501,15 @@ def main(argv: list[str] | None = None) -> int:
     from tfr_rankformer.multi_worker import worker_role
     from tfr_rankformer.training import train
 
-    skip = ("config", "quiet", "log_level", "no_export", "final_weights", "verbose")
+    skip = (
+        "config",
+        "quiet",
+        "log_level",
+        "no_export",
+        "final_weights",
+        "verbose",
+        "progress_seconds",
+    )
     flags = {k: v for k, v in vars(args).items() if k not in skip}
     exported = None
     import tensorflow as tf
@@ -479,10 +525,16 @@ def main(argv: list[str] | None = None) -> int:
             config = _neural_config(args, flags)
             if not config.is_text:  # text lists are checked as the text loader reads them
                 check_converted_data(config.data)
-            # A live bar on terminals, one line per epoch in logs.
-            verbose = 0 if args.quiet else (1 if sys.stdout.isatty() else 2)
+            if args.progress_seconds <= 0:
+                raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
+            # A live bar on terminals, progress lines in logs (see train's `verbose`).
             worker = worker_role()
-            metrics = train(config, verbose=verbose, final_weights=args.final_weights)
+            metrics = train(
+                config,
+                verbose=0 if args.quiet else 1,
+                final_weights=args.final_weights,
+                progress_seconds=args.progress_seconds,
+            )
             if not worker.is_chief:
                 print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
                 return 0

@@ -23,13 +23,20 @@ TF-Ranking's losses ignore) and, for models with a list head,
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer import batching, bucketed_batches, elwc_schema
+from tfr_rankformer.batching import BatchPlan
+from tfr_rankformer.manifest import (
+    count_training_lists,
+    label_levels,
+    load_manifest,
+    longest_list,
+    split_files,
+)
 from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
@@ -40,6 +47,8 @@ __all__ = [
     "shard_for_worker",
     "label_levels",
     "parsed_lists",
+    "list_lengths",
+    "longest_list",
     "training_dataset",
     "evaluation_dataset",
     "count_training_lists",
@@ -49,58 +58,6 @@ logger = logging.getLogger(__name__)
 
 MASK = "mask"
 _PARSE_BATCH = 256
-
-
-def load_manifest(data_dir: str) -> dict:
-    """The ``manifest.json`` of a converted dataset.
-
-    Raises:
-      FileNotFoundError: naming the directory and the command that makes it.
-      ValueError: naming the file (and line and column) when it is not JSON
-        or lacks what every reader needs.
-    """
-    path = os.path.join(data_dir, "manifest.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{data_dir} holds no manifest.json: point --data at the output of one "
-            "tfr-convert run (or one of its FoldN/ directories)"
-        )
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{path}:{e.lineno}:{e.colno}: the manifest is not valid JSON ({e.msg}); "
-            "rerun tfr-convert"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{path}: the manifest is not UTF-8 text (byte {e.start}); rerun tfr-convert"
-        ) from None
-    _check_manifest(path, manifest)
-    return manifest
-
-
-def _check_manifest(path: str, manifest) -> None:
-    """The fields every reader relies on, with their types."""
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{path}: the manifest is not a JSON object; rerun tfr-convert")
-    for key, kind in (("num_features", int), ("splits", dict)):
-        if not isinstance(manifest.get(key), kind):
-            raise ValueError(
-                f"{path}: the manifest's {key!r} is missing or not a JSON "
-                f"{'integer' if kind is int else 'object'}; rerun tfr-convert"
-            )
-    for split, entry in manifest["splits"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
-            raise ValueError(f"{path}: split {split!r} lists no 'files' object; rerun tfr-convert")
-
-
-def split_files(data_dir: str, manifest: dict, split: str) -> list[str]:
-    """The TFRecord shards of ``split``, as listed in the manifest."""
-    if split not in manifest["splits"]:
-        raise ValueError(f"{data_dir} has no {split!r} split; it has {sorted(manifest['splits'])}")
-    return [os.path.join(data_dir, name) for name in manifest["splits"][split]["files"]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,17 +108,6 @@ def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
     return WorkerShard(tuple(files), record_stride=worker.count, record_offset=worker.index)
 
 
-def label_levels(manifest: dict) -> int:
-    """Levels of the list label above 0: the highest training label value.
-
-    With simulated clicks the labels are 0, 1 and the purchase label, and the
-    list head predicts ``P(t >= k)`` for ``k = 1 .. purchase label``.
-    """
-    if manifest.get("label_kind") == "simulated_implicit":
-        return int(manifest["parameters"]["clicks"]["purchase_label"])
-    return int(manifest["max_relevance"])
-
-
 def parsed_lists(
     files: list[str] | WorkerShard,
     num_features: int,
@@ -209,6 +155,19 @@ def parsed_lists(
     return dataset.unbatch()
 
 
+def _padding() -> dict:
+    """Padding values of a list's fields, for ``padded_batch`` (built on use: a
+    constant made at import would start TensorFlow's runtime before a
+    multi-worker strategy can configure it)."""
+    return {
+        elwc_schema.FEATURES: 0.0,
+        MASK: False,
+        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
+        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
+        elwc_schema.QID: tf.constant(-1, tf.int64),
+    }
+
+
 def _list_label(element) -> tf.Tensor:
     """``t = max_i y_i`` over the valid items (0 for a list without any)."""
     labels = tf.where(element[MASK], element[elwc_schema.LABEL], 0.0)
@@ -225,13 +184,67 @@ def _to_model_io(element, with_list_head: bool, with_item_levels: bool = False):
     return inputs, targets
 
 
+def list_lengths(
+    data_dir: str, manifest: dict, split: str, *, include_empty_lists: bool = True
+) -> dict[int, int]:
+    """``{items: lists}`` of ``split`` (without t = 0 lists unless ``include_empty_lists``).
+
+    From the manifest's ``list_length_histogram`` and
+    ``empty_list_length_histogram``; a dataset converted before they existed is
+    read once instead (its labels only).
+    """
+    entry = manifest["splits"][split]
+    if "list_length_histogram" in entry:
+        lengths = {int(k): int(v) for k, v in entry["list_length_histogram"].items()}
+        if not include_empty_lists:
+            for k, v in entry.get("empty_list_length_histogram", {}).items():
+                lengths[int(k)] -= int(v)
+        return {k: v for k, v in lengths.items() if v}
+    logger.info("%s: the manifest has no list-length histogram; reading %s once", data_dir, split)
+    return _scan_lengths(split_files(data_dir, manifest, split), include_empty_lists)
+
+
+def _scan_lengths(files: list[str], include_empty_lists: bool) -> dict[int, int]:
+    import tensorflow_ranking as tfr
+
+    spec = {elwc_schema.LABEL: elwc_schema.example_feature_spec(1)[elwc_schema.LABEL]}
+
+    def parse(serialized):
+        parsed = tfr.data.parse_from_example_list(
+            serialized, example_feature_spec=spec, mask_feature_name=MASK
+        )
+        labels = tf.where(parsed[MASK], tf.squeeze(parsed[elwc_schema.LABEL], -1), 0.0)
+        return tf.reduce_sum(tf.cast(parsed[MASK], tf.int64), -1), tf.reduce_max(labels, -1)
+
+    lengths: dict[int, int] = {}
+    dataset = tf.data.TFRecordDataset(files).batch(_PARSE_BATCH).map(parse)
+    for sizes, list_labels in dataset.as_numpy_iterator():
+        for n, t in zip(sizes.tolist(), list_labels.tolist()):
+            if include_empty_lists or t > 0:
+                lengths[n] = lengths.get(n, 0) + 1
+    return lengths
+
+
+def _whole_lists(data_dir: str, manifest: dict, files, *, normalize=None) -> tf.data.Dataset:
+    """Every list of ``files`` cut to its own items (``[n, d]``, ``[n]``...)."""
+    lists = parsed_lists(
+        files,
+        manifest["num_features"],
+        list_size=None,
+        shuffle_items=False,
+        seed=0,
+        transform=normalize,
+    )
+    return lists.map(bucketed_batches.own_items, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def training_dataset(
     data_dir: str,
     manifest: dict,
     *,
     split: str = "train",
-    batch_size: int,
-    list_size: int,
+    plan: BatchPlan,
+    list_cap: int | None,
     include_empty_lists: bool,
     with_list_head: bool,
     seed: int,
@@ -241,51 +254,59 @@ def training_dataset(
     normalize=None,
     cache_bytes: int = 2 << 30,
     worker: WorkerRole | None = None,
+    pad_to_longest: bool = False,
 ) -> tf.data.Dataset:
-    """Batches of ``(inputs, targets)`` for ``model.fit``.
+    """Batches of ``(inputs, targets)`` for ``model.fit``, grouped by list length.
 
     Args:
       data_dir: a converted dataset.
       manifest: its manifest.
       split: the split to read.
-      batch_size: lists per global batch. Under a ``tf.distribute`` strategy
-        ``fit`` splits every batch among the replicas, so each of ``n`` workers
-        trains on ``batch_size / n`` lists per step.
-      list_size: items per list (padded or sampled).
+      plan: the length buckets and their lists per batch (``batching``), over
+        all replicas and workers: under a ``tf.distribute`` strategy ``fit``
+        splits every batch among the replicas.
+      list_cap: lists longer than this are sampled down to it, afresh each
+        epoch (``None``: whole lists).
       include_empty_lists: keep lists whose list label ``t`` is 0.
       with_list_head: add the ``list_quality`` target.
-      seed: seed of the list and item shuffles.
+      seed: seed of the list shuffle and the item sampling.
       with_item_levels: add the ``item_levels`` target (the labels again), for
         the item-level ordinal loss.
-      keep_order: cut a longer list to its first ``list_size`` items instead of
+      keep_order: cut a longer list to its first ``list_cap`` items instead of
         a random sample, keeping the input order (for positional encodings).
       shuffle_buffer: lists held for shuffling.
-      normalize: applied to the features once per list (``[B, L, d]``), e.g.
-        the model's normalisation layer, so training steps skip it.
-      cache_bytes: when no list is ever resampled (none is longer than
-        ``list_size``, or they are cut in order), the parsed lists are kept in
+      normalize: applied to the features once per parse batch (``[B, L, d]``),
+        e.g. the model's normalisation layer, so training steps skip it.
+      cache_bytes: the parsed lists (unpadded, before sampling) are kept in
         memory after the first epoch if they take at most this many bytes.
       worker: this worker's place in a multi-worker job (default: the only
         worker); it reads only its ``shard_for_worker`` of the split.
+      pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
+        in shuffled order, each padded to its longest list (a baseline).
     """
     worker = worker or WorkerRole()
     entry = manifest["splits"][split]
-    resampled = entry.get("longest_list", list_size + 1) > list_size
-    size = entry["num_lists"] * list_size * (manifest["num_features"] + 3) * 4
-    lists = parsed_lists(
-        shard_for_worker(split_files(data_dir, manifest, split), worker),
-        manifest["num_features"],
-        list_size=list_size,
-        shuffle_items=resampled and not keep_order,
-        seed=seed,
-        transform=normalize,
-    )
-    if (not resampled or keep_order) and size <= cache_bytes:
+    size = entry["num_items"] * (manifest["num_features"] + 3) * 4
+    files = shard_for_worker(split_files(data_dir, manifest, split), worker)
+    lists = _whole_lists(data_dir, manifest, files, normalize=normalize)
+    if size <= cache_bytes:
         lists = lists.cache()
     if not include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    batches = lists.batch(batch_size).map(
+    if list_cap is not None and entry.get("longest_list", list_cap + 1) > list_cap:
+        lists = bucketed_batches.sample_long_lists(
+            lists, list_cap, seed=seed, keep_order=keep_order
+        )
+    if pad_to_longest:
+        batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=_padding())
+    else:
+        lists = lists.map(
+            lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        batches = bucketed_batches.group_by_bucket(lists, plan)
+    batches = batches.map(
         lambda element: _to_model_io(element, with_list_head, with_item_levels),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
@@ -293,42 +314,51 @@ def training_dataset(
         # The shard is cut above, explicitly, rather than by tf.distribute's
         # auto-sharding: that rewrite falls back silently to reading everything
         # and dropping records at the end of the pipeline when it cannot shard
-        # by file. With it off, fit still re-batches each worker's batches of
-        # `batch_size` into per-replica batches, so a step spans `batch_size`
-        # lists over all workers.
+        # by file. With it off, fit still re-batches each worker's batches
+        # into per-replica batches, so a step spans a whole batch over all workers.
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         batches = batches.with_options(options)
+    else:
+        # The plan counts the batches exactly; fit's progress shows them, and a
+        # mismatch fails loudly instead of skewing the schedule.
+        batches = batches.apply(tf.data.experimental.assert_cardinality(plan.steps))
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def evaluation_dataset(
-    data_dir: str, manifest: dict, *, split: str, batch_size: int
+    data_dir: str,
+    manifest: dict,
+    *,
+    split: str,
+    batch_size: int,
+    batch_items: int | None = None,
+    by_length: bool = True,
 ) -> tf.data.Dataset:
-    """Batches of whole lists, in file order, with everything evaluation needs.
+    """Batches of whole lists with everything evaluation needs.
 
-    Each element is a dict with ``features``, ``mask``, ``label`` and
-    ``relevance``, padded to the longest list of the batch.
+    Each element is a dict with ``features``, ``mask``, ``label``,
+    ``relevance``, ``qid`` and ``index`` (the list's position in file order).
+    ``by_length``: lists are grouped by length (``batching``'s buckets), at
+    most ``batch_size`` lists and (with ``batch_items``) about that many padded
+    items per batch, so memory stays bounded whatever the longest list; the
+    batches come out of file order (``index`` restores it). Otherwise batches
+    of ``batch_size`` lists in file order, padded to their longest list.
     """
-    lists = parsed_lists(
-        split_files(data_dir, manifest, split),
-        manifest["num_features"],
-        list_size=None,
-        shuffle_items=False,
-        seed=0,
+    lists = _whole_lists(data_dir, manifest, split_files(data_dir, manifest, split))
+    lists = lists.enumerate().map(lambda i, element: {**element, bucketed_batches.INDEX: i})
+    if not by_length:
+        padding = {**_padding(), bucketed_batches.INDEX: tf.constant(-1, tf.int64)}
+        return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
+    edges = batching.bucket_edges(int(manifest["splits"][split].get("longest_list", 1)))
+    plan = batching.plan_batches(
+        {},
+        edges=edges,
+        batch_items=batch_items or batch_size * edges[-1],
+        max_lists=batch_size,
     )
-    padding = {
-        elwc_schema.FEATURES: 0.0,
-        MASK: False,
-        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
-        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
-        elwc_schema.QID: tf.constant(-1, tf.int64),
-    }
-    return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
-
-
-def count_training_lists(manifest: dict, split: str, *, include_empty_lists: bool) -> int:
-    """Lists one training epoch sees, from the manifest's list-label histogram."""
-    entry = manifest["splits"][split]
-    empty = int(entry["list_label_histogram"].get("0", 0))
-    return entry["num_lists"] - (0 if include_empty_lists else empty)
+    lists = lists.map(
+        lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return bucketed_batches.group_by_bucket(lists, plan).prefetch(tf.data.AUTOTUNE)

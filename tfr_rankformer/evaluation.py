@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
+from tfr_rankformer.bucketed_batches import INDEX
 from tfr_rankformer.data import MASK
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 
@@ -50,11 +51,21 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     Returns:
       Padded numpy arrays ``scores``, ``label``, ``relevance``, ``mask``
       (``[num_lists, max_list]``) and, for models with a list head,
-      ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``).
+      ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``), with the lists in
+      file order (batches grouped by length are put back in it).
     """
     step = _predict_step(model)
-    parts: dict[str, list] = {"scores": [], "label": [], "relevance": [], "mask": [], "probs": []}
+    parts: dict[str, list] = {
+        "scores": [],
+        "label": [],
+        "relevance": [],
+        "mask": [],
+        "probs": [],
+        "index": [],
+    }
     for batch in dataset:
+        if INDEX in batch:
+            parts["index"].append(batch[INDEX].numpy())
         inputs = {elwc_schema.FEATURES: batch[elwc_schema.FEATURES], MASK: batch[MASK]}
         outputs = step(inputs)
         parts["scores"].append(outputs["scores"].numpy())
@@ -74,6 +85,9 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     }
     if parts["probs"]:
         result["list_probs"] = np.concatenate(parts["probs"])
+    if parts["index"]:
+        order = np.argsort(np.concatenate(parts["index"]), kind="stable")
+        result = {key: values[order] for key, values in result.items()}
     return result
 
 

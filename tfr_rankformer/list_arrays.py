@@ -95,7 +95,9 @@ def read_split(data_dir: str, manifest: dict, split: str, *, batch_size: int = 5
     """Every item of every list of ``split``, in file order, nothing cut."""
     parts: dict[str, list] = {"features": [], "label": [], "relevance": [], "qid": [], "size": []}
     num_features = manifest["num_features"]
-    for batch in data.evaluation_dataset(data_dir, manifest, split=split, batch_size=batch_size):
+    for batch in data.evaluation_dataset(
+        data_dir, manifest, split=split, batch_size=batch_size, by_length=False
+    ):
         mask = batch[data.MASK].numpy()
         parts["features"].append(batch[elwc_schema.FEATURES].numpy()[mask])
         parts["label"].append(batch[elwc_schema.LABEL].numpy()[mask])

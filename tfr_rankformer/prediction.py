@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.record_checks import RecordFileError, read_records
 
@@ -104,6 +105,44 @@ def _batches(items: Iterator, size: int) -> Iterator[list]:
         yield batch
 
 
+# Padded items per prediction batch: as evaluation's (see ``batching``).
+BATCH_ITEMS = 2 * 32768
+_WINDOW = 8  # batches' worth of lists sorted by length at a time
+
+
+def _by_length(
+    items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
+) -> Iterator:
+    """``score_batch``'s results for ``items``, in their input order, from batches of
+    lists of similar length.
+
+    A window of ``_WINDOW * size`` lists is sorted by length and cut into
+    batches of at most ``size`` lists, ``max_items`` padded items and
+    ``max_items * ATTENTION_REFERENCE_LENGTH`` attention entries (always at
+    least one list), so memory stays bounded whatever the longest list, and
+    short lists are not padded to a long neighbour's length.
+    """
+    for window in _batches(iter(items), _WINDOW * size):
+        order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
+        results: list = [None] * len(window)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and end - start < size:
+                width = length_of(window[order[end]])
+                count = end - start + 1
+                if count * width > max_items or (
+                    count * width * width > max_items * ATTENTION_REFERENCE_LENGTH
+                ):
+                    break
+                end += 1
+            chosen = order[start:end]
+            for i, result in zip(chosen, score_batch([window[i] for i in chosen])):
+                results[i] = result
+            start = end
+        yield from results
+
+
 def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
     scores = outputs["scores"].numpy()[row, :length]
     probs = outputs["list_probs"].numpy()[row] if "list_probs" in outputs else None
@@ -126,10 +165,13 @@ def score_lists(
     """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
 
     The lists may come from anywhere: a LETOR file read by the converter
-    (``tfrecords_tools.letor_lists``), a feature store, a test.
+    (``tfrecords_tools.letor_lists``), a feature store, a test. They are
+    scored in batches of similar length (at most ``batch_size`` lists and
+    ``BATCH_ITEMS`` padded items) and come out in their input order.
     """
     num_features = signature_num_features(signature)
-    for batch in _batches(lists, batch_size):
+
+    def score(batch):
         width = max(len(docids) for _, docids, _ in batch)
         features = np.zeros((len(batch), width, num_features), np.float32)
         mask = np.zeros((len(batch), width), bool)
@@ -137,9 +179,12 @@ def score_lists(
             features[i, : len(docids)] = x
             mask[i, : len(docids)] = True
         outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
-        for i, (qid, docids, _) in enumerate(batch):
-            scores, probs = _unpack(outputs, i, len(docids))
-            yield ScoredList(qid, docids, scores, probs)
+        return [
+            ScoredList(qid, docids, *_unpack(outputs, i, len(docids)))
+            for i, (qid, docids, _) in enumerate(batch)
+        ]
+
+    yield from _by_length(lists, batch_size, lambda item: len(item[1]), score)
 
 
 def is_text_export(export: str) -> bool:
@@ -213,23 +258,38 @@ def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Itera
       RecordFileError: a ``ValueError`` naming the file and record of a list
         the signature rejects, or of truncated or corrupt TFRecord data.
     """
+    from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 
     signature = tf.saved_model.load(export).signatures[SIGNATURE_ELWC]
-    for batch in _batches(_elwc_records(files), batch_size):
+
+    def score(batch):
         try:
-            outputs = signature(examples=tf.constant([record for _, _, record in batch]))
+            outputs = signature(examples=tf.constant([record for _, _, record, _ in batch]))
         except tf.errors.InvalidArgumentError as e:
-            raise _rejected(e, batch) from None
+            raise _rejected(e, [item[:3] for item in batch]) from None
         invalid = outputs[INVALID_ITEMS].numpy() if INVALID_ITEMS in outputs else None
-        for i, (_, _, record) in enumerate(batch):
-            elwc = input_pb2.ExampleListWithContext.FromString(record)
+        scored = []
+        for i, (_, _, _, elwc) in enumerate(batch):
             qid = elwc.context.features.feature["qid"].int64_list.value
             n = len(elwc.examples)
             scores, probs = _unpack(outputs, i, n)
             docids = [str(j) for j in range(1, n + 1)]
             count = int(invalid[i, :n].sum()) if invalid is not None else 0
-            yield ScoredList(int(qid[0]) if qid else -1, docids, scores, probs, count)
+            scored.append(ScoredList(int(qid[0]) if qid else -1, docids, scores, probs, count))
+        return scored
+
+    def parsed():
+        for path, number, record in _elwc_records(files):
+            try:
+                elwc = input_pb2.ExampleListWithContext.FromString(record)
+            except DecodeError:
+                raise RecordFileError(
+                    path, number, "not an ExampleListWithContext proto (tfr-convert writes them)"
+                ) from None
+            yield path, number, record, elwc
+
+    yield from _by_length(parsed(), batch_size, lambda item: len(item[3].examples), score)
 
 
 def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:

@@ -75,7 +75,11 @@ def _neural_evaluator(model_dir: str):
 
     def evaluate(data_dir: str, manifest: dict, split: str) -> dict:
         dataset = data.evaluation_dataset(
-            data_dir, manifest, split=split, batch_size=config.eval_batch_size
+            data_dir,
+            manifest,
+            split=split,
+            batch_size=config.eval_batch_size,
+            batch_items=config.evaluation_batch_items(),
         )
         return evaluate_model(
             model, dataset, max_label=data.label_levels(manifest), list_head=config.uses_list_head

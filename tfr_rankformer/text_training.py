@@ -280,7 +280,7 @@ def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | No
         list_size,
         len(vocabulary),
     )
-    callbacks = [Throughput(lists, config.batch_size)]
+    callbacks = [Throughput(lists, steps)]
     monitor, mode = "loss", "min"
     evaluation = dict(batch_size=config.eval_batch_size, list_head=config.uses_list_head)
     if "vali" in data.files:

@@ -1,0 +1,176 @@
+"""Length buckets: which padded length each list gets, and how many lists share a batch.
+
+A list of ``n`` items is padded to the smallest bucket edge ``>= n``. The
+edges grow by about sqrt(2) (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+768, 1024, 1536, ...) and the last one is the longest list (or the list-size
+cap), so padding adds at most ~50% to a list and ~20% over WEB30K's lengths,
+where padding every list to 200 added 66% and padding a batch to its longest
+list several times that. Each bucket has one padded length, so a compiled
+training step sees at most two batch shapes per bucket (full batches and the
+epoch's last, partial one) and reuses its traces.
+
+Lists per batch, per bucket (``BatchPlan``):
+
+* a fixed number (``lists_per_batch``), when the user sets the batch size in
+  lists: ``--batch-size`` keeps its meaning in every bucket;
+* else as many as fit a budget of padded items (``batch_items``), at most
+  ``max_lists``, and at most what the attention budget allows: a batch's
+  attention matrices hold no more entries than a full batch of 256-item lists
+  would (``batch_items * 256``), so long lists come in small batches.
+
+The released code's protocol (2048 lists of 16 sampled items) is the budget's
+reference point: 32,768 items, which gives 2048 lists of 16 (one bucket, the
+same batches as before buckets existed), 256 lists of 128, 128 of 256, 16 of
+720 and 5 of 1,251. allRank's 64 slates of 240 are a budget of 15,360 items.
+
+>>> bucket_edges(100)
+(16, 24, 32, 48, 64, 96, 100)
+>>> plan = plan_batches({"10": 3000, "100": 500}, edges=bucket_edges(100),
+...                     batch_items=32768, max_lists=2048)
+>>> plan.lists_per_batch, plan.counts, plan.steps
+((2048, 327), (3000, 500), 4)
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+
+__all__ = [
+    "BASE_EDGES",
+    "ATTENTION_REFERENCE_LENGTH",
+    "bucket_edges",
+    "BatchPlan",
+    "plan_batches",
+    "clipped_lengths",
+]
+
+# Powers of two and the midpoints between them (x1.5), from 16 up to 2^20.
+BASE_EDGES = tuple(sorted({16 << k for k in range(17)} | {24 << k for k in range(17)}))
+# A batch's attention entries (sum of its padded lengths squared) stay within
+# `batch_items` times this length.
+ATTENTION_REFERENCE_LENGTH = 256
+
+
+def bucket_edges(longest: int, *, cap: int | None = None, smallest: int = 16) -> tuple[int, ...]:
+    """The padded lengths of the buckets for lists up to ``longest`` items.
+
+    Args:
+      longest: the longest list of the split(s) to batch.
+      cap: lists longer than this are sampled down to it (``--list-size``);
+        the last edge is ``min(longest, cap)``.
+      smallest: no bucket is shorter (16: the click protocol's lists of at most
+        16 items share one bucket, as the released code batches them).
+
+    Returns:
+      Ascending edges; the last is the longest padded length.
+    """
+    if longest < 1:
+        raise ValueError(f"`longest` must be >= 1, got {longest}")
+    top = min(longest, cap) if cap else longest
+    if top <= smallest:
+        return (top,)
+    inner = tuple(e for e in BASE_EDGES if smallest <= e < top)
+    return (*inner, top)
+
+
+def clipped_lengths(histogram: dict, cap: int | None) -> dict[int, int]:
+    """``{length: lists}`` after lists longer than ``cap`` are sampled down to it."""
+    out: dict[int, int] = {}
+    for length, count in histogram.items():
+        n = int(length)
+        n = min(n, cap) if cap else n
+        out[n] = out.get(n, 0) + int(count)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """How one epoch's lists are batched.
+
+    Attributes:
+      edges: each bucket's padded length, ascending.
+      lists_per_batch: each bucket's lists per (full) batch.
+      counts: each bucket's lists in an epoch.
+    """
+
+    edges: tuple[int, ...]
+    lists_per_batch: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    def __post_init__(self):
+        if not (len(self.edges) == len(self.lists_per_batch) == len(self.counts)):
+            raise ValueError("`edges`, `lists_per_batch` and `counts` must have equal lengths")
+        if any(b < 1 for b in self.lists_per_batch):
+            raise ValueError(f"every bucket needs >= 1 list per batch, got {self.lists_per_batch}")
+
+    @property
+    def steps(self) -> int:
+        """Batches (optimizer steps) in one epoch: full batches and one partial per bucket."""
+        return sum(math.ceil(c / b) for c, b in zip(self.counts, self.lists_per_batch))
+
+    @property
+    def lists(self) -> int:
+        return sum(self.counts)
+
+    def bucket_of(self, length: int) -> int:
+        """The bucket a list of ``length`` items (after any cap) lands in."""
+        return min(bisect.bisect_left(self.edges, length), len(self.edges) - 1)
+
+    def padded_items(self) -> int:
+        """Items in an epoch's batches, padding included."""
+        return sum(c * e for c, e in zip(self.counts, self.edges))
+
+    def largest_batch(self) -> tuple[int, int]:
+        """``(lists, length)`` of the batch with the most padded items."""
+        used = [
+            (b * e, b, e) for b, e, c in zip(self.lists_per_batch, self.edges, self.counts) if c
+        ]
+        if not used:
+            return self.lists_per_batch[0], self.edges[0]
+        _, lists, length = max(used)
+        return lists, length
+
+    def describe(self) -> str:
+        """One line per used bucket: ``<= 128 items: 2,031 lists in batches of 256``."""
+        return "; ".join(
+            f"<= {e}: {c:,} lists x {b}"
+            for e, b, c in zip(self.edges, self.lists_per_batch, self.counts)
+            if c
+        )
+
+
+def plan_batches(
+    lengths: dict,
+    *,
+    edges: tuple[int, ...],
+    batch_items: int | None = None,
+    max_lists: int | None = None,
+    lists_per_batch: int | None = None,
+) -> BatchPlan:
+    """Lists per batch for each bucket, and each bucket's lists in an epoch.
+
+    Args:
+      lengths: ``{length: lists}`` (keys may be strings, as in the manifest),
+        after any cap (``clipped_lengths``).
+      edges: ``bucket_edges``.
+      batch_items: budget of padded items per batch (with ``max_lists``).
+      max_lists: at most this many lists per batch under the budget.
+      lists_per_batch: a fixed number of lists per batch in every bucket
+        (the user's ``--batch-size``); overrides the budget.
+    """
+    counts = [0] * len(edges)
+    for length, count in lengths.items():
+        n = int(length)
+        if n > edges[-1]:
+            raise ValueError(f"a list of {n} items is longer than the last bucket ({edges[-1]})")
+        counts[min(bisect.bisect_left(edges, n), len(edges) - 1)] += int(count)
+    if lists_per_batch is not None:
+        sizes = [lists_per_batch] * len(edges)
+    else:
+        if batch_items is None or max_lists is None:
+            raise ValueError("give `lists_per_batch`, or `batch_items` and `max_lists`")
+        attention = batch_items * ATTENTION_REFERENCE_LENGTH
+        sizes = [max(1, min(max_lists, batch_items // e, attention // (e * e))) for e in edges]
+    return BatchPlan(tuple(edges), tuple(sizes), tuple(counts))

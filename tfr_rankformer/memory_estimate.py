@@ -1,0 +1,183 @@
+"""A run's peak memory, estimated before its first step, and the memory the machine has.
+
+The estimate adds what a training process holds at once:
+
+* the runtime: TensorFlow, the model, its optimizer state (``RUNTIME_BYTES``);
+* the input pipeline: the parsed-list cache (when kept), the shuffle buffer,
+  the partly filled batches of every bucket and the prefetched batches;
+* the largest training step: activations kept for the backward pass, per
+  padded item and per attention entry, from the model's widths and depth;
+* evaluation: the predictions of the largest split and its largest batch
+  (a forward pass holds a fraction of a training step).
+
+The per-item constants were measured with ``pipelines/benchmarks/web30k_scale.py``
+(its ``estimate / measured`` column) on the RankFormer, the transformer, the
+MLP and allRank's ranker. A RankFormer training step on 136 features held
+1.43 GiB above the runtime for 2048 lists x 16 items (estimate 1.46), 1.52 GiB
+for 256 x 128 (1.55) and 2.58 GiB for 32 x 1,024 (2.77).
+
+>>> step_bytes(_Shape(width=136, layers=3, heads=1, ff=512, head=128, extra=1, units=()),
+...            lists=2048, length=16, num_features=136) / 2**30  # doctest: +ELLIPSIS
+1.46...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+__all__ = [
+    "RUNTIME_BYTES",
+    "MemoryEstimate",
+    "model_shape",
+    "step_bytes",
+    "available_memory",
+    "format_gb",
+]
+
+RUNTIME_BYTES = 700 << 20  # TensorFlow's runtime and a small model, measured after start-up
+_FLOAT = 4
+# Measured allocations over the tensors the backward pass keeps.
+_OVERHEAD = 1.25
+_FORWARD_SHARE = 0.35  # a forward pass without gradients, against a training step
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    """What the activations of a model depend on.
+
+    Attributes:
+      width: encoder width (0: no encoder).
+      layers: encoder layers.
+      heads: attention heads.
+      ff: feed-forward width.
+      head: the score (and list) heads' hidden width.
+      extra: tokens added to each list ([CLS], summary tokens).
+      units: an MLP's hidden widths.
+    """
+
+    width: int
+    layers: int
+    heads: int
+    ff: int
+    head: int
+    extra: int
+    units: tuple
+
+
+def model_shape(model: str, architecture, num_features: int) -> _Shape:
+    """The activation shape of a resolved ``ModelConfig`` for ``model``."""
+    a = architecture
+    if model == "mlp":
+        return _Shape(0, 0, 0, 0, 0, 0, tuple(a.mlp_units))
+    width = a.d_fc if model == "context_aware" else num_features
+    extra = (1 if a.cls_token else 0) + (a.global_tokens if model == "summary_token_ranker" else 0)
+    if model == "context_aware":
+        extra = 0
+    return _Shape(width, a.num_layers, a.num_heads, a.ff_dim, a.head_hidden, extra, ())
+
+
+def step_bytes(shape: _Shape, *, lists: int, length: int, num_features: int) -> int:
+    """Bytes a training step on ``lists`` lists padded to ``length`` items holds."""
+    tokens = length + shape.extra
+    # Per token and layer: normalised input, queries, keys, values, attention
+    # output, projection, residuals (~8 x width) and the feed-forward's hidden
+    # pre- and post-activation and dropout (~3 x ff); per attention entry and
+    # head: scores, probabilities and the dropped-out probabilities (~3).
+    per_token = shape.layers * (8 * shape.width + 3 * shape.ff + 3 * shape.heads * tokens)
+    per_item = 5 * num_features + 3 * shape.head + 3 * sum(shape.units)
+    floats = lists * (tokens * per_token + length * per_item)
+    return int(_OVERHEAD * _FLOAT * floats)
+
+
+def format_gb(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryEstimate:
+    """A run's estimated peak, by part (bytes).
+
+    Attributes:
+      runtime: TensorFlow and the model.
+      pipeline: cache, shuffle buffer, partial and prefetched batches.
+      step: the largest training step.
+      evaluation: the predictions of the largest split and its largest batch.
+      step_batch: ``(lists, length)`` of the largest training batch.
+    """
+
+    runtime: int
+    pipeline: int
+    step: int
+    evaluation: int
+    step_batch: tuple[int, int]
+
+    @property
+    def peak(self) -> int:
+        # Evaluation runs between epochs, when no training step is live.
+        return self.runtime + self.pipeline + max(self.step, self.evaluation)
+
+    def describe(self) -> str:
+        lists, length = self.step_batch
+        return (
+            f"about {format_gb(self.peak)} at its peak: runtime {format_gb(self.runtime)}, "
+            f"input pipeline {format_gb(self.pipeline)}, largest training step "
+            f"{format_gb(self.step)} ({lists} lists x {length} items), evaluation "
+            f"{format_gb(self.evaluation)}"
+        )
+
+
+def forward_bytes(shape: _Shape, *, lists: int, length: int, num_features: int) -> int:
+    """Bytes a forward pass (evaluation, prediction) on such a batch holds."""
+    return int(
+        _FORWARD_SHARE * step_bytes(shape, lists=lists, length=length, num_features=num_features)
+    )
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cgroup_room() -> int | None:
+    """What a cgroup (v2 or v1) memory limit leaves this process's group."""
+    for limit_path, usage_path in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        try:
+            with open(limit_path, encoding="ascii") as f:
+                limit = f.read().strip()
+            with open(usage_path, encoding="ascii") as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            return int(limit) - usage
+    return None
+
+
+def _own_rss() -> int:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def available_memory() -> int | None:
+    """Bytes this process may grow to: what it holds now plus what the machine (or
+    its cgroup) has available; ``None`` where neither can be read."""
+    rooms = [r for r in (_meminfo_available(), _cgroup_room()) if r is not None]
+    if not rooms:
+        return None
+    return min(rooms) + _own_rss()

@@ -1,0 +1,199 @@
+"""What a training run will do before it starts: list cap, length buckets, batch sizes,
+steps per epoch and peak memory; a run that cannot fit is refused with the flags
+that would make it fit.
+
+``tfr-train`` logs ``RunPlan.describe()`` before its first step, e.g. on
+WEB30K-shaped data: ``18,900 lists, 96 batches/epoch by length (<= 16: 226 lists
+x 2048; ...); whole lists; padding adds 20%; memory about 3.4 GiB at its peak ...``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from tfr_rankformer import batching, data
+from tfr_rankformer.memory_estimate import (
+    RUNTIME_BYTES,
+    MemoryEstimate,
+    available_memory,
+    format_gb,
+    forward_bytes,
+    model_shape,
+    step_bytes,
+)
+from tfr_rankformer.multi_worker import WorkerRole
+
+if TYPE_CHECKING:
+    from tfr_rankformer.training import TrainConfig
+
+__all__ = ["RunPlan", "MemoryLimitError", "list_cap", "plan_run", "check_memory"]
+
+logger = logging.getLogger(__name__)
+
+SHUFFLE_BUFFER = 10_000
+CACHE_BYTES = 2 << 30
+_ROW = 4  # bytes per float
+# allRank's slate length, kept as context_aware's list cap.
+_CONTEXT_AWARE_SLATE = 240
+
+
+class MemoryLimitError(ValueError):
+    """A run whose estimated peak memory exceeds what the machine has."""
+
+
+def list_cap(config: TrainConfig, manifest: dict) -> int | None:
+    """Items a training list keeps at most (``None``: whole lists).
+
+    ``--list-size`` when given; the click simulation's sample size for simulated
+    data (its lists are never longer); allRank's 240 for ``context_aware``;
+    otherwise whole lists.
+    """
+    if config.list_size is not None:
+        return config.list_size
+    if manifest.get("label_kind") == "simulated_implicit":
+        return int(manifest["parameters"]["clicks"]["sample_size"])
+    if config.model == "context_aware":
+        return _CONTEXT_AWARE_SLATE
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A training run's batches and memory.
+
+    Attributes:
+      batches: the training split's buckets and lists per batch.
+      cap: ``list_cap``.
+      items: the items an epoch trains on (after the cap, before padding).
+      sampled_out: items per epoch that the cap leaves out (sampled anew each epoch).
+      eval_batch_items: padded items per evaluation batch.
+      memory: the peak-memory estimate.
+      limit: the memory the run may use (bytes; ``None``: unknown).
+    """
+
+    batches: batching.BatchPlan
+    cap: int | None
+    items: int
+    sampled_out: int
+    eval_batch_items: int
+    memory: MemoryEstimate
+    limit: int | None
+
+    @property
+    def padding(self) -> float:
+        """Padded items over real items, minus one (0.2: padding adds 20%)."""
+        return self.batches.padded_items() / max(1, self.items) - 1
+
+    def describe(self) -> str:
+        b = self.batches
+        kept = (
+            f"lists cut to {self.cap} items leave out {self.sampled_out:,} items/epoch"
+            if self.sampled_out
+            else "whole lists"
+        )
+        available = f" of {format_gb(self.limit)} available" if self.limit else ""
+        return (
+            f"{b.lists:,} lists, {b.steps:,} batches/epoch by length ({b.describe()}); "
+            f"{kept}; padding adds {100 * self.padding:.0f}%; "
+            f"memory {self.memory.describe()}{available}"
+        )
+
+
+def _lists_per_batch(config: TrainConfig) -> dict:
+    if config.batch_items is None:
+        return dict(lists_per_batch=config.batch_size)
+    return dict(batch_items=config.batch_items, max_lists=config.batch_size)
+
+
+def _pipeline_bytes(config, manifest: dict, plan: batching.BatchPlan, cap) -> int:
+    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
+    entry = manifest["splits"]["train"]
+    row = (manifest["num_features"] + 3) * _ROW
+    mean = entry["num_items"] / max(1, entry["num_lists"])
+    cache = entry["num_items"] * row if entry["num_items"] * row <= CACHE_BYTES else 0
+    shuffle = min(SHUFFLE_BUFFER, entry["num_lists"]) * mean * row
+    windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
+    lists, length = plan.largest_batch()
+    parse = 4 * data._PARSE_BATCH * int(entry.get("longest_list", 1))
+    return int(cache + shuffle + (windows + 2 * lists * length + parse) * row)
+
+
+def plan_run(
+    config: TrainConfig, manifest: dict, *, data_dir: str, worker: WorkerRole | None = None
+) -> RunPlan:
+    """Plans the training run of ``config`` on the dataset ``data_dir``."""
+    worker = worker or WorkerRole()
+    include_empty = config.training_includes_empty_lists()
+    lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
+    cap = list_cap(config, manifest)
+    longest = int(manifest["splits"]["train"].get("longest_list", max(lengths, default=1)))
+    edges = batching.bucket_edges(longest, cap=cap)
+    if worker.multi_worker or not config.length_buckets:
+        # One bucket. Workers must take the same number of steps, and each
+        # worker's shard has its own lengths.
+        edges = edges[-1:]
+    clipped = batching.clipped_lengths(lengths, edges[-1])
+    plan = batching.plan_batches(clipped, edges=edges, **_lists_per_batch(config))
+    sampled_out = sum((n - edges[-1]) * c for n, c in lengths.items() if n > edges[-1])
+    eval_items = config.evaluation_batch_items()
+    memory = estimate_memory(config, manifest, plan, cap=cap, eval_batch_items=eval_items)
+    limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
+    items = sum(n * c for n, c in clipped.items())
+    return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit)
+
+
+def estimate_memory(
+    config: TrainConfig, manifest: dict, plan: batching.BatchPlan, *, cap, eval_batch_items: int
+) -> MemoryEstimate:
+    """The run's peak memory by part (see ``memory_estimate``)."""
+    d = manifest["num_features"]
+    shape = model_shape(config.model, config.architecture, d)
+    # A bucket's batches hold at most its lists.
+    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
+    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
+    sizes = [step_bytes(shape, lists=b, length=e, num_features=d) for b, e in used]
+    step = max(sizes)
+    batch = used[sizes.index(step)]
+    evaluation = 0
+    for entry in manifest["splits"].values():
+        longest = int(entry.get("longest_list", 1))
+        eval_plan = batching.plan_batches(
+            {},
+            edges=batching.bucket_edges(longest),
+            batch_items=eval_batch_items,
+            max_lists=config.eval_batch_size,
+        )
+        forward = max(
+            forward_bytes(shape, lists=b, length=e, num_features=d)
+            for b, e in zip(eval_plan.lists_per_batch, eval_plan.edges)
+        )
+        predictions = entry["num_lists"] * longest * 4 * _ROW
+        evaluation = max(evaluation, forward + predictions)
+    pipeline = _pipeline_bytes(config, manifest, plan, cap)
+    return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch)
+
+
+def check_memory(run: RunPlan, config: TrainConfig) -> None:
+    """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit."""
+    if run.limit is None or run.memory.peak <= run.limit:
+        return
+    hints = []
+    if config.batch_items is not None:
+        # The step's memory is about proportional to its items.
+        room = run.limit - (run.memory.peak - run.memory.step)
+        share = room / max(1, run.memory.step)
+        if share > 0:
+            hints.append(f"--batch-items {max(1, int(config.batch_items * share * 0.9))}")
+    else:
+        hints.append(f"--batch-size {max(1, config.batch_size // 4)} (lists per batch)")
+    if run.cap is None or run.cap > 256:
+        hints.append("--list-size 256 (samples longer lists)")
+    hints.append(f"--eval-batch-size {max(1, config.eval_batch_size // 4)}")
+    raise MemoryLimitError(
+        f"this run needs {run.memory.describe()}, but {format_gb(run.limit)} are available"
+        f"{' (--memory-limit)' if config.memory_limit else ''}: it would be killed for lack "
+        f"of memory. Make it fit with {', or '.join(hints)}; --memory-limit GB sets the "
+        "limit to check against"
+    )

@@ -1,0 +1,279 @@
+"""``TrainConfig``: the settings of one ``tfr-train`` run, with each model family's defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
+from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.losses import check_scaling, get_score_loss
+from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, ModelConfig, has_list_head
+from tfr_rankformer.text_data import TextConfig
+
+__all__ = ["TrainConfig"]
+
+
+# Settings whose default depends on the model: the RankFormer family follows the
+# authors' released code; context_aware follows allRank's published
+# configurations (Adam at 1e-3 without weight decay, x0.1 after half of 100
+# epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
+_RELEASED = dict(
+    loss="softmax",
+    eval_batch_size=256,
+    epochs=200,
+    batch_size=2048,
+    # The released batch of 2048 lists of 16 sampled items, as a budget.
+    batch_items=2048 * 16,
+    loss_scaling="released",
+    optimizer="adamw",
+    weight_decay=0.1,
+    lr_schedule="epoch_inverse_sqrt",
+)
+_MODEL_DEFAULTS = {
+    "rankformer": _RELEASED,
+    "transformer": _RELEASED,
+    "mlp": _RELEASED,
+    "summary_token_ranker": _RELEASED,
+    # The Listformer, trained from scratch on text lists: ApproxNDCG (the
+    # thesis's loss); batches, epochs and weight decay sized for a small model.
+    "listformer": dict(
+        loss="approx_ndcg",
+        eval_batch_size=16,
+        epochs=20,
+        batch_size=16,
+        loss_scaling="released",
+        optimizer="adamw",
+        weight_decay=0.01,
+        lr_schedule="epoch_inverse_sqrt",
+    ),
+    "context_aware": dict(
+        loss="softmax",
+        eval_batch_size=256,
+        epochs=100,
+        batch_size=64,
+        batch_items=64 * 240,  # allRank's 64 slates of 240
+        loss_scaling="paper",
+        optimizer="adam",
+        weight_decay=0.0,
+        lr_schedule="step_decay",
+    ),
+}
+# The listwide loss's weight when none is given, per loss scaling: the
+# released code's own script uses strength 1, which its README equates with
+# the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
+_DEFAULT_ALPHA = {"released": {"rankformer": 1.0}, "paper": {"rankformer": 0.25}}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run; fields left ``None`` take the model's defaults.
+
+    The RankFormer family (``rankformer``, ``transformer``, ``mlp``,
+    ``summary_token_ranker``) defaults to the authors' released code;
+    ``context_aware`` to allRank's configurations; the ``listformer`` (text) to
+    ApproxNDCG with small batches. The resolved values are what ``config.json``
+    records.
+
+    Attributes:
+      model: a key of ``models.MODELS``.
+      data: a converted dataset (``tfr-convert --output``).
+      model_dir: where everything is written.
+      epochs: maximum epochs (RankFormer: 200; allRank: 100).
+      batch_size: lists per batch, over all replicas and workers together
+        (each of ``n`` workers takes ``batch_size / n`` lists per step). Set
+        without ``batch_items``: exactly this many lists in every batch. Left
+        ``None``: at most this many (RankFormer: 2048; allRank: 64) under the
+        ``batch_items`` budget.
+      batch_items: budget of padded items per batch: lists are grouped by
+        length (see ``batching``) and each bucket's batches hold about this
+        many items (RankFormer: 2048 x 16 = 32,768, the released batch of
+        lists of 16; allRank: 64 x 240). ``None`` with ``batch_size`` set:
+        fixed lists per batch.
+      list_size: items a training list keeps at most; longer lists are
+        sampled afresh each epoch (cut to their first items when the model has
+        a positional encoding, so the input order stays), and the items left
+        out are counted. ``None``: whole lists (the simulation's sample size
+        for simulated data, whose lists are never longer; 240 for
+        ``context_aware``, allRank's slates; 100 documents for the ``listformer``).
+      memory_limit: GiB the run may use; ``None``: what the machine has
+        available at the start. A run whose estimated peak is above it is
+        refused before its first step.
+      length_buckets: group lists by length (see ``batching``); off, every
+        batch of ``batch_size`` lists in shuffled order is padded to its
+        longest list (the baseline ``web30k_scale`` measures buckets against).
+      alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
+        under ``released`` it is the released code's ``list_pred_strength``
+        (default 1, which its README equates with the paper's alpha 0.25),
+        under ``paper`` the paper's alpha (default 0.25). 0 for the others.
+      loss: the item-score loss (see ``losses.SCORE_LOSSES``); ``None``:
+        ``softmax``, ``approx_ndcg`` for the ``listformer``.
+      loss_scaling: ``released`` or ``paper`` (see ``losses.LOSS_SCALINGS``).
+      optimizer: ``adamw`` (decoupled weight decay) or ``adam``.
+      adam_epsilon: where Adam's epsilon is added: ``pytorch`` (to the
+        bias-corrected root of the second moment, as ``torch.optim`` and so
+        both reference implementations) or ``keras`` (Keras's placement,
+        this project's before); see ``optimizers``.
+      learning_rate: the optimizer's rate (1e-3 for both families).
+      weight_decay: AdamW's decoupled weight decay (RankFormer: 0.1).
+      lr_schedule: ``epoch_inverse_sqrt``: constant, then from epoch
+        ``decay_after_epoch`` on ``(epoch - decay_after_epoch + 1) ** -0.5``,
+        per epoch (the released code); ``step_inverse_sqrt``: ``sqrt(start /
+        step)`` per step after that epoch; ``step_decay``: x0.1 every
+        ``decay_after_epoch`` epochs (allRank's StepLR).
+      decay_after_epoch: where the schedule starts decaying; ``None``: 20 for
+        the inverse-square-root schedules, half of ``epochs`` for ``step_decay``.
+      include_empty_lists: train on lists whose list label t is 0; ``None``:
+        under ``released`` every list (the released code; their softmax loss is
+        zero and left out of the mean), under ``paper`` the paper's policy (only
+        a model with a list head and alpha > 0 sees them).
+      keep_weights: ``best``: the weights with the best validation NDCG_y@10
+        (with early stopping after ``patience`` epochs); ``last``: the weights
+        after the last epoch, no early stopping (the released code's protocol).
+      patience: epochs without a better validation NDCG_y@10 before stopping.
+      mixed_precision: float16 compute; ``None``: on when a GPU is visible.
+      xla: compile with XLA; ``None``: on when a GPU is visible.
+      eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
+        ``listformer`` (whose evaluation batches hold every document's tokens).
+      seed: seed of initialisation, shuffling and dropout.
+      architecture: the model's settings.
+      text: the ``listformer``'s text settings (features, token caps, vocabulary).
+    """
+
+    model: str = "rankformer"
+    data: str = ""
+    model_dir: str = ""
+    epochs: int | None = None
+    batch_size: int | None = None
+    batch_items: int | None = None
+    list_size: int | None = None
+    memory_limit: float | None = None
+    length_buckets: bool = True
+    alpha: float | None = None
+    loss: str | None = None
+    loss_scaling: str | None = None
+    optimizer: str | None = None
+    adam_epsilon: str = "pytorch"
+    learning_rate: float = 1e-3
+    weight_decay: float | None = None
+    lr_schedule: str | None = None
+    decay_after_epoch: int | None = None
+    include_empty_lists: bool | None = None
+    keep_weights: str = "best"
+    patience: int = 20
+    mixed_precision: bool | None = None
+    xla: bool | None = None
+    eval_batch_size: int | None = None
+    seed: int = 0
+    architecture: ModelConfig = ModelConfig()
+    text: TextConfig = TextConfig()
+
+    def __post_init__(self):
+        if self.model not in MODELS and self.model not in TEXT_MODEL_NAMES:
+            choices = sorted([*MODELS, *TEXT_MODEL_NAMES])
+            raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
+        if isinstance(self.text, dict):
+            object.__setattr__(self, "text", TextConfig(**self.text))
+        if not self.data or not self.model_dir:
+            raise ValueError("`data` and `model_dir` must be given")
+        self._resolve_model_defaults()
+        require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
+        require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
+        if not isinstance(self.length_buckets, bool):
+            raise ValueError(f"`length_buckets` must be true or false, got {self.length_buckets!r}")
+        if not self.length_buckets and self.batch_items is not None:
+            raise ValueError(
+                "`length_buckets` off batches fixed lists: set `batch_size`, not `batch_items`"
+            )
+        if self.memory_limit is not None and not (
+            isinstance(self.memory_limit, (int, float)) and self.memory_limit > 0
+        ):
+            raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
+        get_score_loss(self.loss)  # an unknown name fails here
+        for name, choices in (
+            ("optimizer", OPTIMIZERS),
+            ("adam_epsilon", ADAM_EPSILONS),
+            ("lr_schedule", LR_SCHEDULES),
+            ("keep_weights", KEEP_WEIGHTS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"`{name}` must be one of {list(choices)}, got {getattr(self, name)!r}"
+                )
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"`weight_decay` must be >= 0, got {self.weight_decay!r}")
+        if self.weight_decay > 0 and self.optimizer != "adamw":
+            raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
+        if self.alpha < 0:
+            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
+        if self.alpha > 0 and not has_list_head(self.model):
+            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
+        self._resolve_architecture()
+        if self.is_text:
+            positions = self.architecture.max_positions
+            for name in ("max_query_tokens", "max_document_tokens"):
+                if getattr(self.text, name) >= positions:
+                    raise ValueError(
+                        f"`{name}` {getattr(self.text, name)} needs `max_positions` above it, "
+                        f"got {positions}"
+                    )
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the model ranks text lists (the ``listformer``)."""
+        return self.model in TEXT_MODEL_NAMES
+
+    def _resolve_model_defaults(self) -> None:
+        defaults = dict(_MODEL_DEFAULTS[self.model])
+        if self.batch_size is not None:
+            # A batch size the user set keeps its meaning: that many lists in
+            # every batch, unless an item budget is given too.
+            defaults.pop("batch_items", None)
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        check_scaling(self.loss_scaling)
+        if self.alpha is None:
+            alpha = _DEFAULT_ALPHA[self.loss_scaling].get(self.model, 0.0)
+            object.__setattr__(self, "alpha", alpha)
+        if self.decay_after_epoch is None:
+            start = max(self.epochs // 2, 1) if self.lr_schedule == "step_decay" else 20
+            object.__setattr__(self, "decay_after_epoch", start)
+
+    def _resolve_architecture(self) -> None:
+        architecture = self.architecture
+        if isinstance(architecture, dict):
+            architecture = ModelConfig(**architecture)
+        if self.model == "rankformer" and architecture.cls_token is None:
+            # The released code builds [CLS] only with a list head.
+            architecture = dataclasses.replace(architecture, cls_token=self.uses_list_head)
+        architecture = architecture.resolved(self.model, self.loss)
+        if self.uses_list_head and not architecture.cls_token:
+            raise ValueError(
+                "alpha > 0: the list head reads the [CLS] token, so `cls_token` is needed"
+            )
+        object.__setattr__(self, "architecture", architecture)
+
+    def evaluation_batch_items(self) -> int:
+        """Padded items per evaluation batch: a forward pass holds about a third of a
+        training step's memory per item, so twice the training budget."""
+        return 2 * (self.batch_items or _RELEASED["batch_items"])
+
+    @property
+    def uses_list_head(self) -> bool:
+        return has_list_head(self.model) and self.alpha > 0
+
+    def training_includes_empty_lists(self) -> bool:
+        """Whether t = 0 lists are trained on (see ``include_empty_lists``)."""
+        if self.include_empty_lists is not None:
+            return self.include_empty_lists
+        return self.loss_scaling == "released" or self.uses_list_head
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict) -> TrainConfig:
+        nested = {"architecture": ModelConfig, "text": TextConfig}
+        return from_dict(cls, values, nested=nested, what="training settings")

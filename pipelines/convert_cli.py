@@ -227,8 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LENGTH_SPREADS,
         help="how list lengths spread around their mean: 'default' (the default; log-normal, "
         "sigma 0.6, within 2 and 6 x the mean) or 'web30k' (MSLR-WEB30K's heavy right tail: "
-        "log-normal, sigma 1.1, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
-        "--synthetic-list-size 120, median about 0.58 x the mean)",
+        "log-normal, sigma 0.75, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
+        "--synthetic-list-size 120, median about 0.76 x the mean)",
     )
     add_text_arguments(p)
 

@@ -69,14 +69,18 @@ def explicit(tmp_path_factory):
     return str(out)
 
 
-def _file_items(data_dir, manifest, split="train"):
-    """``{qid: sorted item rows}`` of a split, read in file order without buckets."""
+def _file_items(data_dir, manifest, split="train", with_labels=False):
+    """``{qid: sorted item rows}`` of a split (with the labels: ``(rows, labels)``), read
+    in file order without buckets."""
     out = {}
     for batch in data.evaluation_dataset(
         data_dir, manifest, split=split, batch_size=32, by_length=False
     ):
-        for qid, x, m in zip(batch["qid"].numpy(), batch["features"].numpy(), batch["mask"]):
-            out[int(qid)] = sorted(map(tuple, x[m.numpy()].round(5).tolist()))
+        for qid, x, m, y in zip(
+            batch["qid"].numpy(), batch["features"].numpy(), batch["mask"], batch["label"]
+        ):
+            rows = sorted(map(tuple, x[m.numpy()].round(5).tolist()))
+            out[int(qid)] = (rows, y.numpy()[m.numpy()].tolist()) if with_labels else rows
     return out
 
 
@@ -91,21 +95,30 @@ def _epoch_items(dataset):
     return rows, shapes
 
 
-@pytest.mark.parametrize("batch_items", [2048, None])
-def test_every_item_is_seen_exactly_once_per_epoch(explicit, tmp_path, batch_items):
+@pytest.mark.parametrize("batch_items, include_empty", [(2048, True), (None, True), (2048, False)])
+def test_every_item_is_seen_exactly_once_per_epoch(explicit, tmp_path, batch_items, include_empty):
     manifest = data.load_manifest(explicit)
-    config = _config(explicit, tmp_path, batch_size=16, batch_items=batch_items)
+    config = _config(
+        explicit,
+        tmp_path,
+        batch_size=16,
+        batch_items=batch_items,
+        include_empty_lists=include_empty,
+    )
     run = plan_run(config, manifest, data_dir=explicit)
     assert run.cap is None and run.sampled_out == 0
     expected = collections.Counter()
-    for rows in _file_items(explicit, manifest).values():
-        expected.update(rows)
+    lists = _file_items(explicit, manifest, with_labels=True)
+    for rows, labels in lists.values():
+        if include_empty or max(labels) > 0:
+            expected.update(rows)
+    assert run.batches.lists == sum(include_empty or max(y) > 0 for _, y in lists.values())
     dataset = data.training_dataset(
         explicit,
         manifest,
         plan=run.batches,
         list_cap=None,
-        include_empty_lists=True,
+        include_empty_lists=include_empty,
         with_list_head=True,
         seed=1,
     )

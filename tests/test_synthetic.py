@@ -128,16 +128,17 @@ def test_the_default_spread_is_unchanged(tmp_path):
 def test_the_web30k_spread_spans_web30ks_lengths(count):
     sizes = list_sizes(np.random.default_rng(0), count, 120, "web30k")
     assert sizes.dtype == np.int64 and len(sizes) == count
-    assert sizes.min() == 1 and sizes.max() <= 1251
-    assert sizes.max() > 1000 and (sizes > 1000).sum() > count // 1000
+    assert 1 <= sizes.min() <= 6 and sizes.max() <= 1251
+    # The longest list comes out near WEB30K's 1,251.
+    assert sizes.max() > 1200 and (sizes > 1000).sum() >= 2
     assert abs(sizes.mean() - 120) < 0.03 * 120
-    # A heavy right tail: the median well below the mean, a long 99th percentile.
-    assert 55 < np.median(sizes) < 85 and np.percentile(sizes, 99) > 600
+    # A right tail: the median below the mean, a long 99th percentile.
+    assert 80 < np.median(sizes) < 100 and 450 < np.percentile(sizes, 99) < 600
 
 
 def test_the_web30k_spread_scales_with_the_mean():
     sizes = list_sizes(np.random.default_rng(1), 31_531, 40, "web30k")
-    assert sizes.min() == 1 and sizes.max() <= round(40 * 1251 / 120) == 417
+    assert sizes.min() >= 1 and sizes.max() <= round(40 * 1251 / 120) == 417 < sizes.max() + 30
     assert abs(sizes.mean() - 40) < 0.03 * 40
     with pytest.raises(ValueError, match="unknown length spread 'wide'"):
         list_sizes(np.random.default_rng(1), 3, 40, "wide")
@@ -156,7 +157,7 @@ def test_generated_files_follow_the_web30k_spread(tmp_path):
     expected = list_sizes(
         np.random.default_rng([config.seed, zlib.crc32(b"train")]), 80, 12, "web30k"
     )
-    assert sizes.tolist() == expected.tolist() and sizes.min() == 1
+    assert sizes.tolist() == expected.tolist() and sizes.min() >= 1
 
 
 def test_length_spread_is_validated_and_reaches_the_config():

@@ -31,9 +31,14 @@ def _length(element) -> tf.Tensor:
 
 
 def own_items(element):
-    """One list cut to its valid items: ``[L, ...]`` -> ``[n, ...]`` (padding is last)."""
-    n = tf.reduce_sum(tf.cast(element[MASK], tf.int32))
-    return {k: (v[:n] if k in _PER_ITEM else v) for k, v in element.items()}
+    """One list cut to its valid items: ``[L, ...]`` -> ``[n, ...]`` (padding is last).
+
+    The items are copied (a gather), not sliced: a slice may share the memory of
+    the whole padded parse batch it came from, and a cached or buffered list
+    would then keep that batch alive, padding included.
+    """
+    keep = tf.range(tf.reduce_sum(tf.cast(element[MASK], tf.int32)))
+    return {k: (tf.gather(v, keep) if k in _PER_ITEM else v) for k, v in element.items()}
 
 
 def sample_long_lists(

@@ -33,7 +33,6 @@ __all__ = ["RunPlan", "MemoryLimitError", "list_cap", "plan_run", "check_memory"
 logger = logging.getLogger(__name__)
 
 SHUFFLE_BUFFER = 10_000
-CACHE_BYTES = 2 << 30
 _ROW = 4  # bytes per float
 # allRank's slate length, kept as context_aware's list cap.
 _CONTEXT_AWARE_SLATE = 240
@@ -112,7 +111,7 @@ def _pipeline_bytes(config, manifest: dict, plan: batching.BatchPlan, cap) -> in
     entry = manifest["splits"]["train"]
     row = (manifest["num_features"] + 3) * _ROW
     mean = entry["num_items"] / max(1, entry["num_lists"])
-    cache = entry["num_items"] * row if entry["num_items"] * row <= CACHE_BYTES else 0
+    cache = entry["num_items"] * row if entry["num_items"] * row <= data.CACHE_BYTES else 0
     shuffle = min(SHUFFLE_BUFFER, entry["num_lists"]) * mean * row
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
@@ -179,21 +178,25 @@ def check_memory(run: RunPlan, config: TrainConfig) -> None:
     """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit."""
     if run.limit is None or run.memory.peak <= run.limit:
         return
+    memory = run.memory
+    room = run.limit - memory.runtime - memory.pipeline
     hints = []
-    if config.batch_items is not None:
-        # The step's memory is about proportional to its items.
-        room = run.limit - (run.memory.peak - run.memory.step)
-        share = room / max(1, run.memory.step)
-        if share > 0:
-            hints.append(f"--batch-items {max(1, int(config.batch_items * share * 0.9))}")
-    else:
-        hints.append(f"--batch-size {max(1, config.batch_size // 4)} (lists per batch)")
+    if memory.step > room > 0:
+        # A step's memory is about proportional to its items.
+        share = 0.9 * room / memory.step
+        lists, length = memory.step_batch
+        if config.batch_items is not None:
+            hints.append(f"--batch-items {max(1, int(lists * length * share))}")
+        else:
+            hints.append(f"--batch-size {max(1, int(lists * share))}")
+    if memory.evaluation > room > 0:
+        share = 0.9 * room / memory.evaluation
+        hints.append(f"--eval-batch-size {max(1, int(config.eval_batch_size * share))}")
     if run.cap is None or run.cap > 256:
         hints.append("--list-size 256 (samples longer lists)")
-    hints.append(f"--eval-batch-size {max(1, config.eval_batch_size // 4)}")
+    limit = f"{format_gb(run.limit)} {'(--memory-limit)' if config.memory_limit else 'available'}"
     raise MemoryLimitError(
-        f"this run needs {run.memory.describe()}, but {format_gb(run.limit)} are available"
-        f"{' (--memory-limit)' if config.memory_limit else ''}: it would be killed for lack "
-        f"of memory. Make it fit with {', or '.join(hints)}; --memory-limit GB sets the "
-        "limit to check against"
+        f"this run needs {memory.describe()}, more than the {limit}: it would be killed "
+        f"for lack of memory. Make it fit with {', or '.join(hints)}; --memory-limit GB "
+        "sets the limit to check against"
     )

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import data
+from tfr_rankformer import compiled_ops, data
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
@@ -288,6 +290,8 @@ def train(
             model, ranker = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
     finally:
         tf.keras.mixed_precision.set_global_policy(policy)
+    # Lists too large to cache in memory are cached on disk for the run.
+    cache_dir = tempfile.mkdtemp(prefix="tfr-train-cache-")
     train_data = data.training_dataset(
         config.data,
         manifest,
@@ -299,6 +303,7 @@ def train(
         keep_order=config.architecture.positional_encoding != "none",
         seed=config.seed,
         normalize=normalization_of(model),
+        cache_file=os.path.join(cache_dir, "train"),
         worker=worker,
         pad_to_longest=not config.length_buckets,
     )
@@ -330,9 +335,18 @@ def train(
         xla,
     )
     started = time.perf_counter()
-    history = ranker.fit(
-        train_data, epochs=config.epochs, callbacks=callbacks, verbose=0 if lines else verbose
-    )
+    # XLA's compiled pieces compile once per batch shape: worth it for one shape.
+    shapes = sum(1 for count in run.batches.counts if count)
+    try:
+        with compiled_ops.default(shapes == 1):
+            history = ranker.fit(
+                train_data,
+                epochs=config.epochs,
+                callbacks=callbacks,
+                verbose=0 if lines else verbose,
+            )
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
     seconds = time.perf_counter() - started
     try:
         os.rmdir(os.path.join(config.model_dir, BACKUP_NAME))  # emptied once training completes

@@ -1,0 +1,78 @@
+"""Planning a run before its first step: the memory estimate, the refusal, progress lines."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from pipelines.train_cli import main as train_main  # noqa: E402
+from tests.conftest import train_config as _config  # noqa: E402
+from tfr_rankformer import data, training  # noqa: E402
+from tfr_rankformer.memory_estimate import model_shape, step_bytes  # noqa: E402
+from tfr_rankformer.models import ModelConfig  # noqa: E402
+from tfr_rankformer.run_plan import MemoryLimitError, check_memory, plan_run  # noqa: E402
+
+
+def test_step_memory_grows_with_items_and_with_attention():
+    shape = model_shape("rankformer", ModelConfig().resolved("rankformer"), 136)
+    short = step_bytes(shape, lists=2048, length=16, num_features=136)
+    # The same items in long lists hold more: the attention entries grow with the length.
+    long = step_bytes(shape, lists=32, length=1024, num_features=136)
+    assert 1.3 * 2**30 < short < 1.6 * 2**30  # measured: 1.43 GiB
+    assert 2.4 * 2**30 < long < 3.0 * 2**30  # measured: 2.58 GiB
+    assert step_bytes(shape, lists=16, length=1024, num_features=136) * 2 == pytest.approx(
+        long, rel=1e-6
+    )
+    mlp = model_shape("mlp", ModelConfig().resolved("mlp"), 136)
+    assert step_bytes(mlp, lists=2048, length=16, num_features=136) < short / 2
+
+
+def test_a_run_that_cannot_fit_is_refused_with_flags_that_fit(dataset, tmp_path):
+    manifest = data.load_manifest(dataset)
+    config = _config(dataset, tmp_path / "run", batch_size=None, batch_items=None)
+    run = plan_run(config, manifest, data_dir=dataset)
+    assert run.limit and run.memory.peak < run.limit
+    check_memory(run, config)  # fits: no error
+    memory = run.memory
+    tight = memory.runtime + memory.pipeline + memory.step // 3
+    small = dataclasses.replace(run, limit=tight)
+    with pytest.raises(MemoryLimitError, match="--batch-items") as refused:
+        check_memory(small, config)
+    items = int(str(refused.value).split("--batch-items ")[1].split(",")[0].split(";")[0])
+    lists, length = memory.step_batch
+    assert 0 < items < lists * length / 3
+    # The suggested budget fits the same limit.
+    fitted = dataclasses.replace(config, batch_items=items)
+    replanned = dataclasses.replace(plan_run(fitted, manifest, data_dir=dataset), limit=tight)
+    check_memory(replanned, fitted)
+
+
+def test_tfr_train_refuses_before_writing_anything(dataset, tmp_path, capsys):
+    model_dir = tmp_path / "run"
+    flags = ["--model", "mlp", "--data", dataset, "--model-dir", str(model_dir)]
+    assert train_main(flags + ["--epochs", "1", "--memory-limit", "0.3"]) == 1
+    message = capsys.readouterr().err
+    assert "tfr-train: error: this run needs about" in message
+    assert "0.30 GiB (--memory-limit)" in message and "Make it fit with" in message
+    assert not os.path.exists(model_dir)
+
+
+def test_runs_without_a_terminal_log_progress_lines(dataset, tmp_path, caplog):
+    config = _config(dataset, tmp_path / "run", epochs=2, batch_size=None, batch_items=4096)
+    with caplog.at_level(logging.INFO):
+        metrics = training.train(config, verbose=1, progress_seconds=1e-6)
+    lines = [r.getMessage() for r in caplog.records if r.name.endswith("training_callbacks")]
+    steps = metrics["training"]["steps_per_epoch"]
+    assert steps > 1
+    for epoch in (1, 2):
+        assert f"epoch {epoch}/2 step {steps}/{steps} (100%)" in "\n".join(lines)
+        done = [line for line in lines if line.startswith(f"epoch {epoch}/2 done: {steps} steps")]
+        assert len(done) == 1 and "val_ndcg_y@10" in done[0]
+    assert any("epoch ETA" in line for line in lines)
+    plan = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plan: ")]
+    assert len(plan) == 1 and "batches/epoch by length" in plan[0]

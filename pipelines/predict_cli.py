@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--batch-size",
         type=int,
-        help="lists per model call. Default: 256 (Listformer: 16, as its evaluation)",
+        help="lists per model call at most (a SavedModel's batches also hold at most 65,536 padded "
+        "items, lists grouped by length). Default: 256 (Listformer: 16, as its evaluation)",
     )
     p.add_argument(
         "--duplicate-features",

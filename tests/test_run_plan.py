@@ -15,7 +15,12 @@ from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer import data, training  # noqa: E402
 from tfr_rankformer.memory_estimate import model_shape, step_bytes  # noqa: E402
 from tfr_rankformer.models import ModelConfig  # noqa: E402
-from tfr_rankformer.run_plan import MemoryLimitError, check_memory, plan_run  # noqa: E402
+from tfr_rankformer.run_plan import (  # noqa: E402
+    SAFETY_MARGIN,
+    MemoryLimitError,
+    check_memory,
+    plan_run,
+)
 
 
 def test_step_memory_grows_with_items_and_with_attention():
@@ -36,10 +41,10 @@ def test_a_run_that_cannot_fit_is_refused_with_flags_that_fit(dataset, tmp_path)
     manifest = data.load_manifest(dataset)
     config = _config(dataset, tmp_path / "run", batch_size=None, batch_items=None)
     run = plan_run(config, manifest, data_dir=dataset)
-    assert run.limit and run.memory.peak < run.limit
+    assert run.limit and run.memory.peak * SAFETY_MARGIN < run.limit
     check_memory(run, config)  # fits: no error
     memory = run.memory
-    tight = memory.runtime + memory.pipeline + memory.step // 3
+    tight = int(SAFETY_MARGIN * (memory.runtime + memory.pipeline + memory.step // 3))
     small = dataclasses.replace(run, limit=tight)
     with pytest.raises(MemoryLimitError, match="--batch-items") as refused:
         check_memory(small, config)

@@ -304,7 +304,23 @@ def training_dataset(
     entry = manifest["splits"][split]
     size = entry["num_items"] * (manifest["num_features"] + 3) * 4
     files = shard_for_worker(split_files(data_dir, manifest, split), worker)
-    lists = _whole_lists(data_dir, manifest, files, normalize=normalize)
+    one_size = len(plan.edges) == 1 and not pad_to_longest
+    one_size = one_size and entry.get("longest_list", plan.edges[0] + 1) <= plan.edges[0]
+    if one_size:
+        # One bucket holding every list whole (the click protocol's lists of
+        # at most 16): lists are parsed straight to its size, sparing the
+        # per-list cutting and padding (1,327 against 1,213 lists/s on
+        # 189,000 lists of 16).
+        lists = parsed_lists(
+            files,
+            manifest["num_features"],
+            list_size=plan.edges[0],
+            shuffle_items=False,
+            seed=seed,
+            transform=normalize,
+        )
+    else:
+        lists = _whole_lists(data_dir, manifest, files, normalize=normalize)
     if size <= cache_bytes:
         lists = lists.cache()
     elif cache_file:
@@ -318,6 +334,8 @@ def training_dataset(
         )
     if pad_to_longest:
         batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=_padding())
+    elif one_size:
+        batches = lists.batch(plan.lists_per_batch[0])
     else:
         lists = lists.map(
             lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),

@@ -15,12 +15,6 @@ from tfr_rankformer.ranking_metrics import evaluate_rankings
 __all__ = ["predict_lists", "evaluate_model", "EvaluationCallback"]
 
 
-def _pad(arrays: list[np.ndarray], width: int, value) -> np.ndarray:
-    return np.concatenate(
-        [np.pad(a, [(0, 0), (0, width - a.shape[1])], constant_values=value) for a in arrays]
-    )
-
-
 # Kept beside the models, not on them: a function stored on a model would be
 # tracked, and saved with it into SavedModels.
 _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -76,18 +70,28 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
             parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
     if not parts["mask"]:
         raise ValueError("the evaluation split holds no lists")
+    # Each batch's rows are written straight into their place in file order:
+    # one array per field, no padded copies to concatenate and reorder.
+    rows = sum(m.shape[0] for m in parts["mask"])
     width = max(m.shape[1] for m in parts["mask"])
-    result = {
-        "scores": _pad(parts["scores"], width, -np.inf),
-        "label": _pad(parts["label"], width, elwc_schema.PADDING_LABEL),
-        "relevance": _pad(parts["relevance"], width, elwc_schema.PADDING_LABEL),
-        "mask": _pad(parts["mask"], width, False),
+    fills = {
+        "scores": -np.inf,
+        "label": elwc_schema.PADDING_LABEL,
+        "relevance": elwc_schema.PADDING_LABEL,
+        "mask": False,
     }
+    result = {k: np.full((rows, width), v, dtype=parts[k][0].dtype) for k, v in fills.items()}
     if parts["probs"]:
-        result["list_probs"] = np.concatenate(parts["probs"])
-    if parts["index"]:
-        order = np.argsort(np.concatenate(parts["index"]), kind="stable")
-        result = {key: values[order] for key, values in result.items()}
+        result["list_probs"] = np.empty((rows, parts["probs"][0].shape[1]), np.float32)
+    start = 0
+    for i, mask in enumerate(parts["mask"]):
+        n, w = mask.shape
+        where = parts["index"][i] if parts["index"] else np.arange(start, start + n)
+        start += n
+        for key in fills:
+            result[key][where, :w] = parts[key][i]
+        if parts["probs"]:
+            result["list_probs"][where] = parts["probs"][i]
     return result
 
 

@@ -256,9 +256,10 @@ class TrainConfig:
         object.__setattr__(self, "architecture", architecture)
 
     def evaluation_batch_items(self) -> int:
-        """Padded items per evaluation batch: a forward pass holds about a third of a
-        training step's memory per item, so twice the training budget."""
-        return 2 * (self.batch_items or _RELEASED["batch_items"])
+        """Padded items per evaluation batch: the training budget (a forward pass
+        holds less than a training step, but runs beside the memory the step
+        left in TensorFlow's pool)."""
+        return self.batch_items or _RELEASED["batch_items"]
 
     @property
     def uses_list_head(self) -> bool:

@@ -335,10 +335,11 @@ def train(
         xla,
     )
     started = time.perf_counter()
-    # XLA's compiled pieces compile once per batch shape: worth it for one shape.
-    shapes = sum(1 for count in run.batches.counts if count)
+    # XLA's compiled pieces compile once per batch shape: worth it for one shape
+    # (one bucket; batches padded to their longest list take a shape each).
+    buckets = sum(1 for count in run.batches.counts if count)
     try:
-        with compiled_ops.default(shapes == 1):
+        with compiled_ops.default(buckets == 1 and config.length_buckets):
             history = ranker.fit(
                 train_data,
                 epochs=config.epochs,

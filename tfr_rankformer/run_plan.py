@@ -112,7 +112,7 @@ def _lists_per_batch(config: TrainConfig) -> dict:
     return dict(batch_items=config.batch_items, max_lists=config.batch_size)
 
 
-def _pipeline_bytes(config, manifest: dict, plan: batching.BatchPlan, cap) -> int:
+def _pipeline_bytes(manifest: dict, plan: batching.BatchPlan) -> int:
     """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
     entry = manifest["splits"]["train"]
     row = (manifest["num_features"] + 3) * _ROW
@@ -176,7 +176,7 @@ def estimate_memory(
         )
         predictions = entry["num_lists"] * longest * 4 * _ROW
         evaluation = max(evaluation, forward + predictions)
-    pipeline = _pipeline_bytes(config, manifest, plan, cap)
+    pipeline = _pipeline_bytes(manifest, plan)
     return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch)
 
 

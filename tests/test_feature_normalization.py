@@ -11,7 +11,12 @@ import pytest
 import tensorflow as tf
 from sklearn.preprocessing import QuantileTransformer
 
-from tfr_rankformer.feature_normalization import METHODS, OUTPUT_BOUND, FeatureNormalization
+from tfr_rankformer.feature_normalization import (
+    METHODS,
+    OUTPUT_BOUND,
+    FeatureNormalization,
+    run_starts,
+)
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter, signed_log1p
 
 NUM_QUANTILES = 101
@@ -329,3 +334,8 @@ def test_saved_models_reload_with_identical_outputs(fitted, tmp_path, method):
         np.testing.assert_allclose(
             served[name].numpy(), expected[name].numpy(), rtol=1e-6, atol=1e-6
         )
+
+
+def test_run_starts_name_the_first_of_each_run_of_equal_quantiles():
+    table = np.array([[0.0, 1.0, 1.0, 1.0, 2.0], [5.0, 5.0, 6.0, 7.0, 7.0]])
+    np.testing.assert_array_equal(run_starts(table), [[0, 1, 1, 1, 4], [0, 0, 2, 3, 3]])

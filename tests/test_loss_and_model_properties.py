@@ -173,7 +173,7 @@ def test_presets_follow_each_paper():
 _MEMORY_SCRIPT = """
 import resource, sys
 import tensorflow as tf
-from tfr_rankformer.layers import PreNormEncoderLayer
+from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.peer_layers import GlobalLocalEncoderLayer
 
 settings = dict(num_heads=1, ff_dim=32, dropout=0.0)

@@ -17,10 +17,25 @@ from tfr_rankformer.memory_estimate import model_shape, step_bytes  # noqa: E402
 from tfr_rankformer.models import ModelConfig  # noqa: E402
 from tfr_rankformer.run_plan import (  # noqa: E402
     SAFETY_MARGIN,
+    SHUFFLE_BUFFER,
     MemoryLimitError,
     check_memory,
     plan_run,
+    shuffle_lists,
 )
+
+
+def _split(lists, items):
+    return {"splits": {"train": {"num_lists": lists, "num_items": items}}}
+
+
+def test_the_shuffle_buffer_holds_a_bounded_number_of_items():
+    # The click protocol's lists of at most 16 keep the paper's 10,000 lists.
+    assert shuffle_lists(_split(189_000, 189_000 * 16)) == SHUFFLE_BUFFER
+    assert shuffle_lists(_split(4_710, 4_710 * 15)) == SHUFFLE_BUFFER
+    # WEB30K's mean of 120 items: 1,326 lists, about 160,000 items.
+    assert shuffle_lists(_split(18_900, 2_279_173)) == 1_326
+    assert shuffle_lists(_split(10, 100_000_000)) == 1
 
 
 def test_step_memory_grows_with_items_and_with_attention():

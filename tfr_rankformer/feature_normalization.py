@@ -33,7 +33,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["METHODS", "OUTPUT_BOUND", "FeatureNormalization", "quantile_to_normal"]
+__all__ = [
+    "METHODS",
+    "OUTPUT_BOUND",
+    "FeatureNormalization",
+    "quantile_to_normal",
+    "run_starts",
+]
 
 # The same names as `tfrecords_tools.normalization.NORMALIZATIONS` (the fitter).
 METHODS = ("quantile", "log1p", "standard", "none")
@@ -119,60 +125,74 @@ def _ndtri(p: tf.Tensor) -> tf.Tensor:
     return tf.where(p < _ACKLAM_SPLIT, tail, tf.math.ndtri(p))
 
 
-def _interpolate(x: tf.Tensor, table: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """``np.interp(x, table_j, linspace(0, 1, Q))`` per feature, and its complement.
+def run_starts(table: np.ndarray) -> np.ndarray:
+    """``[d, Q]`` int32: for each quantile, the index of the first one equal to it.
+
+    >>> run_starts(np.array([[0.0, 1.0, 1.0, 1.0, 2.0]])).tolist()
+    [[0, 1, 1, 1, 4]]
+    """
+    index = np.broadcast_to(np.arange(table.shape[-1]), table.shape)
+    new_run = np.concatenate([np.ones_like(table[:, :1], bool), np.diff(table) != 0], axis=1)
+    return np.maximum.accumulate(np.where(new_run, index, 0), axis=1).astype(np.int32)
+
+
+def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """scikit-learn's ``u``, the mean of ``np.interp`` on the table and on its mirror,
+    and its complement ``1 - u``, for ``x`` inside the table's range.
 
     Args:
       x: ``[d, n]`` float32 values, one row per feature.
       table: ``[d, Q]`` float32 quantiles, each row non-decreasing.
+      starts: ``run_starts(table)``.
 
     Returns:
       ``(u, 1 - u)``: two ``[d, n]`` float32 tensors in ``[0, 1]``. The complement
       is interpolated from the other end of the bracket, not taken as ``1 - u``,
       so that values near either end of the table keep float32 precision: the
-      tails of ``ndtri`` magnify any error there.
+      tails of ``ndtri`` magnify any error there. Values outside the range are
+      left to the caller.
     """
-    num_quantiles = table.shape[-1]
-    # Like np.interp, bracket x from the last knot <= x: on a run of equal
-    # quantiles, x = q lands on the run's highest level.
+    last = float(table.shape[-1] - 1)
+    # The last knot <= x (np.interp's bracket): one search serves both
+    # interpolations. Between two different knots they agree; on a run of
+    # knots equal to x, np.interp lands on the run's highest level and the
+    # mirrored one on its lowest, so sklearn's mean is the run's middle.
     upper = tf.searchsorted(table, x, side="right")  # [d, n], in [0, Q]
-    low = tf.clip_by_value(upper - 1, 0, num_quantiles - 2)
+    low = tf.clip_by_value(upper - 1, 0, table.shape[-1] - 2)
     below = tf.gather(table, low, batch_dims=1)  # [d, Q] -> [d, n]
     above = tf.gather(table, low + 1, batch_dims=1)
     width = above - below
-    # Only a clipped bracket (x outside the table) can have x >= above or x < below.
-    outside_above, outside_below = x >= above, x <= below
-    fraction = tf.where(
-        outside_above, 1.0, tf.where(outside_below, 0.0, tf.math.divide_no_nan(x - below, width))
+    fraction = tf.math.divide_no_nan(x - below, width)
+    rest = tf.math.divide_no_nan(above - x, width)
+    level = tf.cast(low, tf.float32)
+    on_knot = tf.equal(x, below)
+    # On a run table[start..low] of knots equal to x: levels start and low.
+    start = tf.cast(tf.gather(starts, low, batch_dims=1), tf.float32)
+    u = tf.where(on_knot, (start + level) / (2.0 * last), (level + fraction) / last)
+    complement = tf.where(
+        on_knot,
+        ((last - start) + (last - level)) / (2.0 * last),
+        ((last - 1.0 - level) + rest) / last,
     )
-    rest = tf.where(
-        outside_above, 0.0, tf.where(outside_below, 1.0, tf.math.divide_no_nan(above - x, width))
-    )
-    low = tf.cast(low, tf.float32)
-    last = float(num_quantiles - 1)
-    return (low + fraction) / last, ((last - 1.0 - low) + rest) / last
+    return u, complement
 
 
-def quantile_to_normal(x: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None = None):
     """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` transform.
 
     Args:
       x: ``[d, n]`` float32 raw values, one row per feature.
       table: ``[d, Q]`` float32 quantiles at levels ``linspace(0, 1, Q)``, each
         row non-decreasing.
+      starts: ``run_starts(table)``; computed from a constant ``table`` when not given.
 
     Returns:
       ``[d, n]`` float32 normal scores, clipped to about ``[-5.2, 5.2]``; NaN
       stays NaN.
     """
-    mirror = -tf.reverse(table, axis=[1])  # [d, Q], non-decreasing
-    up, down = _interpolate(x, table)
-    # sklearn averages interp(x) with -interp(-x) on the mirrored table, which on
-    # a run of equal quantiles lands on the run's lowest level: ties map to the
-    # middle of their levels. The mirrored levels are 1 - u, so up and down swap.
-    mirrored_up, mirrored_down = _interpolate(-x, mirror)
-    u = 0.5 * (up + mirrored_down)
-    complement = 0.5 * (down + mirrored_up)
+    if starts is None:
+        starts = tf.constant(run_starts(tf.get_static_value(table)))
+    u, complement = _levels(x, table, starts)
     # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
     # lower end winning for a constant feature.
     at_top = x - table[:, -1:] > -BOUNDS_THRESHOLD  # [d, n] vs [d, 1]
@@ -244,6 +264,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
             # sklearn makes its quantiles non-decreasing the same way (rounding in
             # np.percentile can break monotonicity); searchsorted needs it.
             self._table = np.maximum.accumulate(np.float32(self.quantiles), axis=1)
+            self._starts = run_starts(self._table)
 
     @classmethod
     def from_manifest(cls, manifest: dict, method: str | None = None, **kwargs):
@@ -306,7 +327,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
             return (signed_log - self._offset) / self._scale
         # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
-        normal = quantile_to_normal(rows, tf.constant(self._table))
+        normal = quantile_to_normal(rows, tf.constant(self._table), tf.constant(self._starts))
         # [d, n] -> [n, d] -> [..., d]
         outputs = tf.reshape(tf.transpose(normal), tf.shape(features))
         outputs.set_shape(features.shape)

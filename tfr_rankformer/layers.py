@@ -1,10 +1,6 @@
-"""Keras layers of the listwise models: the [CLS] token, the encoder layer, masked scores.
+"""Keras layers of the listwise models: the [CLS] token, dropout, GELU, heads, masked scores.
 
-The encoder follows PyTorch's ``TransformerEncoderLayer(norm_first=True)``, as
-the RankFormer paper does: ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
-``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``. There is no
-positional encoding, so the layers are permutation-equivariant over items.
-
+The encoder layer built from them is ``encoder_layer.PreNormEncoderLayer``.
 Two pieces are written for speed on CPU, where they dominated a training step
 far more than the matrix products: :func:`gelu` (exact GELU with its
 closed-form gradient instead of TensorFlow's autodiff of ``erf``, 2x faster)
@@ -24,7 +20,7 @@ import tensorflow as tf
 
 from tfr_rankformer import compiled_ops
 from tfr_rankformer.initializers import bias_initializer, check_init, dense, kernel_initializer
-from tfr_rankformer.projections import Dense, matmul_last_axis
+from tfr_rankformer.projections import matmul_last_axis
 
 __all__ = [
     "ClsToken",
@@ -32,10 +28,10 @@ __all__ = [
     "LayerNorm",
     "FastDropout",
     "KeyedDropout",
-    "PreNormEncoderLayer",
     "MaskedScores",
     "PADDING_SCORE",
     "gelu",
+    "uses_compiled_ops",
 ]
 
 # Score given to padding items: far below any real score, finite in float32.
@@ -53,7 +49,7 @@ def _in_save_context() -> bool:
     return save_context.in_save_context()
 
 
-def _uses_compiled_ops(training, dtype) -> bool:
+def uses_compiled_ops(training, dtype) -> bool:
     """Whether a training-mode call runs the XLA-compiled pieces of ``compiled_ops``.
 
     Only in training, in float32, and while ``compiled_ops.enabled()``.
@@ -113,7 +109,7 @@ class FastDropout(tf.keras.layers.Layer):
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
             return x
-        if _uses_compiled_ops(training, x.dtype):
+        if uses_compiled_ops(training, x.dtype):
             return compiled_ops.dropout(x, self.draw_key(), self.rate)
         size = tf.size(x)
         bits = self._generator.uniform_full_int([(size + 1) // 2], dtype=tf.uint32)
@@ -138,11 +134,7 @@ class KeyedDropout(tf.keras.layers.Dropout):
     """
 
     def call(self, inputs, training=None):
-        if (
-            self.noise_shape is None
-            and self.rate > 0
-            and _uses_compiled_ops(training, inputs.dtype)
-        ):
+        if self.noise_shape is None and self.rate > 0 and uses_compiled_ops(training, inputs.dtype):
             key = tf.random.uniform([2], tf.int32.min, tf.int32.max, dtype=tf.int32, seed=self.seed)
             return compiled_ops.dropout(inputs, key, self.rate)
         return super().call(inputs, training=training)
@@ -196,127 +188,6 @@ class ClsToken(tf.keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(stddev=self.stddev)
-        return config
-
-
-@_serializable
-class PreNormEncoderLayer(tf.keras.layers.Layer):
-    """One pre-LayerNorm Transformer encoder layer over a masked list.
-
-    Args:
-      num_heads: attention heads; the width must be divisible by it.
-      ff_dim: hidden width of the feed-forward block.
-      dropout: dropout rate on attention output and in the feed-forward block.
-      activation: the feed-forward block's activation, ``"gelu"`` (exact, the
-        RankFormer's) or a Keras activation name.
-      init: ``initializers.INITIALIZATIONS``: ``pytorch`` as
-        ``torch.nn.TransformerEncoderLayer`` (the released code's), or ``keras``.
-    """
-
-    def __init__(
-        self,
-        num_heads: int = 1,
-        ff_dim: int = 512,
-        dropout: float = 0.25,
-        activation: str = "gelu",
-        init: str = "pytorch",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.ff_dim = ff_dim
-        self.dropout = dropout
-        self.activation = activation
-        self.init = check_init(init)
-
-    def build(self, input_shape):
-        dim = input_shape[-1]
-        if dim % self.num_heads:
-            raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
-        self.norm_attention = LayerNorm(epsilon=1e-5)
-        # Self-attention as PyTorch's MultiheadAttention computes it: one input
-        # projection to queries, keys and values, scaled dot products, dropout on
-        # the attention weights, an output projection. Written out, it issues far
-        # fewer ops than Keras's MultiHeadAttention, which matters for latency.
-        # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
-        # MultiheadAttention sets them so); the output projection's weights
-        # follow the scheme.
-        self.qkv = Dense(3 * dim, name="qkv")
-        self.dropout_weights = FastDropout(self.dropout)
-        self.attention_out = Dense(
-            dim, kernel_initializer=kernel_initializer(dim, self.init), name="attention_out"
-        )
-        self.dropout_attention = FastDropout(self.dropout)
-        self.norm_ff = LayerNorm(epsilon=1e-5)
-        activation = gelu if self.activation == "gelu" else self.activation
-        self.ff_in = dense(self.ff_dim, fan_in=dim, init=self.init, activation=activation)
-        self.dropout_ff = FastDropout(self.dropout)
-        self.ff_out = dense(dim, fan_in=self.ff_dim, init=self.init)
-        self.dropout_out = FastDropout(self.dropout)
-        super().build(input_shape)
-
-    def _attention(self, h, mask, training):
-        batch, length, dim = tf.shape(h)[0], tf.shape(h)[1], h.shape[-1]
-        heads, head_dim = self.num_heads, h.shape[-1] // self.num_heads
-
-        def split(t):  # [B, L, D] -> [B, H, L, D / H]
-            if heads == 1:  # a reshape, not a transposed copy
-                return t[:, tf.newaxis]
-            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
-
-        q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
-        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(head_dim**-0.5, h.dtype)
-        # Only valid positions are attended to: [B, L] -> [B, 1, 1, L] additive bias.
-        lowest = -1e9 if h.dtype == tf.float32 else float(h.dtype.min)
-        bias = tf.where(mask, tf.constant(0.0, h.dtype), tf.constant(lowest, h.dtype))
-        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
-        weights = self.dropout_weights(weights, training=training)
-        context = tf.matmul(weights, v)  # [B, H, L, D / H]
-        return self.attention_out(self._merge_heads(context, batch, length, dim))
-
-    def _merge_heads(self, context, batch, length, dim):
-        """``[B, H, L, D / H] -> [B, L, D]``."""
-        if self.num_heads == 1:
-            return context[:, 0]
-        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
-
-    def _compiled_feed_forward_hidden(self, h):
-        """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:
-        ``[B, L, D] -> [B, L, F]``."""
-        if not self.ff_in.built:
-            self.ff_in.build(h.shape)
-        if not self.dropout_ff.built:
-            self.dropout_ff.build(None)
-        hidden = matmul_last_axis(h, self.ff_in.kernel)  # [B, L, D] -> [B, L, F]
-        return compiled_ops.bias_gelu_dropout(
-            hidden, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
-        )
-
-    def _feed_forward(self, x, training):
-        """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
-        h = self.norm_ff(x, training=training)
-        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
-        if compiled and _uses_compiled_ops(training, h.dtype):
-            h = self._compiled_feed_forward_hidden(h)
-        else:
-            h = self.dropout_ff(self.ff_in(h), training=training)
-        h = self.ff_out(h)
-        return self.dropout_out(h, training=training)
-
-    def call(self, x, mask, training=None):
-        h = self._attention(self.norm_attention(x, training=training), mask, training)
-        x = x + self.dropout_attention(h, training=training)
-        return x + self._feed_forward(x, training)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            ff_dim=self.ff_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            init=self.init,
-        )
         return config
 
 

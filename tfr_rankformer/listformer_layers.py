@@ -12,8 +12,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.command_names import ATTENTIONS
+from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.global_local_attention import blocked_attention, dense_attention
-from tfr_rankformer.layers import FastDropout, LayerNorm, PreNormEncoderLayer
+from tfr_rankformer.layers import FastDropout, LayerNorm
 
 __all__ = [
     "ATTENTIONS",

@@ -39,6 +39,7 @@ from tfr_rankformer.command_names import ATTENTIONS, TEXT_MODEL_NAMES
 from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
+from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.feature_normalization import FeatureNormalization
 from tfr_rankformer.initializers import INITIALIZATIONS, dense
 from tfr_rankformer.layers import (
@@ -48,7 +49,6 @@ from tfr_rankformer.layers import (
     KeyedDropout,
     LayerNorm,
     MaskedScores,
-    PreNormEncoderLayer,
 )
 from tfr_rankformer.peer_layers import (
     GlobalLocalEncoderLayer,
@@ -330,11 +330,13 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
         copy_first_layer(encoder)
     if config.final_norm:
         x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
-    z_items = x[:, lead:, :]  # [B, lead + L, d] -> [B, L, d]
+    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, not sliced: a slice's
+    # gradient zero-fills a copy of the whole tensor, which cost 5% of a step.
+    leading, z_items = tf.split(x, [lead, -1], axis=1) if lead else (None, x)
     # === Heads ===
     outs = item_levels or 1
     if config.cls_token:
-        z_cls = x[:, glob, :]  # [B, d]
+        z_cls = leading[:, glob, :]  # [B, d]
         # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, outs]
         score_head = ItemAndContextHead(
             config.head_hidden,

@@ -24,7 +24,7 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.layers import PreNormEncoderLayer
+from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 
 __all__ = [
     "PostNormEncoderLayer",

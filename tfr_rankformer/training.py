@@ -26,7 +26,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import compiled_ops, data
+from tfr_rankformer import compiled_ops, data, packed_items
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
@@ -43,7 +43,7 @@ from tfr_rankformer.optimizers import (
     build_optimizer,
     learning_rate_schedule,
 )
-from tfr_rankformer.run_plan import check_memory, plan_run
+from tfr_rankformer.run_plan import check_memory, plan_run, shuffle_lists
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import (
     BestWeights,
@@ -302,6 +302,7 @@ def train(
         with_item_levels=item_levels(config, manifest) is not None,
         keep_order=config.architecture.positional_encoding != "none",
         seed=config.seed,
+        shuffle_buffer=shuffle_lists(manifest),
         normalize=normalization_of(model),
         cache_file=os.path.join(cache_dir, "train"),
         worker=worker,
@@ -337,9 +338,12 @@ def train(
     started = time.perf_counter()
     # XLA's compiled pieces compile once per batch shape: worth it for one shape
     # (one bucket; batches padded to their longest list take a shape each).
+    # Batches of many shapes carry padding instead: their encoder layers run the
+    # item-wise parts on the valid items alone (packed_items).
     buckets = sum(1 for count in run.batches.counts if count)
+    one_shape = buckets == 1 and config.length_buckets
     try:
-        with compiled_ops.default(buckets == 1 and config.length_buckets):
+        with compiled_ops.default(one_shape), packed_items.default(not one_shape):
             history = ranker.fit(
                 train_data,
                 epochs=config.epochs,

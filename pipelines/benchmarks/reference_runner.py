@@ -160,7 +160,7 @@ def build(name: str, input_dim: int, max_target: int):
     )
 
 
-def evaluate(model, test, max_target: int) -> dict:
+def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
     import torch
     from ltr_dataset import LearningToRankDataset
     from metrics import NDCG, TopNDCG
@@ -171,7 +171,7 @@ def evaluate(model, test, max_target: int) -> dict:
         "ndcg_y@10_tmax": TopNDCG(max_target=max_target, k=10),
     }
     loader = torch.utils.data.DataLoader(
-        test, batch_size=2048, shuffle=False, collate_fn=LearningToRankDataset.collate_fn
+        test, batch_size=batch_size, shuffle=False, collate_fn=LearningToRankDataset.collate_fn
     )
     model.eval()
     with torch.no_grad():
@@ -184,7 +184,9 @@ def evaluate(model, test, max_target: int) -> dict:
     return {key: 100.0 * float(metric.compute()) for key, metric in metrics.items()}
 
 
-def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0) -> dict:
+def train(
+    name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0, batch_size=2048
+) -> dict:
     """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also
     prints the test metrics after every N-th epoch, and the epoch's mean
     training loss (its batches' losses weighted by their lists, as Keras's
@@ -200,7 +202,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int 
         optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
     )
     loader = torch.utils.data.DataLoader(
-        train_set, batch_size=2048, shuffle=True, collate_fn=LearningToRankDataset.collate_fn
+        train_set, batch_size=batch_size, shuffle=True, collate_fn=LearningToRankDataset.collate_fn
     )
     rates = []
     started = time.perf_counter()
@@ -221,7 +223,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int 
             # A DataLoader draws its base seed from torch's generator: restoring
             # the state keeps the training run the same as without --curve.
             state = torch.get_rng_state()
-            point = evaluate(model, test_set, train_set.max_target)
+            point = evaluate(model, test_set, train_set.max_target, batch_size)
             torch.set_rng_state(state)
             point["train_loss"] = loss_sum / lists
             print(json.dumps({"curve_of": name, "epoch": epoch + 1, **point}), flush=True)
@@ -231,7 +233,8 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, curve: int 
         "seed": seed,
         "train_seconds": time.perf_counter() - started,
         "lists_per_sec": statistics.median(rates),
-        **evaluate(model, test_set, train_set.max_target),
+        "batch_size": batch_size,
+        **evaluate(model, test_set, train_set.max_target, batch_size),
     }
 
 
@@ -329,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
     parser.add_argument(
+        "--batch-size", type=int, default=2048, help="lists per batch (the released 2048)"
+    )
+    parser.add_argument(
         "--curve",
         type=int,
         default=0,
@@ -407,7 +413,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name in names:
         result = train(
-            name, sets["train"], sets["test"], epochs=args.epochs, seed=args.seed, curve=args.curve
+            name,
+            sets["train"],
+            sets["test"],
+            epochs=args.epochs,
+            seed=args.seed,
+            curve=args.curve,
+            batch_size=args.batch_size,
         )
         print(json.dumps(result), flush=True)
     return 0

@@ -1,0 +1,180 @@
+"""The listwise models' Transformer encoder layer (pre-LayerNorm, no positional encoding).
+
+The layer follows PyTorch's ``TransformerEncoderLayer(norm_first=True)``, as
+the RankFormer paper does: ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
+``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``. There is no
+positional encoding, so it is permutation-equivariant over items.
+
+In training with ``packed_items`` on (``tfr-train`` over length buckets), the
+item-wise parts (layer norms, projections, feed-forward block) run on the
+valid items alone (``[N, D]``) and only the attention sees the padded
+``[B, L, D]`` lists; the function is the same (tested).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfr_rankformer import compiled_ops, packed_items
+from tfr_rankformer.initializers import check_init, dense, kernel_initializer
+from tfr_rankformer.layers import FastDropout, LayerNorm, gelu, uses_compiled_ops
+from tfr_rankformer.projections import Dense, matmul_last_axis
+
+__all__ = ["PreNormEncoderLayer"]
+
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+
+
+@_serializable
+class PreNormEncoderLayer(tf.keras.layers.Layer):
+    """One pre-LayerNorm Transformer encoder layer over a masked list.
+
+    Args:
+      num_heads: attention heads; the width must be divisible by it.
+      ff_dim: hidden width of the feed-forward block.
+      dropout: dropout rate on attention output and in the feed-forward block.
+      activation: the feed-forward block's activation, ``"gelu"`` (exact, the
+        RankFormer's) or a Keras activation name.
+      init: ``initializers.INITIALIZATIONS``: ``pytorch`` as
+        ``torch.nn.TransformerEncoderLayer`` (the released code's), or ``keras``.
+    """
+
+    def __init__(
+        self,
+        num_heads: int = 1,
+        ff_dim: int = 512,
+        dropout: float = 0.25,
+        activation: str = "gelu",
+        init: str = "pytorch",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.ff_dim = ff_dim
+        self.dropout = dropout
+        self.activation = activation
+        self.init = check_init(init)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim % self.num_heads:
+            raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
+        self.norm_attention = LayerNorm(epsilon=1e-5)
+        # Self-attention as PyTorch's MultiheadAttention computes it: one input
+        # projection to queries, keys and values, scaled dot products, dropout on
+        # the attention weights, an output projection. Written out, it issues far
+        # fewer ops than Keras's MultiHeadAttention, which matters for latency.
+        # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
+        # MultiheadAttention sets them so); the output projection's weights
+        # follow the scheme.
+        self.qkv = Dense(3 * dim, name="qkv")
+        self.dropout_weights = FastDropout(self.dropout)
+        self.attention_out = Dense(
+            dim, kernel_initializer=kernel_initializer(dim, self.init), name="attention_out"
+        )
+        self.dropout_attention = FastDropout(self.dropout)
+        self.norm_ff = LayerNorm(epsilon=1e-5)
+        activation = gelu if self.activation == "gelu" else self.activation
+        self.ff_in = dense(self.ff_dim, fan_in=dim, init=self.init, activation=activation)
+        self.dropout_ff = FastDropout(self.dropout)
+        self.ff_out = dense(dim, fan_in=self.ff_dim, init=self.init)
+        self.dropout_out = FastDropout(self.dropout)
+        super().build(input_shape)
+
+    def _attention(self, h, mask, training):
+        """Self-attention of ``h`` ``[B, L, D]`` over the valid items: ``[B, L, D]``."""
+        return self.attention_out(self._attend(self.qkv(h), mask, training))
+
+    def _attend(self, qkv, mask, training):
+        """Attention from the input projection ``[B, L, 3 D]``: the heads' context,
+        merged, before the output projection: ``[B, L, D]``."""
+        batch, length, dim = tf.shape(qkv)[0], tf.shape(qkv)[1], qkv.shape[-1] // 3
+        heads, head_dim = self.num_heads, dim // self.num_heads
+
+        def split(t):  # [B, L, D] -> [B, H, L, D / H]
+            if heads == 1:  # a reshape, not a transposed copy (nor a slice, whose
+                return tf.expand_dims(t, 1)  # gradient zero-fills a copy)
+            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
+
+        q, k, v = (split(t) for t in tf.split(qkv, 3, axis=-1))
+        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(head_dim**-0.5, qkv.dtype)
+        # Only valid positions are attended to: [B, L] -> [B, 1, 1, L] additive bias.
+        lowest = -1e9 if qkv.dtype == tf.float32 else float(qkv.dtype.min)
+        bias = tf.where(mask, tf.constant(0.0, qkv.dtype), tf.constant(lowest, qkv.dtype))
+        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
+        weights = self.dropout_weights(weights, training=training)
+        context = tf.matmul(weights, v)  # [B, H, L, D / H]
+        return self._merge_heads(context, batch, length, dim)
+
+    def _merge_heads(self, context, batch, length, dim):
+        """``[B, H, L, D / H] -> [B, L, D]``."""
+        if self.num_heads == 1:
+            return tf.squeeze(context, 1)
+        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
+
+    def _compiled_feed_forward_hidden(self, h):
+        """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:
+        ``[B, L, D] -> [B, L, F]``."""
+        if not self.ff_in.built:
+            self.ff_in.build(h.shape)
+        if not self.dropout_ff.built:
+            self.dropout_ff.build(None)
+        hidden = matmul_last_axis(h, self.ff_in.kernel)  # [B, L, D] -> [B, L, F]
+        return compiled_ops.bias_gelu_dropout(
+            hidden, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
+        )
+
+    def _feed_forward(self, x, training):
+        """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
+        h = self.norm_ff(x, training=training)
+        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        if compiled and uses_compiled_ops(training, h.dtype):
+            h = self._compiled_feed_forward_hidden(h)
+        else:
+            h = self.dropout_ff(self.ff_in(h), training=training)
+        h = self.ff_out(h)
+        return self.dropout_out(h, training=training)
+
+    def call(self, x, mask, training=None):
+        if training is True and packed_items.enabled() and not uses_compiled_ops(True, x.dtype):
+            return self._packed_call(x, mask, training)
+        h = self._attention(self.norm_attention(x, training=training), mask, training)
+        x = x + self.dropout_attention(h, training=training)
+        return x + self._feed_forward(x, training)
+
+    def _packed_call(self, x, mask, training):
+        """``call`` with the item-wise parts on the valid items only (``packed_items``).
+
+        The valid items travel as one list padded to a multiple of
+        ``packed_items.ROW_BLOCK`` rows, ``[1, R, D]``, so that the sublayers
+        built for ``[B, L, D]`` take them unchanged and see few shapes: their
+        dropout and feed-forward activation run as XLA's compiled pieces, while
+        the attention, whose shape follows the bucket, keeps plain ops."""
+        rows, shape = packed_items.valid_rows(mask), tf.shape(mask)
+
+        def packed(t):  # [B, L, D] -> [1, R, D]
+            return tf.expand_dims(packed_items.pack(t, rows), 0)
+
+        def unpacked(t):  # [1, R, D] -> [B, L, D], zeros at padding
+            return packed_items.unpack(tf.squeeze(t, 0), rows, shape)
+
+        items = packed(x)
+        qkv = self.qkv(self.norm_attention(items, training=training))  # [1, R, 3 D]
+        with compiled_ops.default(False):
+            context = self._attend(unpacked(qkv), mask, training)  # [B, L, D]
+        with compiled_ops.default(True):
+            h = self.dropout_attention(self.attention_out(packed(context)), training=training)
+            items = items + h
+            items = items + self._feed_forward(items, training)
+        return unpacked(items)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            ff_dim=self.ff_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            init=self.init,
+        )
+        return config

@@ -36,6 +36,7 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
+from pipelines.convert_option_groups import BEAM_FLAGS, add_beam_arguments, add_elwc_arguments
 from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
@@ -90,13 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--qrels, --run), trec:DIR (those files found in DIR by their usual names) or "
         "'synthetic-text' (generated lists whose relevance depends on the list)",
     )
-    io.add_argument("--output", help="output directory (must not exist unless --overwrite)")
+    io.add_argument(
+        "--output",
+        help="output directory (must not exist, or be empty, unless --overwrite; a failure "
+        "leaves it as it was)",
+    )
     io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
     io.add_argument(
         "--overwrite",
         action="store_true",
         default=None,
-        help="replace an existing output directory",
+        help="replace an existing output directory, but only one tfr-convert wrote (its "
+        "manifest.json, shards, source/, FoldN/): anything else in it is refused, never deleted",
     )
     io.add_argument(
         "--config",
@@ -131,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     lists.add_argument(
         "--num-features",
         type=int,
-        help="feature count d. Default: the dataset's, else the largest index in the files",
+        help="feature count d (lines beyond it are errors). Default: the dataset's, else the "
+        "largest index in the files, which may be at most 4 x the largest index left after "
+        "setting aside the widest line of every 100 (or 100): one far wider line is an error",
     )
     lists.add_argument(
         "--max-relevance",
@@ -159,36 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
 
-    elwc = p.add_argument_group("ELWC input (--input elwc:...), one feature per name per item")
-    elwc.add_argument(
-        "--elwc-features",
-        metavar="LIST",
-        help="the item features to read, in order, comma-separated: names, globs "
-        "('custom_features_*', ordered by number) or ranges ('custom_features_{1..136}')",
-    )
-    elwc.add_argument(
-        "--elwc-label",
-        metavar="NAME",
-        help="item feature holding the graded label (float or int64). Default: relevance",
-    )
-    elwc.add_argument(
-        "--elwc-context",
-        metavar="LIST",
-        help="context features to copy into each output list's context, comma-separated "
-        "(lists that lack one are counted in the manifest)",
-    )
-    elwc.add_argument(
-        "--elwc-qid",
-        metavar="NAME",
-        help="int64 context feature holding the query id. Default: lists are numbered 1, 2, "
-        "... per split in file order",
-    )
-    elwc.add_argument(
-        "--elwc-missing-value",
-        type=float,
-        metavar="X",
-        help="value of an item feature a record lacks (counted in the manifest). Default: 0",
-    )
+    add_elwc_arguments(p)
 
     sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
     sim.add_argument(
@@ -245,44 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of the blocks read at once, in MiB; bounds memory. Default: 8",
     )
 
-    beam = p.add_argument_group(
-        "Apache Beam (pip install .[beam]); any further options go to Beam's PipelineOptions"
-    )
-    beam.add_argument(
-        "--runner",
-        choices=["DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner"],
-        help="convert with an Apache Beam pipeline on this runner instead of locally (same "
-        "output; lists are grouped by qid across files; invalid lines are set aside). Only "
-        "with --runner are unknown options accepted, as Beam pipeline options "
-        "(--project, --region, --temp_location, --flink_master, --environment_type, ...)",
-    )
-    beam.add_argument(
-        "--train-files",
-        action="append",
-        metavar="GLOB",
-        help="with --runner, instead of --input: train files as a glob (local, gs://, ...; "
-        ".gz accepted), repeatable; files are read in pattern order, sorted within a pattern",
-    )
-    beam.add_argument("--vali-files", action="append", metavar="GLOB", help="vali files, as above")
-    beam.add_argument("--test-files", action="append", metavar="GLOB", help="test files, as above")
-    beam.add_argument(
-        "--max-bad-lines",
-        type=int,
-        help="with --runner: invalid lines allowed (each is set aside in the dead-letter file); "
-        "more fail the run, leaving no output. Default: 0",
-    )
-    beam.add_argument(
-        "--bad-lines",
-        metavar="FILE",
-        help="with --runner: the dead-letter file (path, line, message per line). "
-        "Default: OUTPUT.bad_lines.txt",
-    )
-    beam.add_argument(
-        "--quantile-epsilon",
-        type=float,
-        help="with --runner: rank error bound of the quantile sketches as a share of the "
-        "train items. Default: 1 / --num-quantiles",
-    )
+    add_beam_arguments(p)
 
     out = p.add_argument_group("display")
     out.add_argument("--no-progress", action="store_true", help="hide the progress bars")
@@ -294,17 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_verbose_flag(out)
     return p
-
-
-_BEAM_FLAGS = (
-    "runner",
-    "train_files",
-    "vali_files",
-    "test_files",
-    "max_bad_lines",
-    "bad_lines",
-    "quantile_epsilon",
-)
 
 
 def _settings(args: argparse.Namespace) -> ConvertConfig:
@@ -332,7 +263,7 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
         flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
     if flags.pop("folds", None) == "all":
         values["all_folds"] = True
-    for name in ("config", "no_progress", "log_level", "verbose", *_BEAM_FLAGS):
+    for name in ("config", "no_progress", "log_level", "verbose", *BEAM_FLAGS):
         flags.pop(name, None)
     if args.train_files and not values.get("input") and "input" not in flags:
         flags["input"] = "files"
@@ -378,7 +309,7 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
     """Without --runner, Beam's options and flags are errors."""
     if beam_args:
         parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
-    given = [f"--{n.replace('_', '-')}" for n in _BEAM_FLAGS[1:] if getattr(args, n) is not None]
+    given = [f"--{n.replace('_', '-')}" for n in BEAM_FLAGS[1:] if getattr(args, n) is not None]
     if given:
         parser.error(f"{', '.join(given)} need --runner (the local converter stops at an error)")
 

@@ -12,13 +12,18 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+
+if TYPE_CHECKING:
+    from tfr_rankformer.training_density import TrainingDensity
 
 __all__ = ["build_parser", "main"]
 
@@ -75,10 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _elwc_files(args) -> list[str] | None:
+# Why a dense model refuses a LETOR line that stops short.
+_DENSE = "its training data gave every feature on every line"
+
+
+@dataclasses.dataclass
+class _Filled:
+    """Items read with 0s for features their input omitted, for the summary.
+
+    Attributes:
+      items: LETOR items whose lines omitted some of the model's features.
+      num_features: the model's feature count.
+      density: what the model's training data records (``TrainingDensity``).
+      converted: items of a converted split whose input lacked features
+        (its manifest's count; tfr-convert filled them).
+    """
+
+    items: int = 0
+    num_features: int = 0
+    density: TrainingDensity | None = None
+    converted: int = 0
+
+
+def _elwc_files(args, filled: _Filled) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
     from tfr_rankformer.data import load_manifest, split_files
     from tfr_rankformer.record_checks import check_tfrecord_file
+    from tfr_rankformer.training_density import MISSING_FEATURES
 
     if os.path.isdir(args.input):
         counts = {}
@@ -86,6 +114,9 @@ def _elwc_files(args) -> list[str] | None:
             manifest = load_manifest(args.input)
             files = split_files(args.input, manifest, args.split)
             counts = manifest["splits"][args.split]["files"]
+            recorded = manifest["splits"][args.split].get("input")
+            if isinstance(recorded, dict) and type(recorded.get(MISSING_FEATURES)) is int:
+                filled.converted = recorded[MISSING_FEATURES]
         else:
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:
@@ -120,7 +151,21 @@ def _text_lists(args):
         yield text_list.query_id, list(text_list.document_ids), query, documents
 
 
-def _lists(args) -> tuple[str, object]:
+def _letor_lists(args, num_features: int, filled: _Filled):
+    """The lists of the LETOR file ``--input``; a line that stops before the model's
+    last feature is refused when the training data gave every feature on every line."""
+    from tfr_rankformer.training_density import training_density
+    from tfrecords_tools.letor_lists import check_complete_lines, load_letor_lists
+
+    letor = load_letor_lists(args.input, num_features, duplicates=args.duplicate_features)
+    density = training_density(args.model)
+    if density.dense:
+        check_complete_lines(letor, why=_DENSE)
+    filled.items, filled.num_features, filled.density = letor.filled_items, num_features, density
+    return letor.lists
+
+
+def _lists(args, filled: _Filled) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
     from tfr_rankformer.gbdt import is_gbdt_run, load_booster
     from tfr_rankformer.prediction import (
@@ -135,7 +180,6 @@ def _lists(args) -> tuple[str, object]:
         tensor_signature,
         text_signature,
     )
-    from tfrecords_tools.letor_lists import read_letor_lists
 
     batch_size = args.batch_size or 256
     if not is_gbdt_run(args.model):
@@ -153,21 +197,17 @@ def _lists(args) -> tuple[str, object]:
         raise ValueError(
             f"{args.input} holds text lists: score it with a Listformer export, not {args.model}"
         )
-    files = _elwc_files(args)
+    files = _elwc_files(args, filled)
     if is_gbdt_run(args.model):
         booster = load_booster(args.model)
         path = os.path.join(args.model, "model.txt")
         if files is None:
-            lists = read_letor_lists(
-                args.input, booster.num_feature(), duplicates=args.duplicate_features
-            )
+            lists = _letor_lists(args, booster.num_feature(), filled)
             return path, score_lists_gbdt(booster, lists, batch_size=batch_size)
         return path, score_elwc_gbdt(booster, files, batch_size=batch_size)
     if files is None:
         signature = tensor_signature(export)
-        lists = read_letor_lists(
-            args.input, signature_num_features(signature), duplicates=args.duplicate_features
-        )
+        lists = _letor_lists(args, signature_num_features(signature), filled)
         return export, score_lists(signature, lists, batch_size=batch_size)
     return export, score_elwc(export, files, batch_size=batch_size)
 
@@ -179,6 +219,30 @@ def _counting_invalid(scored, total: list[int]):
         yield item
 
 
+def _filled_notes(filled: _Filled, split: str) -> list[str]:
+    """The summary's lines about features read as 0 (or tfr-convert's missing value)."""
+    notes = []
+    if filled.items:
+        density = filled.density
+        if density is not None and density.dense:
+            tail = "each line still gave the last feature, as every training line did"
+        elif density is not None and density.dense is False:
+            tail = "the training data omitted features too (tfr-convert read them as 0)"
+        else:
+            reason = density.reason if density is not None else "not recorded"
+            tail = f"whether the training data gave every feature is not known ({reason})"
+        notes.append(
+            f"{filled.items} items were scored with 0 for features their lines omitted (of "
+            f"the model's {filled.num_features}); {tail}"
+        )
+    if filled.converted:
+        notes.append(
+            f"{filled.converted} items of the {split} split lacked features in tfr-convert's "
+            "input and hold its missing value (items_with_missing_features in its manifest)"
+        )
+    return notes
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
@@ -188,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from tfr_rankformer.prediction import write_results
 
-        model, scored = _lists(args)
+        filled = _Filled()
+        model, scored = _lists(args, filled)
         text = _is_text(args.input)
         invalid = [0]
         lists = tqdm(
@@ -216,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             "or NaN/inf) and were ranked last with the padding score (the model was exported "
             "with --invalid-items score-last)"
         )
+    for note in _filled_notes(filled, args.split):
+        print(note)
     return 0
 
 

@@ -20,423 +20,34 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import sys
 
+from pipelines import train_options
 from pipelines.cli_common import (
-    add_lightgbm_options,
     check_converted_data,
     data_loss_message,
     format_metrics,
-    make_parser,
     merge_settings,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfr_rankformer.command_names import (
-    ADAM_EPSILONS,
-    ATTENTIONS,
-    GBDT_MODELS,
-    INITIALIZATIONS,
-    KEEP_WEIGHTS,
-    LOSS_SCALINGS,
-    LOSS_SUMMARIES,
-    LR_SCHEDULES,
-    MODEL_NAMES,
-    OPTIMIZERS,
-    TEXT_MODEL_NAMES,
+from pipelines.tf_log_level import set_tensorflow_log_level
+from pipelines.train_options import (
+    ARCHITECTURE,
+    NUMERIC_ARCHITECTURE,
+    REPORTED,
+    SWITCHES,
+    TEXT,
+    TEXT_ARCHITECTURE,
 )
+from tfr_rankformer.command_names import GBDT_MODELS, TEXT_MODEL_NAMES
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
-REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
-_ARCHITECTURE = (
-    "num_layers",
-    "num_heads",
-    "ff_dim",
-    "dropout",
-    "head_hidden",
-    "d_fc",
-    "positional_encoding",
-    "max_positions",
-    "global_tokens",
-    "cls_token",
-    "final_norm",
-    "head_dropout",
-    "cls_stddev",
-    "init",
-    "copied_layers",
-    "width",
-    "attention_window",
-    "attention",
-)
-_TEXT = (
-    "query_feature",
-    "document_feature",
-    "label_feature",
-    "max_query_tokens",
-    "max_document_tokens",
-    "vocab",
-    "vocab_size",
-)
-_TEXT_ARCHITECTURE = ("width", "attention_window", "attention")
-_NUMERIC_ARCHITECTURE = (
-    "d_fc",
-    "positional_encoding",
-    "global_tokens",
-    "cls_token",
-    "final_norm",
-    "cls_stddev",
-    "mixed_precision",
-    "xla",
-    "batch_items",
-    "memory_limit",
-    "length_buckets",
-)
-_SWITCHES = {"auto": None, "on": True, "off": False}
-
 
 def build_parser() -> argparse.ArgumentParser:
-    p = make_parser(
-        "tfr-train",
-        "Train a ranking model on the output of tfr-convert, keep the weights with "
-        "the best validation NDCG_y@10, and evaluate every split into MODEL_DIR/metrics.json.",
-        __doc__,
-    )
-    p.add_argument(
-        "--model",
-        choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
-        help="rankformer (listwise encoder + list head), transformer (same encoder, "
-        "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
-        "self-attention ranker), summary_token_ranker (this project's: items attend only to "
-        "[CLS] and learned summary tokens, RankFormer heads), listformer (Reuter's text "
-        "re-ranker on text ELWC: one sequence [CLS] q [SEP] d_1 [SEP] ..., document-wise "
-        "global-local attention, [SEP] scoring, ApproxNDCG), or a LightGBM lambdarank GBDT: "
-        "gbdt (LightGBM's usual settings: 1,000 trees, learning rate 0.05, 63 leaves, "
-        "min_data_in_leaf 50) or the paper's Table 5, gbdt-1k (1,000 trees) and gbdt-10k "
-        "(10,000 trees). Default: rankformer",
-    )
-    p.add_argument(
-        "--data",
-        help="a tfr-convert output directory (or one of its FoldN/); listformer: a directory "
-        "of text ELWC, {train,vali,test}-*.tfrecord with or without a manifest.json",
-    )
-    p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
-    p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
-    p.add_argument(
-        "--epochs",
-        type=int,
-        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
-        "listformer: 20",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        help="lists per batch, over all workers together when TF_CONFIG names several "
-        "(each takes its share). Set alone, every batch holds exactly this many lists. "
-        "Default: at most 2048 (the RankFormer paper) under the --batch-items budget; "
-        "context_aware: 64 (allRank); listformer: 16",
-    )
-    p.add_argument(
-        "--batch-items",
-        type=int,
-        help="budget of padded items per batch: lists are grouped by length into buckets "
-        "(16, 24, 32, 48, ... up to the longest list) and each bucket's batches hold about "
-        "this many items, fewer for lists over 256 items (attention grows with the square "
-        "of the length). Default: 32768 (the paper's 2048 lists of 16); context_aware: "
-        "15360 (64 x 240)",
-    )
-    p.add_argument(
-        "--list-size",
-        type=int,
-        help="items a training list keeps at most; longer lists are sampled afresh each epoch "
-        "and the items left out are counted in the log and metrics.json. Default: whole "
-        "lists (simulated data: the simulation's sample size, 16); context_aware: 240 "
-        "(allRank); listformer: 100 documents",
-    )
-    p.add_argument(
-        "--length-buckets",
-        choices=("on", "off"),
-        help="on: group training lists by length (see --batch-items); off: batches of "
-        "--batch-size lists in shuffled order, each padded to its longest list (a baseline "
-        "for benchmarks). Default: on",
-    )
-    p.add_argument(
-        "--memory-limit",
-        type=float,
-        metavar="GB",
-        help="GiB the run may use. Before its first step the run's peak memory is estimated "
-        "from the model, the buckets and the batch budget; above the limit the run is "
-        "refused with the flags that would make it fit. Default: the memory available at "
-        "the start",
-    )
-    p.add_argument(
-        "--progress-seconds",
-        type=float,
-        default=30.0,
-        help="where standard output or error is not a terminal, a progress line (step, "
-        "lists/s, the epoch's ETA) is logged this often, and one at each epoch's end; a "
-        "terminal shows Keras's progress bar. Default: 30",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        help="weight of the listwide ordinal loss (rankformer, summary_token_ranker, listformer: "
-        "on [CLS]), on the scale of "
-        "--loss-scaling: with 'released' it is the authors' code's list_pred_strength, whose "
-        "1 their README equates with the paper's alpha 0.25 (under the paper's unpublished "
-        "loss balancing); with 'paper' it is Eq. 9's alpha read literally. Default: 1 "
-        "(released) or 0.25 (paper) for the rankformer, 0 otherwise. alpha 0 builds no list "
-        "head and, for the rankformer, no [CLS] (the released code's strength 0)",
-    )
-    p.add_argument(
-        "--loss",
-        choices=sorted(LOSS_SUMMARIES),
-        help="item-score loss: "
-        + "; ".join(f"{name}: {summary}" for name, summary in LOSS_SUMMARIES.items())
-        + ". Default: softmax; listformer: approx_ndcg",
-    )
-    p.add_argument(
-        "--loss-scaling",
-        choices=list(LOSS_SCALINGS),
-        help="how per-list losses make the batch's loss. released: as the authors' code, "
-        "each list's item loss is a mean over its items, lists whose loss is exactly 0 "
-        "(t = 0 for the softmax) leave the average, the listwide loss is a mean over its "
-        "levels; paper: Eq. 9 as printed, sums within a list and over the levels, averaged "
-        "over every list. Default: released; context_aware: paper (per-list sums averaged "
-        "over lists, as allRank's ListNet)",
-    )
-    p.add_argument(
-        "--optimizer",
-        choices=list(OPTIMIZERS),
-        help="adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see --adam-epsilon). "
-        "Default: adamw; context_aware: adam (allRank)",
-    )
-    p.add_argument(
-        "--adam-epsilon",
-        choices=list(ADAM_EPSILONS),
-        help="where Adam's epsilon is added: pytorch, to the bias-corrected sqrt(v) as "
-        "torch.optim (the authors' code and allRank); keras, to the uncorrected sqrt(v) as "
-        "Keras's Adam (up to 32x more damping early on; this project's before). "
-        "Default: pytorch",
-    )
-    p.add_argument("--learning-rate", type=float, help="the optimizer's rate. Default: 1e-3")
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        help="AdamW's decoupled weight decay. Default: 0.1; context_aware: 0; listformer: 0.01",
-    )
-    p.add_argument(
-        "--lr-schedule",
-        choices=list(LR_SCHEDULES),
-        help="epoch_inverse_sqrt: constant, then x (epoch - E + 1)^-0.5 per epoch from epoch "
-        "E = --decay-after-epoch (the authors' code); step_inverse_sqrt: x sqrt(start / step) "
-        "per step after epoch E (this project's earlier default); step_decay: x0.1 every E "
-        "epochs (allRank's StepLR). Default: epoch_inverse_sqrt; context_aware: step_decay",
-    )
-    p.add_argument(
-        "--decay-after-epoch",
-        type=int,
-        help="the epoch the schedule starts decaying at (step_decay: its period). Default: 20; "
-        "step_decay: half of --epochs",
-    )
-    p.add_argument(
-        "--keep-weights",
-        choices=list(KEEP_WEIGHTS),
-        help="best: the weights of the best validation NDCG_y@10, with early stopping; last: "
-        "the last epoch's, no early stopping (the authors' protocol). Default: best",
-    )
-    p.add_argument(
-        "--patience",
-        type=int,
-        help="epochs without better validation NDCG_y@10 before stopping (--keep-weights "
-        "best). Default: 20",
-    )
-    empty = p.add_mutually_exclusive_group()
-    empty.add_argument(
-        "--include-empty-lists",
-        dest="include_empty_lists",
-        action="store_true",
-        default=None,
-        help="train on lists whose list label t is 0 too. Default with --loss-scaling "
-        "released: every list is trained on, as the authors' code",
-    )
-    empty.add_argument(
-        "--exclude-empty-lists",
-        dest="include_empty_lists",
-        action="store_false",
-        help="train only on lists with t > 0. Default with --loss-scaling paper: the paper's "
-        "policy (only a model with a list head and alpha > 0 sees t = 0 lists)",
-    )
-    p.add_argument(
-        "--mixed-precision",
-        choices=sorted(_SWITCHES),
-        help="float16 compute. Default: auto (on when a GPU is visible)",
-    )
-    p.add_argument(
-        "--xla",
-        choices=sorted(_SWITCHES),
-        help="XLA compilation. Default: auto (on when a GPU is visible)",
-    )
-    p.add_argument(
-        "--eval-batch-size",
-        type=int,
-        help="lists per evaluation batch. Default: 256; listformer: 16",
-    )
-    p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
-    arch = p.add_argument_group(
-        "architecture (defaults: each model's paper and released code; context_aware: 4 "
-        "blocks, 2 heads, feed-forward 512, dropout 0.4, d_fc 144, keras init; the others: 3 "
-        "layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with dropout, no final "
-        "LayerNorm, [CLS] from N(0, 1), pytorch init)"
-    )
-    arch.add_argument("--num-layers", type=int, help="encoder layers (blocks)")
-    arch.add_argument("--num-heads", type=int, help="attention heads")
-    arch.add_argument("--ff-dim", type=int, help="feed-forward width")
-    arch.add_argument("--dropout", type=float, help="dropout rate")
-    arch.add_argument("--head-hidden", type=int, help="hidden width of the heads")
-    arch.add_argument(
-        "--d-fc", type=int, help="context_aware: width of the input projection. Default: 144"
-    )
-    arch.add_argument(
-        "--positional-encoding",
-        choices=["none", "fixed", "learned"],
-        help="context_aware: encode each item's position in the input order (fixed: "
-        "sinusoidal), for re-ranking a first stage's order; training lists are then cut to "
-        "their first items, never sampled. Default: none (permutation-equivariant)",
-    )
-    arch.add_argument(
-        "--max-positions",
-        type=int,
-        help="longest list a learned positional encoding takes (context_aware), or the "
-        "listformer's position embeddings (its token caps must stay below it). Default: 1024; "
-        "listformer: 512",
-    )
-    arch.add_argument(
-        "--global-tokens",
-        type=int,
-        help="summary_token_ranker: learned summary tokens besides [CLS]. Default: 4",
-    )
-    arch.add_argument(
-        "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
-    )
-    arch.add_argument(
-        "--attention-window",
-        type=int,
-        help="listformer: a document's token attends to its document's tokens at most this "
-        "many positions away on each side (Longformer's sliding window, cut at the document's "
-        "borders). Default: 256",
-    )
-    arch.add_argument(
-        "--attention",
-        choices=list(ATTENTIONS),
-        help="listformer: blocked (per-document blocks, memory linear in the documents), "
-        "dense_masked (the same attention through the full masked matrix, for checking) or "
-        "full (plain full attention over the same sequence: a baseline, not the Listformer). "
-        "Default: blocked",
-    )
-    text = p.add_argument_group(
-        "text lists (listformer; defaults: 2 layers, 2 heads, width 128, feed-forward 256, "
-        "dropout 0.1, max_positions 512, trained from scratch)"
-    )
-    text.add_argument(
-        "--query-feature",
-        help="context feature of the query's word tokens. Default: the manifest's, else "
-        "query_tokens",
-    )
-    text.add_argument(
-        "--document-feature",
-        help="per-item feature of a document's word tokens. Default: the manifest's, else "
-        "document_tokens",
-    )
-    text.add_argument(
-        "--label-feature",
-        help="per-item int64 label. Default: the manifest's, else relevance",
-    )
-    text.add_argument(
-        "--max-query-tokens",
-        type=int,
-        help="WordPiece tokens kept of a query; longer queries are cut and counted. Default: 32",
-    )
-    text.add_argument(
-        "--max-document-tokens",
-        type=int,
-        help="WordPiece tokens kept of a document; longer documents are cut and counted. "
-        "Default: 128",
-    )
-    text.add_argument(
-        "--vocab",
-        metavar="FILE",
-        help="a WordPiece vocabulary (one token per line, with [UNK], as BERT's vocab.txt). "
-        "Default: built from the training split's text",
-    )
-    text.add_argument(
-        "--vocab-size",
-        type=int,
-        help="entries of the vocabulary built from the training text. Default: 8000",
-    )
-    arch.add_argument(
-        "--cls-token",
-        action=argparse.BooleanOptionalAction,
-        help="rankformer, transformer: prepend the learnable [CLS] and score h_s(z_i || z_CLS) "
-        "(needed by a list head). Default: only with a list head (alpha > 0), as the "
-        "authors' code; --cls-token on the transformer is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--final-norm",
-        action=argparse.BooleanOptionalAction,
-        help="a LayerNorm after the last encoder layer. Default: none (the authors' code)",
-    )
-    arch.add_argument(
-        "--head-dropout",
-        type=float,
-        help="dropout between the heads' ReLU and output layer. Default: --dropout "
-        "(the authors' code); 0 is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--cls-stddev",
-        type=float,
-        help="standard deviation of the [CLS] vector's initial values. Default: 1 "
-        "(the authors' torch.nn.Embedding); 0.05 is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--init",
-        choices=list(INITIALIZATIONS),
-        help="weight initialisation: pytorch (torch.nn.Linear's, the authors' code) or keras "
-        "(Glorot-uniform, zero biases). Default: pytorch; context_aware: keras (allRank's "
-        "Xavier)",
-    )
-    arch.add_argument(
-        "--copied-layers",
-        action=argparse.BooleanOptionalAction,
-        help="every encoder layer starts from the first layer's initial weights, as in the "
-        "authors' code (torch.nn.TransformerEncoder deep-copies its layer) and allRank (its "
-        "clones). Default: on; listformer: off. --no-copied-layers draws each layer's "
-        "weights on its own (this project's earlier variant)",
-    )
-    gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
-    gbdt.add_argument(
-        "--trees",
-        type=int,
-        help="trees to grow (all kept unless --early-stopping-rounds). Default: the "
-        "preset's (1,000 or 10,000)",
-    )
-    add_lightgbm_options(gbdt, "the GBDT", early_stopping=0)
-    p.add_argument(
-        "--no-export",
-        action="store_true",
-        help="skip exporting the SavedModel to MODEL_DIR/export/<version>",
-    )
-    p.add_argument(
-        "--final-weights",
-        metavar="FILE.npz",
-        help="also write the weights this process ended training with (before the best ones "
-        "are reloaded) to FILE.npz; every worker of a multi-worker job writes its own, to "
-        "check that they agree",
-    )
-    p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    add_verbose_flag(p)
-    return p
+    return train_options.build_parser(__doc__)
 
 
 _GBDT_FLAGS = ("trees", "early_stopping_rounds", "num_threads", "lgb_param")
@@ -472,15 +83,15 @@ def _neural_config(args, flags: dict):
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
     text_model = _model_name(args) in TEXT_MODEL_NAMES
-    wrong = _TEXT + _TEXT_ARCHITECTURE if not text_model else _NUMERIC_ARCHITECTURE
+    wrong = TEXT + TEXT_ARCHITECTURE if not text_model else NUMERIC_ARCHITECTURE
     given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
     if given:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
         raise ValueError(f"{', '.join(given)}: for {kind} only")
     for name in ("mixed_precision", "xla", "length_buckets"):
-        flags[name] = _SWITCHES[flags[name]] if flags[name] is not None else None
+        flags[name] = SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
-    nested = {n: "architecture" for n in _ARCHITECTURE} | {n: "text" for n in _TEXT}
+    nested = {n: "architecture" for n in ARCHITECTURE} | {n: "text" for n in TEXT}
     values = merge_settings(args.config, neural, nested)
     return TrainConfig.from_json(values)
 
@@ -492,8 +103,41 @@ def _model_name(args) -> str | None:
         return json.load(f).get("model")
 
 
+def _flag_error(message: str, flags: dict) -> str:
+    """``message`` with each `field` given as a flag written as that flag
+    (``--epochs``), so that the error names what the user typed."""
+
+    def as_flag(match: re.Match) -> str:
+        name = match.group(1)
+        return "--" + name.replace("_", "-") if flags.get(name) is not None else match.group(0)
+
+    return re.sub(r"`([a-z_0-9]+)`", as_flag, message)
+
+
+def _configs(parser: argparse.ArgumentParser, args, flags: dict):
+    """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
+    try:
+        if args.progress_seconds <= 0:
+            raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
+        if _model_name(args) in GBDT_MODELS:
+            if args.final_weights:
+                raise ValueError("--final-weights: for the neural models only")
+            return _gbdt_config(args, flags)
+        return _neural_config(args, flags)
+    except (ValueError, TypeError) as e:
+        parser.error(_flag_error(str(e), flags))
+    except OSError as e:  # the --config file
+        parser.error(f"--config: {e.strerror or e}: {e.filename or args.config}")
+
+
+def _exported_versions(model_dir: str) -> list[str]:
+    folder = os.path.join(model_dir, "export")
+    return sorted(n for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     from tfr_rankformer.export import export_run
@@ -509,24 +153,22 @@ def main(argv: list[str] | None = None) -> int:
         "final_weights",
         "verbose",
         "progress_seconds",
+        "resume",
+        "overwrite",
     )
     flags = {k: v for k, v in vars(args).items() if k not in skip}
+    existing = "resume" if args.resume else "overwrite" if args.overwrite else "refuse"
     exported = None
+    config = _configs(parser, args, flags)
     import tensorflow as tf
 
     try:
         if _model_name(args) in GBDT_MODELS:
-            if args.final_weights:
-                raise ValueError("--final-weights: for the neural models only")
-            config = _gbdt_config(args, flags)
             check_converted_data(config.data)
-            metrics = train_gbdt(config)
+            metrics = train_gbdt(config, existing=existing)
         else:
-            config = _neural_config(args, flags)
             if not config.is_text:  # text lists are checked as the text loader reads them
                 check_converted_data(config.data)
-            if args.progress_seconds <= 0:
-                raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
             # A live bar on terminals, progress lines in logs (see train's `verbose`).
             worker = worker_role()
             metrics = train(
@@ -534,11 +176,16 @@ def main(argv: list[str] | None = None) -> int:
                 verbose=0 if args.quiet else 1,
                 final_weights=args.final_weights,
                 progress_seconds=args.progress_seconds,
+                existing=existing,
             )
             if not worker.is_chief:
                 print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
                 return 0
-            exported = None if args.no_export else export_run(config.model_dir)
+            versions = _exported_versions(config.model_dir) if args.resume else []
+            if versions:  # a resumed run that was complete and exported
+                print(f"already exported: {config.model_dir}/export/{versions[-1]}")
+            elif not args.no_export:
+                exported = export_run(config.model_dir)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1

@@ -300,3 +300,5 @@ def test_unsorted_and_repeated_indices_agree_with_the_local_converter(tmp_path):
     beam_entry = _manifest(tmp_path / "beam")["splits"]["train"]["input"]
     assert (local["unsorted_feature_lines"], local["duplicate_feature_lines"]) == (3, 1)
     assert beam_entry["unsorted_feature_lines"] == 3 and beam_entry["duplicate_feature_lines"] == 1
+    # Lines 2 and 4 omit an index (3, then 2).
+    assert local["items_with_missing_features"] == beam_entry["items_with_missing_features"] == 2

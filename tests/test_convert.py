@@ -286,15 +286,25 @@ def test_known_dataset_is_found_under_data_dir_or_env(tiny_dataset, tmp_path, mo
 
 def test_existing_output_needs_overwrite(tiny_dataset, tmp_path, capsys):
     out = tmp_path / "out"
+    argv = ["--input", str(tiny_dataset), "--output", str(out), "--no-progress"]
+    assert main(argv) == 0
+    (out / "train-00000-of-00001.tfrecord").write_bytes(b"old")
+    assert main(argv) == 1
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert (out / "train-00000-of-00001.tfrecord").read_bytes() == b"old"
+    assert main(argv + ["--overwrite"]) == 0
+    assert (out / "train-00000-of-00001.tfrecord").read_bytes() != b"old"
+
+
+def test_overwrite_keeps_a_directory_tfr_convert_did_not_write(tiny_dataset, tmp_path, capsys):
+    out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert main(["--input", str(tiny_dataset), "--output", str(out), "--no-progress"]) == 1
-    assert "--overwrite" in capsys.readouterr().err and (out / "keep.txt").exists()
-    assert (
-        main(["--input", str(tiny_dataset), "--output", str(out), "--overwrite", "--no-progress"])
-        == 0
-    )
-    assert not (out / "keep.txt").exists() and (out / "manifest.json").exists()
+    argv = ["--input", str(tiny_dataset), "--output", str(out), "--no-progress"]
+    for extra in ([], ["--overwrite"]):
+        assert main(argv + extra) == 1
+        assert "was not written by tfr-convert: it holds keep.txt" in capsys.readouterr().err
+        assert os.listdir(out) == ["keep.txt"]
 
 
 def test_config_file_with_flag_overrides(tiny_dataset, tmp_path):

@@ -202,12 +202,17 @@ def test_cli_refuses_flags_of_the_other_model_family(dataset, tmp_path, capsys):
     from pipelines.train_cli import main
 
     base = ["--data", dataset, "--model-dir", str(tmp_path / "r")]
-    assert main(["--model", "gbdt", "--epochs", "3", *base]) == 1
-    assert "--epochs: for the neural models only" in capsys.readouterr().err
-    assert main(["--model", "mlp", "--trees", "3", *base]) == 1
-    assert "--trees: for the GBDT models only" in capsys.readouterr().err
-    assert main(["--model", "gbdt", "--lgb-param", "oops", *base]) == 1
-    assert "KEY=VALUE" in capsys.readouterr().err
+    # Usage errors: argparse's exit status 2.
+    for flags, message in [
+        (["--model", "gbdt", "--epochs", "3"], "--epochs: for the neural models only"),
+        (["--model", "mlp", "--trees", "3"], "--trees: for the GBDT models only"),
+        (["--model", "gbdt", "--lgb-param", "oops"], "KEY=VALUE"),
+    ]:
+        with pytest.raises(SystemExit) as stop:
+            main([*flags, *base])
+        assert stop.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path):

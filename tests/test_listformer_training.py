@@ -196,5 +196,7 @@ def test_listformer_refuses_a_numeric_dataset(tmp_path, capsys):
 )
 def test_flags_of_the_other_kind_of_model_are_refused(tmp_path, capsys, model, flag, value):
     argv = ["--model", model, "--data", str(tmp_path), "--model-dir", str(tmp_path / "r")]
-    assert train_main(argv + [flag, value]) == 1
+    with pytest.raises(SystemExit) as stop:
+        train_main(argv + [flag, value])
+    assert stop.value.code == 2  # a usage error
     assert f"{flag}: for" in capsys.readouterr().err

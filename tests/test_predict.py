@@ -101,9 +101,10 @@ def test_bad_input_fails_cleanly(export, tmp_path, capsys):
 
 def test_unsorted_and_repeated_indices_score_like_the_sorted_line(export, tmp_path, capsys):
     model_dir, _ = export
-    sorted_line = "1 qid:3 1:0.25 7:0.5 40:-1.0\n"
-    shuffled = "1 qid:3 40:-1.0 7:9.0 1:0.25 7:0.5\n"  # index 7 twice: the last value counts
-    other = "0 qid:3 2:0.75\n"
+    # Each line gives the last feature: the model's training data gave every one.
+    sorted_line = "1 qid:3 1:0.25 7:0.5 40:-1.0 136:0\n"
+    shuffled = "1 qid:3 136:0 40:-1.0 7:9.0 1:0.25 7:0.5\n"  # 7 twice: the last value counts
+    other = "0 qid:3 2:0.75 136:0\n"
     runs = {}
     for name, first in (("sorted", sorted_line), ("shuffled", shuffled)):
         path = write_lines(tmp_path / f"{name}.txt", [first, other])

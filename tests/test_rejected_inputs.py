@@ -124,6 +124,26 @@ def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
 
 
+def _wide_line() -> bytes:
+    """Three-feature lines, then one listing features 1..1000."""
+    wide = "1 qid:9 " + " ".join(f"{j}:0.5" for j in range(1, 1001))
+    return _letor(GOOD_BEFORE + GOOD_AFTER + [wide])
+
+
+def _convert_over_foreign(env: Env) -> str:
+    """``--overwrite`` onto a directory holding the user's own files, which must survive."""
+    from pipelines.convert_cli import main
+
+    out = env.tmp / "out"
+    (out / "raw").mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    argv = ["--input", "synthetic", "--synthetic-lists", "3", "--output", str(out)]
+    message = _cli_error(main, argv + ["--overwrite", "--no-progress"], "tfr-convert", env, [])
+    assert sorted(os.listdir(out)) == ["notes.txt", "raw"]
+    assert not [n for n in os.listdir(env.tmp) if n.startswith(".")], os.listdir(env.tmp)
+    return message
+
+
 def _convert_cases() -> list[Case]:
     cases = [
         Case(
@@ -179,6 +199,18 @@ def _convert_cases() -> list[Case]:
             "a `.gz` with a corrupt byte",
             lambda env: _convert(env, _flip(gz, len(gz) - 6), name="train.txt.gz"),
             "gz-crc",
+        ),
+        Case(
+            "tfr-convert",
+            "a line reaching feature 1000 among 3-feature lines, `--num-features` not given",
+            lambda env: _convert(env, _wide_line(), sizes=False),
+            "wide-line",
+        ),
+        Case(
+            "tfr-convert",
+            "`--overwrite` onto a directory holding other files than tfr-convert's",
+            _convert_over_foreign,
+            "overwrite-foreign",
         ),
     ]
     return cases
@@ -246,6 +278,19 @@ def _train(env: Env, damage) -> str:
     run = env.tmp / "run"
     argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--epochs", "1"]
     return _cli_error(main, argv + ["--quiet"], "tfr-train", env, [run])
+
+
+def _train_into_foreign(env: Env) -> str:
+    from pipelines.train_cli import main
+
+    data = _tiny_converted(env)
+    run = env.tmp / "mine"
+    run.mkdir()
+    (run / "notes.txt").write_text("not a run's")
+    argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--overwrite"]
+    error = _cli_error(main, argv + ["--quiet"], "tfr-train", env, [])
+    assert sorted(os.listdir(run)) == ["notes.txt"]
+    return error
 
 
 def _eval(env: Env, damage) -> str:
@@ -316,6 +361,23 @@ def _predict_manifest(env: Env) -> str:
     return _predict(env, data)
 
 
+def _predict_short_line(env: Env) -> str:
+    """A LETOR line stopping at feature 20 for an export of the session's model, whose
+    training data gave all 136 features on every line."""
+    from pipelines.predict_cli import main
+    from tfr_rankformer.export import export_run
+
+    # A copy: the session's run is shared with tests that number its exports.
+    model_dir = env.tmp / "trained"
+    shutil.copytree(env.trained()[0], model_dir, ignore=shutil.ignore_patterns("export"))
+    export = export_run(str(model_dir))
+    lines = [letor_line(1, 1, [0.5] * 136), letor_line(0, 1, [0.5] * 20)]
+    path = write_lines(env.tmp / "short.txt", lines)
+    out = env.tmp / "run.txt"
+    argv = ["--model", export, "--input", path, "--output", str(out), "--no-progress"]
+    return _cli_error(main, argv, "tfr-predict", env, [out])
+
+
 def _data_cases() -> list[Case]:
     cases = []
     for command, runner in (("tfr-train", _train), ("tfr-eval", _eval)):
@@ -340,6 +402,12 @@ def _data_cases() -> list[Case]:
                 Case(command, text, lambda env, r=runner, g=damage: r(env, g), f"{command}-{key}")
             )
     cases += [
+        Case(
+            "tfr-train",
+            "`--overwrite` of a `--model-dir` that holds files a run never writes",
+            _train_into_foreign,
+            "train-foreign-dir",
+        ),
         Case("tfr-predict", "a truncated LETOR `.gz`", _predict_gz, "predict-gz"),
         Case("tfr-predict", "an ELWC `.tfrecord` cut short", _predict_cut_shard, "predict-cut"),
         Case(
@@ -365,6 +433,12 @@ def _data_cases() -> list[Case]:
             "an ELWC item holding NaN",
             lambda env: _predict_elwc(env, [[1.0, float("nan"), 3.0]]),
             "predict-nan",
+        ),
+        Case(
+            "tfr-predict",
+            "a LETOR line stopping at feature 20 of 136, the training data dense",
+            _predict_short_line,
+            "predict-short-line",
         ),
     ]
     return cases

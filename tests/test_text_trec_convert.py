@@ -292,11 +292,17 @@ def test_an_existing_output_is_kept(tmp_path):
     paths = write_files(tmp_path / "in")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    for overwrite in (False, True):
+        config = config_for(paths, tmp_path / "out", overwrite=overwrite)
+        with pytest.raises(FileExistsError, match="not written by tfr-convert: it holds keep.txt"):
+            convert_trec(config, progress=False)
+        assert os.listdir(tmp_path / "out") == ["keep.txt"]
+    os.remove(tmp_path / "out" / "keep.txt")
+    convert_trec(config_for(paths, tmp_path / "out"), progress=False)
+    with pytest.raises(FileExistsError, match="pass --overwrite"):
         convert_trec(config_for(paths, tmp_path / "out"), progress=False)
-    assert os.listdir(tmp_path / "out") == ["keep.txt"]
     convert_trec(config_for(paths, tmp_path / "out", overwrite=True), progress=False)
-    assert "keep.txt" not in os.listdir(tmp_path / "out")
+    assert "manifest.json" in os.listdir(tmp_path / "out")
 
 
 def test_token_limits_are_counted(tmp_path):

@@ -189,7 +189,7 @@ def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
     first.wait()
     logged = [int(row["epoch"]) for row in _history(model_dir)]
     assert logged and logged[0] == 0 and max(logged) < 5
-    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    second = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-2000:]
     resumed = [int(row["epoch"]) for row in _history(model_dir)][len(logged) :]
     # It continued after the last backed-up epoch instead of starting again at 0.

@@ -15,8 +15,8 @@ import pytest
 
 from pipelines.convert_cli import main
 from tfrecords_tools.convert import ConvertConfig, convert
+from tfrecords_tools.feature_count import scan_letor_file
 from tfrecords_tools.letor_parser import LetorFormatError, parse_letor_lines
-from tfrecords_tools.letor_reader import scan_letor_file
 
 NUM_FEATURES = 136
 
@@ -83,7 +83,8 @@ def test_unknown_policy_is_refused():
 def test_scan_finds_the_largest_index_anywhere_on_the_line(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("2 qid:1 115:0.5 5:0.1\n1 qid:1 3:0.2\n")
-    assert scan_letor_file(str(path)) == (115, 2)
+    scan = scan_letor_file(str(path))
+    assert (scan.max_index, scan.max_label, scan.widest_line) == (115, 2, 1)
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,7 @@ from tfr_rankformer import data, gbdt
 from tfr_rankformer.command_names import DISTILL_ROWS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.list_arrays import ListArrays, read_split
+from tfr_rankformer.run_directory import RunExistsError, describe_entries, inspect_run
 
 __all__ = [
     "DistillConfig",
@@ -281,9 +282,15 @@ def distill(config: DistillConfig) -> dict:
     once complete, so a failed run leaves no partial student behind.
     """
     final = os.path.abspath(config.output)
-    if os.path.exists(final) and not config.overwrite:
-        if not os.path.isdir(final) or os.listdir(final):
-            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
+    existing = inspect_run(final)  # None: absent or empty
+    if existing is not None and existing.foreign:
+        raise RunExistsError(
+            f"{config.output} holds files tfr-distill never writes "
+            f"({describe_entries(existing.foreign)}): --overwrite replaces only a run's "
+            "directory; choose another --output"
+        )
+    if existing is not None and not config.overwrite:
+        raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
     work = final + ".partial"
     shutil.rmtree(work, ignore_errors=True)
     try:

@@ -25,10 +25,11 @@ is flagged in an extra ``invalid_items [batch, list] bool`` output.
 from __future__ import annotations
 
 import os
+import shutil
 
 import tensorflow as tf
 
-from tfr_rankformer import data, elwc_schema, serving_checks
+from tfr_rankformer import data, elwc_schema, fault_points, serving_checks
 from tfr_rankformer.runs import load_run
 
 __all__ = [
@@ -164,6 +165,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; export versions are never overwritten")
     temporary = os.path.join(export_dir, f".{version}.partial")
+    shutil.rmtree(temporary, ignore_errors=True)  # left by an export that was killed
     save_servable(
         model,
         temporary,
@@ -172,6 +174,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
         warmup=_sample_requests(config, manifest),
         invalid_items=invalid_items,
     )
+    fault_points.reached("export.saved")
     os.replace(temporary, path)
     return path
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -33,6 +34,7 @@ from tfr_rankformer.command_names import GBDT_MODELS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.list_arrays import ListArrays, read_split
 from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.run_directory import run_session
 
 __all__ = [
     "GBDT_MODELS",
@@ -417,16 +419,27 @@ def evaluate_arrays(scores: np.ndarray, arrays: ListArrays, *, max_label: int) -
     )
 
 
-def train_gbdt(config: GBDTConfig, *, callbacks: list | None = None) -> dict:
+def train_gbdt(
+    config: GBDTConfig, *, callbacks: list | None = None, existing: str = "refuse"
+) -> dict:
     """Trains, evaluates every split; returns ``metrics.json``'s content.
 
     Args:
       config: the run's settings.
       callbacks: extra LightGBM callbacks, called after every tree (e.g. a
         tuner's pruning, which may raise to end the run).
+      existing: what to do with a run already in ``model_dir`` (see
+        ``run_directory``; a GBDT run is replaced, never resumed).
     """
+    with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False) as s:
+        if s == "complete":
+            with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
+                return json.load(f)
+        return _train_gbdt(config, callbacks)
+
+
+def _train_gbdt(config: GBDTConfig, callbacks: list | None) -> dict:
     manifest = data.load_manifest(config.data)
-    os.makedirs(config.model_dir, exist_ok=True)
     write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
     splits = {split: read_split(config.data, manifest, split) for split in manifest["splits"]}
     train = splits["train"]

@@ -17,6 +17,7 @@ model was trained with are cut, as in training.
 from __future__ import annotations
 
 import os
+import shutil
 
 import tensorflow as tf
 
@@ -99,6 +100,7 @@ def export_text_run(model_dir: str, *, version: int | None = None) -> str:
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; export versions are never overwritten")
     temporary = os.path.join(export_dir, f".{version}.partial")
+    shutil.rmtree(temporary, ignore_errors=True)  # left by an export that was killed
     save_text_servable(model, tokenizer, data, temporary, list_head=config.uses_list_head)
     os.replace(temporary, path)
     return path

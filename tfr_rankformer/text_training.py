@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 import weakref
 
@@ -33,6 +32,7 @@ from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.multi_worker import worker_role
 from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.run_directory import check_run_directory, run_session
 from tfr_rankformer.text_tokenizer import (
     TextTokenizer,
     build_vocabulary,
@@ -223,17 +223,11 @@ def _compile(config: TrainConfig, vocab_size: int, levels: int, steps: int) -> t
 
 
 def _start(config: TrainConfig, vocabulary: list[str], levels: int) -> None:
-    os.makedirs(config.model_dir, exist_ok=True)
+    """The new run's files (``run_session`` gave it an empty directory)."""
     write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
     write_vocabulary(os.path.join(config.model_dir, VOCAB_NAME), vocabulary)
     # What rebuilding the model needs besides config.json.
     write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), {"label_levels": levels})
-    for name in (HISTORY_NAME, "backup"):
-        path = os.path.join(config.model_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
 
 
 def _tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
@@ -244,7 +238,13 @@ def _tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
     )
 
 
-def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | None = None) -> dict:
+def train_text(
+    config: TrainConfig,
+    *,
+    verbose: int = 1,
+    final_weights: str | None = None,
+    existing: str = "refuse",
+) -> dict:
     """Trains the Listformer on text ELWC, keeps the best weights, evaluates every split.
 
     Returns:
@@ -255,6 +255,8 @@ def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | No
             "the listformer trains in one process: multi-worker TF_CONFIG is not "
             "supported for text models"
         )
+    # Refusals come before the scan of the training lists.
+    check_run_directory(config.model_dir, config.to_json(), existing=existing, resumable=False)
     tf.keras.utils.set_random_seed(config.seed)
     data = text_data.load_text_data(config.data, config.text)
     word_counts = None if config.text.vocab else collections.Counter()
@@ -268,7 +270,39 @@ def train_text(config: TrainConfig, *, verbose: int = 1, final_weights: str | No
     if lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
     steps = math.ceil(lists / config.batch_size)
-    _start(config, vocabulary, levels)
+    # Text runs keep no backup: they can be replaced, not resumed.
+    with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False):
+        _start(config, vocabulary, levels)
+        return _train_text(
+            config,
+            data,
+            scan,
+            vocabulary,
+            tokenizer,
+            levels,
+            lists,
+            steps,
+            list_size=list_size,
+            verbose=verbose,
+            final_weights=final_weights,
+        )
+
+
+def _train_text(
+    config,
+    data,
+    scan,
+    vocabulary,
+    tokenizer,
+    levels,
+    lists,
+    steps,
+    *,
+    list_size,
+    verbose,
+    final_weights,
+) -> dict:
+    """``train_text``'s work inside the run directory."""
     model = _compile(config, len(vocabulary), levels, steps)
     logger.info(
         "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "

@@ -17,6 +17,8 @@ the chief writes into ``model_dir``.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -43,7 +45,8 @@ from tfr_rankformer.optimizers import (
     build_optimizer,
     learning_rate_schedule,
 )
-from tfr_rankformer.run_plan import check_memory, plan_run, shuffle_lists
+from tfr_rankformer.run_directory import check_run_directory, run_session
+from tfr_rankformer.run_plan import RunPlan, check_memory, plan_run, shuffle_lists
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import (
     BestWeights,
@@ -200,15 +203,10 @@ def _callbacks(
     return callbacks, monitor
 
 
-def _start_run_dir(config: TrainConfig) -> None:
-    """The chief's ``model_dir``: the resolved settings, and a fresh history unless resuming."""
-    os.makedirs(config.model_dir, exist_ok=True)
-    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
-    backup = os.path.join(config.model_dir, BACKUP_NAME)
-    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
-    resuming = os.path.isdir(backup) and bool(os.listdir(backup))
-    if not resuming and os.path.exists(history_csv):
-        os.remove(history_csv)  # a fresh run starts a fresh history
+def recorded_metrics(config: TrainConfig) -> dict:
+    """A complete run's ``metrics.json`` (what ``--resume`` of it returns)."""
+    with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
+        return json.load(f)
 
 
 def _evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) -> dict:
@@ -236,6 +234,7 @@ def train(
     final_weights: str | None = None,
     callbacks: list | None = None,
     progress_seconds: float = 30.0,
+    existing: str = "refuse",
 ) -> dict:
     """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content.
 
@@ -251,6 +250,8 @@ def train(
       callbacks: extra Keras callbacks, run after the training loop's own (so
         their logs hold the epoch's ``val_*`` metrics), e.g. a tuner's pruning.
       progress_seconds: see ``verbose``.
+      existing: what to do with a run already in ``model_dir`` (``refuse``,
+        ``resume``, ``overwrite``: see ``run_directory``).
 
     Returns:
       The metrics; ``{}`` on a multi-worker job's non-chief workers, which
@@ -261,7 +262,9 @@ def train(
 
         # Text runs log one line per epoch where no terminal shows the bar.
         text_verbose = 2 if verbose == 1 and not attached_to_terminal() else verbose
-        return train_text(config, verbose=text_verbose, final_weights=final_weights)
+        return train_text(
+            config, verbose=text_verbose, final_weights=final_weights, existing=existing
+        )
     # First: MultiWorkerMirroredStrategy must set up the cluster before
     # TensorFlow's runtime starts.
     strategy = choose_strategy()
@@ -272,15 +275,57 @@ def train(
     mixed = gpu if config.mixed_precision is None else config.mixed_precision
     xla = gpu if config.xla is None else config.xla
 
-    include_empty = config.training_includes_empty_lists()
     run = plan_run(config, manifest, data_dir=config.data, worker=worker)
-    lists, steps = run.batches.lists, run.batches.steps
-    if lists == 0:
+    if run.batches.lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
     logger.info("plan: %s", run.describe())
+    settings = config.to_json()
+    if worker.is_chief:  # refusals come before anything is written
+        check_run_directory(config.model_dir, settings, existing=existing)
     check_memory(run, config)
-    if worker.is_chief:
-        _start_run_dir(config)
+    session = (
+        run_session(config.model_dir, settings, existing=existing)
+        if worker.is_chief
+        else contextlib.nullcontext("resume")
+    )
+    with session as start:
+        if start == "complete":
+            logger.info("%s is complete: nothing left to train", config.model_dir)
+            return recorded_metrics(config)
+        if worker.is_chief:
+            write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
+        return _train(
+            config,
+            manifest,
+            run,
+            strategy,
+            worker,
+            mixed=mixed,
+            xla=xla,
+            verbose=verbose,
+            final_weights=final_weights,
+            callbacks=callbacks,
+            progress_seconds=progress_seconds,
+        )
+
+
+def _train(
+    config: TrainConfig,
+    manifest: dict,
+    run: RunPlan,
+    strategy: tf.distribute.Strategy,
+    worker: WorkerRole,
+    *,
+    mixed: bool,
+    xla: bool,
+    verbose: int,
+    final_weights: str | None,
+    callbacks: list | None,
+    progress_seconds: float,
+) -> dict:
+    """``train``'s work inside the run directory."""
+    lists, steps = run.batches.lists, run.batches.steps
+    include_empty = config.training_includes_empty_lists()
     # The precision policy applies to the layers built under it, then is restored.
     policy = tf.keras.mixed_precision.global_policy()
     if mixed:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from tfr_rankformer import fault_points
 from tfr_rankformer.multi_worker import WorkerRole, chief_values
 
 __all__ = ["Throughput", "ProgressLines", "attached_to_terminal", "BestWeights"]
@@ -43,6 +44,7 @@ class Throughput(tf.keras.callbacks.Callback):
         return lists / max(time.perf_counter() - self._start, 1e-9)
 
     def on_train_batch_end(self, batch, logs=None):
+        fault_points.reached("train.batch")
         if logs is not None:
             done = self.lists_per_epoch * min(batch + 1, self.steps_per_epoch)
             logs["lists_per_sec"] = self._rate(done / self.steps_per_epoch)
@@ -276,6 +278,7 @@ class BestWeights(tf.keras.callbacks.Callback):
             self.best = self.sign * value
         if self.worker.is_chief:
             self.whole.save_weights(self.path)
+            fault_points.reached("train.checkpoint")
             return
         scratch = tempfile.mkdtemp(prefix="tfr-best-weights-")
         try:

@@ -16,9 +16,11 @@ labels, simulated labels and features for the same seed; see
   sample; moments and extremes are exact as locally.
 
 Local outputs are written under a temporary name beside the output and renamed
-when complete. Remote outputs (``gs://...``) cannot be renamed atomically: the
-shards are written in place and ``manifest.json`` last, so a directory without
-a manifest is incomplete; a failed run deletes what it wrote.
+when complete (``atomic_output``). Remote outputs (``gs://...``) cannot be
+renamed atomically: the shards are written in place and ``manifest.json``
+last, so a directory without a manifest is incomplete; a failed run deletes
+what it wrote (``beam_output``). Either way an existing output is replaced
+only when it is tfr-convert's (``converted_output``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfrecords_tools import manifest_json
 from tfrecords_tools.atomic_output import prepare, publish
+from tfrecords_tools.beam_output import delete_quietly, prepare_remote, write_text
 from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import (
     MANIFEST_NAME,
@@ -46,7 +49,7 @@ from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NormalizationFitter, rounded
-from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
+from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 
 __all__ = ["RUNNERS", "BeamConfig", "BadLinesError", "convert_on_beam"]
 
@@ -146,7 +149,7 @@ def _resolve(config: BeamConfig, scratch: str) -> tuple[Source, dict]:
     return source, {fold: {s: [path] for s, path in files.items()} for fold, files in folds.items()}
 
 
-def _sizes(config: ConvertConfig, source: Source, folds: dict) -> tuple[int, int]:
+def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
     """The feature count and highest label: given, known, or scanned from local files."""
     known = (config.num_features or source.num_features) and (
         config.max_relevance or source.max_relevance
@@ -163,14 +166,13 @@ def _sizes(config: ConvertConfig, source: Source, folds: dict) -> tuple[int, int
     )
 
 
-def _jobs(config: BeamConfig, folds: dict, sizes, work_dir: str) -> list[SplitJob]:
+def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
     c = config.convert
-    num_features, max_relevance = sizes
     policy = ListPolicy(
         max_list_size=c.max_list_size,
         min_list_size=c.min_list_size,
         clicks=c.clicks if c.simulate_clicks else None,
-        max_relevance=max_relevance,
+        max_relevance=sizes.max_relevance,
         seed=c.seed,
     )
     jobs = []
@@ -184,7 +186,7 @@ def _jobs(config: BeamConfig, folds: dict, sizes, work_dir: str) -> list[SplitJo
                     files=tuple(files[split]),
                     out_dir=out_dir,
                     num_shards=c.shards,
-                    num_features=num_features,
+                    num_features=sizes.num_features,
                     policy=policy,
                     chunk_bytes=c.chunk_bytes,
                     fit_seed=c.seed if split == "train" else None,
@@ -268,6 +270,7 @@ def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir
         )
     if source.kind == "files":
         entry = {"patterns": list(patterns), "files": infos}
+        entry["items_with_missing_features"] = sum(i["items_with_missing_features"] for i in infos)
     else:
         entry = dict(infos[0])
         if "://" not in entry["path"]:
@@ -284,7 +287,7 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
         for split in (s for s in SPLITS if s in files):
             part = {k[2]: v for k, v in results.items() if k[:2] == (fold, split)}
             entry = part["stats"].as_dict(c.simulate_clicks)
-            entry["num_features"] = sizes[0]
+            entry["num_features"] = sizes.num_features
             patterns = source.folds[None].get(split, ()) if source.kind == "files" else ()
             entry["input"] = _input_entry(
                 source, patterns, part["files"], part["bad_lines"], work_dir
@@ -292,16 +295,13 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
             entry["files"] = dict(sorted(part["shards"]))
             splits[split] = entry
             if split == "train":
-                normalization = _normalization(config, sizes[0], part["fits"], part["quantiles"])
+                normalization = _normalization(
+                    config, sizes.num_features, part["fits"], part["quantiles"]
+                )
         manifest = fold_manifest(c, source, fold, sizes, splits, normalization)
         manifest["parameters"]["beam"] = config.to_json()
         manifests.append(manifest)
     return manifests
-
-
-def _write_text(path: str, text: str) -> None:
-    with FileSystems.create(path) as stream:
-        stream.write(text.encode("utf-8"))
 
 
 def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
@@ -321,38 +321,24 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
     return count
 
 
-def _prepare_remote(config: ConvertConfig) -> str:
-    output = config.output.rstrip("/")
-    existing = FileSystems.match([FileSystems.join(output, "*")])[0].metadata_list
-    if existing and not config.overwrite:
-        raise FileExistsError(f"{output} already holds files; pass --overwrite to replace them")
-    if existing:
-        FileSystems.delete([m.path for m in existing])
-    return output
-
-
-def _delete_quietly(path: str) -> None:
-    try:
-        FileSystems.delete([path])
-    except Exception as error:  # noqa: BLE001 - the original error matters more
-        logger.warning("could not delete %s: %s", path, error)
-
-
 def convert_on_beam(config: BeamConfig) -> list[dict]:
     """Converts the input on Apache Beam; returns the manifests (one per fold).
 
     Raises:
       BadLinesError: more invalid lines than ``max_bad_lines`` (no output is left).
       DatasetNotFoundError: the input cannot be found.
-      FileExistsError: ``output`` exists and ``overwrite`` is off.
+      FileExistsError: ``output`` exists and ``overwrite`` is off, or it is
+        not tfr-convert's (``ForeignOutputError``).
+      OSError: the output cannot be created or moved into place (naming it).
     """
     c = config.convert
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":
         raise ValueError("--input synthetic is generated locally; give a local --output")
-    final, work_dir = (
-        (c.output, _prepare_remote(c)) if remote else prepare(c.output, overwrite=c.overwrite)
-    )
+    if remote:
+        final, work_dir = c.output, prepare_remote(c.output, overwrite=c.overwrite)
+    else:
+        final, work_dir = prepare(c.output, overwrite=c.overwrite)
     bad_path = config.bad_lines_output or f"{final.rstrip('/')}.bad_lines.txt"
     try:
         source, folds = _resolve(config, work_dir)
@@ -368,14 +354,14 @@ def convert_on_beam(config: BeamConfig) -> list[dict]:
             out_dir = (
                 FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
             )
-            _write_text(
+            write_text(
                 FileSystems.join(out_dir, MANIFEST_NAME), manifest_json.dumps(manifest) + "\n"
             )
         if not remote:
-            publish(work_dir, final)
+            publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:
         if remote:
-            _delete_quietly(work_dir)
+            delete_quietly(work_dir)
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise

@@ -88,6 +88,7 @@ def _concat(parts: list[ParsedLines], num_features: int) -> ParsedLines:
         line_numbers=np.concatenate([p.line_numbers for p in parts]),
         unsorted_lines=sum(p.unsorted_lines for p in parts),
         duplicate_lines=sum(p.duplicate_lines for p in parts),
+        sparse_lines=sum(p.sparse_lines for p in parts),
     )
 
 
@@ -175,15 +176,17 @@ def read_letor_file(
       FitPartial))`` with the moments and extremes and ``("columns", [d, n]
       float32 values)`` for the quantile sketches; last ``("file", info)`` with
       the file's ``path``, ``sha256``, ``bytes`` and ``lines`` as stored, and
-      its ``unsorted_feature_lines`` and ``duplicate_feature_lines``.
+      its ``unsorted_feature_lines``, ``duplicate_feature_lines`` and
+      ``items_with_missing_features`` (lines that omitted a feature index).
     """
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
-    items = bad = unsorted = repeated = 0
+    items = bad = unsorted = repeated = sparse = 0
     try:
         for block in letor.blocks(keep_data=True):
             parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
             unsorted += parsed.unsorted_lines
             repeated += parsed.duplicate_lines
+            sparse += parsed.sparse_lines
             parsed, label_errors = _drop_high_labels(parsed, max_relevance, path)
             for error in sorted(errors + label_errors, key=_line):
                 bad += 1
@@ -213,6 +216,7 @@ def read_letor_file(
     info["lines"] = letor.num_lines
     info["unsorted_feature_lines"] = unsorted
     info["duplicate_feature_lines"] = repeated
+    info["items_with_missing_features"] = sparse
     yield "file", info
 
 

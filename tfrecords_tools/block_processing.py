@@ -79,6 +79,7 @@ class BlockResult:
       fast: whether the dense fast path parsed it.
       unsorted_lines: lines whose features were out of order (sorted).
       duplicate_lines: lines that repeated a feature index (one value kept).
+      sparse_lines: lines that omitted some feature index (read as 0).
       error: the block's first error, if any. It is returned rather than raised
         so that the main process can first report an earlier qid that
         reappears from a previous block.
@@ -95,6 +96,7 @@ class BlockResult:
     fast: bool = False
     unsorted_lines: int = 0
     duplicate_lines: int = 0
+    sparse_lines: int = 0
     error: LetorFormatError | None = None
 
 
@@ -166,4 +168,5 @@ def process_block(task: BlockTask) -> BlockResult:
         fast=fast,
         unsorted_lines=parsed.unsorted_lines,
         duplicate_lines=parsed.duplicate_lines,
+        sparse_lines=parsed.sparse_lines,
     )

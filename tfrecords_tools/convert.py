@@ -32,7 +32,7 @@ from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.parse_workers import default_workers, parse_workers
 from tfrecords_tools.progress import FileProgress
-from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
+from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -66,7 +66,8 @@ class ConvertConfig:
       max_list_size: lists longer than this are subsampled; ``None`` keeps all items.
       min_list_size: shorter lists are dropped (and counted).
       num_features: the feature count; ``None``: the dataset's, else the largest
-        index found in the files.
+        index found in the files, refused when a few lines reach far beyond the
+        rest (``feature_count``'s rule).
       max_relevance: the highest explicit label; ``None``: the dataset's, else the
         largest label found in the files.
       simulate_clicks: replace labels by the paper's simulated implicit feedback.
@@ -166,12 +167,12 @@ class _FoldWriter:
         self.progress, self.pool = progress, pool
         # Two blocks per worker in flight keep them busy while bounding memory.
         self.window = 2 * workers
-        self.num_features, max_relevance = sizes
+        self.num_features = sizes.num_features
         self.policy = ListPolicy(
             max_list_size=config.max_list_size,
             min_list_size=config.min_list_size,
             clicks=config.clicks if config.simulate_clicks else None,
-            max_relevance=max_relevance,
+            max_relevance=sizes.max_relevance,
             seed=config.seed,
         )
         self.fitter = NormalizationFitter(
@@ -280,6 +281,7 @@ class _FoldWriter:
             "lines": letor.num_lines,
             "unsorted_feature_lines": parsing.unsorted_lines,
             "duplicate_feature_lines": parsing.duplicate_lines,
+            "items_with_missing_features": parsing.sparse_lines,
         }
         return stats, entry
 
@@ -297,12 +299,12 @@ def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
         )
 
 
-def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
+def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization) -> dict:
     """The ``manifest.json`` content of one converted fold."""
     from tfr_rankformer import __version__
     from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
-    num_features, max_relevance = sizes
+    num_features = sizes.num_features
     names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
     context = {QID: {"dtype": "int64", "shape": [1]}}
     if source.kind == "elwc":
@@ -319,8 +321,9 @@ def fold_manifest(config, source, fold, sizes, splits, normalization) -> dict:
             "fold": fold,
         },
         "num_features": num_features,
+        "num_features_source": sizes.num_features_source,
         "feature_names": names,
-        "max_relevance": max_relevance,
+        "max_relevance": sizes.max_relevance,
         "label_kind": "simulated_implicit" if config.simulate_clicks else "explicit",
         "elwc": {
             "context": context,

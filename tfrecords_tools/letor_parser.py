@@ -60,6 +60,10 @@ class ParsedLines:
         (they are sorted).
       duplicate_lines: lines that repeated a feature index and kept one of its
         values (``duplicates="last"`` or ``"first"``).
+      sparse_lines: lines that omitted some feature index of ``1..d`` (those
+        features are 0).
+      last_features: ``[n]`` int64 highest feature index of each line, from the
+        reference parser (``None`` from the fast path, whose lines all end at ``d``).
     """
 
     labels: np.ndarray
@@ -68,6 +72,8 @@ class ParsedLines:
     line_numbers: np.ndarray
     unsorted_lines: int = 0
     duplicate_lines: int = 0
+    sparse_lines: int = 0
+    last_features: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -236,7 +242,8 @@ def parse_letor_lines(
         )
     labels, qids, numbers = [], [], []
     rows, cols, values = [], [], []
-    unsorted = repeated = 0
+    unsorted = repeated = sparse = 0
+    last_features = []
     for offset, raw in enumerate(lines):
         line_no = first_line + offset
         tokens = _strip(raw).split()
@@ -253,6 +260,8 @@ def parse_letor_lines(
         )
         unsorted += not in_order
         repeated += had_duplicates
+        sparse += len(indices) < num_features
+        last_features.append(indices[-1])
         rows.extend([row] * len(indices))
         cols.extend(index - 1 for index in indices)
         values.extend(line_values)
@@ -265,6 +274,8 @@ def parse_letor_lines(
         line_numbers=np.asarray(numbers, dtype=np.int64),
         unsorted_lines=unsorted,
         duplicate_lines=repeated,
+        sparse_lines=sparse,
+        last_features=np.asarray(last_features, dtype=np.int64),
     )
 
 

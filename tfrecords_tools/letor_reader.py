@@ -33,7 +33,6 @@ __all__ = [
     "parse_block",
     "query_list",
     "read_letor_file",
-    "scan_letor_file",
 ]
 
 DEFAULT_CHUNK_BYTES = 8 << 20
@@ -313,43 +312,3 @@ def read_letor_file(path: str) -> bytes:
         where it broke off.
     """
     return b"".join(block.data for block in LetorFile(path).blocks())
-
-
-def _lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line)`` of a plain or gzip file; gzip errors become LetorFormatError."""
-    number = 0
-    with open(path, "rb") as raw:
-        compressed = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
-        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
-        try:
-            for line in stream:
-                number += 1
-                yield number, line
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
-            raise LetorFormatError(
-                path, number + 1, f"truncated or corrupt gzip data at or after this line ({e})"
-            ) from None
-
-
-def scan_letor_file(path: str) -> tuple[int, int]:
-    """Returns ``(max feature index, max label)`` from a quick pass over a file.
-
-    Used only to size the output when the caller knows neither; tokens that do
-    not parse are left for the validating pass to report.
-
-    Raises:
-      LetorFormatError: for truncated or corrupt gzip data.
-    """
-    max_index, max_label = 0, 0
-    for _, raw in _lines(path):
-        tokens = raw.partition(b"#")[0].split()
-        if len(tokens) < 3:
-            continue
-        try:
-            max_label = max(max_label, int(tokens[0]))
-            # Indices may come in any order along a line.
-            max_index = max(max_index, *(int(t.partition(b":")[0]) for t in tokens[2:]))
-        except ValueError:
-            continue
-    return max_index, max_label

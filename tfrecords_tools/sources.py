@@ -15,10 +15,10 @@ from tfrecords_tools.datasets import (
     get_dataset,
 )
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
-from tfrecords_tools.letor_reader import scan_letor_file
+from tfrecords_tools.feature_count import inferred_num_features, scan_letor_file
 from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
 
-__all__ = ["Source", "resolve_source", "select_folds", "dataset_sizes"]
+__all__ = ["Source", "DataSizes", "resolve_source", "select_folds", "dataset_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -126,36 +126,62 @@ def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
     return {fold: source.folds[fold]}
 
 
+@dataclasses.dataclass(frozen=True)
+class DataSizes:
+    """The sizes every output of one conversion shares.
+
+    Attributes:
+      num_features: the feature count d of every item.
+      max_relevance: the highest explicit label.
+      num_features_source: where the count comes from: ``"given"``
+        (``--num-features``), ``"dataset"`` (known for the input) or
+        ``"PATH:LINE"``, the first line that reaches the highest feature index
+        of the scanned files.
+    """
+
+    num_features: int
+    max_relevance: int
+    num_features_source: str
+
+
 def dataset_sizes(
     source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
-) -> tuple[int, int]:
+) -> DataSizes:
     """The feature count and highest label: given, known, or scanned from the files.
 
-    ``folds`` maps each fold to ``{split: path}`` or ``{split: [paths]}``.
+    ``folds`` maps each fold to ``{split: path}`` or ``{split: [paths]}``. A
+    scanned feature count must pass ``feature_count``'s rule.
+
+    Raises:
+      LetorFormatError: the widest line breaks that rule (or a ``.gz`` is corrupt).
+      ValueError: the sizes cannot be known.
     """
     if source.kind == "elwc" and num_features not in (None, source.num_features):
         raise ValueError(
             f"--num-features {num_features} disagrees with the {source.num_features} item "
             "features --elwc-features names"
         )
+    given = "given" if num_features else "dataset"
     num_features = num_features or source.num_features
     max_relevance = max_relevance or source.max_relevance
     if num_features and max_relevance:
-        return num_features, max_relevance
+        return DataSizes(num_features, max_relevance, given)
     if source.kind == "tfds":
         raise ValueError("pass --max-relevance: this TFDS dataset's highest label is unknown")
-    scanned_index, scanned_label = 0, 0
-    for files in folds.values():
-        for paths in files.values():
-            for path in [paths] if isinstance(paths, str) else paths:
-                index, label = scan_letor_file(path)
-                scanned_index = max(scanned_index, index)
-                scanned_label = max(scanned_label, label)
+    # Scanned in split order, so the first line to reach the count is found in train.
+    scans = [
+        scan_letor_file(path)
+        for files in folds.values()
+        for split in SPLITS
+        if split in files
+        for path in ([files[split]] if isinstance(files[split], str) else files[split])
+    ]
+    scanned_label = max((scan.max_label for scan in scans), default=0)
     logger.info(
         "scanned the files: largest feature index %d, largest label %d",
-        scanned_index,
+        max((scan.max_index for scan in scans), default=0),
         scanned_label,
     )
-    if not num_features and scanned_index < 1:
-        raise ValueError("no feature index found in the files; pass --num-features")
-    return num_features or scanned_index, max_relevance or max(scanned_label, 1)
+    if not num_features:
+        num_features, given = inferred_num_features(scans)
+    return DataSizes(num_features, max_relevance or max(scanned_label, 1), given)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from tfr_rankformer import fault_points
 from tfrecords_tools.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, ShardAssembler
 from tfrecords_tools.letor_parser import LetorFormatError
@@ -40,11 +41,13 @@ class ParseCounts:
       fast_items: items the dense fast path parsed.
       unsorted_lines: lines whose feature indices were out of order (sorted).
       duplicate_lines: lines that repeated a feature index and kept one value.
+      sparse_lines: lines that omitted some feature index (read as 0).
     """
 
     fast_items: int = 0
     unsorted_lines: int = 0
     duplicate_lines: int = 0
+    sparse_lines: int = 0
 
 
 class SplitTarget:
@@ -71,6 +74,7 @@ class SplitTarget:
         """Appends finished parts to the shards, in the order given."""
         for name in names:
             self._shards.append(name)
+            fault_points.reached("convert.shard")
 
     def close(self) -> list[str]:
         """Closes the shards; returns their file names."""
@@ -238,6 +242,7 @@ def write_letor_split(
             parsing.fast_items += result.num_items if result.fast else 0
             parsing.unsorted_lines += result.unsorted_lines
             parsing.duplicate_lines += result.duplicate_lines
+            parsing.sparse_lines += result.sparse_lines
             if result.fit is not None:
                 fitter.merge(result.fit)
             if result.first is not None:
@@ -251,6 +256,7 @@ def write_letor_split(
                 stats.merge(result.stats)
                 joiner.add(result.last)
             boundary.finish_block(index)
+            fault_points.reached("convert.block")
             if on_progress is not None:
                 on_progress(letor.bytes_read, items)
         joiner.close()

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                         seed=args.seed,
                     ),
                     verbose=0,
+                    existing="resume",  # an interrupted run continues
                 )
                 print(f"Fold{fold} {loss}: {time.perf_counter() - started:.0f} s", flush=True)
             with open(metrics_path, encoding="utf-8") as f:

@@ -75,6 +75,7 @@ def train_fold(args, converted: str, fold: int, name: str) -> str:
                 **MODELS[name],
             ),
             verbose=0,
+            existing="resume",  # an interrupted run continues
         )
         print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
     return model_dir

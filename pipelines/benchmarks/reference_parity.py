@@ -163,7 +163,7 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
                 "architecture": architecture,
             }
         )
-        train(config, verbose=0)
+        train(config, verbose=0, existing="resume")  # an interrupted run continues
     with open(metrics_path, encoding="utf-8") as f:
         metrics = json.load(f)
     with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:

@@ -1,0 +1,364 @@
+"""A run directory's life: what it holds, its state, and who may write into it.
+
+Every run (``tfr-train`` of any model, ``tfr-distill``'s student) records its
+state in ``run_state.json``: ``running`` from its start, then ``failed`` (with
+the error) or ``complete`` once its metrics are written. A command refuses a
+directory that already holds something unless told what to do with it:
+
+- ``existing="refuse"`` (the default): an absent or empty directory only;
+- ``"resume"``: the same run (the same settings, ``epochs`` aside) continues
+  from its last backup; a complete run has nothing left to train;
+- ``"overwrite"``: the run is replaced. The old one is moved aside
+  (``.<name>.replaced-*``) and deleted only when the new one is complete; a new
+  run that fails in the process puts the old one back.
+
+A directory holding anything a run never writes is refused whatever the flag,
+naming a few of those entries: no command deletes a file it did not write.
+
+>>> describe_entries(["metrics.json", "checkpoints/", "a", "b", "c", "d", "e", "f"])
+'metrics.json, checkpoints/, a, b, c and 3 more'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+
+from tfr_rankformer.config_io import write_json
+
+__all__ = [
+    "EXISTING_RUN",
+    "RUN_ENTRIES",
+    "RUN_STATE_NAME",
+    "RunDirectory",
+    "RunExistsError",
+    "describe_entries",
+    "inspect_run",
+    "check_run_directory",
+    "run_session",
+]
+
+logger = logging.getLogger(__name__)
+
+RUN_STATE_NAME = "run_state.json"
+EXISTING_RUN = ("refuse", "resume", "overwrite")
+# Everything a run writes at its top level (tfr-train's numeric, text and GBDT
+# runs, tfr-export's versions, tfr-distill's student), and those files' partial
+# forms (``<name>.partial``, written then renamed).
+RUN_ENTRIES = frozenset(
+    {
+        "config.json",
+        "metrics.json",
+        "history.csv",
+        "checkpoints",
+        "backup",
+        "logs",
+        "export",
+        RUN_STATE_NAME,
+        "vocab.txt",
+        "text_model.json",
+        "model.txt",
+        "gbdt_labels",
+    }
+)
+# Settings a resumed run may change: more epochs continue a finished schedule's run.
+_RESUMABLE_CHANGES = ("epochs", "model_dir")
+_SHOWN = 5
+
+
+class RunExistsError(FileExistsError):
+    """The run directory holds something the command was not told to replace or resume."""
+
+
+def describe_entries(names: list[str]) -> str:
+    """At most five names, then how many more."""
+    shown = ", ".join(names[:_SHOWN])
+    more = len(names) - _SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _is_run_entry(name: str) -> bool:
+    base = name[: -len(".partial")] if name.endswith(".partial") else name
+    return base in RUN_ENTRIES
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDirectory:
+    """What an existing, non-empty run directory holds.
+
+    Attributes:
+      path: the directory as given.
+      entries: its top-level names, directories with a trailing ``/``.
+      foreign: those a run never writes.
+      state: ``running``, ``failed`` or ``complete``; for runs older than
+        ``run_state.json``, ``complete`` when ``metrics.json`` exists, else
+        ``interrupted``.
+      settings: its ``config.json`` (``{}`` if none or unreadable).
+      record: its ``run_state.json`` (``{}`` if none).
+    """
+
+    path: str
+    entries: list[str]
+    foreign: list[str]
+    state: str
+    settings: dict
+    record: dict
+
+    @property
+    def model(self) -> str:
+        return str(self.settings.get("model") or "unknown-model")
+
+    def describe(self) -> str:
+        """E.g. ``a complete mlp run (config.json, metrics.json, export/)``."""
+        article = "an" if self.state[0] in "aeiou" else "a"
+        return f"{article} {self.state} {self.model} run ({describe_entries(self.entries)})"
+
+    def exports(self) -> list[str]:
+        folder = os.path.join(self.path, "export")
+        if not os.path.isdir(folder):
+            return []
+        return sorted(n for n in os.listdir(folder) if n.isdigit())
+
+    def live_process(self) -> int | None:
+        """The pid of the process running this run on this host, if it still lives."""
+        record = self.record
+        if self.state != "running" or record.get("host") != socket.gethostname():
+            return None
+        pid = record.get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def inspect_run(path: str) -> RunDirectory | None:
+    """What ``path`` holds; ``None`` when it is absent or an empty directory.
+
+    Raises:
+      RunExistsError: ``path`` is a file.
+    """
+    if not os.path.lexists(path):
+        return None
+    if not os.path.isdir(path):
+        raise RunExistsError(f"{path} is a file, not a run directory")
+    names = sorted(os.listdir(path))
+    if not names:
+        return None
+    entries = [n + "/" if os.path.isdir(os.path.join(path, n)) else n for n in names]
+    foreign = [e for e, n in zip(entries, names) if not _is_run_entry(n)]
+    record = _read_json(os.path.join(path, RUN_STATE_NAME))
+    state = record.get("state")
+    if state not in ("running", "failed", "complete"):
+        has_metrics = os.path.isfile(os.path.join(path, "metrics.json"))
+        state = "complete" if has_metrics else "interrupted"
+    settings = _read_json(os.path.join(path, "config.json"))
+    return RunDirectory(path, entries, foreign, state, settings, record)
+
+
+def _write_state(path: str, state: str, **details) -> None:
+    record = _read_json(os.path.join(path, RUN_STATE_NAME))
+    record.update(details, state=state, updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if state == "running":
+        record.update(pid=os.getpid(), host=socket.gethostname())
+        record.pop("error", None)
+    write_json(os.path.join(path, RUN_STATE_NAME), record)
+
+
+def _flat(settings: dict, prefix: str = "") -> dict:
+    """``{"architecture": {"num_layers": 3}}`` -> ``{"architecture.num_layers": 3}``, as
+    JSON holds them (tuples as lists)."""
+    flat = {}
+    for key, value in json.loads(json.dumps(settings)).items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def _changed_settings(old: dict, new: dict) -> list[str]:
+    """``name old -> new`` for each setting that differs, ``epochs`` aside.
+
+    >>> _changed_settings({"model": "mlp", "epochs": 2}, {"model": "rankformer", "epochs": 9})
+    ["model 'mlp' -> 'rankformer'"]
+    """
+    old, new = _flat(old), _flat(new)
+    keys = sorted((set(old) | set(new)) - set(_RESUMABLE_CHANGES))
+    return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+def _refusal(run: RunDirectory, *, resumable: bool) -> str:
+    options = "pass --overwrite to replace it"
+    if resumable and run.state != "complete":
+        options = "pass --resume to continue it or --overwrite to replace it"
+    message = f"{run.path} already holds {run.describe()}: {options}, or choose another directory"
+    leftovers = _aside_directories(run.path)
+    if leftovers:
+        message += f" (an interrupted --overwrite left the run it was replacing in {leftovers[0]})"
+    return message
+
+
+def _aside_directories(path: str) -> list[str]:
+    """Runs an --overwrite moved aside and has not deleted yet."""
+    final = os.path.abspath(path)
+    pattern = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.replaced-*")
+    return sorted(glob.glob(glob.escape(pattern[: -len("*")]) + "*"))
+
+
+def _check_resume(run: RunDirectory, settings: dict, *, resumable: bool) -> None:
+    if not resumable and run.state != "complete":
+        raise RunExistsError(
+            f"{run.path} holds {run.describe()}; a {settings.get('model')} run cannot resume: "
+            "pass --overwrite to train it again"
+        )
+    if run.state == "complete" and run.settings.get("epochs") != settings.get("epochs"):
+        raise RunExistsError(
+            f"{run.path} holds {run.describe()} of {run.settings.get('epochs')} epochs: "
+            "a complete run keeps no backup to continue from, so --resume cannot extend it; "
+            "pass --overwrite to train it again"
+        )
+    changed = _changed_settings(run.settings, settings)
+    if changed:
+        raise RunExistsError(
+            f"{run.path} holds {run.describe()} with other settings ({'; '.join(changed)}): "
+            "--resume continues a run with its own settings (only --epochs may change); "
+            "pass --overwrite to replace it"
+        )
+
+
+def _move_aside(path: str) -> str:
+    final = os.path.abspath(path)
+    holder = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(final)}.replaced-", dir=os.path.dirname(final)
+    )
+    aside = os.path.join(holder, "old")
+    os.rename(final, aside)
+    return holder
+
+
+def check_run_directory(
+    path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
+) -> str:
+    """How a run with ``settings`` would start in ``path``, without writing anything.
+
+    Returns:
+      ``"new"`` (absent or empty), ``"resume"``, ``"complete"`` (``--resume``
+      of a finished run: nothing to train) or ``"overwrite"``.
+
+    Raises:
+      RunExistsError: see the module docstring.
+      ValueError: an unknown ``existing``.
+    """
+    if existing not in EXISTING_RUN:
+        raise ValueError(f"existing must be one of {EXISTING_RUN}, got {existing!r}")
+    run = inspect_run(path)
+    if run is None:
+        return "new"
+    if run.foreign:
+        raise RunExistsError(
+            f"{path} holds files a run never writes ({describe_entries(run.foreign)}): "
+            "runs are written only into an empty directory or their own run's; "
+            "choose another directory"
+        )
+    pid = run.live_process()
+    if pid is not None:
+        raise RunExistsError(f"{path} holds a run that process {pid} is still training")
+    if existing == "refuse":
+        raise RunExistsError(_refusal(run, resumable=resumable))
+    if existing == "overwrite":
+        return "overwrite"
+    _check_resume(run, settings, resumable=resumable)
+    return "complete" if run.state == "complete" else "resume"
+
+
+@contextlib.contextmanager
+def run_session(
+    path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
+) -> Iterator[str]:
+    """Opens ``path`` for a run with ``settings`` (its ``config.json``), records its state.
+
+    Yields:
+      ``"new"`` (start in an empty directory), ``"resume"`` (continue the run
+      there) or ``"complete"`` (``--resume`` of a finished run: nothing to
+      train). The block writes the run; when it ends normally the run is
+      ``complete`` (and a run it replaced is deleted); when it raises,
+      ``failed``, or, for an ``--overwrite`` that fails, the old run is put back.
+
+    Raises:
+      RunExistsError, ValueError: see :func:`check_run_directory`.
+    """
+    start = check_run_directory(path, settings, existing=existing, resumable=resumable)
+    replaced, earlier = None, []
+    if start == "overwrite":
+        run = inspect_run(path)
+        earlier = run.record.get("replaces", []) if run is not None else []
+        replaced = _move_aside(path)
+        logger.info("%s: replacing %s (moved aside until done)", path, run.describe())
+        start = "new"
+    os.makedirs(path, exist_ok=True)
+    if start != "complete":
+        # The runs this one replaces: the one moved aside now, and any an
+        # interrupted --overwrite of the old one had moved aside.
+        details = {"replaces": [replaced, *earlier]} if replaced else {}
+        if start == "new":
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(path, RUN_STATE_NAME))
+        _write_state(path, "running", **details)
+    try:
+        yield start
+    except BaseException as error:
+        if replaced is not None:
+            _restore(path, replaced)
+        else:
+            _write_state(path, "failed", error=f"{type(error).__name__}: {error}")
+        raise
+    if start != "complete":
+        _write_state(path, "complete")
+    _finish_replacement(path)
+
+
+def _restore(path: str, holder: str) -> None:
+    """Puts the run an ``--overwrite`` moved aside back in place of the failed new one."""
+    try:
+        shutil.rmtree(path)
+        os.rename(os.path.join(holder, "old"), path)
+        os.rmdir(holder)
+    except OSError as e:
+        logger.error("%s: the replaced run stays in %s: %s", path, holder, e)
+        return
+    logger.info("%s: the new run failed; the run it was replacing is back", path)
+
+
+def _finish_replacement(path: str) -> None:
+    """Deletes the runs this one replaced (an interrupted --overwrite's too)."""
+    record = _read_json(os.path.join(path, RUN_STATE_NAME))
+    holders = record.get("replaces") or []
+    for holder in holders if isinstance(holders, list) else []:
+        if isinstance(holder, str) and os.path.isdir(holder):
+            shutil.rmtree(holder, ignore_errors=True)
+    if holders:
+        record.pop("replaces")
+        write_json(os.path.join(path, RUN_STATE_NAME), record)

@@ -29,11 +29,11 @@ data (14 buckets) they raised a RankFormer run's peak memory from 4.35 to
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 
 import tensorflow as tf
+
+from tfr_rankformer.switches import Switch
 
 __all__ = ["ENV_SWITCH", "bias_gelu_dropout", "default", "dropout", "enabled", "keep_mask"]
 
@@ -43,27 +43,11 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-_DEFAULTS = [True]
-
-
-def enabled() -> bool:
-    """Whether layers use these pieces (read when they trace): the switch when it is
-    set, else the innermost ``default``."""
-    value = os.environ.get(ENV_SWITCH)
-    if value is None or not value.strip():
-        return _DEFAULTS[-1]
-    return value.strip().lower() not in ("0", "false", "off", "no")
-
-
-@contextlib.contextmanager
-def default(on: bool):
-    """Within the block, layers that trace use the pieces if ``on`` (unless the
-    ``TFR_RANKFORMER_COMPILED_OPS`` switch says otherwise)."""
-    _DEFAULTS.append(bool(on))
-    try:
-        yield
-    finally:
-        _DEFAULTS.pop()
+_SWITCH = Switch(ENV_SWITCH, initial=True)
+# Whether layers use these pieces (read when they trace): the switch when it is
+# set, else the innermost ``default(on)`` block's value.
+enabled = _SWITCH.enabled
+default = _SWITCH.default
 
 
 def _check_rate(rate: float) -> float:

@@ -27,10 +27,9 @@ compiled pieces serve) keeps the padded path, whose dropout masks it keeps.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import tensorflow as tf
+
+from tfr_rankformer.switches import Switch
 
 __all__ = [
     "ENV_SWITCH",
@@ -50,27 +49,11 @@ ENV_SWITCH = "TFR_RANKFORMER_PACKED_ITEMS"
 # most 9 shapes) and XLA's compiled pieces compile once for each.
 ROW_BLOCK = 4096
 
-_DEFAULTS = [False]
-
-
-def enabled() -> bool:
-    """Whether encoder layers pack their items (read when they trace): the switch
-    when it is set, else the innermost :func:`default`."""
-    value = os.environ.get(ENV_SWITCH)
-    if value is None or not value.strip():
-        return _DEFAULTS[-1]
-    return value.strip().lower() not in ("0", "false", "off", "no")
-
-
-@contextlib.contextmanager
-def default(on: bool):
-    """Within the block, encoder layers that trace pack their items if ``on``
-    (unless the ``TFR_RANKFORMER_PACKED_ITEMS`` switch says otherwise)."""
-    _DEFAULTS.append(bool(on))
-    try:
-        yield
-    finally:
-        _DEFAULTS.pop()
+_SWITCH = Switch(ENV_SWITCH, initial=False)
+# Whether encoder layers pack their items (read when they trace): the switch when
+# it is set, else the innermost ``default(on)`` block's value.
+enabled = _SWITCH.enabled
+default = _SWITCH.default
 
 
 def valid_rows(mask):

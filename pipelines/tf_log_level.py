@@ -153,7 +153,7 @@ class NativeLogFilter:
     @staticmethod
     def _decided(start: bytes) -> bool:
         """Whether a line that starts with ``start`` cannot be a noise line."""
-        if _BANNER.startswith(start[: len(_BANNER)]) or start.startswith(_BANNER):
+        if _BANNER.startswith(start[: len(_BANNER)]):  # the banner, or its start
             return False
         if _ABSL_LINE.match(start):
             return False  # a native line: decided at its end

@@ -6,11 +6,10 @@ import argparse
 
 from pipelines.cli_common import add_lightgbm_options, make_parser
 from pipelines.tf_log_level import add_verbose_flag
+from pipelines.train_architecture_options import add_architecture_options
 from tfr_rankformer.command_names import (
     ADAM_EPSILONS,
-    ATTENTIONS,
     GBDT_MODELS,
-    INITIALIZATIONS,
     KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,
@@ -265,136 +264,7 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="lists per evaluation batch. Default: 256; listformer: 16",
     )
     p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
-    arch = p.add_argument_group(
-        "architecture (defaults: each model's paper and released code; context_aware: 4 "
-        "blocks, 2 heads, feed-forward 512, dropout 0.4, d_fc 144, keras init; the others: 3 "
-        "layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with dropout, no final "
-        "LayerNorm, [CLS] from N(0, 1), pytorch init)"
-    )
-    arch.add_argument("--num-layers", type=int, help="encoder layers (blocks)")
-    arch.add_argument("--num-heads", type=int, help="attention heads")
-    arch.add_argument("--ff-dim", type=int, help="feed-forward width")
-    arch.add_argument("--dropout", type=float, help="dropout rate")
-    arch.add_argument("--head-hidden", type=int, help="hidden width of the heads")
-    arch.add_argument(
-        "--d-fc", type=int, help="context_aware: width of the input projection. Default: 144"
-    )
-    arch.add_argument(
-        "--positional-encoding",
-        choices=["none", "fixed", "learned"],
-        help="context_aware: encode each item's position in the input order (fixed: "
-        "sinusoidal), for re-ranking a first stage's order; training lists are then cut to "
-        "their first items, never sampled. Default: none (permutation-equivariant)",
-    )
-    arch.add_argument(
-        "--max-positions",
-        type=int,
-        help="longest list a learned positional encoding takes (context_aware), or the "
-        "listformer's position embeddings (its token caps must stay below it). Default: 1024; "
-        "listformer: 512",
-    )
-    arch.add_argument(
-        "--global-tokens",
-        type=int,
-        help="summary_token_ranker: learned summary tokens besides [CLS]. Default: 4",
-    )
-    arch.add_argument(
-        "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
-    )
-    arch.add_argument(
-        "--attention-window",
-        type=int,
-        help="listformer: a document's token attends to its document's tokens at most this "
-        "many positions away on each side (Longformer's sliding window, cut at the document's "
-        "borders). Default: 256",
-    )
-    arch.add_argument(
-        "--attention",
-        choices=list(ATTENTIONS),
-        help="listformer: blocked (per-document blocks, memory linear in the documents), "
-        "dense_masked (the same attention through the full masked matrix, for checking) or "
-        "full (plain full attention over the same sequence: a baseline, not the Listformer). "
-        "Default: blocked",
-    )
-    text = p.add_argument_group(
-        "text lists (listformer; defaults: 2 layers, 2 heads, width 128, feed-forward 256, "
-        "dropout 0.1, max_positions 512, trained from scratch)"
-    )
-    text.add_argument(
-        "--query-feature",
-        help="context feature of the query's word tokens. Default: the manifest's, else "
-        "query_tokens",
-    )
-    text.add_argument(
-        "--document-feature",
-        help="per-item feature of a document's word tokens. Default: the manifest's, else "
-        "document_tokens",
-    )
-    text.add_argument(
-        "--label-feature",
-        help="per-item int64 label. Default: the manifest's, else relevance",
-    )
-    text.add_argument(
-        "--max-query-tokens",
-        type=int,
-        help="WordPiece tokens kept of a query; longer queries are cut and counted. Default: 32",
-    )
-    text.add_argument(
-        "--max-document-tokens",
-        type=int,
-        help="WordPiece tokens kept of a document; longer documents are cut and counted. "
-        "Default: 128",
-    )
-    text.add_argument(
-        "--vocab",
-        metavar="FILE",
-        help="a WordPiece vocabulary (one token per line, with [UNK], as BERT's vocab.txt). "
-        "Default: built from the training split's text",
-    )
-    text.add_argument(
-        "--vocab-size",
-        type=int,
-        help="entries of the vocabulary built from the training text. Default: 8000",
-    )
-    arch.add_argument(
-        "--cls-token",
-        action=argparse.BooleanOptionalAction,
-        help="rankformer, transformer: prepend the learnable [CLS] and score h_s(z_i || z_CLS) "
-        "(needed by a list head). Default: only with a list head (alpha > 0), as the "
-        "authors' code; --cls-token on the transformer is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--final-norm",
-        action=argparse.BooleanOptionalAction,
-        help="a LayerNorm after the last encoder layer. Default: none (the authors' code)",
-    )
-    arch.add_argument(
-        "--head-dropout",
-        type=float,
-        help="dropout between the heads' ReLU and output layer. Default: --dropout "
-        "(the authors' code); 0 is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--cls-stddev",
-        type=float,
-        help="standard deviation of the [CLS] vector's initial values. Default: 1 "
-        "(the authors' torch.nn.Embedding); 0.05 is this project's earlier variant",
-    )
-    arch.add_argument(
-        "--init",
-        choices=list(INITIALIZATIONS),
-        help="weight initialisation: pytorch (torch.nn.Linear's, the authors' code) or keras "
-        "(Glorot-uniform, zero biases). Default: pytorch; context_aware: keras (allRank's "
-        "Xavier)",
-    )
-    arch.add_argument(
-        "--copied-layers",
-        action=argparse.BooleanOptionalAction,
-        help="every encoder layer starts from the first layer's initial weights, as in the "
-        "authors' code (torch.nn.TransformerEncoder deep-copies its layer) and allRank (its "
-        "clones). Default: on; listformer: off. --no-copied-layers draws each layer's "
-        "weights on its own (this project's earlier variant)",
-    )
+    add_architecture_options(p)
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
     gbdt.add_argument(
         "--trees",

@@ -171,7 +171,8 @@ def test_tfr_train_exports_a_listformer_that_serves_strings(tmp_path):
     loaded = tf.saved_model.load(export)
     query, documents, _ = _serve_inputs()
     scores = loaded.signatures["serving_default"](query=query, documents=documents)["scores"]
-    from tfr_rankformer.text_training import load_text_run, text_model_inputs
+    from tfr_rankformer.text_runs import load_text_run
+    from tfr_rankformer.text_training import text_model_inputs
 
     _, tokenizer, model, _ = load_text_run(model_dir)
     batch = {"query": query, "documents": documents, "mask": tf.not_equal(documents, "")}

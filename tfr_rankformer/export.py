@@ -151,7 +151,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
       FileExistsError: if the version directory exists.
       ValueError: for an unknown ``invalid_items`` policy.
     """
-    from tfr_rankformer.text_training import is_text_run
+    from tfr_rankformer.text_runs import is_text_run
 
     serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):

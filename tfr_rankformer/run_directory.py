@@ -224,8 +224,8 @@ def _refusal(run: RunDirectory, *, resumable: bool) -> str:
 def _aside_directories(path: str) -> list[str]:
     """Runs an --overwrite moved aside and has not deleted yet."""
     final = os.path.abspath(path)
-    pattern = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.replaced-*")
-    return sorted(glob.glob(glob.escape(pattern[: -len("*")]) + "*"))
+    prefix = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.replaced-")
+    return sorted(glob.glob(glob.escape(prefix) + "*"))
 
 
 def _check_resume(run: RunDirectory, settings: dict, *, resumable: bool) -> None:

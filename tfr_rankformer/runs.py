@@ -101,7 +101,7 @@ def evaluate_run(
       ValueError: the manifest does not parse, or a shard is cut short or
         corrupt (``record_checks.RecordFileError``, naming file and record).
     """
-    from tfr_rankformer.text_training import is_text_run, text_run_evaluator
+    from tfr_rankformer.text_runs import is_text_run, text_run_evaluator
 
     if is_text_run(model_dir):
         trained_on, available, evaluate = text_run_evaluator(model_dir, data_dir)

@@ -23,8 +23,9 @@ import tensorflow as tf
 
 from tfr_rankformer import text_data
 from tfr_rankformer.export import next_version
+from tfr_rankformer.text_runs import load_text_run
 from tfr_rankformer.text_tokenizer import TextTokenizer
-from tfr_rankformer.text_training import load_text_run, text_model_inputs
+from tfr_rankformer.text_training import text_model_inputs
 
 __all__ = ["SIGNATURE_TEXT", "SIGNATURE_EXAMPLES", "export_text_run", "save_text_servable"]
 

@@ -1,4 +1,4 @@
-"""Training, evaluating and reloading the Listformer on text lists.
+"""Training the Listformer on text lists.
 
 ``tfr-train --model listformer`` lands here (``training.train`` hands text
 models over). ``model_dir/`` receives what a numeric run's does (``config.json``,
@@ -11,17 +11,17 @@ epoch in training (documents shuffled, as the thesis does), evaluation keeps
 every document, and the documents and queries cut at the token caps are
 counted per split in ``metrics.json`` (``truncation``) and logged.
 Single-process training only (no multi-worker strategy for text yet).
+Evaluating text models and reloading text runs: ``text_runs``.
 """
 
 from __future__ import annotations
 
 import collections
-import json
+import dataclasses
 import logging
 import math
 import os
 import time
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -31,23 +31,26 @@ from tfr_rankformer.config_io import write_json
 from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.multi_worker import worker_role
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.optimizers import build_optimizer
 from tfr_rankformer.run_directory import check_run_directory, run_session
+from tfr_rankformer.text_runs import (
+    TEXT_RUN_NAME,
+    VOCAB_NAME,
+    evaluate_text_model,
+    is_text_run,
+    load_text_run,
+    text_run_evaluator,
+    text_tokenizer,
+)
 from tfr_rankformer.text_tokenizer import (
     TextTokenizer,
     build_vocabulary,
     read_vocabulary,
     write_vocabulary,
 )
-from tfr_rankformer.training import (
-    BEST_WEIGHTS,
-    CONFIG_NAME,
-    HISTORY_NAME,
-    METRICS_NAME,
-    TrainConfig,
-    build_optimizer,
-)
+from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import BestWeights, Throughput
+from tfr_rankformer.training_setup import BEST_WEIGHTS, CONFIG_NAME, HISTORY_NAME, METRICS_NAME
 
 __all__ = [
     "VOCAB_NAME",
@@ -61,8 +64,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-VOCAB_NAME = "vocab.txt"
-TEXT_RUN_NAME = "text_model.json"
 DEFAULT_LIST_SIZE = 100
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
 
@@ -96,85 +97,6 @@ def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
 
     batches = text_data.batched_text_lists(lists, config.batch_size)
     return batches.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
-
-
-# Kept beside the models (weakly), not on them: a function stored on a model would be
-# saved with it; one trace serves every later evaluation.
-_PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _predict_step(model):
-    step = _PREDICT_STEPS.get(model)
-    if step is None:
-        signature = {
-            QUERY_IDS: tf.TensorSpec([None, None], tf.int32),
-            DOCUMENT_IDS: tf.TensorSpec([None, None, None], tf.int32),
-            text_data.MASK: tf.TensorSpec([None, None], tf.bool),
-        }
-        ref = weakref.ref(model)
-        step = tf.function(
-            lambda inputs: ref()(inputs, training=False), input_signature=[signature]
-        )
-        _PREDICT_STEPS[model] = step
-    return step
-
-
-def evaluate_text_model(
-    model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
-) -> dict:
-    """NDCG (x 100, the shared ranking metrics) of ``model`` on every list of ``split``,
-    with the documents and queries cut at the token caps counted under ``truncation``."""
-    step = _predict_step(model)
-    parts = collections.defaultdict(list)
-    cut = collections.Counter()
-    lists = text_data.parsed_text_lists(data, split, list_size=None)
-    for batch in text_data.batched_text_lists(lists, batch_size):
-        encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
-        mask = batch[text_data.MASK]
-        cut["queries_cut"] += int(tf.reduce_sum(tf.cast(encoded["query_cut"], tf.int32)))
-        cut["documents_cut"] += int(
-            tf.reduce_sum(tf.cast(encoded["documents_cut"] & mask, tf.int32))
-        )
-        outputs = step(
-            {
-                QUERY_IDS: encoded["query_ids"],
-                DOCUMENT_IDS: encoded["document_ids"],
-                text_data.MASK: mask,
-            }
-        )
-        parts["scores"].append(outputs["scores"].numpy())
-        parts["label"].append(batch[text_data.LABEL].numpy())
-        parts["mask"].append(mask.numpy())
-        if "list_quality" in outputs:
-            parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
-    if not parts["mask"]:
-        raise ValueError(f"{data.directory}: the {split!r} split holds no lists")
-    width = max(m.shape[1] for m in parts["mask"])
-
-    def pad(arrays, value):
-        return np.concatenate(
-            [np.pad(a, [(0, 0), (0, width - a.shape[1])], constant_values=value) for a in arrays]
-        )
-
-    labels = pad(parts["label"], -1.0)
-    mask = pad(parts["mask"], False)
-    # Documents without a label (-1) are scored but left out of the metrics.
-    unlabelled = int((mask & (labels < 0)).sum())
-    mask &= labels >= 0
-    metrics = evaluate_rankings(
-        pad(parts["scores"], -np.inf),
-        labels,
-        labels,
-        mask,
-        max_label=max_label,
-        list_probs=np.concatenate(parts["probs"]) if list_head and parts["probs"] else None,
-    )
-    metrics["truncation"] = {
-        **cut,
-        "documents": int(mask.sum()),
-        "unlabelled_documents": unlabelled,
-    }
-    return metrics
 
 
 class TextEvaluationCallback(tf.keras.callbacks.Callback):
@@ -222,20 +144,55 @@ def _compile(config: TrainConfig, vocab_size: int, levels: int, steps: int) -> t
     return model
 
 
-def _start(config: TrainConfig, vocabulary: list[str], levels: int) -> None:
-    """The new run's files (``run_session`` gave it an empty directory)."""
-    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
-    write_vocabulary(os.path.join(config.model_dir, VOCAB_NAME), vocabulary)
-    # What rebuilding the model needs besides config.json.
-    write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), {"label_levels": levels})
+@dataclasses.dataclass(frozen=True)
+class _PreparedRun:
+    """A text run ready to train: its data, the training split's scan, the
+    vocabulary and tokenizer, and what they imply for the model and the epochs."""
+
+    config: TrainConfig
+    data: text_data.TextData
+    scan: dict  # ``text_data.scan_split`` of the training split
+    vocabulary: list[str]
+    tokenizer: TextTokenizer
+    levels: int  # list-label levels above 0 (at least 1)
+    lists: int  # training lists per epoch
+    steps: int  # steps per epoch
+    list_size: int  # longer training lists are sampled down to this many documents
 
 
-def _tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
-    return TextTokenizer(
-        vocabulary,
-        max_query_tokens=config.text.max_query_tokens,
-        max_document_tokens=config.text.max_document_tokens,
+def _prepare(config: TrainConfig) -> _PreparedRun:
+    """Scans the training split and builds the vocabulary (or reads ``--vocab``'s)."""
+    data = text_data.load_text_data(config.data, config.text)
+    word_counts = None if config.text.vocab else collections.Counter()
+    list_size = config.list_size or DEFAULT_LIST_SIZE
+    scan = text_data.scan_split(data, "train", word_counts=word_counts, list_size=list_size)
+    vocabulary = _vocabulary(config, word_counts)
+    tokenizer = text_tokenizer(config, vocabulary)
+    levels = max(scan["max_label"], 1)
+    include = config.training_includes_empty_lists()
+    lists = scan["lists"] - (0 if include else scan["lists_without_relevant"])
+    if lists == 0:
+        raise ValueError(f"{config.data}: no training list passes the training-list policy")
+    return _PreparedRun(
+        config=config,
+        data=data,
+        scan=scan,
+        vocabulary=vocabulary,
+        tokenizer=tokenizer,
+        levels=levels,
+        lists=lists,
+        steps=math.ceil(lists / config.batch_size),
+        list_size=list_size,
     )
+
+
+def _start(run: _PreparedRun) -> None:
+    """The new run's files (``run_session`` gave it an empty directory)."""
+    config = run.config
+    write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
+    write_vocabulary(os.path.join(config.model_dir, VOCAB_NAME), run.vocabulary)
+    # What rebuilding the model needs besides config.json.
+    write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), {"label_levels": run.levels})
 
 
 def train_text(
@@ -258,52 +215,18 @@ def train_text(
     # Refusals come before the scan of the training lists.
     check_run_directory(config.model_dir, config.to_json(), existing=existing, resumable=False)
     tf.keras.utils.set_random_seed(config.seed)
-    data = text_data.load_text_data(config.data, config.text)
-    word_counts = None if config.text.vocab else collections.Counter()
-    list_size = config.list_size or DEFAULT_LIST_SIZE
-    scan = text_data.scan_split(data, "train", word_counts=word_counts, list_size=list_size)
-    vocabulary = _vocabulary(config, word_counts)
-    tokenizer = _tokenizer(config, vocabulary)
-    levels = max(scan["max_label"], 1)
-    include = config.training_includes_empty_lists()
-    lists = scan["lists"] - (0 if include else scan["lists_without_relevant"])
-    if lists == 0:
-        raise ValueError(f"{config.data}: no training list passes the training-list policy")
-    steps = math.ceil(lists / config.batch_size)
+    run = _prepare(config)
     # Text runs keep no backup: they can be replaced, not resumed.
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False):
-        _start(config, vocabulary, levels)
-        return _train_text(
-            config,
-            data,
-            scan,
-            vocabulary,
-            tokenizer,
-            levels,
-            lists,
-            steps,
-            list_size=list_size,
-            verbose=verbose,
-            final_weights=final_weights,
-        )
+        _start(run)
+        return _train_text(run, verbose=verbose, final_weights=final_weights)
 
 
-def _train_text(
-    config,
-    data,
-    scan,
-    vocabulary,
-    tokenizer,
-    levels,
-    lists,
-    steps,
-    *,
-    list_size,
-    verbose,
-    final_weights,
-) -> dict:
+def _train_text(run: _PreparedRun, *, verbose: int, final_weights: str | None) -> dict:
     """``train_text``'s work inside the run directory."""
-    model = _compile(config, len(vocabulary), levels, steps)
+    config, data, scan, tokenizer = run.config, run.data, run.scan, run.tokenizer
+    levels, lists, vocabulary = run.levels, run.lists, run.vocabulary
+    model = _compile(config, len(vocabulary), levels, run.steps)
     logger.info(
         "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "
         "--list-size %d are sampled anew each epoch), vocabulary of %d WordPiece tokens",
@@ -311,10 +234,10 @@ def _train_text(
         scan["documents"],
         scan["longest_list"],
         scan["lists_longer_than_list_size"],
-        list_size,
+        run.list_size,
         len(vocabulary),
     )
-    callbacks = [Throughput(lists, steps)]
+    callbacks = [Throughput(lists, run.steps)]
     monitor, mode = "loss", "min"
     evaluation = dict(batch_size=config.eval_batch_size, list_head=config.uses_list_head)
     if "vali" in data.files:
@@ -334,7 +257,7 @@ def _train_text(
         tf.keras.callbacks.CSVLogger(history_csv),
         tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
     ]
-    train_data = _training_batches(config, data, tokenizer, list_size=list_size)
+    train_data = _training_batches(config, data, tokenizer, list_size=run.list_size)
     started = time.perf_counter()
     history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
     seconds = time.perf_counter() - started
@@ -369,59 +292,3 @@ def _train_text(
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
     return metrics
-
-
-def is_text_run(model_dir: str) -> bool:
-    """Whether ``model_dir`` holds a text model's run."""
-    return os.path.isfile(os.path.join(model_dir, VOCAB_NAME))
-
-
-def load_text_run(model_dir: str):
-    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained text run.
-    """
-    config_path = os.path.join(model_dir, CONFIG_NAME)
-    weights = os.path.join(model_dir, BEST_WEIGHTS)
-    if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
-        raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
-    with open(config_path, encoding="utf-8") as f:
-        config = TrainConfig.from_json(json.load(f))
-    with open(os.path.join(model_dir, TEXT_RUN_NAME), encoding="utf-8") as f:
-        max_label = json.load(f)["label_levels"]
-    vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
-    tokenizer = _tokenizer(config, vocabulary)
-    score_loss = get_score_loss(config.loss)
-    model = build_text_model(
-        config.model,
-        len(vocabulary),
-        config.architecture,
-        max_label if config.uses_list_head else None,
-        item_levels=max_label if score_loss.output == "item_levels" else None,
-    )
-    status = model.load_weights(weights)
-    status.expect_partial()
-    return config, tokenizer, model, max_label
-
-
-def text_run_evaluator(model_dir: str, data_dir: str | None):
-    """``(trained_on, splits, evaluate)`` for ``runs.evaluate_run``: the run's training
-    data, the splits of ``data_dir`` (default: that data), and
-    ``evaluate(data_dir, manifest, split) -> metrics`` (``manifest`` unused)."""
-    config, tokenizer, model, max_label = load_text_run(model_dir)
-    data = text_data.load_text_data(data_dir or config.data, config.text)
-
-    def evaluate(directory: str, manifest, split: str) -> dict:
-        del directory, manifest  # ``data`` above
-        return evaluate_text_model(
-            model,
-            tokenizer,
-            data,
-            split,
-            batch_size=config.eval_batch_size,
-            list_head=config.uses_list_head,
-            max_label=max_label,
-        )
-
-    return config.data, list(data.files), evaluate

@@ -18,6 +18,7 @@ the chief writes into ``model_dir``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -31,14 +32,8 @@ import tensorflow as tf
 from tfr_rankformer import compiled_ops, data, packed_items
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
-from tfr_rankformer.models import (
-    build_model,
-    normalization_of,
-    ranker_of,
-)
-from tfr_rankformer.multi_worker import SharedValidation, WorkerRole, worker_role
+from tfr_rankformer.models import normalization_of
+from tfr_rankformer.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.optimizers import (
     EpochSchedule,
     InverseSqrtDecay,
@@ -48,11 +43,18 @@ from tfr_rankformer.optimizers import (
 from tfr_rankformer.run_directory import check_run_directory, run_session
 from tfr_rankformer.run_plan import RunPlan, check_memory, plan_run, shuffle_lists
 from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import (
-    BestWeights,
-    ProgressLines,
-    Throughput,
-    attached_to_terminal,
+from tfr_rankformer.training_callbacks import attached_to_terminal
+from tfr_rankformer.training_setup import (
+    BACKUP_NAME,
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    METRICS_NAME,
+    build_compiled_model,
+    build_run_model,
+    evaluate_splits,
+    item_levels,
+    run_callbacks,
 )
 
 __all__ = [
@@ -69,15 +71,13 @@ __all__ = [
     "train",
     "build_compiled_model",
     "BEST_WEIGHTS",
+    "CONFIG_NAME",
+    "METRICS_NAME",
+    "HISTORY_NAME",
+    "BACKUP_NAME",
 ]
 
 logger = logging.getLogger(__name__)
-
-BEST_WEIGHTS = os.path.join("checkpoints", "best")
-CONFIG_NAME = "config.json"
-METRICS_NAME = "metrics.json"
-HISTORY_NAME = "history.csv"
-BACKUP_NAME = "backup"
 
 
 def choose_strategy() -> tf.distribute.Strategy:
@@ -90,141 +90,28 @@ def choose_strategy() -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-def item_levels(config: TrainConfig, manifest: dict) -> int | None:
-    """Label levels of the item-level logits the loss needs (``None``: plain scores)."""
-    if get_score_loss(config.loss).output == "item_levels":
-        return data.label_levels(manifest)
-    return None
-
-
-def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
-    """The run's model (normalisation and ranker), untrained: a list head only when
-    alpha > 0, item-level logits when the loss reads them."""
-    levels = data.label_levels(manifest)
-    return build_model(
-        config.model,
-        manifest,
-        config.architecture,
-        levels if config.uses_list_head else None,
-        item_levels=item_levels(config, manifest),
-    )
-
-
-def build_compiled_model(
-    config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
-) -> tuple[tf.keras.Model, tf.keras.Model]:
-    """The model, and its ranker compiled with the losses, the optimizer and its schedule.
-
-    Training fits the ranker (normalised features); the model wraps it with the
-    normalisation (raw features). Call inside a strategy scope.
-    """
-    levels = data.label_levels(manifest)
-    model = build_run_model(config, manifest)
-    ranker = ranker_of(model)
-    score_loss = get_score_loss(config.loss)
-    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
-    weights = {score_loss.output: 1.0}
-    if config.uses_list_head:
-        level_mean = config.loss_scaling == "released"
-        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
-        weights["list_quality"] = config.alpha
-    optimizer = build_optimizer(config, steps_per_epoch)
-    ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
-    return model, ranker
-
-
-def _callbacks(
-    config: TrainConfig,
-    model: tf.keras.Model,
-    manifest: dict,
-    *,
-    lists: int,
-    steps: int,
-    strategy: tf.distribute.Strategy,
-    worker: WorkerRole,
-    progress_lines: bool,
-    progress_seconds: float,
-) -> tuple[list[tf.keras.callbacks.Callback], str]:
-    """The training callbacks, and the logged value that picks the best weights.
-
-    Every worker evaluates, stops early and backs up alike; only the chief
-    gets the callbacks that write (history, TensorBoard) and progress lines.
-    """
-    callbacks = [Throughput(lists, steps)]
-    has_vali = "vali" in manifest["splits"]
-    if has_vali:
-        vali = data.evaluation_dataset(
-            config.data,
-            manifest,
-            split="vali",
-            batch_size=config.eval_batch_size,
-            batch_items=config.evaluation_batch_items(),
-        )
-        levels = data.label_levels(manifest)
-        callbacks.append(
-            EvaluationCallback(vali, max_label=levels, list_head=config.uses_list_head, model=model)
-        )
-        if worker.multi_worker:
-            callbacks.append(SharedValidation(strategy))
-    monitor = "val_ndcg_y@10" if has_vali else "loss"
-    mode = "max" if has_vali else "min"
-    best = os.path.join(config.model_dir, BEST_WEIGHTS)
-    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
-    last = config.keep_weights == "last"
-    callbacks.append(
-        BestWeights(
-            model,
-            best,
-            monitor=None if last else monitor,
-            mode=mode,
-            history=history_csv,
-            worker=worker,
-            strategy=strategy,
-        )
-    )
-    if not last:
-        callbacks.append(
-            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
-        )
-    callbacks += [
-        # Under MultiWorkerMirroredStrategy Keras itself has the chief write
-        # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
-        # every worker restores from backup/chief/.
-        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME)),
-    ]
-    if worker.is_chief:
-        callbacks += [
-            tf.keras.callbacks.CSVLogger(history_csv, append=True),
-            tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
-        ]
-        if progress_lines:
-            # Last, so that its epoch line shows the validation metrics.
-            callbacks.append(ProgressLines(lists, steps, every_seconds=progress_seconds))
-    return callbacks, monitor
-
-
 def recorded_metrics(config: TrainConfig) -> dict:
     """A complete run's ``metrics.json`` (what ``--resume`` of it returns)."""
     with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
         return json.load(f)
 
 
-def _evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) -> dict:
-    return {
-        split: evaluate_model(
-            model,
-            data.evaluation_dataset(
-                config.data,
-                manifest,
-                split=split,
-                batch_size=config.eval_batch_size,
-                batch_items=config.evaluation_batch_items(),
-            ),
-            max_label=data.label_levels(manifest),
-            list_head=config.uses_list_head,
-        )
-        for split in manifest["splits"]
-    }
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What ``train`` settled before opening the run directory, with the caller's
+    options (see ``train``)."""
+
+    config: TrainConfig
+    manifest: dict
+    plan: RunPlan
+    strategy: tf.distribute.Strategy
+    worker: WorkerRole
+    mixed: bool
+    xla: bool
+    verbose: int
+    final_weights: str | None
+    callbacks: list | None
+    progress_seconds: float
 
 
 def train(
@@ -275,14 +162,14 @@ def train(
     mixed = gpu if config.mixed_precision is None else config.mixed_precision
     xla = gpu if config.xla is None else config.xla
 
-    run = plan_run(config, manifest, data_dir=config.data, worker=worker)
-    if run.batches.lists == 0:
+    plan = plan_run(config, manifest, data_dir=config.data, worker=worker)
+    if plan.batches.lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
-    logger.info("plan: %s", run.describe())
+    logger.info("plan: %s", plan.describe())
     settings = config.to_json()
     if worker.is_chief:  # refusals come before anything is written
         check_run_directory(config.model_dir, settings, existing=existing)
-    check_memory(run, config)
+    check_memory(plan, config)
     session = (
         run_session(config.model_dir, settings, existing=existing)
         if worker.is_chief
@@ -295,44 +182,36 @@ def train(
         if worker.is_chief:
             write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
         return _train(
-            config,
-            manifest,
-            run,
-            strategy,
-            worker,
-            mixed=mixed,
-            xla=xla,
-            verbose=verbose,
-            final_weights=final_weights,
-            callbacks=callbacks,
-            progress_seconds=progress_seconds,
+            _Run(
+                config=config,
+                manifest=manifest,
+                plan=plan,
+                strategy=strategy,
+                worker=worker,
+                mixed=mixed,
+                xla=xla,
+                verbose=verbose,
+                final_weights=final_weights,
+                callbacks=callbacks,
+                progress_seconds=progress_seconds,
+            )
         )
 
 
-def _train(
-    config: TrainConfig,
-    manifest: dict,
-    run: RunPlan,
-    strategy: tf.distribute.Strategy,
-    worker: WorkerRole,
-    *,
-    mixed: bool,
-    xla: bool,
-    verbose: int,
-    final_weights: str | None,
-    callbacks: list | None,
-    progress_seconds: float,
-) -> dict:
+def _train(run: _Run) -> dict:
     """``train``'s work inside the run directory."""
-    lists, steps = run.batches.lists, run.batches.steps
+    config, manifest, plan, worker = run.config, run.manifest, run.plan, run.worker
+    lists, steps = plan.batches.lists, plan.batches.steps
     include_empty = config.training_includes_empty_lists()
     # The precision policy applies to the layers built under it, then is restored.
     policy = tf.keras.mixed_precision.global_policy()
-    if mixed:
+    if run.mixed:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        with strategy.scope():
-            model, ranker = build_compiled_model(config, manifest, steps_per_epoch=steps, xla=xla)
+        with run.strategy.scope():
+            model, ranker = build_compiled_model(
+                config, manifest, steps_per_epoch=steps, xla=run.xla
+            )
     finally:
         tf.keras.mixed_precision.set_global_policy(policy)
     # Lists too large to cache in memory are cached on disk for the run.
@@ -340,8 +219,8 @@ def _train(
     train_data = data.training_dataset(
         config.data,
         manifest,
-        plan=run.batches,
-        list_cap=run.cap,
+        plan=plan.batches,
+        list_cap=plan.cap,
         include_empty_lists=include_empty,
         with_list_head=config.uses_list_head,
         with_item_levels=item_levels(config, manifest) is not None,
@@ -353,20 +232,19 @@ def _train(
         worker=worker,
         pad_to_longest=not config.length_buckets,
     )
-    extra = list(callbacks or [])
-    lines = verbose == 1 and not attached_to_terminal()
-    callbacks, monitor = _callbacks(
+    lines = run.verbose == 1 and not attached_to_terminal()
+    callbacks, monitor = run_callbacks(
         config,
         model,
         manifest,
         lists=lists,
         steps=steps,
-        strategy=strategy,
+        strategy=run.strategy,
         worker=worker,
         progress_lines=lines,
-        progress_seconds=progress_seconds,
+        progress_seconds=run.progress_seconds,
     )
-    callbacks += extra
+    callbacks += list(run.callbacks or [])
     logger.info(
         "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
         "strategy %s (worker %d of %d), mixed precision %s, XLA %s",
@@ -374,18 +252,18 @@ def _train(
         lists,
         "with" if include_empty else "without",
         steps,
-        type(strategy).__name__,
+        type(run.strategy).__name__,
         worker.index,
         worker.count,
-        mixed,
-        xla,
+        run.mixed,
+        run.xla,
     )
     started = time.perf_counter()
     # XLA's compiled pieces compile once per batch shape: worth it for one shape
     # (one bucket; batches padded to their longest list take a shape each).
     # Batches of many shapes carry padding instead: their encoder layers run the
     # item-wise parts on the valid items alone (packed_items).
-    buckets = sum(1 for count in run.batches.counts if count)
+    buckets = sum(1 for count in plan.batches.counts if count)
     one_shape = buckets == 1 and config.length_buckets
     try:
         with compiled_ops.default(one_shape), packed_items.default(not one_shape):
@@ -393,7 +271,7 @@ def _train(
                 train_data,
                 epochs=config.epochs,
                 callbacks=callbacks,
-                verbose=0 if lines else verbose,
+                verbose=0 if lines else run.verbose,
             )
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -402,36 +280,42 @@ def _train(
         os.rmdir(os.path.join(config.model_dir, BACKUP_NAME))  # emptied once training completes
     except OSError:
         pass  # absent, or still holding a backup another worker has not cleared yet
-    if final_weights:
-        np.savez(final_weights, *model.get_weights())
+    if run.final_weights:
+        np.savez(run.final_weights, *model.get_weights())
     if not worker.is_chief:
         return {}
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
-    metrics = _evaluate_splits(config, manifest, model)
-    metrics["training"] = {
-        "epochs_completed": history.epoch[-1] + 1 if history.epoch else 0,
-        "epochs_this_run": len(history.epoch),
-        "seconds": seconds,
-        "lists_per_epoch": lists,
-        "steps_per_epoch": steps,
-        "items_per_epoch": run.items,
-        "padded_items_per_epoch": run.batches.padded_items(),
-        "items_left_out_per_epoch": run.sampled_out,
-        "buckets": {
-            str(e): {"lists": c, "lists_per_batch": b}
-            for e, b, c in zip(run.batches.edges, run.batches.lists_per_batch, run.batches.counts)
-            if c
-        },
-        "estimated_peak_bytes": run.memory.peak,
-        "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],
-        "monitor": monitor,
-        "strategy": type(strategy).__name__,
-        "workers": worker.count,
-        "mixed_precision": mixed,
-        "xla": xla,
-    }
+    metrics = evaluate_splits(config, manifest, model)
+    metrics["training"] = _training_summary(run, history, seconds, monitor)
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
     return metrics
+
+
+def _training_summary(run: _Run, history, seconds: float, monitor: str) -> dict:
+    """``metrics.json``'s ``training`` entry: what the run did and how fast."""
+    batches = run.plan.batches
+    return {
+        "epochs_completed": history.epoch[-1] + 1 if history.epoch else 0,
+        "epochs_this_run": len(history.epoch),
+        "seconds": seconds,
+        "lists_per_epoch": batches.lists,
+        "steps_per_epoch": batches.steps,
+        "items_per_epoch": run.plan.items,
+        "padded_items_per_epoch": batches.padded_items(),
+        "items_left_out_per_epoch": run.plan.sampled_out,
+        "buckets": {
+            str(e): {"lists": c, "lists_per_batch": b}
+            for e, b, c in zip(batches.edges, batches.lists_per_batch, batches.counts)
+            if c
+        },
+        "estimated_peak_bytes": run.plan.memory.peak,
+        "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],
+        "monitor": monitor,
+        "strategy": type(run.strategy).__name__,
+        "workers": run.worker.count,
+        "mixed_precision": run.mixed,
+        "xla": run.xla,
+    }

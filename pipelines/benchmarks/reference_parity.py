@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import signal
 import statistics
@@ -62,82 +61,28 @@ import subprocess
 import sys
 import tempfile
 
+from pipelines.benchmarks.parity_records import METRICS, RELEASED, RunRecord, recorded_runs
+from pipelines.benchmarks.parity_sources import (
+    SETUP,
+    add_source_arguments,
+    convert_folds,
+    cpu_extensions,
+    fold_files,
+    official_setup,
+    shared_lists,
+)
+from pipelines.benchmarks.parity_tables import (
+    between_models,
+    fold_by_fold,
+    seed_by_seed,
+    summarize,
+    table,
+)
 from pipelines.experiment_specs import parse_folds, parse_models
-from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
-METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
-RELEASED = "released code"  # the side's name in the tables and parity.json
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
-SETUP = """\
-The authors' released code is not set up, so only our side runs. To compare:
-  git clone https://github.com/maartenbuyl/rankformer rankformer-official
-  python3.11 -m venv ref-venv && ref-venv/bin/pip install torch pandas scikit-learn
-then pass --official-dir rankformer-official --official-python ref-venv/bin/python
-(or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
-
-
-def cpu_extensions() -> str:
-    """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return "unknown CPU"
-    fields = dict(
-        line.split(":", 1) for line in text.splitlines()[:40] if ":" in line and line.strip()
-    )
-    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
-    wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
-    name = fields.get("model name\t", fields.get("model name", "unknown CPU")).strip()
-    return f"{name}; {' '.join(wide) or 'no AVX2'}"
-
-
-def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """``--dataset``/``--data-dir`` (the LETOR folds) and ``--official-dir``/
-    ``--official-python`` (the released code and a Python that runs it)."""
-    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    p.add_argument("--data-dir", help="where --dataset is looked up by name")
-    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
-
-
-def official_setup(args) -> tuple[str, str] | None:
-    """``(official_dir, python)`` when the released code can run, else ``None``."""
-    directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
-    python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
-    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
-        return None
-    check = subprocess.run(
-        [python, "-c", "import torch, pandas, sklearn"], capture_output=True, text=True
-    )
-    if check.returncode != 0:
-        print(f"{python} cannot import torch, pandas and sklearn:\n{check.stderr[-300:]}")
-        return None
-    return directory, python
-
-
-def convert_folds(args, folds: list[int]) -> dict[int, str]:
-    """``output/data/FoldN`` for every fold, converted once with purchase label 4."""
-    from tfrecords_tools.click_simulation import ClickConfig
-    from tfrecords_tools.convert import ConvertConfig, convert
-
-    target = os.path.join(args.output, "data")
-    paths = {fold: os.path.join(target, f"Fold{fold}") for fold in folds}
-    if not all(os.path.isfile(os.path.join(p, "manifest.json")) for p in paths.values()):
-        config = ConvertConfig(
-            input=args.dataset,
-            output=target,
-            data_dir=args.data_dir,
-            all_folds=True,
-            simulate_clicks=True,
-            clicks=ClickConfig(purchase_label=4),
-            seed=args.seed,
-            overwrite=True,
-        )
-        convert(config, progress=True)
-    return paths
 
 
 def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
@@ -169,50 +114,6 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
     with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:
         rates = [float(row["lists_per_sec"]) for row in csv.DictReader(f)]
     return {**{k: metrics["test"][k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
-
-
-def fold_files(args, fold: int) -> dict[str, str]:
-    """``{split: LETOR file}`` of ``fold``, found as ``tfr-convert`` finds it."""
-    from tfrecords_tools.sources import resolve_source
-    from tfrecords_tools.synthetic import SyntheticConfig
-
-    with tempfile.TemporaryDirectory() as scratch:
-        source = resolve_source(
-            args.dataset,
-            data_dir=args.data_dir,
-            scratch=scratch,
-            synthetic=SyntheticConfig(),
-            tfds_download=False,
-        )
-    return source.folds[fold]
-
-
-def shared_lists(fold_data: str) -> dict[str, str]:
-    """``{split: .npz}`` of the converted fold's train and test lists, as the
-    runner reads them (written once, next to the fold's TFRecords)."""
-    import numpy as np
-
-    from tfr_rankformer.data import load_manifest
-    from tfr_rankformer.list_arrays import read_split
-
-    directory = os.path.join(fold_data, "lists")
-    paths = {split: os.path.join(directory, f"{split}.npz") for split in ("train", "test")}
-    manifest = load_manifest(fold_data)
-    for split, path in paths.items():
-        if os.path.isfile(path):
-            continue
-        arrays = read_split(fold_data, manifest, split)
-        os.makedirs(directory, exist_ok=True)
-        partial = path + ".partial.npz"
-        np.savez(
-            partial,
-            features=arrays.features,
-            label=arrays.label,
-            relevance=arrays.relevance,
-            offsets=arrays.offsets,
-        )
-        os.replace(partial, path)
-    return paths
 
 
 def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
@@ -253,59 +154,6 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
                     f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
                 )
     return {n: results[n] for n in names}
-
-
-class RunRecord:
-    """``--record``: a JSON-lines file of finished runs, one per line with what
-    identifies it (dataset, labels, the conversion's seed, epochs, side, model,
-    fold, seed), its metrics, lists/s and the CPU it ran on. Runs found in it
-    are not run again; new ones are appended as they finish. A benchmark too
-    long for one sitting or one machine accumulates its runs in it (the file is
-    small enough to keep under version control); delete a line to rerun it.
-    Without a path it records nothing."""
-
-    IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
-
-    def __init__(self, path: str | None, args, cpu: str):
-        self.path, self.cpu = path, cpu
-        dataset = os.path.basename(os.path.normpath(args.dataset))
-        self.settings = dict(
-            dataset=dataset, labels=args.labels, data_seed=args.seed, epochs=args.epochs
-        )
-        self.runs: dict[tuple, dict] = {}
-        if path and os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        run = json.loads(line)
-                        key = tuple(run[k] for k in self.IDENTITY)
-                    except (ValueError, KeyError) as error:
-                        message = f"{path}, line {number}: not a run record ({error!r})"
-                        raise ValueError(message) from error
-                    self.runs[key] = run
-
-    def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
-        found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
-        return tuple(found[k] for k in self.IDENTITY)
-
-    def get(self, side: str, model: str, fold: int, seed: int) -> dict | None:
-        """The recorded run's metrics and lists/s, or ``None``."""
-        return self.runs.get(self._key(side, model, fold, seed))
-
-    def add(self, side: str, model: str, fold: int, seed: int, result: dict) -> dict:
-        """Appends a finished run (its metrics and lists/s); returns them."""
-        kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
-        key = self._key(side, model, fold, seed)
-        if self.path and key not in self.runs:
-            line = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
-            directory = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(directory, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(line) + "\n")
-            self.runs[key] = line
-        return kept
 
 
 def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
@@ -404,194 +252,6 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
     return results, by_seed
 
 
-def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
-    """``--recorded-only``: the record's runs, nothing trained or run. With both
-    sides, a model's fold and seed is kept only when both sides hold it, so each
-    fold's figures on the two sides are means over the same seeds. Returns
-    ``(results, by_seed, left_out)`` as :func:`run_all`, with ``left_out`` the
-    ``(side, model, fold, seed)`` the record lacks."""
-    sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}[side]
-    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    left_out = []
-    for spec in specs:
-        for fold in folds:
-            for seed in seeds:
-                found = {
-                    where: record.get(
-                        where, spec.label if where == "ours" else spec.model, fold, seed
-                    )
-                    for where in sides
-                }
-                absent = [where for where, run in found.items() if run is None]
-                left_out += [(where, spec.label, fold, seed) for where in absent]
-                if absent:
-                    continue
-                for where, run in found.items():
-                    results[spec.label][where].setdefault(fold, []).append(run)
-                    by_seed[spec.label][where][fold, seed] = run
-    return results, by_seed, left_out
-
-
-def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
-    """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
-    the mean ± standard error of the per-fold differences (shared lists only)."""
-    folds = len(parse_folds(args.folds))
-    last = args.seed + args.seeds - 1
-    seed_text = f"seed {args.seed}" if args.seeds == 1 else f"seeds {args.seed}-{last}"
-    lists = (
-        "both sides on the same simulated lists"
-        if args.labels == "shared"
-        else "each side simulating its own clicks"
-    )
-    lines = [
-        f"Test NDCG x 100 on {args.dataset} with simulated clicks (purchase label 4), "
-        f"{lists}, {folds} fold(s), {args.epochs} epochs, {seed_text}, last epoch's "
-        "weights; mean ± standard error over folds (a fold's figure is the mean over its "
-        "seeds). Δ = ours − released; ✓: |Δ| within the released code's standard error "
-        "(no verdict from one fold, which has none)"
-        + ("; ± after Δ: standard error of the per-fold differences" if paired else "")
-        + f". Speed: median training lists/s over epochs (CPU: {cpu}).",
-        "",
-        "| model | side | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) | lists/s |",
-        "|---|---|---|---|---|---|",
-    ]
-    for label, sides in rows.items():
-        for side, values in sides.items():
-            cells = []
-            for key in (*METRICS, "lists_per_sec"):
-                mean, se = values[key]
-                text = f"{mean:,.0f}" if key == "lists_per_sec" else f"{mean:.2f}"
-                if key != "lists_per_sec" and not math.isnan(se):
-                    text += f" ± {se:.2f}"
-                cells.append(text)
-            lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
-        if RELEASED in sides and "ours" in sides:
-            mine, ref = sides["ours"], sides[RELEASED]
-            cells = []
-            for key in METRICS:
-                delta = mine[key][0] - ref[key][0]
-                if math.isnan(ref[key][1]):
-                    ok = "(one fold)"
-                else:
-                    ok = "✓" if abs(delta) <= ref[key][1] else "✗"
-                spread = paired.get(label, {}).get(key) if paired else None
-                if spread is not None and not math.isnan(spread["se"]):
-                    cells.append(f"{delta:+.2f} ± {spread['se']:.2f} {ok}")
-                else:
-                    cells.append(f"{delta:+.2f} {ok}")
-            ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
-            lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
-    return "\n".join(lines) + "\n"
-
-
-def fold_by_fold(paired: dict | None) -> str:
-    """Markdown: ours − released on each fold (shared lists): on how many folds ours
-    is ahead and the lowest and highest difference."""
-    if not paired:
-        return ""
-    lines = [
-        "",
-        "Ours − released, fold by fold (folds where ours is ahead; lowest to highest difference):",
-        "",
-        "| model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|",
-    ]
-    for label, found in paired.items():
-        cells = [
-            f"{d['ahead']}/{d['n']}; {d['low']:+.2f} to {d['high']:+.2f}"
-            for d in (found[key] for key in METRICS)
-        ]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def seed_by_seed(by_seed: dict) -> str:
-    """Markdown: for every model and seed both sides ran (when there are two or more),
-    each side's mean over the folds that seed ran on, and ours − released on them
-    (mean ± standard error of the per-fold differences; folds where ours is ahead).
-    ``by_seed[label][side][(fold, seed)]`` holds the runs."""
-    lines = []
-    for label, sides in by_seed.items():
-        mine, ref = sides.get("ours", {}), sides.get(RELEASED, {})
-        seeds = sorted({seed for _, seed in mine} & {seed for _, seed in ref})
-        if len(seeds) < 2:
-            continue
-        for seed in seeds:
-            a = {fold: run for (fold, s), run in mine.items() if s == seed}
-            b = {fold: run for (fold, s), run in ref.items() if s == seed}
-            folds = sorted(set(a) & set(b))
-            found = pair_differences(a, b, METRICS)
-            cells = [
-                f"{statistics.fmean(a[f][key] for f in folds):.2f} / "
-                f"{statistics.fmean(b[f][key] for f in folds):.2f}; "
-                + format_difference(found[key])
-                for key in METRICS
-            ]
-            where = ",".join(str(f) for f in folds)
-            lines.append(f"| {label} | {seed} | {where} | " + " | ".join(cells) + " |")
-    if not lines:
-        return ""
-    header = [
-        "",
-        "Seed by seed, over the folds both sides ran it on (ours / released; Δ ± standard "
-        "error of the per-fold differences, folds where ours is ahead):",
-        "",
-        "| model | seed | folds | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|---|---|",
-    ]
-    return "\n".join(header + lines) + "\n"
-
-
-def between_models(fold_means: dict, results: dict) -> str:
-    """Markdown: on each side, every pair of models paired by fold (mean ± standard
-    error of the per-fold differences, and on how many folds the first is ahead), and
-    each side's seed spread (each fold's standard deviation between seeds, pooled)."""
-    lines = [
-        "",
-        "Between models, paired by fold (mean ± standard error of the per-fold "
-        "differences; folds where the first is ahead):",
-        "",
-        "| side | pair | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|---|",
-    ]
-    pairs = []
-    labels = list(fold_means)
-    for side in ("ours", RELEASED):
-        for i, first in enumerate(labels):
-            for second in labels[i + 1 :]:
-                a, b = fold_means[first].get(side), fold_means[second].get(side)
-                if not a or not b:
-                    continue
-                found = pair_differences(a, b, METRICS)
-                cells = [format_difference(found[key]) for key in METRICS]
-                pairs.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
-    lines = lines + pairs if pairs else []
-    spreads = []
-    for side in ("ours", RELEASED):
-        for label, sides in results.items():
-            runs = sides.get(side)
-            if runs and all(len(r) > 1 for r in runs.values()):
-                cells = []
-                for key in METRICS:
-                    pooled = statistics.fmean(
-                        statistics.variance([run[key] for run in r]) for r in runs.values()
-                    )
-                    cells.append(f"{math.sqrt(pooled):.2f}")
-                spreads.append(f"| {side} | {label} | " + " | ".join(cells) + " |")
-    if spreads:
-        lines += [
-            "",
-            "Seed spread on the same lists: each fold's standard deviation between "
-            "seeds, pooled over folds:",
-            "",
-            "| side | model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-            "|---|---|---|---|---|",
-            *spreads,
-        ]
-    return "\n".join(lines) + "\n" if lines else ""
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="reference_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
@@ -685,32 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         results, by_seed = found
         note = ""
-    keys = (*METRICS, "lists_per_sec")
-    fold_means = {
-        label: {
-            side: {
-                f: {k: statistics.fmean(r[k] for r in runs) for k in keys}
-                for f, runs in by_fold.items()
-            }
-            for side, by_fold in sides.items()
-            if by_fold
-        }
-        for label, sides in results.items()
-    }
-    rows = {
-        label: {
-            side: {k: mean_se([means[k] for means in by_fold.values()]) for k in keys}
-            for side, by_fold in sides.items()
-        }
-        for label, sides in fold_means.items()
-    }
-    paired = None
-    if args.labels == "shared":
-        paired = {
-            label: pair_differences(sides["ours"], sides[RELEASED], METRICS)
-            for label, sides in fold_means.items()
-            if len(sides) == 2
-        }
+    fold_means, rows, paired = summarize(results, args.labels)
     text = (
         note
         + table(rows, cpu, args, paired)

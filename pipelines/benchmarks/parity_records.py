@@ -1,0 +1,97 @@
+"""``reference_parity``'s run records: what identifies a run and where finished runs are kept.
+
+:class:`RunRecord` is the ``--record`` file, one JSON line per finished run;
+:func:`recorded_runs` gathers ``--recorded-only``'s table from it alone. The
+metric names (``METRICS``) and the released side's name (``RELEASED``) are
+shared with the tables (``parity_tables``) and the runs (``reference_parity``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
+RELEASED = "released code"  # the side's name in the tables and parity.json
+
+
+class RunRecord:
+    """``--record``: a JSON-lines file of finished runs, one per line with what
+    identifies it (dataset, labels, the conversion's seed, epochs, side, model,
+    fold, seed), its metrics, lists/s and the CPU it ran on. Runs found in it
+    are not run again; new ones are appended as they finish. A benchmark too
+    long for one sitting or one machine accumulates its runs in it (the file is
+    small enough to keep under version control); delete a line to rerun it.
+    Without a path it records nothing."""
+
+    IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
+
+    def __init__(self, path: str | None, args, cpu: str):
+        self.path, self.cpu = path, cpu
+        dataset = os.path.basename(os.path.normpath(args.dataset))
+        self.settings = dict(
+            dataset=dataset, labels=args.labels, data_seed=args.seed, epochs=args.epochs
+        )
+        self.runs: dict[tuple, dict] = {}
+        if path and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        run = json.loads(line)
+                        key = tuple(run[k] for k in self.IDENTITY)
+                    except (ValueError, KeyError) as error:
+                        message = f"{path}, line {number}: not a run record ({error!r})"
+                        raise ValueError(message) from error
+                    self.runs[key] = run
+
+    def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
+        found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
+        return tuple(found[k] for k in self.IDENTITY)
+
+    def get(self, side: str, model: str, fold: int, seed: int) -> dict | None:
+        """The recorded run's metrics and lists/s, or ``None``."""
+        return self.runs.get(self._key(side, model, fold, seed))
+
+    def add(self, side: str, model: str, fold: int, seed: int, result: dict) -> dict:
+        """Appends a finished run (its metrics and lists/s); returns them."""
+        kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
+        key = self._key(side, model, fold, seed)
+        if self.path and key not in self.runs:
+            line = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
+            directory = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(directory, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+            self.runs[key] = line
+        return kept
+
+
+def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
+    """``--recorded-only``: the record's runs, nothing trained or run. With both
+    sides, a model's fold and seed is kept only when both sides hold it, so each
+    fold's figures on the two sides are means over the same seeds. Returns
+    ``(results, by_seed, left_out)`` as ``reference_parity.run_all``, with
+    ``left_out`` the ``(side, model, fold, seed)`` the record lacks."""
+    sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}[side]
+    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    left_out = []
+    for spec in specs:
+        for fold in folds:
+            for seed in seeds:
+                found = {
+                    where: record.get(
+                        where, spec.label if where == "ours" else spec.model, fold, seed
+                    )
+                    for where in sides
+                }
+                absent = [where for where, run in found.items() if run is None]
+                left_out += [(where, spec.label, fold, seed) for where in absent]
+                if absent:
+                    continue
+                for where, run in found.items():
+                    results[spec.label][where].setdefault(fold, []).append(run)
+                    by_seed[spec.label][where][fold, seed] = run
+    return results, by_seed, left_out

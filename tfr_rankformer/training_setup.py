@@ -1,0 +1,173 @@
+"""What a ``tfr-train`` run is made of: its files, its model compiled for
+training, its callbacks and the final evaluation of every split.
+
+``training.train`` puts these together (and re-exports the public ones); the
+text models' training (``text_training``) shares the file names.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from tfr_rankformer import data
+from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
+from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.models import build_model, ranker_of
+from tfr_rankformer.multi_worker import SharedValidation, WorkerRole
+from tfr_rankformer.optimizers import build_optimizer
+from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training_callbacks import BestWeights, ProgressLines, Throughput
+
+__all__ = [
+    "BEST_WEIGHTS",
+    "CONFIG_NAME",
+    "METRICS_NAME",
+    "HISTORY_NAME",
+    "BACKUP_NAME",
+    "item_levels",
+    "build_run_model",
+    "build_compiled_model",
+    "run_callbacks",
+    "evaluate_splits",
+]
+
+# The run's files and directories in ``model_dir`` (see ``training``).
+BEST_WEIGHTS = os.path.join("checkpoints", "best")
+CONFIG_NAME = "config.json"
+METRICS_NAME = "metrics.json"
+HISTORY_NAME = "history.csv"
+BACKUP_NAME = "backup"
+
+
+def item_levels(config: TrainConfig, manifest: dict) -> int | None:
+    """Label levels of the item-level logits the loss needs (``None``: plain scores)."""
+    if get_score_loss(config.loss).output == "item_levels":
+        return data.label_levels(manifest)
+    return None
+
+
+def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
+    """The run's model (normalisation and ranker), untrained: a list head only when
+    alpha > 0, item-level logits when the loss reads them."""
+    levels = data.label_levels(manifest)
+    return build_model(
+        config.model,
+        manifest,
+        config.architecture,
+        levels if config.uses_list_head else None,
+        item_levels=item_levels(config, manifest),
+    )
+
+
+def build_compiled_model(
+    config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
+) -> tuple[tf.keras.Model, tf.keras.Model]:
+    """The model, and its ranker compiled with the losses, the optimizer and its schedule.
+
+    Training fits the ranker (normalised features); the model wraps it with the
+    normalisation (raw features). Call inside a strategy scope.
+    """
+    levels = data.label_levels(manifest)
+    model = build_run_model(config, manifest)
+    ranker = ranker_of(model)
+    score_loss = get_score_loss(config.loss)
+    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
+    weights = {score_loss.output: 1.0}
+    if config.uses_list_head:
+        level_mean = config.loss_scaling == "released"
+        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
+        weights["list_quality"] = config.alpha
+    optimizer = build_optimizer(config, steps_per_epoch)
+    ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
+    return model, ranker
+
+
+def run_callbacks(
+    config: TrainConfig,
+    model: tf.keras.Model,
+    manifest: dict,
+    *,
+    lists: int,
+    steps: int,
+    strategy: tf.distribute.Strategy,
+    worker: WorkerRole,
+    progress_lines: bool,
+    progress_seconds: float,
+) -> tuple[list[tf.keras.callbacks.Callback], str]:
+    """The training callbacks, and the logged value that picks the best weights.
+
+    Every worker evaluates, stops early and backs up alike; only the chief
+    gets the callbacks that write (history, TensorBoard) and progress lines.
+    """
+    callbacks = [Throughput(lists, steps)]
+    has_vali = "vali" in manifest["splits"]
+    if has_vali:
+        vali = data.evaluation_dataset(
+            config.data,
+            manifest,
+            split="vali",
+            batch_size=config.eval_batch_size,
+            batch_items=config.evaluation_batch_items(),
+        )
+        levels = data.label_levels(manifest)
+        callbacks.append(
+            EvaluationCallback(vali, max_label=levels, list_head=config.uses_list_head, model=model)
+        )
+        if worker.multi_worker:
+            callbacks.append(SharedValidation(strategy))
+    monitor = "val_ndcg_y@10" if has_vali else "loss"
+    mode = "max" if has_vali else "min"
+    best = os.path.join(config.model_dir, BEST_WEIGHTS)
+    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
+    last = config.keep_weights == "last"
+    callbacks.append(
+        BestWeights(
+            model,
+            best,
+            monitor=None if last else monitor,
+            mode=mode,
+            history=history_csv,
+            worker=worker,
+            strategy=strategy,
+        )
+    )
+    if not last:
+        callbacks.append(
+            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+        )
+    callbacks += [
+        # Under MultiWorkerMirroredStrategy Keras itself has the chief write
+        # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
+        # every worker restores from backup/chief/.
+        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME)),
+    ]
+    if worker.is_chief:
+        callbacks += [
+            tf.keras.callbacks.CSVLogger(history_csv, append=True),
+            tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+        ]
+        if progress_lines:
+            # Last, so that its epoch line shows the validation metrics.
+            callbacks.append(ProgressLines(lists, steps, every_seconds=progress_seconds))
+    return callbacks, monitor
+
+
+def evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) -> dict:
+    """The metrics of the whole model (raw features) on every split of the run's data."""
+    return {
+        split: evaluate_model(
+            model,
+            data.evaluation_dataset(
+                config.data,
+                manifest,
+                split=split,
+                batch_size=config.eval_batch_size,
+                batch_items=config.evaluation_batch_items(),
+            ),
+            max_label=data.label_levels(manifest),
+            list_head=config.uses_list_head,
+        )
+        for split in manifest["splits"]
+    }

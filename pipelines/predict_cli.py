@@ -167,7 +167,7 @@ def _letor_lists(args, num_features: int, filled: _Filled):
 
 def _lists(args, filled: _Filled) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
-    from tfr_rankformer.gbdt import is_gbdt_run, load_booster
+    from tfr_rankformer.gbdt_booster import is_gbdt_run, load_booster
     from tfr_rankformer.prediction import (
         is_text_export,
         resolve_export,

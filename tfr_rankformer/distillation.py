@@ -25,24 +25,29 @@ Targets (``--target``):
 ``output/`` holds the student as a GBDT run (``model.txt``, ``config.json``,
 ``metrics.json``: the student's metrics per split, plus ``comparison`` and
 ``fidelity``), and the label GBDT under ``gbdt_labels/``.
+
+This module holds the settings, the targets and the run; loading a teacher
+and scoring lists with it is in ``distillation_teacher`` (``Teacher`` and
+``load_teacher`` are re-exported here).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
 
 import numpy as np
-import tensorflow as tf
 
-from tfr_rankformer import data, gbdt
+from tfr_rankformer import data
 from tfr_rankformer.command_names import DISTILL_ROWS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
+from tfr_rankformer.distillation_teacher import Teacher, load_teacher
+from tfr_rankformer.gbdt import CONFIG_NAME, METRICS_NAME
+from tfr_rankformer.gbdt_booster import evaluate_arrays, fit_booster, save_booster, score_arrays
+from tfr_rankformer.gbdt_config import GBDTConfig
 from tfr_rankformer.list_arrays import ListArrays, read_split
 from tfr_rankformer.run_directory import RunExistsError, describe_entries, inspect_run
 
@@ -76,7 +81,7 @@ class DistillConfig:
       trees: trees of the student and of the label GBDT (paper: 2,000).
       target: ``"scores"`` or ``"graded"`` (see the module's docstring).
       grades: grade levels of the ``graded`` target.
-      preset: LightGBM settings of both GBDTs (``gbdt.PRESETS``).
+      preset: LightGBM settings of both GBDTs (``gbdt_config.PRESETS``).
       params: LightGBM parameters over the preset's, for both GBDTs.
       early_stopping_rounds: both GBDTs stop when validation NDCG@10 (on the
         labels) has not improved for this many trees (0: never).
@@ -109,9 +114,9 @@ class DistillConfig:
         if isinstance(self.grades, bool) or not isinstance(self.grades, int) or self.grades < 2:
             raise ValueError(f"`grades` must be an int >= 2, got {self.grades!r}")
 
-    def gbdt_config(self, model_dir: str) -> gbdt.GBDTConfig:
+    def gbdt_config(self, model_dir: str) -> GBDTConfig:
         """The label GBDT's settings (the student shares its LightGBM parameters)."""
-        return gbdt.GBDTConfig(
+        return GBDTConfig(
             preset=self.preset,
             data=self.data or "",
             model_dir=model_dir,
@@ -127,106 +132,6 @@ class DistillConfig:
     @classmethod
     def from_json(cls, values: dict) -> DistillConfig:
         return from_dict(cls, values, what="distillation settings")
-
-
-@dataclasses.dataclass
-class Teacher:
-    """A model that scores lists.
-
-    Attributes:
-      path: where it was loaded from.
-      kind: ``"checkpoint"``, ``"saved_model"`` or ``"gbdt"``.
-      data: the dataset it was trained on, when it records one.
-      num_features: features it takes.
-      score: per-item scores ``[num_items]`` of the lists of a ``ListArrays``.
-      training_seconds: its training time, when its run recorded one.
-    """
-
-    path: str
-    kind: str
-    data: str | None
-    num_features: int
-    score: Callable[[ListArrays], np.ndarray]
-    training_seconds: float | None = None
-
-
-def _padded_scorer(call, batch_size: int) -> Callable[[ListArrays], np.ndarray]:
-    """Scores lists in batches through ``call(features [B, L, d], mask [B, L]) -> [B, L]``."""
-
-    def score(arrays: ListArrays) -> np.ndarray:
-        parts = []
-        for start in range(0, arrays.num_lists, batch_size):
-            part = arrays.slice_lists(start, min(start + batch_size, arrays.num_lists))
-            mask = part.mask()
-            scores = call(part.padded(part.features, 0.0), mask)
-            parts.append(np.asarray(scores)[mask])
-        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-
-    return score
-
-
-def _recorded_seconds(model_dir: str) -> float | None:
-    path = os.path.join(model_dir, "metrics.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("training", {}).get("seconds")
-
-
-def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
-    """Loads a teacher: a GBDT directory, a tfr-train run (its best checkpoint), or an
-    exported SavedModel (a directory with ``saved_model.pb``).
-
-    Raises:
-      FileNotFoundError: if ``path`` is missing or none of these.
-    """
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"teacher {path}: no such directory")
-    if gbdt.is_gbdt_run(path):
-        booster = gbdt.load_booster(path)
-        with open(os.path.join(path, gbdt.CONFIG_NAME), encoding="utf-8") as f:
-            trained_on = json.load(f).get("data")
-        return Teacher(
-            path,
-            "gbdt",
-            trained_on,
-            booster.num_feature(),
-            lambda arrays: gbdt.score_arrays(booster, arrays),
-            _recorded_seconds(path),
-        )
-    if os.path.isfile(os.path.join(path, "config.json")):
-        from tfr_rankformer.runs import load_run
-
-        config, manifest, model = load_run(path)
-        d = manifest["num_features"]
-        signature = {
-            "features": tf.TensorSpec([None, None, d], tf.float32),
-            data.MASK: tf.TensorSpec([None, None], tf.bool),
-        }
-        step = tf.function(
-            lambda x: model(x, training=False)["scores"], input_signature=[signature]
-        )
-
-        def call(features, mask):
-            return step({"features": tf.constant(features), data.MASK: tf.constant(mask)}).numpy()
-
-        scorer = _padded_scorer(call, batch_size)
-        return Teacher(path, "checkpoint", config.data, d, scorer, _recorded_seconds(path))
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
-        from tfr_rankformer.export import SIGNATURE_TENSORS
-
-        signature = tf.saved_model.load(path).signatures[SIGNATURE_TENSORS]
-        d = signature.structured_input_signature[1]["features"].shape[-1]
-
-        def call(features, mask):
-            outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
-            return outputs["scores"].numpy()
-
-        return Teacher(path, "saved_model", None, d, _padded_scorer(call, batch_size))
-    raise FileNotFoundError(
-        f"teacher {path} is not a model: expected a tfr-train run directory (config.json and "
-        "checkpoints/), an exported SavedModel (saved_model.pb), or a GBDT directory (model.txt)"
-    )
 
 
 def centred_scores(scores: np.ndarray, arrays: ListArrays) -> np.ndarray:
@@ -317,7 +222,7 @@ def _distill(config: DistillConfig, work: str) -> dict:
             f"{teacher.num_features}"
         )
     os.makedirs(work)
-    write_json(os.path.join(work, gbdt.CONFIG_NAME), config.to_json())
+    write_json(os.path.join(work, CONFIG_NAME), config.to_json())
     splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
     train = splits["train"]
     if not train.num_lists:
@@ -348,40 +253,40 @@ def _distill(config: DistillConfig, work: str) -> dict:
     fit = dict(early_stopping_rounds=config.early_stopping_rounds, log_every=100)
     logger.info("fitting the student (%s target) on %d lists", config.target, train.num_lists)
     started = time.perf_counter()
-    student, _ = gbdt.fit_booster(
+    student, _ = fit_booster(
         student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
     )
     student_seconds = time.perf_counter() - started
-    gbdt.save_booster(student, work)
+    save_booster(student, work)
 
     labelled = train.select(train.list_labels() > 0)  # the baselines' training-list policy
     logger.info("fitting the label GBDT on %d lists with t > 0", labelled.num_lists)
     started = time.perf_counter()
-    label_model, _ = gbdt.fit_booster(
+    label_model, _ = fit_booster(
         params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
     )
     label_seconds = time.perf_counter() - started
-    gbdt.save_booster(label_model, label_dir)
-    write_json(os.path.join(label_dir, gbdt.CONFIG_NAME), label_config.to_json())
+    save_booster(label_model, label_dir)
+    write_json(os.path.join(label_dir, CONFIG_NAME), label_config.to_json())
 
     max_label = data.label_levels(manifest)
     metrics: dict = {"comparison": {}, "fidelity": {}}
     seconds = {"teacher": teacher.training_seconds, "student": student_seconds}
     seconds["gbdt_labels"] = label_seconds
     for split, arrays in splits.items():
-        student_scores, student_time = _timed(lambda a: gbdt.score_arrays(student, a), arrays)
-        label_scores, label_time = _timed(lambda a: gbdt.score_arrays(label_model, a), arrays)
+        student_scores, student_time = _timed(lambda a: score_arrays(student, a), arrays)
+        label_scores, label_time = _timed(lambda a: score_arrays(label_model, a), arrays)
         scored = {
             "teacher": (teacher_scores[split], scoring_seconds[split]),
             "student": (student_scores, student_time),
             "gbdt_labels": (label_scores, label_time),
         }
-        metrics[split] = gbdt.evaluate_arrays(student_scores, arrays, max_label=max_label)
+        metrics[split] = evaluate_arrays(student_scores, arrays, max_label=max_label)
         if split == "train":
             continue
         rows = {}
         for name, (scores, took) in scored.items():
-            rows[name] = gbdt.evaluate_arrays(scores, arrays, max_label=max_label)
+            rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)
             rows[name]["training_seconds"] = seconds[name]
             rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
         metrics["comparison"][split] = rows
@@ -404,5 +309,5 @@ def _distill(config: DistillConfig, work: str) -> dict:
         "student_lightgbm_params": student_params,
     }
     metrics["settings"] = config.to_json()
-    write_json(os.path.join(work, gbdt.METRICS_NAME), metrics)
+    write_json(os.path.join(work, METRICS_NAME), metrics)
     return metrics

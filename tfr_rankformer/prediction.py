@@ -294,7 +294,7 @@ def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Itera
 
 def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
     """Scores a batch of ``(qid, docids, [n, d] features)`` with one LightGBM call."""
-    from tfr_rankformer.gbdt import score_arrays
+    from tfr_rankformer.gbdt_booster import score_arrays
     from tfr_rankformer.list_arrays import ListArrays
 
     sizes = [len(docids) for _, docids, _ in batch]

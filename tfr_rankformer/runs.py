@@ -10,6 +10,7 @@ import tensorflow as tf
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import evaluate_model
+from tfr_rankformer.gbdt_booster import evaluate_arrays, is_gbdt_run, load_booster, score_arrays
 from tfr_rankformer.list_arrays import read_split
 from tfr_rankformer.record_checks import check_split_files
 from tfr_rankformer.training import (
@@ -60,12 +61,12 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
 def _gbdt_evaluator(model_dir: str):
     with open(os.path.join(model_dir, gbdt.CONFIG_NAME), encoding="utf-8") as f:
         config = json.load(f)
-    booster = gbdt.load_booster(model_dir)
+    booster = load_booster(model_dir)
 
     def evaluate(data_dir: str, manifest: dict, split: str) -> dict:
         arrays = read_split(data_dir, manifest, split)
-        scores = gbdt.score_arrays(booster, arrays)
-        return gbdt.evaluate_arrays(scores, arrays, max_label=data.label_levels(manifest))
+        scores = score_arrays(booster, arrays)
+        return evaluate_arrays(scores, arrays, max_label=data.label_levels(manifest))
 
     return config["data"], booster.num_feature(), evaluate
 
@@ -108,7 +109,7 @@ def evaluate_run(
         data_dir = data_dir or trained_on
         manifest = None
     else:
-        evaluator = _gbdt_evaluator if gbdt.is_gbdt_run(model_dir) else _neural_evaluator
+        evaluator = _gbdt_evaluator if is_gbdt_run(model_dir) else _neural_evaluator
         trained_on, num_features, evaluate = evaluator(model_dir)
         data_dir = data_dir or trained_on
         manifest = data.load_manifest(data_dir)

@@ -29,7 +29,7 @@ import tensorflow as tf
 from tfr_rankformer import text_data
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.multi_worker import worker_role
 from tfr_rankformer.optimizers import build_optimizer
 from tfr_rankformer.run_directory import check_run_directory, run_session
@@ -50,7 +50,13 @@ from tfr_rankformer.text_tokenizer import (
 )
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import BestWeights, Throughput
-from tfr_rankformer.training_setup import BEST_WEIGHTS, CONFIG_NAME, HISTORY_NAME, METRICS_NAME
+from tfr_rankformer.training_setup import (
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    METRICS_NAME,
+    run_losses,
+)
 
 __all__ = [
     "VOCAB_NAME",
@@ -134,12 +140,7 @@ def _compile(config: TrainConfig, vocab_size: int, levels: int, steps: int) -> t
         levels if config.uses_list_head else None,
         item_levels=item_levels,
     )
-    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
-    weights = {score_loss.output: 1.0}
-    if config.uses_list_head:
-        level_mean = config.loss_scaling == "released"
-        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
-        weights["list_quality"] = config.alpha
+    losses, weights = run_losses(config, levels)
     model.compile(optimizer=build_optimizer(config, steps), loss=losses, loss_weights=weights)
     return model
 

@@ -21,6 +21,7 @@ from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import BestWeights, ProgressLines, Throughput
 
 __all__ = [
+    "run_losses",
     "BEST_WEIGHTS",
     "CONFIG_NAME",
     "METRICS_NAME",
@@ -61,6 +62,19 @@ def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
     )
 
 
+def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
+    """The run's losses and their weights, by model output: the score loss, and the
+    list head's ordinal loss weighted by alpha when the model has that head."""
+    score_loss = get_score_loss(config.loss)
+    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
+    weights = {score_loss.output: 1.0}
+    if config.uses_list_head:
+        level_mean = config.loss_scaling == "released"
+        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
+        weights["list_quality"] = config.alpha
+    return losses, weights
+
+
 def build_compiled_model(
     config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
@@ -72,13 +86,7 @@ def build_compiled_model(
     levels = data.label_levels(manifest)
     model = build_run_model(config, manifest)
     ranker = ranker_of(model)
-    score_loss = get_score_loss(config.loss)
-    losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
-    weights = {score_loss.output: 1.0}
-    if config.uses_list_head:
-        level_mean = config.loss_scaling == "released"
-        losses["list_quality"] = OrdinalListLoss(levels, level_mean=level_mean)
-        weights["list_quality"] = config.alpha
+    losses, weights = run_losses(config, levels)
     optimizer = build_optimizer(config, steps_per_epoch)
     ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
     return model, ranker

@@ -59,6 +59,7 @@ INSTALL_REQUIRES = [
     "bm25s>=0.2,<0.4",
     "tensorflow-text>=2.15,<2.16",
     "setuptools>=70,<81",
+    "safetensors>=0.4.3,<1",
 ]
 
 EXTRAS_REQUIRE = {
@@ -68,6 +69,7 @@ EXTRAS_REQUIRE = {
         "scikit-learn>=1.3,<1.8",
         "hypothesis>=6.100,<7",
         "pytest-xdist>=3.5,<4",
+        "tokenizers>=0.19,<1",
     ],
     "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
 }

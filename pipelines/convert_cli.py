@@ -36,7 +36,13 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.convert_option_groups import BEAM_FLAGS, add_beam_arguments, add_elwc_arguments
+from pipelines.convert_option_groups import (
+    BEAM_FLAGS,
+    add_beam_arguments,
+    add_click_arguments,
+    add_elwc_arguments,
+    add_synthetic_arguments,
+)
 from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
@@ -44,7 +50,6 @@ from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
-from tfrecords_tools.synthetic import LENGTH_SPREADS
 from tfrecords_tools.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
@@ -69,6 +74,7 @@ _SYNTHETIC_FLAGS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """``tfr-convert``'s parser: its option groups in ``--help``'s order."""
     p = make_parser(
         "tfr-convert",
         "Convert learning-to-rank data in LETOR/SVMlight format to ELWC TFRecord "
@@ -77,6 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
         "paper does.",
         __doc__,
     )
+    _add_io_arguments(p)
+    _add_list_arguments(p)
+    add_elwc_arguments(p)
+    add_click_arguments(p)
+    add_synthetic_arguments(p)
+    add_text_arguments(p)
+    _add_resource_arguments(p)
+    add_beam_arguments(p)
+    _add_display_arguments(p)
+    return p
+
+
+def _add_io_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``input and output`` group: what is read, where it goes, which folds."""
     io = p.add_argument_group("input and output")
     io.add_argument(
         "--input",
@@ -109,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON file of settings (ConvertConfig fields); flags "
         "given on the command line override it",
     )
+    _add_fold_arguments(io)
+
+
+def _add_fold_arguments(io: argparse._ArgumentGroup) -> None:
+    """``--fold`` or ``--folds``, ``--shards`` and ``--tfds-download`` (in ``io``)."""
     folds = io.add_mutually_exclusive_group()
     folds.add_argument("--fold", type=int, help="fold to convert (default: 1)")
     folds.add_argument(
@@ -122,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="let tensorflow-datasets download and prepare a missing tfds: dataset",
     )
 
+
+def _add_list_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``lists and features`` group: list sizes, feature count, labels, normalisation."""
     lists = p.add_argument_group("lists and features")
     lists.add_argument(
         "--max-list-size",
@@ -154,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the manifest. Features listed out of order are always accepted (sorted and counted). "
         "Default: error",
     )
+    _add_normalization_arguments(lists)
+
+
+def _add_normalization_arguments(lists: argparse._ArgumentGroup) -> None:
+    """``--normalize`` and its quantiles (in the ``lists and features`` group)."""
     lists.add_argument(
         "--normalize",
         choices=NORMALIZATIONS,
@@ -167,50 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
 
-    add_elwc_arguments(p)
 
-    sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
-    sim.add_argument(
-        "--simulate-clicks",
-        action="store_true",
-        default=None,
-        help="replace labels with simulated implicit feedback; the explicit label "
-        "stays in 'relevance'",
-    )
-    sim.add_argument("--sample-size", type=int, help="N_s, items per simulated list. Default: 16")
-    sim.add_argument(
-        "--bootstraps", type=int, help="N_b, simulated lists per original list. Default: 10"
-    )
-    sim.add_argument("--kappa", type=float, help="share of purchase intent. Default: 0.1")
-    sim.add_argument("--click-noise", type=float, help="eps, noise click rate. Default: 0.1")
-    sim.add_argument(
-        "--purchase-label",
-        type=int,
-        help="label of a purchase (the paper: 2; the authors' code: 4). Default: 2",
-    )
-    sim.add_argument("--seed", type=int, help="seed of every random step. Default: 0")
-
-    syn = p.add_argument_group("synthetic data (--input synthetic)")
-    syn.add_argument(
-        "--synthetic-lists",
-        type=int,
-        help="train lists (vali and test get a third each). Default: 300",
-    )
-    syn.add_argument(
-        "--synthetic-list-size",
-        type=int,
-        help="mean list size. Default: 40 (synthetic-text: 20 documents)",
-    )
-    syn.add_argument(
-        "--synthetic-length-spread",
-        choices=LENGTH_SPREADS,
-        help="how list lengths spread around their mean: 'default' (the default; log-normal, "
-        "sigma 0.6, within 2 and 6 x the mean) or 'web30k' (MSLR-WEB30K's heavy right tail: "
-        "log-normal, sigma 0.75, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
-        "--synthetic-list-size 120, median about 0.76 x the mean)",
-    )
-    add_text_arguments(p)
-
+def _add_resource_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``resources`` group: parallel workers and block size."""
     run = p.add_argument_group("resources")
     run.add_argument(
         "--workers",
@@ -224,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of the blocks read at once, in MiB; bounds memory. Default: 8",
     )
 
-    add_beam_arguments(p)
 
+def _add_display_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``display`` group: progress bars and logging."""
     out = p.add_argument_group("display")
     out.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     out.add_argument(
@@ -235,7 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="logging level",
     )
     add_verbose_flag(out)
-    return p
 
 
 def _settings(args: argparse.Namespace) -> ConvertConfig:

@@ -1,10 +1,19 @@
-"""Option groups of ``tfr-convert`` for the ELWC input and the Apache Beam runner."""
+"""Option groups of ``tfr-convert``: the ELWC input, click simulation, synthetic data
+and the Apache Beam runner."""
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["BEAM_FLAGS", "add_elwc_arguments", "add_beam_arguments"]
+from tfrecords_tools.synthetic import LENGTH_SPREADS
+
+__all__ = [
+    "BEAM_FLAGS",
+    "add_beam_arguments",
+    "add_click_arguments",
+    "add_elwc_arguments",
+    "add_synthetic_arguments",
+]
 
 # The Beam group's flags (``runner`` first), which the local converter refuses.
 BEAM_FLAGS = (
@@ -49,6 +58,53 @@ def add_elwc_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="X",
         help="value of an item feature a record lacks (counted in the manifest). Default: 0",
+    )
+
+
+def add_click_arguments(p: argparse.ArgumentParser) -> None:
+    """``--simulate-clicks`` and the click model's parameters (``ClickConfig``), ``--seed``."""
+    sim = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
+    sim.add_argument(
+        "--simulate-clicks",
+        action="store_true",
+        default=None,
+        help="replace labels with simulated implicit feedback; the explicit label "
+        "stays in 'relevance'",
+    )
+    sim.add_argument("--sample-size", type=int, help="N_s, items per simulated list. Default: 16")
+    sim.add_argument(
+        "--bootstraps", type=int, help="N_b, simulated lists per original list. Default: 10"
+    )
+    sim.add_argument("--kappa", type=float, help="share of purchase intent. Default: 0.1")
+    sim.add_argument("--click-noise", type=float, help="eps, noise click rate. Default: 0.1")
+    sim.add_argument(
+        "--purchase-label",
+        type=int,
+        help="label of a purchase (the paper: 2; the authors' code: 4). Default: 2",
+    )
+    sim.add_argument("--seed", type=int, help="seed of every random step. Default: 0")
+
+
+def add_synthetic_arguments(p: argparse.ArgumentParser) -> None:
+    """``--synthetic-*``: the generated lists of ``--input synthetic``."""
+    syn = p.add_argument_group("synthetic data (--input synthetic)")
+    syn.add_argument(
+        "--synthetic-lists",
+        type=int,
+        help="train lists (vali and test get a third each). Default: 300",
+    )
+    syn.add_argument(
+        "--synthetic-list-size",
+        type=int,
+        help="mean list size. Default: 40 (synthetic-text: 20 documents)",
+    )
+    syn.add_argument(
+        "--synthetic-length-spread",
+        choices=LENGTH_SPREADS,
+        help="how list lengths spread around their mean: 'default' (the default; log-normal, "
+        "sigma 0.6, within 2 and 6 x the mean) or 'web30k' (MSLR-WEB30K's heavy right tail: "
+        "log-normal, sigma 0.75, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
+        "--synthetic-list-size 120, median about 0.76 x the mean)",
     )
 
 

@@ -39,13 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
-    from tfr_rankformer.runs import evaluate_run
+    from tfr_rankformer.runner import evaluate
 
     splits = None if args.split == "all" else [args.split]
     import tensorflow as tf
 
     try:
-        results = evaluate_run(args.model_dir, data_dir=args.data, splits=splits)
+        results = evaluate(args.model_dir, data_dir=args.data, splits=splits)
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"tfr-eval: error: {e}", file=sys.stderr)
         return 1

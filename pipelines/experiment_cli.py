@@ -30,6 +30,7 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """``tfr-experiment``'s parser, its options in ``--help``'s order."""
     p = make_parser(
         "tfr-experiment",
         "Convert a dataset (with the paper's click simulation unless --no-simulation), train "
@@ -41,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
         "when the command is rerun; an interrupted run starts again.",
         __doc__,
     )
+    _add_run_options(p)
+    _add_training_options(p)
+    _add_input_options(p)
+    _add_display_options(p)
+    return p
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """``--dataset`` .. ``--seeds``: the data, the models, their folds and seeds, the output."""
     p.add_argument(
         "--dataset",
         required=True,
@@ -60,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
     p.add_argument("--seeds", type=int, default=1, help="runs per model and fold. Default: 1")
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """``--epochs`` .. ``--no-simulation``: settings shared by every neural model's runs."""
     p.add_argument(
         "--epochs",
         type=int,
@@ -79,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the original labels (the paper's Appendix A) instead of simulating clicks "
         "(text data always keeps its relevance judgements)",
     )
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """``--data-dir``, ``--synthetic-lists`` and ``--tuned``: where the data and tuned
+    settings come from."""
     p.add_argument("--data-dir", help="where dataset names are looked up")
     p.add_argument(
         "--synthetic-lists",
@@ -93,10 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a tfr-tune output, or a directory of them: each best_config.json joins the "
         "table as a 'tuned <model>' row, trained on every fold with its tuned settings",
     )
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
+    """``--no-progress``, ``--log-level`` and ``--verbose``."""
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_verbose_flag(p)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

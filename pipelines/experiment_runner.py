@@ -36,13 +36,7 @@ import re
 import shutil
 import time
 
-from pipelines.experiment_specs import (
-    ARCHITECTURE_FIELDS,
-    TEXT_FIELDS,
-    ExperimentConfig,
-    ModelSpec,
-    parse_folds,
-)
+from pipelines.experiment_specs import ExperimentConfig, ModelSpec, parse_folds
 from pipelines.experiment_summary import (
     PAIRED,
     REPORTED,
@@ -53,7 +47,8 @@ from pipelines.experiment_summary import (
 )
 from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.training import TrainConfig, train
+from tfr_rankformer.runner import train
+from tfr_rankformer.train_config import TrainConfig
 from tfrecords_tools.text_dataset import is_text_dataset
 from tfrecords_tools.text_sources import is_text_input
 
@@ -184,45 +179,32 @@ def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
     write_json(os.path.join(run_dir, "metrics.json"), metrics)
 
 
+def _gbdt_config(spec: ModelSpec, values: dict) -> gbdt.GBDTConfig:
+    """A GBDT row's settings: ``GBDTConfig`` fields, the rest LightGBM parameters."""
+    fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
+    settings = dict(spec.settings)
+    own = {k: v for k, v in settings.items() if k in fields}
+    params = {k: v for k, v in settings.items() if k not in fields}
+    return gbdt.GBDTConfig.from_json({**values, **own, "params": params})
+
+
 def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config) -> dict:
     if spec.is_bm25:
         return _run_bm25(spec, fold_data, run_dir)
+    values = {"model": spec.model, "data": fold_data, "model_dir": run_dir, "seed": seed}
     if spec.tuned is not None:
         values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
         if spec.is_gbdt:
-            return gbdt.train_gbdt(gbdt.GBDTConfig.from_json(values))
-        return train(TrainConfig.from_json(values), verbose=0)
-    settings = dict(spec.settings)
+            return train(gbdt.GBDTConfig.from_json(values))
+        return train(TrainConfig.from_flat(values), verbose=0)
     if spec.is_gbdt:
-        gbdt_fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
-        own = {k: v for k, v in settings.items() if k in gbdt_fields}
-        params = {k: v for k, v in settings.items() if k not in gbdt_fields}
-        return gbdt.train_gbdt(
-            gbdt.GBDTConfig.from_json(
-                {
-                    "model": spec.model,
-                    "data": fold_data,
-                    "model_dir": run_dir,
-                    "seed": seed,
-                    **own,
-                    "params": params,
-                }
-            )
-        )
-    values = {"model": spec.model, "data": fold_data, "model_dir": run_dir, "seed": seed}
+        return train(_gbdt_config(spec, values))
     for key, default in (("epochs", config.epochs), ("batch_size", config.batch_size)):
         if default is not None:
             values[key] = default
     if config.patience is not None:
         values["patience"] = config.patience
-    architecture = {k: v for k, v in settings.items() if k in ARCHITECTURE_FIELDS}
-    text = {k: v for k, v in settings.items() if k in TEXT_FIELDS}
-    nested = ARCHITECTURE_FIELDS | TEXT_FIELDS
-    values.update({k: v for k, v in settings.items() if k not in nested})
-    values["architecture"] = architecture
-    if text:
-        values["text"] = text
-    return train(TrainConfig.from_json(values), verbose=0)
+    return train(TrainConfig.from_flat({**values, **dict(spec.settings)}), verbose=0)
 
 
 def _versions() -> dict:

@@ -22,15 +22,14 @@ from tfr_rankformer.command_names import (
     DEFAULT_TEXT_EXPERIMENT_MODELS,
     TEXT_MODEL_NAMES,
 )
-from tfr_rankformer.models import MODELS, ModelConfig
-from tfr_rankformer.text_data import TextConfig
-from tfr_rankformer.training import TrainConfig
+from tfr_rankformer.models import MODELS
+from tfr_rankformer.run_layout import is_text_model
+from tfr_rankformer.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
 from tfrecords_tools.bm25_ranking import Bm25Config
 
 __all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
 
-ARCHITECTURE_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
-TEXT_FIELDS = {f.name for f in dataclasses.fields(TextConfig)}
+# The keys a neural model's spec takes: ``TrainConfig.from_flat``'s flat settings.
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"text"}
 _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
 _NEURAL = set(MODELS) | set(TEXT_MODEL_NAMES)
@@ -70,7 +69,7 @@ class ModelSpec:
     @property
     def is_text(self) -> bool:
         """Whether the model ranks text lists (BM25, the Listformer), not feature vectors."""
-        return self.is_bm25 or self.model in TEXT_MODEL_NAMES
+        return self.is_bm25 or is_text_model(self.model)
 
     @property
     def is_neural(self) -> bool:
@@ -105,8 +104,8 @@ def parse_models(text: str) -> list[ModelSpec]:
                 raise ValueError(f"{item!r}: settings take KEY=VALUE, got {pair!r}")
             if name == BM25_MODEL and key not in _BM25_FIELDS:
                 raise ValueError(f"{item!r}: {key!r} is not a BM25 setting {sorted(_BM25_FIELDS)}")
-            known = _TRAIN_FIELDS | ARCHITECTURE_FIELDS
-            known |= TEXT_FIELDS if name in TEXT_MODEL_NAMES else set()
+            known = _TRAIN_FIELDS | set(ARCHITECTURE_FIELDS)
+            known |= set(TEXT_FIELDS) if is_text_model(name) else set()
             if name in _NEURAL and key not in known:
                 raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
             settings.append((key, _value(value)))

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
-    from tfr_rankformer.export import export_run
+    from tfr_rankformer.runner import export_run
 
     try:
         path = export_run(args.model_dir, version=args.version, invalid_items=args.invalid_items)

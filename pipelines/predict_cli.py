@@ -167,49 +167,25 @@ def _letor_lists(args, num_features: int, filled: _Filled):
 
 def _lists(args, filled: _Filled) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
-    from tfr_rankformer.gbdt_booster import is_gbdt_run, load_booster
-    from tfr_rankformer.prediction import (
-        is_text_export,
-        resolve_export,
-        score_elwc,
-        score_elwc_gbdt,
-        score_lists,
-        score_lists_gbdt,
-        score_text_lists,
-        signature_num_features,
-        tensor_signature,
-        text_signature,
-    )
+    from tfr_rankformer.runner import load_served, predict
 
-    batch_size = args.batch_size or 256
-    if not is_gbdt_run(args.model):
-        export = resolve_export(args.model)
-        if is_text_export(export):
-            if not _is_text(args.input):
-                raise ValueError(
-                    f"{args.model} is a Listformer export: --input must be a text dataset "
-                    f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
-                )
-            lists = _text_lists(args)
-            signature = text_signature(export)
-            return export, score_text_lists(signature, lists, batch_size=args.batch_size or 16)
+    served = load_served(args.model)
+    if served.is_text:
+        if not _is_text(args.input):
+            raise ValueError(
+                f"{args.model} is a Listformer export: --input must be a text dataset "
+                f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
+            )
+        return served.path, predict(served, _text_lists(args), batch_size=args.batch_size)
     if _is_text(args.input):
         raise ValueError(
             f"{args.input} holds text lists: score it with a Listformer export, not {args.model}"
         )
     files = _elwc_files(args, filled)
-    if is_gbdt_run(args.model):
-        booster = load_booster(args.model)
-        path = os.path.join(args.model, "model.txt")
-        if files is None:
-            lists = _letor_lists(args, booster.num_feature(), filled)
-            return path, score_lists_gbdt(booster, lists, batch_size=batch_size)
-        return path, score_elwc_gbdt(booster, files, batch_size=batch_size)
     if files is None:
-        signature = tensor_signature(export)
-        lists = _letor_lists(args, signature_num_features(signature), filled)
-        return export, score_lists(signature, lists, batch_size=batch_size)
-    return export, score_elwc(export, files, batch_size=batch_size)
+        lists = _letor_lists(args, served.num_features, filled)
+        return served.path, predict(served, lists, batch_size=args.batch_size)
+    return served.path, predict(served, files=files, batch_size=args.batch_size)
 
 
 def _counting_invalid(scored, total: list[int]):

@@ -26,6 +26,14 @@ def add_architecture_options(p: argparse.ArgumentParser) -> None:
         "layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with dropout, no final "
         "LayerNorm, [CLS] from N(0, 1), pytorch init)"
     )
+    _add_encoder_options(arch)
+    _add_listformer_attention_options(arch)
+    _add_text_options(p)
+    _add_head_and_init_options(arch)
+
+
+def _add_encoder_options(arch: argparse._ArgumentGroup) -> None:
+    """``--num-layers`` .. ``--global-tokens``: the encoder's size and its inputs."""
     arch.add_argument("--num-layers", type=int, help="encoder layers (blocks)")
     arch.add_argument("--num-heads", type=int, help="attention heads")
     arch.add_argument("--ff-dim", type=int, help="feed-forward width")
@@ -53,6 +61,10 @@ def add_architecture_options(p: argparse.ArgumentParser) -> None:
         type=int,
         help="summary_token_ranker: learned summary tokens besides [CLS]. Default: 4",
     )
+
+
+def _add_listformer_attention_options(arch: argparse._ArgumentGroup) -> None:
+    """``--width``, ``--attention-window`` and ``--attention``: the listformer's attention."""
     arch.add_argument(
         "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
     )
@@ -71,7 +83,10 @@ def add_architecture_options(p: argparse.ArgumentParser) -> None:
         "full (plain full attention over the same sequence: a baseline, not the Listformer). "
         "Default: blocked",
     )
-    _add_text_options(p)
+
+
+def _add_head_and_init_options(arch: argparse._ArgumentGroup) -> None:
+    """``--cls-token`` .. ``--copied-layers``: [CLS], the heads and initialisation."""
     arch.add_argument(
         "--cls-token",
         action=argparse.BooleanOptionalAction,

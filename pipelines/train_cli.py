@@ -34,14 +34,13 @@ from pipelines.cli_common import (
 )
 from pipelines.tf_log_level import set_tensorflow_log_level
 from pipelines.train_options import (
-    ARCHITECTURE,
     NUMERIC_ARCHITECTURE,
     REPORTED,
     SWITCHES,
-    TEXT,
     TEXT_ARCHITECTURE,
 )
-from tfr_rankformer.command_names import GBDT_MODELS, TEXT_MODEL_NAMES
+from tfr_rankformer.command_names import GBDT_MODELS
+from tfr_rankformer.run_layout import EXPORT_NAME, is_text_model
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
@@ -76,14 +75,15 @@ def _gbdt_config(args, flags: dict):
 
 
 def _neural_config(args, flags: dict):
-    """The neural run's ``TrainConfig``."""
-    from tfr_rankformer.training import TrainConfig
+    """The neural run's ``TrainConfig``: the ``--config`` file's settings, the flags
+    given over them (``TrainConfig.from_flat`` puts each in its section)."""
+    from tfr_rankformer.train_config import TEXT_FIELDS, TrainConfig
 
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
-    text_model = _model_name(args) in TEXT_MODEL_NAMES
-    wrong = TEXT + TEXT_ARCHITECTURE if not text_model else NUMERIC_ARCHITECTURE
+    text_model = is_text_model(_model_name(args) or "")
+    wrong = (*TEXT_FIELDS, *TEXT_ARCHITECTURE) if not text_model else NUMERIC_ARCHITECTURE
     given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
     if given:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
@@ -91,9 +91,7 @@ def _neural_config(args, flags: dict):
     for name in ("mixed_precision", "xla", "length_buckets"):
         flags[name] = SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
-    nested = {n: "architecture" for n in ARCHITECTURE} | {n: "text" for n in TEXT}
-    values = merge_settings(args.config, neural, nested)
-    return TrainConfig.from_json(values)
+    return TrainConfig.from_flat(merge_settings(args.config, neural, {}))
 
 
 def _model_name(args) -> str | None:
@@ -131,8 +129,52 @@ def _configs(parser: argparse.ArgumentParser, args, flags: dict):
 
 
 def _exported_versions(model_dir: str) -> list[str]:
-    folder = os.path.join(model_dir, "export")
+    folder = os.path.join(model_dir, EXPORT_NAME)
     return sorted(n for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
+
+
+# Options that are not the run's settings.
+_NOT_SETTINGS = (
+    "config",
+    "quiet",
+    "log_level",
+    "no_export",
+    "final_weights",
+    "verbose",
+    "progress_seconds",
+    "resume",
+    "overwrite",
+)
+
+
+def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | None:
+    """Trains the run, then exports a neural one unless ``--no-export``; returns the
+    metrics and the export's path, or ``None`` on a worker that is not the chief."""
+    from tfr_rankformer.multi_worker import worker_role
+    from tfr_rankformer.runner import export_run, train
+
+    if _model_name(args) in GBDT_MODELS:
+        check_converted_data(config.data)
+        return train(config, existing=existing), None
+    if not config.is_text:  # text lists are checked as the text loader reads them
+        check_converted_data(config.data)
+    # A live bar on terminals, progress lines in logs (see train's `verbose`).
+    worker = worker_role()
+    metrics = train(
+        config,
+        verbose=0 if args.quiet else 1,
+        final_weights=args.final_weights,
+        progress_seconds=args.progress_seconds,
+        existing=existing,
+    )
+    if not worker.is_chief:
+        print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
+        return None
+    versions = _exported_versions(config.model_dir) if args.resume else []
+    if versions:  # a resumed run that was complete and exported
+        print(f"already exported: {config.model_dir}/{EXPORT_NAME}/{versions[-1]}")
+        return metrics, None
+    return metrics, None if args.no_export else export_run(config.model_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,58 +182,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    from tfr_rankformer.export import export_run
-    from tfr_rankformer.gbdt import train_gbdt
-    from tfr_rankformer.multi_worker import worker_role
-    from tfr_rankformer.training import train
-
-    skip = (
-        "config",
-        "quiet",
-        "log_level",
-        "no_export",
-        "final_weights",
-        "verbose",
-        "progress_seconds",
-        "resume",
-        "overwrite",
-    )
-    flags = {k: v for k, v in vars(args).items() if k not in skip}
+    flags = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     existing = "resume" if args.resume else "overwrite" if args.overwrite else "refuse"
-    exported = None
     config = _configs(parser, args, flags)
     import tensorflow as tf
 
     try:
-        if _model_name(args) in GBDT_MODELS:
-            check_converted_data(config.data)
-            metrics = train_gbdt(config, existing=existing)
-        else:
-            if not config.is_text:  # text lists are checked as the text loader reads them
-                check_converted_data(config.data)
-            # A live bar on terminals, progress lines in logs (see train's `verbose`).
-            worker = worker_role()
-            metrics = train(
-                config,
-                verbose=0 if args.quiet else 1,
-                final_weights=args.final_weights,
-                progress_seconds=args.progress_seconds,
-                existing=existing,
-            )
-            if not worker.is_chief:
-                print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
-                return 0
-            versions = _exported_versions(config.model_dir) if args.resume else []
-            if versions:  # a resumed run that was complete and exported
-                print(f"already exported: {config.model_dir}/export/{versions[-1]}")
-            elif not args.no_export:
-                exported = export_run(config.model_dir)
+        done = _train_and_export(args, config, existing)
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1
     except tf.errors.DataLossError as e:
         print(f"tfr-train: error: {data_loss_message(config.data, e)}", file=sys.stderr)
         return 1
+    if done is None:
+        return 0
+    metrics, exported = done
     splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
     print(format_metrics(splits, REPORTED))
     print(next(iter(splits.values()))["convention"])

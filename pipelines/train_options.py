@@ -83,6 +83,23 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "the best validation NDCG_y@10, and evaluate every split into MODEL_DIR/metrics.json.",
         module_doc,
     )
+    _add_input_options(p)
+    _add_batch_options(p)
+    _add_resource_options(p)
+    _add_loss_options(p)
+    _add_optimizer_options(p)
+    _add_stopping_options(p)
+    _add_empty_list_options(p)
+    _add_compute_options(p)
+    add_architecture_options(p)
+    _add_gbdt_options(p)
+    _add_existing_dir_options(p)
+    _add_output_options(p)
+    return p
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """``--model`` .. ``--epochs``: what is trained, on which data, into which directory."""
     p.add_argument(
         "--model",
         choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
@@ -109,6 +126,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
         "listformer: 20",
     )
+
+
+def _add_batch_options(p: argparse.ArgumentParser) -> None:
+    """``--batch-size`` .. ``--length-buckets``: how training lists are cut and batched."""
     p.add_argument(
         "--batch-size",
         type=int,
@@ -141,6 +162,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "--batch-size lists in shuffled order, each padded to its longest list (a baseline "
         "for benchmarks). Default: on",
     )
+
+
+def _add_resource_options(p: argparse.ArgumentParser) -> None:
+    """``--memory-limit`` and ``--progress-seconds``: the run's memory budget and progress log."""
     p.add_argument(
         "--memory-limit",
         type=float,
@@ -158,6 +183,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "lists/s, the epoch's ETA) is logged this often, and one at each epoch's end; a "
         "terminal shows Keras's progress bar. Default: 30",
     )
+
+
+def _add_loss_options(p: argparse.ArgumentParser) -> None:
+    """``--alpha``, ``--loss`` and ``--loss-scaling``: the item and listwide losses."""
     p.add_argument(
         "--alpha",
         type=float,
@@ -186,6 +215,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "over every list. Default: released; context_aware: paper (per-list sums averaged "
         "over lists, as allRank's ListNet)",
     )
+
+
+def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
+    """``--optimizer`` .. ``--decay-after-epoch``: the optimizer and its rate schedule."""
     p.add_argument(
         "--optimizer",
         choices=list(OPTIMIZERS),
@@ -220,6 +253,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="the epoch the schedule starts decaying at (step_decay: its period). Default: 20; "
         "step_decay: half of --epochs",
     )
+
+
+def _add_stopping_options(p: argparse.ArgumentParser) -> None:
+    """``--keep-weights`` and ``--patience``: which weights are kept, and early stopping."""
     p.add_argument(
         "--keep-weights",
         choices=list(KEEP_WEIGHTS),
@@ -232,6 +269,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="epochs without better validation NDCG_y@10 before stopping (--keep-weights "
         "best). Default: 20",
     )
+
+
+def _add_empty_list_options(p: argparse.ArgumentParser) -> None:
+    """``--include-empty-lists`` or ``--exclude-empty-lists``: lists whose label t is 0."""
     empty = p.add_mutually_exclusive_group()
     empty.add_argument(
         "--include-empty-lists",
@@ -248,6 +289,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="train only on lists with t > 0. Default with --loss-scaling paper: the paper's "
         "policy (only a model with a list head and alpha > 0 sees t = 0 lists)",
     )
+
+
+def _add_compute_options(p: argparse.ArgumentParser) -> None:
+    """``--mixed-precision`` .. ``--seed``: numerics, evaluation batches and the seed."""
     p.add_argument(
         "--mixed-precision",
         choices=sorted(SWITCHES),
@@ -264,7 +309,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         help="lists per evaluation batch. Default: 256; listformer: 16",
     )
     p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
-    add_architecture_options(p)
+
+
+def _add_gbdt_options(p: argparse.ArgumentParser) -> None:
+    """The ``GBDT models`` group: ``--trees`` and LightGBM's own options."""
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
     gbdt.add_argument(
         "--trees",
@@ -273,6 +321,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "preset's (1,000 or 10,000)",
     )
     add_lightgbm_options(gbdt, "the GBDT", early_stopping=0)
+
+
+def _add_existing_dir_options(p: argparse.ArgumentParser) -> None:
+    """``--resume`` or ``--overwrite``: what happens to a MODEL_DIR that holds a run."""
     existing = p.add_argument_group(
         "an existing MODEL_DIR (without these, tfr-train writes only into an absent or "
         "empty directory)"
@@ -291,6 +343,10 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
         "complete, and put back if it fails. A directory holding files a run never writes "
         "is refused either way",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """``--no-export`` .. ``--verbose``: the export, extra weights and logging."""
     p.add_argument(
         "--no-export",
         action="store_true",
@@ -306,4 +362,3 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_verbose_flag(p)
-    return p

@@ -7,6 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from tfr_rankformer import compiled_ops  # noqa: E402
 from tfr_rankformer.layers import FastDropout, gelu  # noqa: E402
 
 
@@ -41,3 +42,54 @@ def test_fast_dropout_is_seeded_and_validated():
     np.testing.assert_array_equal(first, second)
     with pytest.raises(ValueError, match="rate"):
         FastDropout(1.0)
+
+
+def _masks(layer, steps: int, shape=(64, 64)) -> np.ndarray:
+    """``steps`` successive training masks of ``layer``, flattened into one sequence."""
+    x = tf.ones(shape)
+    return np.concatenate([layer(x, training=True).numpy().ravel() != 0 for _ in range(steps)])
+
+
+def test_dropout_layers_draw_independent_streams_on_the_plain_path(monkeypatch):
+    # ``Generator.from_seed`` gave every layer the key 0 and set only its
+    # counter, so seed 6's first mask was seed 5's shifted by one Philox block
+    # (8 mask elements): two layers' masks could coincide.
+    monkeypatch.setenv(compiled_ops.ENV_SWITCH, "0")
+    first = _masks(FastDropout(0.25, seed=5), steps=50)
+    second = _masks(FastDropout(0.25, seed=6), steps=50)
+    window = 1024
+    for shift in range(-1024, 1025):
+        a = first[max(shift, 0) : max(shift, 0) + window]
+        b = second[max(-shift, 0) : max(-shift, 0) + window]
+        assert (a != b).any(), f"the masks coincide at a shift of {shift} draws"
+    correlation = np.corrcoef(first, second)[0, 1]
+    assert abs(correlation) < 0.01  # 204,800 draws: one standard error is 0.0022
+    # Within one stream, successive masks are as unrelated.
+    steps = first.reshape(50, -1)
+    assert abs(np.corrcoef(steps[:-1].ravel(), steps[1:].ravel())[0, 1]) < 0.01
+
+
+def test_models_draw_a_different_seed_for_every_dropout_layer(monkeypatch):
+    monkeypatch.setenv(compiled_ops.ENV_SWITCH, "0")
+    tf.keras.utils.set_random_seed(0)
+    layers = [FastDropout(0.25) for _ in range(4)]
+    masks = [_masks(layer, steps=4) for layer in layers]
+    for i in range(len(masks)):
+        for j in range(i):
+            assert abs(np.corrcoef(masks[i], masks[j])[0, 1]) < 0.03
+    tf.keras.utils.set_random_seed(0)
+    again = [_masks(FastDropout(0.25), steps=4) for _ in range(4)]
+    for mask, same in zip(masks, again):
+        np.testing.assert_array_equal(mask, same)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.25, 0.5])
+def test_compiled_and_plain_dropout_keep_at_the_same_rate(monkeypatch, rate):
+    kept = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(compiled_ops.ENV_SWITCH, switch)
+        kept[switch] = _masks(FastDropout(rate, seed=11), steps=25, shape=(256, 256)).mean()
+    # 1.6M draws each: one standard error of a keep rate is under 0.0004.
+    assert abs(kept["0"] - (1 - rate)) < 0.002
+    assert abs(kept["1"] - (1 - rate)) < 0.002
+    assert abs(kept["0"] - kept["1"]) < 0.003

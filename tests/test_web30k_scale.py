@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks import web30k_scale  # noqa: E402
+from pipelines.benchmarks import stage_runner, web30k_scale  # noqa: E402
 
 
 def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
@@ -54,11 +54,22 @@ def test_bad_names_are_refused(tmp_path):
 def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):
     held = bytearray(600 << 20)  # this process's peak must not show in a stage's
     held[:: 1 << 12] = b"1" * len(held[:: 1 << 12])
-    record = web30k_scale.run_stage(["true"], str(tmp_path / "true.log"))
+    record = stage_runner.run_stage(["true"], str(tmp_path / "true.log"))
     assert record["returncode"] == 0 and 0 < record["peak_rss_bytes"] < 200 << 20
-    record = web30k_scale.run_stage(["sh", "-c", "echo going; kill -9 $$"], str(tmp_path / "k.log"))
+    record = stage_runner.run_stage(["sh", "-c", "echo going; kill -9 $$"], str(tmp_path / "k.log"))
     assert record["failure"].startswith("does not fit in memory") and "going" in record["tail"]
-    record = web30k_scale.run_stage(["sleep", "30"], str(tmp_path / "s.log"), timeout=1)
+    record = stage_runner.run_stage(["sleep", "30"], str(tmp_path / "s.log"), timeout=1)
     assert record["failure"] == "timed out after 1 s" and record["wall_seconds"] < 10
-    record = web30k_scale.run_stage(["sh", "-c", "exit 3"], str(tmp_path / "e.log"))
+    record = stage_runner.run_stage(["sh", "-c", "exit 3"], str(tmp_path / "e.log"))
     assert record["failure"] == "exit code 3" and "$ sh -c" in record["tail"]
+
+
+def test_released_batches_fit_half_the_memory_unless_listed():
+    manifest = {"num_features": 136, "splits": {"train": {"longest_list": 16}}}
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    (auto,) = web30k_scale.released_batches("auto", manifest)
+    assert web30k_scale.released_estimate(manifest, auto) <= memory / 2
+    assert auto == 2048 or web30k_scale.released_estimate(manifest, 2 * auto) > memory / 2
+    # 2048 lists of 16 with 136 features: about 34 GiB.
+    assert 33 < web30k_scale.released_estimate(manifest, 2048) / 2**30 < 35
+    assert web30k_scale.released_batches("128,1024", manifest) == [128, 1024]

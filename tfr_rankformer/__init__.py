@@ -1,16 +1,87 @@
 """RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking.
 
-Modules import TensorFlow lazily where they can, so that ``tfr_rankformer``
-itself (and the converter, which uses its ELWC schema) stays light. Importing
-it asks TensorFlow for its pooled CPU allocator (see ``cpu_allocator``).
+The public names are listed in ``__all__``: runs (``TrainConfig``, ``train``,
+``evaluate``, ``export_run``, ``predict``), models (``build_model``,
+``ModelConfig``, ``MODEL_NAMES``), losses, ranking metrics, ``tf.data`` input
+from ELWC TFRecords, and ``export_model`` for a model trained on any
+``tf.data`` pipeline.
+
+``import tfr_rankformer`` stays light: it loads neither TensorFlow nor
+TF-Ranking (the converter imports ``tfr_rankformer.elwc_schema`` and the
+commands' ``--help`` must start fast). Each public name is imported from its
+module on first use (PEP 562). Importing the package asks TensorFlow for its
+pooled CPU allocator (see ``cpu_allocator``).
+
+>>> import tfr_rankformer
+>>> "rankformer" in tfr_rankformer.MODEL_NAMES
+True
+>>> tfr_rankformer.ModelConfig(num_layers=1).resolved("rankformer").num_heads
+1
+>>> round(tfr_rankformer.ndcg_at_k([0.2, 0.9, 0.1], [1, 0, 2], k=None), 4)
+0.5869
 """
 
 from tfr_rankformer.cpu_allocator import use_pooled_cpu_allocator
 
 use_pooled_cpu_allocator()
 
+import importlib as _importlib  # noqa: E402
+
 from tfr_rankformer import elwc_schema  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "elwc_schema"]
+# The public names, by topic, under the module that defines each.
+_MODULES = {
+    # Runs: one entry point for numeric and text (Listformer) runs.
+    "tfr_rankformer.runner": ("train", "evaluate", "export_run", "predict"),
+    "tfr_rankformer.train_config": ("TrainConfig",),
+    # Models and their settings.
+    "tfr_rankformer.models": ("build_model", "has_list_head"),
+    "tfr_rankformer.layers": ("PADDING_SCORE",),
+    "tfr_rankformer.model_config": ("ModelConfig",),
+    "tfr_rankformer.command_names": ("MODEL_NAMES", "TEXT_MODEL_NAMES", "LOSS_SCALINGS"),
+    "tfr_rankformer.listformer": ("build_text_model",),
+    "tfr_rankformer.text_data": ("TextConfig",),
+    # Losses.
+    "tfr_rankformer.losses": (
+        "SCORE_LOSSES",
+        "ScoreLoss",
+        "get_score_loss",
+        "OrdinalListLoss",
+        "ListNetLoss",
+        "ScaledSigmoidRMSE",
+        "PerListLoss",
+        "ListAverage",
+    ),
+    # Metrics: the paper's NDCG_y, NDCG_r and list-head metrics, and the
+    # validation callback training uses.
+    "tfr_rankformer.ranking_metrics": ("evaluate_rankings", "ndcg_at_k", "dcg_gains"),
+    "tfr_rankformer.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
+    # Input: the model's input names and tf.data from ELWC TFRecords.
+    "tfr_rankformer.elwc_schema": ("FEATURES", "PADDING_LABEL"),
+    "tfr_rankformer.manifest": ("load_manifest", "label_levels"),
+    "tfr_rankformer.data": ("MASK", "parsed_lists", "training_dataset", "evaluation_dataset"),
+    "tfr_rankformer.batching": ("BatchPlan", "plan_batches", "bucket_edges"),
+    # Serving.
+    "tfr_rankformer.model_export": ("export_model",),
+    "tfr_rankformer.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS"),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = ["__version__", "elwc_schema", *_LAZY]
+
+
+def __getattr__(name: str):
+    """Imports a public name's module on first use (PEP 562) and keeps the name."""
+    module = _LAZY.get(name)
+    if module is None:
+        # An AttributeError lets ``from tfr_rankformer import data`` import the submodule.
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

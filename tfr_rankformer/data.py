@@ -1,7 +1,7 @@
 """Reading the converter's ELWC shards into ``tf.data`` for training and evaluation.
 
-Records are parsed in batches with TF-Ranking's ELWC parser (``tfr.data``),
-then handled one list at a time:
+Records are parsed in batches with TF-Ranking's ELWC parser (``tfr.data``; one
+element per list, see ``list_parsing``), then handled one list at a time:
 
 * training: lists are padded or cut to a fixed ``list_size``; a longer list
   has its items shuffled first, so the kept items are a random sample, not the
@@ -22,7 +22,6 @@ TF-Ranking's losses ignore) and, for models with a list head,
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 
@@ -30,6 +29,14 @@ import tensorflow as tf
 
 from tfr_rankformer import batching, bucketed_batches, elwc_schema
 from tfr_rankformer.batching import BatchPlan
+from tfr_rankformer.list_parsing import (
+    MASK,
+    WorkerShard,
+    padding_values,
+    parsed_lists,
+    whole_lists,
+)
+from tfr_rankformer.list_parsing import PARSE_BATCH as _PARSE_BATCH
 from tfr_rankformer.manifest import (
     count_training_lists,
     label_levels,
@@ -56,28 +63,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MASK = "mask"
-_PARSE_BATCH = 64
 # Parsed, normalised training lists are kept in memory after the first epoch up
 # to this size (MQ2008's folds take megabytes); larger ones (WEB30K's 2.3M
 # training items take 1.26 GB) go to a cache file instead, if given one, so
 # later epochs skip parsing and the quantile transform without holding them.
 CACHE_BYTES = 1 << 30
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerShard:
-    """The part of a split that one worker reads.
-
-    Attributes:
-      files: the TFRecord files it opens.
-      record_stride: it keeps every ``record_stride``-th record of them (1: all).
-      record_offset: the first record it keeps, below ``record_stride``.
-    """
-
-    files: tuple[str, ...]
-    record_stride: int = 1
-    record_offset: int = 0
 
 
 def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
@@ -111,72 +101,6 @@ def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
         worker.count,
     )
     return WorkerShard(tuple(files), record_stride=worker.count, record_offset=worker.index)
-
-
-def parsed_lists(
-    files: list[str] | WorkerShard,
-    num_features: int,
-    *,
-    list_size: int | None,
-    shuffle_items: bool,
-    seed: int,
-    transform=None,
-) -> tf.data.Dataset:
-    """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
-
-    ``files`` are read whole, or a ``WorkerShard`` of them. With ``list_size``
-    every list is padded or cut to it (after shuffling its items when
-    ``shuffle_items``); with ``None`` each parse batch is padded to its longest
-    list and nothing is cut. ``transform`` maps the features of a parse batch's
-    valid items (``[1, items, d]``; padding stays 0), e.g. the model's
-    normalisation.
-    """
-    import tensorflow_ranking as tfr
-
-    def parse(serialized):
-        parsed = tfr.data.parse_from_example_list(
-            serialized,
-            list_size=list_size,
-            context_feature_spec=elwc_schema.context_feature_spec(),
-            example_feature_spec=elwc_schema.example_feature_spec(num_features),
-            mask_feature_name=MASK,
-            shuffle_examples=shuffle_items,
-            seed=seed,
-        )
-        features = parsed[elwc_schema.FEATURES]
-        if transform is not None:
-            valid = tf.where(parsed[MASK])  # [items, 2]
-            # [B, L, d] -> [1, items, d] -> [B, L, d]: padding is not transformed.
-            items = transform(tf.gather_nd(features, valid)[tf.newaxis])[0]
-            features = tf.scatter_nd(valid, items, tf.shape(features, out_type=tf.int64))
-        return {
-            elwc_schema.FEATURES: features,
-            MASK: parsed[MASK],
-            # [B, L, 1] -> [B, L]
-            elwc_schema.LABEL: tf.squeeze(parsed[elwc_schema.LABEL], axis=-1),
-            elwc_schema.RELEVANCE: tf.squeeze(parsed[elwc_schema.RELEVANCE], axis=-1),
-            elwc_schema.QID: tf.squeeze(parsed[elwc_schema.QID], axis=-1),
-        }
-
-    shard = files if isinstance(files, WorkerShard) else WorkerShard(tuple(files))
-    dataset = tf.data.TFRecordDataset(list(shard.files))
-    if shard.record_stride > 1:
-        dataset = dataset.shard(shard.record_stride, shard.record_offset)
-    dataset = dataset.batch(_PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.unbatch()
-
-
-def _padding() -> dict:
-    """Padding values of a list's fields, for ``padded_batch`` (built on use: a
-    constant made at import would start TensorFlow's runtime before a
-    multi-worker strategy can configure it)."""
-    return {
-        elwc_schema.FEATURES: 0.0,
-        MASK: False,
-        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
-        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
-        elwc_schema.QID: tf.constant(-1, tf.int64),
-    }
 
 
 def _list_label(element) -> tf.Tensor:
@@ -236,20 +160,6 @@ def _scan_lengths(files: list[str], include_empty_lists: bool) -> dict[int, int]
     return lengths
 
 
-def _whole_lists(data_dir: str, manifest: dict, files, *, normalize=None) -> tf.data.Dataset:
-    """Every list of ``files`` cut to its own items (``[n, d]``, ``[n]``...), its
-    features mapped by ``normalize`` (see ``parsed_lists``' ``transform``)."""
-    lists = parsed_lists(
-        files,
-        manifest["num_features"],
-        list_size=None,
-        shuffle_items=False,
-        seed=0,
-        transform=normalize,
-    )
-    return lists.map(bucketed_batches.own_items, num_parallel_calls=tf.data.AUTOTUNE)
-
-
 def training_dataset(
     data_dir: str,
     manifest: dict,
@@ -304,27 +214,68 @@ def training_dataset(
     entry = manifest["splits"][split]
     size = entry["num_items"] * (manifest["num_features"] + 3) * 4
     files = shard_for_worker(split_files(data_dir, manifest, split), worker)
-    one_size = len(plan.edges) == 1 and not pad_to_longest
-    one_size = one_size and entry.get("longest_list", plan.edges[0] + 1) <= plan.edges[0]
-    if one_size:
-        # One bucket holding every list whole (the click protocol's lists of
-        # at most 16): lists are parsed straight to its size, sparing the
-        # per-list cutting and padding (1,327 against 1,213 lists/s on
-        # 189,000 lists of 16).
-        lists = parsed_lists(
-            files,
-            manifest["num_features"],
-            list_size=plan.edges[0],
-            shuffle_items=False,
-            seed=seed,
-            transform=normalize,
-        )
-    else:
-        lists = _whole_lists(data_dir, manifest, files, normalize=normalize)
+    bucket = _single_bucket(entry, plan, pad_to_longest)
+    lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+    lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
+    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
+    batches = _model_batches(lists, plan, bucket, pad_to_longest, with_list_head, with_item_levels)
+    return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
+
+
+def _single_bucket(entry: dict, plan: BatchPlan, pad_to_longest: bool) -> int | None:
+    """The edge of the plan's only bucket if it holds every list of the split whole, else ``None``.
+
+    Such lists (the click protocol's lists of at most 16) are parsed straight to
+    that size, sparing the per-list cutting and padding (1,327 against 1,213
+    lists/s on 189,000 lists of 16).
+    """
+    if len(plan.edges) != 1 or pad_to_longest:
+        return None
+    edge = plan.edges[0]
+    return edge if entry.get("longest_list", edge + 1) <= edge else None
+
+
+def _parsed_training_lists(
+    manifest: dict, files: WorkerShard, bucket: int | None, *, seed: int, normalize
+) -> tf.data.Dataset:
+    """The lists of ``files`` with normalised features: padded or cut to ``bucket``
+    items, or (``None``) each cut to its own items."""
+    if bucket is None:
+        return whole_lists(manifest, files, normalize=normalize)
+    return parsed_lists(
+        files,
+        manifest["num_features"],
+        list_size=bucket,
+        shuffle_items=False,
+        seed=seed,
+        transform=normalize,
+    )
+
+
+def _cached(
+    lists: tf.data.Dataset, size: int, *, cache_bytes: int, cache_file: str | None
+) -> tf.data.Dataset:
+    """``lists`` kept after the first epoch: in memory if their ``size`` in bytes is
+    at most ``cache_bytes``, else in ``cache_file`` if given (see ``training_dataset``)."""
     if size <= cache_bytes:
-        lists = lists.cache()
-    elif cache_file:
-        lists = lists.cache(cache_file)
+        return lists.cache()
+    if cache_file:
+        return lists.cache(cache_file)
+    return lists
+
+
+def _shuffled(
+    lists: tf.data.Dataset,
+    entry: dict,
+    include_empty_lists: bool,
+    shuffle_buffer: int,
+    list_cap: int | None,
+    keep_order: bool,
+    seed: int,
+) -> tf.data.Dataset:
+    """``lists`` shuffled afresh each epoch, without those of list label 0 unless
+    ``include_empty_lists``, those longer than ``list_cap`` sampled down to it (cut
+    to their first items with ``keep_order``)."""
     if not include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -332,9 +283,23 @@ def training_dataset(
         lists = bucketed_batches.sample_long_lists(
             lists, list_cap, seed=seed, keep_order=keep_order
         )
+    return lists
+
+
+def _model_batches(
+    lists: tf.data.Dataset,
+    plan: BatchPlan,
+    bucket: int | None,
+    pad_to_longest: bool,
+    with_list_head: bool,
+    with_item_levels: bool,
+) -> tf.data.Dataset:
+    """``(inputs, targets)`` batches of ``lists``: padded to their longest list with
+    ``pad_to_longest``, already of the one ``bucket``'s size, or else padded to
+    their length bucket and grouped by it (see ``training_dataset``)."""
     if pad_to_longest:
-        batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=_padding())
-    elif one_size:
+        batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
+    elif bucket is not None:
         batches = lists.batch(plan.lists_per_batch[0])
     else:
         lists = lists.map(
@@ -342,24 +307,28 @@ def training_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         batches = bucketed_batches.group_by_bucket(lists, plan)
-    batches = batches.map(
+    return batches.map(
         lambda element: _to_model_io(element, with_list_head, with_item_levels),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+
+
+def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:
+    """``batches`` ready for ``fit``: in a multi-worker job without tf.distribute's
+    auto-sharding, else asserted to number ``steps``."""
     if worker.multi_worker:
-        # The shard is cut above, explicitly, rather than by tf.distribute's
-        # auto-sharding: that rewrite falls back silently to reading everything
-        # and dropping records at the end of the pipeline when it cannot shard
-        # by file. With it off, fit still re-batches each worker's batches
-        # into per-replica batches, so a step spans a whole batch over all workers.
+        # The shard is cut where the files are read (``shard_for_worker``),
+        # explicitly, rather than by tf.distribute's auto-sharding: that rewrite
+        # falls back silently to reading everything and dropping records at the
+        # end of the pipeline when it cannot shard by file. With it off, fit
+        # still re-batches each worker's batches into per-replica batches, so a
+        # step spans a whole batch over all workers.
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-        batches = batches.with_options(options)
-    else:
-        # The plan counts the batches exactly; fit's progress shows them, and a
-        # mismatch fails loudly instead of skewing the schedule.
-        batches = batches.apply(tf.data.experimental.assert_cardinality(plan.steps))
-    return batches.prefetch(tf.data.AUTOTUNE)
+        return batches.with_options(options)
+    # The plan counts the batches exactly; fit's progress shows them, and a
+    # mismatch fails loudly instead of skewing the schedule.
+    return batches.apply(tf.data.experimental.assert_cardinality(steps))
 
 
 def evaluation_dataset(
@@ -381,10 +350,10 @@ def evaluation_dataset(
     batches come out of file order (``index`` restores it). Otherwise batches
     of ``batch_size`` lists in file order, padded to their longest list.
     """
-    lists = _whole_lists(data_dir, manifest, split_files(data_dir, manifest, split))
+    lists = whole_lists(manifest, split_files(data_dir, manifest, split))
     lists = lists.enumerate().map(lambda i, element: {**element, bucketed_batches.INDEX: i})
     if not by_length:
-        padding = {**_padding(), bucketed_batches.INDEX: tf.constant(-1, tf.int64)}
+        padding = {**padding_values(), bucketed_batches.INDEX: tf.constant(-1, tf.int64)}
         return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
     edges = batching.bucket_edges(int(manifest["splits"][split].get("longest_list", 1)))
     plan = batching.plan_batches(

@@ -26,9 +26,10 @@ Targets (``--target``):
 ``metrics.json``: the student's metrics per split, plus ``comparison`` and
 ``fidelity``), and the label GBDT under ``gbdt_labels/``.
 
-This module holds the settings, the targets and the run; loading a teacher
-and scoring lists with it is in ``distillation_teacher`` (``Teacher`` and
-``load_teacher`` are re-exported here).
+This module holds the settings and the run; loading a teacher and scoring
+lists with it is in ``distillation_teacher`` (``Teacher`` and ``load_teacher``
+are re-exported here), the targets in ``distillation_targets``
+(``centred_scores`` and ``graded_targets`` likewise).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import numpy as np
 from tfr_rankformer import data
 from tfr_rankformer.command_names import DISTILL_ROWS
 from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
+from tfr_rankformer.distillation_targets import centred_scores, graded_targets, student_targets
 from tfr_rankformer.distillation_teacher import Teacher, load_teacher
 from tfr_rankformer.gbdt import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.gbdt_booster import evaluate_arrays, fit_booster, save_booster, score_arrays
@@ -134,27 +136,6 @@ class DistillConfig:
         return from_dict(cls, values, what="distillation settings")
 
 
-def centred_scores(scores: np.ndarray, arrays: ListArrays) -> np.ndarray:
-    """``scores`` minus the mean of their list."""
-    sizes = arrays.sizes
-    sums = np.add.reduceat(scores.astype(np.float64), arrays.offsets[:-1][sizes > 0])
-    means = np.zeros(arrays.num_lists)
-    means[sizes > 0] = sums / sizes[sizes > 0]
-    return (scores - np.repeat(means, sizes)).astype(np.float32)
-
-
-def graded_targets(scores: np.ndarray, arrays: ListArrays, grades: int) -> np.ndarray:
-    """Integer grades ``0 .. grades - 1`` from each list's ranking by ``scores``."""
-    out = np.zeros(len(scores), np.int32)
-    for i in range(arrays.num_lists):
-        begin, end = arrays.offsets[i], arrays.offsets[i + 1]
-        n = end - begin
-        ranks = np.empty(n, np.int64)
-        ranks[np.argsort(-scores[begin:end], kind="stable")] = np.arange(n)
-        out[begin:end] = (grades * (n - 1 - ranks)) // max(n, 1)
-    return out
-
-
 def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
     """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list.
 
@@ -210,96 +191,43 @@ def distill(config: DistillConfig) -> dict:
 
 
 def _distill(config: DistillConfig, work: str) -> dict:
-    teacher = load_teacher(config.teacher, batch_size=config.batch_size)
-    data_dir = config.data or teacher.data
-    if not data_dir:
-        raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
-    config = dataclasses.replace(config, data=data_dir)
-    manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != teacher.num_features:
-        raise ValueError(
-            f"{data_dir} has {manifest['num_features']} features; the teacher takes "
-            f"{teacher.num_features}"
-        )
+    """``distill``'s work, written into ``work``; returns ``metrics.json``'s content."""
+    teacher, config, manifest = _teacher_and_manifest(config)
     os.makedirs(work)
     write_json(os.path.join(work, CONFIG_NAME), config.to_json())
-    splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
+    splits = _read_splits(config.data, manifest)
     train = splits["train"]
-    if not train.num_lists:
-        raise ValueError(f"{data_dir}: the train split holds no lists")
     vali = splits.get("vali")
 
     logger.info("scoring %d training lists with the teacher (%s)", train.num_lists, teacher.kind)
-    teacher_scores = {}
-    scoring_seconds = {}
-    for split, arrays in splits.items():
-        teacher_scores[split], scoring_seconds[split] = _timed(teacher.score, arrays)
+    teacher_timed = {split: _timed(teacher.score, arrays) for split, arrays in splits.items()}
+    teacher_scores = {split: scores for split, (scores, _) in teacher_timed.items()}
 
     label_config = config.gbdt_config(os.path.join(config.output, "gbdt_labels"))
     label_dir = os.path.join(work, "gbdt_labels")
     params = label_config.lightgbm_params()
-    # The student stops early on how well it fits the teacher on the validation
-    # lists (the teacher was already selected on the labels); the label GBDT on
-    # the labels' NDCG_y@10.
-    if config.target == "scores":
-        student_params = {**params, "objective": "regression", "metric": "l2"}
-        targets = centred_scores(teacher_scores["train"], train)
-        vali_targets = centred_scores(teacher_scores["vali"], vali) if vali else None
-    else:
-        student_params = {**params, "objective": "lambdarank"}
-        student_params["label_gain"] = [float(2**g - 1) for g in range(config.grades)]
-        targets = graded_targets(teacher_scores["train"], train, config.grades)
-        vali_targets = graded_targets(teacher_scores["vali"], vali, config.grades) if vali else None
+    student_params, targets, vali_targets = student_targets(
+        params, teacher_scores, train, vali, target=config.target, grades=config.grades
+    )
     fit = dict(early_stopping_rounds=config.early_stopping_rounds, log_every=100)
     logger.info("fitting the student (%s target) on %d lists", config.target, train.num_lists)
-    started = time.perf_counter()
-    student, _ = fit_booster(
+    student, student_seconds = _timed_fit(
         student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
     )
-    student_seconds = time.perf_counter() - started
     save_booster(student, work)
 
     labelled = train.select(train.list_labels() > 0)  # the baselines' training-list policy
     logger.info("fitting the label GBDT on %d lists with t > 0", labelled.num_lists)
-    started = time.perf_counter()
-    label_model, _ = fit_booster(
+    label_model, label_seconds = _timed_fit(
         params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
     )
-    label_seconds = time.perf_counter() - started
     save_booster(label_model, label_dir)
     write_json(os.path.join(label_dir, CONFIG_NAME), label_config.to_json())
 
-    max_label = data.label_levels(manifest)
-    metrics: dict = {"comparison": {}, "fidelity": {}}
     seconds = {"teacher": teacher.training_seconds, "student": student_seconds}
     seconds["gbdt_labels"] = label_seconds
-    for split, arrays in splits.items():
-        student_scores, student_time = _timed(lambda a: score_arrays(student, a), arrays)
-        label_scores, label_time = _timed(lambda a: score_arrays(label_model, a), arrays)
-        scored = {
-            "teacher": (teacher_scores[split], scoring_seconds[split]),
-            "student": (student_scores, student_time),
-            "gbdt_labels": (label_scores, label_time),
-        }
-        metrics[split] = evaluate_arrays(student_scores, arrays, max_label=max_label)
-        if split == "train":
-            continue
-        rows = {}
-        for name, (scores, took) in scored.items():
-            rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)
-            rows[name]["training_seconds"] = seconds[name]
-            rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
-        metrics["comparison"][split] = rows
-        # The label GBDT's agreement is the reference: what a GBDT of the same
-        # size agrees with the teacher without being taught by it.
-        metrics["fidelity"][split] = {
-            "spearman_student_teacher": list_spearman(
-                student_scores, teacher_scores[split], arrays
-            ),
-            "spearman_label_gbdt_teacher": list_spearman(
-                label_scores, teacher_scores[split], arrays
-            ),
-        }
+    max_label = data.label_levels(manifest)
+    metrics = _evaluations(splits, teacher_timed, student, label_model, seconds, max_label)
     metrics["training"] = {
         "seconds": student_seconds,
         "trees": student.best_iteration or student.current_iteration(),
@@ -311,3 +239,93 @@ def _distill(config: DistillConfig, work: str) -> dict:
     metrics["settings"] = config.to_json()
     write_json(os.path.join(work, METRICS_NAME), metrics)
     return metrics
+
+
+def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, dict]:
+    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest.
+
+    Raises:
+      ValueError: if neither ``config`` nor the teacher names the dataset, or
+        the dataset's feature count is not the teacher's.
+    """
+    teacher = load_teacher(config.teacher, batch_size=config.batch_size)
+    data_dir = config.data or teacher.data
+    if not data_dir:
+        raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
+    config = dataclasses.replace(config, data=data_dir)
+    manifest = data.load_manifest(data_dir)
+    if manifest["num_features"] != teacher.num_features:
+        raise ValueError(
+            f"{data_dir} has {manifest['num_features']} features; the teacher takes "
+            f"{teacher.num_features}"
+        )
+    return teacher, config, manifest
+
+
+def _read_splits(data_dir: str, manifest: dict) -> dict[str, ListArrays]:
+    """Every split of the dataset, in the manifest's order.
+
+    Raises:
+      ValueError: if the train split holds no lists.
+    """
+    splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
+    if not splits["train"].num_lists:
+        raise ValueError(f"{data_dir}: the train split holds no lists")
+    return splits
+
+
+def _timed_fit(params: dict, train: ListArrays, targets: np.ndarray, **options):
+    """The booster ``fit_booster`` fits (``options`` are its keywords) and the seconds it took."""
+    started = time.perf_counter()
+    booster, _ = fit_booster(params, train, targets, **options)
+    return booster, time.perf_counter() - started
+
+
+def _evaluations(
+    splits: dict[str, ListArrays],
+    teacher_timed: dict[str, tuple[np.ndarray, float]],
+    student,
+    label_model,
+    seconds: dict,
+    max_label: int,
+) -> dict:
+    """The evaluations of ``metrics.json``: the student's metrics per split and, on
+    every split but train, the ``comparison`` of teacher, student and label GBDT and
+    the student's ``fidelity`` to the teacher.
+
+    ``teacher_timed`` holds the teacher's ``(scores, scoring seconds)`` by split,
+    ``seconds`` the training time of each model by row name, ``max_label`` the
+    highest label value (``data.label_levels``).
+    """
+    metrics: dict = {"comparison": {}, "fidelity": {}}
+    for split, arrays in splits.items():
+        student_scores, student_time = _timed(lambda a: score_arrays(student, a), arrays)
+        label_scores, label_time = _timed(lambda a: score_arrays(label_model, a), arrays)
+        scored = {
+            "teacher": teacher_timed[split],
+            "student": (student_scores, student_time),
+            "gbdt_labels": (label_scores, label_time),
+        }
+        metrics[split] = evaluate_arrays(student_scores, arrays, max_label=max_label)
+        if split == "train":
+            continue
+        metrics["comparison"][split] = _comparison_rows(scored, seconds, arrays, max_label)
+        # The label GBDT's agreement is the reference: what a GBDT of the same
+        # size agrees with the teacher without being taught by it.
+        teacher_scores = teacher_timed[split][0]
+        metrics["fidelity"][split] = {
+            "spearman_student_teacher": list_spearman(student_scores, teacher_scores, arrays),
+            "spearman_label_gbdt_teacher": list_spearman(label_scores, teacher_scores, arrays),
+        }
+    return metrics
+
+
+def _comparison_rows(scored: dict, seconds: dict, arrays: ListArrays, max_label: int) -> dict:
+    """One split's comparison: each model's metrics, training time and scoring time
+    per list, from its ``(scores, scoring seconds)`` in ``scored``."""
+    rows = {}
+    for name, (scores, took) in scored.items():
+        rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)
+        rows[name]["training_seconds"] = seconds[name]
+        rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
+    return rows

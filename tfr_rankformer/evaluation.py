@@ -1,8 +1,11 @@
-"""Evaluating a Keras ranking model on whole lists with the shared ranking metrics."""
+"""Evaluating a Keras ranking model on whole lists with the shared ranking metrics, and
+what evaluating a trained run takes (``RunEvaluator``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -12,7 +15,30 @@ from tfr_rankformer.bucketed_batches import INDEX
 from tfr_rankformer.data import MASK
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 
-__all__ = ["predict_lists", "evaluate_model", "EvaluationCallback"]
+__all__ = ["predict_lists", "evaluate_model", "EvaluationCallback", "RunEvaluator"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEvaluator:
+    """A trained run, reloaded to be evaluated on one dataset (``runner.evaluate``).
+
+    ``feature_runs`` and ``text_runs`` make them; the runner evaluates the
+    splits asked for and records the results alike for every kind of run.
+
+    Attributes:
+      trained_on: the dataset the run trained on.
+      data_dir: the dataset evaluated.
+      splits: that dataset's splits.
+      evaluate: ``evaluate(split)``: the split's metrics.
+      check: ``check(splits)`` raises, before any metric is computed, when
+        one of ``splits`` cannot be read whole; ``None``: nothing to check.
+    """
+
+    trained_on: str
+    data_dir: str
+    splits: list[str]
+    evaluate: Callable[[str], dict]
+    check: Callable[[list[str]], None] | None = None
 
 
 # Kept beside the models, not on them: a function stored on a model would be

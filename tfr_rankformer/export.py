@@ -25,12 +25,13 @@ is flagged in an extra ``invalid_items [batch, list] bool`` output.
 from __future__ import annotations
 
 import os
-import shutil
 
 import tensorflow as tf
 
-from tfr_rankformer import data, elwc_schema, fault_points, serving_checks
-from tfr_rankformer.runs import load_run
+from tfr_rankformer import data, elwc_schema, serving_checks
+from tfr_rankformer.export_versions import next_version, write_version
+from tfr_rankformer.feature_runs import load_run
+from tfr_rankformer.run_layout import is_text_run
 
 __all__ = [
     "export_run",
@@ -110,14 +111,6 @@ class _Servable(tf.Module):
         return served
 
 
-def next_version(export_dir: str) -> int:
-    """One more than the highest numbered version directory (1 for none)."""
-    if not os.path.isdir(export_dir):
-        return 1
-    versions = [int(name) for name in os.listdir(export_dir) if name.isdigit()]
-    return max(versions, default=0) + 1
-
-
 def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
@@ -142,41 +135,34 @@ def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
 
 
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
-    """Exports the run's best weights to ``model_dir/export/<version>``; returns that path.
+    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``;
+    returns that path.
 
-    A text run (the Listformer) is exported by ``text_export`` instead.
+    ``runner.export_run`` exports any run; a text run's export is ``text_export``'s.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
       FileExistsError: if the version directory exists.
-      ValueError: for an unknown ``invalid_items`` policy.
+      ValueError: for an unknown ``invalid_items`` policy, or a text run.
     """
-    from tfr_rankformer.text_runs import is_text_run
-
     serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):
-        from tfr_rankformer.text_export import export_text_run
-
-        return export_text_run(model_dir, version=version)
+        raise ValueError(
+            f"{model_dir} holds a text run: export it with runner.export_run (tfr-export)"
+        )
     config, manifest, model = load_run(model_dir)
-    export_dir = os.path.join(model_dir, "export")
-    version = version or next_version(export_dir)
-    path = os.path.join(export_dir, str(version))
-    if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; export versions are never overwritten")
-    temporary = os.path.join(export_dir, f".{version}.partial")
-    shutil.rmtree(temporary, ignore_errors=True)  # left by an export that was killed
-    save_servable(
-        model,
-        temporary,
-        num_features=manifest["num_features"],
-        list_head=config.uses_list_head,
-        warmup=_sample_requests(config, manifest),
-        invalid_items=invalid_items,
-    )
-    fault_points.reached("export.saved")
-    os.replace(temporary, path)
-    return path
+
+    def save(path: str) -> None:
+        save_servable(
+            model,
+            path,
+            num_features=manifest["num_features"],
+            list_head=config.uses_list_head,
+            warmup=_sample_requests(config, manifest),
+            invalid_items=invalid_items,
+        )
+
+    return write_version(model_dir, version, save)
 
 
 def save_servable(

@@ -153,43 +153,15 @@ def fit_booster(
     params = dict(params)
     trees = int(params.pop("num_iterations"))
     ranking = params.get("objective") in ("lambdarank", "rank_xendcg")
-    train_set = lgb.Dataset(
-        train.features,
-        label=targets,
-        # Query groups only for ranking: with them LightGBM demands integer targets.
-        group=train.sizes if ranking else None,
-        feature_name=[f"f{i}" for i in range(1, train.features.shape[1] + 1)],
-        free_raw_data=True,
-    )
+    train_set = _train_set(train, targets, ranking=ranking)
     history = _History(log_every)
     extra = list(callbacks or [])
     callbacks = [history]
-    valid_sets = []
-    feval = None
-    if vali is not None and vali.num_lists:
-        if vali_targets is None:
-            vali_targets = integer_labels(vali, "vali")
-            name = "ndcg_y@10"
-        else:
-            name = "ndcg@10"
-        if ranking and not _counted_lists(vali_targets, vali):
-            logger.warning("no validation list has targets that differ: no early stopping")
-        else:
-            valid_sets.append(
-                lgb.Dataset(
-                    vali.features,
-                    label=vali_targets,
-                    group=vali.sizes if ranking else None,
-                    reference=train_set,
-                )
-            )
-            # Early stopping needs every tree's score; otherwise a sample is enough.
-            every = 1 if early_stopping_rounds else eval_every
-            feval = (
-                _validation_ndcg(vali, vali_targets, name, every=every, trees=trees)
-                if ranking
-                else None
-            )
+    # Early stopping needs every tree's score; otherwise a sample is enough.
+    every = 1 if early_stopping_rounds else eval_every
+    valid_sets, feval = _validation(
+        vali, vali_targets, train_set, ranking=ranking, every=every, trees=trees
+    )
     if valid_sets and early_stopping_rounds:
         callbacks.append(
             lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=True)
@@ -207,6 +179,62 @@ def fit_booster(
     if not (valid_sets and early_stopping_rounds):
         # Without early stopping the whole budget is the model: nothing may cut it.
         booster.best_iteration = 0
+    _log_growth(booster, history, trees)
+    return booster, history
+
+
+def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.Dataset:
+    """LightGBM's training set: ``train``'s items with ``targets``, features named ``f1``..."""
+    return lgb.Dataset(
+        train.features,
+        label=targets,
+        # Query groups only for ranking: with them LightGBM demands integer targets.
+        group=train.sizes if ranking else None,
+        feature_name=[f"f{i}" for i in range(1, train.features.shape[1] + 1)],
+        free_raw_data=True,
+    )
+
+
+def _validation(
+    vali: ListArrays | None,
+    vali_targets: np.ndarray | None,
+    train_set: lgb.Dataset,
+    *,
+    ranking: bool,
+    every: int,
+    trees: int,
+) -> tuple[list, object]:
+    """``lgb.train``'s ``valid_sets`` (``[]``: none) and ``feval`` for ``vali``.
+
+    ``vali_targets`` default to ``vali``'s integer labels. A ranking objective
+    is watched with the shared NDCG@10 (``_validation_ndcg``, computed every
+    ``every`` trees and after the last of ``trees``), and gets no validation
+    set when no list's targets differ; a regression with LightGBM's own metric.
+    """
+    if vali is None or not vali.num_lists:
+        return [], None
+    if vali_targets is None:
+        vali_targets = integer_labels(vali, "vali")
+        name = "ndcg_y@10"
+    else:
+        name = "ndcg@10"
+    if ranking and not _counted_lists(vali_targets, vali):
+        logger.warning("no validation list has targets that differ: no early stopping")
+        return [], None
+    valid_set = lgb.Dataset(
+        vali.features,
+        label=vali_targets,
+        group=vali.sizes if ranking else None,
+        reference=train_set,
+    )
+    feval = (
+        _validation_ndcg(vali, vali_targets, name, every=every, trees=trees) if ranking else None
+    )
+    return [valid_set], feval
+
+
+def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
+    """Logs when LightGBM grew fewer than ``trees`` trees, or stopped early."""
     # LightGBM hands back an early-stopped booster already cut to its best
     # iteration; the history counts the trees that were grown.
     grown = max(history.grown, booster.current_iteration())
@@ -221,7 +249,6 @@ def fit_booster(
             trees,
             booster.best_iteration,
         )
-    return booster, history
 
 
 def save_booster(booster: lgb.Booster, model_dir: str) -> None:

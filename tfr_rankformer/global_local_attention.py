@@ -27,6 +27,12 @@ document to summarise. A learned per-head bias ``own_bias`` is added to the
 attention logits of ``[SEP]_j`` on the tokens of document ``j`` (this
 project's addition; see the README's Listformer section).
 
+Longformer gives its global attention projections of its own: with
+``global_rows``, the global tokens' queries, and the keys and values they read
+(of every token), come from those, while local queries keep the local
+projections for every key and value they read, the global tokens' included.
+Without it one set of projections serves both (the from-scratch Listformer).
+
 :func:`dense_attention` computes the same thing over the concatenated sequence
 with an explicit ``(G + N T)^2`` mask (the reference the tests compare with),
 or plain full attention over it (``pattern="full"``, the benchmark's baseline).
@@ -69,6 +75,28 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
     return own_bias[:, tf.newaxis, tf.newaxis] * rows[tf.newaxis]  # [H, G, N T]
 
 
+def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bias, dropout):
+    """The global tokens' context: ``[B, H, G, Dh]`` over every valid token."""
+    qg, kg, vg = globals_qkv
+    _, kl, vl = locals_qkv
+    dtype = qg.dtype
+    shape = tf.shape(kl)
+    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    num_global = tf.shape(qg)[2]
+    scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
+    flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
+    flat_v = tf.reshape(vl, [batch, heads, docs * block, head_dim])
+    # [B, H, G, G + N T]
+    to_globals = tf.matmul(qg, kg, transpose_b=True) * scale
+    to_globals += _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
+    to_locals = tf.matmul(qg, flat_k, transpose_b=True) * scale
+    to_locals += _bias(flat_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
+    to_locals += tf.cast(own_document_bias(own_bias, num_global, docs, block), dtype)
+    weights = dropout(tf.nn.softmax(tf.concat([to_globals, to_locals], axis=-1), axis=-1))
+    context = tf.matmul(weights[..., :num_global], vg)
+    return context + tf.matmul(weights[..., num_global:], flat_v)  # [B, H, G, Dh]
+
+
 def blocked_attention(
     globals_qkv,
     locals_qkv,
@@ -78,6 +106,7 @@ def blocked_attention(
     window: int,
     own_bias,
     dropout=None,
+    global_rows=None,
 ):
     """Global-local attention without the full score matrix.
 
@@ -91,6 +120,9 @@ def blocked_attention(
       window: a local token sees the tokens of its document at most this far away.
       own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
       dropout: ``weights -> weights``, applied to the attention weights.
+      global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own
+        projections, shaped as the first two arguments: the global queries and
+        what they read; ``None``: the first two arguments serve.
 
     Returns:
       ``(global_context [B, H, G, Dh], local_context [B, H, N, T, Dh])``.
@@ -99,27 +131,22 @@ def blocked_attention(
     ql, kl, vl = locals_qkv
     dtype = qg.dtype
     shape = tf.shape(ql)
-    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    batch, docs, block = shape[0], shape[2], shape[3]
     num_global = tf.shape(qg)[2]
     scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
     dropout = dropout or (lambda w: w)
-    flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
-    flat_v = tf.reshape(vl, [batch, heads, docs * block, head_dim])
     flat_valid = tf.reshape(local_valid, [batch, docs * block])
-    global_bias = _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, G]
 
     # === Global queries: every valid token, [B, H, G, G + N T] ===
-    to_globals = tf.matmul(qg, kg, transpose_b=True) * scale + global_bias
-    to_locals = tf.matmul(qg, flat_k, transpose_b=True) * scale
-    to_locals += _bias(flat_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
-    to_locals += tf.cast(own_document_bias(own_bias, num_global, docs, block), dtype)
-    weights = dropout(tf.nn.softmax(tf.concat([to_globals, to_locals], axis=-1), axis=-1))
-    global_context = tf.matmul(weights[..., :num_global], vg)
-    global_context += tf.matmul(weights[..., num_global:], flat_v)  # [B, H, G, Dh]
+    rows = global_rows or (globals_qkv, locals_qkv)
+    global_context = _global_queries(
+        *rows, global_valid, flat_valid, own_bias=own_bias, dropout=dropout
+    )
 
     # === Local queries: the globals and their own block, [B, H, N, T, G + T] ===
+    global_bias = _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, tf.newaxis, :]
     l_to_globals = tf.einsum("bhntd,bhgd->bhntg", ql, kg) * scale
-    l_to_globals += global_bias[:, :, tf.newaxis]  # [B, 1, 1, 1, G]
+    l_to_globals += global_bias  # [B, 1, 1, 1, G]
     l_to_locals = tf.matmul(ql, kl, transpose_b=True) * scale  # [B, H, N, T, T]
     allowed = band(block, window)[tf.newaxis, tf.newaxis] & local_valid[:, :, tf.newaxis, :]
     l_to_locals += _bias(allowed, dtype)[:, tf.newaxis]  # [B, 1, N, T, T]
@@ -162,6 +189,7 @@ def dense_attention(
     own_bias,
     pattern: str = "global_local",
     dropout=None,
+    global_rows=None,
 ):
     """The same attention over the whole sequence with an ``[S, S]`` mask (``pattern``
     ``global_local``: the reference of :func:`blocked_attention`; ``full``: every
@@ -175,12 +203,17 @@ def dense_attention(
     shape = tf.shape(ql)
     batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
     num_global = tf.shape(qg)[2]
+    scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
 
     def sequence(g, loc):  # [B, H, G, Dh] and [B, H, N, T, Dh] -> [B, H, S, Dh]
         return tf.concat([g, tf.reshape(loc, [batch, heads, docs * block, head_dim])], axis=2)
 
     q, k, v = sequence(qg, ql), sequence(kg, kl), sequence(vg, vl)
-    scores = tf.matmul(q, k, transpose_b=True) * tf.cast(qg.shape[-1] ** -0.5, dtype)
+    scores = tf.matmul(q, k, transpose_b=True) * scale  # [B, H, S, S]
+    if global_rows is not None:  # the global rows from the global projections
+        (g_q, g_k, g_v), (_, g_kl, g_vl) = global_rows
+        g_scores = tf.matmul(g_q, sequence(g_k, g_kl), transpose_b=True) * scale  # [B, H, G, S]
+        scores = tf.concat([g_scores, scores[:, :, num_global:]], axis=2)
     mask = dense_mask(global_valid, local_valid, window=window, pattern=pattern)
     scores += _bias(mask, dtype)[:, tf.newaxis]  # [B, H, S, S]
     if pattern == "global_local":
@@ -192,4 +225,6 @@ def dense_attention(
         weights = dropout(weights)
     context = tf.matmul(weights, v)  # [B, H, S, Dh]
     local_context = tf.reshape(context[:, :, num_global:], [batch, heads, docs, block, head_dim])
+    if global_rows is not None:
+        return tf.matmul(weights[:, :, :num_global], sequence(g_v, g_vl)), local_context
     return context[:, :, :num_global], local_context

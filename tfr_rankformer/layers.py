@@ -13,6 +13,7 @@ them instead of storing them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "MaskedScores",
     "PADDING_SCORE",
     "gelu",
+    "stream_key",
     "uses_compiled_ops",
 ]
 
@@ -74,6 +76,16 @@ def gelu(x):
     return x * cdf, gradient
 
 
+def stream_key(seed: int) -> int:
+    """A Philox key (a non-negative int64) hashed from a seed.
+
+    Different seeds give unrelated keys, and so independent streams (Philox's
+    streams are indexed by key); the same seed gives the same key everywhere.
+    """
+    digest = hashlib.blake2b(b"FastDropout/%d" % int(seed), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 @_serializable
 class FastDropout(tf.keras.layers.Layer):
     """Inverted dropout whose masks come from 16 random bits per element.
@@ -83,6 +95,11 @@ class FastDropout(tf.keras.layers.Layer):
     checkpointed with the model and a resumed run continues the same stream.
     In float32 training, one key per call is drawn from the generator instead
     and ``compiled_ops.dropout`` hashes it into the mask (rate exact to 2^-32).
+
+    Each layer's generator is a Philox stream of its own: its key is hashed
+    from the seed (:func:`stream_key`), and each layer draws its own seed.
+    (``Generator.from_seed`` would give every layer the key 0 and move only
+    the counter, so layers would read overlapping windows of one stream.)
 
     Args:
       rate: fraction of elements zeroed in training.
@@ -99,7 +116,8 @@ class FastDropout(tf.keras.layers.Layer):
 
     def build(self, input_shape):
         seed = self.seed if self.seed is not None else int(np.random.randint(2**31 - 1))
-        self._generator = tf.random.Generator.from_seed(seed)
+        key = stream_key(seed)
+        self._generator = tf.random.Generator.from_key_counter(key, [0, 0], alg="philox")
         super().build(input_shape)
 
     def draw_key(self):

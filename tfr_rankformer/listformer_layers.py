@@ -14,7 +14,8 @@ import tensorflow as tf
 from tfr_rankformer.command_names import ATTENTIONS
 from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.global_local_attention import blocked_attention, dense_attention
-from tfr_rankformer.layers import FastDropout, LayerNorm
+from tfr_rankformer.layers import FastDropout, LayerNorm, uses_compiled_ops
+from tfr_rankformer.projections import Dense
 
 __all__ = [
     "ATTENTIONS",
@@ -39,13 +40,17 @@ class ListformerEmbedding(tf.keras.layers.Layer):
     positions from 0 again, so the documents' order carries no signal; the
     ``[SEP]`` closing document ``j`` continues its document's positions (at
     ``len(d_j)``). ``[CLS]`` and ``[SEP]`` are learned vectors. Segments: query
-    side (``[CLS]``, query) and document side (documents, ``[SEP]``).
+    side (``[CLS]``, query) and document side (documents, ``[SEP]``). With
+    ``cls_position`` (a BERT checkpoint's form), ``[CLS]`` takes position 0 and
+    the query positions ``1 .. Q``, as BERT reads ``[CLS] q``.
 
     Args:
       vocab_size: rows of the token table.
       width: the model width ``D``.
       max_positions: positions embedded; longer inputs are refused upstream.
       dropout: dropout on the embeddings (after their LayerNorm).
+      epsilon: the epsilon of the embeddings' LayerNorm.
+      cls_position: ``[CLS]`` takes position 0 and the query follows it.
 
     Call args:
       query_ids: ``[B, Q]`` int32, ``-1`` padding.
@@ -56,12 +61,23 @@ class ListformerEmbedding(tf.keras.layers.Layer):
       ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.
     """
 
-    def __init__(self, vocab_size: int, width: int, max_positions: int, dropout: float, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int,
+        width: int,
+        max_positions: int,
+        dropout: float,
+        epsilon: float = 1e-5,
+        cls_position: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.width = width
         self.max_positions = max_positions
         self.dropout = dropout
+        self.epsilon = epsilon
+        self.cls_position = cls_position
 
     def build(self, input_shape):
         width = self.width
@@ -77,7 +93,7 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         )
         self.segments = self.add_weight(name="segments", shape=(2, width), initializer=normal())
         self.special = self.add_weight(name="cls_sep", shape=(2, width), initializer=normal())
-        self.norm = LayerNorm(epsilon=1e-5)
+        self.norm = LayerNorm(epsilon=self.epsilon)
         self.drop = FastDropout(self.dropout)
         super().build(input_shape)
 
@@ -90,9 +106,11 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         query_valid = query_ids >= 0  # [B, Q]
         local_valid = (document_ids >= 0) & mask[:, :, tf.newaxis]  # [B, N, T]
         last = self.max_positions - 1
+        first = 1 if self.cls_position else 0  # the query's first position
         # [B, Q] -> [B, Q, D]
         query = self._lookup(query_ids) + self.segments[0]
-        query += tf.gather(self.positions, tf.minimum(tf.range(tf.shape(query_ids)[1]), last))
+        query_positions = tf.range(tf.shape(query_ids)[1]) + first
+        query += tf.gather(self.positions, tf.minimum(query_positions, last))
         # [B, N, T] -> [B, N, T, D], positions restarting in every document
         documents = self._lookup(document_ids) + self.segments[1]
         documents += tf.gather(self.positions, tf.minimum(tf.range(block), last))
@@ -103,6 +121,8 @@ class ListformerEmbedding(tf.keras.layers.Layer):
             + tf.gather(self.positions, tf.minimum(lengths, last))
         )
         cls = tf.tile(self.special[tf.newaxis, :1], [batch, 1, 1]) + self.segments[0]  # [B, 1, D]
+        if self.cls_position:
+            cls += self.positions[0]
         x = tf.concat(
             [cls, query, seps, tf.reshape(documents, [batch, docs * block, self.width])], axis=1
         )  # [B, S, D], S = 1 + Q + N + N T
@@ -117,19 +137,32 @@ class ListformerEmbedding(tf.keras.layers.Layer):
             width=self.width,
             max_positions=self.max_positions,
             dropout=self.dropout,
+            epsilon=self.epsilon,
+            cls_position=self.cls_position,
         )
         return config
 
 
 @_serializable
 class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
-    """A pre-LayerNorm encoder layer with the Listformer's document-wise attention.
+    """An encoder layer with the Listformer's document-wise attention.
+
+    From scratch it is pre-LayerNorm (:class:`PreNormEncoderLayer`'s form) with
+    one set of query/key/value projections. In a BERT checkpoint's form it is
+    post-LayerNorm, ``LayerNorm(x + Dropout(Attention(x)))`` then
+    ``LayerNorm(x + Dropout(FF(x)))``, with its own LayerNorm epsilon, and the
+    global tokens' attention has projections of its own (``qkv_global``,
+    Longformer's; see ``global_local_attention``).
 
     Args:
       window: a document's token sees its document's tokens at most this far away.
       attention: one of ``ATTENTIONS``.
       own_bias_init: initial value of the per-head bias of ``[SEP]_j`` on document
         ``j``'s tokens (see ``global_local_attention``).
+      norm_first: pre-LayerNorm (from scratch); off: post-LayerNorm (BERT's).
+      epsilon: the epsilon of the layer's two LayerNorms.
+      global_projections: the global tokens' queries, and the keys and values
+        they read, have their own projections.
       num_heads, ff_dim, dropout, activation, init: as :class:`PreNormEncoderLayer`.
 
     Call args:
@@ -140,7 +173,14 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
     """
 
     def __init__(
-        self, window: int = 256, attention: str = "blocked", own_bias_init: float = 2.0, **kwargs
+        self,
+        window: int = 256,
+        attention: str = "blocked",
+        own_bias_init: float = 2.0,
+        norm_first: bool = True,
+        epsilon: float = 1e-5,
+        global_projections: bool = False,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         if attention not in ATTENTIONS:
@@ -150,9 +190,17 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         self.window = window
         self.attention = attention
         self.own_bias_init = own_bias_init
+        self.norm_first = norm_first
+        self.epsilon = epsilon
+        self.global_projections = global_projections
 
     def build(self, input_shape):
         super().build(input_shape)
+        if self.norm_attention.epsilon != self.epsilon:  # a checkpoint's own epsilon
+            self.norm_attention = LayerNorm(epsilon=self.epsilon)
+            self.norm_ff = LayerNorm(epsilon=self.epsilon)
+        if self.global_projections:
+            self.qkv_global = Dense(3 * input_shape[-1], name="qkv_global")
         self.own_bias = self.add_weight(
             name="own_document_bias",
             shape=(self.num_heads,),
@@ -173,14 +221,18 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
             loc = tf.reshape(t[:, num_global:], [batch, docs, block, heads, head_dim])
             return g, tf.transpose(loc, [0, 3, 1, 2, 4])
 
-        parts = [split(t) for t in tf.split(self.qkv(h), 3, axis=-1)]
-        globals_qkv = tuple(p[0] for p in parts)
-        locals_qkv = tuple(p[1] for p in parts)
+        def projected(qkv):  # [B, S, 3 D] -> ((q, k, v) of the globals, of the locals)
+            parts = [split(t) for t in tf.split(qkv, 3, axis=-1)]
+            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+
+        globals_qkv, locals_qkv = projected(self.qkv(h))
         settings = dict(
             window=self.window,
             own_bias=tf.cast(self.own_bias, h.dtype),
             dropout=lambda w: self.dropout_weights(w, training=training),
         )
+        if self.global_projections:
+            settings["global_rows"] = projected(self.qkv_global(h))
         if self.attention == "blocked":
             g, loc = blocked_attention(
                 globals_qkv, locals_qkv, global_valid, local_valid, **settings
@@ -194,7 +246,20 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         loc = tf.reshape(tf.transpose(loc, [0, 2, 3, 1, 4]), [batch, docs * block, dim])
         return self.attention_out(tf.concat([g, loc], axis=1))  # [B, S, D]
 
+    def _feed_forward_update(self, x, training):
+        """``Dropout(FF(x))`` without a LayerNorm before it (post-LayerNorm): ``[..., D]``."""
+        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        if compiled and uses_compiled_ops(training, x.dtype):
+            h = self._compiled_feed_forward_hidden(x)
+        else:
+            h = self.dropout_ff(self.ff_in(x), training=training)
+        return self.dropout_out(self.ff_out(h), training=training)
+
     def call(self, x, global_valid, local_valid, training=None):
+        if not self.norm_first:
+            h = self._global_local(x, global_valid, local_valid, training)
+            x = self.norm_attention(x + self.dropout_attention(h, training=training))
+            return self.norm_ff(x + self._feed_forward_update(x, training))
         h = self._global_local(
             self.norm_attention(x, training=training), global_valid, local_valid, training
         )
@@ -204,7 +269,12 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            window=self.window, attention=self.attention, own_bias_init=self.own_bias_init
+            window=self.window,
+            attention=self.attention,
+            own_bias_init=self.own_bias_init,
+            norm_first=self.norm_first,
+            epsilon=self.epsilon,
+            global_projections=self.global_projections,
         )
         return config
 

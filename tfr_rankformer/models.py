@@ -128,6 +128,29 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     # === Inputs (normalised features) ===
     features, mask = _inputs(num_features)
     # === Encoder ===
+    x, valid, lead = _with_leading_tokens(features, mask, config, glob)
+    x = _encoder(x, valid, config, glob)
+    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, not sliced: a slice's
+    # gradient zero-fills a copy of the whole tensor, which cost 5% of a step.
+    leading, z_items = tf.split(x, [lead, -1], axis=1) if lead else (None, x)
+    # === Heads ===
+    z_cls = leading[:, glob, :] if config.cls_token else None  # [B, d]
+    raw = _score_head(z_items, z_cls, num_features, config, item_levels or 1)
+    outputs = score_outputs(raw, mask, item_levels)
+    if levels:
+        # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
+        logits = _head(num_features, config, levels, "list_head")(z_cls)
+        outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(logits)
+    return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
+
+
+def _with_leading_tokens(features, mask, config: ModelConfig, glob: int):
+    """The items after ``[CLS]`` (with ``config.cls_token``) and ``glob`` summary tokens.
+
+    Returns:
+      The tokens ``[B, lead + L, d]``, their mask ``[B, lead + L]`` and ``lead``,
+      the number of tokens before the items.
+    """
     x, valid, lead = features, mask, 0
     if config.cls_token:
         cls = ClsToken(config.cls_stddev, name="cls_token")
@@ -136,6 +159,13 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     if glob:
         x, valid = GlobalTokens(glob, name="global_tokens")(x, valid)  # [B, glob + L + 1, d]
         lead += glob
+    return x, valid, lead
+
+
+def _encoder(x, valid, config: ModelConfig, glob: int):
+    """``config.num_layers`` encoder layers over the tokens ``x`` ``[B, T, d]`` (shape
+    kept), global-local ones with ``glob`` summary tokens, then the final LayerNorm
+    when ``config.final_norm``."""
     encoder = []
     for i in range(config.num_layers):
         settings = dict(
@@ -154,13 +184,13 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
         copy_first_layer(encoder)
     if config.final_norm:
         x = LayerNorm(epsilon=1e-5, name="final_norm")(x)
-    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, not sliced: a slice's
-    # gradient zero-fills a copy of the whole tensor, which cost 5% of a step.
-    leading, z_items = tf.split(x, [lead, -1], axis=1) if lead else (None, x)
-    # === Heads ===
-    outs = item_levels or 1
-    if config.cls_token:
-        z_cls = leading[:, glob, :]  # [B, d]
+    return x
+
+
+def _score_head(z_items, z_cls, num_features: int, config: ModelConfig, outs: int):
+    """The score head's ``[B, L, outs]`` output: ``h_s(z_i || z_CLS)`` given ``z_cls``
+    ``[B, d]``, else ``h_s(z_i)``."""
+    if z_cls is not None:
         # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, outs]
         score_head = ItemAndContextHead(
             config.head_hidden,
@@ -169,16 +199,9 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
             init=config.init,
             name="score_head",
         )
-        raw = score_head(z_items, z_cls)
-    else:
-        # h_s(z_i): [B, L, d] -> [B, L, outs]
-        raw = _head(num_features, config, outs, "score_head")(z_items)
-    outputs = score_outputs(raw, mask, item_levels)
-    if levels:
-        # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
-        logits = _head(num_features, config, levels, "list_head")(z_cls)
-        outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(logits)
-    return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
+        return score_head(z_items, z_cls)
+    # h_s(z_i): [B, L, d] -> [B, L, outs]
+    return _head(num_features, config, outs, "score_head")(z_items)
 
 
 def build_rankformer(num_features, config: ModelConfig, levels: int, item_levels=None):

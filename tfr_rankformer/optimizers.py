@@ -26,12 +26,9 @@ Schedules (``lr_schedule``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import tensorflow as tf
 
-if TYPE_CHECKING:
-    from tfr_rankformer.training import TrainConfig
+from tfr_rankformer.train_config import TrainConfig
 
 __all__ = [
     "InverseSqrtDecay",

@@ -37,10 +37,12 @@ import tensorflow as tf
 from tfr_rankformer.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.record_checks import RecordFileError, read_records
+from tfr_rankformer.run_layout import EXPORT_NAME, is_text_run
 
 __all__ = [
     "ScoredList",
     "resolve_export",
+    "load_export",
     "tensor_signature",
     "signature_num_features",
     "score_lists",
@@ -82,7 +84,7 @@ def resolve_export(path: str) -> str:
     """
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
-    export = os.path.join(path, "export")
+    export = os.path.join(path, EXPORT_NAME)
     versions = sorted(
         (int(v) for v in os.listdir(export) if v.isdigit()) if os.path.isdir(export) else []
     )
@@ -149,9 +151,19 @@ def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarra
     return scores, probs
 
 
-def tensor_signature(export: str):
-    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``)."""
-    return tf.saved_model.load(export).signatures[SIGNATURE_TENSORS]
+def load_export(export: str):
+    """The SavedModel in the directory ``export``, loaded once for its signatures."""
+    return tf.saved_model.load(export)
+
+
+def _loaded(export):
+    return load_export(export) if isinstance(export, (str, os.PathLike)) else export
+
+
+def tensor_signature(export):
+    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``);
+    ``export``: its directory or the loaded SavedModel."""
+    return _loaded(export).signatures[SIGNATURE_TENSORS]
 
 
 def signature_num_features(signature) -> int:
@@ -188,23 +200,14 @@ def score_lists(
 
 
 def is_text_export(export: str) -> bool:
-    """Whether ``export`` is a Listformer's: its default signature takes ``query`` and
-    ``documents`` strings. Read from ``saved_model.pb`` without loading the model."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(export, "saved_model.pb"), "rb") as f:
-        saved.ParseFromString(f.read())
-    for graph in saved.meta_graphs:
-        signature = graph.signature_def.get(SIGNATURE_ELWC)  # text exports serve text by default
-        if signature is not None and {"query", "documents"} <= set(signature.inputs):
-            return True
-    return False
+    """Whether ``export`` is a text model's (a Listformer's): ``run_layout.is_text_run``."""
+    return is_text_run(export)
 
 
-def text_signature(export: str):
-    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``)."""
-    return tf.saved_model.load(export).signatures[SIGNATURE_ELWC]
+def text_signature(export):
+    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
+    ``export``: its directory or the loaded SavedModel."""
+    return _loaded(export).signatures[SIGNATURE_ELWC]
 
 
 def score_text_lists(
@@ -251,8 +254,9 @@ def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
             yield path, number, record
 
 
-def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records (the converter's shards) through the proto signature.
+def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores ELWC records (the converter's shards) through the proto signature of
+    ``export`` (its directory or the loaded SavedModel).
 
     Raises:
       RecordFileError: a ``ValueError`` naming the file and record of a list
@@ -261,7 +265,7 @@ def score_elwc(export: str, files: list[str], *, batch_size: int = 256) -> Itera
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 
-    signature = tf.saved_model.load(export).signatures[SIGNATURE_ELWC]
+    signature = _loaded(export).signatures[SIGNATURE_ELWC]
 
     def score(batch):
         try:

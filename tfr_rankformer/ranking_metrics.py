@@ -143,16 +143,9 @@ def evaluate_rankings(
     _, r_counted = _label_range(relevance, mask)
     nonempty = mask.any(axis=1)
 
-    out = {}
-    for name, counted, per_label in (("y", y_counted, ndcg[0]), ("r", r_counted, ndcg[1])):
-        for k in ks:
-            out[f"ndcg_{name}@{k}"] = _mean_x100(per_label[all_ks.index(k)], counted)
-    if max_label is not None:
-        tmax = y_counted & (y_max == max_label)
-        out["ndcg_y@10_tmax"] = _mean_x100(ndcg[0, all_ks.index(10)], tmax)
-    out["num_lists"] = int(nonempty.sum())
-    out["num_lists_y"] = int(y_counted.sum())
-    out["num_lists_r"] = int(r_counted.sum())
+    tmax = None if max_label is None else y_counted & (y_max == max_label)
+    out = _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax)
+    out.update(_list_counts(nonempty, y_counted, r_counted))
     if list_probs is not None:
         out.update(_list_head_metrics(list_probs, y_max, nonempty))
     out["convention"] = CONVENTION
@@ -211,6 +204,28 @@ def _label_range(labels, mask):
     high = np.where(mask, labels, -np.inf).max(axis=1, initial=-np.inf)
     low = np.where(mask, labels, np.inf).min(axis=1, initial=np.inf)
     return high, high > low
+
+
+def _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax) -> dict:
+    """``ndcg_y@{k}`` and ``ndcg_r@{k}`` for ``k`` in ``ks``, and ``ndcg_y@10_tmax``
+    unless ``tmax`` is None: per-list NDCG (``ndcg``, ``[2, len(all_ks), num_lists]``)
+    averaged x 100 over the counted lists of each."""
+    out = {}
+    for name, counted, per_label in (("y", y_counted, ndcg[0]), ("r", r_counted, ndcg[1])):
+        for k in ks:
+            out[f"ndcg_{name}@{k}"] = _mean_x100(per_label[all_ks.index(k)], counted)
+    if tmax is not None:
+        out["ndcg_y@10_tmax"] = _mean_x100(ndcg[0, all_ks.index(10)], tmax)
+    return out
+
+
+def _list_counts(nonempty, y_counted, r_counted) -> dict:
+    """Lists with a real item, and those whose ``y`` resp. ``r`` labels differ."""
+    return {
+        "num_lists": int(nonempty.sum()),
+        "num_lists_y": int(y_counted.sum()),
+        "num_lists_r": int(r_counted.sum()),
+    }
 
 
 def _mean_x100(values, counted) -> float:

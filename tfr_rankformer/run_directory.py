@@ -33,7 +33,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from tfr_rankformer import run_layout
 from tfr_rankformer.config_io import write_json
+from tfr_rankformer.run_layout import CONFIG_NAME, METRICS_NAME, RUN_STATE_NAME, RUN_STATES
 
 __all__ = [
     "EXISTING_RUN",
@@ -49,23 +51,24 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RUN_STATE_NAME = "run_state.json"
 EXISTING_RUN = ("refuse", "resume", "overwrite")
-# Everything a run writes at its top level (tfr-train's numeric, text and GBDT
-# runs, tfr-export's versions, tfr-distill's student), and those files' partial
-# forms (``<name>.partial``, written then renamed).
+# Everything a run writes at its top level (tfr-train's feature-vector, text and
+# GBDT runs, tfr-export's versions, tfr-distill's student), and those files'
+# partial forms (``<name>.partial``, written then renamed).
 RUN_ENTRIES = frozenset(
     {
-        "config.json",
-        "metrics.json",
-        "history.csv",
-        "checkpoints",
-        "backup",
-        "logs",
-        "export",
+        CONFIG_NAME,
+        METRICS_NAME,
+        run_layout.HISTORY_NAME,
+        run_layout.CHECKPOINTS_NAME,
+        run_layout.BACKUP_NAME,
+        run_layout.LOGS_NAME,
+        run_layout.EXPORT_NAME,
         RUN_STATE_NAME,
-        "vocab.txt",
-        "text_model.json",
+        run_layout.VOCAB_NAME,
+        run_layout.TEXT_RUN_NAME,
+        # A GBDT's booster (``gbdt_booster.MODEL_FILE``; that module loads
+        # LightGBM) and tfr-distill's label GBDT.
         "model.txt",
         "gbdt_labels",
     }
@@ -123,7 +126,7 @@ class RunDirectory:
         return f"{article} {self.state} {self.model} run ({describe_entries(self.entries)})"
 
     def exports(self) -> list[str]:
-        folder = os.path.join(self.path, "export")
+        folder = os.path.join(self.path, run_layout.EXPORT_NAME)
         if not os.path.isdir(folder):
             return []
         return sorted(n for n in os.listdir(folder) if n.isdigit())
@@ -171,10 +174,10 @@ def inspect_run(path: str) -> RunDirectory | None:
     foreign = [e for e, n in zip(entries, names) if not _is_run_entry(n)]
     record = _read_json(os.path.join(path, RUN_STATE_NAME))
     state = record.get("state")
-    if state not in ("running", "failed", "complete"):
-        has_metrics = os.path.isfile(os.path.join(path, "metrics.json"))
+    if state not in RUN_STATES:
+        has_metrics = os.path.isfile(os.path.join(path, METRICS_NAME))
         state = "complete" if has_metrics else "interrupted"
-    settings = _read_json(os.path.join(path, "config.json"))
+    settings = _read_json(os.path.join(path, CONFIG_NAME))
     return RunDirectory(path, entries, foreign, state, settings, record)
 
 

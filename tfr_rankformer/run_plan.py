@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
 from tfr_rankformer import batching, data
 from tfr_rankformer.memory_estimate import (
@@ -24,9 +23,7 @@ from tfr_rankformer.memory_estimate import (
     step_bytes,
 )
 from tfr_rankformer.multi_worker import WorkerRole
-
-if TYPE_CHECKING:
-    from tfr_rankformer.training import TrainConfig
+from tfr_rankformer.train_config import TrainConfig
 
 __all__ = [
     "RunPlan",

@@ -16,16 +16,12 @@ model was trained with are cut, as in training.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import tensorflow as tf
 
 from tfr_rankformer import text_data
-from tfr_rankformer.export import next_version
-from tfr_rankformer.text_runs import load_text_run
+from tfr_rankformer.export_versions import write_version
+from tfr_rankformer.text_runs import load_text_run, text_model_inputs
 from tfr_rankformer.text_tokenizer import TextTokenizer
-from tfr_rankformer.text_training import text_model_inputs
 
 __all__ = ["SIGNATURE_TEXT", "SIGNATURE_EXAMPLES", "export_text_run", "save_text_servable"]
 
@@ -95,13 +91,8 @@ def export_text_run(model_dir: str, *, version: int | None = None) -> str:
     """
     config, tokenizer, model, _ = load_text_run(model_dir)
     data = text_data.load_text_data(config.data, config.text)
-    export_dir = os.path.join(model_dir, "export")
-    version = version or next_version(export_dir)
-    path = os.path.join(export_dir, str(version))
-    if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; export versions are never overwritten")
-    temporary = os.path.join(export_dir, f".{version}.partial")
-    shutil.rmtree(temporary, ignore_errors=True)  # left by an export that was killed
-    save_text_servable(model, tokenizer, data, temporary, list_head=config.uses_list_head)
-    os.replace(temporary, path)
-    return path
+
+    def save(path: str) -> None:
+        save_text_servable(model, tokenizer, data, path, list_head=config.uses_list_head)
+
+    return write_version(model_dir, version, save)

@@ -1,10 +1,11 @@
-"""A text run's files, evaluating a text model, and reloading a trained text run.
+"""A text model's inputs, evaluating a text model, and reloading a trained text run.
 
-Besides a numeric run's files, a text run's ``model_dir/`` holds ``vocab.txt``
-(the WordPiece vocabulary the model was trained with) and ``text_model.json``
-(what rebuilding the model needs besides ``config.json``). ``text_training``
-writes them; ``load_text_run`` reads them back for evaluation (``runs``) and
-export (``text_export``).
+Besides a feature-vector run's files, a text run's ``model_dir/`` holds
+``vocab.txt`` (the WordPiece vocabulary the model was trained with) and
+``text_model.json`` (what rebuilding the model needs besides ``config.json``;
+both named in ``run_layout``). ``text_training`` writes them;
+``load_text_run`` reads them back for evaluation (``text_run_evaluator``, which
+``runner.evaluate`` uses) and export (``text_export``).
 """
 
 from __future__ import annotations
@@ -18,25 +19,30 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import text_data
+from tfr_rankformer.evaluation import RunEvaluator
 from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
 from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.run_layout import (
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    TEXT_RUN_NAME,
+    VOCAB_NAME,
+    is_text_run,
+)
 from tfr_rankformer.text_tokenizer import TextTokenizer, read_vocabulary
 from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_setup import BEST_WEIGHTS, CONFIG_NAME
 
 __all__ = [
     "VOCAB_NAME",
     "TEXT_RUN_NAME",
     "text_tokenizer",
+    "text_model_inputs",
     "evaluate_text_model",
     "is_text_run",
     "load_text_run",
     "text_run_evaluator",
 ]
-
-VOCAB_NAME = "vocab.txt"
-TEXT_RUN_NAME = "text_model.json"
 
 
 def text_tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
@@ -46,6 +52,16 @@ def text_tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
         max_query_tokens=config.text.max_query_tokens,
         max_document_tokens=config.text.max_document_tokens,
     )
+
+
+def text_model_inputs(tokenizer: TextTokenizer, batch: dict) -> dict:
+    """Model inputs of a batch of text lists (``text_data``'s layout)."""
+    encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+    return {
+        QUERY_IDS: encoded["query_ids"],
+        DOCUMENT_IDS: encoded["document_ids"],
+        text_data.MASK: batch[text_data.MASK],
+    }
 
 
 # Kept beside the models (weakly), not on them: a function stored on a model would be
@@ -127,11 +143,6 @@ def evaluate_text_model(
     return metrics
 
 
-def is_text_run(model_dir: str) -> bool:
-    """Whether ``model_dir`` holds a text model's run."""
-    return os.path.isfile(os.path.join(model_dir, VOCAB_NAME))
-
-
 def load_text_run(model_dir: str):
     """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
 
@@ -161,15 +172,12 @@ def load_text_run(model_dir: str):
     return config, tokenizer, model, max_label
 
 
-def text_run_evaluator(model_dir: str, data_dir: str | None):
-    """``(trained_on, splits, evaluate)`` for ``runs.evaluate_run``: the run's training
-    data, the splits of ``data_dir`` (default: that data), and
-    ``evaluate(data_dir, manifest, split) -> metrics`` (``manifest`` unused)."""
+def text_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
+    """The evaluator of a trained text run on ``data_dir`` (default: its training data)."""
     config, tokenizer, model, max_label = load_text_run(model_dir)
     data = text_data.load_text_data(data_dir or config.data, config.text)
 
-    def evaluate(directory: str, manifest, split: str) -> dict:
-        del directory, manifest  # ``data`` above
+    def evaluate(split: str) -> dict:
         return evaluate_text_model(
             model,
             tokenizer,
@@ -180,4 +188,4 @@ def text_run_evaluator(model_dir: str, data_dir: str | None):
             max_label=max_label,
         )
 
-    return config.data, list(data.files), evaluate
+    return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)

@@ -7,6 +7,17 @@ takes raw text and TF Serving clients send strings. Text ELWC stores word
 tokens (``query_tokens``, ``document_tokens``); they are joined with spaces
 first, so training and serving tokenise the same way.
 
+A pretrained checkpoint's vocabulary is split as its own tokenizer splits
+(``basic_tokenization``): control and format characters deleted, with
+``lower_case`` the text lower-cased and its accents stripped (NFD, marks
+removed), then tensorflow-text's ``BertTokenizer``: BERT's basic tokenisation
+(CJK characters and punctuation split off) and WordPiece. The lower-casing
+is done here, not by ``BertTokenizer``, whose NFKC case folding turns
+ligatures, full-width letters and ``ß`` into letters BERT's tokenizer keeps.
+Known differences from Hugging Face's tokenizer: a special token written in
+the text (``[CLS]``) is split like any text, and a Greek final sigma is
+lower-cased to ``ς`` where Hugging Face writes ``σ``.
+
 :func:`build_vocabulary` makes a WordPiece vocabulary from word counts,
 deterministically (no sampling: ties are broken alphabetically): the special
 tokens, every character seen (alone and as a ``##`` continuation), then the
@@ -41,6 +52,9 @@ UNKNOWN = "[UNK]"
 # vocabulary file so it reads like a BERT one.
 SPECIAL_TOKENS = ("[PAD]", UNKNOWN, "[CLS]", "[SEP]")
 SUFFIX = "##"
+# What BERT's tokenizer deletes before splitting: NUL, U+FFFD and every other
+# control, format, private-use or unassigned character except tab and line breaks.
+_BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
 # What FastWordpieceTokenizer's pre-tokenisation splits on (whitespace and punctuation).
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -128,13 +142,31 @@ class TextTokenizer(tf.Module):
       vocabulary: the WordPiece vocabulary (holding ``[UNK]``).
       max_query_tokens: a query keeps its first this many tokens.
       max_document_tokens: a document keeps its first this many tokens.
+      lower_case: lower-case the text first (an uncased vocabulary's); with
+        ``basic_tokenization``, strip its accents too.
+      basic_tokenization: split as BERT's own tokenizer does (``BertTokenizer``,
+        a checkpoint's vocabulary); off: ``tf.strings.lower`` when ``lower_case``,
+        then ``FastWordpieceTokenizer``'s split on whitespace and punctuation.
     """
 
-    def __init__(self, vocabulary: list[str], *, max_query_tokens: int, max_document_tokens: int):
+    def __init__(
+        self,
+        vocabulary: list[str],
+        *,
+        max_query_tokens: int,
+        max_document_tokens: int,
+        lower_case: bool = True,
+        basic_tokenization: bool = False,
+    ):
         super().__init__(name="text_tokenizer")
         self.vocab_size = len(vocabulary)
         self.max_query_tokens = max_query_tokens
         self.max_document_tokens = max_document_tokens
+        self.lower_case = lower_case
+        self.basic_tokenization = basic_tokenization
+        if basic_tokenization:
+            self.wordpiece = _bert_tokenizer(vocabulary)
+            return
         self.wordpiece = _text().FastWordpieceTokenizer(
             vocab=list(vocabulary),
             suffix_indicator=SUFFIX,
@@ -146,7 +178,12 @@ class TextTokenizer(tf.Module):
 
     def token_ids(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """``[...]`` strings -> ``[..., (tokens)]`` int32 ids, uncut."""
-        return self.wordpiece.tokenize(tf.strings.lower(strings, encoding="utf-8"))
+        if self.basic_tokenization:
+            strings = _bert_normalised(strings, lower_case=self.lower_case)
+            return self.wordpiece.tokenize(strings).merge_dims(-2, -1)  # [..., (words), (pieces)]
+        if self.lower_case:
+            strings = tf.strings.lower(strings, encoding="utf-8")
+        return self.wordpiece.tokenize(strings)
 
     def encode(self, query: tf.Tensor, documents: tf.Tensor) -> dict:
         """Model inputs from text.
@@ -177,6 +214,36 @@ class TextTokenizer(tf.Module):
             "query_cut": query_cut,
             "documents_cut": documents_cut,
         }
+
+
+def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
+    """BERT's text cleaning and, with ``lower_case``, its lower-casing and accent
+    stripping, as Hugging Face's ``BertNormalizer`` does them: ``[...]`` strings."""
+    strings = tf.strings.regex_replace(strings, _BERT_DELETED, "")
+    if not lower_case:
+        return strings
+    strings = _text().normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD")
+    return tf.strings.regex_replace(strings, r"\p{Mn}", "")
+
+
+def _bert_tokenizer(vocabulary: list[str]):
+    """tensorflow-text's ``BertTokenizer`` over ``vocabulary``, held in the graph (a
+    table built from constants, so a SavedModel carries it) and giving int32 ids;
+    the text reaches it normalised (``_bert_normalised``)."""
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(vocabulary), tf.string),
+            tf.range(len(vocabulary), dtype=tf.int64),
+        ),
+        default_value=-1,
+    )
+    return _text().BertTokenizer(
+        table,
+        suffix_indicator=SUFFIX,
+        unknown_token=UNKNOWN,
+        lower_case=False,
+        token_out_type=tf.int32,
+    )
 
 
 def _at_least_one(ids: tf.Tensor) -> tf.Tensor:

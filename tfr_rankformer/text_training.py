@@ -1,10 +1,11 @@
 """Training the Listformer on text lists.
 
-``tfr-train --model listformer`` lands here (``training.train`` hands text
-models over). ``model_dir/`` receives what a numeric run's does (``config.json``,
-``checkpoints/``, ``history.csv``, ``logs/``, ``metrics.json``) and
-``vocab.txt``, the WordPiece vocabulary the model was trained with (built from
-the training split's text unless ``--vocab`` gave one).
+``tfr-train --model listformer`` lands here (``runner.train`` hands text
+models over; the feature-vector models train in ``training``). ``model_dir/``
+receives what a feature-vector run's does (``config.json``, ``checkpoints/``,
+``history.csv``, ``logs/``, ``metrics.json``) and ``vocab.txt``, the WordPiece
+vocabulary the model was trained with (built from the training split's text
+unless ``--vocab`` gave one).
 
 Nothing is cut silently: lists longer than ``list_size`` are sampled anew each
 epoch in training (documents shuffled, as the thesis does), evaluation keeps
@@ -28,17 +29,25 @@ import tensorflow as tf
 
 from tfr_rankformer import text_data
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
+from tfr_rankformer.listformer import build_text_model
 from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.multi_worker import worker_role
 from tfr_rankformer.optimizers import build_optimizer
 from tfr_rankformer.run_directory import check_run_directory, run_session
-from tfr_rankformer.text_runs import (
+from tfr_rankformer.run_layout import (
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    LOGS_NAME,
+    METRICS_NAME,
     TEXT_RUN_NAME,
     VOCAB_NAME,
+)
+from tfr_rankformer.text_runs import (
     evaluate_text_model,
     is_text_run,
     load_text_run,
+    text_model_inputs,
     text_run_evaluator,
     text_tokenizer,
 )
@@ -49,14 +58,8 @@ from tfr_rankformer.text_tokenizer import (
     write_vocabulary,
 )
 from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import BestWeights, Throughput
-from tfr_rankformer.training_setup import (
-    BEST_WEIGHTS,
-    CONFIG_NAME,
-    HISTORY_NAME,
-    METRICS_NAME,
-    run_losses,
-)
+from tfr_rankformer.training_callbacks import Throughput
+from tfr_rankformer.training_setup import run_losses, weight_keeping
 
 __all__ = [
     "VOCAB_NAME",
@@ -72,16 +75,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_LIST_SIZE = 100
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
-
-
-def text_model_inputs(tokenizer: TextTokenizer, batch: dict) -> dict:
-    """Model inputs of a batch of text lists (``text_data``'s layout)."""
-    encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
-    return {
-        QUERY_IDS: encoded["query_ids"],
-        DOCUMENT_IDS: encoded["document_ids"],
-        text_data.MASK: batch[text_data.MASK],
-    }
 
 
 def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
@@ -201,9 +194,19 @@ def train_text(
     *,
     verbose: int = 1,
     final_weights: str | None = None,
+    callbacks: list | None = None,
     existing: str = "refuse",
 ) -> dict:
     """Trains the Listformer on text ELWC, keeps the best weights, evaluates every split.
+
+    Args:
+      config: the run's settings (a text model's).
+      verbose: ``fit``'s progress output.
+      final_weights: if given, the weights training ended with (before the
+        best ones are reloaded) are also written to this ``.npz`` file.
+      callbacks: extra Keras callbacks, run after the loop's own.
+      existing: what to do with a run already in ``model_dir`` (``refuse`` or
+        ``overwrite``; text runs keep no backup to resume from).
 
     Returns:
       ``metrics.json``'s content.
@@ -220,55 +223,37 @@ def train_text(
     # Text runs keep no backup: they can be replaced, not resumed.
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False):
         _start(run)
-        return _train_text(run, verbose=verbose, final_weights=final_weights)
+        return _train_text(run, verbose=verbose, final_weights=final_weights, extra=callbacks)
 
 
-def _train_text(run: _PreparedRun, *, verbose: int, final_weights: str | None) -> dict:
-    """``train_text``'s work inside the run directory."""
-    config, data, scan, tokenizer = run.config, run.data, run.scan, run.tokenizer
-    levels, lists, vocabulary = run.levels, run.lists, run.vocabulary
-    model = _compile(config, len(vocabulary), levels, run.steps)
-    logger.info(
-        "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "
-        "--list-size %d are sampled anew each epoch), vocabulary of %d WordPiece tokens",
-        lists,
-        scan["documents"],
-        scan["longest_list"],
-        scan["lists_longer_than_list_size"],
-        run.list_size,
-        len(vocabulary),
-    )
-    callbacks = [Throughput(lists, run.steps)]
-    monitor, mode = "loss", "min"
-    evaluation = dict(batch_size=config.eval_batch_size, list_head=config.uses_list_head)
-    if "vali" in data.files:
-        callbacks.append(TextEvaluationCallback(tokenizer, data, max_label=levels, **evaluation))
-        monitor, mode = "val_ndcg_y@10", "max"
-    best = os.path.join(config.model_dir, BEST_WEIGHTS)
-    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
-    last = config.keep_weights == "last"
-    callbacks.append(
-        BestWeights(model, best, monitor=None if last else monitor, mode=mode, history=history_csv)
-    )
-    if not last:
+def _callbacks(run: _PreparedRun, model, extra: list | None) -> tuple[list, str]:
+    """The training callbacks (the caller's last), and the logged value that picks the
+    best weights."""
+    config = run.config
+    callbacks = [Throughput(run.lists, run.steps)]
+    has_vali = "vali" in run.data.files
+    if has_vali:
         callbacks.append(
-            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+            TextEvaluationCallback(
+                run.tokenizer,
+                run.data,
+                batch_size=config.eval_batch_size,
+                list_head=config.uses_list_head,
+                max_label=run.levels,
+            )
         )
+    kept, monitor = weight_keeping(config, model, has_vali=has_vali)
+    callbacks += kept
     callbacks += [
-        tf.keras.callbacks.CSVLogger(history_csv),
-        tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+        tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, HISTORY_NAME)),
+        tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOGS_NAME)),
+        *(extra or []),
     ]
-    train_data = _training_batches(config, data, tokenizer, list_size=run.list_size)
-    started = time.perf_counter()
-    history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
-    seconds = time.perf_counter() - started
-    if final_weights:
-        np.savez(final_weights, *model.get_weights())
-    model.load_weights(best)
-    metrics = {
-        split: evaluate_text_model(model, tokenizer, data, split, max_label=levels, **evaluation)
-        for split in data.files
-    }
+    return callbacks, monitor
+
+
+def _log_truncation(config: TrainConfig, metrics: dict) -> None:
+    """Warns of each split whose documents or queries were cut at the token caps."""
     for split, values in metrics.items():
         cut = values["truncation"]
         if cut["documents_cut"] or cut["queries_cut"]:
@@ -282,12 +267,46 @@ def _train_text(run: _PreparedRun, *, verbose: int, final_weights: str | None) -
                 config.text.max_document_tokens,
                 config.text.max_query_tokens,
             )
+
+
+def _train_text(
+    run: _PreparedRun, *, verbose: int, final_weights: str | None, extra: list | None
+) -> dict:
+    """``train_text``'s work inside the run directory."""
+    config, data, scan, tokenizer = run.config, run.data, run.scan, run.tokenizer
+    model = _compile(config, len(run.vocabulary), run.levels, run.steps)
+    logger.info(
+        "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "
+        "--list-size %d are sampled anew each epoch), vocabulary of %d WordPiece tokens",
+        run.lists,
+        scan["documents"],
+        scan["longest_list"],
+        scan["lists_longer_than_list_size"],
+        run.list_size,
+        len(run.vocabulary),
+    )
+    callbacks, monitor = _callbacks(run, model, extra)
+    train_data = _training_batches(config, data, tokenizer, list_size=run.list_size)
+    started = time.perf_counter()
+    history = model.fit(train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+    seconds = time.perf_counter() - started
+    if final_weights:
+        np.savez(final_weights, *model.get_weights())
+    model.load_weights(os.path.join(config.model_dir, BEST_WEIGHTS))
+    evaluation = dict(batch_size=config.eval_batch_size, list_head=config.uses_list_head)
+    metrics = {
+        split: evaluate_text_model(
+            model, tokenizer, data, split, max_label=run.levels, **evaluation
+        )
+        for split in data.files
+    }
+    _log_truncation(config, metrics)
     metrics["training"] = {
         "epochs_completed": len(history.epoch),
         "seconds": seconds,
-        "lists_per_epoch": lists,
+        "lists_per_epoch": run.lists,
         "train_scan": scan,
-        "vocabulary_size": len(vocabulary),
+        "vocabulary_size": len(run.vocabulary),
         "monitor": monitor,
     }
     metrics["settings"] = config.to_json()

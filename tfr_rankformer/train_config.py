@@ -1,4 +1,10 @@
-"""``TrainConfig``: the settings of one ``tfr-train`` run, with each model family's defaults."""
+"""``TrainConfig``: the settings of one ``tfr-train`` run, with each model family's defaults.
+
+Flat settings (an experiment's ``rankformer:num_layers=2``, a search's sampled
+values, the command line's flags) become a ``TrainConfig`` in one place,
+``TrainConfig.from_flat``, which sends each key to the section whose dataclass
+has it (``ARCHITECTURE_FIELDS``, ``TEXT_FIELDS``).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,17 @@ import dataclasses
 from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfr_rankformer.losses import check_scaling, get_score_loss
-from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, ModelConfig, has_list_head
+from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, has_list_head
+from tfr_rankformer.run_layout import is_text_model
 from tfr_rankformer.text_data import TextConfig
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
+
+# The settings of the nested sections, read from their dataclasses (in field order).
+ARCHITECTURE_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
+_SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 
 
 # Settings whose default depends on the model: the RankFormer family follows the
@@ -221,8 +234,8 @@ class TrainConfig:
 
     @property
     def is_text(self) -> bool:
-        """Whether the model ranks text lists (the ``listformer``)."""
-        return self.model in TEXT_MODEL_NAMES
+        """Whether the model ranks text lists (the ``listformer``): ``run_layout.is_text_model``."""
+        return is_text_model(self.model)
 
     def _resolve_model_defaults(self) -> None:
         defaults = dict(_MODEL_DEFAULTS[self.model])
@@ -276,5 +289,45 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
+        """The settings ``to_json`` wrote (``config.json``), checked.
+
+        Raises:
+          ValueError: naming unknown keys or a bad value.
+        """
         nested = {"architecture": ModelConfig, "text": TextConfig}
         return from_dict(cls, values, nested=nested, what="training settings")
+
+    @classmethod
+    def from_flat(cls, settings: dict) -> TrainConfig:
+        """Validated settings from flat ones, as experiments, searches and flags give them.
+
+        A key naming a ``ModelConfig`` field goes to ``architecture``, one naming
+        a ``TextConfig`` field to ``text``, the rest are ``TrainConfig`` fields.
+        ``architecture`` and ``text`` may also be given whole (as in
+        ``config.json``); a flat key overrides theirs.
+
+        >>> config = TrainConfig.from_flat(
+        ...     {"model": "mlp", "data": "d", "model_dir": "m", "epochs": 3, "dropout": 0.1}
+        ... )
+        >>> config.epochs, config.architecture.dropout
+        (3, 0.1)
+
+        Raises:
+          ValueError: naming unknown keys or a bad value.
+        """
+        values = {}
+        sections: dict = {name: {} for name in _SECTIONS}
+        for name in _SECTIONS:
+            given = settings.get(name)
+            if dataclasses.is_dataclass(given):
+                given = dataclasses.asdict(given)
+            if given is not None and not isinstance(given, dict):
+                raise ValueError(f"`{name}` must be an object of settings, got {given!r}")
+            sections[name].update(given or {})
+        for key, value in settings.items():
+            section = next((n for n, fields in _SECTIONS.items() if key in fields), None)
+            if section is not None:
+                sections[section][key] = value
+            elif key not in _SECTIONS:
+                values[key] = value
+        return cls.from_json({**values, **sections})

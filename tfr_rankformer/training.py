@@ -1,4 +1,7 @@
-"""``tfr-train``'s library function: the paper's training protocol with tf.distribute.
+"""Training the feature-vector models: the paper's training protocol with tf.distribute.
+
+``runner.train`` trains any run and hands feature-vector models over to
+``train`` here (the text models train in ``text_training``).
 
 ``model_dir/`` receives ``config.json`` (the resolved settings), ``checkpoints/``
 (the weights with the best validation NDCG_y@10), ``backup/`` (for resuming a
@@ -41,15 +44,17 @@ from tfr_rankformer.optimizers import (
     learning_rate_schedule,
 )
 from tfr_rankformer.run_directory import check_run_directory, run_session
-from tfr_rankformer.run_plan import RunPlan, check_memory, plan_run, shuffle_lists
-from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import attached_to_terminal
-from tfr_rankformer.training_setup import (
+from tfr_rankformer.run_layout import (
     BACKUP_NAME,
     BEST_WEIGHTS,
     CONFIG_NAME,
     HISTORY_NAME,
     METRICS_NAME,
+)
+from tfr_rankformer.run_plan import RunPlan, check_memory, plan_run, shuffle_lists
+from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training_callbacks import attached_to_terminal
+from tfr_rankformer.training_setup import (
     build_compiled_model,
     build_run_model,
     evaluate_splits,
@@ -123,7 +128,8 @@ def train(
     progress_seconds: float = 30.0,
     existing: str = "refuse",
 ) -> dict:
-    """Trains, keeps the best weights, evaluates every split; returns ``metrics.json``'s content.
+    """Trains a feature-vector model, keeps the best weights, evaluates every split; returns
+    ``metrics.json``'s content.
 
     Args:
       config: the run's settings.
@@ -143,15 +149,40 @@ def train(
     Returns:
       The metrics; ``{}`` on a multi-worker job's non-chief workers, which
       train alongside the chief but neither evaluate nor write the run.
+
+    Raises:
+      ValueError: for a text model (``runner.train`` trains any model).
     """
     if config.is_text:
-        from tfr_rankformer.text_training import train_text
+        raise ValueError(f"{config.model!r} ranks text lists: train it with runner.train")
+    run = _settle(
+        config,
+        verbose=verbose,
+        final_weights=final_weights,
+        callbacks=callbacks,
+        progress_seconds=progress_seconds,
+    )
+    settings = config.to_json()
+    if run.worker.is_chief:  # refusals come before anything is written
+        check_run_directory(config.model_dir, settings, existing=existing)
+    check_memory(run.plan, config)
+    session = (
+        run_session(config.model_dir, settings, existing=existing)
+        if run.worker.is_chief
+        else contextlib.nullcontext("resume")
+    )
+    with session as start:
+        if start == "complete":
+            logger.info("%s is complete: nothing left to train", config.model_dir)
+            return recorded_metrics(config)
+        if run.worker.is_chief:
+            write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
+        return _train(run)
 
-        # Text runs log one line per epoch where no terminal shows the bar.
-        text_verbose = 2 if verbose == 1 and not attached_to_terminal() else verbose
-        return train_text(
-            config, verbose=text_verbose, final_weights=final_weights, existing=existing
-        )
+
+def _settle(config: TrainConfig, **options) -> _Run:
+    """The strategy, the worker's role, the data's manifest, precision and the plan,
+    before the run directory is opened; ``options``: ``train``'s."""
     # First: MultiWorkerMirroredStrategy must set up the cluster before
     # TensorFlow's runtime starts.
     strategy = choose_strategy()
@@ -159,43 +190,20 @@ def train(
     tf.keras.utils.set_random_seed(config.seed)
     manifest = data.load_manifest(config.data)
     gpu = bool(tf.config.list_physical_devices("GPU"))
-    mixed = gpu if config.mixed_precision is None else config.mixed_precision
-    xla = gpu if config.xla is None else config.xla
-
     plan = plan_run(config, manifest, data_dir=config.data, worker=worker)
     if plan.batches.lists == 0:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
     logger.info("plan: %s", plan.describe())
-    settings = config.to_json()
-    if worker.is_chief:  # refusals come before anything is written
-        check_run_directory(config.model_dir, settings, existing=existing)
-    check_memory(plan, config)
-    session = (
-        run_session(config.model_dir, settings, existing=existing)
-        if worker.is_chief
-        else contextlib.nullcontext("resume")
+    return _Run(
+        config=config,
+        manifest=manifest,
+        plan=plan,
+        strategy=strategy,
+        worker=worker,
+        mixed=gpu if config.mixed_precision is None else config.mixed_precision,
+        xla=gpu if config.xla is None else config.xla,
+        **options,
     )
-    with session as start:
-        if start == "complete":
-            logger.info("%s is complete: nothing left to train", config.model_dir)
-            return recorded_metrics(config)
-        if worker.is_chief:
-            write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
-        return _train(
-            _Run(
-                config=config,
-                manifest=manifest,
-                plan=plan,
-                strategy=strategy,
-                worker=worker,
-                mixed=mixed,
-                xla=xla,
-                verbose=verbose,
-                final_weights=final_weights,
-                callbacks=callbacks,
-                progress_seconds=progress_seconds,
-            )
-        )
 
 
 def _train(run: _Run) -> dict:

@@ -1,8 +1,10 @@
-"""What a ``tfr-train`` run is made of: its files, its model compiled for
-training, its callbacks and the final evaluation of every split.
+"""What a ``tfr-train`` run is made of: its losses, its model compiled for training, its
+callbacks and the final evaluation of every split.
 
-``training.train`` puts these together (and re-exports the public ones); the
-text models' training (``text_training``) shares the file names.
+``training.train`` (feature vectors) puts these together and re-exports the
+public ones; the text models' training (``text_training``) shares the loss
+assembly (``run_losses``) and the callbacks that keep the weights
+(``weight_keeping``). The run's file names are ``run_layout``'s.
 """
 
 from __future__ import annotations
@@ -17,11 +19,20 @@ from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import build_model, ranker_of
 from tfr_rankformer.multi_worker import SharedValidation, WorkerRole
 from tfr_rankformer.optimizers import build_optimizer
+from tfr_rankformer.run_layout import (
+    BACKUP_NAME,
+    BEST_WEIGHTS,
+    CONFIG_NAME,
+    HISTORY_NAME,
+    LOGS_NAME,
+    METRICS_NAME,
+)
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import BestWeights, ProgressLines, Throughput
 
 __all__ = [
     "run_losses",
+    "weight_keeping",
     "BEST_WEIGHTS",
     "CONFIG_NAME",
     "METRICS_NAME",
@@ -33,13 +44,6 @@ __all__ = [
     "run_callbacks",
     "evaluate_splits",
 ]
-
-# The run's files and directories in ``model_dir`` (see ``training``).
-BEST_WEIGHTS = os.path.join("checkpoints", "best")
-CONFIG_NAME = "config.json"
-METRICS_NAME = "metrics.json"
-HISTORY_NAME = "history.csv"
-BACKUP_NAME = "backup"
 
 
 def item_levels(config: TrainConfig, manifest: dict) -> int | None:
@@ -92,6 +96,42 @@ def build_compiled_model(
     return model, ranker
 
 
+def weight_keeping(
+    config: TrainConfig,
+    model: tf.keras.Model,
+    *,
+    has_vali: bool,
+    worker: WorkerRole | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+) -> tuple[list[tf.keras.callbacks.Callback], str]:
+    """The callbacks that keep the run's weights and stop early, and the logged value
+    they follow: validation NDCG_y@10 with a ``vali`` split, else the training loss.
+
+    ``keep_weights="best"`` keeps the best epoch's weights and stops after
+    ``patience`` epochs without a better one; ``"last"`` keeps every epoch's
+    last weights and never stops early. ``worker`` and ``strategy``: see
+    ``training_callbacks.BestWeights`` (multi-worker runs).
+    """
+    monitor, mode = ("val_ndcg_y@10", "max") if has_vali else ("loss", "min")
+    last = config.keep_weights == "last"
+    callbacks = [
+        BestWeights(
+            model,
+            os.path.join(config.model_dir, BEST_WEIGHTS),
+            monitor=None if last else monitor,
+            mode=mode,
+            history=os.path.join(config.model_dir, HISTORY_NAME),
+            worker=worker,
+            strategy=strategy,
+        )
+    ]
+    if not last:
+        callbacks.append(
+            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+        )
+    return callbacks, monitor
+
+
 def run_callbacks(
     config: TrainConfig,
     model: tf.keras.Model,
@@ -125,26 +165,10 @@ def run_callbacks(
         )
         if worker.multi_worker:
             callbacks.append(SharedValidation(strategy))
-    monitor = "val_ndcg_y@10" if has_vali else "loss"
-    mode = "max" if has_vali else "min"
-    best = os.path.join(config.model_dir, BEST_WEIGHTS)
-    history_csv = os.path.join(config.model_dir, HISTORY_NAME)
-    last = config.keep_weights == "last"
-    callbacks.append(
-        BestWeights(
-            model,
-            best,
-            monitor=None if last else monitor,
-            mode=mode,
-            history=history_csv,
-            worker=worker,
-            strategy=strategy,
-        )
+    kept, monitor = weight_keeping(
+        config, model, has_vali=has_vali, worker=worker, strategy=strategy
     )
-    if not last:
-        callbacks.append(
-            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
-        )
+    callbacks += kept
     callbacks += [
         # Under MultiWorkerMirroredStrategy Keras itself has the chief write
         # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
@@ -153,8 +177,8 @@ def run_callbacks(
     ]
     if worker.is_chief:
         callbacks += [
-            tf.keras.callbacks.CSVLogger(history_csv, append=True),
-            tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs")),
+            tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, HISTORY_NAME), append=True),
+            tf.keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOGS_NAME)),
         ]
         if progress_lines:
             # Last, so that its epoch line shows the validation metrics.

@@ -1,6 +1,6 @@
 """``tfr-tune``'s library function: Optuna search over a model's settings, resumable.
 
-Every trial trains one ``tfr-train`` run on the training split (into
+Every trial trains one ``tfr-train`` run (``runner.train``) on the training split (into
 ``output/trials/<number>/``) and scores the settings by the validation split's
 NDCG_y@10 from the shared metrics (``ranking_metrics``), the number
 ``tfr-train`` selects checkpoints and early-stops on. The sampler is TPE,
@@ -27,6 +27,8 @@ import time
 from tfr_rankformer import data, gbdt, search_space
 from tfr_rankformer.config_io import require_positive_ints, write_json
 from tfr_rankformer.models import MODELS
+from tfr_rankformer.runner import train
+from tfr_rankformer.train_config import TrainConfig
 
 __all__ = ["TuneConfig", "run_tuning", "load_tuned", "BEST_CONFIG", "OBJECTIVE"]
 
@@ -143,17 +145,16 @@ def _gbdt_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
 
 
 def _neural_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
-    """A trial's ``TrainConfig`` JSON: fixed settings, then the sampled ones."""
-    values = {k: v for k, v in config.settings.items() if k != "architecture"}
-    architecture = dict(config.settings.get("architecture", {}))
-    for key, value in params.items():
-        if key in search_space.ARCHITECTURE_KEYS:
-            architecture[key] = value
-        else:
-            values[key] = value
-    values.update(model=config.model, data=config.data, model_dir=model_dir, seed=config.seed)
-    values["architecture"] = architecture
-    return values
+    """A trial's flat settings (``TrainConfig.from_flat``): fixed settings, then the
+    sampled ones."""
+    return {
+        **config.settings,
+        **params,
+        "model": config.model,
+        "data": config.data,
+        "model_dir": model_dir,
+        "seed": config.seed,
+    }
 
 
 class _GBDTPruning:
@@ -201,14 +202,10 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
     trial.set_user_attr("run_dir", model_dir)
     pruning = config.prune
     if config.is_gbdt:
-        values = _gbdt_values(config, params, model_dir)
-        run = gbdt.GBDTConfig.from_json(values)
-        metrics = gbdt.train_gbdt(run, callbacks=[_GBDTPruning(trial)] if pruning else None)
+        run = gbdt.GBDTConfig.from_json(_gbdt_values(config, params, model_dir))
+        metrics = train(run, callbacks=[_GBDTPruning(trial)] if pruning else None)
     else:
-        from tfr_rankformer.training import TrainConfig, train
-
-        values = _neural_values(config, params, model_dir)
-        run = TrainConfig.from_json(values)
+        run = TrainConfig.from_flat(_neural_values(config, params, model_dir))
         metrics = train(run, verbose=0, callbacks=[_keras_pruning(trial)] if pruning else None)
     return float(metrics["vali"]["ndcg_y@10"])
 

@@ -34,7 +34,6 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfrecords_tools import manifest_json
 from tfrecords_tools.atomic_output import prepare, publish
 from tfrecords_tools.beam_output import delete_quietly, prepare_remote, write_text
 from tfrecords_tools.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
@@ -48,6 +47,7 @@ from tfrecords_tools.convert import (
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
+from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.normalization import NormalizationFitter, rounded
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 
@@ -354,9 +354,7 @@ def convert_on_beam(config: BeamConfig) -> list[dict]:
             out_dir = (
                 FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
             )
-            write_text(
-                FileSystems.join(out_dir, MANIFEST_NAME), manifest_json.dumps(manifest) + "\n"
-            )
+            write_text(FileSystems.join(out_dir, MANIFEST_NAME), manifest_dumps(manifest) + "\n")
         if not remote:
             publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:

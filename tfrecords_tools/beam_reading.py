@@ -18,6 +18,7 @@ import numpy as np
 
 from tfrecords_tools.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 from tfrecords_tools.letor_reader import (
+    Block,
     LetorFile,
     QueryList,
     group_bounds,
@@ -180,44 +181,79 @@ def read_letor_file(
       ``items_with_missing_features`` (lines that omitted a feature index).
     """
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
-    items = bad = unsorted = repeated = sparse = 0
+    counts = _FileCounts()
     try:
         for block in letor.blocks(keep_data=True):
-            parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
-            unsorted += parsed.unsorted_lines
-            repeated += parsed.duplicate_lines
-            sparse += parsed.sparse_lines
-            parsed, label_errors = _drop_high_labels(parsed, max_relevance, path)
-            for error in sorted(errors + label_errors, key=_line):
-                bad += 1
-                yield "bad", BadLine.of(error)
-            if not len(parsed):
-                continue
-            items += len(parsed)
-            for begin, end in group_bounds(parsed.qids):
-                yield "piece", ListPiece(file_index, query_list(parsed, begin, end))
-            if fit_seed is not None:
-                order = (file_index, int(parsed.line_numbers[0]))
-                # A threshold below every key: moments and extremes only, no sample rows.
-                fit = FitPartial.of(
-                    parsed.features, parsed.line_numbers, seed=fit_seed, threshold=-1
-                )
-                yield "fit", (order, fit)
-                yield "columns", np.ascontiguousarray(parsed.features.T)
+            yield from _read_block(
+                block,
+                file_index,
+                counts,
+                num_features=num_features,
+                max_relevance=max_relevance,
+                fit_seed=fit_seed,
+                duplicates=duplicates,
+            )
     except LetorFormatError as error:  # truncated or corrupt gzip data
-        bad += 1
+        counts.bad_lines += 1
         yield "bad", BadLine.of(error)
-    if items == 0 and not bad:
+    if counts.items == 0 and not counts.bad_lines:
         yield (
             "bad",
             BadLine.of(LetorFormatError(path, None, "file is empty: it holds no LETOR lines")),
         )
-    info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
-    info["lines"] = letor.num_lines
-    info["unsorted_feature_lines"] = unsorted
-    info["duplicate_feature_lines"] = repeated
-    info["items_with_missing_features"] = sparse
-    yield "file", info
+    yield "file", counts.file_info(path, letor)
+
+
+@dataclasses.dataclass
+class _FileCounts:
+    """What :func:`read_letor_file` has found in one file so far."""
+
+    items: int = 0
+    bad_lines: int = 0
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+
+    def file_info(self, path: str, letor: LetorFile) -> dict:
+        """The ``("file", info)`` value, once ``letor`` has been read."""
+        info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
+        info["lines"] = letor.num_lines
+        info["unsorted_feature_lines"] = self.unsorted_lines
+        info["duplicate_feature_lines"] = self.duplicate_lines
+        info["items_with_missing_features"] = self.sparse_lines
+        return info
+
+
+def _read_block(
+    block: Block,
+    file_index: int,
+    counts: _FileCounts,
+    *,
+    num_features: int,
+    max_relevance: int,
+    fit_seed: int | None,
+    duplicates: str,
+) -> Iterator[tuple[str, object]]:
+    """The ``(kind, value)`` pairs of one block (see :func:`read_letor_file`), counted."""
+    parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
+    counts.unsorted_lines += parsed.unsorted_lines
+    counts.duplicate_lines += parsed.duplicate_lines
+    counts.sparse_lines += parsed.sparse_lines
+    parsed, label_errors = _drop_high_labels(parsed, max_relevance, block.path)
+    for error in sorted(errors + label_errors, key=_line):
+        counts.bad_lines += 1
+        yield "bad", BadLine.of(error)
+    if not len(parsed):
+        return
+    counts.items += len(parsed)
+    for begin, end in group_bounds(parsed.qids):
+        yield "piece", ListPiece(file_index, query_list(parsed, begin, end))
+    if fit_seed is not None:
+        order = (file_index, int(parsed.line_numbers[0]))
+        # A threshold below every key: moments and extremes only, no sample rows.
+        fit = FitPartial.of(parsed.features, parsed.line_numbers, seed=fit_seed, threshold=-1)
+        yield "fit", (order, fit)
+        yield "columns", np.ascontiguousarray(parsed.features.T)
 
 
 def _line(error: LetorFormatError) -> int:

@@ -144,14 +144,7 @@ def write_bm25_run(
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
     query_list = list(_read_unique(queries, read_queries, "qid"))
-    doc_ids = []
-
-    def documents():
-        for docid, text in _read_unique(collection, read_collection, "document"):
-            doc_ids.append(docid)
-            yield tokenize(text)
-
-    index = Bm25Index(documents(), config, progress=progress)
+    index, doc_ids = _index_collection(collection, config, progress=progress)
     counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
     counts.update(queries_short_of_top_k=0, queries_without_match=0)
     temporary = f"{output}.partial"
@@ -161,10 +154,7 @@ def write_bm25_run(
         with open(temporary, "w", encoding="utf-8", newline="\n") as f:
             for qid, text in tqdm(query_list, desc="queries", disable=None if progress else True):
                 scores = index.scores(tokenize(text))
-                k = min(top_k, len(scores))
-                top = np.argpartition(-scores, k - 1)[:k]
-                top = top[np.lexsort((top, -scores[top]))]  # by score, then collection order
-                top = top[scores[top] > 0]
+                top = _top_documents(scores, top_k)
                 counts["queries_short_of_top_k"] += len(top) < top_k
                 counts["queries_without_match"] += len(top) == 0
                 f.writelines(
@@ -178,6 +168,34 @@ def write_bm25_run(
             os.remove(temporary)
         raise
     return counts
+
+
+def _index_collection(
+    collection: list[str], config: Bm25Config, *, progress: bool
+) -> tuple[Bm25Index, list[str]]:
+    """The index of the collection files' documents, and their docids in index order."""
+    doc_ids = []
+
+    def documents():
+        for docid, text in _read_unique(collection, read_collection, "document"):
+            doc_ids.append(docid)
+            yield tokenize(text)
+
+    return Bm25Index(documents(), config, progress=progress), doc_ids
+
+
+def _top_documents(scores: np.ndarray, top_k: int) -> np.ndarray:
+    """Positions of the ``top_k`` best-scoring documents that score above 0, best first.
+
+    Ties go to the document that comes first in the collection.
+
+    >>> _top_documents(np.array([0.5, 2.0, 0.0, 2.0], np.float32), 3)
+    array([1, 3, 0])
+    """
+    k = min(top_k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.lexsort((top, -scores[top]))]  # by score, then collection order
+    return top[scores[top] > 0]
 
 
 def _read_unique(paths: list[str], reader, what: str):

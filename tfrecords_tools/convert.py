@@ -21,7 +21,6 @@ import shutil
 import time
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
-from tfrecords_tools import manifest_json
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
@@ -29,6 +28,7 @@ from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.list_processing import ListPolicy
+from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.parse_workers import default_workers, parse_workers
 from tfrecords_tools.progress import FileProgress
@@ -383,6 +383,6 @@ def _convert_folds(
         splits, normalization = writer.run(files, out_dir)
         manifest = fold_manifest(config, source, fold, sizes, splits, normalization)
         with open(os.path.join(out_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:
-            f.write(manifest_json.dumps(manifest) + "\n")
+            f.write(manifest_dumps(manifest) + "\n")
         manifests.append(manifest)
     return manifests

@@ -20,6 +20,7 @@ import google_crc32c
 import numpy as np
 
 from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
+from tfrecords_tools.protobuf_wire import encode_varint, field_header
 
 __all__ = [
     "ElwcEncoder",
@@ -32,26 +33,6 @@ __all__ = [
     "shard_of",
 ]
 
-_LEN = 2  # protobuf wire type of length-delimited fields
-
-
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number: int, payload_len: int) -> bytes:
-    """Tag and length of a length-delimited field whose payload follows."""
-    return bytes([number << 3 | _LEN]) + _varint(payload_len)
-
 
 def _feature_entry_header(key: str, kind_field: int, values_len: int) -> bytes:
     """Bytes of one ``Features.feature`` map entry up to its packed values.
@@ -60,17 +41,17 @@ def _feature_entry_header(key: str, kind_field: int, values_len: int) -> bytes:
     ``values_len`` bytes of packed values follow the header.
     """
     key_bytes = key.encode("utf-8")
-    list_len = len(_field(1, values_len)) + values_len  # FloatList / Int64List
-    feature_len = len(_field(kind_field, list_len)) + list_len  # Feature
-    entry_len = len(_field(1, len(key_bytes))) + len(key_bytes) + len(_field(2, feature_len))
-    entry_len += feature_len
+    list_len = len(field_header(1, values_len)) + values_len  # FloatList / Int64List
+    feature_len = len(field_header(kind_field, list_len)) + list_len  # Feature
+    key_len = len(field_header(1, len(key_bytes))) + len(key_bytes)
+    entry_len = key_len + len(field_header(2, feature_len)) + feature_len
     return (
-        _field(1, entry_len)
-        + _field(1, len(key_bytes))
+        field_header(1, entry_len)
+        + field_header(1, len(key_bytes))
         + key_bytes
-        + _field(2, feature_len)
-        + _field(kind_field, list_len)
-        + _field(1, values_len)
+        + field_header(2, feature_len)
+        + field_header(kind_field, list_len)
+        + field_header(1, values_len)
     )
 
 
@@ -93,9 +74,9 @@ class ElwcEncoder:
             ("relevance", 4),
         ]
         features_len = sum(len(v) if k == "const" else v for k, v in self._segments)
-        example_len = len(_field(1, features_len)) + features_len
+        example_len = len(field_header(1, features_len)) + features_len
         # Each item: ELWC.examples tag + length, Example.features tag + length, entries.
-        head = _field(1, example_len) + _field(1, features_len)
+        head = field_header(1, example_len) + field_header(1, features_len)
         self._segments.insert(0, ("const", head))
         self.item_bytes = len(head) + features_len
 
@@ -172,10 +153,10 @@ class ElwcEncoder:
     @staticmethod
     def _context(qid: int, extra: bytes = b"") -> bytes:
         """The ``context`` field: an Example holding ``qid`` as int64, then ``extra`` entries."""
-        qid_value = _varint(qid)
+        qid_value = encode_varint(qid)
         entry = _feature_entry_header(QID, 3, len(qid_value)) + qid_value + extra
-        example = _field(1, len(entry)) + entry
-        return _field(2, len(example)) + example
+        example = field_header(1, len(entry)) + entry
+        return field_header(2, len(example)) + example
 
 
 def masked_crc(data: bytes) -> int:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
 import logging
 import math
 import os
-import zlib
 from collections.abc import Iterable, Iterator
 
+from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, open_maybe_gzip
 from tfrecords_tools.letor_parser import LetorFormatError
 
 __all__ = [
@@ -71,15 +70,12 @@ class FeatureScan:
 def _lines(path: str) -> Iterator[tuple[int, bytes]]:
     """``(line number, line)`` of a plain or gzip file; gzip errors become LetorFormatError."""
     number = 0
-    with open(path, "rb") as raw:
-        compressed = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
-        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+    with open_maybe_gzip(path) as stream:
         try:
             for line in stream:
                 number += 1
                 yield number, line
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+        except GZIP_READ_ERRORS as e:
             raise LetorFormatError(
                 path, number + 1, f"truncated or corrupt gzip data at or after this line ({e})"
             ) from None

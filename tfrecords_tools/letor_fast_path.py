@@ -120,6 +120,37 @@ def parse_dense_chunk(
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    prepared = _prepared_chunk(data, num_features, num_lines)
+    if prepared is None:
+        return None
+    data, num_lines = prepared
+    table = _dense_table(data.translate(_COLON_TO_SPACE), num_features, use_threads)
+    if table is None or table.num_rows != num_lines:
+        return None
+    if not pc.all(pc.equal(table.column(1), pa.scalar(b"qid", pa.binary()))).as_py():
+        return None
+    labels = table.column(0).to_numpy()
+    if labels.size and labels.min() < 0:
+        return None
+    values = _feature_values(table, num_features, num_lines)
+    if values is None:
+        return None
+    return ParsedLines(
+        labels=labels.astype(np.int64),
+        qids=table.column(2).to_numpy().astype(np.int64),
+        features=np.ascontiguousarray(values.T),  # [d, n] -> [n, d]
+        line_numbers=np.arange(first_line, first_line + num_lines, dtype=np.int64),
+    )
+
+
+def _prepared_chunk(
+    data: bytes, num_features: int, num_lines: int | None
+) -> tuple[bytes, int] | None:
+    """The chunk without comments, ending in a newline, and its line count.
+
+    ``None`` when it has blank or comment-only lines, or separators or digits
+    that pyarrow would read differently from the reference parser.
+    """
     if b"#" in data:
         lines = [line.partition(b"#")[0].rstrip() for line in data.split(b"\n")]
         if lines and not lines[-1]:
@@ -129,7 +160,7 @@ def parse_dense_chunk(
         data = b"\n".join(lines)
         num_lines = len(lines)
     # Blank lines need no search here: pyarrow skips them, and the row count
-    # below then falls short of the line count.
+    # then falls short of the line count.
     if num_lines is None:
         num_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if not data.endswith(b"\n"):
@@ -138,19 +169,20 @@ def parse_dense_chunk(
         return None
     if b"x" in data or b"X" in data:
         return None  # pyarrow reads '0x1A' as an integer; Python's int() does not
-    table = _dense_table(data.translate(_COLON_TO_SPACE), num_features, use_threads)
-    if table is None or table.num_rows != num_lines:
-        return None
-    if not pc.all(pc.equal(table.column(1), pa.scalar(b"qid", pa.binary()))).as_py():
-        return None
-    labels = table.column(0).to_numpy()
-    if labels.size and labels.min() < 0:
-        return None
-    # [d, n], filled feature by feature (float64 parsed, stored as float32, as the
-    # reference parser does), then transposed to [n, d].
+    return data, num_lines
+
+
+def _feature_values(table, num_features: int, num_lines: int) -> np.ndarray | None:
+    """``[d, n]`` float32 feature values; ``None`` unless every line's ``j``-th index is ``j + 1``.
+
+    Filled feature by feature (float64 parsed, stored as float32, as the
+    reference parser does); ``None`` too for a value that overflows float32 or
+    is not finite, which the reference parser then reports.
+    """
+    import pyarrow.compute as pc
+
     values = np.empty((num_features, num_lines), dtype=np.float32)
-    # Values that overflow float32 become inf here and send the chunk to the
-    # reference parser, which reports them.
+    # Values that overflow float32 become inf here.
     with np.errstate(over="ignore"):
         for j in range(num_features):
             index = table.column(3 + 2 * j)
@@ -159,12 +191,7 @@ def parse_dense_chunk(
             _fill_column(values[j], table.column(4 + 2 * j))
     if not np.isfinite(values).all():
         return None
-    return ParsedLines(
-        labels=labels.astype(np.int64),
-        qids=table.column(2).to_numpy().astype(np.int64),
-        features=np.ascontiguousarray(values.T),
-        line_numbers=np.arange(first_line, first_line + num_lines, dtype=np.int64),
-    )
+    return values
 
 
 def warm_up_fast_path() -> None:

@@ -18,6 +18,7 @@ This module holds the reference parser; the fast path is in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -191,40 +192,78 @@ def parse_letor_lines(
         raise ValueError(
             f"Unknown duplicate-feature policy {duplicates!r}; choose from {DUPLICATE_POLICIES}"
         )
-    labels, qids, numbers = [], [], []
-    rows, cols, values = [], [], []
-    unsorted = repeated = sparse = 0
-    last_features = []
+    items = _ItemColumns()
     for offset, raw in enumerate(lines):
-        line_no = first_line + offset
         tokens = _strip(raw).split()
-        if not tokens:
-            continue
-        labels.append(_parse_label(tokens[0], path, line_no))
-        qids.append(_parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no))
+        if tokens:
+            items.add_line(
+                tokens,
+                num_features=num_features,
+                duplicates=duplicates,
+                path=path,
+                line_no=first_line + offset,
+            )
+    return items.parsed(num_features)
+
+
+@dataclasses.dataclass
+class _ItemColumns:
+    """The items of the lines parsed so far, column by column.
+
+    Feature values are kept as coordinates (``rows``: item, ``cols``: 0-based
+    index) so sparse lines cost only the values they list.
+    """
+
+    labels: list[int] = dataclasses.field(default_factory=list)
+    qids: list[int] = dataclasses.field(default_factory=list)
+    line_numbers: list[int] = dataclasses.field(default_factory=list)
+    rows: list[int] = dataclasses.field(default_factory=list)
+    cols: list[int] = dataclasses.field(default_factory=list)
+    values: list[float] = dataclasses.field(default_factory=list)
+    last_features: list[int] = dataclasses.field(default_factory=list)
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+
+    def add_line(
+        self, tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
+    ) -> None:
+        """Parses one non-blank line's tokens and appends its item.
+
+        Raises:
+          LetorFormatError: the line is invalid.
+        """
+        label = _parse_label(tokens[0], path, line_no)
+        qid = _parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no)
         if len(tokens) < 3:
             raise LetorFormatError(path, line_no, "line has no features", tokens[-1])
-        row = len(numbers)
-        numbers.append(line_no)
         indices, line_values, in_order, had_duplicates = _line_features(
             tokens[2:], num_features=num_features, duplicates=duplicates, path=path, line_no=line_no
         )
-        unsorted += not in_order
-        repeated += had_duplicates
-        sparse += len(indices) < num_features
-        last_features.append(indices[-1])
-        rows.extend([row] * len(indices))
-        cols.extend(index - 1 for index in indices)
-        values.extend(line_values)
-    features = np.zeros((len(numbers), num_features), dtype=np.float64)
-    features[np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = values
-    return ParsedLines(
-        labels=np.asarray(labels, dtype=np.int64),
-        qids=np.asarray(qids, dtype=np.int64),
-        features=features.astype(np.float32),
-        line_numbers=np.asarray(numbers, dtype=np.int64),
-        unsorted_lines=unsorted,
-        duplicate_lines=repeated,
-        sparse_lines=sparse,
-        last_features=np.asarray(last_features, dtype=np.int64),
-    )
+        row = len(self.line_numbers)
+        self.labels.append(label)
+        self.qids.append(qid)
+        self.line_numbers.append(line_no)
+        self.unsorted_lines += not in_order
+        self.duplicate_lines += had_duplicates
+        self.sparse_lines += len(indices) < num_features
+        self.last_features.append(indices[-1])
+        self.rows.extend([row] * len(indices))
+        self.cols.extend(index - 1 for index in indices)
+        self.values.extend(line_values)
+
+    def parsed(self, num_features: int) -> ParsedLines:
+        """The items as arrays; features are ``[n, d]`` float32, absent ones 0."""
+        features = np.zeros((len(self.line_numbers), num_features), dtype=np.float64)
+        rows = np.asarray(self.rows, dtype=np.int64)
+        features[rows, np.asarray(self.cols, dtype=np.int64)] = self.values
+        return ParsedLines(
+            labels=np.asarray(self.labels, dtype=np.int64),
+            qids=np.asarray(self.qids, dtype=np.int64),
+            features=features.astype(np.float32),
+            line_numbers=np.asarray(self.line_numbers, dtype=np.int64),
+            unsorted_lines=self.unsorted_lines,
+            duplicate_lines=self.duplicate_lines,
+            sparse_lines=self.sparse_lines,
+            last_features=np.asarray(self.last_features, dtype=np.int64),
+        )

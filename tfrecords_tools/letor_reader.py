@@ -9,15 +9,14 @@ grouped into lists by contiguous ``qid`` (:func:`group_bounds`).
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import hashlib
 import io
 import os
-import zlib
 from collections.abc import Iterator
 
 import numpy as np
 
+from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, decompressing, is_gzip
 from tfrecords_tools.letor_parser import (
     LetorFormatError,
     ParsedLines,
@@ -132,11 +131,6 @@ class _HashingReader(io.RawIOBase):
         return block
 
 
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
 class LetorFile:
     """One LETOR file read once, as blocks of whole lines.
 
@@ -173,7 +167,7 @@ class LetorFile:
         Raises:
           LetorFormatError: for truncated or corrupt gzip data.
         """
-        if keep_data or self._opener is not None or _is_gzip(self.path):
+        if keep_data or self._opener is not None or is_gzip(self.path):
             yield from self._blocks_with_data()
         else:
             yield from self._blocks_by_offset()
@@ -185,17 +179,16 @@ class LetorFile:
         return self._opener(self.path)
 
     def _blocks_with_data(self) -> Iterator[Block]:
-        with self._open_raw() as f:
-            compressed = f.read(2) == b"\x1f\x8b"
+        compressed = is_gzip(self.path, opener=self._opener)
         hashing = _HashingReader(self._open_raw())
         self._hash = hashing.sha256
-        stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
+        stream = decompressing(hashing, compressed=compressed)
         next_line, pending, offset = 1, b"", 0
         try:
             while True:
                 try:
                     data = stream.read(self.chunk_bytes)
-                except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+                except GZIP_READ_ERRORS as e:
                     raise LetorFormatError(
                         self.path,
                         next_line,

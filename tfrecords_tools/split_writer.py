@@ -49,6 +49,13 @@ class ParseCounts:
     duplicate_lines: int = 0
     sparse_lines: int = 0
 
+    def add(self, result: BlockResult) -> None:
+        """Adds the counts of one parsed block."""
+        self.fast_items += result.num_items if result.fast else 0
+        self.unsorted_lines += result.unsorted_lines
+        self.duplicate_lines += result.duplicate_lines
+        self.sparse_lines += result.sparse_lines
+
 
 class SplitTarget:
     """Where a split's parts go, their assembly into shards, and record counts.
@@ -168,6 +175,78 @@ class _BoundaryParts:
         self._writer.close()
 
 
+class _BlockMerger:
+    """Takes the blocks' results in input order: joins boundary lists, merges counts.
+
+    Args:
+      where: the input file, for error messages.
+      target: where the parts and shards go.
+      policy: subsampling, filtering and simulation settings.
+      fitter: receives the blocks' normalisation statistics, or ``None``.
+      num_features: the feature count ``d``.
+    """
+
+    def __init__(
+        self,
+        where: str,
+        *,
+        target: SplitTarget,
+        policy: ListPolicy,
+        fitter: NormalizationFitter | None,
+        num_features: int,
+    ):
+        self.stats, self.parsing, self.items = SplitStats(), ParseCounts(), 0
+        self._where, self._target, self._policy, self._fitter = where, target, policy, fitter
+        self._encoder = ElwcEncoder(num_features)
+        self._boundary = _BoundaryParts(target)
+        self._joiner = _ListJoiner(where, self._write_joined)
+
+    def _write_joined(self, query: QueryList) -> None:
+        records = process_list(
+            query,
+            split=self._target.split,
+            where=self._where,
+            encoder=self._encoder,
+            policy=self._policy,
+            stats=self.stats,
+        )
+        self._boundary.write_list(query.qid, records)
+
+    def merge(self, index: int, result: BlockResult) -> None:
+        """Handles block ``index``'s result; its parts then move to the shards.
+
+        Raises:
+          LetorFormatError: the block's own error, once the lists before it are checked.
+        """
+        joiner = self._joiner
+        if result.error is not None:
+            joiner.check_before_error(result.group_qids, result.group_lines)
+            raise result.error
+        self.items += result.num_items
+        self.parsing.add(result)
+        if result.fit is not None:
+            self._fitter.merge(result.fit)
+        if result.first is not None:
+            joiner.add(result.first)
+        if result.last is not None:
+            # The block holds more than one list: its first list is complete.
+            joiner.close()
+            for qid, line in zip(result.group_qids[1:-1], result.group_lines[1:-1]):
+                joiner.check_new(qid, line)
+            self._target.add_counts(result.records_per_shard)
+            self.stats.merge(result.stats)
+            joiner.add(result.last)
+        self._boundary.finish_block(index)
+
+    def finish(self) -> None:
+        """Closes the last list and moves the last part to the shards."""
+        self._joiner.close()
+        self._boundary.finish()
+
+    def abandon(self) -> None:
+        self._boundary.abandon()
+
+
 def write_letor_split(
     letor: LetorFile,
     *,
@@ -200,23 +279,47 @@ def write_letor_split(
     Raises:
       LetorFormatError: invalid lines, labels, or a qid that reappears.
     """
-    stats, encoder = SplitStats(), ElwcEncoder(num_features)
-    boundary = _BoundaryParts(target)
+    merger = _BlockMerger(
+        letor.path, target=target, policy=policy, fitter=fitter, num_features=num_features
+    )
+    tasks = _block_tasks(
+        letor,
+        num_features=num_features,
+        target=target,
+        policy=policy,
+        fitter=fitter,
+        in_worker=pool is not None,
+        duplicates=duplicates,
+    )
+    try:
+        for index, result in enumerate(_in_order(pool, tasks, window)):
+            merger.merge(index, result)
+            fault_points.reached("convert.block")
+            if on_progress is not None:
+                on_progress(letor.bytes_read, merger.items)
+        merger.finish()
+    except BaseException:
+        merger.abandon()
+        raise
+    if merger.items == 0:
+        raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
+    return merger.stats, merger.parsing
 
-    def emit(query: QueryList) -> None:
-        records = process_list(
-            query,
-            split=target.split,
-            where=letor.path,
-            encoder=encoder,
-            policy=policy,
-            stats=stats,
-        )
-        boundary.write_list(query.qid, records)
 
-    joiner = _ListJoiner(letor.path, emit)
-    tasks = (
-        BlockTask(
+def _block_tasks(
+    letor: LetorFile,
+    *,
+    num_features: int,
+    target: SplitTarget,
+    policy: ListPolicy,
+    fitter: NormalizationFitter | None,
+    in_worker: bool,
+    duplicates: str,
+) -> Iterator[BlockTask]:
+    """One task per block of ``letor``; block ``i`` writes its inner lists to part ``i.1``."""
+    # Workers re-read plain files by offset rather than receive each block.
+    for index, block in enumerate(letor.blocks(keep_data=not in_worker)):
+        yield BlockTask(
             block=block,
             num_features=num_features,
             split=target.split,
@@ -226,47 +329,9 @@ def write_letor_split(
             num_shards=target.num_shards,
             fit_seed=fitter.seed if fitter is not None else None,
             fit_threshold=fitter.threshold if fitter is not None else 1.0,
-            in_worker=pool is not None,
+            in_worker=in_worker,
             duplicates=duplicates,
         )
-        # Workers re-read plain files by offset rather than receive each block.
-        for index, block in enumerate(letor.blocks(keep_data=pool is None))
-    )
-    items, parsing = 0, ParseCounts()
-    try:
-        for index, result in enumerate(_in_order(pool, tasks, window)):
-            if result.error is not None:
-                joiner.check_before_error(result.group_qids, result.group_lines)
-                raise result.error
-            items += result.num_items
-            parsing.fast_items += result.num_items if result.fast else 0
-            parsing.unsorted_lines += result.unsorted_lines
-            parsing.duplicate_lines += result.duplicate_lines
-            parsing.sparse_lines += result.sparse_lines
-            if result.fit is not None:
-                fitter.merge(result.fit)
-            if result.first is not None:
-                joiner.add(result.first)
-            if result.last is not None:
-                # The block holds more than one list: its first list is complete.
-                joiner.close()
-                for qid, line in zip(result.group_qids[1:-1], result.group_lines[1:-1]):
-                    joiner.check_new(qid, line)
-                target.add_counts(result.records_per_shard)
-                stats.merge(result.stats)
-                joiner.add(result.last)
-            boundary.finish_block(index)
-            fault_points.reached("convert.block")
-            if on_progress is not None:
-                on_progress(letor.bytes_read, items)
-        joiner.close()
-        boundary.finish()
-    except BaseException:
-        boundary.abandon()
-        raise
-    if items == 0:
-        raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
-    return stats, parsing
 
 
 def write_query_lists(

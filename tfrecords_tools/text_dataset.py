@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import os
 
-from tfrecords_tools import manifest_json
 from tfrecords_tools.atomic_output import scratch_directory
+from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
@@ -111,6 +111,6 @@ def write_atomically(output: str, *, overwrite: bool, build) -> dict:
     with scratch_directory(output, overwrite=overwrite) as scratch:
         manifest = build(scratch)
         with open(os.path.join(scratch, MANIFEST_NAME), "w", encoding="utf-8") as f:
-            f.write(manifest_json.dumps(manifest) + "\n")
+            f.write(manifest_dumps(manifest) + "\n")
         os.chmod(scratch, 0o755)
     return manifest

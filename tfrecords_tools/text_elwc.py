@@ -30,6 +30,13 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
+from tfrecords_tools.protobuf_wire import (
+    WireFormatError,
+    decode_varint,
+    encode_varint,
+    field_header,
+    iter_fields,
+)
 from tfrecords_tools.tfrecord_reader import TFRecordFile
 
 __all__ = [
@@ -97,19 +104,9 @@ class TextElwcError(ValueError):
 # === Encoding ===
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return field_header(number, len(payload)) + payload
 
 
 def _bytes_feature(values: Sequence[bytes]) -> bytes:
@@ -119,7 +116,7 @@ def _bytes_feature(values: Sequence[bytes]) -> bytes:
 
 def _int64_feature(values: Sequence[int]) -> bytes:
     # Feature.int64_list (3) -> Int64List.value (1), packed.
-    return _field(3, _field(1, b"".join(_varint(v) for v in values)))
+    return _field(3, _field(1, b"".join(encode_varint(v) for v in values)))
 
 
 def _example(features: dict) -> bytes:
@@ -164,56 +161,18 @@ def encode_text_list(text_list: TextList) -> bytes:
 # === Decoding ===
 
 
-class _Truncated(ValueError):
-    pass
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise _Truncated("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, object]]:
-    """Yields ``(field number, wire type, value)``; value is bytes for wire type 2."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(data, pos)
-        elif wire == 2:
-            length, pos = _read_varint(data, pos)
-            if pos + length > len(data):
-                raise _Truncated("truncated field")
-            value, pos = data[pos : pos + length], pos + length
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            value, pos = data[pos : pos + width], pos + width
-        else:
-            raise _Truncated(f"unsupported wire type {wire}")
-        yield number, wire, value
-
-
 def _decode_feature(data: bytes) -> tuple[str, list]:
     """A ``Feature`` as ``(kind, values)``; kind is bytes, float or int64."""
-    for number, wire, value in _fields(data):
+    for number, wire, value in iter_fields(data):
         if number == 1 and wire == 2:
-            return "bytes", [v for n, w, v in _fields(value) if n == 1 and w == 2]
+            return "bytes", [v for n, w, v in iter_fields(value) if n == 1 and w == 2]
         if number == 3 and wire == 2:
             values = []
-            for n, w, v in _fields(value):
+            for n, w, v in iter_fields(value):
                 if n == 1 and w == 2:  # packed
                     pos = 0
                     while pos < len(v):
-                        item, pos = _read_varint(v, pos)
+                        item, pos = decode_varint(v, pos)
                         values.append(item - (1 << 64) if item >> 63 else item)
                 elif n == 1 and w == 0:
                     values.append(v - (1 << 64) if v >> 63 else v)
@@ -225,14 +184,14 @@ def _decode_feature(data: bytes) -> tuple[str, list]:
 
 def _decode_example(data: bytes) -> dict:
     features = {}
-    for number, wire, value in _fields(data):
+    for number, wire, value in iter_fields(data):
         if number != 1 or wire != 2:
             continue
-        for n, w, entry in _fields(value):
+        for n, w, entry in iter_fields(value):
             if n != 1 or w != 2:
                 continue
             key, feature = "", b""
-            for en, ew, ev in _fields(entry):
+            for en, ew, ev in iter_fields(entry):
                 if en == 1 and ew == 2:
                     key = ev.decode("utf-8")
                 elif en == 2 and ew == 2:
@@ -262,12 +221,12 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
     """
     try:
         items, context = [], {}
-        for number, wire, value in _fields(data):
+        for number, wire, value in iter_fields(data):
             if number == 1 and wire == 2:
                 items.append(_decode_example(value))
             elif number == 2 and wire == 2:
                 context = _decode_example(value)
-    except (_Truncated, UnicodeDecodeError) as e:
+    except (WireFormatError, UnicodeDecodeError) as e:
         raise ValueError(f"not an ExampleListWithContext ({e})") from None
     query_tokens = _tokens(context, QUERY_FEATURE, "the context")
     ids = _tokens(context, QUERY_ID_FEATURE, "the context") if QUERY_ID_FEATURE in context else ()

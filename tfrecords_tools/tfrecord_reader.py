@@ -14,6 +14,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 
+from tfrecords_tools.compressed_files import decompressing, is_gzip
 from tfrecords_tools.elwc_writer import masked_crc
 
 __all__ = ["TFRecordFormatError", "TFRecordFile"]
@@ -70,10 +71,9 @@ class TFRecordFile:
         Raises:
           TFRecordFormatError: a truncated record or a CRC mismatch.
         """
-        with open(self.path, "rb") as f:
-            compressed = f.read(2) == b"\x1f\x8b"
+        compressed = is_gzip(self.path)
         raw = _HashingFile(self.path)
-        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+        stream = decompressing(raw, compressed=compressed)
         number = 0
         try:
             while True:

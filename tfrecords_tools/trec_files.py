@@ -18,9 +18,10 @@ UTF-8 are an error.
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Iterator
+
+from tfrecords_tools.compressed_files import open_maybe_gzip
 
 __all__ = [
     "TrecFormatError",
@@ -46,9 +47,7 @@ class TrecFormatError(ValueError):
 def _open(path: str):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
-    with open(path, "rb") as f:
-        compressed = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if compressed else open(path, "rb")
+    return open_maybe_gzip(path)
 
 
 def _lines(path: str) -> Iterator[tuple[int, bytes]]:

@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-from pipelines.benchmarks import reference_parity, reference_runner
+from pipelines.benchmarks import parity_sources, reference_runner
 
 
 def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: int) -> list[dict]:
@@ -63,7 +63,7 @@ def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: in
 def their_draws(setup, path: str, *, draws: int, seed: int) -> list[dict]:
     """The released simulation's statistics, ``draws`` runs, from its own Python."""
     directory, python = setup
-    command = [python, reference_parity.RUNNER, "--official-dir", directory, "--train", path]
+    command = [python, parity_sources.RUNNER, "--official-dir", directory, "--train", path]
     command += ["--seed", str(seed), "--click-stats", str(draws)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="click_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
-    reference_parity.add_source_arguments(p)
+    parity_sources.add_source_arguments(p)
     p.add_argument("--fold", type=int, default=1, help="the fold. Default: 1")
     p.add_argument(
         "--split", default="train", choices=["train", "vali", "test"], help="Default: train"
@@ -107,16 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.draws < 2:
         p.error(f"--draws must be >= 2 (a standard deviation needs two), got {args.draws}")
-    path = reference_parity.fold_files(args, args.fold)[args.split]
+    path = parity_sources.fold_files(args, args.fold)[args.split]
     max_relevance = int(reference_runner.read_letor(path)["target"].max())
     sides = {
         "ours": our_draws(
             path, split=args.split, max_relevance=max_relevance, draws=args.draws, seed=args.seed
         )
     }
-    setup = reference_parity.official_setup(args)
+    setup = parity_sources.official_setup(args)
     if setup is None:
-        print(reference_parity.SETUP)
+        print(parity_sources.SETUP)
     else:
         try:
             sides["released code"] = their_draws(setup, path, draws=args.draws, seed=args.seed)

@@ -18,6 +18,7 @@ stops ``gbdt-1k`` and ``gbdt-10k`` early, as the README's table of it was measur
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -58,7 +59,9 @@ def _json(path: str) -> dict:
         return json.load(f)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """``mq2008_quality``'s fold options, the student's trees, the latency's lists and
+    the presets' early stopping."""
     parser = fold_parser(__doc__.split("\n\n")[0], "the teacher's epochs")
     parser.add_argument("--trees", type=int, default=2000, help="the student's trees")
     parser.add_argument("--latency-lists", type=int, default=200, help="lists timed one by one")
@@ -68,56 +71,60 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="early stopping of gbdt-1k and gbdt-10k (0: their whole budgets)",
     )
-    args = parser.parse_args(argv)
+    return parser
 
-    converted = convert_folds(args.output, args.data_dir, args.seed)
-    if converted is None:
-        return 1
-    folds = [int(f) for f in args.folds.split(",")]
-    results: dict[str, list[dict]] = {name: [] for name in ROWS}
-    runs = os.path.join(args.output, "runs")
-    for fold in folds:
-        fold_data = os.path.join(converted, f"Fold{fold}")
-        manifest = data.load_manifest(fold_data)
-        test = read_split(fold_data, manifest, "test")
-        scorers = {}
-        for preset in ("gbdt-1k", "gbdt-10k"):
-            model_dir = os.path.join(runs, preset, f"Fold{fold}")
-            if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
-                config = gbdt.GBDTConfig(
-                    model=preset,
-                    data=fold_data,
-                    model_dir=model_dir,
-                    seed=args.seed,
-                    early_stopping_rounds=args.early_stopping_rounds,
-                )
-                gbdt.train_gbdt(config)
-            metrics = _json(os.path.join(model_dir, "metrics.json"))
-            row = dict(metrics["test"], training_seconds=metrics["training"]["seconds"])
-            results[preset].append(row)
-            booster = gbdt.load_booster(model_dir)
-            scorers[preset] = lambda a, b=booster: gbdt.score_arrays(b, a, num_threads=1)
-        teacher_dir = train_fold(args, converted, fold, TEACHER)
-        student_dir = os.path.join(runs, "student", f"Fold{fold}")
-        if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
-            distill(
-                DistillConfig(
-                    teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed
-                )
+
+def _booster_scorer(model_dir: str):
+    """Scores lists with the booster saved in ``model_dir``, on one thread."""
+    booster = gbdt.load_booster(model_dir)
+    return lambda arrays: gbdt.score_arrays(booster, arrays, num_threads=1)
+
+
+def _presets(args, fold_data: str, fold: int, results: dict) -> dict:
+    """``gbdt-1k`` and ``gbdt-10k`` on one fold, trained unless finished: appends their
+    test metrics and training time to ``results``; returns their scorers."""
+    scorers = {}
+    for preset in ("gbdt-1k", "gbdt-10k"):
+        model_dir = os.path.join(args.output, "runs", preset, f"Fold{fold}")
+        if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
+            config = gbdt.GBDTConfig(
+                model=preset,
+                data=fold_data,
+                model_dir=model_dir,
+                seed=args.seed,
+                early_stopping_rounds=args.early_stopping_rounds,
             )
-        comparison = _json(os.path.join(student_dir, "metrics.json"))["comparison"]["test"]
-        for name in ("teacher", "student", "gbdt_labels"):
-            results[name].append(comparison[name])
-        scorers["teacher"] = load_teacher(teacher_dir).score
-        for name, directory in (("student", ""), ("gbdt_labels", "gbdt_labels")):
-            booster = gbdt.load_booster(os.path.join(student_dir, directory))
-            scorers[name] = lambda a, b=booster: gbdt.score_arrays(b, a, num_threads=1)
-        for name, score in scorers.items():
-            results[name][-1]["latency_ms"] = _latency_ms(score, test, args.latency_lists)
-        print(f"Fold{fold} done", flush=True)
+            gbdt.train_gbdt(config)
+        metrics = _json(os.path.join(model_dir, "metrics.json"))
+        row = dict(metrics["test"], training_seconds=metrics["training"]["seconds"])
+        results[preset].append(row)
+        scorers[preset] = _booster_scorer(model_dir)
+    return scorers
 
+
+def _distilled(args, converted: str, fold: int, results: dict) -> dict:
+    """The teacher, its distilled student and the GBDT on labels with the student's
+    settings on one fold, each trained unless finished: appends their test metrics to
+    ``results``; returns their scorers."""
+    teacher_dir = train_fold(args, converted, fold, TEACHER)
+    student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
+    if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
+        distill(
+            DistillConfig(teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed)
+        )
+    comparison = _json(os.path.join(student_dir, "metrics.json"))["comparison"]["test"]
+    for name in ("teacher", "student", "gbdt_labels"):
+        results[name].append(comparison[name])
+    scorers = {"teacher": load_teacher(teacher_dir).score}
+    for name, directory in (("student", ""), ("gbdt_labels", "gbdt_labels")):
+        scorers[name] = _booster_scorer(os.path.join(student_dir, directory))
+    return scorers
+
+
+def _print_table(results: dict[str, list[dict]], folds: int) -> None:
+    """The table: NDCG mean ± standard error over ``folds`` folds, time and latency."""
     print(
-        f"\nMQ2008, simulated clicks, {len(folds)} folds: test NDCG x 100, mean ± standard "
+        f"\nMQ2008, simulated clicks, {folds} folds: test NDCG x 100, mean ± standard "
         f"error over folds; training seconds and single-list latency, means over folds\n"
     )
     print("| model | NDCG_y@10 | NDCG_r@10 | training s | latency ms/list |")
@@ -132,6 +139,24 @@ def main(argv: list[str] | None = None) -> int:
         latency = np.mean([r["latency_ms"] for r in rows])
         label = NAMES.get(name, name)
         print(f"| {label} | {cells[0]} | {cells[1]} | {seconds:,.1f} | {latency:.3f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    converted = convert_folds(args.output, args.data_dir, args.seed)
+    if converted is None:
+        return 1
+    folds = [int(f) for f in args.folds.split(",")]
+    results: dict[str, list[dict]] = {name: [] for name in ROWS}
+    for fold in folds:
+        fold_data = os.path.join(converted, f"Fold{fold}")
+        test = read_split(fold_data, data.load_manifest(fold_data), "test")
+        scorers = _presets(args, fold_data, fold, results)
+        scorers.update(_distilled(args, converted, fold, results))
+        for name, score in scorers.items():
+            results[name][-1]["latency_ms"] = _latency_ms(score, test, args.latency_lists)
+        print(f"Fold{fold} done", flush=True)
+    _print_table(results, len(folds))
     return 0
 
 

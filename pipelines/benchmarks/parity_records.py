@@ -13,6 +13,19 @@ import os
 
 METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
 RELEASED = "released code"  # the side's name in the tables and parity.json
+FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
+
+
+def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
+    """The seeds a fold's runs take on both sides: ``first`` .. ``first + count - 1``,
+    or with ``per_fold`` those plus ``1000 * fold``, so that no two folds share a seed
+    (a seed fixes a side's initial weights: folds sharing it are not independent).
+
+    >>> run_seeds(2, 3, 5, per_fold=False), run_seeds(2, 3, 5, per_fold=True)
+    ([2, 3, 4], [5002, 5003, 5004])
+    """
+    offset = FOLD_SEED_STRIDE * fold if per_fold else 0
+    return [offset + seed for seed in range(first, first + count)]
 
 
 class RunRecord:
@@ -30,7 +43,7 @@ class RunRecord:
         self.path, self.cpu = path, cpu
         dataset = os.path.basename(os.path.normpath(args.dataset))
         self.settings = dict(
-            dataset=dataset, labels=args.labels, data_seed=args.seed, epochs=args.epochs
+            dataset=dataset, labels=args.labels, data_seed=args.data_seed, epochs=args.epochs
         )
         self.runs: dict[tuple, dict] = {}
         if path and os.path.isfile(path):
@@ -49,6 +62,11 @@ class RunRecord:
     def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
         found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
         return tuple(found[k] for k in self.IDENTITY)
+
+    def seeds(self, fold: int) -> list[int]:
+        """Every seed the record holds a run of on ``fold`` under these settings."""
+        same = [r for r in self.runs.values() if all(r[k] == v for k, v in self.settings.items())]
+        return sorted({run["seed"] for run in same if run["fold"] == fold})
 
     def get(self, side: str, model: str, fold: int, seed: int) -> dict | None:
         """The recorded run's metrics and lists/s, or ``None``."""
@@ -69,7 +87,8 @@ class RunRecord:
 
 
 def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
-    """``--recorded-only``: the record's runs, nothing trained or run. With both
+    """``--recorded-only``: the record's runs, nothing trained or run; ``seeds(fold)``
+    gives the seeds asked for on a fold. With both
     sides, a model's fold and seed is kept only when both sides hold it, so each
     fold's figures on the two sides are means over the same seeds. Returns
     ``(results, by_seed, left_out)`` as ``reference_parity.run_all``, with
@@ -80,7 +99,7 @@ def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[di
     left_out = []
     for spec in specs:
         for fold in folds:
-            for seed in seeds:
+            for seed in seeds(fold):
                 found = {
                     where: record.get(
                         where, spec.label if where == "ours" else spec.model, fold, seed

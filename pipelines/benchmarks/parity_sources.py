@@ -5,7 +5,8 @@ What both sides run on and where: the ``--dataset``/``--official-dir`` options
 with torch are set up (:func:`official_setup`, else ``SETUP`` says how), the
 folds converted once with simulated clicks (:func:`convert_folds`), a fold's
 LETOR files (:func:`fold_files`) or its converted lists as ``.npz``
-(:func:`shared_lists`) for the released code, and this machine's CPU
+(:func:`shared_lists`) for the released code, its runs on a fold
+(:func:`theirs`, through ``reference_runner.py``), and this machine's CPU
 (:func:`cpu_extensions`), printed with the speeds. ``reference_parity`` uses
 them all, and other benchmarks import them from it.
 """
@@ -13,9 +14,13 @@ them all, and other benchmarks import them from it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import subprocess
 import tempfile
+
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
 SETUP = """\
 The authors' released code is not set up, so only our side runs. To compare:
@@ -65,8 +70,9 @@ def official_setup(args) -> tuple[str, str] | None:
     return directory, python
 
 
-def convert_folds(args, folds: list[int]) -> dict[int, str]:
-    """``output/data/FoldN`` for every fold, converted once with purchase label 4."""
+def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
+    """``output/data/FoldN`` for every fold, converted once with purchase label 4, its
+    clicks simulated with ``seed``."""
     from tfrecords_tools.click_simulation import ClickConfig
     from tfrecords_tools.convert import ConvertConfig, convert
 
@@ -80,7 +86,7 @@ def convert_folds(args, folds: list[int]) -> dict[int, str]:
             all_folds=True,
             simulate_clicks=True,
             clicks=ClickConfig(purchase_label=4),
-            seed=args.seed,
+            seed=seed,
             overwrite=True,
         )
         convert(config, progress=True)
@@ -129,3 +135,43 @@ def shared_lists(fold_data: str) -> dict[str, str]:
         )
         os.replace(partial, path)
     return paths
+
+
+def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
+    """The released code's results on ``fold`` with ``seed`` (run once, then read from
+    the cache); ``files`` are its train and test inputs, LETOR or ``.npz`` lists."""
+    cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
+    results = {}
+    if os.path.isfile(cache):
+        with open(cache, encoding="utf-8") as f:
+            results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
+    directory, python = setup
+    # One process per model: the released RankFormer's backward pass allocates a
+    # gradient the size of the whole padded batch for each of its lists (2,048 x
+    # 6.4 MB on MQ2008, some 13 GB), and a process keeps that memory until it
+    # exits, which would starve the models after it or a second run beside it.
+    for name in [n for n in names if n not in results]:
+        command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
+        command += ["--train", files["train"], "--test", files["test"]]
+        command += ["--seed", str(seed), "--models", name]
+        command += ["--threads", str(args.official_threads)]
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as run:
+                for line in run.stdout:
+                    if line.startswith("{") and '"model"' in line:
+                        record = json.loads(line)
+                        with open(cache, "a", encoding="utf-8") as f:
+                            f.write(line.rstrip("\n") + "\n")
+                        results[record["model"]] = record
+            if run.returncode != 0:
+                errors.seek(0)
+                message = errors.read()[-2000:]
+                if run.returncode < 0:  # killed: its stderr says nothing of why
+                    signal_name = signal.Signals(-run.returncode).name
+                    hint = " (out of memory?)" if signal_name == "SIGKILL" else ""
+                    message += f"\nthe process was killed by {signal_name}{hint}"
+                raise RuntimeError(
+                    f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
+                )
+    return {n: results[n] for n in names}

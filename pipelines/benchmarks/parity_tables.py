@@ -54,8 +54,13 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
     the mean ± standard error of the per-fold differences (shared lists only)."""
     folds = len(parse_folds(args.folds))
-    last = args.seed + args.seeds - 1
-    seed_text = f"seed {args.seed}" if args.seeds == 1 else f"seeds {args.seed}-{last}"
+    if args.seeds == "all":
+        seed_text = "every seed the record holds"
+    else:
+        last = args.seed + args.seeds - 1
+        seed_text = f"seed {args.seed}" if args.seeds == 1 else f"seeds {args.seed}-{last}"
+        if getattr(args, "fold_seeds", False):
+            seed_text += " plus 1000 x the fold"
     lists = (
         "both sides on the same simulated lists"
         if args.labels == "shared"
@@ -131,7 +136,12 @@ def seed_by_seed(by_seed: dict) -> str:
     lines = []
     for label, sides in by_seed.items():
         mine, ref = sides.get("ours", {}), sides.get(RELEASED, {})
-        seeds = sorted({seed for _, seed in mine} & {seed for _, seed in ref})
+        # Seeds run on two folds or more on a side (not --fold-seeds' one-fold seeds).
+        seeds = [
+            seed
+            for seed in sorted({seed for _, seed in mine} & {seed for _, seed in ref})
+            if max(sum(s == seed for _, s in side) for side in (mine, ref)) > 1
+        ]
         if len(seeds) < 2:
             continue
         for seed in seeds:

@@ -43,8 +43,7 @@ import sys
 
 import numpy as np
 
-from pipelines.benchmarks.reference_parity import (
-    MODELS,
+from pipelines.benchmarks.parity_sources import (
     RUNNER,
     SETUP,
     add_source_arguments,
@@ -52,6 +51,7 @@ from pipelines.benchmarks.reference_parity import (
     official_setup,
     shared_lists,
 )
+from pipelines.benchmarks.reference_parity import MODELS
 from tfr_rankformer.command_names import ADAM_EPSILONS
 
 # Largest absolute differences taken as float32 round-off: scores and logits
@@ -114,15 +114,12 @@ def run_released(setup, files: dict, out: str, args) -> None:
         raise RuntimeError(f"the released code failed:\n{done.stderr[-2000:]}")
 
 
-def compare(
-    name: str, fold_data: str, released: dict, seed: int, adam_epsilon: str = "pytorch"
-) -> dict:
-    """Our ``name`` with the released initial weights, stepped as the released one
-    was; the largest differences to it."""
+def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tuple:
+    """Our compiled ``name`` without dropout, one step per epoch, seeded with ``seed``;
+    and its optimizer's learning-rate schedule."""
     import tensorflow as tf
 
-    from tfr_rankformer.data import MASK, load_manifest
-    from tfr_rankformer.elwc_schema import FEATURES
+    from tfr_rankformer.data import load_manifest
     from tfr_rankformer.optimizers import learning_rate_schedule
     from tfr_rankformer.training import TrainConfig, build_compiled_model
 
@@ -138,36 +135,60 @@ def compare(
         }
     )
     _, ranker = build_compiled_model(config, load_manifest(fold_data), steps_per_epoch=1, xla=False)
-    schedule = learning_rate_schedule(config, steps_per_epoch=1)  # the optimizer's
-    features = released["features"]
+    return ranker, learning_rate_schedule(config, steps_per_epoch=1)  # the optimizer's
+
+
+def _take_released_weights(name: str, ranker, released: dict) -> None:
+    """Gives ``ranker`` the released model's initial weights (``released``'s ``w/...``)."""
     state = {k[2:]: v for k, v in released.items() if k.startswith("w/")}
-    weights = released_weights(name, state, features.shape[-1])
+    weights = released_weights(name, state, released["features"].shape[-1])
     ours = ranker.trainable_weights
     if [tuple(w.shape) for w in ours] != [w.shape for w in weights]:
         raise ValueError(f"{name}: our weights and the released code's do not line up")
     for variable, value in zip(ours, weights):
         variable.assign(value)
 
+
+def _released_batch(released: dict) -> tuple[dict, dict]:
+    """The released batch as our model's inputs and targets; ``list_quality`` (each
+    list's highest label t, ``[B, 1]``) only when the released model has a list head."""
+    import tensorflow as tf
+
+    from tfr_rankformer.data import MASK
+    from tfr_rankformer.elwc_schema import FEATURES
+
     mask, label = released["mask"], released["label"]
-    inputs = {FEATURES: tf.constant(features), MASK: tf.constant(mask)}
+    inputs = {FEATURES: tf.constant(released["features"]), MASK: tf.constant(mask)}
     targets = {"scores": tf.constant(label)}
     if "before/list_logits" in released:
         t = np.max(np.where(mask, label, 0.0), axis=1, keepdims=True)
         targets["list_quality"] = tf.constant(t)
+    return inputs, targets
 
-    def outputs_difference(when: str) -> float:
-        found = ranker(inputs, training=True)
-        ours, theirs = found["scores"].numpy()[mask], released[f"{when}/scores"][mask]
-        if when == "after":  # without the shift no loss sees (see the module docstring)
-            ours, theirs = ours - ours.mean(), theirs - theirs.mean()
-        gaps = [np.abs(ours - theirs).max()]
-        if f"{when}/list_logits" in released:
-            gaps.append(
-                np.abs(found["list_quality"].numpy() - released[f"{when}/list_logits"]).max()
-            )
-        return float(max(gaps))
 
-    before = outputs_difference("before")
+def _outputs_difference(ranker, inputs: dict, released: dict, when: str) -> float:
+    """The largest |ours - released| of the scores and list logits ``before`` or
+    ``after`` the steps (the scores after them less their mean over the batch)."""
+    mask = released["mask"]
+    found = ranker(inputs, training=True)
+    ours, theirs = found["scores"].numpy()[mask], released[f"{when}/scores"][mask]
+    if when == "after":  # without the shift no loss sees (see the module docstring)
+        ours, theirs = ours - ours.mean(), theirs - theirs.mean()
+    gaps = [np.abs(ours - theirs).max()]
+    if f"{when}/list_logits" in released:
+        gaps.append(np.abs(found["list_quality"].numpy() - released[f"{when}/list_logits"]).max())
+    return float(max(gaps))
+
+
+def compare(
+    name: str, fold_data: str, released: dict, seed: int, adam_epsilon: str = "pytorch"
+) -> dict:
+    """Our ``name`` with the released initial weights, stepped as the released one
+    was; the largest differences to it."""
+    ranker, schedule = _our_ranker(name, fold_data, seed, adam_epsilon)
+    _take_released_weights(name, ranker, released)
+    inputs, targets = _released_batch(released)
+    before = _outputs_difference(ranker, inputs, released, "before")
     losses, rates = [], []
     for _ in range(len(released["losses"])):
         rates.append(float(schedule(ranker.optimizer.iterations)))
@@ -176,7 +197,7 @@ def compare(
         "outputs": before,
         "loss": float(np.abs(np.array(losses) - released["losses"]).max()),
         "rate": float(np.abs(np.array(rates) - released["rates"]).max()),
-        "after": outputs_difference("after"),
+        "after": _outputs_difference(ranker, inputs, released, "after"),
         "first loss": (float(losses[0]), float(released["losses"][0])),
         "last loss": (float(losses[-1]), float(released["losses"][-1])),
     }
@@ -234,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         print(SETUP.split(", so only our side runs")[0] + ". To run this benchmark:")
         print("\n".join(SETUP.splitlines()[1:]))
         return 2
-    fold_data = convert_folds(args, [args.fold])[args.fold]
+    fold_data = convert_folds(args, [args.fold], args.seed)[args.fold]
     out = os.path.join(args.output, "released", f"Fold{args.fold}-seed{args.seed}.npz")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     run_released(setup, shared_lists(fold_data), out, args)

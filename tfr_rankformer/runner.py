@@ -1,0 +1,273 @@
+"""Training, evaluating, exporting and scoring with any run: one entry point each.
+
+A run is a feature-vector model's (``training``, ``feature_runs``, ``export``),
+a text model's (the Listformer: ``text_training``, ``text_runs``,
+``text_export``) or a GBDT's (``gbdt``). The runner picks the implementation by
+one rule, ``run_layout.is_text_run`` (``TrainConfig.is_text`` for settings not
+yet trained), and does once what every kind shares: recording evaluations in
+``metrics.json`` and opening models to score with. The command lines, the
+experiment runner and the search go through here; the two families' modules
+never import each other.
+
+>>> from tfr_rankformer.gbdt_config import GBDTConfig
+>>> train(GBDTConfig(model="gbdt", data="d", model_dir="m"), final_weights="w.npz")
+Traceback (most recent call last):
+ValueError: final_weights: for the neural models only
+>>> predict(ServedModel("export/1", "features", 3, model=None))
+Traceback (most recent call last):
+ValueError: predict takes either `lists` or `files`
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator
+
+from tfr_rankformer import export, training
+from tfr_rankformer.config_io import write_json
+from tfr_rankformer.evaluation import RunEvaluator
+from tfr_rankformer.feature_runs import feature_run_evaluator, gbdt_run_evaluator
+from tfr_rankformer.gbdt import train_gbdt
+from tfr_rankformer.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
+from tfr_rankformer.gbdt_config import GBDTConfig
+from tfr_rankformer.prediction import (
+    ScoredList,
+    load_export,
+    resolve_export,
+    score_elwc,
+    score_elwc_gbdt,
+    score_lists,
+    score_lists_gbdt,
+    score_text_lists,
+    signature_num_features,
+    tensor_signature,
+    text_signature,
+)
+from tfr_rankformer.run_layout import METRICS_NAME, is_text_run
+from tfr_rankformer.serving_checks import check_policy
+from tfr_rankformer.text_export import export_text_run
+from tfr_rankformer.text_runs import text_run_evaluator
+from tfr_rankformer.text_training import train_text
+from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training_callbacks import attached_to_terminal
+
+__all__ = ["train", "evaluate", "export_run", "predict", "load_served", "ServedModel"]
+
+# Lists per model call when ``predict`` is not told: evaluation's sizes.
+_BATCH_SIZE = 256
+_TEXT_BATCH_SIZE = 16
+
+
+# === Training ===
+
+
+def train(
+    config: TrainConfig | GBDTConfig,
+    *,
+    verbose: int = 1,
+    final_weights: str | None = None,
+    callbacks: list | None = None,
+    progress_seconds: float = 30.0,
+    existing: str = "refuse",
+) -> dict:
+    """Trains a run of any kind, keeps its weights, evaluates every split.
+
+    Args:
+      config: a neural model's settings (feature vectors or text) or a GBDT's.
+      verbose: the neural models' progress output. Where no terminal shows
+        the bar, ``1`` becomes progress lines every ``progress_seconds``
+        (feature vectors) or one line per epoch (text).
+      final_weights: neural models: also write the weights training ended with
+        (before the best ones are reloaded) to this ``.npz`` file.
+      callbacks: extra callbacks, run after the run's own: Keras ones for
+        neural models (e.g. a search's pruning), LightGBM ones for GBDTs.
+      progress_seconds: see ``verbose``.
+      existing: what to do with a run already in ``model_dir``: ``refuse``,
+        ``resume`` (feature-vector models) or ``overwrite`` (see ``run_directory``).
+
+    Returns:
+      ``metrics.json``'s content; ``{}`` on a multi-worker job's non-chief workers.
+
+    Raises:
+      ValueError: for ``final_weights`` with a GBDT, or bad settings or data.
+    """
+    if isinstance(config, GBDTConfig):
+        if final_weights:
+            raise ValueError("final_weights: for the neural models only")
+        return train_gbdt(config, callbacks=callbacks, existing=existing)
+    if config.is_text:
+        # Text runs log one line per epoch where no terminal shows the bar.
+        text_verbose = 2 if verbose == 1 and not attached_to_terminal() else verbose
+        return train_text(
+            config,
+            verbose=text_verbose,
+            final_weights=final_weights,
+            callbacks=callbacks,
+            existing=existing,
+        )
+    return training.train(
+        config,
+        verbose=verbose,
+        final_weights=final_weights,
+        callbacks=callbacks,
+        progress_seconds=progress_seconds,
+        existing=existing,
+    )
+
+
+# === Evaluation ===
+
+
+def _evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
+    if is_text_run(model_dir):
+        return text_run_evaluator(model_dir, data_dir)
+    if is_gbdt_run(model_dir):
+        return gbdt_run_evaluator(model_dir, data_dir)
+    return feature_run_evaluator(model_dir, data_dir)
+
+
+def evaluate(
+    model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
+) -> dict:
+    """Evaluates a trained run (feature-vector, text or GBDT) on ``splits`` of
+    ``data_dir`` (default: every split of its training data).
+
+    The results are merged into ``model_dir/metrics.json`` (a different dataset
+    is recorded under ``"<split>@<data_dir>"``) and returned.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained run.
+      ValueError: the data does not match the model, the manifest does not
+        parse, or a shard is cut short or corrupt
+        (``record_checks.RecordFileError``, naming file and record).
+    """
+    evaluator = _evaluator(model_dir, data_dir)
+    splits = splits or evaluator.splits
+    if evaluator.check is not None:
+        evaluator.check(splits)
+    same_data = os.path.abspath(evaluator.data_dir) == os.path.abspath(evaluator.trained_on)
+    results = {}
+    for split in splits:
+        key = split if same_data else f"{split}@{evaluator.data_dir}"
+        results[key] = evaluator.evaluate(split)
+    path = os.path.join(model_dir, METRICS_NAME)
+    stored = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    stored.update(results)
+    write_json(path, stored)
+    return results
+
+
+# === Export ===
+
+
+def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
+    """Exports a trained neural run's best weights to ``model_dir/export/<version>``;
+    returns that path.
+
+    A feature-vector run's SavedModel takes ELWC and feature tensors
+    (``export``); a text run's takes raw strings (``text_export``) and has no
+    item features to check, so ``invalid_items`` (see ``serving_checks``) is
+    checked but applies to feature vectors only.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained run.
+      FileExistsError: if the version directory exists.
+      ValueError: for an unknown ``invalid_items`` policy.
+    """
+    check_policy(invalid_items)
+    if is_text_run(model_dir):
+        return export_text_run(model_dir, version=version)
+    return export.export_run(model_dir, version=version, invalid_items=invalid_items)
+
+
+# === Scoring ===
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """A trained model opened to score lists (``load_served``).
+
+    Attributes:
+      path: the SavedModel directory, or the GBDT's ``model.txt``.
+      kind: ``features`` (a feature-vector run's export), ``text`` (a text
+        run's export) or ``gbdt``.
+      num_features: the feature count the model takes (``None`` for text).
+      model: the loaded SavedModel, or the LightGBM booster.
+    """
+
+    path: str
+    kind: str
+    num_features: int | None
+    model: object
+
+    @property
+    def is_text(self) -> bool:
+        return self.kind == "text"
+
+
+def load_served(model: str) -> ServedModel:
+    """Opens ``model`` to score with: a GBDT run directory (its ``model.txt``), an
+    ``export/<version>`` directory, or a run directory (its newest export).
+
+    Raises:
+      FileNotFoundError: if ``model`` is none of these.
+    """
+    if is_gbdt_run(model):
+        booster = load_booster(model)
+        return ServedModel(os.path.join(model, MODEL_FILE), "gbdt", booster.num_feature(), booster)
+    path = resolve_export(model)
+    if is_text_run(path):
+        return ServedModel(path, "text", None, load_export(path))
+    saved = load_export(path)
+    return ServedModel(path, "features", signature_num_features(tensor_signature(saved)), saved)
+
+
+def predict(
+    model: str | ServedModel,
+    lists: Iterable | None = None,
+    *,
+    files: list[str] | None = None,
+    batch_size: int | None = None,
+) -> Iterator[ScoredList]:
+    """Scores lists with a trained model: a feature-vector or text run's export, or a GBDT.
+
+    Args:
+      model: a path ``load_served`` opens, or what it returned (whose
+        ``num_features`` reading LETOR lists needs first).
+      lists: the lists: ``(qid, docids, [n, d] raw features)`` for
+        feature-vector models and GBDTs, ``(qid, docids, query text, document
+        texts)`` for text models.
+      files: ELWC TFRecord shards to score instead of ``lists`` (feature-vector
+        models and GBDTs; items are numbered in list order).
+      batch_size: lists per model call at most; ``None``: 256, 16 for text
+        models (as their evaluation).
+
+    Returns:
+      The scored lists in input order, scored as they are read.
+
+    Raises:
+      ValueError: neither or both of ``lists`` and ``files``, or ``files`` for
+        a text model.
+      FileNotFoundError: see ``load_served``.
+    """
+    served = model if isinstance(model, ServedModel) else load_served(model)
+    if (lists is None) == (files is None):
+        raise ValueError("predict takes either `lists` or `files`")
+    if served.is_text:
+        if files is not None:
+            raise ValueError(f"{served.path} scores text lists, not ELWC files")
+        signature = text_signature(served.model)
+        return score_text_lists(signature, lists, batch_size=batch_size or _TEXT_BATCH_SIZE)
+    batch_size = batch_size or _BATCH_SIZE
+    if served.kind == "gbdt":
+        if files is not None:
+            return score_elwc_gbdt(served.model, files, batch_size=batch_size)
+        return score_lists_gbdt(served.model, lists, batch_size=batch_size)
+    if files is not None:
+        return score_elwc(served.model, files, batch_size=batch_size)
+    return score_lists(tensor_signature(served.model), lists, batch_size=batch_size)

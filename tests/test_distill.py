@@ -104,7 +104,7 @@ def test_a_saved_model_teacher_needs_data_and_scores_like_the_checkpoint(
     trained, dataset, distilled, tmp_path
 ):
     from tfr_rankformer.export import save_servable
-    from tfr_rankformer.runs import load_run
+    from tfr_rankformer.feature_runs import load_run
 
     model_dir, _ = trained
     config, manifest, model = load_run(model_dir)

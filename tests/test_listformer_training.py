@@ -112,7 +112,7 @@ def test_caps_a_given_vocabulary_and_the_list_head(tmp_path):
     assert cut["queries_cut"] == 4  # "what is <topic>": 3 tokens each
     assert 0 < cut["documents_cut"] <= cut["documents"]
     # tfr-eval's library function reloads the run and finds the same figures.
-    from tfr_rankformer.runs import evaluate_run
+    from tfr_rankformer.runner import evaluate as evaluate_run
 
     again = evaluate_run(model_dir, splits=["test"])["test"]
     assert json.dumps(again, sort_keys=True) == json.dumps(metrics["test"], sort_keys=True)

@@ -61,7 +61,8 @@ _MODULES = {
     # Input: the model's input names and tf.data from ELWC TFRecords.
     "tfr_rankformer.elwc_schema": ("FEATURES", "PADDING_LABEL"),
     "tfr_rankformer.manifest": ("load_manifest", "label_levels"),
-    "tfr_rankformer.data": ("MASK", "parsed_lists", "training_dataset", "evaluation_dataset"),
+    "tfr_rankformer.list_parsing": ("MASK", "parsed_lists"),
+    "tfr_rankformer.data": ("training_dataset", "evaluation_dataset"),
     "tfr_rankformer.batching": ("BatchPlan", "plan_batches", "bucket_edges"),
     # Serving.
     "tfr_rankformer.model_export": ("export_model",),

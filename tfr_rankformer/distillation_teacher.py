@@ -13,6 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import data
+from tfr_rankformer.export import SIGNATURE_TENSORS
+from tfr_rankformer.feature_runs import load_run
 from tfr_rankformer.gbdt import CONFIG_NAME
 from tfr_rankformer.gbdt_booster import is_gbdt_run, load_booster, score_arrays
 from tfr_rankformer.list_arrays import ListArrays
@@ -86,8 +88,6 @@ def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
             _recorded_seconds(path),
         )
     if os.path.isfile(os.path.join(path, "config.json")):
-        from tfr_rankformer.runs import load_run
-
         config, manifest, model = load_run(path)
         d = manifest["num_features"]
         signature = {
@@ -104,8 +104,6 @@ def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
         scorer = _padded_scorer(call, batch_size)
         return Teacher(path, "checkpoint", config.data, d, scorer, _recorded_seconds(path))
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
-        from tfr_rankformer.export import SIGNATURE_TENSORS
-
         signature = tf.saved_model.load(path).signatures[SIGNATURE_TENSORS]
         d = signature.structured_input_signature[1]["features"].shape[-1]
 

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 
 from tfr_rankformer import batching, data
+from tfr_rankformer.list_parsing import PARSE_BATCH
 from tfr_rankformer.memory_estimate import (
     RUNTIME_BYTES,
     MemoryEstimate,
@@ -145,7 +146,7 @@ def _pipeline_bytes(manifest: dict, plan: batching.BatchPlan) -> int:
     shuffle = min(shuffle_lists(manifest), entry["num_lists"]) * mean * row
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
-    parse = 4 * data._PARSE_BATCH * int(entry.get("longest_list", 1))
+    parse = 4 * PARSE_BATCH * int(entry.get("longest_list", 1))
     return int(cache + shuffle + (windows + 2 * lists * length + parse) * row)
 
 

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> None:
-    from tfrecords_tools.bm25_ranking import Bm25Config, write_bm25_run
+    from tfrecords_tools.text.bm25_run import Bm25Config, write_bm25_run
 
     missing = [f for f in ("queries", "collection", "output") if not getattr(args, f)]
     if missing:
@@ -110,7 +110,7 @@ def _run(args) -> None:
 
 
 def _eval(args) -> None:
-    from tfrecords_tools.bm25_ranking import Bm25Config, evaluate_bm25
+    from tfrecords_tools.text.bm25_run import Bm25Config, evaluate_bm25
 
     if not args.data:
         raise ValueError("missing --data")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("choose a command: run or eval")
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
-    from tfrecords_tools.trec_files import TrecFormatError
+    from tfrecords_tools.text.trec_files import TrecFormatError
 
     try:
         _run(args) if args.command == "run" else _eval(args)

@@ -109,8 +109,8 @@ def check_converted_data(data_dir: str, splits: list[str] | None = None) -> None
       ValueError: naming the file (and line, or record) at fault.
       FileNotFoundError: no manifest, or a shard it lists is missing.
     """
-    from tfr_rankformer.data import load_manifest
-    from tfr_rankformer.record_checks import check_split_files
+    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.record_checks import check_split_files
 
     check_split_files(data_dir, load_manifest(data_dir), splits)
 

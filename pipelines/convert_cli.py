@@ -48,9 +48,9 @@ from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
-from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
-from tfrecords_tools.text_sources import is_text_input
+from tfrecords_tools.text.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
@@ -272,7 +272,7 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
 def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args: list[str]):
     """Runs the Beam pipeline; Apache Beam is imported only here."""
     try:
-        from tfrecords_tools.beam_convert import BeamConfig, convert_on_beam
+        from tfrecords_tools.beam.beam_convert import BeamConfig, convert_on_beam
     except ImportError as e:
         raise ValueError(
             f"--runner needs Apache Beam, which is not installed ({e}); "

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    from tfr_rankformer.distillation import DistillConfig, distill
+    from tfr_rankformer.gbdt.distillation import DistillConfig, distill
 
     skip = ("config", "log_level", "lgb_param", "verbose")
     flags = {k: v for k, v in vars(args).items() if k not in skip}

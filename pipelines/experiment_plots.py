@@ -20,8 +20,8 @@ import textwrap
 import numpy as np
 
 from pipelines.experiment_summary import REPORTED
-from tfr_rankformer import data
-from tfr_rankformer.list_arrays import read_split
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.list_arrays import read_split
 
 __all__ = ["draw_all"]
 
@@ -70,7 +70,7 @@ def draw_labels(path: str, fold_data: str) -> None:
 
 def draw_text_labels(path: str, fold_data: str) -> None:
     """The training split's document relevance and list lengths (text data)."""
-    from tfrecords_tools.text_elwc import read_text_split
+    from tfrecords_tools.text.text_elwc import read_text_split
 
     relevance, lengths = [], []
     for text_list in read_text_split(fold_data, "train"):

@@ -45,12 +45,13 @@ from pipelines.experiment_summary import (
     paired_runs,
     summarize,
 )
-from tfr_rankformer import data, gbdt
 from tfr_rankformer.config_io import write_json
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.inputs import data
 from tfr_rankformer.runner import train
 from tfr_rankformer.train_config import TrainConfig
-from tfrecords_tools.text_dataset import is_text_dataset
-from tfrecords_tools.text_sources import is_text_input
+from tfrecords_tools.text.text_dataset import is_text_dataset
+from tfrecords_tools.text.text_sources import is_text_input
 
 __all__ = ["prepare_data", "run_experiment"]
 
@@ -75,14 +76,14 @@ def _converted_folds(root: str) -> dict[int, str]:
 
 
 def _convert_text(config: ExperimentConfig, target: str, *, progress: bool) -> None:
-    from tfrecords_tools.synthetic_text import SyntheticTextConfig
-    from tfrecords_tools.text_sources import (
+    from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
+    from tfrecords_tools.text.text_sources import (
         SYNTHETIC_TEXT,
         TREC_PREFIX,
         convert_synthetic_text,
         find_trec_files,
     )
-    from tfrecords_tools.trec_convert import TrecConfig, convert_trec
+    from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
 
     if config.dataset == SYNTHETIC_TEXT:
         lists = config.synthetic_lists
@@ -100,7 +101,7 @@ def _convert_text(config: ExperimentConfig, target: str, *, progress: bool) -> N
 
 def _check_text_settings(config: ExperimentConfig) -> None:
     """Refuses settings that cannot apply to text data, before anything is written."""
-    from tfrecords_tools.text_sources import TREC_PREFIX
+    from tfrecords_tools.text.text_sources import TREC_PREFIX
 
     if not config.simulate_clicks:
         raise ValueError(
@@ -160,7 +161,7 @@ def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
 
 def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
     """Scores the fold's vali and test lists with BM25; writes ``metrics.json``."""
-    from tfrecords_tools.bm25_ranking import Bm25Config, evaluate_bm25_splits
+    from tfrecords_tools.text.bm25_run import Bm25Config, evaluate_bm25_splits
 
     bm25 = Bm25Config(**dict(spec.settings))
     started = time.perf_counter()

@@ -15,17 +15,17 @@ import dataclasses
 import json
 import re
 
-from tfr_rankformer import gbdt
 from tfr_rankformer.command_names import (
     BM25_MODEL,
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
     TEXT_MODEL_NAMES,
 )
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.run_layout import is_text_model
+from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
-from tfrecords_tools.bm25_ranking import Bm25Config
 
 __all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
 
@@ -120,7 +120,7 @@ def parse_models(text: str) -> list[ModelSpec]:
 
 def tuned_specs(directory: str) -> list[ModelSpec]:
     """Model specs of the ``tfr-tune`` outputs in ``directory`` (``tuning.load_tuned``)."""
-    from tfr_rankformer.tuning import load_tuned
+    from tfr_rankformer.tuning.optuna_search import load_tuned
 
     return [
         ModelSpec(label, settings["model"], tuned=settings)

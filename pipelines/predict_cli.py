@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfrecords_tools.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 
 if TYPE_CHECKING:
-    from tfr_rankformer.training_density import TrainingDensity
+    from tfr_rankformer.inputs.training_density import TrainingDensity
 
 __all__ = ["build_parser", "main"]
 
@@ -104,9 +104,9 @@ class _Filled:
 
 def _elwc_files(args, filled: _Filled) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
-    from tfr_rankformer.data import load_manifest, split_files
-    from tfr_rankformer.record_checks import check_tfrecord_file
-    from tfr_rankformer.training_density import MISSING_FEATURES
+    from tfr_rankformer.inputs.data import load_manifest, split_files
+    from tfr_rankformer.inputs.record_checks import check_tfrecord_file
+    from tfr_rankformer.inputs.training_density import MISSING_FEATURES
 
     if os.path.isdir(args.input):
         counts = {}
@@ -135,14 +135,14 @@ def _elwc_files(args, filled: _Filled) -> list[str] | None:
 
 def _is_text(path: str) -> bool:
     """Whether ``path`` is a text dataset directory (``tfr-convert --input trec``)."""
-    from tfrecords_tools.text_dataset import is_text_dataset
+    from tfrecords_tools.text.text_dataset import is_text_dataset
 
     return os.path.isdir(path) and is_text_dataset(path)
 
 
 def _text_lists(args):
     """``(qid, docids, query text, document texts)`` of the text dataset ``--input``."""
-    from tfrecords_tools.text_elwc import read_text_split
+    from tfrecords_tools.text.text_elwc import read_text_split
 
     for text_list in read_text_split(args.input, args.split):
         # The words joined with spaces: the text the model was trained on.
@@ -154,8 +154,8 @@ def _text_lists(args):
 def _letor_lists(args, num_features: int, filled: _Filled):
     """The lists of the LETOR file ``--input``; a line that stops before the model's
     last feature is refused when the training data gave every feature on every line."""
-    from tfr_rankformer.training_density import training_density
-    from tfrecords_tools.letor_lists import check_complete_lines, load_letor_lists
+    from tfr_rankformer.inputs.training_density import training_density
+    from tfrecords_tools.letor.letor_lists import check_complete_lines, load_letor_lists
 
     letor = load_letor_lists(args.input, num_features, duplicates=args.duplicate_features)
     density = training_density(args.model)
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from tqdm.auto import tqdm
 
-        from tfr_rankformer.prediction import write_results
+        from tfr_rankformer.serving.prediction import write_results
 
         filled = _Filled()
         model, scored = _lists(args, filled)

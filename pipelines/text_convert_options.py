@@ -10,16 +10,16 @@ import dataclasses
 import json
 
 from tfr_rankformer.config_io import from_dict
-from tfrecords_tools.synthetic_text import SyntheticTextConfig
-from tfrecords_tools.text_sources import (
+from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
+from tfrecords_tools.text.text_sources import (
     SYNTHETIC_TEXT,
     TREC_PREFIX,
     convert_synthetic_text,
     find_trec_files,
     is_text_input,
 )
-from tfrecords_tools.trec_config import FILE_FIELDS
-from tfrecords_tools.trec_convert import TrecConfig, convert_trec
+from tfrecords_tools.text.trec_config import FILE_FIELDS
+from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
 
 __all__ = [
     "add_text_arguments",
@@ -213,7 +213,7 @@ def text_main(args) -> int:
     import logging
     import sys
 
-    from tfrecords_tools.trec_files import TrecFormatError
+    from tfrecords_tools.text.trec_files import TrecFormatError
 
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:

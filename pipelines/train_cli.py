@@ -55,7 +55,7 @@ _SHARED_FLAGS = ("model", "data", "model_dir", "seed", "include_empty_lists")
 
 def _gbdt_config(args, flags: dict):
     """The GBDT run's ``GBDTConfig``; neural-only flags are refused rather than ignored."""
-    from tfr_rankformer.gbdt_config import GBDTConfig
+    from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 
     ignored = [
         "--" + k.replace("_", "-")

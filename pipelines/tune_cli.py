@@ -21,7 +21,7 @@ import sys
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfr_rankformer.command_names import GBDT_MODELS, MODEL_NAMES
-from tfr_rankformer.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
+from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
 __all__ = ["build_parser", "main"]
 
@@ -95,7 +95,7 @@ def _settings(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
-    from tfr_rankformer.tuning import BEST_CONFIG, TuneConfig, run_tuning
+    from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:

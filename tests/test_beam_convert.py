@@ -20,7 +20,7 @@ import pytest
 
 from pipelines.convert_cli import main
 from tests.conftest import REAL_DATA, letor_line, write_lines
-from tfrecords_tools.letor_parser import parse_letor_lines
+from tfrecords_tools.letor.letor_parser import parse_letor_lines
 
 beam = pytest.importorskip("apache_beam")
 tf = pytest.importorskip("tensorflow")
@@ -272,7 +272,7 @@ def test_beam_options_need_runner(tiny_dataset, tmp_path, capsys):
 
 def test_runner_without_beam_says_how_to_install_it(tiny_dataset, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "apache_beam", None)
-    monkeypatch.setitem(sys.modules, "tfrecords_tools.beam_convert", None)
+    monkeypatch.setitem(sys.modules, "tfrecords_tools.beam.beam_convert", None)
     flags = ["--input", str(tiny_dataset), "--output", str(tmp_path / "out")]
     assert main([*flags, "--runner", "DirectRunner"]) == 1
     assert "pip install .[beam]" in capsys.readouterr().err

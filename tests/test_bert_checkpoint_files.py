@@ -13,8 +13,8 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from tests.bert_checkpoints import CASED, SAMPLES, UNCASED, drop_weight, write_checkpoint
-from tfr_rankformer.bert_checkpoint import read_bert_checkpoint
-from tfr_rankformer.listformer_checkpoint import checkpoint_tokenizer
+from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
+from tfr_rankformer.text.listformer_checkpoint import checkpoint_tokenizer
 
 # === Tokenisation as the checkpoint's own ===
 

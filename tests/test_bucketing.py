@@ -8,14 +8,14 @@ import collections
 import numpy as np
 import pytest
 
-from tfr_rankformer import batching
+from tfr_rankformer.inputs import batching
 
 tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer import data  # noqa: E402
 from tfr_rankformer.evaluation import predict_lists  # noqa: E402
+from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.models import ModelConfig, build_model, ranker_of  # noqa: E402
 from tfr_rankformer.run_plan import plan_run  # noqa: E402
 
@@ -262,7 +262,7 @@ def test_evaluation_by_length_keeps_file_order_and_bounds_batches(explicit, trai
 
 
 def test_prediction_batches_lists_by_length_and_keeps_their_order():
-    from tfr_rankformer import prediction
+    from tfr_rankformer.serving import prediction
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 1251, size=300).tolist()

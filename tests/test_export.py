@@ -14,9 +14,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer import data  # noqa: E402
-from tfr_rankformer.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
 from tfr_rankformer.feature_runs import load_run  # noqa: E402
+from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
 from tfrecords_tools.elwc_writer import ElwcEncoder  # noqa: E402
 
 _FRESH = """

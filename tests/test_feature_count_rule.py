@@ -1,5 +1,5 @@
 """The feature count read from the files: where it came from, and the rule against a stray
-wide line (``tfrecords_tools.feature_count``)."""
+wide line (``tfrecords_tools.letor.feature_count``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from pipelines.convert_cli import main
 from tests.conftest import REAL_DATA
-from tfrecords_tools.feature_count import FeatureScan, inferred_num_features, scan_letor_file
-from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor.feature_count import FeatureScan, inferred_num_features, scan_letor_file
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.synthetic import NUM_FEATURES, SyntheticConfig, generate_letor
 
 HIGHEST = "the highest feature index, first reached at"
@@ -147,7 +147,7 @@ def test_the_inferred_count_is_logged_and_recorded(tmp_path, caplog):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "train.txt").write_text("".join(_lines(8, 4) + _lines(4, 6, qid_from=2)))
     argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--no-progress"]
-    with caplog.at_level(logging.INFO, logger="tfrecords_tools.feature_count"):
+    with caplog.at_level(logging.INFO, logger="tfrecords_tools.letor.feature_count"):
         assert main(argv) == 0
     where = f"{tmp_path / 'in' / 'train.txt'}:9"
     assert f"feature count 6 inferred from the files: {HIGHEST} {where}" in caplog.text
@@ -164,7 +164,7 @@ def test_a_known_count_is_recorded_as_the_datasets(tmp_path, capsys):
 
 def test_the_beam_converter_applies_the_same_rule(wide_dir, tmp_path):
     pytest.importorskip("apache_beam")
-    from tfrecords_tools.beam_convert import BeamConfig, convert_on_beam
+    from tfrecords_tools.beam.beam_convert import BeamConfig, convert_on_beam
     from tfrecords_tools.convert import ConvertConfig
 
     config = ConvertConfig(input=str(wide_dir), output=str(tmp_path / "out"))

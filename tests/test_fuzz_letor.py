@@ -30,7 +30,11 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from tfrecords_tools.letor_parser import LetorFormatError, parse_dense_chunk, parse_letor_lines
+from tfrecords_tools.letor.letor_parser import (
+    LetorFormatError,
+    parse_dense_chunk,
+    parse_letor_lines,
+)
 
 D = 3  # features
 R = 2  # maximum relevance

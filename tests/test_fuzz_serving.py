@@ -30,7 +30,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
-from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
+from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
 
 D = 3
 PADDING = -1e9

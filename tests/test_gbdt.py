@@ -8,8 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from tfr_rankformer import data, gbdt
-from tfr_rankformer.list_arrays import read_split
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 
 # Small trees for 900 lists of about 15 items; everything else is the preset's.
@@ -173,7 +174,7 @@ def test_tfr_predict_scores_letor_and_elwc_with_a_gbdt(gbdt_run, dataset, tmp_pa
     import lightgbm as lgb
 
     from pipelines.predict_cli import main
-    from tfrecords_tools.letor_parser import parse_letor_lines
+    from tfrecords_tools.letor.letor_parser import parse_letor_lines
 
     model_dir, _ = gbdt_run
     source = os.path.join(dataset, "source", "test.txt")

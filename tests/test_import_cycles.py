@@ -212,3 +212,17 @@ def test_a_module_that_fails_to_import_alone_is_reported(tmp_path):
     failed = json.loads(done.stdout.split("FAILED ")[-1])
     assert sorted(failed) == ["tfr_rankformer.a", "tfr_rankformer.b"]
     assert "partially initialized module" in failed["tfr_rankformer.a"]
+
+
+# === Names ===
+
+
+def test_no_two_modules_share_a_name():
+    # A module's name says what it holds; two modules with one name make a
+    # reader guess which is meant (package __init__ files aside).
+    by_name: dict[str, list[str]] = {}
+    for module in _modules(REPO, PACKAGES):
+        if module not in PACKAGES and not os.path.isdir(os.path.join(REPO, *module.split("."))):
+            by_name.setdefault(module.rpartition(".")[2], []).append(module)
+    shared = {name: found for name, found in by_name.items() if len(found) > 1}
+    assert not shared, shared

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfrecords_tools.letor_parser import (
+from tfrecords_tools.letor.letor_parser import (
     LetorFormatError,
     parse_dense_chunk,
     parse_letor_lines,

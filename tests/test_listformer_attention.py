@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.global_local_attention import blocked_attention, dense_attention
-from tfr_rankformer.listformer import build_text_model
 from tfr_rankformer.models import ModelConfig
+from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
+from tfr_rankformer.text.listformer import build_text_model
 
 B, H, Q, N, T, DH = 2, 2, 3, 4, 5, 3
 G = 1 + Q + N

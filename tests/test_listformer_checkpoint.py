@@ -20,17 +20,17 @@ from tests.bert_checkpoints import (
     reference_bert,
     write_checkpoint,
 )
-from tfr_rankformer.bert_checkpoint import read_bert_checkpoint
-from tfr_rankformer.global_local_attention import blocked_attention, dense_attention
-from tfr_rankformer.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
-from tfr_rankformer.listformer_checkpoint import (
+from tfr_rankformer.losses import get_score_loss
+from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
+from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
+from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
+from tfr_rankformer.text.listformer_checkpoint import (
     listformer_from_checkpoint,
     load_checkpoint_weights,
 )
-from tfr_rankformer.listformer_form import ListformerForm
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.text_tokenizer import TextTokenizer
+from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 # === The load is exact ===
 

@@ -12,12 +12,12 @@ import pytest
 import tensorflow as tf
 
 from tests.bert_checkpoints import SAMPLES
-from tfr_rankformer.listformer_checkpoint import listformer_from_checkpoint
 from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.text_data import TextData
-from tfr_rankformer.text_export import save_text_servable
-from tfr_rankformer.text_runs import text_model_inputs
+from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
+from tfr_rankformer.text.text_data import TextData
+from tfr_rankformer.text.text_export import save_text_servable
+from tfr_rankformer.text.text_runs import text_model_inputs
 
 # Lower-cased as BERT's tokenizer does, without NFKC folding (which would turn
 # "ß" into "ss", "ﬁ" into "fi" and full-width letters into ASCII).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.text_tokenizer import (
+from tfr_rankformer.text.text_tokenizer import (
     SPECIAL_TOKENS,
     TextTokenizer,
     build_vocabulary,

@@ -18,7 +18,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from pipelines.export_cli import main as export_main  # noqa: E402
-from tfr_rankformer import data, elwc_schema  # noqa: E402
+from tfr_rankformer import elwc_schema  # noqa: E402
+from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.multi_worker import WorkerRole, worker_role  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,7 +63,7 @@ def test_files_are_dealt_to_workers_without_overlap():
 
 
 def test_fewer_files_than_workers_shards_by_record_and_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="tfr_rankformer.data"):
+    with caplog.at_level(logging.WARNING, logger="tfr_rankformer.inputs.data"):
         shard = data.shard_for_worker(["train-00000"], WorkerRole(2, 3))
     assert shard == data.WorkerShard(("train-00000",), record_stride=3, record_offset=2)
     assert "1 training file(s) for 3 workers" in caplog.text

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks import reference_parity  # noqa: E402
-from pipelines.benchmarks.parity_records import METRICS, run_seeds  # noqa: E402
-from pipelines.benchmarks.parity_seed_noise import noise_difference, over_runs, seed_noise  # noqa: E402
+from pipelines.benchmarks.reference import reference_parity
+from pipelines.benchmarks.reference.parity_records import METRICS, run_seeds  # noqa: E402
+from pipelines.benchmarks.reference.parity_seed_noise import noise_difference, over_runs, seed_noise  # noqa: E402
 
 
 def test_fold_seeds_differ_per_fold_and_the_record_gives_every_seed(tmp_path, capsys):

@@ -12,7 +12,7 @@ pytest.importorskip("tensorflow")
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
 from tests.conftest import letor_line, write_lines  # noqa: E402
-from tfr_rankformer.export import export_run  # noqa: E402
+from tfr_rankformer.serving.export import export_run  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ import shutil
 import pytest
 
 from tests.conftest import letor_line, write_lines
-from tfr_rankformer.training_density import (
+from tfr_rankformer.inputs.training_density import (
     MISSING_FEATURES,
     manifest_density,
     training_density,
 )
-from tfrecords_tools.letor_lists import load_letor_lists
+from tfrecords_tools.letor.letor_lists import load_letor_lists
 
 DENSE_LINES = [letor_line(i % 3, 1 + i // 4, [0.1 * i, 1.0 + i, i % 2]) for i in range(12)]
 # Lines 2 and 3 omit features: the first stops at 2 of 3, the second skips feature 2.
@@ -66,7 +66,7 @@ def dense_run(datasets, tmp_path_factory):
     """A 3-feature MLP trained 1 epoch on the dense data, and its export."""
     pytest.importorskip("tensorflow")
     from tests.conftest import train_config
-    from tfr_rankformer.export import export_run
+    from tfr_rankformer.serving.export import export_run
     from tfr_rankformer.training import train
 
     model_dir = tmp_path_factory.mktemp("short-lines-run") / "mlp"

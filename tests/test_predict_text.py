@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from pipelines.export_cli import main as export_main
 from pipelines.predict_cli import main as predict_main
-from tfrecords_tools.text_elwc import read_text_split
+from tfrecords_tools.text.text_elwc import read_text_split
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_kinds_of_model_and_data_must_match(text_run, dataset, tiny_servables, c
     numeric = os.path.join(dataset, "test-00000-of-00001.tfrecord")
     assert predict_main(["--model", model_dir, "--input", numeric, "--output", output]) == 1
     assert "is a Listformer export: --input must be a text dataset" in capsys.readouterr().err
-    from tfr_rankformer.prediction import is_text_export
+    from tfr_rankformer.serving.prediction import is_text_export
 
     numeric_export = tiny_servables["reject"]
     assert is_text_export(os.path.join(model_dir, "export", "1"))

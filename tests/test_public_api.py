@@ -26,8 +26,8 @@ HEAVY = (
     "tfr_rankformer.training_setup",
     "tfr_rankformer.models",
     "tfr_rankformer.losses",
-    "tfr_rankformer.data",
-    "tfr_rankformer.export",
+    "tfr_rankformer.inputs.data",
+    "tfr_rankformer.serving.export",
 )
 # Names whose modules import no TensorFlow.
 LIGHT_NAMES = ("MODEL_NAMES", "ModelConfig", "ndcg_at_k", "plan_batches", "load_manifest")
@@ -120,9 +120,9 @@ def test_an_unknown_name_is_an_attribute_error_and_submodules_still_import():
         tfr_rankformer.no_such_name  # noqa: B018
     # ``from package import submodule`` falls back to importing it after the
     # AttributeError above; a lookup that raised anything else would break it.
-    from tfr_rankformer import manifest
+    from tfr_rankformer.inputs import manifest
 
-    assert manifest.__name__ == "tfr_rankformer.manifest"
+    assert manifest.__name__ == "tfr_rankformer.inputs.manifest"
 
 
 def test_the_package_docstring_examples_hold():

@@ -86,7 +86,8 @@ def test_an_explicit_log_level_is_respected():
 
 def test_command_names_match_the_registries():
     pytest.importorskip("tensorflow")
-    from tfr_rankformer import command_names, gbdt, losses, models
+    from tfr_rankformer import command_names, losses, models
+    from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 
     assert sorted(command_names.MODEL_NAMES) == sorted([*models.MODELS, *models.TEXT_MODEL_NAMES])
     assert sorted(command_names.GBDT_PRESET_NAMES) == sorted(gbdt.PRESETS)

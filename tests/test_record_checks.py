@@ -6,7 +6,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.record_checks import (  # noqa: E402
+from tfr_rankformer.inputs.record_checks import (  # noqa: E402
     RecordFileError,
     check_tfrecord_file,
     read_records,

@@ -12,7 +12,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks.reference_equivalence import released_weights  # noqa: E402
+from pipelines.benchmarks.reference.reference_equivalence import released_weights  # noqa: E402
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.models import ModelConfig, ranker_of  # noqa: E402

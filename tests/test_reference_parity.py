@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks import reference_parity, reference_runner  # noqa: E402
+from pipelines.benchmarks.reference import reference_parity, reference_runner
 from tests.conftest import letor_line, write_lines  # noqa: E402
 
 
@@ -91,8 +91,8 @@ def fake_released(tmp_path):
 
 
 def test_shared_lists_pair_the_sides_fold_by_fold_over_seeds(folds, tmp_path, fake_released):
-    from tfr_rankformer.data import load_manifest
-    from tfr_rankformer.list_arrays import read_split
+    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.list_arrays import read_split
 
     official, log = fake_released
     output = tmp_path / "parity"
@@ -364,10 +364,10 @@ def test_runner_reads_npz_lists_one_list_id_per_list(tmp_path):
 
 
 def test_click_parity_draws_our_clicks_as_the_conversion_does(folds, tmp_path, capsys):
-    from pipelines.benchmarks import click_parity
+    from pipelines.benchmarks.reference import click_parity
     from pipelines.convert_cli import main as convert_main
-    from tfr_rankformer.data import load_manifest
-    from tfr_rankformer.list_arrays import read_split
+    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.list_arrays import read_split
 
     out = tmp_path / "converted"
     flags = ["--input", str(folds), "--output", str(out), "--simulate-clicks"]
@@ -391,7 +391,7 @@ def test_click_parity_draws_our_clicks_as_the_conversion_does(folds, tmp_path, c
 
 
 def test_click_parity_table_weighs_differences_by_their_standard_error():
-    from pipelines.benchmarks import click_parity
+    from pipelines.benchmarks.reference import click_parity
 
     ours = [{"seed": 0, "clicks/list": 1.0}, {"seed": 1, "clicks/list": 3.0}]
     theirs = [{"seed": 0, "clicks/list": 0.0}, {"seed": 1, "clicks/list": 2.0}]

@@ -365,7 +365,7 @@ def _predict_short_line(env: Env) -> str:
     """A LETOR line stopping at feature 20 for an export of the session's model, whose
     training data gave all 136 features on every line."""
     from pipelines.predict_cli import main
-    from tfr_rankformer.export import export_run
+    from tfr_rankformer.serving.export import export_run
 
     # A copy: the session's run is shared with tests that number its exports.
     model_dir = env.tmp / "trained"
@@ -472,7 +472,7 @@ def _signatures(path: str):
 
 
 def _serve(env: Env, items) -> str:
-    from tfr_rankformer.export import SIGNATURE_ELWC
+    from tfr_rankformer.serving.export import SIGNATURE_ELWC
 
     signature = _signatures(env.servables["reject"])[SIGNATURE_ELWC]
     request = tf.constant([_elwc([[0.1, 0.2, 0.3]]), _elwc(items)])
@@ -480,7 +480,7 @@ def _serve(env: Env, items) -> str:
 
 
 def _tensors(env: Env, features: np.ndarray, mask: np.ndarray) -> str:
-    from tfr_rankformer.export import SIGNATURE_TENSORS
+    from tfr_rankformer.serving.export import SIGNATURE_TENSORS
 
     signature = _signatures(env.servables["reject"])[SIGNATURE_TENSORS]
     inputs = {"features": tf.constant(features, tf.float32), "mask": tf.constant(mask)}

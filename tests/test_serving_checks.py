@@ -10,8 +10,8 @@ tf = pytest.importorskip("tensorflow")
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
-from tfr_rankformer.export import INVALID_ITEMS, SIGNATURE_TENSORS, export_run  # noqa: E402
-from tfr_rankformer.serving_checks import check_policy  # noqa: E402
+from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_TENSORS, export_run  # noqa: E402
+from tfr_rankformer.serving.serving_checks import check_policy  # noqa: E402
 
 
 def _shard(path, lists) -> str:

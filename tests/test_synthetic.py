@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from tfrecords_tools.letor_parser import parse_letor_lines
+from tfrecords_tools.letor.letor_parser import parse_letor_lines
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor, list_sizes
 
 CONFIG = SyntheticConfig(

@@ -13,9 +13,10 @@ import pytest
 from pipelines.bm25_cli import main as bm25_main
 from pipelines.convert_cli import main as convert_main
 from tests.test_text_synthetic import list_aware, ndcg
-from tfrecords_tools.bm25_ranking import Bm25Config, Bm25Index, evaluate_bm25, write_bm25_run
-from tfrecords_tools.text_elwc import read_text_split
-from tfrecords_tools.trec_files import TrecFormatError, read_run
+from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index
+from tfrecords_tools.text.bm25_run import evaluate_bm25, write_bm25_run
+from tfrecords_tools.text.text_elwc import read_text_split
+from tfrecords_tools.text.trec_files import TrecFormatError, read_run
 
 COLLECTION = (
     "d1\tthe cat sat on the mat\n"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.elwc_writer import TFRecordWriter
-from tfrecords_tools.text_elwc import (
+from tfrecords_tools.text.text_elwc import (
     TextElwcError,
     TextList,
     TextSplitWriter,
@@ -13,7 +14,6 @@ from tfrecords_tools.text_elwc import (
     encode_text_list,
     read_text_split,
 )
-from tfrecords_tools.text_tokenizer import tokenize
 
 LIST = TextList(
     query_id="q7",

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines.convert_cli import main as convert_main
 from tfr_rankformer.ranking_metrics import evaluate_rankings
-from tfrecords_tools.synthetic_text import (
+from tfrecords_tools.text.synthetic_text import (
     VOCABULARY,
     SyntheticTextConfig,
     generate_text_lists,
@@ -21,7 +21,7 @@ from tfrecords_tools.synthetic_text import (
     oracle_scores,
     query_coverage,
 )
-from tfrecords_tools.text_elwc import read_text_split
+from tfrecords_tools.text.text_elwc import read_text_split
 
 
 def doc_at_a_time(query_tokens, document_tokens) -> np.ndarray:

@@ -9,9 +9,9 @@ import os
 import pytest
 
 from pipelines.convert_cli import main as convert_main
-from tfrecords_tools.text_elwc import read_text_split
-from tfrecords_tools.trec_convert import TrecConfig, convert_trec, hash_split
-from tfrecords_tools.trec_files import TrecFormatError
+from tfrecords_tools.text.text_elwc import read_text_split
+from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec, hash_split
+from tfrecords_tools.text.trec_files import TrecFormatError
 
 QUERIES = "1\tWhat is COVID-19?\n2\tjaguar speed\n3\tno judgements here\n4\tnot in the run\n"
 # d4 has a title column; d9 is not needed by any list; d7 is missing.

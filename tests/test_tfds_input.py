@@ -21,7 +21,7 @@ from tensorflow_serving.apis import input_pb2
 from pipelines.convert_cli import main
 from tfrecords_tools.convert import ConvertConfig, convert
 from tfrecords_tools.datasets import DatasetNotFoundError
-from tfrecords_tools.letor_parser import LetorFormatError
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 
 NAME = "mslr_web/10k_fold1"
 NUM_FEATURES = 136  # mslr_web's float_features width

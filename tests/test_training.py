@@ -18,9 +18,10 @@ tf = pytest.importorskip("tensorflow")
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer import data, training  # noqa: E402
+from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.feature_runs import load_run  # noqa: E402
+from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runner import evaluate as evaluate_run  # noqa: E402
 from tfr_rankformer.training_callbacks import BestWeights  # noqa: E402

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tfr_rankformer import search_space, tuning
+from tfr_rankformer.tuning import optuna_search as tuning
+from tfr_rankformer.tuning import search_space
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Small trees and budgets: a trial takes a second or two.

@@ -15,8 +15,8 @@ import pytest
 
 from pipelines.convert_cli import main
 from tfrecords_tools.convert import ConvertConfig, convert
-from tfrecords_tools.feature_count import scan_letor_file
-from tfrecords_tools.letor_parser import LetorFormatError, parse_letor_lines
+from tfrecords_tools.letor.feature_count import scan_letor_file
+from tfrecords_tools.letor.letor_parser import LetorFormatError, parse_letor_lines
 
 NUM_FEATURES = 136
 

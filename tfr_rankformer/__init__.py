@@ -41,8 +41,8 @@ _MODULES = {
     "tfr_rankformer.layers": ("PADDING_SCORE",),
     "tfr_rankformer.model_config": ("ModelConfig",),
     "tfr_rankformer.command_names": ("MODEL_NAMES", "TEXT_MODEL_NAMES", "LOSS_SCALINGS"),
-    "tfr_rankformer.listformer": ("build_text_model",),
-    "tfr_rankformer.text_data": ("TextConfig",),
+    "tfr_rankformer.text.listformer": ("build_text_model",),
+    "tfr_rankformer.text.text_data": ("TextConfig",),
     # Losses.
     "tfr_rankformer.losses": (
         "SCORE_LOSSES",
@@ -60,13 +60,13 @@ _MODULES = {
     "tfr_rankformer.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
     # Input: the model's input names and tf.data from ELWC TFRecords.
     "tfr_rankformer.elwc_schema": ("FEATURES", "PADDING_LABEL"),
-    "tfr_rankformer.manifest": ("load_manifest", "label_levels"),
-    "tfr_rankformer.list_parsing": ("MASK", "parsed_lists"),
-    "tfr_rankformer.data": ("training_dataset", "evaluation_dataset"),
-    "tfr_rankformer.batching": ("BatchPlan", "plan_batches", "bucket_edges"),
+    "tfr_rankformer.inputs.manifest": ("load_manifest", "label_levels"),
+    "tfr_rankformer.inputs.list_parsing": ("MASK", "parsed_lists"),
+    "tfr_rankformer.inputs.data": ("training_dataset", "evaluation_dataset"),
+    "tfr_rankformer.inputs.batching": ("BatchPlan", "plan_batches", "bucket_edges"),
     # Serving.
-    "tfr_rankformer.model_export": ("export_model",),
-    "tfr_rankformer.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS"),
+    "tfr_rankformer.serving.model_export": ("export_model",),
+    "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS"),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 

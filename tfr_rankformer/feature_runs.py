@@ -11,11 +11,12 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer import data, gbdt
 from tfr_rankformer.evaluation import RunEvaluator, evaluate_model
-from tfr_rankformer.gbdt_booster import evaluate_arrays, load_booster, score_arrays
-from tfr_rankformer.list_arrays import read_split
-from tfr_rankformer.record_checks import check_split_files
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.list_arrays import read_split
+from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.run_layout import BEST_WEIGHTS, CONFIG_NAME
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_setup import build_run_model

@@ -35,11 +35,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.command_names import TEXT_MODEL_NAMES
-from tfr_rankformer.data import MASK
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.feature_normalization import FeatureNormalization
 from tfr_rankformer.initializers import dense
+from tfr_rankformer.inputs.data import MASK
 from tfr_rankformer.layers import (
     ClsToken,
     FastDropout,

@@ -14,7 +14,7 @@ with epsilon 1e-8 added where ``adam_epsilon`` says:
   released code's initial weights and no dropout, 30 full-batch steps of our
   ``mlp`` ended 0.20 away from the released code's scores under ``keras``
   and agreed with them to 5e-5 under ``pytorch``
-  (``pipelines/benchmarks/reference_equivalence.py``). This project's
+  (``pipelines/benchmarks/reference/reference_equivalence.py``). This project's
   optimizers added it so before.
 
 Schedules (``lr_schedule``):

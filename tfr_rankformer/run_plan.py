@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from tfr_rankformer import batching, data
-from tfr_rankformer.list_parsing import PARSE_BATCH
+from tfr_rankformer.inputs import batching, data
+from tfr_rankformer.inputs.list_parsing import PARSE_BATCH
 from tfr_rankformer.memory_estimate import (
     RUNTIME_BYTES,
     MemoryEstimate,

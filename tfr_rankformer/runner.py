@@ -9,7 +9,7 @@ yet trained), and does once what every kind shares: recording evaluations in
 experiment runner and the search go through here; the two families' modules
 never import each other.
 
->>> from tfr_rankformer.gbdt_config import GBDTConfig
+>>> from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 >>> train(GBDTConfig(model="gbdt", data="d", model_dir="m"), final_weights="w.npz")
 Traceback (most recent call last):
 ValueError: final_weights: for the neural models only
@@ -25,14 +25,16 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 
-from tfr_rankformer import export, training
+from tfr_rankformer import training
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import RunEvaluator
 from tfr_rankformer.feature_runs import feature_run_evaluator, gbdt_run_evaluator
-from tfr_rankformer.gbdt import train_gbdt
-from tfr_rankformer.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
-from tfr_rankformer.gbdt_config import GBDTConfig
-from tfr_rankformer.prediction import (
+from tfr_rankformer.gbdt.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
+from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
+from tfr_rankformer.run_layout import METRICS_NAME, is_text_run
+from tfr_rankformer.serving import export
+from tfr_rankformer.serving.prediction import (
     ScoredList,
     load_export,
     resolve_export,
@@ -45,11 +47,10 @@ from tfr_rankformer.prediction import (
     tensor_signature,
     text_signature,
 )
-from tfr_rankformer.run_layout import METRICS_NAME, is_text_run
-from tfr_rankformer.serving_checks import check_policy
-from tfr_rankformer.text_export import export_text_run
-from tfr_rankformer.text_runs import text_run_evaluator
-from tfr_rankformer.text_training import train_text
+from tfr_rankformer.serving.serving_checks import check_policy
+from tfr_rankformer.text.text_export import export_text_run
+from tfr_rankformer.text.text_runs import text_run_evaluator
+from tfr_rankformer.text.text_training import train_text
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import attached_to_terminal
 

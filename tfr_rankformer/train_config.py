@@ -16,7 +16,7 @@ from tfr_rankformer.losses import check_scaling, get_score_loss
 from tfr_rankformer.model_config import ModelConfig
 from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, has_list_head
 from tfr_rankformer.run_layout import is_text_model
-from tfr_rankformer.text_data import TextConfig
+from tfr_rankformer.text.text_data import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 

@@ -32,9 +32,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import compiled_ops, data, packed_items
+from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
+from tfr_rankformer.inputs import data
 from tfr_rankformer.models import normalization_of
 from tfr_rankformer.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.optimizers import (

@@ -13,8 +13,8 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer import data
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
+from tfr_rankformer.inputs import data
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import build_model, ranker_of
 from tfr_rankformer.multi_worker import SharedValidation, WorkerRole

@@ -10,8 +10,8 @@ from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ElwcConfig
 from tfrecords_tools.elwc_writer import ElwcEncoder, TFRecordWriter
-from tfrecords_tools.letor_parser import LetorFormatError, parse_letor_lines
-from tfrecords_tools.letor_reader import LetorFile, QueryList
+from tfrecords_tools.letor.letor_parser import LetorFormatError, parse_letor_lines
+from tfrecords_tools.letor.letor_reader import LetorFile, QueryList
 from tfrecords_tools.normalization import NormalizationFitter
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 

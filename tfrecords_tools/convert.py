@@ -25,12 +25,12 @@ from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
-from tfrecords_tools.letor_parser import DUPLICATE_POLICIES
-from tfrecords_tools.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
+from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
+from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
+from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
-from tfrecords_tools.parse_workers import default_workers, parse_workers
 from tfrecords_tools.progress import FileProgress
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists

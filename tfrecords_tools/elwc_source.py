@@ -28,8 +28,8 @@ from tfrecords_tools.elwc_input import (
     elwc_split_files,
     resolve_feature_names,
 )
-from tfrecords_tools.letor_parser import LetorFormatError
-from tfrecords_tools.letor_reader import QueryList
+from tfrecords_tools.letor.letor_parser import LetorFormatError
+from tfrecords_tools.letor.letor_reader import QueryList
 from tfrecords_tools.tfrecord_reader import TFRecordFile
 
 __all__ = ["ElwcFormatError", "ElwcSource"]

@@ -8,8 +8,8 @@ import numpy as np
 
 from tfrecords_tools.click_simulation import ClickConfig, list_rng, simulate_clicks
 from tfrecords_tools.elwc_writer import ElwcEncoder
-from tfrecords_tools.letor_parser import LetorFormatError
-from tfrecords_tools.letor_reader import QueryList
+from tfrecords_tools.letor.letor_parser import LetorFormatError
+from tfrecords_tools.letor.letor_reader import QueryList
 
 __all__ = [
     "ListPolicy",

@@ -15,7 +15,7 @@ from tfrecords_tools.datasets import (
     get_dataset,
 )
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
-from tfrecords_tools.feature_count import inferred_num_features, scan_letor_file
+from tfrecords_tools.letor.feature_count import inferred_num_features, scan_letor_file
 from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
 
 __all__ = ["Source", "DataSizes", "resolve_source", "select_folds", "dataset_sizes"]

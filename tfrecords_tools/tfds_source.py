@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from tfrecords_tools.datasets import DATASETS, SPLITS, DatasetNotFoundError
-from tfrecords_tools.letor_parser import LetorFormatError
-from tfrecords_tools.letor_reader import QueryList
+from tfrecords_tools.letor.letor_parser import LetorFormatError
+from tfrecords_tools.letor.letor_reader import QueryList
 
 __all__ = ["TfdsSource", "TFDS_MAX_RELEVANCE"]
 

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from tfrecords_tools.parse_workers import default_workers
+from tfrecords_tools.letor.parse_workers import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
 _CHILD = """

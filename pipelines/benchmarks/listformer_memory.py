@@ -22,13 +22,13 @@ import argparse
 import sys
 
 from pipelines.benchmarks.capped_child import run_child
-from pipelines.benchmarks.reference_parity import cpu_extensions
+from pipelines.benchmarks.reference.reference_parity import cpu_extensions
 
 _CHILD = """
 import json, resource, sys, time
 import numpy as np
 import tensorflow as tf
-from tfr_rankformer.listformer import build_text_model
+from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.models import ModelConfig
 

@@ -28,10 +28,11 @@ import numpy as np
 
 from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, train_fold
 from pipelines.experiment_summary import mean_se
-from tfr_rankformer import data, gbdt
-from tfr_rankformer.distillation import DistillConfig, distill
-from tfr_rankformer.distillation_teacher import load_teacher
-from tfr_rankformer.list_arrays import read_split
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.distillation import DistillConfig, distill
+from tfr_rankformer.gbdt.distillation_teacher import load_teacher
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.list_arrays import read_split
 
 TEACHER = "rankformer alpha=1"
 ROWS = ("gbdt-1k", "gbdt-10k", "teacher", "student", "gbdt_labels")

@@ -20,7 +20,7 @@ import sys
 import time
 
 from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser
-from tfr_rankformer import data
+from tfr_rankformer.inputs import data
 from tfr_rankformer.losses import SCORE_LOSSES
 from tfr_rankformer.training import TrainConfig, train
 

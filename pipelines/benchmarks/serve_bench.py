@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.train_bench import _manifest
-from tfr_rankformer.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfr_rankformer.models import ModelConfig, build_model
+from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfrecords_tools.elwc_writer import ElwcEncoder
 
 

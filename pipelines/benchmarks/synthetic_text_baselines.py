@@ -31,10 +31,10 @@ import tempfile
 import numpy as np
 
 from tfr_rankformer.ranking_metrics import evaluate_rankings
-from tfrecords_tools.bm25_ranking import evaluate_bm25
-from tfrecords_tools.synthetic_text import SyntheticTextConfig, oracle_scores
-from tfrecords_tools.text_elwc import read_text_split
-from tfrecords_tools.text_sources import convert_synthetic_text
+from tfrecords_tools.text.bm25_run import evaluate_bm25
+from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, oracle_scores
+from tfrecords_tools.text.text_elwc import read_text_split
+from tfrecords_tools.text.text_sources import convert_synthetic_text
 
 KS = (1, 5, 10)
 

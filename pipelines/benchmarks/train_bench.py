@@ -37,13 +37,15 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.reference_parity import cpu_extensions
+from pipelines.benchmarks.reference.reference_parity import cpu_extensions
 from tfr_rankformer import compiled_ops
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
 
 MODELS = ("rankformer", "transformer", "mlp")
-TIMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_step_timer.py")
+TIMER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "reference", "reference_step_timer.py"
+)
 MAX_LABEL = 4  # the released code's purchase label
 SETUP = """\
 The authors' released code is not set up, so only our side is timed. To compare:

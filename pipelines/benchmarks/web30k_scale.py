@@ -46,7 +46,7 @@ import shlex
 import shutil
 import sys
 
-from pipelines.benchmarks.parity_sources import (
+from pipelines.benchmarks.reference.parity_sources import (
     RUNNER,
     add_source_arguments,
     cpu_extensions,

@@ -1,0 +1,336 @@
+"""``tfr-distill``: a LightGBM student trained on a teacher's scores.
+
+The teacher (a RankFormer run's best checkpoint, an exported SavedModel, or
+any run ``tfr-predict`` takes) scores every list of the training split; a
+GBDT student is fitted to those scores, and a GBDT with identical settings is
+fitted to the training labels for comparison. Student, teacher and the label
+GBDT are evaluated with the shared metrics on the held-out splits.
+
+The student is pointwise: it scores an item from the item's own features, so
+it serves wherever a LightGBM model runs, with no list context at serving time.
+
+Targets (``--target``):
+
+* ``scores`` (default): regression on the teacher's scores minus their list
+  mean. The softmax loss the teacher was trained with is blind to a constant
+  added to a list's scores, so that offset carries no ranking information; it
+  depends on the whole list, which a pointwise student cannot see, and fitting
+  it would waste trees. (The paper trains the student on the scores and says
+  no more; the centring is our choice.)
+* ``graded``: lambdarank on grades derived from the teacher's ranking of each
+  list: the item at rank ``r`` (0 = best) of ``n`` gets
+  ``floor(G * (n - 1 - r) / n)``, so the top ``1/G`` of every list gets grade
+  ``G - 1`` and the bottom ``1/G`` grade 0.
+
+``output/`` holds the student as a GBDT run (``model.txt``, ``config.json``,
+``metrics.json``: the student's metrics per split, plus ``comparison`` and
+``fidelity``), and the label GBDT under ``gbdt_labels/``.
+
+This module holds the settings and the run; loading a teacher and scoring
+lists with it is in ``distillation_teacher`` (``Teacher`` and ``load_teacher``
+are re-exported here), the targets in ``distillation_targets``
+(``centred_scores`` and ``graded_targets`` likewise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import time
+
+import numpy as np
+
+from tfr_rankformer.command_names import DISTILL_ROWS
+from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
+from tfr_rankformer.gbdt.distillation_targets import centred_scores, graded_targets, student_targets
+from tfr_rankformer.gbdt.distillation_teacher import Teacher, load_teacher
+from tfr_rankformer.gbdt.gbdt_booster import (
+    evaluate_arrays,
+    fit_booster,
+    save_booster,
+    score_arrays,
+)
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
+from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME, METRICS_NAME
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
+from tfr_rankformer.run_directory import RunExistsError, describe_entries, inspect_run
+
+__all__ = [
+    "DistillConfig",
+    "Teacher",
+    "load_teacher",
+    "graded_targets",
+    "centred_scores",
+    "list_spearman",
+    "distill",
+    "ROWS",
+]
+
+logger = logging.getLogger(__name__)
+
+TARGETS = ("scores", "graded")
+# The comparison's rows, in table order.
+ROWS = DISTILL_ROWS
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillConfig:
+    """Settings of one distillation.
+
+    Attributes:
+      teacher: a tfr-train run directory, an exported SavedModel, or a GBDT directory.
+      output: where the student goes.
+      data: a converted dataset; ``None``: the one the teacher was trained on
+        (an exported SavedModel does not record it, so it needs this).
+      trees: trees of the student and of the label GBDT (paper: 2,000).
+      target: ``"scores"`` or ``"graded"`` (see the module's docstring).
+      grades: grade levels of the ``graded`` target.
+      preset: LightGBM settings of both GBDTs (``gbdt_config.PRESETS``).
+      params: LightGBM parameters over the preset's, for both GBDTs.
+      early_stopping_rounds: both GBDTs stop when validation NDCG@10 (on the
+        labels) has not improved for this many trees (0: never).
+      num_threads: LightGBM threads; ``None``: one per core.
+      seed: LightGBM's seed.
+      batch_size: lists per teacher call.
+      overwrite: replace an existing ``output``.
+    """
+
+    teacher: str = ""
+    output: str = ""
+    data: str | None = None
+    trees: int = 2000
+    target: str = "scores"
+    grades: int = 5
+    preset: str = "gbdt-1k"
+    params: dict = dataclasses.field(default_factory=dict)
+    early_stopping_rounds: int = 100
+    num_threads: int | None = None
+    seed: int = 0
+    batch_size: int = 256
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if not self.teacher or not self.output:
+            raise ValueError("`teacher` and `output` must be given")
+        if self.target not in TARGETS:
+            raise ValueError(f"Unknown target {self.target!r}; choose from {list(TARGETS)}")
+        require_positive_ints(self, "trees", "batch_size")
+        if isinstance(self.grades, bool) or not isinstance(self.grades, int) or self.grades < 2:
+            raise ValueError(f"`grades` must be an int >= 2, got {self.grades!r}")
+
+    def gbdt_config(self, model_dir: str) -> GBDTConfig:
+        """The label GBDT's settings (the student shares its LightGBM parameters)."""
+        return GBDTConfig(
+            preset=self.preset,
+            data=self.data or "",
+            model_dir=model_dir,
+            params={**self.params, "num_iterations": self.trees},
+            early_stopping_rounds=self.early_stopping_rounds,
+            num_threads=self.num_threads,
+            seed=self.seed,
+        )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict) -> DistillConfig:
+        return from_dict(cls, values, what="distillation settings")
+
+
+def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
+    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list.
+
+    Lists of fewer than 2 items, or where either is constant, are left out;
+    ``nan`` if none remain.
+    """
+    from scipy.stats import spearmanr
+
+    values = []
+    for i in range(arrays.num_lists):
+        begin, end = arrays.offsets[i], arrays.offsets[i + 1]
+        x, y = a[begin:end], b[begin:end]
+        if end - begin < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+            continue
+        values.append(spearmanr(x, y).statistic)
+    return float(np.mean(values)) if values else float("nan")
+
+
+def _timed(score, arrays: ListArrays) -> tuple[np.ndarray, float]:
+    started = time.perf_counter()
+    scores = score(arrays)
+    return scores, time.perf_counter() - started
+
+
+def distill(config: DistillConfig) -> dict:
+    """Scores the training lists with the teacher, fits the student and the label GBDT,
+    evaluates all three; returns ``metrics.json``'s content.
+
+    Everything is written to ``output + ".partial"`` and renamed to ``output``
+    once complete, so a failed run leaves no partial student behind.
+    """
+    final = os.path.abspath(config.output)
+    existing = inspect_run(final)  # None: absent or empty
+    if existing is not None and existing.foreign:
+        raise RunExistsError(
+            f"{config.output} holds files tfr-distill never writes "
+            f"({describe_entries(existing.foreign)}): --overwrite replaces only a run's "
+            "directory; choose another --output"
+        )
+    if existing is not None and not config.overwrite:
+        raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
+    work = final + ".partial"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        metrics = _distill(config, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if os.path.isdir(final):
+        shutil.rmtree(final)
+    os.replace(work, final)
+    return metrics
+
+
+def _distill(config: DistillConfig, work: str) -> dict:
+    """``distill``'s work, written into ``work``; returns ``metrics.json``'s content."""
+    teacher, config, manifest = _teacher_and_manifest(config)
+    os.makedirs(work)
+    write_json(os.path.join(work, CONFIG_NAME), config.to_json())
+    splits = _read_splits(config.data, manifest)
+    train = splits["train"]
+    vali = splits.get("vali")
+
+    logger.info("scoring %d training lists with the teacher (%s)", train.num_lists, teacher.kind)
+    teacher_timed = {split: _timed(teacher.score, arrays) for split, arrays in splits.items()}
+    teacher_scores = {split: scores for split, (scores, _) in teacher_timed.items()}
+
+    label_config = config.gbdt_config(os.path.join(config.output, "gbdt_labels"))
+    label_dir = os.path.join(work, "gbdt_labels")
+    params = label_config.lightgbm_params()
+    student_params, targets, vali_targets = student_targets(
+        params, teacher_scores, train, vali, target=config.target, grades=config.grades
+    )
+    fit = dict(early_stopping_rounds=config.early_stopping_rounds, log_every=100)
+    logger.info("fitting the student (%s target) on %d lists", config.target, train.num_lists)
+    student, student_seconds = _timed_fit(
+        student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
+    )
+    save_booster(student, work)
+
+    labelled = train.select(train.list_labels() > 0)  # the baselines' training-list policy
+    logger.info("fitting the label GBDT on %d lists with t > 0", labelled.num_lists)
+    label_model, label_seconds = _timed_fit(
+        params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
+    )
+    save_booster(label_model, label_dir)
+    write_json(os.path.join(label_dir, CONFIG_NAME), label_config.to_json())
+
+    seconds = {"teacher": teacher.training_seconds, "student": student_seconds}
+    seconds["gbdt_labels"] = label_seconds
+    max_label = data.label_levels(manifest)
+    metrics = _evaluations(splits, teacher_timed, student, label_model, seconds, max_label)
+    metrics["training"] = {
+        "seconds": student_seconds,
+        "trees": student.best_iteration or student.current_iteration(),
+        "label_gbdt_trees": label_model.best_iteration or label_model.current_iteration(),
+        "teacher": {"path": teacher.path, "kind": teacher.kind},
+        "lists": train.num_lists,
+        "student_lightgbm_params": student_params,
+    }
+    metrics["settings"] = config.to_json()
+    write_json(os.path.join(work, METRICS_NAME), metrics)
+    return metrics
+
+
+def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, dict]:
+    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest.
+
+    Raises:
+      ValueError: if neither ``config`` nor the teacher names the dataset, or
+        the dataset's feature count is not the teacher's.
+    """
+    teacher = load_teacher(config.teacher, batch_size=config.batch_size)
+    data_dir = config.data or teacher.data
+    if not data_dir:
+        raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
+    config = dataclasses.replace(config, data=data_dir)
+    manifest = data.load_manifest(data_dir)
+    if manifest["num_features"] != teacher.num_features:
+        raise ValueError(
+            f"{data_dir} has {manifest['num_features']} features; the teacher takes "
+            f"{teacher.num_features}"
+        )
+    return teacher, config, manifest
+
+
+def _read_splits(data_dir: str, manifest: dict) -> dict[str, ListArrays]:
+    """Every split of the dataset, in the manifest's order.
+
+    Raises:
+      ValueError: if the train split holds no lists.
+    """
+    splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
+    if not splits["train"].num_lists:
+        raise ValueError(f"{data_dir}: the train split holds no lists")
+    return splits
+
+
+def _timed_fit(params: dict, train: ListArrays, targets: np.ndarray, **options):
+    """The booster ``fit_booster`` fits (``options`` are its keywords) and the seconds it took."""
+    started = time.perf_counter()
+    booster, _ = fit_booster(params, train, targets, **options)
+    return booster, time.perf_counter() - started
+
+
+def _evaluations(
+    splits: dict[str, ListArrays],
+    teacher_timed: dict[str, tuple[np.ndarray, float]],
+    student,
+    label_model,
+    seconds: dict,
+    max_label: int,
+) -> dict:
+    """The evaluations of ``metrics.json``: the student's metrics per split and, on
+    every split but train, the ``comparison`` of teacher, student and label GBDT and
+    the student's ``fidelity`` to the teacher.
+
+    ``teacher_timed`` holds the teacher's ``(scores, scoring seconds)`` by split,
+    ``seconds`` the training time of each model by row name, ``max_label`` the
+    highest label value (``data.label_levels``).
+    """
+    metrics: dict = {"comparison": {}, "fidelity": {}}
+    for split, arrays in splits.items():
+        student_scores, student_time = _timed(lambda a: score_arrays(student, a), arrays)
+        label_scores, label_time = _timed(lambda a: score_arrays(label_model, a), arrays)
+        scored = {
+            "teacher": teacher_timed[split],
+            "student": (student_scores, student_time),
+            "gbdt_labels": (label_scores, label_time),
+        }
+        metrics[split] = evaluate_arrays(student_scores, arrays, max_label=max_label)
+        if split == "train":
+            continue
+        metrics["comparison"][split] = _comparison_rows(scored, seconds, arrays, max_label)
+        # The label GBDT's agreement is the reference: what a GBDT of the same
+        # size agrees with the teacher without being taught by it.
+        teacher_scores = teacher_timed[split][0]
+        metrics["fidelity"][split] = {
+            "spearman_student_teacher": list_spearman(student_scores, teacher_scores, arrays),
+            "spearman_label_gbdt_teacher": list_spearman(label_scores, teacher_scores, arrays),
+        }
+    return metrics
+
+
+def _comparison_rows(scored: dict, seconds: dict, arrays: ListArrays, max_label: int) -> dict:
+    """One split's comparison: each model's metrics, training time and scoring time
+    per list, from its ``(scores, scoring seconds)`` in ``scored``."""
+    rows = {}
+    for name, (scores, took) in scored.items():
+        rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)
+        rows[name]["training_seconds"] = seconds[name]
+        rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
+    return rows

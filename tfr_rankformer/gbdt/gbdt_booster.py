@@ -1,0 +1,303 @@
+"""LightGBM boosters: fitting, saving, loading and scoring them.
+
+``fit_booster`` fits LightGBM on a split's items (lambdarank on integer grades
+or a regression on values), with early stopping on the shared NDCG@10 of the
+validation lists; ``save_booster``/``load_booster`` write and read a run's
+``model.txt`` (LightGBM's text model, loadable by any LightGBM);
+``score_arrays`` and ``evaluate_arrays`` score lists and evaluate the scores
+with the shared metrics. ``gbdt.train_gbdt`` (a GBDT run) and ``tfr-distill``
+(the student and the label GBDT) are built on these.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import time
+
+import lightgbm as lgb
+import numpy as np
+
+from tfr_rankformer.inputs.list_arrays import ListArrays
+from tfr_rankformer.ranking_metrics import evaluate_rankings
+
+__all__ = [
+    "MODEL_FILE",
+    "is_gbdt_run",
+    "integer_labels",
+    "fit_booster",
+    "save_booster",
+    "load_booster",
+    "score_arrays",
+    "evaluate_arrays",
+]
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.txt"
+
+
+def is_gbdt_run(model_dir: str) -> bool:
+    """Whether ``model_dir`` holds a GBDT (``model.txt``) rather than a neural run."""
+    return os.path.isfile(os.path.join(model_dir, MODEL_FILE))
+
+
+def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
+    """``arrays``' labels as int32 grades (lambdarank's targets).
+
+    Raises:
+      ValueError: if a label is not an integer.
+    """
+    labels = np.rint(arrays.label)
+    if not np.array_equal(labels, arrays.label):
+        raise ValueError(f"{what}: lambdarank needs integer labels")
+    return labels.astype(np.int32)
+
+
+class _History:
+    """A LightGBM callback: records the first validation metric of every tree and logs
+    it every ``every`` trees."""
+
+    def __init__(self, every: int):
+        self.every = every
+        self.metric = "metric"
+        self.rows: list[tuple[int, float]] = []
+        self.grown = 0
+        self.started = time.perf_counter()
+
+    def __call__(self, env):
+        trees = self.grown = env.iteration + 1
+        if not env.evaluation_result_list:
+            return
+        _, self.metric, value, _ = env.evaluation_result_list[0]
+        if np.isnan(value):
+            return  # a tree between two evaluations (see _validation_ndcg)
+        self.rows.append((trees, value))
+        if trees % self.every == 0 or trees == env.end_iteration:
+            rate = trees / max(time.perf_counter() - self.started, 1e-9)
+            logger.info(
+                "tree %d/%d: validation %s %.4f (%.1f trees/s)",
+                trees,
+                env.end_iteration,
+                self.metric,
+                value,
+                rate,
+            )
+
+    def write(self, path: str) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["trees", f"val_{self.metric}"])
+            writer.writerows(self.rows)
+
+
+def _counted_lists(labels: np.ndarray, arrays: ListArrays) -> int:
+    """Lists whose ``labels`` are not all equal (those NDCG is averaged over)."""
+    starts = arrays.offsets[:-1][arrays.sizes > 0]
+    if not starts.size:
+        return 0
+    highest = np.maximum.reduceat(labels, starts)
+    return int(np.count_nonzero(highest > np.minimum.reduceat(labels, starts)))
+
+
+def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: int, trees: int):
+    """A LightGBM ``feval``: the shared metrics' NDCG@10 (x 100) of ``vali`` on ``labels``.
+
+    LightGBM's own ``ndcg`` metric counts a list whose labels are all 0 as a
+    perfect 1; this follows the paper's convention, the one every model reports.
+    It is computed after every ``every``-th tree and the last (``trees``); other
+    trees get NaN, which costs nothing.
+    """
+    padded_labels = vali.padded(labels.astype(np.float32), 0.0)
+    mask = vali.mask()
+    calls = [0]
+
+    def feval(predictions, _dataset):
+        calls[0] += 1
+        if calls[0] % every and calls[0] != trees:
+            return name, float("nan"), True
+        scores = vali.padded(predictions.astype(np.float32), 0.0)
+        metrics = evaluate_rankings(scores, padded_labels, padded_labels, mask, ks=(10,))
+        return name, metrics["ndcg_y@10"], True
+
+    return feval
+
+
+def fit_booster(
+    params: dict,
+    train: ListArrays,
+    targets: np.ndarray,
+    *,
+    vali: ListArrays | None,
+    vali_targets: np.ndarray | None = None,
+    early_stopping_rounds: int,
+    log_every: int,
+    eval_every: int = 1,
+    callbacks: list | None = None,
+) -> tuple[lgb.Booster, _History]:
+    """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``.
+
+    ``params["objective"]`` decides how targets are read: a ranking objective
+    (lambdarank) takes integer grades within each list, and early stopping
+    watches the shared NDCG@10 of ``vali`` on ``vali_targets`` (default: its
+    labels, i.e. NDCG_y@10); a regression takes values, and early stopping
+    watches ``params["metric"]`` (e.g. ``l2``) on ``vali_targets``. With
+    ``early_stopping_rounds`` 0 the booster keeps every tree it grew (its
+    ``best_iteration`` is 0), and the validation score is computed every
+    ``eval_every`` trees (NaN in between). ``callbacks`` are extra LightGBM
+    callbacks (e.g. a tuner's pruning), called after every tree. LightGBM's log
+    goes to this module's logger.
+    """
+    lgb.register_logger(logger)
+    params = dict(params)
+    trees = int(params.pop("num_iterations"))
+    ranking = params.get("objective") in ("lambdarank", "rank_xendcg")
+    train_set = _train_set(train, targets, ranking=ranking)
+    history = _History(log_every)
+    extra = list(callbacks or [])
+    callbacks = [history]
+    # Early stopping needs every tree's score; otherwise a sample is enough.
+    every = 1 if early_stopping_rounds else eval_every
+    valid_sets, feval = _validation(
+        vali, vali_targets, train_set, ranking=ranking, every=every, trees=trees
+    )
+    if valid_sets and early_stopping_rounds:
+        callbacks.append(
+            lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=True)
+        )
+    callbacks += extra
+    booster = lgb.train(
+        params,
+        train_set,
+        num_boost_round=trees,
+        valid_sets=valid_sets,
+        valid_names=["vali"] if valid_sets else None,
+        feval=feval,
+        callbacks=callbacks,
+    )
+    if not (valid_sets and early_stopping_rounds):
+        # Without early stopping the whole budget is the model: nothing may cut it.
+        booster.best_iteration = 0
+    _log_growth(booster, history, trees)
+    return booster, history
+
+
+def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.Dataset:
+    """LightGBM's training set: ``train``'s items with ``targets``, features named ``f1``..."""
+    return lgb.Dataset(
+        train.features,
+        label=targets,
+        # Query groups only for ranking: with them LightGBM demands integer targets.
+        group=train.sizes if ranking else None,
+        feature_name=[f"f{i}" for i in range(1, train.features.shape[1] + 1)],
+        free_raw_data=True,
+    )
+
+
+def _validation(
+    vali: ListArrays | None,
+    vali_targets: np.ndarray | None,
+    train_set: lgb.Dataset,
+    *,
+    ranking: bool,
+    every: int,
+    trees: int,
+) -> tuple[list, object]:
+    """``lgb.train``'s ``valid_sets`` (``[]``: none) and ``feval`` for ``vali``.
+
+    ``vali_targets`` default to ``vali``'s integer labels. A ranking objective
+    is watched with the shared NDCG@10 (``_validation_ndcg``, computed every
+    ``every`` trees and after the last of ``trees``), and gets no validation
+    set when no list's targets differ; a regression with LightGBM's own metric.
+    """
+    if vali is None or not vali.num_lists:
+        return [], None
+    if vali_targets is None:
+        vali_targets = integer_labels(vali, "vali")
+        name = "ndcg_y@10"
+    else:
+        name = "ndcg@10"
+    if ranking and not _counted_lists(vali_targets, vali):
+        logger.warning("no validation list has targets that differ: no early stopping")
+        return [], None
+    valid_set = lgb.Dataset(
+        vali.features,
+        label=vali_targets,
+        group=vali.sizes if ranking else None,
+        reference=train_set,
+    )
+    feval = (
+        _validation_ndcg(vali, vali_targets, name, every=every, trees=trees) if ranking else None
+    )
+    return [valid_set], feval
+
+
+def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
+    """Logs when LightGBM grew fewer than ``trees`` trees, or stopped early."""
+    # LightGBM hands back an early-stopped booster already cut to its best
+    # iteration; the history counts the trees that were grown.
+    grown = max(history.grown, booster.current_iteration())
+    if grown < trees and not booster.best_iteration:
+        logger.warning(
+            "LightGBM grew %d of %d trees: no further split met its requirements", grown, trees
+        )
+    elif booster.best_iteration:
+        logger.info(
+            "early stopping after %d of %d trees kept the best %d",
+            grown,
+            trees,
+            booster.best_iteration,
+        )
+
+
+def save_booster(booster: lgb.Booster, model_dir: str) -> None:
+    """Writes ``model_dir/model.txt`` (up to the best iteration) under a temporary name first."""
+    os.makedirs(model_dir, exist_ok=True)
+    partial = os.path.join(model_dir, MODEL_FILE + ".partial")
+    booster.save_model(partial, num_iteration=booster.best_iteration or None)
+    os.replace(partial, os.path.join(model_dir, MODEL_FILE))
+
+
+def load_booster(model_dir: str) -> lgb.Booster:
+    """The LightGBM model of a GBDT run (or a distilled student).
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` holds none.
+    """
+    path = os.path.join(model_dir, MODEL_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{model_dir} holds no {MODEL_FILE} (written by tfr-train --model gbdt)"
+        )
+    try:
+        return lgb.Booster(model_file=path)
+    except lgb.basic.LightGBMError as e:
+        raise ValueError(f"{path} is not a LightGBM model: {e}") from None
+
+
+def score_arrays(
+    booster: lgb.Booster, arrays: ListArrays, *, num_threads: int | None = None
+) -> np.ndarray:
+    """Per-item scores ``[num_items]`` float32 (``num_threads``: LightGBM's default if None)."""
+    if not arrays.features.shape[0]:
+        return np.zeros(0, np.float32)
+    expected = booster.num_feature()
+    if arrays.features.shape[1] != expected:
+        raise ValueError(
+            f"the data has {arrays.features.shape[1]} features; the GBDT was trained on {expected}"
+        )
+    options = {} if num_threads is None else {"num_threads": num_threads}
+    # At the best iteration when early stopping set one, else every tree.
+    return booster.predict(arrays.features, **options).astype(np.float32)
+
+
+def evaluate_arrays(scores: np.ndarray, arrays: ListArrays, *, max_label: int) -> dict:
+    """The shared ranking metrics for per-item ``scores`` of ``arrays``' lists."""
+    return evaluate_rankings(
+        arrays.padded(scores, 0.0),
+        arrays.padded(arrays.label, 0.0),
+        arrays.padded(arrays.relevance, 0.0),
+        arrays.mask(),
+        max_label=max_label,
+    )

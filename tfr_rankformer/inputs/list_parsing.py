@@ -1,0 +1,118 @@
+"""ELWC records parsed into one ``tf.data`` element per list.
+
+Records are parsed ``PARSE_BATCH`` at a time with TF-Ranking's ELWC parser
+(``tfr.data``) and unbatched, so each element is one list: ``features [L, d]``,
+``mask [L]``, ``label [L]``, ``relevance [L]`` and ``qid``. ``data`` builds the
+training and evaluation pipelines on these elements (and re-exports ``MASK``,
+``WorkerShard`` and ``parsed_lists``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from tfr_rankformer import elwc_schema
+from tfr_rankformer.inputs import bucketed_batches
+
+__all__ = ["MASK", "PARSE_BATCH", "WorkerShard", "parsed_lists", "whole_lists", "padding_values"]
+
+MASK = "mask"
+# Records per parse call (``run_plan``'s memory estimate counts them).
+PARSE_BATCH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerShard:
+    """The part of a split that one worker reads.
+
+    Attributes:
+      files: the TFRecord files it opens.
+      record_stride: it keeps every ``record_stride``-th record of them (1: all).
+      record_offset: the first record it keeps, below ``record_stride``.
+    """
+
+    files: tuple[str, ...]
+    record_stride: int = 1
+    record_offset: int = 0
+
+
+def parsed_lists(
+    files: list[str] | WorkerShard,
+    num_features: int,
+    *,
+    list_size: int | None,
+    shuffle_items: bool,
+    seed: int,
+    transform=None,
+) -> tf.data.Dataset:
+    """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
+
+    ``files`` are read whole, or a ``WorkerShard`` of them. With ``list_size``
+    every list is padded or cut to it (after shuffling its items when
+    ``shuffle_items``); with ``None`` each parse batch is padded to its longest
+    list and nothing is cut. ``transform`` maps the features of a parse batch's
+    valid items (``[1, items, d]``; padding stays 0), e.g. the model's
+    normalisation.
+    """
+    import tensorflow_ranking as tfr
+
+    def parse(serialized):
+        parsed = tfr.data.parse_from_example_list(
+            serialized,
+            list_size=list_size,
+            context_feature_spec=elwc_schema.context_feature_spec(),
+            example_feature_spec=elwc_schema.example_feature_spec(num_features),
+            mask_feature_name=MASK,
+            shuffle_examples=shuffle_items,
+            seed=seed,
+        )
+        features = parsed[elwc_schema.FEATURES]
+        if transform is not None:
+            valid = tf.where(parsed[MASK])  # [items, 2]
+            # [B, L, d] -> [1, items, d] -> [B, L, d]: padding is not transformed.
+            items = transform(tf.gather_nd(features, valid)[tf.newaxis])[0]
+            features = tf.scatter_nd(valid, items, tf.shape(features, out_type=tf.int64))
+        return {
+            elwc_schema.FEATURES: features,
+            MASK: parsed[MASK],
+            # [B, L, 1] -> [B, L]
+            elwc_schema.LABEL: tf.squeeze(parsed[elwc_schema.LABEL], axis=-1),
+            elwc_schema.RELEVANCE: tf.squeeze(parsed[elwc_schema.RELEVANCE], axis=-1),
+            elwc_schema.QID: tf.squeeze(parsed[elwc_schema.QID], axis=-1),
+        }
+
+    shard = files if isinstance(files, WorkerShard) else WorkerShard(tuple(files))
+    dataset = tf.data.TFRecordDataset(list(shard.files))
+    if shard.record_stride > 1:
+        dataset = dataset.shard(shard.record_stride, shard.record_offset)
+    dataset = dataset.batch(PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.unbatch()
+
+
+def whole_lists(manifest: dict, files, *, normalize=None) -> tf.data.Dataset:
+    """Every list of ``files`` cut to its own items (``[n, d]``, ``[n]``...), its
+    features mapped by ``normalize`` (see ``parsed_lists``' ``transform``)."""
+    lists = parsed_lists(
+        files,
+        manifest["num_features"],
+        list_size=None,
+        shuffle_items=False,
+        seed=0,
+        transform=normalize,
+    )
+    return lists.map(bucketed_batches.own_items, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def padding_values() -> dict:
+    """Padding values of a list's fields, for ``padded_batch`` (built on use: a
+    constant made at import would start TensorFlow's runtime before a
+    multi-worker strategy can configure it)."""
+    return {
+        elwc_schema.FEATURES: 0.0,
+        MASK: False,
+        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
+        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
+        elwc_schema.QID: tf.constant(-1, tf.int64),
+    }

@@ -1,0 +1,97 @@
+"""Whether a model's training data gave every feature on every item.
+
+``tfr-convert`` counts, per split, the items whose input lacked some feature
+(``splits.<split>.input.items_with_missing_features``: LETOR lines that
+omitted a feature index, ELWC items that lacked a named feature); those
+features hold 0 (or ``--elwc-missing-value``). A model whose training data
+counts none never saw a filled-in feature, so ``tfr-predict`` refuses input
+lines that stop short for it. A model that does not lead to such a count (an
+export copied out of its run, training data moved or converted before the
+count existed) is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from tfr_rankformer.inputs.manifest import load_manifest
+
+__all__ = ["MISSING_FEATURES", "TrainingDensity", "manifest_density", "training_density"]
+
+# The per-split count in ``manifest.json`` (under ``input``).
+MISSING_FEATURES = "items_with_missing_features"
+# What tfr-train, tfr-train --model gbdt and tfr-distill write in the run directory.
+_RUN_CONFIG = "config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingDensity:
+    """What is known of the feature coverage of a model's training data.
+
+    Attributes:
+      dense: ``True``: no item of any split lacked a feature; ``False``: some
+        did; ``None``: unknown.
+      reason: why it is unknown (``""`` when known).
+    """
+
+    dense: bool | None
+    reason: str = ""
+
+
+def manifest_density(manifest: dict) -> TrainingDensity:
+    """The density a converted dataset's manifest records, over all its splits.
+
+    >>> manifest_density({"splits": {"train": {"input": {MISSING_FEATURES: 0}}}})
+    TrainingDensity(dense=True, reason='')
+    >>> manifest_density({"splits": {"train": {"input": {"path": "train.txt"}}}}).dense is None
+    True
+    """
+    counts = []
+    for entry in manifest["splits"].values():
+        record = entry.get("input") if isinstance(entry, dict) else None
+        counts.append(record.get(MISSING_FEATURES) if isinstance(record, dict) else None)
+    if any(type(count) is int and count > 0 for count in counts):
+        return TrainingDensity(False)
+    if counts and all(type(count) is int for count in counts):
+        return TrainingDensity(True)
+    return TrainingDensity(None, f"its manifest does not record {MISSING_FEATURES}")
+
+
+def _run_directory(model: str) -> str | None:
+    """The run that holds ``model``: the directory itself (a tfr-train run, a GBDT,
+    a tfr-distill student), or the run of an ``<run>/export/<version>`` SavedModel."""
+    if os.path.isfile(os.path.join(model, _RUN_CONFIG)):
+        return model
+    parent = os.path.dirname(os.path.abspath(model))
+    run = os.path.dirname(parent)
+    if os.path.basename(parent) == "export" and os.path.isfile(os.path.join(run, _RUN_CONFIG)):
+        return run
+    return None
+
+
+def training_density(model: str) -> TrainingDensity:
+    """The density of the data ``model`` (a run, a GBDT directory or an export) was
+    trained on, read from its run's ``config.json`` and that data's manifest.
+
+    Never raises for what it cannot read: the answer is then unknown, with the reason.
+    """
+    run = _run_directory(model)
+    if run is None:
+        return TrainingDensity(None, f"{model} is not inside the run that trained it")
+    try:
+        with open(os.path.join(run, _RUN_CONFIG), encoding="utf-8") as f:
+            data_dir = json.load(f).get("data")
+    except (OSError, ValueError, AttributeError):
+        data_dir = None
+    if not isinstance(data_dir, str) or not data_dir:
+        return TrainingDensity(None, f"{run}/{_RUN_CONFIG} names no training data")
+    try:
+        manifest = load_manifest(data_dir)
+    except (OSError, ValueError):
+        return TrainingDensity(None, f"the training data's manifest ({data_dir}) cannot be read")
+    density = manifest_density(manifest)
+    if density.dense is None:
+        return TrainingDensity(None, f"the manifest of {data_dir} predates {MISSING_FEATURES}")
+    return density

@@ -1,0 +1,392 @@
+"""Scoring lists with an exported SavedModel or a GBDT.
+
+Lists of raw feature arrays (``(qid, docids, [n, d] features)``, the model
+normalises them) go through the tensor signature; reading them from LETOR
+text is the converter's job (``tfrecords_tools.letor.letor_lists``), so the library
+takes them from any source. ELWC records go through the proto signature; their
+items are numbered in list order. Results are written as a TREC run (``qid Q0
+docid rank score tag``) or as CSV with the list-quality prediction of each
+query.
+
+A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
+item on its own features; ELWC records are then parsed with ``tfr.data``.
+
+A Listformer export scores text lists (``(qid, docids, query text, document
+texts)``) through its raw-string signature (``text_signature``,
+``score_text_lists``).
+
+Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
+record: a TFRecord shard cut short (``record_checks``), or a record the
+signature rejects (an item whose features are missing, of the wrong length,
+or NaN/inf). With a
+model exported with ``--invalid-items score-last`` such items are ranked last
+and counted instead (``ScoredList.num_invalid``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
+from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
+from tfr_rankformer.run_layout import EXPORT_NAME, is_text_run
+from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
+
+__all__ = [
+    "ScoredList",
+    "resolve_export",
+    "load_export",
+    "tensor_signature",
+    "signature_num_features",
+    "score_lists",
+    "score_elwc",
+    "score_lists_gbdt",
+    "score_elwc_gbdt",
+    "is_text_export",
+    "text_signature",
+    "score_text_lists",
+    "write_results",
+]
+
+
+@dataclasses.dataclass
+class ScoredList:
+    """One query's documents and the model's outputs.
+
+    Attributes:
+      qid: the query id (a string for text lists).
+      docids: document ids, in input order.
+      scores: ``[n]`` scores, in input order.
+      list_probs: ``[K]`` ``P(t >= k)``, or ``None`` without a list head.
+      num_invalid: items the model could not score and ranked last (models
+        exported with ``--invalid-items score-last``).
+    """
+
+    qid: int | str
+    docids: list[str]
+    scores: np.ndarray
+    list_probs: np.ndarray | None = None
+    num_invalid: int = 0
+
+
+def resolve_export(path: str) -> str:
+    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``.
+
+    Raises:
+      FileNotFoundError: if neither is there.
+    """
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return path
+    export = os.path.join(path, EXPORT_NAME)
+    versions = sorted(
+        (int(v) for v in os.listdir(export) if v.isdigit()) if os.path.isdir(export) else []
+    )
+    if not versions:
+        raise FileNotFoundError(
+            f"{path} is neither an exported SavedModel nor a run with export/<version>/ "
+            "(tfr-export writes one)"
+        )
+    return os.path.join(export, str(versions[-1]))
+
+
+def _batches(items: Iterator, size: int) -> Iterator[list]:
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# Padded items per prediction batch: as evaluation's (see ``batching``).
+BATCH_ITEMS = 2 * 32768
+_WINDOW = 8  # batches' worth of lists sorted by length at a time
+
+
+def _by_length(
+    items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
+) -> Iterator:
+    """``score_batch``'s results for ``items``, in their input order, from batches of
+    lists of similar length.
+
+    A window of ``_WINDOW * size`` lists is sorted by length and cut into
+    batches of at most ``size`` lists, ``max_items`` padded items and
+    ``max_items * ATTENTION_REFERENCE_LENGTH`` attention entries (always at
+    least one list), so memory stays bounded whatever the longest list, and
+    short lists are not padded to a long neighbour's length.
+    """
+    for window in _batches(iter(items), _WINDOW * size):
+        order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
+        results: list = [None] * len(window)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and end - start < size:
+                width = length_of(window[order[end]])
+                count = end - start + 1
+                if count * width > max_items or (
+                    count * width * width > max_items * ATTENTION_REFERENCE_LENGTH
+                ):
+                    break
+                end += 1
+            chosen = order[start:end]
+            for i, result in zip(chosen, score_batch([window[i] for i in chosen])):
+                results[i] = result
+            start = end
+        yield from results
+
+
+def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+    scores = outputs["scores"].numpy()[row, :length]
+    probs = outputs["list_probs"].numpy()[row] if "list_probs" in outputs else None
+    return scores, probs
+
+
+def load_export(export: str):
+    """The SavedModel in the directory ``export``, loaded once for its signatures."""
+    return tf.saved_model.load(export)
+
+
+def _loaded(export):
+    return load_export(export) if isinstance(export, (str, os.PathLike)) else export
+
+
+def tensor_signature(export):
+    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``);
+    ``export``: its directory or the loaded SavedModel."""
+    return _loaded(export).signatures[SIGNATURE_TENSORS]
+
+
+def signature_num_features(signature) -> int:
+    """The feature count ``d`` a ``tensor_signature`` takes."""
+    return int(signature.structured_input_signature[1]["features"].shape[-1])
+
+
+def score_lists(
+    signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
+
+    The lists may come from anywhere: a LETOR file read by the converter
+    (``tfrecords_tools.letor.letor_lists``), a feature store, a test. They are
+    scored in batches of similar length (at most ``batch_size`` lists and
+    ``BATCH_ITEMS`` padded items) and come out in their input order.
+    """
+    num_features = signature_num_features(signature)
+
+    def score(batch):
+        width = max(len(docids) for _, docids, _ in batch)
+        features = np.zeros((len(batch), width, num_features), np.float32)
+        mask = np.zeros((len(batch), width), bool)
+        for i, (_, docids, x) in enumerate(batch):
+            features[i, : len(docids)] = x
+            mask[i, : len(docids)] = True
+        outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
+        return [
+            ScoredList(qid, docids, *_unpack(outputs, i, len(docids)))
+            for i, (qid, docids, _) in enumerate(batch)
+        ]
+
+    yield from _by_length(lists, batch_size, lambda item: len(item[1]), score)
+
+
+def is_text_export(export: str) -> bool:
+    """Whether ``export`` is a text model's (a Listformer's): ``run_layout.is_text_run``."""
+    return is_text_run(export)
+
+
+def text_signature(export):
+    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
+    ``export``: its directory or the loaded SavedModel."""
+    return _loaded(export).signatures[SIGNATURE_ELWC]
+
+
+def score_text_lists(
+    signature, lists: Iterable[tuple[str, list[str], str, list[str]]], *, batch_size: int = 16
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, query text, document texts)`` lists through a
+    ``text_signature``.
+
+    The export tokenises the strings itself. A document whose text is empty
+    cannot be told from padding: it gets the padding score, is ranked last and
+    is counted in ``ScoredList.num_invalid``.
+    """
+    for batch in _batches(lists, batch_size):
+        width = max(len(docids) for _, docids, _, _ in batch)
+        documents = np.full((len(batch), width), "", dtype=object)
+        for i, (_, _, _, texts) in enumerate(batch):
+            documents[i, : len(texts)] = texts
+        queries = np.array([query for _, _, query, _ in batch], dtype=object)
+        outputs = signature(query=tf.constant(queries), documents=tf.constant(documents))
+        for i, (qid, docids, _, texts) in enumerate(batch):
+            scores, probs = _unpack(outputs, i, len(docids))
+            empty = sum(1 for text in texts if not text)
+            yield ScoredList(qid, docids, scores, probs, num_invalid=empty)
+
+
+_REJECTED = re.compile(r"assertion failed: \[invalid input: list (\d+), (.*?)\]\s*$", re.M)
+
+
+def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileError:
+    """The signature's error, naming the file and record of the list it names."""
+    found = _REJECTED.search(error.message)
+    if found:
+        path, number, _ = batch[int(found.group(1))]
+        return RecordFileError(path, number, found.group(2).replace("\\'", "'"))
+    first, last = batch[0], batch[-1]
+    where = f"records {first[1]}-{last[1]}" if first[0] == last[0] else "a batch of records"
+    detail = error.message.strip().splitlines()[0]
+    return RecordFileError(first[0], None, f"{where}: the model rejected the input ({detail})")
+
+
+def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
+    for path in files:
+        for number, record in read_records(path):
+            yield path, number, record
+
+
+def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores ELWC records (the converter's shards) through the proto signature of
+    ``export`` (its directory or the loaded SavedModel).
+
+    Raises:
+      RecordFileError: a ``ValueError`` naming the file and record of a list
+        the signature rejects, or of truncated or corrupt TFRecord data.
+    """
+    from google.protobuf.message import DecodeError
+    from tensorflow_serving.apis import input_pb2
+
+    signature = _loaded(export).signatures[SIGNATURE_ELWC]
+
+    def score(batch):
+        try:
+            outputs = signature(examples=tf.constant([record for _, _, record, _ in batch]))
+        except tf.errors.InvalidArgumentError as e:
+            raise _rejected(e, [item[:3] for item in batch]) from None
+        invalid = outputs[INVALID_ITEMS].numpy() if INVALID_ITEMS in outputs else None
+        scored = []
+        for i, (_, _, _, elwc) in enumerate(batch):
+            qid = elwc.context.features.feature["qid"].int64_list.value
+            n = len(elwc.examples)
+            scores, probs = _unpack(outputs, i, n)
+            docids = [str(j) for j in range(1, n + 1)]
+            count = int(invalid[i, :n].sum()) if invalid is not None else 0
+            scored.append(ScoredList(int(qid[0]) if qid else -1, docids, scores, probs, count))
+        return scored
+
+    def parsed():
+        for path, number, record in _elwc_records(files):
+            try:
+                elwc = input_pb2.ExampleListWithContext.FromString(record)
+            except DecodeError:
+                raise RecordFileError(
+                    path, number, "not an ExampleListWithContext proto (tfr-convert writes them)"
+                ) from None
+            yield path, number, record, elwc
+
+    yield from _by_length(parsed(), batch_size, lambda item: len(item[3].examples), score)
+
+
+def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
+    """Scores a batch of ``(qid, docids, [n, d] features)`` with one LightGBM call."""
+    from tfr_rankformer.gbdt.gbdt_booster import score_arrays
+    from tfr_rankformer.inputs.list_arrays import ListArrays
+
+    sizes = [len(docids) for _, docids, _ in batch]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    features = np.concatenate([x for _, _, x in batch])
+    empty = np.zeros(len(features), np.float32)
+    arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
+    scores = score_arrays(booster, arrays)
+    for i, (qid, docids, _) in enumerate(batch):
+        yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
+
+
+def score_lists_gbdt(
+    booster, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, [n, d] raw features)`` lists with a LightGBM booster."""
+    for batch in _batches(lists, batch_size):
+        yield from _gbdt_lists(booster, batch)
+
+
+def _item_features(path: str, number: int, record: bytes, num_features: int):
+    """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
+    signature checks it.
+
+    Raises:
+      RecordFileError: an item's features missing, of another length, or not finite.
+    """
+    from tensorflow_serving.apis import input_pb2
+
+    elwc = input_pb2.ExampleListWithContext.FromString(record)
+    qid = elwc.context.features.feature["qid"].int64_list.value
+    rows = np.zeros((len(elwc.examples), num_features), np.float32)
+    for i, example in enumerate(elwc.examples):
+        feature = example.features.feature.get("features")
+        values = feature.float_list.value if feature is not None else []
+        if len(values) != num_features:
+            what = "is missing (0 values)" if not values else f"holds {len(values)} values"
+            raise RecordFileError(
+                path, number, f"item {i}: the features field {what}, expected {num_features}"
+            )
+        rows[i] = values
+        if not np.isfinite(rows[i]).all():
+            j = int(np.flatnonzero(~np.isfinite(rows[i]))[0])
+            raise RecordFileError(
+                path,
+                number,
+                f"item {i}: the features field holds {rows[i, j]} at position {j + 1} of "
+                f"{num_features}, expected finite values",
+            )
+    return int(qid[0]) if qid else -1, rows
+
+
+def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
+    """Scores ELWC records with a LightGBM booster; items are numbered in list order.
+
+    Raises:
+      RecordFileError: as ``score_elwc`` with the ``reject`` policy.
+    """
+    num_features = booster.num_feature()
+    for batch in _batches(_elwc_records(files), batch_size):
+        rows = []
+        for path, number, record in batch:
+            qid, features = _item_features(path, number, record, num_features)
+            rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
+        yield from _gbdt_lists(booster, rows)
+
+
+def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> int:
+    """Writes a TREC run (``fmt="trec"``) or CSV; returns the number of lists."""
+    writer = csv.writer(out) if fmt == "csv" else None
+    count = 0
+    for scored in lists:
+        order = np.argsort(-scored.scores, kind="stable")
+        if writer is not None and count == 0:
+            levels = 0 if scored.list_probs is None else len(scored.list_probs)
+            header = ["qid", "docid", "rank", "score"]
+            header += ["expected_list_label"] if levels else []
+            writer.writerow(header + [f"p_t_ge_{k}" for k in range(1, levels + 1)])
+        for rank, j in enumerate(order, start=1):
+            if writer is None:
+                out.write(
+                    f"{scored.qid} Q0 {scored.docids[j]} {rank} {scored.scores[j]:.6f} {tag}\n"
+                )
+                continue
+            row = [scored.qid, scored.docids[j], rank, f"{scored.scores[j]:.6f}"]
+            if scored.list_probs is not None:
+                row.append(f"{scored.list_probs.sum():.6f}")
+                row += [f"{p:.6f}" for p in scored.list_probs]
+            writer.writerow(row)
+        count += 1
+    return count

@@ -1,0 +1,298 @@
+"""Reading a BERT-family checkpoint in the Hugging Face layout.
+
+A checkpoint directory holds ``config.json`` (the architecture),
+``model.safetensors`` (the weights, read with the ``safetensors`` package) and
+``vocab.txt`` (the WordPiece vocabulary); ``tokenizer_config.json`` may say
+whether the text is lower-cased (``do_lower_case``). Weight names are
+Hugging Face's BERT names (``embeddings.word_embeddings.weight``,
+``encoder.layer.{i}.attention.self.query.weight``, ...), optionally prefixed
+with ``bert.`` as a ``BertFor...`` model saves them; other weights (a pooler,
+a masked-LM head) are ignored. Every field the Listformer needs and every
+weight's shape is checked here, and a bad one is named with its file.
+
+No TensorFlow here: :func:`read_bert_checkpoint` returns NumPy arrays in
+PyTorch's layout (a dense weight is ``[out, in]``); ``listformer_checkpoint``
+puts them into a Listformer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+
+import numpy as np
+from safetensors.numpy import load_file
+
+from tfr_rankformer.text.listformer_form import ACTIVATIONS
+from tfr_rankformer.text.text_tokenizer import UNKNOWN, read_vocabulary
+
+__all__ = [
+    "CONFIG_FILE",
+    "WEIGHTS_FILE",
+    "VOCAB_FILE",
+    "TOKENIZER_CONFIG_FILE",
+    "BertCheckpoint",
+    "read_bert_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+PREFIX = "bert."
+CLS, SEP = "[CLS]", "[SEP]"
+_WORDS = "embeddings.word_embeddings.weight"
+_TOKEN_TYPES = "embeddings.token_type_embeddings.weight"
+# config.json field -> BertCheckpoint attribute: the sizes the Listformer takes.
+_SIZES = {
+    "hidden_size": "width",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "ff_dim",
+    "vocab_size": "vocab_size",
+    "max_position_embeddings": "max_positions",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BertCheckpoint:
+    """A BERT-family checkpoint, read and checked.
+
+    Attributes:
+      directory: the directory it was read from.
+      width: ``hidden_size``.
+      num_layers: ``num_hidden_layers``.
+      num_heads: ``num_attention_heads``.
+      ff_dim: ``intermediate_size``, the feed-forward width.
+      vocab_size: ``vocab_size``, rows of the word embeddings (``vocab.txt`` may
+        have fewer lines, never more).
+      max_positions: ``max_position_embeddings``.
+      type_vocab_size: rows of the token-type embeddings; 0: the checkpoint has none.
+      layer_norm_epsilon: ``layer_norm_eps`` (BERT's 1e-12 when absent).
+      activation: ``hidden_act`` (``gelu`` when absent), one of ``ACTIVATIONS``.
+      vocabulary: ``vocab.txt``'s tokens, in id order.
+      lower_case: whether the checkpoint's tokenizer lower-cases (and strips
+        accents): ``do_lower_case`` of ``tokenizer_config.json``, else whether
+        the vocabulary is uncased.
+      weights: weight name (without ``bert.``) -> float32 array, PyTorch's layout.
+    """
+
+    directory: str
+    width: int
+    num_layers: int
+    num_heads: int
+    ff_dim: int
+    vocab_size: int
+    max_positions: int
+    type_vocab_size: int
+    layer_norm_epsilon: float
+    activation: str
+    vocabulary: tuple
+    lower_case: bool
+    weights: dict = dataclasses.field(repr=False, compare=False)
+
+    def token_id(self, token: str) -> int:
+        """The id of ``token`` in ``vocab.txt``."""
+        return self.vocabulary.index(token)
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    return values
+
+
+def _int_field(path: str, values: dict, name: str, *, minimum: int = 1) -> int:
+    if name not in values:
+        raise ValueError(f"{path}: missing field {name!r}")
+    value = values[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{path}: field {name!r} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _read_config(path: str) -> dict:
+    """The Listformer's settings from ``config.json``; unsupported values refused."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist: not a Hugging Face checkpoint directory")
+    values = _read_json(path)
+    settings = {attribute: _int_field(path, values, name) for name, attribute in _SIZES.items()}
+    fixed = {"model_type": "bert", "position_embedding_type": "absolute"}
+    for name, supported in fixed.items():
+        if values.get(name, supported) != supported:
+            raise ValueError(
+                f"{path}: field {name!r} is {values[name]!r}; only {supported!r} is supported"
+            )
+    if settings["width"] % settings["num_heads"]:
+        raise ValueError(
+            f"{path}: field 'hidden_size' {settings['width']} is not divisible by "
+            f"'num_attention_heads' {settings['num_heads']}"
+        )
+    activation = values.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"{path}: field 'hidden_act' is {activation!r}; supported: {list(ACTIVATIONS)}"
+        )
+    epsilon = values.get("layer_norm_eps", 1e-12)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
+        raise ValueError(f"{path}: field 'layer_norm_eps' must be a number > 0, got {epsilon!r}")
+    types = 2  # Hugging Face's default
+    if "type_vocab_size" in values:
+        types = _int_field(path, values, "type_vocab_size", minimum=0)
+    return dict(
+        settings, activation=activation, layer_norm_epsilon=float(epsilon), type_vocab_size=types
+    )
+
+
+def _expected_shapes(settings: dict) -> dict:
+    """Weight name -> shape, as a BERT of ``_read_config``'s sizes saves them
+    (``[out, in]`` kernels)."""
+    width, ff_dim = settings["width"], settings["ff_dim"]
+    vocab_size, max_positions = settings["vocab_size"], settings["max_positions"]
+    type_vocab_size = settings["type_vocab_size"]
+    shapes = {
+        _WORDS: (vocab_size, width),
+        "embeddings.position_embeddings.weight": (max_positions, width),
+        "embeddings.LayerNorm.weight": (width,),
+        "embeddings.LayerNorm.bias": (width,),
+    }
+    if type_vocab_size:
+        shapes[_TOKEN_TYPES] = (type_vocab_size, width)
+    for i in range(settings["num_layers"]):
+        layer = f"encoder.layer.{i}."
+        dense = {
+            "attention.self.query": (width, width),
+            "attention.self.key": (width, width),
+            "attention.self.value": (width, width),
+            "attention.output.dense": (width, width),
+            "intermediate.dense": (ff_dim, width),
+            "output.dense": (width, ff_dim),
+        }
+        for name, shape in dense.items():
+            shapes[f"{layer}{name}.weight"] = shape
+            shapes[f"{layer}{name}.bias"] = shape[:1]
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[f"{layer}{norm}.weight"] = (width,)
+            shapes[f"{layer}{norm}.bias"] = (width,)
+    return shapes
+
+
+def _read_weights(path: str, settings: dict, config_path: str) -> dict:
+    """The weights the Listformer takes, float32, checked against ``settings``'s shapes."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist")
+    try:
+        stored = load_file(path)
+    except Exception as error:  # the package's own errors name no file
+        raise ValueError(f"{path}: not a readable safetensors file ({error})") from error
+    if _WORDS not in stored and PREFIX + _WORDS in stored:
+        stored = {name[len(PREFIX) :]: v for name, v in stored.items() if name.startswith(PREFIX)}
+    if _TOKEN_TYPES not in stored:  # token types are optional
+        settings = dict(settings, type_vocab_size=0)
+    weights = {}
+    for name, shape in _expected_shapes(settings).items():
+        if name not in stored:
+            raise ValueError(
+                f"{path}: missing weight {name!r} (or {PREFIX + name!r}), which "
+                f"{config_path} implies"
+            )
+        value = stored[name]
+        if value.shape != shape:
+            raise ValueError(
+                f"{path}: weight {name!r} has shape {value.shape}, but {config_path} "
+                f"implies {shape}"
+            )
+        if not np.issubdtype(value.dtype, np.floating):
+            raise ValueError(f"{path}: weight {name!r} is {value.dtype}, not floating-point")
+        weights[name] = value.astype(np.float32)
+    return weights
+
+
+def _token(value):
+    """A special token of ``tokenizer_config.json``: a string or ``{"content": ...}``."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+def _lower_case(path: str, vocabulary: list[str]) -> bool:
+    """Whether the checkpoint's tokenizer lower-cases; its unsupported settings refused."""
+    settings = _read_json(path) if os.path.isfile(path) else {}
+    for name in ("do_basic_tokenize", "tokenize_chinese_chars"):
+        if settings.get(name, True) is not True:
+            raise ValueError(
+                f"{path}: field {name!r} is {settings[name]!r}; only true is supported"
+            )
+    for name, token in (("unk_token", UNKNOWN), ("cls_token", CLS), ("sep_token", SEP)):
+        if _token(settings.get(name, token)) != token:
+            raise ValueError(f"{path}: field {name!r} must be {token!r}, got {settings[name]!r}")
+    lower = settings.get("do_lower_case")
+    if lower is None:  # an uncased vocabulary has no upper-case letter outside [SPECIAL] tokens
+        lower = not any(t != t.lower() for t in vocabulary if not t.startswith("["))
+    elif not isinstance(lower, bool):
+        raise ValueError(f"{path}: field 'do_lower_case' must be true or false, got {lower!r}")
+    strip = settings.get("strip_accents")
+    if strip is not None and strip != lower:  # BertTokenizer strips accents iff it lower-cases
+        raise ValueError(
+            f"{path}: field 'strip_accents' {strip!r} differs from 'do_lower_case' {lower!r}; "
+            "only accents stripped with lower-casing are supported"
+        )
+    return lower
+
+
+def _read_vocabulary(path: str, vocab_size: int, config_path: str) -> list[str]:
+    vocabulary = read_vocabulary(path)
+    if len(vocabulary) > vocab_size:
+        raise ValueError(
+            f"{path} has {len(vocabulary)} tokens, more than {config_path}'s field "
+            f"'vocab_size' {vocab_size}"
+        )
+    for token in (CLS, SEP):
+        if token not in vocabulary:
+            raise ValueError(f"{path}: the vocabulary has no {token} token")
+    return vocabulary
+
+
+def read_bert_checkpoint(directory: str) -> BertCheckpoint:
+    """The checkpoint in ``directory`` (``config.json``, ``model.safetensors``,
+    ``vocab.txt``, optionally ``tokenizer_config.json``).
+
+    Raises:
+      FileNotFoundError: naming a missing file.
+      ValueError: naming the file and the field or weight that is missing, not
+        supported, or of the wrong shape.
+    """
+    config_path = os.path.join(directory, CONFIG_FILE)
+    settings = _read_config(config_path)
+    weights = _read_weights(os.path.join(directory, WEIGHTS_FILE), settings, config_path)
+    vocabulary = _read_vocabulary(
+        os.path.join(directory, VOCAB_FILE), settings["vocab_size"], config_path
+    )
+    lower_case = _lower_case(os.path.join(directory, TOKENIZER_CONFIG_FILE), vocabulary)
+    if _TOKEN_TYPES not in weights:
+        settings["type_vocab_size"] = 0
+    checkpoint = BertCheckpoint(
+        directory=directory,
+        vocabulary=tuple(vocabulary),
+        lower_case=lower_case,
+        weights=weights,
+        **settings,
+    )
+    logger.info(
+        "read %s: %d layers, width %d, %d heads, feed-forward %d, %d tokens (%s)",
+        directory,
+        checkpoint.num_layers,
+        checkpoint.width,
+        checkpoint.num_heads,
+        checkpoint.ff_dim,
+        len(vocabulary),
+        "lower-cased" if lower_case else "cased",
+    )
+    return checkpoint

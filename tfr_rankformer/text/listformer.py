@@ -1,0 +1,156 @@
+"""The Listformer (Reuter, 2022): a listwise text re-ranker with document-wise
+global-local attention.
+
+One sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` goes through a
+Transformer encoder whose global tokens (``[CLS]``, the query's tokens, every
+``[SEP]``) attend to all tokens and are attended by all, while a document's
+own tokens attend only within their document (a sliding window cut at its
+borders) and to the global tokens (``global_attention``). Positions restart
+at 0 in every document, so permuting the documents permutes their scores.
+Document ``j``'s score is a linear layer on the output of the ``[SEP]`` that
+closes it. With a list head (alpha > 0) the RankFormer's ordinal list head
+reads ``[CLS]``.
+
+The layers take the from-scratch form unless ``form`` (``listformer_form``)
+gives a pretrained checkpoint's: post-LayerNorm layers without a final
+LayerNorm, the checkpoint's epsilon and activation, separate global-attention
+projections (``listformer_checkpoint`` loads such a checkpoint's weights).
+
+Inputs (see ``text_tokenizer``, which makes them from strings):
+``{"query_ids": [B, Q] int32, "document_ids": [B, N, T] int32, "mask": [B, N]
+bool}``, ids ``-1`` where there is no token. Outputs: ``{"scores": [B, N]}``
+(padding documents score ``PADDING_SCORE``), with ``{"list_quality": [B, K]}``
+when a list head is built, or ``{"item_levels": [B, N, K]}`` for the ordinal loss.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfr_rankformer.initializers import dense
+from tfr_rankformer.layers import FastDropout, LayerNorm
+from tfr_rankformer.models import ModelConfig, copy_first_layer, score_outputs
+from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_layers import (
+    DocumentReadout,
+    GlobalLocalTextEncoderLayer,
+    ListformerEmbedding,
+)
+
+__all__ = ["QUERY_IDS", "DOCUMENT_IDS", "TEXT_MODELS", "build_listformer", "build_text_model"]
+
+QUERY_IDS = "query_ids"
+DOCUMENT_IDS = "document_ids"
+MASK = "mask"
+
+
+def text_inputs() -> dict:
+    """The Keras inputs of a text model."""
+    return {
+        QUERY_IDS: tf.keras.Input(shape=(None,), dtype=tf.int32, name=QUERY_IDS),
+        DOCUMENT_IDS: tf.keras.Input(shape=(None, None), dtype=tf.int32, name=DOCUMENT_IDS),
+        MASK: tf.keras.Input(shape=(None,), dtype=tf.bool, name=MASK),
+    }
+
+
+def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
+    """The encoder layers (and the final LayerNorm of the pre-LayerNorm form) on
+    ``x`` ``[B, S, D]``: ``[B, S, D]``."""
+    encoder = []
+    for i in range(config.num_layers):
+        layer = GlobalLocalTextEncoderLayer(
+            window=config.attention_window,
+            attention=config.attention,
+            num_heads=config.num_heads,
+            ff_dim=config.ff_dim,
+            dropout=config.dropout,
+            activation=form.activation,
+            init=config.init,
+            norm_first=form.norm_first,
+            epsilon=form.layer_norm_epsilon,
+            global_projections=form.global_projections,
+            name=f"encoder_{i}",
+        )
+        x = layer(x, global_valid, local_valid)
+        encoder.append(layer)
+    if config.copied_layers:
+        copy_first_layer(encoder)
+    if form.norm_first:  # pre-LayerNorm layers leave the residual stream unnormalised
+        x = LayerNorm(epsilon=form.layer_norm_epsilon, name="final_norm")(x)
+    return x
+
+
+def build_listformer(
+    vocab_size: int,
+    config: ModelConfig,
+    levels: int | None,
+    item_levels: int | None = None,
+    *,
+    form: ListformerForm | None = None,
+) -> tf.keras.Model:
+    """The Listformer on token ids.
+
+    Args:
+      vocab_size: the tokenizer's vocabulary size.
+      config: resolved settings (``ModelConfig.resolved("listformer")``): ``width``,
+        ``num_layers``, ``num_heads``, ``ff_dim``, ``dropout``, ``attention_window``,
+        ``attention``, ``max_positions``, ``head_hidden`` (list head), ``init``.
+      levels: ``K`` levels of the list head; ``None`` or 0: no list head.
+      item_levels: per-document level logits for the ordinal loss; ``None``: one score.
+      form: the layers' form; ``None``: ``ListformerForm.from_scratch()``.
+    """
+    form = form or ListformerForm.from_scratch()
+    # === Inputs ===
+    inputs = text_inputs()
+    mask = inputs[MASK]
+    # === Embedding ===
+    embedding = ListformerEmbedding(
+        vocab_size,
+        config.width,
+        config.max_positions,
+        config.dropout,
+        epsilon=form.layer_norm_epsilon,
+        cls_position=form.cls_position,
+        name="embedding",
+    )
+    # -> [B, S, D] with S = 1 + Q + N + N T, [B, G], [B, N, T]
+    x, global_valid, local_valid = embedding(inputs[QUERY_IDS], inputs[DOCUMENT_IDS], mask)
+    # === Encoder ===
+    x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D]
+    # === Heads ===
+    z_cls, z_seps = DocumentReadout(name="readout")(x, global_valid, mask)  # [B, D], [B, N, D]
+    score = dense(item_levels or 1, fan_in=config.width, init=config.init, dtype="float32")
+    outputs = score_outputs(score(z_seps), mask, item_levels)  # [B, N, 1] -> [B, N]
+    if levels:
+        head = tf.keras.Sequential(
+            [
+                dense(config.head_hidden, fan_in=config.width, init=config.init, activation="relu"),
+                FastDropout(config.head_dropout),
+                dense(levels, fan_in=config.head_hidden, init=config.init, dtype="float32"),
+            ],
+            name="list_head",
+        )
+        # h_d(z_CLS): [B, D] -> [B, K] logits of P(t >= k).
+        outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(
+            head(z_cls)
+        )
+    return tf.keras.Model(inputs, outputs, name="listformer")
+
+
+TEXT_MODELS = {"listformer": build_listformer}
+
+
+def build_text_model(
+    name: str,
+    vocab_size: int,
+    config: ModelConfig,
+    levels: int | None,
+    *,
+    item_levels: int | None = None,
+    form: ListformerForm | None = None,
+) -> tf.keras.Model:
+    """The text model ``name`` (a key of ``TEXT_MODELS``) with ``config``'s defaults filled
+    in, its layers in ``form`` (``None``: the from-scratch form)."""
+    if name not in TEXT_MODELS:
+        raise ValueError(f"Unknown text model {name!r}; choose from {sorted(TEXT_MODELS)}")
+    return TEXT_MODELS[name](vocab_size, config.resolved(name), levels, item_levels, form=form)

@@ -1,0 +1,257 @@
+"""A pretrained start for the Listformer: a BERT-family checkpoint's weights and vocabulary.
+
+:func:`listformer_from_checkpoint` reads a checkpoint directory in the Hugging
+Face layout (``bert_checkpoint``) and returns a Listformer built in the
+checkpoint's form (``ListformerForm.bert``: post-LayerNorm layers, its
+activation and LayerNorm epsilon, no final LayerNorm) with the checkpoint's
+sizes (width, layers, heads, feed-forward width, vocabulary, positions), its
+weights loaded, and the tokenizer that splits text as the checkpoint's own
+(its ``vocab.txt``, BERT's basic tokenisation, its lower-casing).
+
+What each Listformer weight starts from:
+
+* the token table, the position table and the embeddings' LayerNorm: the
+  checkpoint's; positions still restart at 0 in every document;
+* the query and document segments: token types 0 and 1 (type 0 for both if
+  the checkpoint has one type; zeros if it has none);
+* ``[CLS]`` and ``[SEP]``: the word embeddings of ``[CLS]`` and ``[SEP]``;
+* every encoder layer: the checkpoint's layer of the same index; the global
+  tokens' projections (``qkv_global``) start as copies of the local ones, as
+  Longformer's did from RoBERTa;
+* the own-document bias of ``[SEP]`` (this project's addition), the score
+  head and the list head: their usual initial values.
+
+With one document inside the attention window and the own-document bias at
+0, the encoder computes the checkpoint's BERT on ``[CLS] q [SEP] d`` (with the
+Listformer's positions and segments): tested to 1e-4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.text.bert_checkpoint import CLS, SEP, BertCheckpoint, read_bert_checkpoint
+from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.text_tokenizer import TextTokenizer
+
+__all__ = [
+    "PretrainedListformer",
+    "listformer_from_checkpoint",
+    "checkpoint_model_config",
+    "checkpoint_form",
+    "checkpoint_tokenizer",
+    "load_checkpoint_weights",
+]
+
+logger = logging.getLogger(__name__)
+
+MODEL = "listformer"
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainedListformer:
+    """A Listformer started from a checkpoint, and what a run records to rebuild it.
+
+    Attributes:
+      model: the Keras model with the checkpoint's weights (heads fresh).
+      tokenizer: the checkpoint's vocabulary and splitting, with the token caps.
+      vocabulary: ``vocab.txt``'s tokens (the run's ``vocab.txt``).
+      config: the resolved settings with the checkpoint's sizes (the run's
+        architecture).
+      form: the layers' form (``build_text_model(..., form=...)`` rebuilds it).
+      vocab_size: rows of the token table: the checkpoint's ``vocab_size``,
+        which may exceed ``len(vocabulary)``.
+    """
+
+    model: tf.keras.Model
+    tokenizer: TextTokenizer
+    vocabulary: list
+    config: ModelConfig
+    form: ListformerForm
+    vocab_size: int
+
+    def settings(self) -> dict:
+        """What rebuilding the model and tokenizer needs besides the architecture and
+        ``vocab.txt`` (JSON)."""
+        return {
+            "form": self.form.to_json(),
+            "vocab_size": self.vocab_size,
+            "lower_case": self.tokenizer.lower_case,
+            "basic_tokenization": self.tokenizer.basic_tokenization,
+        }
+
+
+def checkpoint_model_config(checkpoint: BertCheckpoint, config: ModelConfig) -> ModelConfig:
+    """``config`` resolved for the Listformer, with the checkpoint's sizes in place of its
+    ``width``, ``num_layers``, ``num_heads``, ``ff_dim`` and ``max_positions`` (the
+    rest, dropout and the heads' settings included, stays ``config``'s)."""
+    return dataclasses.replace(
+        config,
+        width=checkpoint.width,
+        num_layers=checkpoint.num_layers,
+        num_heads=checkpoint.num_heads,
+        ff_dim=checkpoint.ff_dim,
+        max_positions=checkpoint.max_positions,
+    ).resolved(MODEL)
+
+
+def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:
+    """The checkpoint's layer form: post-LayerNorm, its activation and epsilon."""
+    return ListformerForm.bert(
+        layer_norm_epsilon=checkpoint.layer_norm_epsilon, activation=checkpoint.activation
+    )
+
+
+def checkpoint_tokenizer(
+    checkpoint: BertCheckpoint, *, max_query_tokens: int, max_document_tokens: int
+) -> TextTokenizer:
+    """The tokenizer giving the checkpoint's own token ids, with the token caps.
+
+    Raises:
+      ValueError: if a cap leaves no position for ``[SEP]`` (or the query's
+        ``[CLS]``) in the checkpoint's position table.
+    """
+    caps = {"max_query_tokens": max_query_tokens, "max_document_tokens": max_document_tokens}
+    for name, cap in caps.items():
+        if cap >= checkpoint.max_positions:
+            raise ValueError(
+                f"`{name}` {cap} needs the checkpoint's max_position_embeddings "
+                f"({checkpoint.max_positions}, {checkpoint.directory}) above it"
+            )
+    return TextTokenizer(
+        list(checkpoint.vocabulary),
+        max_query_tokens=max_query_tokens,
+        max_document_tokens=max_document_tokens,
+        lower_case=checkpoint.lower_case,
+        basic_tokenization=True,
+    )
+
+
+def _dense(layer, weights: dict, *names: str) -> list:
+    """``(variable, value, source)`` of a Dense layer from PyTorch ``[out, in]`` weights,
+    several of them side by side (the query, key and value projections)."""
+    kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
+    bias = np.concatenate([weights[f"{n}.bias"] for n in names])
+    source = " + ".join(names)
+    return [(layer.kernel, kernel, f"{source}.weight"), (layer.bias, bias, f"{source}.bias")]
+
+
+def _norm(layer, weights: dict, name: str) -> list:
+    return [
+        (layer.gamma, weights[f"{name}.weight"], f"{name}.weight"),
+        (layer.beta, weights[f"{name}.bias"], f"{name}.bias"),
+    ]
+
+
+def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
+    weights = checkpoint.weights
+    words = weights["embeddings.word_embeddings.weight"]
+    positions = "embeddings.position_embeddings.weight"
+    types = weights.get("embeddings.token_type_embeddings.weight")
+    if types is None:  # no token types: the segments add nothing at first
+        segments = np.zeros([2, checkpoint.width], np.float32)
+    else:  # query side type 0, document side type 1 (or 0 again if it is the only one)
+        segments = types[[0, min(1, len(types) - 1)]]
+    special = words[[checkpoint.token_id(CLS), checkpoint.token_id(SEP)]]
+    return [
+        (embedding.tokens, words, "embeddings.word_embeddings.weight"),
+        (embedding.positions, weights[positions], positions),
+        (embedding.segments, segments, "embeddings.token_type_embeddings.weight"),
+        (embedding.special, special, "embeddings.word_embeddings.weight ([CLS], [SEP])"),
+        *_norm(embedding.norm, weights, "embeddings.LayerNorm"),
+    ]
+
+
+def _layer_values(layer, weights: dict, index: int) -> list:
+    prefix = f"encoder.layer.{index}."
+    qkv = [prefix + f"attention.self.{part}" for part in ("query", "key", "value")]
+    values = [
+        *_dense(layer.qkv, weights, *qkv),
+        *_dense(layer.attention_out, weights, prefix + "attention.output.dense"),
+        *_norm(layer.norm_attention, weights, prefix + "attention.output.LayerNorm"),
+        *_dense(layer.ff_in, weights, prefix + "intermediate.dense"),
+        *_dense(layer.ff_out, weights, prefix + "output.dense"),
+        *_norm(layer.norm_ff, weights, prefix + "output.LayerNorm"),
+    ]
+    if layer.global_projections:  # Longformer: global projections start as the local ones
+        values += _dense(layer.qkv_global, weights, *qkv)
+    return values
+
+
+def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -> None:
+    """Sets a Listformer's embedding and encoder weights to the checkpoint's.
+
+    Args:
+      model: a Listformer built with the checkpoint's sizes and form
+        (``checkpoint_model_config``, ``checkpoint_form``).
+      checkpoint: the checkpoint.
+
+    Raises:
+      ValueError: naming the checkpoint's weight whose shape does not fit the model.
+    """
+    values = _embedding_values(model.get_layer("embedding"), checkpoint)
+    for i in range(checkpoint.num_layers):
+        values += _layer_values(model.get_layer(f"encoder_{i}"), checkpoint.weights, i)
+    for variable, value, source in values:
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"{checkpoint.directory}: {source} gives shape {value.shape}, but the "
+                f"Listformer's {variable.name} has {tuple(variable.shape)}"
+            )
+        variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+
+
+def listformer_from_checkpoint(
+    directory: str,
+    config: ModelConfig,
+    levels: int | None,
+    *,
+    item_levels: int | None = None,
+    max_query_tokens: int,
+    max_document_tokens: int,
+) -> PretrainedListformer:
+    """A Listformer started from the BERT-family checkpoint in ``directory``.
+
+    Args:
+      directory: a Hugging Face checkpoint directory (``config.json``,
+        ``model.safetensors``, ``vocab.txt``, optionally ``tokenizer_config.json``).
+      config: the run's settings; the checkpoint's sizes replace its own
+        (``checkpoint_model_config``).
+      levels: ``K`` levels of the list head; ``None`` or 0: no list head.
+      item_levels: per-document level logits for the ordinal loss; ``None``: one score.
+      max_query_tokens: a query keeps its first this many WordPiece tokens.
+      max_document_tokens: a document keeps its first this many WordPiece tokens.
+
+    Returns:
+      The model with the checkpoint's weights, its tokenizer, and what rebuilding
+      them needs (:class:`PretrainedListformer`).
+
+    Raises:
+      FileNotFoundError / ValueError: naming the checkpoint's file and the field or
+        weight that is missing, not supported or of the wrong shape.
+    """
+    checkpoint = read_bert_checkpoint(directory)
+    tokenizer = checkpoint_tokenizer(
+        checkpoint, max_query_tokens=max_query_tokens, max_document_tokens=max_document_tokens
+    )
+    resolved = checkpoint_model_config(checkpoint, config)
+    form = checkpoint_form(checkpoint)
+    model = build_text_model(
+        MODEL, checkpoint.vocab_size, resolved, levels, item_levels=item_levels, form=form
+    )
+    load_checkpoint_weights(model, checkpoint)
+    logger.info("the listformer starts from %s", directory)
+    return PretrainedListformer(
+        model=model,
+        tokenizer=tokenizer,
+        vocabulary=list(checkpoint.vocabulary),
+        config=resolved,
+        form=form,
+        vocab_size=checkpoint.vocab_size,
+    )

@@ -1,0 +1,296 @@
+"""Keras layers of the Listformer: its embedding, encoder layer and read-out.
+
+The sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` is held as one tensor
+``[B, S, D]`` laid out as ``[CLS], q_1 .. q_Q, [SEP]_1 .. [SEP]_N`` (the
+``G = 1 + Q + N`` global tokens) followed by the ``N`` documents' tokens in
+blocks of ``T`` (``S = G + N T``). Token ids are ``-1`` where there is no
+token (padding).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfr_rankformer.command_names import ATTENTIONS
+from tfr_rankformer.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.layers import FastDropout, LayerNorm, uses_compiled_ops
+from tfr_rankformer.projections import Dense
+from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
+
+__all__ = [
+    "ATTENTIONS",
+    "ListformerEmbedding",
+    "GlobalLocalTextEncoderLayer",
+    "DocumentReadout",
+]
+
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+
+# How ``GlobalLocalTextEncoderLayer`` computes its attention (``ATTENTIONS``):
+# ``blocked`` (memory linear in the documents), ``dense_masked`` (the same
+# attention through the full masked matrix, the reference) or ``full`` (plain
+# full attention over the same sequence: not the Listformer, a baseline).
+
+
+@_serializable
+class ListformerEmbedding(tf.keras.layers.Layer):
+    """Token, position and segment embeddings of the whole sequence.
+
+    Query tokens take positions ``0 .. Q - 1``; every document's tokens take
+    positions from 0 again, so the documents' order carries no signal; the
+    ``[SEP]`` closing document ``j`` continues its document's positions (at
+    ``len(d_j)``). ``[CLS]`` and ``[SEP]`` are learned vectors. Segments: query
+    side (``[CLS]``, query) and document side (documents, ``[SEP]``). With
+    ``cls_position`` (a BERT checkpoint's form), ``[CLS]`` takes position 0 and
+    the query positions ``1 .. Q``, as BERT reads ``[CLS] q``.
+
+    Args:
+      vocab_size: rows of the token table.
+      width: the model width ``D``.
+      max_positions: positions embedded; longer inputs are refused upstream.
+      dropout: dropout on the embeddings (after their LayerNorm).
+      epsilon: the epsilon of the embeddings' LayerNorm.
+      cls_position: ``[CLS]`` takes position 0 and the query follows it.
+
+    Call args:
+      query_ids: ``[B, Q]`` int32, ``-1`` padding.
+      document_ids: ``[B, N, T]`` int32, ``-1`` padding.
+      mask: ``[B, N]`` bool, True for real documents.
+
+    Returns:
+      ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        width: int,
+        max_positions: int,
+        dropout: float,
+        epsilon: float = 1e-5,
+        cls_position: bool = False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.width = width
+        self.max_positions = max_positions
+        self.dropout = dropout
+        self.epsilon = epsilon
+        self.cls_position = cls_position
+
+    def build(self, input_shape):
+        width = self.width
+
+        def normal():  # BERT's N(0, 0.02^2), truncated; a new initializer per weight
+            return tf.keras.initializers.TruncatedNormal(stddev=0.02)
+
+        self.tokens = self.add_weight(
+            name="tokens", shape=(self.vocab_size, width), initializer=normal()
+        )
+        self.positions = self.add_weight(
+            name="positions", shape=(self.max_positions, width), initializer=normal()
+        )
+        self.segments = self.add_weight(name="segments", shape=(2, width), initializer=normal())
+        self.special = self.add_weight(name="cls_sep", shape=(2, width), initializer=normal())
+        self.norm = LayerNorm(epsilon=self.epsilon)
+        self.drop = FastDropout(self.dropout)
+        super().build(input_shape)
+
+    def _lookup(self, ids):
+        return tf.gather(self.tokens, tf.maximum(ids, 0))
+
+    def call(self, query_ids, document_ids, mask, training=None):
+        shape = tf.shape(document_ids)
+        batch, docs, block = shape[0], shape[1], shape[2]
+        query_valid = query_ids >= 0  # [B, Q]
+        local_valid = (document_ids >= 0) & mask[:, :, tf.newaxis]  # [B, N, T]
+        last = self.max_positions - 1
+        first = 1 if self.cls_position else 0  # the query's first position
+        # [B, Q] -> [B, Q, D]
+        query = self._lookup(query_ids) + self.segments[0]
+        query_positions = tf.range(tf.shape(query_ids)[1]) + first
+        query += tf.gather(self.positions, tf.minimum(query_positions, last))
+        # [B, N, T] -> [B, N, T, D], positions restarting in every document
+        documents = self._lookup(document_ids) + self.segments[1]
+        documents += tf.gather(self.positions, tf.minimum(tf.range(block), last))
+        lengths = tf.reduce_sum(tf.cast(local_valid, tf.int32), axis=-1)  # [B, N]
+        seps = (
+            self.special[1]
+            + self.segments[1]
+            + tf.gather(self.positions, tf.minimum(lengths, last))
+        )
+        cls = tf.tile(self.special[tf.newaxis, :1], [batch, 1, 1]) + self.segments[0]  # [B, 1, D]
+        if self.cls_position:
+            cls += self.positions[0]
+        x = tf.concat(
+            [cls, query, seps, tf.reshape(documents, [batch, docs * block, self.width])], axis=1
+        )  # [B, S, D], S = 1 + Q + N + N T
+        x = self.drop(self.norm(x, training=training), training=training)
+        global_valid = tf.concat([tf.ones([batch, 1], tf.bool), query_valid, mask], axis=1)
+        return x, global_valid, local_valid
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            width=self.width,
+            max_positions=self.max_positions,
+            dropout=self.dropout,
+            epsilon=self.epsilon,
+            cls_position=self.cls_position,
+        )
+        return config
+
+
+@_serializable
+class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
+    """An encoder layer with the Listformer's document-wise attention.
+
+    From scratch it is pre-LayerNorm (:class:`PreNormEncoderLayer`'s form) with
+    one set of query/key/value projections. In a BERT checkpoint's form it is
+    post-LayerNorm, ``LayerNorm(x + Dropout(Attention(x)))`` then
+    ``LayerNorm(x + Dropout(FF(x)))``, with its own LayerNorm epsilon, and the
+    global tokens' attention has projections of its own (``qkv_global``,
+    Longformer's; see ``global_local_attention``).
+
+    Args:
+      window: a document's token sees its document's tokens at most this far away.
+      attention: one of ``ATTENTIONS``.
+      own_bias_init: initial value of the per-head bias of ``[SEP]_j`` on document
+        ``j``'s tokens (see ``global_local_attention``).
+      norm_first: pre-LayerNorm (from scratch); off: post-LayerNorm (BERT's).
+      epsilon: the epsilon of the layer's two LayerNorms.
+      global_projections: the global tokens' queries, and the keys and values
+        they read, have their own projections.
+      num_heads, ff_dim, dropout, activation, init: as :class:`PreNormEncoderLayer`.
+
+    Call args:
+      x: ``[B, S, D]``; global_valid: ``[B, G]``; local_valid: ``[B, N, T]``.
+
+    Returns:
+      ``[B, S, D]``.
+    """
+
+    def __init__(
+        self,
+        window: int = 256,
+        attention: str = "blocked",
+        own_bias_init: float = 2.0,
+        norm_first: bool = True,
+        epsilon: float = 1e-5,
+        global_projections: bool = False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if attention not in ATTENTIONS:
+            raise ValueError(f"`attention` must be one of {list(ATTENTIONS)}, got {attention!r}")
+        if window < 0:
+            raise ValueError(f"`window` must be >= 0, got {window!r}")
+        self.window = window
+        self.attention = attention
+        self.own_bias_init = own_bias_init
+        self.norm_first = norm_first
+        self.epsilon = epsilon
+        self.global_projections = global_projections
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        if self.norm_attention.epsilon != self.epsilon:  # a checkpoint's own epsilon
+            self.norm_attention = LayerNorm(epsilon=self.epsilon)
+            self.norm_ff = LayerNorm(epsilon=self.epsilon)
+        if self.global_projections:
+            self.qkv_global = Dense(3 * input_shape[-1], name="qkv_global")
+        self.own_bias = self.add_weight(
+            name="own_document_bias",
+            shape=(self.num_heads,),
+            initializer=tf.keras.initializers.Constant(self.own_bias_init),
+        )
+
+    def _global_local(self, h, global_valid, local_valid, training):
+        shape = tf.shape(local_valid)
+        batch, docs, block = shape[0], shape[1], shape[2]
+        num_global = tf.shape(global_valid)[1]
+        dim = h.shape[-1]
+        heads, head_dim = self.num_heads, dim // self.num_heads
+
+        def split(t):  # [B, S, D] -> [B, H, G, Dh] and [B, H, N, T, Dh]
+            g = tf.transpose(
+                tf.reshape(t[:, :num_global], [batch, -1, heads, head_dim]), [0, 2, 1, 3]
+            )
+            loc = tf.reshape(t[:, num_global:], [batch, docs, block, heads, head_dim])
+            return g, tf.transpose(loc, [0, 3, 1, 2, 4])
+
+        def projected(qkv):  # [B, S, 3 D] -> ((q, k, v) of the globals, of the locals)
+            parts = [split(t) for t in tf.split(qkv, 3, axis=-1)]
+            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+
+        globals_qkv, locals_qkv = projected(self.qkv(h))
+        settings = dict(
+            window=self.window,
+            own_bias=tf.cast(self.own_bias, h.dtype),
+            dropout=lambda w: self.dropout_weights(w, training=training),
+        )
+        if self.global_projections:
+            settings["global_rows"] = projected(self.qkv_global(h))
+        if self.attention == "blocked":
+            g, loc = blocked_attention(
+                globals_qkv, locals_qkv, global_valid, local_valid, **settings
+            )
+        else:
+            pattern = "full" if self.attention == "full" else "global_local"
+            g, loc = dense_attention(
+                globals_qkv, locals_qkv, global_valid, local_valid, pattern=pattern, **settings
+            )
+        g = tf.reshape(tf.transpose(g, [0, 2, 1, 3]), [batch, -1, dim])  # [B, G, D]
+        loc = tf.reshape(tf.transpose(loc, [0, 2, 3, 1, 4]), [batch, docs * block, dim])
+        return self.attention_out(tf.concat([g, loc], axis=1))  # [B, S, D]
+
+    def _feed_forward_update(self, x, training):
+        """``Dropout(FF(x))`` without a LayerNorm before it (post-LayerNorm): ``[..., D]``."""
+        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        if compiled and uses_compiled_ops(training, x.dtype):
+            h = self._compiled_feed_forward_hidden(x)
+        else:
+            h = self.dropout_ff(self.ff_in(x), training=training)
+        return self.dropout_out(self.ff_out(h), training=training)
+
+    def call(self, x, global_valid, local_valid, training=None):
+        if not self.norm_first:
+            h = self._global_local(x, global_valid, local_valid, training)
+            x = self.norm_attention(x + self.dropout_attention(h, training=training))
+            return self.norm_ff(x + self._feed_forward_update(x, training))
+        h = self._global_local(
+            self.norm_attention(x, training=training), global_valid, local_valid, training
+        )
+        x = x + self.dropout_attention(h, training=training)
+        return x + self._feed_forward(x, training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            window=self.window,
+            attention=self.attention,
+            own_bias_init=self.own_bias_init,
+            norm_first=self.norm_first,
+            epsilon=self.epsilon,
+            global_projections=self.global_projections,
+        )
+        return config
+
+
+@_serializable
+class DocumentReadout(tf.keras.layers.Layer):
+    """The ``[CLS]`` output and the ``[SEP]`` outputs that close the documents.
+
+    Call args:
+      x: ``[B, S, D]``; global_valid: ``[B, G]``; mask: ``[B, N]``.
+
+    Returns:
+      ``(cls [B, D], seps [B, N, D])``.
+    """
+
+    def call(self, x, global_valid, mask):
+        num_global = tf.shape(global_valid)[1]
+        docs = tf.shape(mask)[1]
+        return x[:, 0], x[:, num_global - docs : num_global]

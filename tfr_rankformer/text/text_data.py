@@ -1,0 +1,257 @@
+"""Text lists: TF-Ranking's text ELWC read into ``tf.data`` for the Listformer.
+
+The layout is the one TF-Ranking's own text examples use: a context feature
+``query_tokens`` (bytes, one entry per word token), a per-item
+``document_tokens`` (bytes, one entry per word token) and a per-item label
+``relevance`` (int64, ``-1`` marks padding). Files are
+``<dir>/{train,vali,test}-*.tfrecord``; a ``manifest.json`` beside them (``kind:
+"text"``) may name the features and list the splits' files, and is read
+tolerantly: without one, the files are found by name and the features take
+``TextConfig``'s names.
+
+Parsing uses TF-Ranking's ELWC parser (``tfr.data``); word tokens are joined
+with spaces into one string per query and per document, which the model's
+tokenizer (``text_tokenizer``) splits again. Each parsed list is
+``{"query": [], "documents": [L], "mask": [L], "label": [L]}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.config_io import require_positive_ints
+from tfr_rankformer.elwc_schema import PADDING_LABEL
+
+__all__ = [
+    "TextConfig",
+    "TextData",
+    "load_text_data",
+    "parsed_text_lists",
+    "batched_text_lists",
+    "scan_split",
+]
+
+QUERY, DOCUMENTS, MASK, LABEL = "query", "documents", "mask", "label"
+_PARSE_BATCH = 64
+SPLITS = ("train", "vali", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class TextConfig:
+    """How text lists are read and tokenised.
+
+    Attributes:
+      query_feature: the context feature holding the query's tokens; ``None``:
+        the manifest's ``query_feature``, else ``query_tokens``.
+      document_feature: the per-item feature holding a document's tokens;
+        ``None``: the manifest's ``document_feature``, else ``document_tokens``.
+      label_feature: the per-item int64 label; ``None``: the manifest's
+        ``label_feature``, else ``relevance``.
+      max_query_tokens: WordPiece tokens kept of a query (the rest is cut and counted).
+      max_document_tokens: WordPiece tokens kept of a document (likewise).
+      vocab: a WordPiece vocabulary file (one token per line, with ``[UNK]``);
+        empty: built from the training split's text.
+      vocab_size: entries of a vocabulary built from the training text.
+    """
+
+    query_feature: str | None = None
+    document_feature: str | None = None
+    label_feature: str | None = None
+    max_query_tokens: int = 32
+    max_document_tokens: int = 128
+    vocab: str = ""
+    vocab_size: int = 8000
+
+    def __post_init__(self):
+        require_positive_ints(self, "max_query_tokens", "max_document_tokens", "vocab_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class TextData:
+    """A directory of text ELWC: its files per split and its feature names."""
+
+    directory: str
+    files: dict[str, list[str]]
+    query_feature: str
+    document_feature: str
+    label_feature: str
+    manifest: dict
+
+    def split_files(self, split: str) -> list[str]:
+        if split not in self.files:
+            raise ValueError(
+                f"{self.directory} has no {split!r} split; it has {sorted(self.files)}"
+            )
+        return self.files[split]
+
+
+def _manifest_files(directory: str, entry) -> list[str] | None:
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if not files:
+        return None
+    return [os.path.join(directory, name) for name in files]
+
+
+def load_text_data(directory: str, config: TextConfig) -> TextData:
+    """The splits and feature names of a text ELWC directory.
+
+    Raises:
+      FileNotFoundError: if the directory holds no ``{split}-*.tfrecord`` file.
+      ValueError: if the manifest says it holds numeric lists.
+    """
+    manifest: dict = {}
+    path = os.path.join(directory, "manifest.json")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        if manifest.get("kind", "text") != "text" or "num_features" in manifest:
+            raise ValueError(
+                f"{path} describes feature-vector lists, not text: the Listformer needs text "
+                "ELWC (query_tokens / document_tokens)"
+            )
+    splits = manifest.get("splits") if isinstance(manifest.get("splits"), dict) else {}
+    files = {}
+    for split in SPLITS:
+        listed = _manifest_files(directory, splits.get(split))
+        found = listed or sorted(glob.glob(os.path.join(directory, f"{split}-*.tfrecord")))
+        missing = [f for f in found if not os.path.isfile(f)]
+        if missing:
+            raise FileNotFoundError(f"{path} lists {missing[0]}, which does not exist")
+        if found:
+            files[split] = found
+    if "train" not in files:
+        raise FileNotFoundError(
+            f"{directory} holds no train-*.tfrecord text ELWC files (and no manifest listing them)"
+        )
+    return TextData(
+        directory=directory,
+        files=files,
+        query_feature=config.query_feature or manifest.get("query_feature", "query_tokens"),
+        document_feature=config.document_feature
+        or manifest.get("document_feature", "document_tokens"),
+        label_feature=config.label_feature or manifest.get("label_feature", "relevance"),
+        manifest=manifest,
+    )
+
+
+def _join_tokens(tokens: tf.SparseTensor) -> tf.Tensor:
+    """``[..., W]`` sparse word tokens -> ``[...]`` strings joined with spaces."""
+    shape = tf.shape(tokens, out_type=tf.int64)
+    rows = tf.reduce_prod(shape[:-1])
+    flat = tf.sparse.reshape(tokens, tf.stack([rows, shape[-1]]))  # [R, W]
+    joined = tf.strings.reduce_join(tf.RaggedTensor.from_sparse(flat), axis=-1, separator=" ")
+    # Rows past the last non-empty one are missing from the ragged tensor's rows.
+    joined = tf.concat([joined, tf.fill([rows - tf.shape(joined, out_type=tf.int64)[0]], "")], 0)
+    return tf.reshape(joined, shape[:-1])
+
+
+def parse_text_batch(
+    serialized: tf.Tensor,
+    data: TextData,
+    *,
+    list_size: int | None,
+    shuffle_documents: bool = False,
+    seed: int = 0,
+) -> dict:
+    """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]`` (strings),
+    ``mask [B, L]`` and ``label [B, L]`` float32 (``-1`` for padding)."""
+    import tensorflow_ranking as tfr
+
+    parsed = tfr.data.parse_from_example_list(
+        serialized,
+        list_size=list_size,
+        context_feature_spec={data.query_feature: tf.io.VarLenFeature(tf.string)},
+        example_feature_spec={
+            data.document_feature: tf.io.VarLenFeature(tf.string),
+            data.label_feature: tf.io.FixedLenFeature([1], tf.int64, default_value=-1),
+        },
+        mask_feature_name=MASK,
+        shuffle_examples=shuffle_documents,
+        seed=seed,
+    )
+    mask = parsed[MASK]
+    label = tf.cast(tf.squeeze(parsed[data.label_feature], axis=-1), tf.float32)  # [B, L]
+    return {
+        QUERY: _join_tokens(parsed[data.query_feature]),
+        DOCUMENTS: tf.where(mask, _join_tokens(parsed[data.document_feature]), ""),
+        MASK: mask,
+        LABEL: tf.where(mask, label, PADDING_LABEL),
+    }
+
+
+def parsed_text_lists(
+    data: TextData,
+    split: str,
+    *,
+    list_size: int | None,
+    shuffle_documents: bool = False,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """One element per list (see the module docstring), in file order.
+
+    With ``list_size`` every list is padded or cut to it (after shuffling its
+    documents when ``shuffle_documents``); with ``None`` nothing is cut.
+    """
+    dataset = tf.data.TFRecordDataset(data.split_files(split))
+    dataset = dataset.batch(_PARSE_BATCH).map(
+        lambda s: parse_text_batch(
+            s, data, list_size=list_size, shuffle_documents=shuffle_documents, seed=seed
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.unbatch()
+
+
+def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    """Lists padded to the longest of each batch (padding documents: empty, masked, label -1)."""
+    padding = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL}
+    return lists.padded_batch(batch_size, padding_values=padding)
+
+
+def scan_split(
+    data: TextData, split: str, *, word_counts=None, list_size: int | None = None
+) -> dict:
+    """One pass over a split: lists, documents, longest list, lists longer than
+    ``list_size``, documents without a label, the highest label, and (when
+    ``word_counts``, a ``Counter``, is given) the words of its text.
+
+    Raises:
+      ValueError: if the split holds no list.
+    """
+    from tfr_rankformer.text.text_tokenizer import count_words
+
+    lists = documents = longest = longer = unlabelled = 0
+    max_label = 0.0
+    empty_lists = 0
+    batches = batched_text_lists(parsed_text_lists(data, split, list_size=None), 256)
+    for batch in batches.as_numpy_iterator():
+        mask = batch[MASK]
+        sizes = mask.sum(axis=1)
+        lists += len(sizes)
+        documents += int(sizes.sum())
+        longest = max(longest, int(sizes.max(initial=0)))
+        longer += int((sizes > list_size).sum()) if list_size else 0
+        unlabelled += int((mask & (batch[LABEL] < 0)).sum())
+        labels = np.where(mask, batch[LABEL], 0.0)
+        max_label = max(max_label, float(labels.max(initial=0.0)))
+        empty_lists += int((labels.max(axis=1, initial=0.0) <= 0).sum())
+        if word_counts is not None:
+            count_words((q.decode("utf-8") for q in batch[QUERY]), word_counts)
+            count_words((d.decode("utf-8") for d in batch[DOCUMENTS][mask]), word_counts)
+    if lists == 0:
+        raise ValueError(f"{data.directory}: the {split!r} split holds no list")
+    return {
+        "lists": lists,
+        "documents": documents,
+        "longest_list": longest,
+        "lists_longer_than_list_size": longer,
+        "unlabelled_documents": unlabelled,
+        "max_label": int(max_label),
+        "lists_without_relevant": empty_lists,
+    }

@@ -1,0 +1,366 @@
+"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline.
+
+The output has the local converter's layout (``manifest.json``, shards named
+``train-00000-of-0000S.tfrecord`` ...) and holds the same lists with the same
+labels, simulated labels and features for the same seed; see
+``beam_pipeline`` for how. Differences from the local converter:
+
+* Lists are grouped by qid, so a list may be split across files (the local
+  converter rejects a qid that reappears).
+* Invalid lines do not stop the run: each goes to a dead-letter text file
+  (``path<TAB>line<TAB>message``, the local parser's message), and the run
+  fails after the pipeline, with a summary, when there are more than
+  ``max_bad_lines`` of them.
+* Quantiles come from Beam's approximate quantile sketches over every train
+  item (rank error below ``quantile_epsilon * num_items``) instead of an exact
+  sample; moments and extremes are exact as locally.
+
+Local outputs are written under a temporary name beside the output and renamed
+when complete (``atomic_output``). Remote outputs (``gs://...``) cannot be
+renamed atomically: the shards are written in place and ``manifest.json``
+last, so a directory without a manifest is incomplete; a failed run deletes
+what it wrote (``beam_output``). Either way an existing output is replaced
+only when it is tfr-convert's (``converted_output``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfrecords_tools.atomic_output import prepare, publish
+from tfrecords_tools.beam.beam_output import delete_quietly, prepare_remote, write_text
+from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
+from tfrecords_tools.convert import (
+    MANIFEST_NAME,
+    ConvertConfig,
+    fold_manifest,
+    input_path,
+    log_reordered_lines,
+)
+from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
+from tfrecords_tools.elwc_input import ELWC_PREFIX
+from tfrecords_tools.list_processing import ListPolicy
+from tfrecords_tools.manifest_json import dumps as manifest_dumps
+from tfrecords_tools.normalization import NormalizationFitter, rounded
+from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
+
+__all__ = ["RUNNERS", "BeamConfig", "BadLinesError", "convert_on_beam"]
+
+logger = logging.getLogger(__name__)
+
+RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
+_SHOWN_BAD_LINES = 5
+
+
+class BadLinesError(ValueError):
+    """More invalid lines than allowed; the message counts them and shows the first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamConfig:
+    """Settings of a conversion on Apache Beam.
+
+    Attributes:
+      convert: the conversion's settings, as for the local converter (its
+        ``input`` is ``files`` when the split files are given as patterns).
+      runner: the Beam runner, one of ``RUNNERS``.
+      pipeline_args: further Beam pipeline options (``--project``, ``--region``,
+        ``--temp_location``, ``--flink_master``, ``--environment_type`` ...).
+      max_bad_lines: invalid lines allowed before the run fails.
+      bad_lines_output: the dead-letter file; ``None``: ``OUTPUT.bad_lines.txt``.
+      train_files: glob patterns of the train files (instead of ``convert.input``).
+      vali_files: glob patterns of the vali files.
+      test_files: glob patterns of the test files.
+      quantile_epsilon: rank error bound of the quantile sketches, as a share of
+        the train items; ``None``: ``1 / num_quantiles`` (Beam's default).
+    """
+
+    convert: ConvertConfig
+    runner: str = "DirectRunner"
+    pipeline_args: tuple[str, ...] = ()
+    max_bad_lines: int = 0
+    bad_lines_output: str | None = None
+    train_files: tuple[str, ...] = ()
+    vali_files: tuple[str, ...] = ()
+    test_files: tuple[str, ...] = ()
+    quantile_epsilon: float | None = None
+
+    def __post_init__(self):
+        if self.runner not in RUNNERS:
+            raise ValueError(f"Unknown runner {self.runner!r}; choose from {list(RUNNERS)}")
+        if not isinstance(self.max_bad_lines, int) or self.max_bad_lines < 0:
+            raise ValueError(f"`max_bad_lines` must be an int >= 0, got {self.max_bad_lines!r}")
+        if self.quantile_epsilon is not None and not 0 < self.quantile_epsilon < 1:
+            raise ValueError(f"`quantile_epsilon` must lie in (0, 1), got {self.quantile_epsilon}")
+        if self.convert.input.startswith("tfds:"):
+            raise ValueError("--runner reads LETOR text; tfds: inputs convert without --runner")
+        if self.train_files and self.convert.input != "files":
+            raise ValueError("give the input either as --input or as --train-files, not both")
+        if (self.vali_files or self.test_files) and not self.train_files:
+            raise ValueError("--vali-files and --test-files need --train-files")
+
+    @property
+    def epsilon(self) -> float:
+        return self.quantile_epsilon or 1.0 / self.convert.num_quantiles
+
+    def patterns(self) -> dict[str, tuple[str, ...]]:
+        given = {"train": self.train_files, "vali": self.vali_files, "test": self.test_files}
+        return {split: patterns for split, patterns in given.items() if patterns}
+
+    def to_json(self) -> dict:
+        out = dataclasses.asdict(self)
+        del out["convert"]
+        out["quantile_epsilon"] = self.epsilon
+        return out
+
+
+def _match(patterns: tuple[str, ...], split: str) -> list[str]:
+    """Files matching ``patterns``, sorted within each pattern, first match kept."""
+    files: list[str] = []
+    for result in FileSystems.match(list(patterns)):
+        for path in sorted(m.path for m in result.metadata_list):
+            if path not in files:
+                files.append(path)
+    if not files:
+        raise DatasetNotFoundError(f"--{split}-files {' '.join(patterns)}: no file matches")
+    return files
+
+
+def _resolve(config: BeamConfig, scratch: str) -> tuple[Source, dict]:
+    """The source and ``{fold: {split: [files]}}`` to convert."""
+    patterns = config.patterns()
+    if patterns:
+        source = Source("files", None, {None: patterns}, None, None)
+        return source, {None: {split: _match(p, split) for split, p in patterns.items()}}
+    c = config.convert
+    if c.input.startswith(ELWC_PREFIX):
+        raise ValueError("--runner reads LETOR files; convert an elwc: input without --runner")
+    source = resolve_source(
+        c.input, data_dir=c.data_dir, scratch=scratch, synthetic=c.synthetic, tfds_download=False
+    )
+    folds = select_folds(source, fold=c.fold, all_folds=c.all_folds)
+    return source, {fold: {s: [path] for s, path in files.items()} for fold, files in folds.items()}
+
+
+def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
+    """The feature count and highest label: given, known, or scanned from local files."""
+    known = (config.num_features or source.num_features) and (
+        config.max_relevance or source.max_relevance
+    )
+    remote = [
+        p for files in folds.values() for split in files.values() for p in split if "://" in p
+    ]
+    if not known and remote:
+        raise ValueError(
+            f"pass --num-features and --max-relevance: {remote[0]} is not a local file to scan"
+        )
+    return dataset_sizes(
+        source, folds, num_features=config.num_features, max_relevance=config.max_relevance
+    )
+
+
+def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
+    c = config.convert
+    policy = ListPolicy(
+        max_list_size=c.max_list_size,
+        min_list_size=c.min_list_size,
+        clicks=c.clicks if c.simulate_clicks else None,
+        max_relevance=sizes.max_relevance,
+        seed=c.seed,
+    )
+    jobs = []
+    for fold, files in folds.items():
+        out_dir = FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
+        for split in (s for s in SPLITS if s in files):
+            jobs.append(
+                SplitJob(
+                    fold=fold,
+                    split=split,
+                    files=tuple(files[split]),
+                    out_dir=out_dir,
+                    num_shards=c.shards,
+                    num_features=sizes.num_features,
+                    policy=policy,
+                    chunk_bytes=c.chunk_bytes,
+                    fit_seed=c.seed if split == "train" else None,
+                    num_quantiles=c.num_quantiles,
+                    quantile_epsilon=config.epsilon,
+                    duplicates=c.duplicate_features,
+                )
+            )
+    return jobs
+
+
+def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, bad_path: str):
+    options = PipelineOptions(list(config.pipeline_args), runner=config.runner)
+    with beam.Pipeline(options=options) as pipeline:
+        keyed, bad = [], []
+        for job in jobs:
+            job_results, job_bad = convert_split(pipeline, job)
+            keyed += job_results
+            bad.append(job_bad)
+        bad_lines = tuple(bad) | "BadLines" >> beam.Flatten()
+        _ = (
+            bad_lines
+            | "BadLineText" >> beam.Map(lambda line: line.to_text())
+            | "DeadLetters" >> beam.io.WriteToText(bad_path, num_shards=1, shard_name_template="")
+        )
+        first = (
+            bad_lines
+            | "FirstBadLines" >> beam.combiners.Top.Smallest(_SHOWN_BAD_LINES, key=_bad_order)
+            | "KeyFirst" >> beam.Map(lambda lines: (("all", "all", "first_bad_lines"), lines))
+        )
+        _ = (
+            (*keyed, first)
+            | "AllResults" >> beam.Flatten()
+            | "Gather" >> beam.combiners.ToList()
+            | "WriteResults" >> beam.ParDo(WriteResults(results_path))
+        )
+
+
+def _bad_order(line) -> tuple[str, int]:
+    return line.path, line.line
+
+
+def _spread(values: list[float], num_quantiles: int) -> list[float]:
+    """``num_quantiles`` values: the sketch's, or nearest ranks of fewer sorted values."""
+    if len(values) == num_quantiles or not values:
+        return list(values)
+    ranks = np.rint(np.linspace(0.0, 1.0, num_quantiles) * (len(values) - 1)).astype(int)
+    return [values[r] for r in ranks]
+
+
+def _normalization(config: BeamConfig, num_features: int, fits, quantiles) -> dict:
+    """The manifest's normalisation section: the local fitter's, with sketched quantiles."""
+    c = config.convert
+    fitter = NormalizationFitter(
+        num_features,
+        seed=c.seed,
+        sample_size=c.quantile_sample_size,
+        num_quantiles=c.num_quantiles,
+    )
+    # Merged in input order, so the floating-point sums do not depend on scheduling.
+    for _, part in sorted(fits, key=lambda fit: fit[0]):
+        fitter.merge(part)
+    result = fitter.result(c.normalize)
+    values = np.zeros((num_features, c.num_quantiles))
+    for j, sketch in quantiles:
+        values[j] = _spread(sketch, c.num_quantiles)
+    result["quantile"].update(
+        sample_size=result["num_items"],
+        sampling=f"every item; Beam ApproximateQuantiles, rank error below "
+        f"{config.epsilon:g} * num_items",
+        values=[rounded(row) for row in values],
+    )
+    return result
+
+
+def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir: str) -> dict:
+    infos = [info for _, info in sorted(files, key=lambda f: f[0])]
+    for info in infos:
+        log_reordered_lines(
+            info["path"], info["unsorted_feature_lines"], info["duplicate_feature_lines"]
+        )
+    if source.kind == "files":
+        entry = {"patterns": list(patterns), "files": infos}
+        entry["items_with_missing_features"] = sum(i["items_with_missing_features"] for i in infos)
+    else:
+        entry = dict(infos[0])
+        if "://" not in entry["path"]:
+            entry["path"] = input_path(entry["path"], work_dir)
+    entry["bad_lines"] = bad_lines
+    return entry
+
+
+def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
+    c = config.convert
+    manifests = []
+    for fold, files in folds.items():
+        splits, normalization = {}, None
+        for split in (s for s in SPLITS if s in files):
+            part = {k[2]: v for k, v in results.items() if k[:2] == (fold, split)}
+            entry = part["stats"].as_dict(c.simulate_clicks)
+            entry["num_features"] = sizes.num_features
+            patterns = source.folds[None].get(split, ()) if source.kind == "files" else ()
+            entry["input"] = _input_entry(
+                source, patterns, part["files"], part["bad_lines"], work_dir
+            )
+            entry["files"] = dict(sorted(part["shards"]))
+            splits[split] = entry
+            if split == "train":
+                normalization = _normalization(
+                    config, sizes.num_features, part["fits"], part["quantiles"]
+                )
+        manifest = fold_manifest(c, source, fold, sizes, splits, normalization)
+        manifest["parameters"]["beam"] = config.to_json()
+        manifests.append(manifest)
+    return manifests
+
+
+def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
+    count = sum(v for k, v in results.items() if k[2] == "bad_lines")
+    if count == 0:
+        if FileSystems.exists(bad_path):
+            FileSystems.delete([bad_path])
+        return 0
+    if count > config.max_bad_lines:
+        first = results[("all", "all", "first_bad_lines")]
+        shown = "\n".join(f"  {b.path}:{b.line}: {b.message}" for b in first)
+        raise BadLinesError(
+            f"{count} invalid line(s), more than --max-bad-lines {config.max_bad_lines}; "
+            f"nothing was written. All of them are listed in {bad_path}; the first:\n{shown}"
+        )
+    logger.warning("set aside %d invalid line(s), listed in %s", count, bad_path)
+    return count
+
+
+def convert_on_beam(config: BeamConfig) -> list[dict]:
+    """Converts the input on Apache Beam; returns the manifests (one per fold).
+
+    Raises:
+      BadLinesError: more invalid lines than ``max_bad_lines`` (no output is left).
+      DatasetNotFoundError: the input cannot be found.
+      FileExistsError: ``output`` exists and ``overwrite`` is off, or it is
+        not tfr-convert's (``ForeignOutputError``).
+      OSError: the output cannot be created or moved into place (naming it).
+    """
+    c = config.convert
+    remote = "://" in c.output
+    if remote and c.input.lower() == "synthetic":
+        raise ValueError("--input synthetic is generated locally; give a local --output")
+    if remote:
+        final, work_dir = c.output, prepare_remote(c.output, overwrite=c.overwrite)
+    else:
+        final, work_dir = prepare(c.output, overwrite=c.overwrite)
+    bad_path = config.bad_lines_output or f"{final.rstrip('/')}.bad_lines.txt"
+    try:
+        source, folds = _resolve(config, work_dir)
+        sizes = _sizes(c, source, folds)
+        jobs = _jobs(config, folds, sizes, work_dir)
+        results_path = FileSystems.join(work_dir, ".beam-results.pickle")
+        _run_pipeline(config, jobs, results_path, bad_path)
+        results = read_results(results_path)
+        _check_bad_lines(config, results, bad_path)
+        manifests = _manifests(config, source, folds, sizes, results, work_dir)
+        for manifest in manifests:
+            fold = manifest["source"]["fold"]
+            out_dir = (
+                FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
+            )
+            write_text(FileSystems.join(out_dir, MANIFEST_NAME), manifest_dumps(manifest) + "\n")
+        if not remote:
+            publish(work_dir, final, overwrite=c.overwrite, output=c.output)
+    except BaseException:
+        if remote:
+            delete_quietly(work_dir)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        raise
+    return manifests

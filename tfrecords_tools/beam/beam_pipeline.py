@@ -1,0 +1,259 @@
+"""The Apache Beam transforms of one split: read, group by qid, process, write shards.
+
+A split's files are read one per element (see ``beam_reading``); pieces of
+lists are grouped by qid, so a list may be spread over several files. Each
+grouped list is put in input order (file order, then line number) and goes
+through the local converter's ``process_list``, whose random generator is
+seeded by (seed, split, qid): the records do not depend on which worker
+handles a list or in which order. Shards hold the lists whose qid hashes to
+them (``shard_of``, as locally), sorted by qid, so the shards are the same
+on every run and runner.
+
+What the driver needs back (counts, file descriptions, statistics) is
+gathered as ``((fold, split, kind), value)`` pairs and written as one pickle
+(see :class:`WriteResults`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.stats import ApproximateQuantilesCombineFn
+
+from tfrecords_tools.beam.beam_reading import ListPiece, read_letor_file
+from tfrecords_tools.elwc_writer import ElwcEncoder, frame_records, shard_names, shard_of
+from tfrecords_tools.letor.letor_reader import QueryList
+from tfrecords_tools.list_processing import ListPolicy, SplitStats, process_list
+
+__all__ = ["SplitJob", "WriteResults", "convert_split", "open_stored", "read_results"]
+
+
+def open_stored(path: str):
+    """Opens a file's stored bytes (no decompression) through Beam's file systems."""
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitJob:
+    """One split of one fold to convert.
+
+    Attributes:
+      fold: the fold number, or ``None`` for a single set.
+      split: ``train``, ``vali`` or ``test``.
+      files: the split's files in input order.
+      out_dir: where its shards go.
+      num_shards: shards of the split.
+      num_features: the feature count ``d``.
+      policy: subsampling, filtering and simulation.
+      chunk_bytes: block size for reading.
+      fit_seed: seed of the normalisation statistics (train), else ``None``.
+      num_quantiles: quantiles per feature.
+      quantile_epsilon: the sketches' rank error bound, as a fraction of the items.
+      duplicates: what a repeated feature index on a line gives.
+    """
+
+    fold: int | None
+    split: str
+    files: tuple[str, ...]
+    out_dir: str
+    num_shards: int
+    num_features: int
+    policy: ListPolicy
+    chunk_bytes: int
+    fit_seed: int | None
+    num_quantiles: int
+    quantile_epsilon: float
+    duplicates: str = "error"
+
+    @property
+    def key(self) -> str:
+        return self.split if self.fold is None else f"Fold{self.fold}/{self.split}"
+
+
+# Main outputs typed, since the tagged outputs would otherwise blur their inferred type.
+@beam.typehints.with_output_types(tuple[int, ListPiece])
+class _ReadFiles(beam.DoFn):
+    """``(file index, path)`` -> ``(qid, ListPiece)``, with tagged side outputs."""
+
+    def __init__(self, job: SplitJob):
+        self._job = job
+
+    def process(self, element):
+        file_index, path = element
+        job = self._job
+        events = read_letor_file(
+            path,
+            file_index,
+            num_features=job.num_features,
+            max_relevance=job.policy.max_relevance,
+            fit_seed=job.fit_seed,
+            chunk_bytes=job.chunk_bytes,
+            opener=open_stored,
+            duplicates=job.duplicates,
+        )
+        for kind, value in events:
+            if kind == "piece":
+                yield value.query.qid, value
+            elif kind == "columns":
+                # [d, n] -> one batch of n values per feature, for its sketch.
+                for j, column in enumerate(value):
+                    yield beam.pvalue.TaggedOutput(kind, (j, column.tolist()))
+            elif kind == "file":
+                yield beam.pvalue.TaggedOutput(kind, (file_index, value))
+            else:
+                yield beam.pvalue.TaggedOutput(kind, value)
+
+
+@beam.typehints.with_output_types(tuple[int, tuple[int, list[bytes]]])
+class _ProcessList(beam.DoFn):
+    """``(qid, pieces)`` -> ``(shard, (qid, records))``, and the list's counts as ``stats``."""
+
+    def __init__(self, job: SplitJob):
+        self._job = job
+        self._encoder = None
+
+    def setup(self):
+        self._encoder = ElwcEncoder(self._job.num_features)
+
+    def process(self, element):
+        qid, pieces = element
+        pieces = sorted(pieces, key=lambda piece: piece.order)
+        query = QueryList.join([piece.query for piece in pieces])
+        stats = SplitStats()
+        records = process_list(
+            query,
+            split=self._job.split,
+            where=self._job.files[pieces[0].file_index],
+            encoder=self._encoder,
+            policy=self._job.policy,
+            stats=stats,
+        )
+        if records:
+            yield shard_of(qid, self._job.num_shards), (qid, records)
+        yield beam.pvalue.TaggedOutput("stats", stats)
+
+
+class _MergeStats(beam.CombineFn):
+    """Adds up the counts of lists (every count is a sum, so order does not matter)."""
+
+    def create_accumulator(self):
+        return SplitStats()
+
+    def add_input(self, accumulator, stats):
+        accumulator.merge(stats)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        total = SplitStats()
+        for accumulator in accumulators:
+            total.merge(accumulator)
+        return total
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class _WriteShard(beam.DoFn):
+    """``(shard, lists)`` -> the shard file, lists sorted by qid; yields ``(name, records)``."""
+
+    def __init__(self, job: SplitJob):
+        self._job = job
+
+    def process(self, element):
+        shard, lists = element
+        name = shard_names(self._job.split, self._job.num_shards)[shard]
+        count = 0
+        stream = FileSystems.create(
+            FileSystems.join(self._job.out_dir, name),
+            compression_type=CompressionTypes.UNCOMPRESSED,
+        )
+        try:
+            for _, records in sorted((item for item in lists if item is not None), key=_qid):
+                stream.write(frame_records(records))
+                count += len(records)
+        finally:
+            stream.close()
+        yield name, count
+
+
+def _qid(item) -> int:
+    return item[0]
+
+
+def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:
+    """Adds one split's conversion to ``pipeline``.
+
+    Returns:
+      The results as PCollections of ``((fold, split, kind), value)`` pairs,
+      and the split's bad lines (``BadLine``).
+    """
+    label = job.key
+    files = pipeline | f"{label}/Files" >> beam.Create(list(enumerate(job.files)))
+    read = (
+        files
+        # Spreads the files over workers instead of fusing them with Create.
+        | f"{label}/Spread" >> beam.Reshuffle()
+        | f"{label}/Read"
+        >> beam.ParDo(_ReadFiles(job)).with_outputs("bad", "fit", "columns", "file", main="pieces")
+    )
+    processed = (
+        read.pieces
+        | f"{label}/GroupByQid" >> beam.GroupByKey()
+        | f"{label}/Process" >> beam.ParDo(_ProcessList(job)).with_outputs("stats", main="lists")
+    )
+    # Every shard is written, even one that receives no list.
+    empty = pipeline | f"{label}/Shards" >> beam.Create([(s, None) for s in range(job.num_shards)])
+    written = (
+        (processed.lists, empty)
+        | f"{label}/AllShards" >> beam.Flatten()
+        | f"{label}/GroupByShard" >> beam.GroupByKey()
+        | f"{label}/Write" >> beam.ParDo(_WriteShard(job))
+    )
+    results = {
+        "stats": processed.stats | f"{label}/Stats" >> beam.CombineGlobally(_MergeStats()),
+        "shards": written | f"{label}/ShardList" >> beam.combiners.ToList(),
+        "files": read.file | f"{label}/FileList" >> beam.combiners.ToList(),
+        "bad_lines": read.bad | f"{label}/BadCount" >> beam.combiners.Count.Globally(),
+    }
+    if job.fit_seed is not None:
+        sketch = ApproximateQuantilesCombineFn.create(
+            job.num_quantiles, epsilon=job.quantile_epsilon, input_batched=True
+        )
+        results["fits"] = read.fit | f"{label}/FitList" >> beam.combiners.ToList()
+        results["quantiles"] = (
+            read.columns
+            | f"{label}/Quantiles" >> beam.CombinePerKey(sketch)
+            | f"{label}/QuantileList" >> beam.combiners.ToList()
+        )
+    keyed = [
+        pcoll
+        | f"{label}/Key{kind}" >> beam.Map(lambda value, k=(job.fold, job.split, kind): (k, value))
+        for kind, pcoll in results.items()
+    ]
+    return keyed, read.bad
+
+
+class WriteResults(beam.DoFn):
+    """Writes every ``(key, value)`` result, gathered in one list, as one pickle file."""
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def process(self, results):
+        stream = FileSystems.create(self._path, compression_type=CompressionTypes.UNCOMPRESSED)
+        try:
+            stream.write(pickle.dumps(dict(results), protocol=pickle.HIGHEST_PROTOCOL))
+        finally:
+            stream.close()
+
+
+def read_results(path: str) -> dict:
+    """The results :class:`WriteResults` wrote; the file is removed."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        results = pickle.loads(stream.read())
+    FileSystems.delete([path])
+    return results

@@ -1,0 +1,260 @@
+"""Reading LETOR files on Apache Beam: one file per element, bad lines set aside.
+
+Each file is read whole by one worker through Beam's file systems (local,
+``gs://``, ``hdfs://``, ...), so its SHA-256 and line count are known exactly
+as the local converter records them. Blocks are parsed with the local
+converter's parsers; a block that fails is parsed again line by line, and
+every invalid line becomes a :class:`BadLine` carrying the local parser's
+message instead of stopping the run. The items of each block leave as pieces
+of lists (runs of one qid), to be grouped by qid wherever they came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
+from tfrecords_tools.letor.letor_reader import (
+    Block,
+    LetorFile,
+    QueryList,
+    group_bounds,
+    parse_block,
+    query_list,
+)
+from tfrecords_tools.list_processing import check_labels
+from tfrecords_tools.normalization import FitPartial
+
+__all__ = ["BadLine", "ListPiece", "parse_lenient", "read_letor_file"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BadLine:
+    """A line that was set aside.
+
+    Attributes:
+      path: the file.
+      line: its 1-based line number (0 when the error concerns the whole file).
+      message: the local converter's message for it, with the offending token.
+    """
+
+    path: str
+    line: int
+    message: str
+
+    @classmethod
+    def of(cls, error: LetorFormatError) -> BadLine:
+        where = f"{error.path}:{error.line}" if error.line else error.path
+        # The local message without its "path:line: " prefix, token detail kept.
+        return cls(error.path, error.line or 0, str(error)[len(where) + 2 :])
+
+    def to_text(self) -> str:
+        """One dead-letter line: file, line number and message, tab-separated."""
+        return f"{self.path}\t{self.line}\t{self.message}"
+
+
+@dataclasses.dataclass
+class ListPiece:
+    """Consecutive items of one query in one file.
+
+    Attributes:
+      file_index: the file's position among its split's files (input order).
+      query: the items, with their line numbers in that file.
+    """
+
+    file_index: int
+    query: QueryList
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Where the piece starts in the split's input: (file, line)."""
+        return self.file_index, int(self.query.line_numbers[0])
+
+
+def _concat(parts: list[ParsedLines], num_features: int) -> ParsedLines:
+    if not parts:
+        return ParsedLines(
+            labels=np.zeros(0, np.int64),
+            qids=np.zeros(0, np.int64),
+            features=np.zeros((0, num_features), np.float32),
+            line_numbers=np.zeros(0, np.int64),
+        )
+    return ParsedLines(
+        labels=np.concatenate([p.labels for p in parts]),
+        qids=np.concatenate([p.qids for p in parts]),
+        features=np.concatenate([p.features for p in parts]),
+        line_numbers=np.concatenate([p.line_numbers for p in parts]),
+        unsorted_lines=sum(p.unsorted_lines for p in parts),
+        duplicate_lines=sum(p.duplicate_lines for p in parts),
+        sparse_lines=sum(p.sparse_lines for p in parts),
+    )
+
+
+def parse_lenient(
+    block, num_features: int, *, duplicates: str = "error"
+) -> tuple[ParsedLines, list[LetorFormatError]]:
+    """Parses a block; on an error, line by line, keeping valid lines and every error."""
+    try:
+        parsed, _ = parse_block(block, num_features, use_threads=False, duplicates=duplicates)
+        return parsed, []
+    except LetorFormatError:
+        pass
+    good, errors = [], []
+    for offset, line in enumerate(block.read().split(b"\n")[: block.num_lines]):
+        try:
+            parsed = parse_letor_lines(
+                [line],
+                num_features=num_features,
+                path=block.path,
+                first_line=block.first_line + offset,
+                duplicates=duplicates,
+            )
+        except LetorFormatError as error:
+            errors.append(error)
+            continue
+        if len(parsed):
+            good.append(parsed)
+    return _concat(good, num_features), errors
+
+
+def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
+    """Removes items above ``max_relevance``; returns the rest and their errors."""
+    high = parsed.labels > max_relevance
+    if not high.any():
+        return parsed, []
+    errors = []
+    for i in np.flatnonzero(high):
+        single = QueryList(
+            int(parsed.qids[i]), parsed.labels[i : i + 1], parsed.features[i : i + 1],
+            parsed.line_numbers[i : i + 1],
+        )  # fmt: skip
+        try:
+            check_labels(single, max_relevance, path)
+        except LetorFormatError as error:
+            errors.append(error)
+    keep = ~high
+    kept = ParsedLines(
+        parsed.labels[keep],
+        parsed.qids[keep],
+        parsed.features[keep],
+        parsed.line_numbers[keep],
+        unsorted_lines=parsed.unsorted_lines,
+        duplicate_lines=parsed.duplicate_lines,
+    )
+    return kept, errors
+
+
+def read_letor_file(
+    path: str,
+    file_index: int,
+    *,
+    num_features: int,
+    max_relevance: int,
+    fit_seed: int | None,
+    chunk_bytes: int,
+    opener=None,
+    duplicates: str = "error",
+) -> Iterator[tuple[str, object]]:
+    """Reads one LETOR file (plain or ``.gz``) leniently, block by block.
+
+    Args:
+      path: the file.
+      file_index: its position among its split's files.
+      num_features: the feature count ``d``.
+      max_relevance: labels above it are bad lines.
+      fit_seed: seed of the normalisation statistics, or ``None`` not to fit.
+      chunk_bytes: block size; bounds memory.
+      opener: opens ``path`` as a raw binary stream (see ``LetorFile``).
+      duplicates: what a repeated feature index on a line gives (see
+        ``letor_parser.DUPLICATE_POLICIES``).
+
+    Yields:
+      ``(kind, value)`` pairs: ``("piece", ListPiece)`` in file order,
+      ``("bad", BadLine)``, and when fitting, per block, ``("fit", (order,
+      FitPartial))`` with the moments and extremes and ``("columns", [d, n]
+      float32 values)`` for the quantile sketches; last ``("file", info)`` with
+      the file's ``path``, ``sha256``, ``bytes`` and ``lines`` as stored, and
+      its ``unsorted_feature_lines``, ``duplicate_feature_lines`` and
+      ``items_with_missing_features`` (lines that omitted a feature index).
+    """
+    letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
+    counts = _FileCounts()
+    try:
+        for block in letor.blocks(keep_data=True):
+            yield from _read_block(
+                block,
+                file_index,
+                counts,
+                num_features=num_features,
+                max_relevance=max_relevance,
+                fit_seed=fit_seed,
+                duplicates=duplicates,
+            )
+    except LetorFormatError as error:  # truncated or corrupt gzip data
+        counts.bad_lines += 1
+        yield "bad", BadLine.of(error)
+    if counts.items == 0 and not counts.bad_lines:
+        yield (
+            "bad",
+            BadLine.of(LetorFormatError(path, None, "file is empty: it holds no LETOR lines")),
+        )
+    yield "file", counts.file_info(path, letor)
+
+
+@dataclasses.dataclass
+class _FileCounts:
+    """What :func:`read_letor_file` has found in one file so far."""
+
+    items: int = 0
+    bad_lines: int = 0
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+
+    def file_info(self, path: str, letor: LetorFile) -> dict:
+        """The ``("file", info)`` value, once ``letor`` has been read."""
+        info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
+        info["lines"] = letor.num_lines
+        info["unsorted_feature_lines"] = self.unsorted_lines
+        info["duplicate_feature_lines"] = self.duplicate_lines
+        info["items_with_missing_features"] = self.sparse_lines
+        return info
+
+
+def _read_block(
+    block: Block,
+    file_index: int,
+    counts: _FileCounts,
+    *,
+    num_features: int,
+    max_relevance: int,
+    fit_seed: int | None,
+    duplicates: str,
+) -> Iterator[tuple[str, object]]:
+    """The ``(kind, value)`` pairs of one block (see :func:`read_letor_file`), counted."""
+    parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
+    counts.unsorted_lines += parsed.unsorted_lines
+    counts.duplicate_lines += parsed.duplicate_lines
+    counts.sparse_lines += parsed.sparse_lines
+    parsed, label_errors = _drop_high_labels(parsed, max_relevance, block.path)
+    for error in sorted(errors + label_errors, key=_line):
+        counts.bad_lines += 1
+        yield "bad", BadLine.of(error)
+    if not len(parsed):
+        return
+    counts.items += len(parsed)
+    for begin, end in group_bounds(parsed.qids):
+        yield "piece", ListPiece(file_index, query_list(parsed, begin, end))
+    if fit_seed is not None:
+        order = (file_index, int(parsed.line_numbers[0]))
+        # A threshold below every key: moments and extremes only, no sample rows.
+        fit = FitPartial.of(parsed.features, parsed.line_numbers, seed=fit_seed, threshold=-1)
+        yield "fit", (order, fit)
+        yield "columns", np.ascontiguousarray(parsed.features.T)
+
+
+def _line(error: LetorFormatError) -> int:
+    return error.line or 0

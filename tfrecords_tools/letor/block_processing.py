@@ -1,0 +1,178 @@
+"""The work done on one block of a LETOR file, in a worker process or in-process.
+
+A block is parsed; its items' normalisation statistics are summarised (train
+only); every list that lies wholly inside the block is processed and encoded.
+The records go straight to the block's part files (see
+``elwc_writer.PartWriter``), so no encoded bytes travel between processes. The
+first and last lists may continue in the neighbouring blocks, so they are
+returned as items for the main process to join and process. Lists draw from
+their own seeded generators and the normalisation sample is keyed by line
+number, so the output does not depend on how the file is cut or scheduled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
+from tfrecords_tools.letor.letor_parser import LetorFormatError
+from tfrecords_tools.letor.letor_reader import (
+    Block,
+    QueryList,
+    group_bounds,
+    parse_block,
+    query_list,
+)
+from tfrecords_tools.list_processing import (
+    ListPolicy,
+    SplitStats,
+    check_labels,
+    process_list,
+    reappearing_qid_error,
+)
+from tfrecords_tools.normalization import FitPartial
+
+__all__ = ["BlockTask", "BlockResult", "process_block"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockTask:
+    """One block and what to do with it.
+
+    Attributes:
+      block: the lines.
+      num_features: the feature count ``d``.
+      split: the split's name (part of every list's seed).
+      policy: subsampling, filtering and simulation.
+      parts_dir: where the block's part files go.
+      part: the block's sortable part name.
+      num_shards: shards of the split.
+      fit_seed: seed of the normalisation sample, or ``None`` to skip fitting.
+      fit_threshold: only rows whose sample key is at most this are returned.
+      in_worker: whether a worker process runs the task (pyarrow then parses
+        single-threaded, since the workers already occupy the cores).
+      duplicates: what a repeated feature index on a line gives (see
+        ``letor_parser.DUPLICATE_POLICIES``).
+    """
+
+    block: Block
+    num_features: int
+    split: str
+    policy: ListPolicy
+    parts_dir: str
+    part: str
+    num_shards: int
+    fit_seed: int | None = None
+    fit_threshold: float = 1.0
+    in_worker: bool = False
+    duplicates: str = "error"
+
+
+@dataclasses.dataclass
+class BlockResult:
+    """What a block gives back to the main process.
+
+    Attributes:
+      first: the block's first list (``None`` for a block without items, or on error).
+      last: its last list when it differs from the first, else ``None``.
+      records_per_shard: records written to each shard for the lists in between.
+      group_qids: qids of the block's lists in order (on error: of those that
+        start before the error's line).
+      group_lines: the first line number of each of those lists.
+      stats: counts for the lists in between.
+      fit: normalisation statistics of all the block's items, or ``None``.
+      num_items: items in the block.
+      fast: whether the dense fast path parsed it.
+      unsorted_lines: lines whose features were out of order (sorted).
+      duplicate_lines: lines that repeated a feature index (one value kept).
+      sparse_lines: lines that omitted some feature index (read as 0).
+      error: the block's first error, if any. It is returned rather than raised
+        so that the main process can first report an earlier qid that
+        reappears from a previous block.
+    """
+
+    first: QueryList | None = None
+    last: QueryList | None = None
+    records_per_shard: list[int] = dataclasses.field(default_factory=list)
+    group_qids: list[int] = dataclasses.field(default_factory=list)
+    group_lines: list[int] = dataclasses.field(default_factory=list)
+    stats: SplitStats = dataclasses.field(default_factory=SplitStats)
+    fit: FitPartial | None = None
+    num_items: int = 0
+    fast: bool = False
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+    error: LetorFormatError | None = None
+
+
+def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError | None:
+    """The earliest repeated qid or out-of-range label among the block's lists."""
+    first_line: dict[int, int] = {}
+    for query in groups:
+        line = int(query.line_numbers[0])
+        if query.qid in first_line:
+            return reappearing_qid_error(task.block.path, query.qid, line, first_line[query.qid])
+        first_line[query.qid] = line
+        try:
+            check_labels(query, task.policy.max_relevance, task.block.path)
+        except LetorFormatError as error:
+            return error
+    return None
+
+
+def process_block(task: BlockTask) -> BlockResult:
+    """Parses and processes one block (see the module docstring)."""
+    try:
+        parsed, fast = parse_block(
+            task.block,
+            task.num_features,
+            use_threads=not task.in_worker,
+            duplicates=task.duplicates,
+        )
+    except LetorFormatError as error:
+        return BlockResult(error=error)
+    groups = [query_list(parsed, b, e) for b, e in group_bounds(parsed.qids)] if len(parsed) else []
+    error = _first_error(groups, task)
+    if error is not None:
+        before = [q for q in groups if q.line_numbers[0] < error.line]
+        return BlockResult(
+            group_qids=[q.qid for q in before],
+            group_lines=[int(q.line_numbers[0]) for q in before],
+            error=error,
+        )
+    fit = None
+    if task.fit_seed is not None and len(parsed):
+        fit = FitPartial.of(
+            parsed.features, parsed.line_numbers, seed=task.fit_seed, threshold=task.fit_threshold
+        )
+    stats = SplitStats()
+    encoder = ElwcEncoder(task.num_features)
+    part = PartWriter(task.parts_dir, task.split, task.part, task.num_shards)
+    try:
+        for query in groups[1:-1]:
+            records = process_list(
+                query,
+                split=task.split,
+                where=task.block.path,
+                encoder=encoder,
+                policy=task.policy,
+                stats=stats,
+            )
+            part.write_list(query.qid, records)
+    finally:
+        records_per_shard = part.close()
+    return BlockResult(
+        first=groups[0] if groups else None,
+        last=groups[-1] if len(groups) > 1 else None,
+        records_per_shard=records_per_shard,
+        group_qids=[q.qid for q in groups],
+        group_lines=[int(q.line_numbers[0]) for q in groups],
+        stats=stats,
+        fit=fit,
+        num_items=len(parsed),
+        fast=fast,
+        unsorted_lines=parsed.unsorted_lines,
+        duplicate_lines=parsed.duplicate_lines,
+        sparse_lines=parsed.sparse_lines,
+    )

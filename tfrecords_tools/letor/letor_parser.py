@@ -1,0 +1,269 @@
+"""Parsing LETOR / SVMlight lines into arrays, with validation.
+
+A LETOR line is ``<label> qid:<int> <index>:<value> ... [# comment]``. Two
+parsers produce identical :class:`ParsedLines`:
+
+* :func:`parse_letor_lines`, the reference: pure Python, one line at a time,
+  handles sparse lines and names the file, line and token of any error;
+* :func:`parse_dense_chunk`, the fast path for the common dense layout (every
+  line lists features ``1..d`` in order): pyarrow's multi-threaded CSV reader
+  does the float parsing. It returns ``None`` whenever a chunk is not a clean
+  dense chunk, and the caller then runs the reference parser on it, which
+  either accepts the chunk (sparse lines) or raises the precise error.
+
+This module holds the reference parser; the fast path is in
+``letor_fast_path``, and the error and the items both return are in
+``letor_types``. Every name above is importable from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk, warm_up_fast_path
+from tfrecords_tools.letor.letor_types import DUPLICATE_POLICIES, LetorFormatError, ParsedLines
+
+__all__ = [
+    "DUPLICATE_POLICIES",
+    "LetorFormatError",
+    "ParsedLines",
+    "parse_dense_chunk",
+    "parse_letor_lines",
+    "warm_up_fast_path",
+]
+
+
+# The smallest magnitude that rounds to infinity in float32: the largest float32
+# plus half its spacing (a tie rounds to the even mantissa, which is the infinity).
+# Below it a value rounds to a finite float32, as the fast path's cast does.
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def _int(text: bytes) -> int:
+    """``int()`` without Python's digit separators: ``1_000`` is not a LETOR number."""
+    if b"_" in text:
+        raise ValueError(text)
+    return int(text)
+
+
+def _float(text: bytes) -> float:
+    """``float()`` without Python's digit separators."""
+    if b"_" in text:
+        raise ValueError(text)
+    return float(text)
+
+
+def _strip(line: bytes) -> bytes:
+    """Drops a trailing ``# comment`` and surrounding whitespace (CR included)."""
+    return line.partition(b"#")[0].strip()
+
+
+def _parse_label(token: bytes, path: str, line_no: int) -> int:
+    try:
+        label = _int(token)
+    except ValueError:
+        raise LetorFormatError(
+            path, line_no, "malformed label: expected a non-negative integer", token
+        ) from None
+    if label < 0:
+        raise LetorFormatError(path, line_no, "label must be a non-negative integer", token)
+    if label >= 2**63:
+        raise LetorFormatError(path, line_no, "label does not fit in a 64-bit integer", token)
+    return label
+
+
+def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
+    if token is None or not token.startswith(b"qid:"):
+        raise LetorFormatError(
+            path, line_no, "missing qid: the second token must be 'qid:<integer>'", token
+        )
+    try:
+        qid = _int(token[4:])
+    except ValueError:
+        raise LetorFormatError(
+            path, line_no, "malformed qid: expected 'qid:<integer>'", token
+        ) from None
+    if not -(2**63) <= qid < 2**63:
+        raise LetorFormatError(path, line_no, "qid does not fit in a 64-bit integer", token)
+    return qid
+
+
+def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
+    index_text, colon, value_text = token.partition(b":")
+    if not colon:
+        raise LetorFormatError(
+            path, line_no, "malformed feature: expected '<index>:<value>'", token
+        )
+    try:
+        index = _int(index_text)
+    except ValueError:
+        raise LetorFormatError(
+            path, line_no, "malformed feature index: expected a positive integer", token
+        ) from None
+    if index < 1:
+        raise LetorFormatError(path, line_no, f"feature index {index} is not >= 1", token)
+    if index > num_features:
+        raise LetorFormatError(
+            path, line_no, f"feature index {index} is above the feature count {num_features}", token
+        )
+    try:
+        value = _float(value_text)
+    except ValueError:
+        raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
+    if not math.isfinite(value):
+        raise LetorFormatError(path, line_no, "feature value is NaN or infinite", token)
+    if abs(value) >= _FLOAT32_OVERFLOW:
+        raise LetorFormatError(path, line_no, "feature value overflows float32", token)
+    return index, value
+
+
+def _duplicate_error(token: bytes, index: int, path: str, line_no: int) -> LetorFormatError:
+    return LetorFormatError(
+        path,
+        line_no,
+        f"feature index {index} is duplicated on the line (pass --duplicate-features "
+        "last or first to keep one of its values)",
+        token,
+    )
+
+
+def _line_features(
+    tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
+) -> tuple[list[int], list[float], bool, bool]:
+    """A line's ``index:value`` tokens as increasing indices and their values.
+
+    Returns:
+      ``(indices, values, in_order, repeated)``: whether the indices never
+      decreased, and whether one was repeated.
+    """
+    pairs = [_parse_feature(t, num_features, path, line_no) for t in tokens]
+    indices = [index for index, _ in pairs]
+    if all(a < b for a, b in zip(indices, indices[1:])):
+        return indices, [value for _, value in pairs], True, False
+    kept: dict[int, float] = {}
+    repeated = False
+    for token, (index, value) in zip(tokens, pairs):
+        if index in kept:
+            if duplicates == "error":
+                raise _duplicate_error(token, index, path, line_no)
+            repeated = True
+            if duplicates == "first":
+                continue
+        kept[index] = value
+    ordered = sorted(kept)
+    in_order = all(a <= b for a, b in zip(indices, indices[1:]))
+    return ordered, [kept[i] for i in ordered], in_order, repeated
+
+
+def parse_letor_lines(
+    lines: list[bytes],
+    *,
+    num_features: int,
+    path: str,
+    first_line: int,
+    duplicates: str = "error",
+) -> ParsedLines:
+    """Parses LETOR lines one at a time (the reference parser).
+
+    Blank and comment-only lines are skipped; CRLF endings and trailing
+    ``# comments`` are accepted. Features may come in any order (they are
+    sorted and the line counted); a repeated index follows ``duplicates``.
+
+    Args:
+      lines: raw lines without their ``\\n``.
+      num_features: the feature count ``d``; indices must lie in ``1..d``.
+      path: file name, for error messages.
+      first_line: 1-based line number of ``lines[0]``.
+      duplicates: one of ``DUPLICATE_POLICIES``: a repeated feature index is an
+        error, or keeps the value that comes last (as TF-Ranking's LibSVM
+        reader does) or first on the line.
+
+    Returns:
+      The parsed items.
+
+    Raises:
+      LetorFormatError: on the first invalid line.
+      ValueError: for an unknown ``duplicates`` policy.
+    """
+    if duplicates not in DUPLICATE_POLICIES:
+        raise ValueError(
+            f"Unknown duplicate-feature policy {duplicates!r}; choose from {DUPLICATE_POLICIES}"
+        )
+    items = _ItemColumns()
+    for offset, raw in enumerate(lines):
+        tokens = _strip(raw).split()
+        if tokens:
+            items.add_line(
+                tokens,
+                num_features=num_features,
+                duplicates=duplicates,
+                path=path,
+                line_no=first_line + offset,
+            )
+    return items.parsed(num_features)
+
+
+@dataclasses.dataclass
+class _ItemColumns:
+    """The items of the lines parsed so far, column by column.
+
+    Feature values are kept as coordinates (``rows``: item, ``cols``: 0-based
+    index) so sparse lines cost only the values they list.
+    """
+
+    labels: list[int] = dataclasses.field(default_factory=list)
+    qids: list[int] = dataclasses.field(default_factory=list)
+    line_numbers: list[int] = dataclasses.field(default_factory=list)
+    rows: list[int] = dataclasses.field(default_factory=list)
+    cols: list[int] = dataclasses.field(default_factory=list)
+    values: list[float] = dataclasses.field(default_factory=list)
+    last_features: list[int] = dataclasses.field(default_factory=list)
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+
+    def add_line(
+        self, tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
+    ) -> None:
+        """Parses one non-blank line's tokens and appends its item.
+
+        Raises:
+          LetorFormatError: the line is invalid.
+        """
+        label = _parse_label(tokens[0], path, line_no)
+        qid = _parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no)
+        if len(tokens) < 3:
+            raise LetorFormatError(path, line_no, "line has no features", tokens[-1])
+        indices, line_values, in_order, had_duplicates = _line_features(
+            tokens[2:], num_features=num_features, duplicates=duplicates, path=path, line_no=line_no
+        )
+        row = len(self.line_numbers)
+        self.labels.append(label)
+        self.qids.append(qid)
+        self.line_numbers.append(line_no)
+        self.unsorted_lines += not in_order
+        self.duplicate_lines += had_duplicates
+        self.sparse_lines += len(indices) < num_features
+        self.last_features.append(indices[-1])
+        self.rows.extend([row] * len(indices))
+        self.cols.extend(index - 1 for index in indices)
+        self.values.extend(line_values)
+
+    def parsed(self, num_features: int) -> ParsedLines:
+        """The items as arrays; features are ``[n, d]`` float32, absent ones 0."""
+        features = np.zeros((len(self.line_numbers), num_features), dtype=np.float64)
+        rows = np.asarray(self.rows, dtype=np.int64)
+        features[rows, np.asarray(self.cols, dtype=np.int64)] = self.values
+        return ParsedLines(
+            labels=np.asarray(self.labels, dtype=np.int64),
+            qids=np.asarray(self.qids, dtype=np.int64),
+            features=features.astype(np.float32),
+            line_numbers=np.asarray(self.line_numbers, dtype=np.int64),
+            unsorted_lines=self.unsorted_lines,
+            duplicate_lines=self.duplicate_lines,
+            sparse_lines=self.sparse_lines,
+            last_features=np.asarray(self.last_features, dtype=np.int64),
+        )

@@ -1,0 +1,307 @@
+"""Streaming LETOR files (plain or ``.gz``) as blocks of whole lines, in bounded memory.
+
+:class:`LetorFile` reads a file once, hashing it, and cuts it into blocks of
+whole lines; :func:`parse_block` turns a block into items with the dense fast
+path or, failing that, the reference parser (see ``letor_parser``). Items are
+grouped into lists by contiguous ``qid`` (:func:`group_bounds`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+from collections.abc import Iterator
+
+import numpy as np
+
+from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, decompressing, is_gzip
+from tfrecords_tools.letor.letor_parser import (
+    LetorFormatError,
+    ParsedLines,
+    parse_dense_chunk,
+    parse_letor_lines,
+)
+
+__all__ = [
+    "Block",
+    "LetorFile",
+    "QueryList",
+    "group_bounds",
+    "parse_block",
+    "query_list",
+    "read_letor_file",
+]
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+
+
+@dataclasses.dataclass
+class QueryList:
+    """The items of one query, in file order.
+
+    Attributes:
+      qid: the query id.
+      labels: ``[n]`` int64 labels from the file.
+      features: ``[n, d]`` float32 raw features.
+      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS and
+        ELWC input, positions in the split).
+      context: further context features to write with the list, as a
+        serialised ``tf.train.Features`` (ELWC input carries them over).
+    """
+
+    qid: int
+    labels: np.ndarray
+    features: np.ndarray
+    line_numbers: np.ndarray
+    context: bytes = b""
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    @staticmethod
+    def join(pieces: list[QueryList]) -> QueryList:
+        """One list from consecutive pieces of the same query (split across blocks)."""
+        if len(pieces) == 1:
+            return pieces[0]
+        return QueryList(
+            pieces[0].qid,
+            np.concatenate([p.labels for p in pieces]),
+            np.concatenate([p.features for p in pieces]),
+            np.concatenate([p.line_numbers for p in pieces]),
+            pieces[0].context,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Whole lines of a file, to be parsed.
+
+    Attributes:
+      path: the file.
+      data: the lines' bytes, or ``None`` when a worker should read them itself
+        from ``offset`` (plain files).
+      offset: byte offset in the file (plain files), else -1.
+      length: number of bytes.
+      first_line: 1-based number of the first line.
+      num_lines: number of lines.
+    """
+
+    path: str
+    data: bytes | None
+    offset: int
+    length: int
+    first_line: int
+    num_lines: int
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        with open(self.path, "rb", buffering=0) as f:
+            if hasattr(os, "pread"):
+                return os.pread(f.fileno(), self.length, self.offset)
+            f.seek(self.offset)  # Windows has no pread
+            return f.read(self.length)
+
+
+class _HashingReader(io.RawIOBase):
+    """Wraps a binary file and hashes every byte read through it."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.sha256 = hashlib.sha256()
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self.sha256.update(memoryview(buffer)[:n])
+            self.bytes_read += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        # One copy instead of RawIOBase's bytearray-then-bytes.
+        block = self._raw.read(size)
+        self.sha256.update(block)
+        self.bytes_read += len(block)
+        return block
+
+
+class LetorFile:
+    """One LETOR file read once, as blocks of whole lines.
+
+    After :meth:`blocks` is exhausted, ``sha256`` and ``size_bytes`` describe the
+    file as stored on disk (compressed bytes for ``.gz``) and ``num_lines``
+    counts its lines.
+
+    Args:
+      path: plain or gzip-compressed LETOR file.
+      chunk_bytes: approximate block size; bounds memory.
+      opener: opens ``path`` as a raw binary stream of its stored bytes (e.g.
+        through a remote file system); ``None`` opens a local file. With an
+        opener, ``size_bytes`` is known once the file has been read.
+    """
+
+    def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, opener=None):
+        self.path = str(path)
+        self.chunk_bytes = chunk_bytes
+        self.sha256: str | None = None
+        self._opener = opener
+        self.size_bytes = os.path.getsize(self.path) if opener is None else None
+        self.bytes_read = 0
+        self.num_lines = 0
+        self._hash = hashlib.sha256()
+
+    def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
+        """Yields the file's blocks in order.
+
+        Args:
+          keep_data: attach each block's bytes. Without them (plain files only),
+            the file is read into one reused buffer, just to hash it and find
+            line boundaries, and whoever parses a block re-reads it by offset.
+
+        Raises:
+          LetorFormatError: for truncated or corrupt gzip data.
+        """
+        if keep_data or self._opener is not None or is_gzip(self.path):
+            yield from self._blocks_with_data()
+        else:
+            yield from self._blocks_by_offset()
+        self.sha256 = self._hash.hexdigest()
+
+    def _open_raw(self):
+        if self._opener is None:
+            return open(self.path, "rb", buffering=0)
+        return self._opener(self.path)
+
+    def _blocks_with_data(self) -> Iterator[Block]:
+        compressed = is_gzip(self.path, opener=self._opener)
+        hashing = _HashingReader(self._open_raw())
+        self._hash = hashing.sha256
+        stream = decompressing(hashing, compressed=compressed)
+        next_line, pending, offset = 1, b"", 0
+        try:
+            while True:
+                try:
+                    data = stream.read(self.chunk_bytes)
+                except GZIP_READ_ERRORS as e:
+                    raise LetorFormatError(
+                        self.path,
+                        next_line,
+                        f"truncated or corrupt gzip data at or after this line ({e})",
+                    ) from None
+                self.bytes_read = hashing.bytes_read
+                if not data:
+                    break
+                data = pending + data
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    pending = data
+                    continue
+                data, pending = data[:cut], data[cut:]
+                count = data.count(b"\n")
+                yield Block(self.path, data, -1 if compressed else offset, cut, next_line, count)
+                next_line += count
+                offset += cut
+            if pending:
+                yield Block(
+                    self.path, pending, -1 if compressed else offset, len(pending), next_line, 1
+                )
+                next_line += 1
+        finally:
+            stream.close()
+            hashing.close()
+        self.num_lines = next_line - 1
+        self.size_bytes = hashing.bytes_read
+
+    def _blocks_by_offset(self) -> Iterator[Block]:
+        self._hash = hashlib.sha256()
+        buffer = bytearray(self.chunk_bytes)
+        filled, offset, next_line = 0, 0, 1
+        with open(self.path, "rb", buffering=0) as f:
+            while True:
+                if filled == len(buffer):  # a line longer than the buffer
+                    buffer.extend(bytes(len(buffer)))
+                with memoryview(buffer) as view:
+                    n = f.readinto(view[filled:])
+                    self._hash.update(view[filled : filled + n])
+                self.bytes_read += n
+                end = filled + n
+                if n == 0:
+                    if end:
+                        yield Block(self.path, None, offset, end, next_line, 1)
+                        next_line += 1
+                    break
+                cut = buffer.rfind(b"\n", 0, end) + 1
+                if cut == 0:
+                    filled = end
+                    continue
+                count = buffer.count(b"\n", 0, cut)
+                yield Block(self.path, None, offset, cut, next_line, count)
+                next_line += count
+                offset += cut
+                buffer[: end - cut] = buffer[cut:end]
+                filled = end - cut
+        self.num_lines = next_line - 1
+
+
+def parse_block(
+    block: Block, num_features: int, *, use_threads: bool = True, duplicates: str = "error"
+) -> tuple[ParsedLines, bool]:
+    """Parses a block; returns its items and whether the dense fast path took it.
+
+    Lines with features out of order (or, with ``duplicates`` other than
+    ``"error"``, repeated) are left by the fast path to the reference parser.
+    """
+    data = block.read()
+    parsed = parse_dense_chunk(
+        data,
+        num_features=num_features,
+        first_line=block.first_line,
+        num_lines=block.num_lines,
+        use_threads=use_threads,
+    )
+    if parsed is not None:
+        return parsed, True
+    lines = data.split(b"\n")
+    return (
+        parse_letor_lines(
+            lines,
+            num_features=num_features,
+            path=block.path,
+            first_line=block.first_line,
+            duplicates=duplicates,
+        ),
+        False,
+    )
+
+
+def group_bounds(qids: np.ndarray) -> list[tuple[int, int]]:
+    """``(begin, end)`` of each run of equal consecutive qids."""
+    starts = np.flatnonzero(np.diff(qids)) + 1
+    bounds = [0, *starts.tolist(), len(qids)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
+    """The items ``begin:end`` of a parsed block, which share one qid."""
+    return QueryList(
+        qid=int(parsed.qids[begin]),
+        labels=parsed.labels[begin:end],
+        features=parsed.features[begin:end],
+        line_numbers=parsed.line_numbers[begin:end],
+    )
+
+
+def read_letor_file(path: str) -> bytes:
+    """The whole content of a LETOR file, decompressed if it is gzip data.
+
+    Raises:
+      LetorFormatError: for truncated or corrupt gzip data, naming the line
+        where it broke off.
+    """
+    return b"".join(block.data for block in LetorFile(path).blocks())

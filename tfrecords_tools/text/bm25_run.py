@@ -1,0 +1,187 @@
+"""BM25 from files: a TREC first-stage run from queries and a collection, and
+BM25's NDCG on a converted text dataset.
+
+The ranking itself is the library's (``tfr_rankformer.text.bm25``); this module
+reads the files it ranks.
+
+* :func:`write_bm25_run` indexes a whole collection and writes each query's
+  top ``k`` documents as a TREC run (the first stage a user without a run
+  needs for ``tfr-convert --input trec``).
+* :func:`evaluate_bm25` scores the lists of a text ELWC dataset. The index
+  statistics (document frequencies, average length) come from the documents
+  of the dataset's lists, over every split, each document once (by its
+  ``document_id``): the collection as the lists show it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index, bm25_list_metrics, top_documents
+from tfr_rankformer.text.word_tokens import tokenize
+from tfrecords_tools.text.text_elwc import read_text_split
+from tfrecords_tools.text.trec_files import TrecFormatError, read_collection, read_queries
+
+__all__ = ["Bm25Config", "write_bm25_run", "evaluate_bm25", "evaluate_bm25_splits"]
+
+
+def write_bm25_run(
+    queries: list[str],
+    collection: list[str],
+    output: str,
+    *,
+    top_k: int = 100,
+    config: Bm25Config = Bm25Config(),
+    tag: str = "bm25",
+    progress: bool = True,
+) -> dict:
+    """Writes a TREC run of each query's ``top_k`` BM25 documents.
+
+    The collection is streamed into the index (token ids, not strings; the
+    docids are kept). Documents that share no term with a query are not listed
+    for it, so a query may get fewer than ``top_k`` (counted). The run is
+    written under a temporary name and renamed when complete.
+
+    Args:
+      queries: query files (``qid<TAB>text``).
+      collection: collection files (``docid<TAB>text...``).
+      output: the run file to write.
+      top_k: documents per query.
+      config: BM25's parameters.
+      tag: the run's tag column.
+      progress: show progress bars.
+
+    Returns:
+      Counts: ``queries``, ``documents``, ``run_lines``, ``queries_short_of_top_k``,
+      ``queries_without_match``.
+
+    Raises:
+      TrecFormatError: a malformed line, a qid or docid given twice.
+    """
+    if top_k < 1:
+        raise ValueError(f"`top_k` must be a positive int, got {top_k}")
+    query_list = list(_read_unique(queries, read_queries, "qid"))
+    index, doc_ids = _index_collection(collection, config, progress=progress)
+    counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
+    counts.update(queries_short_of_top_k=0, queries_without_match=0)
+    temporary = f"{output}.partial"
+    from tqdm.auto import tqdm
+
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as f:
+            for qid, text in tqdm(query_list, desc="queries", disable=None if progress else True):
+                scores = index.scores(tokenize(text))
+                top = top_documents(scores, top_k)
+                counts["queries_short_of_top_k"] += len(top) < top_k
+                counts["queries_without_match"] += len(top) == 0
+                f.writelines(
+                    f"{qid} Q0 {doc_ids[j]} {rank} {scores[j]:.6f} {tag}\n"
+                    for rank, j in enumerate(top.tolist(), start=1)
+                )
+                counts["run_lines"] += len(top)
+        os.replace(temporary, output)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    return counts
+
+
+def _index_collection(
+    collection: list[str], config: Bm25Config, *, progress: bool
+) -> tuple[Bm25Index, list[str]]:
+    """The index of the collection files' documents, and their docids in index order."""
+    doc_ids = []
+
+    def documents():
+        for docid, text in _read_unique(collection, read_collection, "document"):
+            doc_ids.append(docid)
+            yield tokenize(text)
+
+    return Bm25Index(documents(), config, progress=progress), doc_ids
+
+
+def _read_unique(paths: list[str], reader, what: str):
+    """Yields ``(id, text)`` of the files, refusing an id given twice."""
+    seen: dict[str, tuple[int, int]] = {}
+    for number, path in enumerate(paths):
+        for line, key, text in reader(path):
+            if key in seen:
+                first_file, first_line = seen[key]
+                raise TrecFormatError(
+                    path,
+                    line,
+                    f"{what} {key!r} given twice (first at {paths[first_file]}: line {first_line})",
+                )
+            seen[key] = (number, line)
+            yield key, text
+
+
+def evaluate_bm25(
+    directory: str,
+    *,
+    split: str = "test",
+    config: Bm25Config = Bm25Config(),
+    ks=(1, 5, 10),
+    progress: bool = False,
+) -> dict:
+    """NDCG@k x 100 of BM25 on one split of a text ELWC dataset.
+
+    Args:
+      directory: a dataset written by ``tfr-convert`` with a text input.
+      split: the split to score.
+      config: BM25's parameters.
+      ks: NDCG cut-offs.
+      progress: show bm25s's progress bars.
+
+    Returns:
+      ``{"ndcg@k": ..., "num_lists": ..., "num_lists_counted": ..., "index_documents":
+      ..., "split": ..., "bm25": {...}, "tokenizer": ..., "convention": ...}``.
+    """
+    found = evaluate_bm25_splits(directory, (split,), config=config, ks=ks, progress=progress)
+    return found[split]
+
+
+def evaluate_bm25_splits(
+    directory: str,
+    splits,
+    *,
+    config: Bm25Config = Bm25Config(),
+    ks=(1, 5, 10),
+    progress: bool = False,
+) -> dict[str, dict]:
+    """``evaluate_bm25`` on several splits, over one index: ``{split: metrics}``."""
+    available = _dataset_splits(directory)
+    for split in splits:
+        if split not in available:
+            raise ValueError(f"{directory} has no {split!r} split; it has {sorted(available)}")
+    position, documents = {}, []
+    for name in available:
+        for text_list in read_text_split(directory, name):
+            for doc_id, tokens in zip(text_list.document_ids, text_list.document_tokens):
+                if doc_id not in position:
+                    position[doc_id] = len(documents)
+                    documents.append(tokens)
+    index = Bm25Index(documents, config, progress=progress)
+    return {
+        split: bm25_list_metrics(
+            read_text_split(directory, split), index, position, split=split, ks=ks
+        )
+        for split in splits
+    }
+
+
+def _dataset_splits(directory: str) -> list[str]:
+    import json
+
+    path = os.path.join(directory, "manifest.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file (is {directory} a converted dataset?)")
+    with open(path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    if manifest.get("kind") != "text":
+        raise ValueError(
+            f"{path}: not a text dataset (kind {manifest.get('kind')!r}); convert one with "
+            "tfr-convert --input trec or synthetic-text"
+        )
+    return [name for name, entry in manifest["splits"].items() if entry.get("num_lists")]

@@ -1,0 +1,116 @@
+"""A text dataset on disk: its manifest and its atomic writing.
+
+``DIR/manifest.json`` beside ``DIR/{train,vali,test}-NNNNN-of-NNNNN.tfrecord``
+(the text ELWC of ``text_elwc``). The manifest holds at least ``kind:
+"text"``, the feature names (``query_feature``, ``document_feature``,
+``label_feature``), ``splits`` (per split ``num_lists``, ``num_items`` and the
+files with their list counts), and also ``max_relevance``, the tokenizer,
+the source, the conversion's parameters and seed, and the ``filtered`` counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tfr_rankformer.text.word_tokens import TOKENIZER_DESCRIPTION
+from tfrecords_tools.atomic_output import scratch_directory
+from tfrecords_tools.manifest_json import dumps as manifest_dumps
+from tfrecords_tools.text.text_elwc import (
+    DOCUMENT_FEATURE,
+    DOCUMENT_ID_FEATURE,
+    LABEL_FEATURE,
+    QUERY_FEATURE,
+    QUERY_ID_FEATURE,
+    TEXT_KIND,
+)
+
+__all__ = [
+    "MANIFEST_NAME",
+    "is_text_dataset",
+    "text_manifest",
+    "write_atomically",
+    "relative_paths",
+]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+def is_text_dataset(directory: str) -> bool:
+    """Whether ``directory`` is a converted text dataset (its manifest says ``kind: "text"``).
+
+    A manifest that cannot be read answers ``False``: the feature-vector
+    reader then names what is wrong with it.
+    """
+    try:
+        with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("kind") == TEXT_KIND
+
+
+def relative_paths(values, scratch: str):
+    """``values`` with paths inside ``scratch`` made relative to it (generated inputs)."""
+    if isinstance(values, dict):
+        return {k: relative_paths(v, scratch) for k, v in values.items()}
+    if isinstance(values, (list, tuple)):
+        return [relative_paths(v, scratch) for v in values]
+    if isinstance(values, str) and values.startswith(scratch + os.sep):
+        return os.path.relpath(values, scratch)
+    return values
+
+
+def text_manifest(
+    parameters: dict, splits, read, filtered, max_label, source, *, seed: int
+) -> dict:
+    """The ``manifest.json`` of a text dataset (see the README's *Text ranking data*)."""
+    from tfr_rankformer import __version__
+
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "created_by": f"tfr-convert {__version__}",
+        "kind": TEXT_KIND,
+        "query_feature": QUERY_FEATURE,
+        "document_feature": DOCUMENT_FEATURE,
+        "label_feature": LABEL_FEATURE,
+        "query_id_feature": QUERY_ID_FEATURE,
+        "document_id_feature": DOCUMENT_ID_FEATURE,
+        "max_relevance": int(max_label),
+        "elwc": {
+            "context": {
+                QUERY_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+                QUERY_ID_FEATURE: {"dtype": "string", "shape": [1]},
+            },
+            "examples": {
+                DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+                DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
+                LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
+            },
+        },
+        "tokenizer": TOKENIZER_DESCRIPTION,
+        "source": source or {"kind": "trec"},
+        "parameters": parameters,
+        "seed": seed,
+        "input": read,
+        "filtered": filtered,
+        "splits": splits,
+    }
+
+
+def write_atomically(output: str, *, overwrite: bool, build) -> dict:
+    """Runs ``build(scratch) -> manifest`` in a temporary directory beside ``output``.
+
+    The manifest is written into it, and it is renamed to ``output`` when
+    complete; on any error it is removed, so nothing partial is left.
+
+    Raises:
+      FileExistsError: ``output`` exists (and is not empty) and ``overwrite`` is off.
+    """
+    with scratch_directory(output, overwrite=overwrite) as scratch:
+        manifest = build(scratch)
+        with open(os.path.join(scratch, MANIFEST_NAME), "w", encoding="utf-8") as f:
+            f.write(manifest_dumps(manifest) + "\n")
+        os.chmod(scratch, 0o755)
+    return manifest

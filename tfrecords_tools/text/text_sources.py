@@ -1,0 +1,118 @@
+"""``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` and ``synthetic-text``.
+
+``trec:DIR`` looks its files up in ``DIR`` by these names (each may end in
+``.gz``); files given by flags take precedence:
+
+* queries: ``queries.tsv`` (split by a hash of the qid), or
+  ``queries.train.tsv``, ``queries.vali.tsv`` (or ``queries.dev.tsv``) and
+  ``queries.test.tsv``;
+* collection: ``collection.tsv``;
+* qrels: ``qrels.txt`` or ``qrels.tsv``;
+* run: ``run.txt`` or ``run.tsv``.
+
+``synthetic-text`` generates the files of ``synthetic_text`` under
+``OUTPUT/source/`` and converts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, generate_trec_layout
+from tfrecords_tools.text.text_dataset import write_atomically
+from tfrecords_tools.text.trec_convert import TrecConfig, write_text_dataset
+
+__all__ = [
+    "TEXT_INPUTS",
+    "SYNTHETIC_TEXT",
+    "TREC_PREFIX",
+    "is_text_input",
+    "find_trec_files",
+    "convert_synthetic_text",
+]
+
+SYNTHETIC_TEXT = "synthetic-text"
+TREC_PREFIX = "trec"
+TEXT_INPUTS = (SYNTHETIC_TEXT, TREC_PREFIX, f"{TREC_PREFIX}:DIR")
+
+_NAMES = {
+    "queries": ("queries.tsv",),
+    "train_queries": ("queries.train.tsv",),
+    "vali_queries": ("queries.vali.tsv", "queries.dev.tsv"),
+    "test_queries": ("queries.test.tsv",),
+    "collection": ("collection.tsv",),
+    "qrels": ("qrels.txt", "qrels.tsv"),
+    "run": ("run.txt", "run.tsv"),
+}
+
+
+def is_text_input(name: str | None) -> bool:
+    """Whether ``--input`` names a text input."""
+    if not name:
+        return False
+    return name == SYNTHETIC_TEXT or name == TREC_PREFIX or name.startswith(TREC_PREFIX + ":")
+
+
+def find_trec_files(directory: str) -> dict[str, tuple]:
+    """The TREC-layout files found in ``directory`` by their conventional names.
+
+    Returns:
+      ``{field of TrecConfig: (path,)}`` for each file found.
+
+    Raises:
+      FileNotFoundError: ``directory`` is not a directory.
+    """
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"trec:{directory}: not a directory")
+    found = {}
+    for field, names in _NAMES.items():
+        for name in names:
+            for candidate in (name, name + ".gz"):
+                path = os.path.join(directory, candidate)
+                if os.path.isfile(path) and field not in found:
+                    found[field] = (path,)
+    if "queries" in found and any(k.endswith("_queries") for k in found):
+        del found["queries"]  # per-split files win over one file split by hash
+    return found
+
+
+def convert_synthetic_text(
+    synthetic: SyntheticTextConfig,
+    *,
+    output: str,
+    overwrite: bool = False,
+    progress: bool = True,
+    **options,
+) -> dict:
+    """Generates synthetic text data and converts it into ``output``.
+
+    Args:
+      synthetic: size and seed of the generated lists.
+      output: the output directory.
+      overwrite: replace an existing output directory.
+      progress: show progress bars.
+      **options: further ``TrecConfig`` fields (``max_list_size``, ``shards``, ...);
+        the files are the generated ones (under ``OUTPUT/source/``).
+
+    Returns:
+      The manifest.
+    """
+
+    def build(scratch: str) -> dict:
+        paths = generate_trec_layout(os.path.join(scratch, "source"), synthetic)
+        config = TrecConfig(
+            output=output,
+            overwrite=overwrite,
+            train_queries=paths["train_queries"],
+            vali_queries=paths["vali_queries"],
+            test_queries=paths["test_queries"],
+            collection=paths["collection"],
+            qrels=paths["qrels"],
+            run=paths["run"],
+            **options,
+        )
+        source = {"kind": SYNTHETIC_TEXT, "synthetic": dataclasses.asdict(synthetic)}
+        return write_text_dataset(config, scratch, progress=progress, source=source)
+
+    return write_atomically(output, overwrite=overwrite, build=build)

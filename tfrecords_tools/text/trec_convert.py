@@ -1,0 +1,320 @@
+"""TREC-layout text ranking data (queries, collection, qrels, a run) to text ELWC.
+
+The run decides the lists: each query's documents in the run's order (rank,
+then score), cut to ``max_list_size``; the qrels give their labels (an
+unjudged document is 0). The files are read in an order that keeps memory to
+what the lists need: the queries, then the run (so the needed docids are
+known), then the qrels, and the collection last, streamed, keeping only the
+documents of some list. Text is tokenised by ``text_tokenizer.tokenize``.
+
+Refused (a :class:`~tfrecords_tools.text.trec_files.TrecFormatError` naming the
+file and line; nothing is written): a malformed line, a qid given twice in
+the queries or in the qid lists, a run line of a qid the queries lack, a document listed twice
+for one query in the run, a (qid, docid) judged twice in the qrels, a needed
+document given twice in the collection.
+
+Counted in the manifest's ``filtered`` entry and printed by ``tfr-convert``
+(never dropped silently): queries without run lines, queries without qrels
+(dropped), queries with no tokens (dropped), queries in no qid list (dropped,
+with their run and qrels lines), qids listed without a query, qrels lines of
+unknown queries (ignored),
+negative labels (read as 0), run documents missing from the collection
+(removed from their lists), lists cut to ``max_list_size``, lists left shorter
+than ``min_list_size`` (dropped), truncated queries and documents, unjudged
+list items, lists without a relevant document, relevant documents the run
+misses.
+
+Everything is written under a temporary name beside the output and renamed
+when complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+
+from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
+from tfrecords_tools.text.text_dataset import relative_paths, text_manifest, write_atomically
+from tfrecords_tools.text.text_elwc import TextList, TextSplitWriter
+from tfrecords_tools.text.trec_config import TEXT_SPLITS, TrecConfig, hash_split
+from tfrecords_tools.text.trec_files import (
+    TrecFormatError,
+    read_collection,
+    read_qid_list,
+    read_qrels,
+    read_queries,
+    read_run,
+)
+
+__all__ = [
+    "TrecConfig",
+    "convert_trec",
+    "hash_split",
+    "write_text_dataset",
+    "TEXT_SPLITS",
+]
+
+logger = logging.getLogger(__name__)
+
+# What was read, as opposed to what was filtered (the manifest's ``input`` entry).
+_INPUT_COUNTS = ("queries", "run_lines", "qrels_lines", "documents_read")
+
+
+# === Reading ===
+
+
+class _Reader:
+    """Reads the files into lists, counting what it filters."""
+
+    def __init__(self, config: TrecConfig):
+        self.config = config
+        self.counts = collections.Counter()
+        self.queries: dict[str, tuple[list, str]] = {}  # qid -> (tokens, split)
+        self.runs: dict[str, list] = {}  # qid -> [(rank, -score, order, docid)]
+        self.qrels: dict[str, dict] = collections.defaultdict(dict)  # qid -> docid -> label
+        self.excluded: set[str] = set()  # queries in no qid list
+
+    def _split_lists(self) -> dict[str, str] | None:
+        """qid -> split from the qid list files; ``None`` without them."""
+        lists, first = {}, {}
+        for split in TEXT_SPLITS:
+            for path in getattr(self.config, f"{split}_qids"):
+                for line, qid in read_qid_list(path):
+                    if qid in first:
+                        raise TrecFormatError(
+                            path, line, f"qid {qid!r} listed twice (first at {first[qid]})"
+                        )
+                    first[qid] = f"{path}: line {line}"
+                    lists[qid] = split
+        return lists if first else None
+
+    def read_queries(self) -> None:
+        config, seen = self.config, {}
+        split_lists = self._split_lists()
+        files = [(path, None) for path in config.queries]
+        for split in TEXT_SPLITS:
+            files += [(path, split) for path in getattr(config, f"{split}_queries")]
+        for path, file_split in files:
+            for line, qid, text in read_queries(path):
+                if qid in seen:
+                    raise TrecFormatError(
+                        path, line, f"qid {qid!r} given twice (first at {seen[qid]})"
+                    )
+                seen[qid] = f"{path}: line {line}"
+                tokens, cut = truncate_tokens(tokenize(text), config.max_query_tokens)
+                self.counts["queries_truncated"] += cut
+                if file_split:
+                    split = file_split
+                elif split_lists is not None:
+                    split = split_lists.get(qid)
+                else:
+                    split = hash_split(qid, seed=config.seed, fractions=config.split_fractions)
+                if split is None:
+                    self.excluded.add(qid)
+                    continue
+                self.queries[qid] = (tokens, split)
+        self.counts["queries"] = len(self.queries) + len(self.excluded)
+        self.counts["queries_in_no_split_list"] = len(self.excluded)
+        if split_lists is not None:
+            self.counts["split_list_qids_without_query"] = len(split_lists.keys() - seen.keys())
+
+    def read_runs(self) -> None:
+        order, runs = 0, self.config.run
+        first: dict[tuple, tuple[int, int]] = {}  # (qid, docid) -> (file, line)
+        for number, path in enumerate(runs):
+            for line, qid, docid, rank, score in read_run(path):
+                if qid in self.excluded:
+                    self.counts["run_lines_of_queries_in_no_split_list"] += 1
+                    continue
+                if qid not in self.queries:
+                    raise TrecFormatError(
+                        path, line, f"qid {qid!r} is not in the query files (unknown qid)"
+                    )
+                key = (qid, docid)
+                if key in first:
+                    where = f"line {first[key][1]}"
+                    if first[key][0] != number:
+                        where = f"{runs[first[key][0]]}: {where}"
+                    raise TrecFormatError(
+                        path,
+                        line,
+                        f"document {docid!r} listed twice for qid {qid!r} (first at {where})",
+                    )
+                first[key] = (number, line)
+                self.runs.setdefault(qid, []).append((rank, -score, order, docid))
+                order += 1
+                self.counts["run_lines"] += 1
+
+    def read_qrels(self) -> None:
+        for path in self.config.qrels:
+            first_line: dict[tuple, int] = {}
+            for line, qid, docid, label in read_qrels(path):
+                if qid in self.excluded:
+                    self.counts["qrels_lines_of_queries_in_no_split_list"] += 1
+                    continue
+                if qid not in self.queries:
+                    self.counts["qrels_lines_of_unknown_queries"] += 1
+                    continue
+                key = (qid, docid)
+                if key in first_line or docid in self.qrels[qid]:
+                    where = f"line {first_line[key]}" if key in first_line else "another file"
+                    raise TrecFormatError(
+                        path,
+                        line,
+                        f"qid {qid!r}, document {docid!r} judged twice (first at {where})",
+                    )
+                first_line[key] = line
+                if label < 0:
+                    self.counts["negative_labels_read_as_0"] += 1
+                    label = 0
+                self.qrels[qid][docid] = label
+                self.counts["qrels_lines"] += 1
+
+    def candidate_lists(self) -> dict[str, list[str]]:
+        """Each kept query's docids in run order, cut to ``max_list_size``."""
+        limit, lists = self.config.max_list_size, {}
+        for qid, (tokens, _) in self.queries.items():
+            entries = self.runs.get(qid)
+            if not entries:
+                self.counts["queries_without_run"] += 1
+                continue
+            if not self.qrels.get(qid):
+                self.counts["queries_without_qrels"] += 1
+                continue
+            if not tokens:
+                self.counts["queries_without_tokens"] += 1
+                continue
+            docids = [docid for *_, docid in sorted(entries)]
+            if limit is not None and len(docids) > limit:
+                self.counts["lists_cut_to_max_list_size"] += 1
+                self.counts["run_documents_beyond_max_list_size"] += len(docids) - limit
+                docids = docids[:limit]
+            kept = set(docids)
+            self.counts["relevant_documents_not_in_lists"] += sum(
+                1 for d, label in self.qrels[qid].items() if label > 0 and d not in kept
+            )
+            lists[qid] = docids
+        return lists
+
+    def read_documents(self, wanted: set, progress: bool) -> dict[str, list]:
+        """The tokens of the ``wanted`` documents, streamed from the collection."""
+        documents, first = {}, {}
+        from tqdm.auto import tqdm
+
+        with tqdm(
+            total=len(wanted), desc="documents", unit="doc", disable=None if progress else True
+        ) as bar:
+            for path in self.config.collection:
+                for line, docid, text in read_collection(path, wanted):
+                    if docid in first:
+                        raise TrecFormatError(
+                            path, line, f"document {docid!r} given twice (first at {first[docid]})"
+                        )
+                    first[docid] = f"{path}: line {line}"
+                    tokens, cut = truncate_tokens(tokenize(text), self.config.max_document_tokens)
+                    self.counts["documents_truncated"] += cut
+                    self.counts["documents_without_tokens"] += not tokens
+                    documents[docid] = tokens
+                    bar.update(1)
+        return documents
+
+
+# === Writing ===
+
+
+def _text_lists(reader: _Reader, lists: dict, documents: dict):
+    """Yields ``(split, TextList)``, counting missing documents and short lists."""
+    counts = reader.counts
+    for qid, docids in lists.items():
+        present = [d for d in docids if d in documents]
+        counts["run_documents_missing_from_collection"] += len(docids) - len(present)
+        if len(present) < reader.config.min_list_size:
+            counts["lists_below_min_list_size"] += 1
+            continue
+        judged = reader.qrels[qid]
+        labels = tuple(judged.get(d, 0) for d in present)
+        counts["unjudged_items"] += sum(1 for d in present if d not in judged)
+        counts["lists_without_relevant"] += not any(labels)
+        tokens, split = reader.queries[qid]
+        yield (
+            split,
+            TextList(
+                qid,
+                tuple(tokens),
+                tuple(present),
+                tuple(tuple(documents[d]) for d in present),
+                labels,
+            ),
+        )
+
+
+def _log_filtered(filtered: dict) -> None:
+    for name, count in filtered.items():
+        if count:
+            logger.debug("%s: %d", name.replace("_", " "), count)
+
+
+def write_text_dataset(
+    config: TrecConfig, out_dir: str, *, progress: bool = True, source: dict | None = None
+) -> dict:
+    """Converts the files into ``out_dir`` (which must exist); returns the manifest.
+
+    Raises:
+      TrecFormatError: a refused line (see the module docstring).
+      ValueError: no list is left to write.
+    """
+    reader = _Reader(config)
+    reader.read_queries()
+    reader.read_runs()
+    reader.read_qrels()
+    lists = reader.candidate_lists()
+    wanted = {d for docids in lists.values() for d in docids}
+    documents = reader.read_documents(wanted, progress)
+    reader.counts["documents_read"] = len(documents)
+    reader.counts["run_docids_missing_from_collection"] = len(wanted - documents.keys())
+    writers = {s: TextSplitWriter(out_dir, s, config.shards) for s in TEXT_SPLITS}
+    max_label = 0
+    try:
+        for split, text_list in _text_lists(reader, lists, documents):
+            writers[split].write(text_list)
+            max_label = max(max_label, *text_list.relevance)
+    finally:
+        files = {s: w.close() for s, w in writers.items()}
+    splits = {
+        s: {
+            "num_lists": w.num_lists,
+            "num_items": w.num_items,
+            **w.length_histograms(),
+            "files": files[s],
+        }
+        for s, w in writers.items()
+    }
+    counts = dict(sorted(reader.counts.items()))
+    read = {k: counts.pop(k, 0) for k in _INPUT_COUNTS}
+    filtered = counts
+    _log_filtered(filtered)
+    if not any(s["num_lists"] for s in splits.values()):
+        raise ValueError(
+            "no list left to write: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in filtered.items() if v)
+        )
+    parameters = relative_paths(config.to_json(), os.path.abspath(out_dir))
+    return text_manifest(parameters, splits, read, filtered, max_label, source, seed=config.seed)
+
+
+def convert_trec(config: TrecConfig, *, progress: bool = True) -> dict:
+    """Converts TREC-layout files to a text ELWC dataset in ``config.output``.
+
+    Returns:
+      The manifest (also written to ``output/manifest.json``).
+
+    Raises:
+      TrecFormatError, ValueError, FileExistsError, OSError: nothing is left in
+        ``output``.
+    """
+    return write_atomically(
+        config.output,
+        overwrite=config.overwrite,
+        build=lambda scratch: write_text_dataset(config, scratch, progress=progress),
+    )

@@ -220,6 +220,31 @@ def _versions() -> dict:
     return versions
 
 
+def _run_once(config: ExperimentConfig, spec, fold_data: str, fold: int, seed: int, bar) -> dict:
+    """One (model, fold, seed) run, trained unless its metrics exist; its ``results.json`` entry."""
+    run_dir = os.path.join(config.output, "runs", spec.slug, f"Fold{fold}", f"seed{seed}")
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    bar.set_description(f"{spec.label} Fold{fold} seed{seed}")
+    if not os.path.isfile(metrics_path):
+        if os.path.isdir(run_dir):
+            logger.info("%s was interrupted: starting it again", run_dir)
+            shutil.rmtree(run_dir)
+        started = time.perf_counter()
+        _train_one(spec, fold_data, run_dir, seed, config)
+        logger.info("%s: %.0f s", run_dir, time.perf_counter() - started)
+    with open(metrics_path, encoding="utf-8") as f:
+        metrics = json.load(f)
+    return {
+        "model": spec.label,
+        "fold": fold,
+        "seed": seed,
+        "run_dir": run_dir,
+        "metrics": {k: v for k, v in metrics.items() if k not in ("settings",)},
+        "settings": metrics.get("settings"),
+        "seconds": metrics.get("training", {}).get("seconds"),
+    }
+
+
 def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
     """Runs (or resumes) the experiment; returns ``results.json``'s content."""
     from tqdm.auto import tqdm
@@ -239,32 +264,8 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
         for spec in specs
         if seed == 0 or not spec.is_bm25  # BM25 is deterministic: one run per fold
     ]
-    runs = []
     bar = tqdm(plan, unit="run", disable=None if progress else True)
-    for spec, fold, seed in bar:
-        run_dir = os.path.join(config.output, "runs", spec.slug, f"Fold{fold}", f"seed{seed}")
-        metrics_path = os.path.join(run_dir, "metrics.json")
-        bar.set_description(f"{spec.label} Fold{fold} seed{seed}")
-        if not os.path.isfile(metrics_path):
-            if os.path.isdir(run_dir):
-                logger.info("%s was interrupted: starting it again", run_dir)
-                shutil.rmtree(run_dir)
-            started = time.perf_counter()
-            _train_one(spec, folds[fold], run_dir, seed, config)
-            logger.info("%s: %.0f s", run_dir, time.perf_counter() - started)
-        with open(metrics_path, encoding="utf-8") as f:
-            metrics = json.load(f)
-        runs.append(
-            {
-                "model": spec.label,
-                "fold": fold,
-                "seed": seed,
-                "run_dir": run_dir,
-                "metrics": {k: v for k, v in metrics.items() if k not in ("settings",)},
-                "settings": metrics.get("settings"),
-                "seconds": metrics.get("training", {}).get("seconds"),
-            }
-        )
+    runs = [_run_once(config, spec, folds[fold], fold, seed, bar) for spec, fold, seed in bar]
     if text:
         manifest = {"label_kind": "relevance"}
     else:

@@ -209,79 +209,28 @@ def _settle(config: TrainConfig, **options) -> _Run:
 
 def _train(run: _Run) -> dict:
     """``train``'s work inside the run directory."""
-    config, manifest, plan, worker = run.config, run.manifest, run.plan, run.worker
-    lists, steps = plan.batches.lists, plan.batches.steps
-    include_empty = config.training_includes_empty_lists()
-    # The precision policy applies to the layers built under it, then is restored.
-    policy = tf.keras.mixed_precision.global_policy()
-    if run.mixed:
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-    try:
-        with run.strategy.scope():
-            model, ranker = build_compiled_model(
-                config, manifest, steps_per_epoch=steps, xla=run.xla
-            )
-    finally:
-        tf.keras.mixed_precision.set_global_policy(policy)
+    config, worker = run.config, run.worker
+    model, ranker = _build(run)
     # Lists too large to cache in memory are cached on disk for the run.
     cache_dir = tempfile.mkdtemp(prefix="tfr-train-cache-")
-    train_data = data.training_dataset(
-        config.data,
-        manifest,
-        plan=plan.batches,
-        list_cap=plan.cap,
-        include_empty_lists=include_empty,
-        with_list_head=config.uses_list_head,
-        with_item_levels=item_levels(config, manifest) is not None,
-        keep_order=config.architecture.positional_encoding != "none",
-        seed=config.seed,
-        shuffle_buffer=shuffle_lists(manifest),
-        normalize=normalization_of(model),
-        cache_file=os.path.join(cache_dir, "train"),
-        worker=worker,
-        pad_to_longest=not config.length_buckets,
-    )
     lines = run.verbose == 1 and not attached_to_terminal()
     callbacks, monitor = run_callbacks(
         config,
         model,
-        manifest,
-        lists=lists,
-        steps=steps,
+        run.manifest,
+        lists=run.plan.batches.lists,
+        steps=run.plan.batches.steps,
         strategy=run.strategy,
         worker=worker,
         progress_lines=lines,
         progress_seconds=run.progress_seconds,
     )
     callbacks += list(run.callbacks or [])
-    logger.info(
-        "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
-        "strategy %s (worker %d of %d), mixed precision %s, XLA %s",
-        config.model,
-        lists,
-        "with" if include_empty else "without",
-        steps,
-        type(run.strategy).__name__,
-        worker.index,
-        worker.count,
-        run.mixed,
-        run.xla,
-    )
-    started = time.perf_counter()
-    # XLA's compiled pieces compile once per batch shape: worth it for one shape
-    # (one bucket; batches padded to their longest list take a shape each).
-    # Batches of many shapes carry padding instead: their encoder layers run the
-    # item-wise parts on the valid items alone (packed_items).
-    buckets = sum(1 for count in plan.batches.counts if count)
-    one_shape = buckets == 1 and config.length_buckets
+    _log_start(run)
     try:
-        with compiled_ops.default(one_shape), packed_items.default(not one_shape):
-            history = ranker.fit(
-                train_data,
-                epochs=config.epochs,
-                callbacks=callbacks,
-                verbose=0 if lines else run.verbose,
-            )
+        train_data = _training_data(run, model, os.path.join(cache_dir, "train"))
+        started = time.perf_counter()
+        history = _fit(run, ranker, train_data, callbacks, verbose=0 if lines else run.verbose)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     seconds = time.perf_counter() - started
@@ -296,11 +245,78 @@ def _train(run: _Run) -> dict:
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
-    metrics = evaluate_splits(config, manifest, model)
+    metrics = evaluate_splits(config, run.manifest, model)
     metrics["training"] = _training_summary(run, history, seconds, monitor)
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
     return metrics
+
+
+def _build(run: _Run):
+    """``(model, ranker)`` built and compiled under the run's strategy and precision."""
+    # The precision policy applies to the layers built under it, then is restored.
+    policy = tf.keras.mixed_precision.global_policy()
+    if run.mixed:
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with run.strategy.scope():
+            return build_compiled_model(
+                run.config, run.manifest, steps_per_epoch=run.plan.batches.steps, xla=run.xla
+            )
+    finally:
+        tf.keras.mixed_precision.set_global_policy(policy)
+
+
+def _training_data(run: _Run, model, cache_file: str) -> tf.data.Dataset:
+    """The training split's batches, by the run's plan."""
+    config, manifest = run.config, run.manifest
+    return data.training_dataset(
+        config.data,
+        manifest,
+        plan=run.plan.batches,
+        list_cap=run.plan.cap,
+        include_empty_lists=config.training_includes_empty_lists(),
+        with_list_head=config.uses_list_head,
+        with_item_levels=item_levels(config, manifest) is not None,
+        keep_order=config.architecture.positional_encoding != "none",
+        seed=config.seed,
+        shuffle_buffer=shuffle_lists(manifest),
+        normalize=normalization_of(model),
+        cache_file=cache_file,
+        worker=run.worker,
+        pad_to_longest=not config.length_buckets,
+    )
+
+
+def _fit(run: _Run, ranker, train_data, callbacks: list, *, verbose: int):
+    """Keras ``fit`` over the epochs, with the compiled pieces that suit the batches' shapes."""
+    # XLA's compiled pieces compile once per batch shape: worth it for one shape
+    # (one bucket; batches padded to their longest list take a shape each).
+    # Batches of many shapes carry padding instead: their encoder layers run the
+    # item-wise parts on the valid items alone (packed_items).
+    buckets = sum(1 for count in run.plan.batches.counts if count)
+    one_shape = buckets == 1 and run.config.length_buckets
+    with compiled_ops.default(one_shape), packed_items.default(not one_shape):
+        return ranker.fit(
+            train_data, epochs=run.config.epochs, callbacks=callbacks, verbose=verbose
+        )
+
+
+def _log_start(run: _Run) -> None:
+    worker = run.worker
+    logger.info(
+        "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
+        "strategy %s (worker %d of %d), mixed precision %s, XLA %s",
+        run.config.model,
+        run.plan.batches.lists,
+        "with" if run.config.training_includes_empty_lists() else "without",
+        run.plan.batches.steps,
+        type(run.strategy).__name__,
+        worker.index,
+        worker.count,
+        run.mixed,
+        run.xla,
+    )
 
 
 def _training_summary(run: _Run, history, seconds: float, monitor: str) -> dict:

@@ -290,7 +290,7 @@ def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args:
         quantile_epsilon=args.quantile_epsilon,
     )
     manifests = convert_on_beam(beam_config)
-    bad = sum(s["input"]["bad_lines"] for m in manifests for s in m["splits"].values())
+    bad = sum(s.input["bad_lines"] for m in manifests for s in m.splits.values())
     if bad:
         where = args.bad_lines or f"{config.output.rstrip('/')}.bad_lines.txt"
         print(f"set aside {bad:,} invalid line(s), listed in {where}")
@@ -334,12 +334,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:
-        fold = manifest["source"]["fold"]
         counts = ", ".join(
-            f"{name} {s['num_lists']:,} lists / {s['num_items']:,} items"
-            for name, s in manifest["splits"].items()
+            f"{name} {s.num_lists:,} lists / {s.num_items:,} items"
+            for name, s in manifest.splits.items()
         )
-        label = f"Fold{fold}: " if fold and config.all_folds else ""
+        label = f"Fold{manifest.fold}: " if manifest.fold and config.all_folds else ""
         print(f"{label}{counts}")
     print(f"wrote {config.output} ({MANIFEST_NAME} describes it)")
     return 0

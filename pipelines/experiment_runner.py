@@ -48,6 +48,7 @@ from pipelines.experiment_summary import (
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, read_manifest
 from tfr_rankformer.runner import train
 from tfr_rankformer.train_config import TrainConfig
 from tfrecords_tools.text.text_dataset import is_text_dataset
@@ -165,8 +166,7 @@ def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
 
     bm25 = Bm25Config(**dict(spec.settings))
     started = time.perf_counter()
-    with open(os.path.join(fold_data, "manifest.json"), encoding="utf-8") as f:
-        available = json.load(f)["splits"]
+    available = read_manifest(os.path.join(fold_data, MANIFEST_NAME)).splits
     splits = [s for s in ("vali", "test") if s in available]
     metrics = {}
     for split, found in evaluate_bm25_splits(fold_data, splits, config=bm25).items():
@@ -266,17 +266,14 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
     ]
     bar = tqdm(plan, unit="run", disable=None if progress else True)
     runs = [_run_once(config, spec, folds[fold], fold, seed, bar) for spec, fold, seed in bar]
-    if text:
-        manifest = {"label_kind": "relevance"}
-    else:
-        manifest = data.load_manifest(folds[min(folds)])
+    label_kind = "relevance" if text else data.load_manifest(folds[min(folds)]).label_kind
     reported = TEXT_REPORTED if text else REPORTED
     paired = TEXT_REPORTED if text else PAIRED
     results = {
         "dataset": config.dataset,
         "kind": "text" if text else "features",
         "reported": list(reported),
-        "label_kind": manifest.get("label_kind"),
+        "label_kind": label_kind,
         "folds": sorted(folds),
         "seeds": config.seeds,
         "models": [s.label for s in specs],

@@ -5,11 +5,14 @@ Examples::
     tfr-export --model-dir runs/rankformer
     tfr-export --model-dir runs/rankformer --version 7
     tfr-export --model-dir runs/rankformer --invalid-items score-last
+    # a Listformer: export/<version>/ (raw text) and export_token_ids/<version>/
+    tfr-export --model-dir runs/listformer
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pipelines.cli_common import make_parser
@@ -30,7 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
         "and 'expected_list_label' [batch]. Features are normalised inside the graph. "
         "Items whose 'features' are missing, of another length than the model's, or hold "
         "NaN/inf fail the request with a message naming the list, item, field and lengths "
-        "(or value), unless --invalid-items score-last.",
+        "(or value), unless --invalid-items score-last. A text run (the Listformer) gets "
+        "two SavedModels of the same version: MODEL_DIR/export/<version>/ takes raw strings "
+        "('query' [batch], 'documents' [batch, list]) and needs a server with TF Text's ops; "
+        "MODEL_DIR/export_token_ids/<version>/ takes WordPiece ids ('query_ids', "
+        "'document_ids', 'document_mask'), holds core TF ops only, and carries "
+        "assets.extra/vocab.txt and tokenizer.json for the client's tokenizer "
+        "(docs/serving.md).",
         __doc__,
     )
     p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
@@ -61,8 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-export: error: {e}", file=sys.stderr)
         return 1
-    print(f"exported {path} (invalid items: {args.invalid_items})")
+    token_ids = _token_id_export(args.model_dir, path)
+    if token_ids:
+        print(f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)")
+    else:
+        print(f"exported {path} (invalid items: {args.invalid_items})")
     return 0
+
+
+def _token_id_export(model_dir: str, path: str) -> str | None:
+    """A text run's token-id export of the version just written (``None``: not a text run)."""
+    from tfr_rankformer.run_layout import TOKEN_ID_EXPORT_NAME, is_text_run
+
+    companion = os.path.join(model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(path))
+    return companion if is_text_run(model_dir) and os.path.isdir(companion) else None
 
 
 if __name__ == "__main__":

@@ -104,19 +104,18 @@ class _Filled:
 
 def _elwc_files(args, filled: _Filled) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
-    from tfr_rankformer.inputs.data import load_manifest, split_files
+    from tfr_rankformer.inputs.manifest import MANIFEST_NAME, load_manifest
     from tfr_rankformer.inputs.record_checks import check_tfrecord_file
-    from tfr_rankformer.inputs.training_density import MISSING_FEATURES
 
     if os.path.isdir(args.input):
         counts = {}
-        if os.path.isfile(os.path.join(args.input, "manifest.json")):
+        if os.path.isfile(os.path.join(args.input, MANIFEST_NAME)):
             manifest = load_manifest(args.input)
-            files = split_files(args.input, manifest, args.split)
-            counts = manifest["splits"][args.split]["files"]
-            recorded = manifest["splits"][args.split].get("input")
-            if isinstance(recorded, dict) and type(recorded.get(MISSING_FEATURES)) is int:
-                filled.converted = recorded[MISSING_FEATURES]
+            files = manifest.split_files(args.input, args.split)
+            entry = manifest.splits[args.split]
+            counts = entry.files
+            if entry.items_with_missing_features is not None:
+                filled.converted = entry.items_with_missing_features
         else:
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 
 from tfr_rankformer.config_io import from_dict
+from tfr_rankformer.inputs.manifest import Manifest
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
 from tfrecords_tools.text.text_sources import (
     SYNTHETIC_TEXT,
@@ -153,7 +154,7 @@ def _trec_config(args, values: dict) -> TrecConfig:
     return TrecConfig.from_json(values)
 
 
-def run_text_conversion(args) -> dict:
+def run_text_conversion(args) -> Manifest:
     """Converts a text input as the parsed ``args`` ask; returns the manifest.
 
     Raises:
@@ -222,13 +223,11 @@ def text_main(args) -> int:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     counts = ", ".join(
-        f"{name} {s['num_lists']:,} lists / {s['num_items']:,} items"
-        for name, s in manifest["splits"].items()
+        f"{name} {s.num_lists:,} lists / {s.num_items:,} items"
+        for name, s in manifest.splits.items()
     )
     print(counts)
-    filtered = ", ".join(
-        f"{k.replace('_', ' ')} {v:,}" for k, v in manifest["filtered"].items() if v
-    )
+    filtered = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in manifest.filtered.items() if v)
     if filtered:
         print(f"filtered or cut: {filtered}")
     print(f"wrote {args.output} (manifest.json describes it)")

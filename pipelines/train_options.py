@@ -19,45 +19,14 @@ from tfr_rankformer.command_names import (
 )
 
 __all__ = [
-    "ARCHITECTURE",
     "NUMERIC_ARCHITECTURE",
     "REPORTED",
     "SWITCHES",
-    "TEXT",
     "TEXT_ARCHITECTURE",
     "build_parser",
 ]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
-ARCHITECTURE = (
-    "num_layers",
-    "num_heads",
-    "ff_dim",
-    "dropout",
-    "head_hidden",
-    "d_fc",
-    "positional_encoding",
-    "max_positions",
-    "global_tokens",
-    "cls_token",
-    "final_norm",
-    "head_dropout",
-    "cls_stddev",
-    "init",
-    "copied_layers",
-    "width",
-    "attention_window",
-    "attention",
-)
-TEXT = (
-    "query_feature",
-    "document_feature",
-    "label_feature",
-    "max_query_tokens",
-    "max_document_tokens",
-    "vocab",
-    "vocab_size",
-)
 TEXT_ARCHITECTURE = ("width", "attention_window", "attention")
 NUMERIC_ARCHITECTURE = (
     "d_fc",

@@ -359,8 +359,8 @@ def test_many_blocks_of_valid_lines_convert_with_two_workers(tmp_path):
 
     manifests = convert(_config(tmp_path, workers=2, chunk_bytes=4096), progress=False)
 
-    train = manifests[0]["splits"]["train"]
-    assert (train["num_lists"], train["num_items"]) == (BIG_LINES // 10, BIG_LINES)
+    train = manifests[0].splits["train"]
+    assert (train.num_lists, train.num_items) == (BIG_LINES // 10, BIG_LINES)
     assert _read_manifest(tmp_path)["splits"]["train"]["num_items"] == BIG_LINES
 
 

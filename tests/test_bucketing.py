@@ -4,6 +4,7 @@ scores independent of the bucket, the list cap counted, evaluation order kept.""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -155,11 +156,9 @@ def test_the_click_protocol_keeps_its_batches(dataset, tmp_path, batch_size):
         with_list_head=False,
         seed=5,
     )
-    files = data.split_files(dataset, manifest, "train")
+    files = manifest.split_files(dataset, "train")
     before = (
-        data.parsed_lists(
-            files, manifest["num_features"], list_size=16, shuffle_items=False, seed=5
-        )
+        data.parsed_lists(files, manifest.num_features, list_size=16, shuffle_items=False, seed=5)
         .shuffle(10_000, seed=5, reshuffle_each_iteration=True)
         .batch(lists)
     )
@@ -230,9 +229,8 @@ def test_scanned_lengths_equal_the_manifest_histogram(explicit):
     manifest = data.load_manifest(explicit)
     for include in (True, False):
         from_manifest = data.list_lengths(explicit, manifest, "train", include_empty_lists=include)
-        entry = dict(manifest["splits"]["train"])
-        del entry["list_length_histogram"]
-        old = {**manifest, "splits": {**manifest["splits"], "train": entry}}
+        entry = dataclasses.replace(manifest.splits["train"], list_length_histogram=None)
+        old = dataclasses.replace(manifest, splits={**manifest.splits, "train": entry})
         assert data.list_lengths(explicit, old, "train", include_empty_lists=include) == (
             from_manifest
         )

@@ -21,8 +21,8 @@ TEXT = b"2 qid:1 1:0.5 2:0.25\n0 qid:1 1:0 2:1\n"
     "name, stored, compressed",
     [
         ("train.txt", TEXT, False),
-        ("train.txt.gz", gzip.compress(TEXT), True),
-        ("train.txt", gzip.compress(TEXT), True),  # gzip data without a .gz name
+        ("train.txt.gz", gzip.compress(TEXT, mtime=0), True),
+        ("train.txt", gzip.compress(TEXT, mtime=0), True),  # gzip data without a .gz name
         ("train.gz", TEXT, False),  # a .gz name on plain text
     ],
 )
@@ -44,7 +44,7 @@ def test_files_shorter_than_the_magic_bytes_are_plain(tmp_path, stored):
 
 
 def test_an_opener_supplies_the_stored_bytes():
-    stored = {"remote/a": gzip.compress(TEXT), "remote/b": TEXT}
+    stored = {"remote/a": gzip.compress(TEXT, mtime=0), "remote/b": TEXT}
 
     def opener(path):
         return io.BytesIO(stored[path])
@@ -58,7 +58,7 @@ def test_an_opener_supplies_the_stored_bytes():
 
 def test_truncated_gzip_raises_one_of_the_listed_errors(tmp_path):
     path = tmp_path / "cut.txt"
-    path.write_bytes(gzip.compress(TEXT * 50)[:-12])
+    path.write_bytes(gzip.compress(TEXT * 50, mtime=0)[:-12])
     with pytest.raises(GZIP_READ_ERRORS), open_maybe_gzip(str(path)) as stream:
         stream.read()
 

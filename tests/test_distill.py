@@ -97,7 +97,7 @@ def test_the_student_is_a_plain_lightgbm_model(distilled, dataset):
     test = read_split(dataset, manifest, "test")
     booster = lgb.Booster(model_file=os.path.join(output, "model.txt"))
     scores = booster.predict(test.features).astype(np.float32)
-    again = gbdt.evaluate_arrays(scores, test, max_label=data.label_levels(manifest))
+    again = gbdt.evaluate_arrays(scores, test, max_label=manifest.label_levels)
     assert again["ndcg_y@10"] == pytest.approx(metrics["test"]["ndcg_y@10"])
 
 
@@ -110,7 +110,7 @@ def test_a_saved_model_teacher_needs_data_and_scores_like_the_checkpoint(
     model_dir, _ = trained
     config, manifest, model = load_run(model_dir)
     path = str(tmp_path / "saved")
-    save_servable(model, path, num_features=manifest["num_features"], list_head=True, warmup=[])
+    save_servable(model, path, num_features=manifest.num_features, list_head=True, warmup=[])
     settings = dict(teacher=path, output=str(tmp_path / "s"), trees=20)
     with pytest.raises(ValueError, match="give --data"):
         distill(DistillConfig(**settings))

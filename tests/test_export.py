@@ -42,7 +42,7 @@ def exported(trained):
 
 def _records(dataset, count=5):
     manifest = data.load_manifest(dataset)
-    files = data.split_files(dataset, manifest, "test")
+    files = manifest.split_files(dataset, "test")
     return [r.numpy() for r in tf.data.TFRecordDataset(files).take(count)]
 
 
@@ -57,7 +57,7 @@ def _in_memory(model_dir, records):
         records,
         list_size=None,
         context_feature_spec=elwc_schema.context_feature_spec(),
-        example_feature_spec=elwc_schema.example_feature_spec(manifest["num_features"]),
+        example_feature_spec=elwc_schema.example_feature_spec(manifest.num_features),
         mask_feature_name="mask",
     )
     out = model({"features": parsed["features"], "mask": parsed["mask"]}, training=False)

@@ -115,7 +115,7 @@ def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset
     test = read_split(dataset, manifest, "test")
     scores = gbdt.score_arrays(gbdt.load_booster(model_dir), test)
     # The reported figures are the shared evaluation of the saved model's scores.
-    expected = gbdt.evaluate_arrays(scores, test, max_label=data.label_levels(manifest))
+    expected = gbdt.evaluate_arrays(scores, test, max_label=manifest.label_levels)
     assert metrics["test"] == pytest.approx(expected, nan_ok=True)
     assert metrics["test"]["convention"] == expected["convention"]
     rng = np.random.default_rng(0)
@@ -137,8 +137,8 @@ def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset
 def test_training_follows_the_list_policy_and_writes_the_run(gbdt_run, dataset):
     model_dir, metrics = gbdt_run
     manifest = data.load_manifest(dataset)
-    with_clicks = data.count_training_lists(manifest, "train", include_empty_lists=False)
-    assert metrics["training"]["lists"] == with_clicks < manifest["splits"]["train"]["num_lists"]
+    with_clicks = manifest.count_training_lists("train", include_empty_lists=False)
+    assert metrics["training"]["lists"] == with_clicks < manifest.splits["train"].num_lists
     assert 1 <= metrics["training"]["trees"] <= FAST["num_iterations"]
     assert metrics["training"]["lightgbm_params"]["num_leaves"] == FAST["num_leaves"]
     for name in ("model.txt", "config.json", "history.csv", "metrics.json"):
@@ -196,7 +196,7 @@ def test_tfr_predict_scores_letor_and_elwc_with_a_gbdt(gbdt_run, dataset, tmp_pa
     assert main([*flags, "--format", "csv"]) == 0
     lines_out = csv_out.read_text().splitlines()
     assert lines_out[0] == "qid,docid,rank,score"
-    assert len(lines_out) - 1 == data.load_manifest(dataset)["splits"]["test"]["num_items"]
+    assert len(lines_out) - 1 == data.load_manifest(dataset).splits["test"].num_items
 
 
 def test_cli_refuses_flags_of_the_other_model_family(dataset, tmp_path, capsys):

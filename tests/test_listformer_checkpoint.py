@@ -178,8 +178,13 @@ def test_a_few_training_steps_lower_a_finite_loss(tmp_path):
         "mask": tf.ones([2, 3], tf.bool),
     }
     labels = {"scores": tf.constant([[2.0, 0.0, 0.0], [2.0, 1.0, 0.0]])}
+    # The loss with dropout off, before and after: the training losses carry
+    # dropout's noise, which hangs on the random state earlier tests left.
+    tf.keras.utils.set_random_seed(0)
+    before = float(pretrained.model.test_on_batch(inputs, labels))
     losses = [float(pretrained.model.train_on_batch(inputs, labels)) for _ in range(5)]
-    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    after = float(pretrained.model.test_on_batch(inputs, labels))
+    assert np.all(np.isfinite(losses)) and after < before
 
 
 # === Global-local attention with the global tokens' own projections ===

@@ -97,3 +97,33 @@ def test_all_minilm_l6_v2_loads_trains_and_exports(tmp_path):
     )
     in_memory = model(inputs, training=False)["scores"].numpy()
     np.testing.assert_allclose(served, in_memory, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_tfr_train_init_from_all_minilm_l6_v2_trains_and_exports(tmp_path):
+    from pipelines.convert_cli import main as convert_main
+    from pipelines.train_cli import main as train_main
+    from tfr_rankformer.text.text_runs import load_text_run
+
+    directory = _minilm_directory()
+    data = str(tmp_path / "data")
+    convert = ["--input", "synthetic-text", "--synthetic-lists", "8", "--output", data]
+    assert convert_main([*convert, "--synthetic-list-size", "4", "--no-progress"]) == 0
+    model_dir = str(tmp_path / "run")
+    flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
+    flags += ["--init-from", directory, "--max-query-tokens", "16", "--max-document-tokens", "32"]
+    flags += ["--epochs", "1", "--batch-size", "4", "--eval-batch-size", "4"]
+    assert train_main(flags) == 0  # trains two steps, evaluates and exports
+    with open(os.path.join(directory, "vocab.txt"), encoding="utf-8") as f:
+        want = f.read()
+    with open(os.path.join(model_dir, "vocab.txt"), encoding="utf-8") as f:
+        assert f.read() == want
+    config, tokenizer, model, _ = load_text_run(model_dir)
+    assert (config.architecture.num_layers, config.architecture.width) == (6, 384)
+    query = tf.constant(["how do plants make food"])
+    documents = tf.constant([["Photosynthesis turns light into sugar.", "Stocks fell today."]])
+    served = tf.saved_model.load(os.path.join(model_dir, "export", "1"))
+    scores = served.signatures["serving_default"](query=query, documents=documents)["scores"]
+    batch = {"query": query, "documents": documents, "mask": tf.not_equal(documents, "")}
+    in_memory = model(text_model_inputs(tokenizer, batch), training=False)["scores"]
+    np.testing.assert_allclose(scores.numpy(), in_memory.numpy(), rtol=1e-5, atol=1e-5)

@@ -168,6 +168,8 @@ def test_exported_listformer_scores_raw_strings(tmp_path):
 def test_tfr_train_exports_a_listformer_that_serves_strings(tmp_path):
     model_dir = _train(tmp_path, "--epochs", "2")
     export = os.path.join(model_dir, "export", "1")
+    # And the token-id export beside it (tests/test_text_token_id_export.py).
+    assert os.path.isfile(os.path.join(model_dir, "export_token_ids", "1", "saved_model.pb"))
     loaded = tf.saved_model.load(export)
     query, documents, _ = _serve_inputs()
     scores = loaded.signatures["serving_default"](query=query, documents=documents)["scores"]

@@ -90,12 +90,12 @@ def _qids(shard, num_features) -> collections.Counter:
 @pytest.mark.parametrize("by", ["file", "record"])
 def test_worker_shards_split_the_lists_between_them(sharded, by):
     manifest = data.load_manifest(sharded)
-    files = data.split_files(sharded, manifest, "train")
+    files = manifest.split_files(sharded, "train")
     if by == "record":
         files = files[:1]  # one file for two workers
-    every = _qids(files, manifest["num_features"])
+    every = _qids(files, manifest.num_features)
     parts = [
-        _qids(data.shard_for_worker(files, WorkerRole(i, 2)), manifest["num_features"])
+        _qids(data.shard_for_worker(files, WorkerRole(i, 2)), manifest.num_features)
         for i in range(2)
     ]
     assert all(0 < sum(p.values()) < sum(every.values()) for p in parts)

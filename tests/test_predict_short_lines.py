@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from tests.conftest import letor_line, write_lines
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.training_density import (
     MISSING_FEATURES,
     manifest_density,
@@ -115,15 +116,15 @@ def test_the_converter_counts_lines_that_omit_features(datasets):
     }
     assert sparse["splits"]["train"]["input"][MISSING_FEATURES] == 2
     assert sparse["splits"]["test"]["input"][MISSING_FEATURES] == 0
-    assert manifest_density(dense).dense is True
-    assert manifest_density(sparse).dense is False
+    assert manifest_density(Manifest.from_json(dense)).dense is True
+    assert manifest_density(Manifest.from_json(sparse)).dense is False
 
 
 def test_a_manifest_without_the_count_is_unknown():
     manifest = {"splits": {"train": {"input": {"path": "t.txt"}}, "test": {"input": {}}}}
-    assert manifest_density(manifest).dense is None
+    assert manifest_density(Manifest.coerce(manifest)).dense is None
     manifest["splits"]["test"]["input"][MISSING_FEATURES] = 3  # one sparse split decides
-    assert manifest_density(manifest).dense is False
+    assert manifest_density(Manifest.coerce(manifest)).dense is False
 
 
 def test_the_reader_counts_filled_items_and_their_last_features(tmp_path):

@@ -15,6 +15,7 @@ tf = pytest.importorskip("tensorflow")
 from pipelines.benchmarks.reference.reference_equivalence import released_weights  # noqa: E402
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer import training  # noqa: E402
+from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.models import ModelConfig, ranker_of  # noqa: E402
 from tfr_rankformer.optimizers import PyTorchAdam, PyTorchAdamW  # noqa: E402
 
@@ -209,7 +210,8 @@ def test_a_released_state_dict_on_our_model_computes_the_released_function(name)
     if name != "mlp":
         architecture = ModelConfig(num_layers=2, num_heads=1, ff_dim=8, dropout=0.0, head_hidden=4)
     config = _config(model=name, architecture=architecture)
-    model = training.build_run_model(config, {**identity_manifest(d), "max_relevance": 2})
+    manifest = Manifest.coerce({**identity_manifest(d), "max_relevance": 2})
+    model = training.build_run_model(config, manifest)
     ranker = ranker_of(model)
     state = _released_state(name, d)
     for variable, value in zip(ranker.trainable_weights, released_weights(name, state, d)):

@@ -10,6 +10,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer import training  # noqa: E402
+from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss  # noqa: E402
 from tfr_rankformer.models import ModelConfig  # noqa: E402
 
@@ -82,8 +83,8 @@ def _config(**overrides):
     return training.TrainConfig(data="d", model_dir="m", **overrides)
 
 
-def _manifest():
-    return {**identity_manifest(3), "max_relevance": 2}
+def _manifest(d: int = 3) -> Manifest:
+    return Manifest.coerce({**identity_manifest(d), "max_relevance": 2})
 
 
 @pytest.mark.parametrize("scaling,alpha", [("released", 1.0), ("paper", 0.25)])
@@ -171,9 +172,7 @@ def test_the_earlier_transformer_variant_keeps_cls():
 def test_pytorch_initialisation_bounds():
     # torch.nn.Linear draws weights and biases from U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     tf.keras.utils.set_random_seed(0)
-    model = training.build_run_model(
-        _config(model="mlp"), {**identity_manifest(46), "max_relevance": 2}
-    )
+    model = training.build_run_model(_config(model="mlp"), _manifest(46))
     first = model.get_layer("ranker").get_layer("dense_0")
     bound = 1 / np.sqrt(46)
     for weight in (first.kernel.numpy(), first.bias.numpy()):
@@ -181,7 +180,7 @@ def test_pytorch_initialisation_bounds():
         assert np.abs(weight).max() > 0.9 * bound  # uniform over the whole range
     keras = training.build_run_model(
         _config(model="mlp", architecture=ModelConfig(init="keras")),
-        {**identity_manifest(46), "max_relevance": 2},
+        _manifest(46),
     )
     np.testing.assert_array_equal(keras.get_layer("ranker").get_layer("dense_0").bias.numpy(), 0)
 
@@ -224,7 +223,7 @@ def test_encoder_layers_start_as_copies_of_the_first(model, names):
 def test_cls_token_is_drawn_from_a_standard_normal():
     tf.keras.utils.set_random_seed(0)
     config = _config(architecture=ModelConfig(num_layers=1, ff_dim=8, head_hidden=4))
-    model = training.build_run_model(config, {**identity_manifest(200), "max_relevance": 2})
+    model = training.build_run_model(config, _manifest(200))
     cls = model.get_layer("ranker").get_layer("cls_token").cls.numpy()
     assert 0.8 < cls.std() < 1.2
 

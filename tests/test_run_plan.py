@@ -14,6 +14,7 @@ from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.memory_estimate import model_shape, step_bytes  # noqa: E402
 from tfr_rankformer.models import ModelConfig  # noqa: E402
 from tfr_rankformer.run_plan import (  # noqa: E402
@@ -26,8 +27,8 @@ from tfr_rankformer.run_plan import (  # noqa: E402
 )
 
 
-def _split(lists, items):
-    return {"splits": {"train": {"num_lists": lists, "num_items": items}}}
+def _split(lists, items) -> Manifest:
+    return Manifest.coerce({"splits": {"train": {"num_lists": lists, "num_items": items}}})
 
 
 def test_the_shuffle_buffer_holds_a_bounded_number_of_items():

@@ -76,21 +76,21 @@ def test_happy_path_lists_labels_and_counts(tmp_path):
     # Run order is by rank; the list is cut to 3 (d4, d7, d2) and d7 is missing.
     assert two.document_ids == ("d4", "d2") and two.relevance == (3, 0)
     assert two.document_tokens[0][:3] == ("speed", "of", "cats")  # title joined to the text
-    assert manifest["kind"] == "text"
-    assert manifest["label_feature"] == "relevance"
-    assert manifest["query_feature"] == "query_tokens"
-    assert manifest["document_feature"] == "document_tokens"
-    assert manifest["splits"]["train"]["num_lists"] == 2
-    assert manifest["splits"]["train"]["num_items"] == 4
-    assert manifest["splits"]["train"]["list_length_histogram"] == {"2": 2}
-    assert manifest["splits"]["train"]["empty_list_length_histogram"] == {}
-    assert manifest["input"] == {
+    assert manifest.is_text
+    assert manifest.label_feature == "relevance"
+    assert manifest.query_feature == "query_tokens"
+    assert manifest.document_feature == "document_tokens"
+    train = manifest.splits["train"]
+    assert (train.num_lists, train.num_items) == (2, 4)
+    assert train.list_length_histogram == {"2": 2}
+    assert train.empty_list_length_histogram == {}
+    assert manifest.extra["input"] == {
         "queries": 4,
         "run_lines": 7,
         "qrels_lines": 6,
         "documents_read": 4,  # d1 d2 d4 d5: d3 was cut, d9 is not needed
     }
-    filtered = manifest["filtered"]
+    filtered = manifest.filtered
     assert filtered["queries_without_qrels"] == 1  # query 3
     assert filtered["queries_without_run"] == 1  # query 4
     assert filtered["qrels_lines_of_unknown_queries"] == 1  # qid 9
@@ -101,7 +101,7 @@ def test_happy_path_lists_labels_and_counts(tmp_path):
     assert filtered["relevant_documents_not_in_lists"] == 1  # d3 (label 1) was cut
     assert filtered["unjudged_items"] == 0
     with open(tmp_path / "out" / "manifest.json") as f:
-        assert json.load(f) == manifest
+        assert json.load(f) == manifest.to_json()
 
 
 def test_hash_split_and_per_split_files(tmp_path):
@@ -123,7 +123,7 @@ def test_hash_split_and_per_split_files(tmp_path):
     for qid in ("1", "2"):
         split = hash_split(qid, seed=11, fractions=(0.5, 0.0, 0.5))
         assert qid in {t.query_id for t in read_text_split(str(tmp_path / "hashed"), split)}
-    assert manifest["splits"]["vali"]["num_lists"] == 0
+    assert manifest.splits["vali"].num_lists == 0
     run_of_1_and_2 = RUN.replace("3 Q0 d1 1 1.0 bm25\n", "")
     split_files = write_files(
         tmp_path / "in2",
@@ -131,7 +131,7 @@ def test_hash_split_and_per_split_files(tmp_path):
     )
     config = config_for(split_files, tmp_path / "split", test_queries=split_files["test.tsv"])
     manifest = convert_trec(config, progress=False)
-    assert [manifest["splits"][s]["num_lists"] for s in ("train", "vali", "test")] == [1, 0, 1]
+    assert [manifest.splits[s].num_lists for s in ("train", "vali", "test")] == [1, 0, 1]
 
 
 def test_qid_lists_split_the_queries(tmp_path, capsys):
@@ -312,8 +312,8 @@ def test_token_limits_are_counted(tmp_path):
     lists = {t.query_id: t for t in read_text_split(str(tmp_path / "out"), "train")}
     assert lists["1"].query_tokens == ("what", "is")
     assert all(len(d) <= 3 for t in lists.values() for d in t.document_tokens)
-    assert manifest["filtered"]["queries_truncated"] == 3  # all but "jaguar speed"
-    assert manifest["filtered"]["documents_truncated"] == 4
+    assert manifest.filtered["queries_truncated"] == 3  # all but "jaguar speed"
+    assert manifest.filtered["documents_truncated"] == 4
 
 
 def test_config_validation():

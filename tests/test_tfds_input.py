@@ -160,7 +160,7 @@ def test_mocked_dataset_converts_to_elwc(tmp_path):
     assert {(c["builder"], c["config"]) for c in calls} == {("mslr_web", "10k_fold1")}
 
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifests == [manifest]
+    assert [m.to_json() for m in manifests] == [manifest]
     assert manifest["num_features"] == NUM_FEATURES
     assert len(manifest["feature_names"]) == NUM_FEATURES
     assert manifest["max_relevance"] == 4

@@ -111,11 +111,11 @@ def test_tf_ranking_file_converts_with_last_and_counts_lines(tf_ranking_dir, tmp
         chunk_bytes=2048,  # many blocks
     )
     (manifest,) = convert(config, progress=False)
-    entry = manifest["splits"]["train"]
-    assert entry["input"]["unsorted_feature_lines"] == unsorted
-    assert entry["input"]["duplicate_feature_lines"] == repeated
-    assert entry["num_items"] == len(lines)
-    assert manifest["num_features"] == NUM_FEATURES
+    entry = manifest.splits["train"]
+    assert entry.input["unsorted_feature_lines"] == unsorted
+    assert entry.input["duplicate_feature_lines"] == repeated
+    assert entry.num_items == len(lines)
+    assert manifest.num_features == NUM_FEATURES
 
     import tensorflow as tf
     from tensorflow_serving.apis import input_pb2

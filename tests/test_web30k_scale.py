@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from pipelines.benchmarks import stage_runner, web30k_scale  # noqa: E402
+from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 
 
 def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
@@ -65,7 +66,7 @@ def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):
 
 
 def test_released_batches_fit_half_the_memory_unless_listed():
-    manifest = {"num_features": 136, "splits": {"train": {"longest_list": 16}}}
+    manifest = Manifest.coerce({"num_features": 136, "splits": {"train": {"longest_list": 16}}})
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     (auto,) = web30k_scale.released_batches("auto", manifest)
     assert web30k_scale.released_estimate(manifest, auto) <= memory / 2

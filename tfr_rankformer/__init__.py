@@ -60,7 +60,7 @@ _MODULES = {
     "tfr_rankformer.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
     # Input: the model's input names and tf.data from ELWC TFRecords.
     "tfr_rankformer.elwc_schema": ("FEATURES", "PADDING_LABEL"),
-    "tfr_rankformer.inputs.manifest": ("load_manifest", "label_levels"),
+    "tfr_rankformer.inputs.manifest": ("Manifest", "load_manifest", "label_levels"),
     "tfr_rankformer.inputs.list_parsing": ("MASK", "parsed_lists"),
     "tfr_rankformer.inputs.data": ("training_dataset", "evaluation_dataset"),
     "tfr_rankformer.inputs.batching": ("BatchPlan", "plan_batches", "bucket_edges"),

@@ -30,8 +30,12 @@ score NaN. No realistic feature is changed: the quantile transform stays within
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import tensorflow as tf
+
+from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = [
     "METHODS",
@@ -267,14 +271,14 @@ class FeatureNormalization(tf.keras.layers.Layer):
             self._starts = run_starts(self._table)
 
     @classmethod
-    def from_manifest(cls, manifest: dict, method: str | None = None, **kwargs):
-        """The layer for a dataset, from its parsed ``manifest.json``.
+    def from_manifest(cls, manifest: Manifest | Mapping, method: str | None = None, **kwargs):
+        """The layer for a dataset, from its ``manifest.json``.
 
         Args:
-          manifest: the manifest dict, with ``num_features`` and the
-            ``normalization`` section written by the converter.
+          manifest: the ``Manifest`` (or its JSON object), with ``num_features``
+            and the ``normalization`` section written by the converter.
           method: the normalisation to apply; ``None``: the manifest's default
-            (``manifest["normalization"]["method"]``).
+            (``manifest.normalization["method"]``).
           **kwargs: passed to the constructor (``name=...``).
 
         Returns:
@@ -283,9 +287,12 @@ class FeatureNormalization(tf.keras.layers.Layer):
         Raises:
           ValueError: for an unknown method or a manifest lacking its statistics.
         """
+        manifest = Manifest.coerce(manifest)
         try:
-            stats = manifest["normalization"]
-            num_features = manifest["num_features"]
+            stats, num_features = manifest.normalization, manifest.num_features
+            for key, value in (("normalization", stats), ("num_features", num_features)):
+                if value is None:
+                    raise KeyError(key)
             method = stats["method"] if method is None else method
             _check_method(method)
             if method in ("standard", "log1p"):

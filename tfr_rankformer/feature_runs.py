@@ -16,6 +16,7 @@ from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.run_layout import BEST_WEIGHTS, CONFIG_NAME
 from tfr_rankformer.train_config import TrainConfig
@@ -63,15 +64,15 @@ def _evaluator(trained_on: str, num_features: int, data_dir: str | None, evaluat
     refusing one of another feature count; ``evaluate(data_dir, manifest, split)``."""
     data_dir = data_dir or trained_on
     manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != num_features:
+    if manifest.num_features != num_features:
         raise ValueError(
-            f"{data_dir} has {manifest['num_features']} features; the model was trained on "
+            f"{data_dir} has {manifest.num_features} features; the model was trained on "
             f"{num_features}"
         )
     return RunEvaluator(
         trained_on=trained_on,
         data_dir=data_dir,
-        splits=list(manifest["splits"]),
+        splits=list(manifest.splits),
         evaluate=lambda split: evaluate(data_dir, manifest, split),
         # A shard cut short is named before any metric is computed or written.
         check=lambda splits: check_split_files(data_dir, manifest, splits),
@@ -83,7 +84,7 @@ def feature_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
     its training data)."""
     config, train_manifest, model = load_run(model_dir)
 
-    def evaluate(directory: str, manifest: dict, split: str) -> dict:
+    def evaluate(directory: str, manifest: Manifest, split: str) -> dict:
         dataset = data.evaluation_dataset(
             directory,
             manifest,
@@ -92,10 +93,10 @@ def feature_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
             batch_items=config.evaluation_batch_items(),
         )
         return evaluate_model(
-            model, dataset, max_label=data.label_levels(manifest), list_head=config.uses_list_head
+            model, dataset, max_label=manifest.label_levels, list_head=config.uses_list_head
         )
 
-    return _evaluator(config.data, train_manifest["num_features"], data_dir, evaluate)
+    return _evaluator(config.data, train_manifest.num_features, data_dir, evaluate)
 
 
 def gbdt_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
@@ -104,9 +105,9 @@ def gbdt_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
         config = json.load(f)
     booster = load_booster(model_dir)
 
-    def evaluate(directory: str, manifest: dict, split: str) -> dict:
+    def evaluate(directory: str, manifest: Manifest, split: str) -> dict:
         arrays = read_split(directory, manifest, split)
         scores = score_arrays(booster, arrays)
-        return evaluate_arrays(scores, arrays, max_label=data.label_levels(manifest))
+        return evaluate_arrays(scores, arrays, max_label=manifest.label_levels)
 
     return _evaluator(config["data"], booster.num_feature(), data_dir, evaluate)

@@ -32,6 +32,8 @@ serving use the whole model on raw features.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import tensorflow as tf
 
 from tfr_rankformer.command_names import TEXT_MODEL_NAMES
@@ -40,6 +42,7 @@ from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.feature_normalization import FeatureNormalization
 from tfr_rankformer.initializers import dense
 from tfr_rankformer.inputs.data import MASK
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.layers import (
     ClsToken,
     FastDropout,
@@ -293,7 +296,7 @@ def has_list_head(name: str) -> bool:
 
 def build_model(
     name: str,
-    manifest: dict,
+    manifest: Manifest | Mapping,
     config: ModelConfig,
     levels: int,
     *,
@@ -303,9 +306,11 @@ def build_model(
 
     Args:
       name: a key of ``MODELS``.
-      manifest: the dataset's manifest (feature count, normalisation statistics).
+      manifest: the dataset's ``Manifest`` (feature count, normalisation
+        statistics), or a mapping holding them (``{"num_features": d,
+        "normalization": {"method": "none"}}``).
       config: architecture settings (``None`` fields take the model's defaults).
-      levels: ``K``, list-label levels above 0 (see ``data.label_levels``).
+      levels: ``K``, list-label levels above 0 (see ``Manifest.label_levels``).
       item_levels: for the item-level ordinal loss, the label levels each item
         gets a logit for (the ``item_levels`` output); ``None``: one score.
     """
@@ -313,7 +318,10 @@ def build_model(
     if name in TEXT_MODEL_NAMES:
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
     config = config.resolved(name)
-    num_features = manifest["num_features"]
+    manifest = Manifest.coerce(manifest)
+    num_features = manifest.num_features
+    if num_features is None:
+        raise ValueError("the manifest gives no 'num_features'")
     ranker = MODELS[name](num_features, config, levels, item_levels)
     ranker._name = RANKER
     features, mask = _inputs(num_features)

@@ -14,6 +14,7 @@ import logging
 
 from tfr_rankformer.inputs import batching, data
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.memory_estimate import (
     RUNTIME_BYTES,
     MemoryEstimate,
@@ -59,7 +60,7 @@ class MemoryLimitError(ValueError):
     """A run whose estimated peak memory exceeds what the machine has."""
 
 
-def list_cap(config: TrainConfig, manifest: dict) -> int | None:
+def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
     """Items a training list keeps at most (``None``: whole lists).
 
     ``--list-size`` when given; the click simulation's sample size for simulated
@@ -68,24 +69,26 @@ def list_cap(config: TrainConfig, manifest: dict) -> int | None:
     """
     if config.list_size is not None:
         return config.list_size
-    if manifest.get("label_kind") == "simulated_implicit":
-        return int(manifest["parameters"]["clicks"]["sample_size"])
+    if manifest.clicks is not None:
+        return int(manifest.clicks["sample_size"])
     if config.model == "context_aware":
         return _CONTEXT_AWARE_SLATE
     return None
 
 
-def shuffle_lists(manifest: dict) -> int:
+def shuffle_lists(manifest: Manifest) -> int:
     """Lists the training shuffle buffer holds: about ``SHUFFLE_ITEMS`` items of the
     training split's mean list length, at most ``SHUFFLE_BUFFER``.
 
-    >>> shuffle_lists({"splits": {"train": {"num_lists": 189_000, "num_items": 3_000_000}}})
+    >>> train = {"num_lists": 189_000, "num_items": 3_000_000}
+    >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
     10000
-    >>> shuffle_lists({"splits": {"train": {"num_lists": 18_900, "num_items": 2_279_173}}})
+    >>> train = {"num_lists": 18_900, "num_items": 2_279_173}
+    >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
     1326
     """
-    entry = manifest["splits"]["train"]
-    mean = max(1.0, entry["num_items"] / max(1, entry["num_lists"]))
+    entry = manifest.split("train")
+    mean = max(1.0, entry.num_items / max(1, entry.num_lists))
     return max(1, min(SHUFFLE_BUFFER, int(SHUFFLE_ITEMS / mean)))
 
 
@@ -137,28 +140,28 @@ def _lists_per_batch(config: TrainConfig) -> dict:
     return dict(batch_items=config.batch_items, max_lists=config.batch_size)
 
 
-def _pipeline_bytes(manifest: dict, plan: batching.BatchPlan) -> int:
+def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan) -> int:
     """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
-    entry = manifest["splits"]["train"]
-    row = (manifest["num_features"] + 3) * _ROW
-    mean = entry["num_items"] / max(1, entry["num_lists"])
-    cache = entry["num_items"] * row if entry["num_items"] * row <= data.CACHE_BYTES else 0
-    shuffle = min(shuffle_lists(manifest), entry["num_lists"]) * mean * row
+    entry = manifest.split("train")
+    row = (manifest.num_features + 3) * _ROW
+    mean = entry.num_items / max(1, entry.num_lists)
+    cache = entry.num_items * row if entry.num_items * row <= data.CACHE_BYTES else 0
+    shuffle = min(shuffle_lists(manifest), entry.num_lists) * mean * row
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
-    parse = 4 * PARSE_BATCH * int(entry.get("longest_list", 1))
+    parse = 4 * PARSE_BATCH * entry.longest_or(1)
     return int(cache + shuffle + (windows + 2 * lists * length + parse) * row)
 
 
 def plan_run(
-    config: TrainConfig, manifest: dict, *, data_dir: str, worker: WorkerRole | None = None
+    config: TrainConfig, manifest: Manifest, *, data_dir: str, worker: WorkerRole | None = None
 ) -> RunPlan:
     """Plans the training run of ``config`` on the dataset ``data_dir``."""
     worker = worker or WorkerRole()
     include_empty = config.training_includes_empty_lists()
     lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
     cap = list_cap(config, manifest)
-    longest = int(manifest["splits"]["train"].get("longest_list", max(lengths, default=1)))
+    longest = manifest.split("train", data_dir).longest_or(max(lengths, default=1))
     edges = batching.bucket_edges(longest, cap=cap)
     if worker.multi_worker or not config.length_buckets:
         # One bucket. Workers must take the same number of steps, and each
@@ -175,10 +178,10 @@ def plan_run(
 
 
 def estimate_memory(
-    config: TrainConfig, manifest: dict, plan: batching.BatchPlan, *, cap, eval_batch_items: int
+    config: TrainConfig, manifest: Manifest, plan: batching.BatchPlan, *, cap, eval_batch_items: int
 ) -> MemoryEstimate:
     """The run's peak memory by part (see ``memory_estimate``)."""
-    d = manifest["num_features"]
+    d = manifest.num_features
     shape = model_shape(config.model, config.architecture, d)
     # A bucket's batches hold at most its lists.
     used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
@@ -187,8 +190,8 @@ def estimate_memory(
     step = max(sizes)
     batch = used[sizes.index(step)]
     evaluation = 0
-    for entry in manifest["splits"].values():
-        longest = int(entry.get("longest_list", 1))
+    for entry in manifest.splits.values():
+        longest = entry.longest_or(1)
         eval_plan = batching.plan_batches(
             {},
             edges=batching.bucket_edges(longest),
@@ -199,7 +202,7 @@ def estimate_memory(
             forward_bytes(shape, lists=b, length=e, num_features=d)
             for b, e in zip(eval_plan.lists_per_batch, eval_plan.edges)
         )
-        predictions = entry["num_lists"] * longest * 4 * _ROW
+        predictions = entry.num_lists * longest * 4 * _ROW
         evaluation = max(evaluation, forward + predictions)
     pipeline = _pipeline_bytes(manifest, plan)
     return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch)

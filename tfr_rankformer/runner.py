@@ -25,6 +25,8 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+
 from tfr_rankformer import training
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import RunEvaluator
@@ -32,7 +34,7 @@ from tfr_rankformer.feature_runs import feature_run_evaluator, gbdt_run_evaluato
 from tfr_rankformer.gbdt.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
-from tfr_rankformer.run_layout import METRICS_NAME, is_text_run
+from tfr_rankformer.run_layout import METRICS_NAME, is_text_run, is_token_id_export
 from tfr_rankformer.serving import export
 from tfr_rankformer.serving.prediction import (
     ScoredList,
@@ -45,9 +47,11 @@ from tfr_rankformer.serving.prediction import (
     score_text_lists,
     signature_num_features,
     tensor_signature,
+    text_inputs,
     text_signature,
 )
 from tfr_rankformer.serving.serving_checks import check_policy
+from tfr_rankformer.text.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_training import train_text
@@ -173,7 +177,9 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     A feature-vector run's SavedModel takes ELWC and feature tensors
     (``export``); a text run's takes raw strings (``text_export``) and has no
     item features to check, so ``invalid_items`` (see ``serving_checks``) is
-    checked but applies to feature vectors only.
+    checked but applies to feature vectors only. A text run also gets
+    ``model_dir/export_token_ids/<version>``, the same model taking token ids
+    with no TF Text op (``text_export``); the path returned is the raw-string one.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
@@ -195,16 +201,19 @@ class ServedModel:
 
     Attributes:
       path: the SavedModel directory, or the GBDT's ``model.txt``.
-      kind: ``features`` (a feature-vector run's export), ``text`` (a text
-        run's export) or ``gbdt``.
+      kind: ``features`` (a feature-vector run's export), ``text`` (either of
+        a text run's exports) or ``gbdt``.
       num_features: the feature count the model takes (``None`` for text).
       model: the loaded SavedModel, or the LightGBM booster.
+      tokenizer: a token-id text export's client tokenizer, read from its
+        ``assets.extra/`` (``None``: the export takes raw strings, or no text).
     """
 
     path: str
     kind: str
     num_features: int | None
     model: object
+    tokenizer: ClientTokenizer | None = None
 
     @property
     def is_text(self) -> bool:
@@ -213,7 +222,8 @@ class ServedModel:
 
 def load_served(model: str) -> ServedModel:
     """Opens ``model`` to score with: a GBDT run directory (its ``model.txt``), an
-    ``export/<version>`` directory, or a run directory (its newest export).
+    ``export/<version>`` directory (a text run's ``export_token_ids/<version>`` too),
+    or a run directory (its newest ``export/<version>``).
 
     Raises:
       FileNotFoundError: if ``model`` is none of these.
@@ -222,10 +232,31 @@ def load_served(model: str) -> ServedModel:
         booster = load_booster(model)
         return ServedModel(os.path.join(model, MODEL_FILE), "gbdt", booster.num_feature(), booster)
     path = resolve_export(model)
+    if is_token_id_export(path):
+        tokenizer = ClientTokenizer.from_export(path)
+        return ServedModel(path, "text", None, load_export(path), tokenizer)
     if is_text_run(path):
         return ServedModel(path, "text", None, load_export(path))
     saved = load_export(path)
     return ServedModel(path, "features", signature_num_features(tensor_signature(saved)), saved)
+
+
+def _token_id_inputs(tokenizer: ClientTokenizer):
+    """A token-id export's inputs for a batch of queries and document lists (as
+    ``text_inputs`` gives a raw-string export's), tokenised by ``tokenizer``."""
+
+    def inputs(queries: list[str], documents: list[list[str]]) -> dict:
+        encoded = tokenizer.encode(queries, documents)
+        ids = np.array(encoded["document_ids"], np.int32)
+        if ids.ndim < 3:  # no document in the batch: [B, 0, 1]
+            ids = ids.reshape(len(queries), 0, 1)
+        return {
+            "query_ids": np.array(encoded["query_ids"], np.int32),
+            "document_ids": ids,
+            "document_mask": np.array(encoded["document_mask"], bool).reshape(ids.shape[:2]),
+        }
+
+    return inputs
 
 
 def predict(
@@ -242,7 +273,8 @@ def predict(
         ``num_features`` reading LETOR lists needs first).
       lists: the lists: ``(qid, docids, [n, d] raw features)`` for
         feature-vector models and GBDTs, ``(qid, docids, query text, document
-        texts)`` for text models.
+        texts)`` for text models (a token-id export is given the ids of its
+        client tokenizer, so either export of a text run scores alike).
       files: ELWC TFRecord shards to score instead of ``lists`` (feature-vector
         models and GBDTs; items are numbered in list order).
       batch_size: lists per model call at most; ``None``: 256, 16 for text
@@ -263,7 +295,9 @@ def predict(
         if files is not None:
             raise ValueError(f"{served.path} scores text lists, not ELWC files")
         signature = text_signature(served.model)
-        return score_text_lists(signature, lists, batch_size=batch_size or _TEXT_BATCH_SIZE)
+        inputs = text_inputs if served.tokenizer is None else _token_id_inputs(served.tokenizer)
+        batch_size = batch_size or _TEXT_BATCH_SIZE
+        return score_text_lists(signature, lists, batch_size=batch_size, inputs=inputs)
     batch_size = batch_size or _BATCH_SIZE
     if served.kind == "gbdt":
         if files is not None:

@@ -149,7 +149,9 @@ class TrainConfig:
         ``listformer`` (whose evaluation batches hold every document's tokens).
       seed: seed of initialisation, shuffling and dropout.
       architecture: the model's settings.
-      text: the ``listformer``'s text settings (features, token caps, vocabulary).
+      text: the ``listformer``'s text settings (features, token caps, vocabulary,
+        and ``init_from``, a pretrained checkpoint whose sizes replace the
+        architecture's when training starts).
     """
 
     model: str = "rankformer"
@@ -223,6 +225,8 @@ class TrainConfig:
         if self.alpha > 0 and not has_list_head(self.model):
             raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
         self._resolve_architecture()
+        if self.text.init_from is not None and not self.is_text:
+            raise ValueError(f"`init_from` starts a text model (listformer), not {self.model!r}")
         if self.is_text:
             positions = self.architecture.max_positions
             for name in ("max_query_tokens", "max_document_tokens"):

@@ -36,6 +36,7 @@ from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.models import normalization_of
 from tfr_rankformer.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.optimizers import (
@@ -108,7 +109,7 @@ class _Run:
     options (see ``train``)."""
 
     config: TrainConfig
-    manifest: dict
+    manifest: Manifest
     plan: RunPlan
     strategy: tf.distribute.Strategy
     worker: WorkerRole

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.models import build_model, ranker_of
 from tfr_rankformer.multi_worker import SharedValidation, WorkerRole
@@ -46,17 +47,17 @@ __all__ = [
 ]
 
 
-def item_levels(config: TrainConfig, manifest: dict) -> int | None:
+def item_levels(config: TrainConfig, manifest: Manifest) -> int | None:
     """Label levels of the item-level logits the loss needs (``None``: plain scores)."""
     if get_score_loss(config.loss).output == "item_levels":
-        return data.label_levels(manifest)
+        return manifest.label_levels
     return None
 
 
-def build_run_model(config: TrainConfig, manifest: dict) -> tf.keras.Model:
+def build_run_model(config: TrainConfig, manifest: Manifest) -> tf.keras.Model:
     """The run's model (normalisation and ranker), untrained: a list head only when
     alpha > 0, item-level logits when the loss reads them."""
-    levels = data.label_levels(manifest)
+    levels = manifest.label_levels
     return build_model(
         config.model,
         manifest,
@@ -80,14 +81,14 @@ def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
 
 
 def build_compiled_model(
-    config: TrainConfig, manifest: dict, *, steps_per_epoch: int, xla: bool
+    config: TrainConfig, manifest: Manifest, *, steps_per_epoch: int, xla: bool
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
     """The model, and its ranker compiled with the losses, the optimizer and its schedule.
 
     Training fits the ranker (normalised features); the model wraps it with the
     normalisation (raw features). Call inside a strategy scope.
     """
-    levels = data.label_levels(manifest)
+    levels = manifest.label_levels
     model = build_run_model(config, manifest)
     ranker = ranker_of(model)
     losses, weights = run_losses(config, levels)
@@ -135,7 +136,7 @@ def weight_keeping(
 def run_callbacks(
     config: TrainConfig,
     model: tf.keras.Model,
-    manifest: dict,
+    manifest: Manifest,
     *,
     lists: int,
     steps: int,
@@ -150,7 +151,7 @@ def run_callbacks(
     gets the callbacks that write (history, TensorBoard) and progress lines.
     """
     callbacks = [Throughput(lists, steps)]
-    has_vali = "vali" in manifest["splits"]
+    has_vali = "vali" in manifest.splits
     if has_vali:
         vali = data.evaluation_dataset(
             config.data,
@@ -159,7 +160,7 @@ def run_callbacks(
             batch_size=config.eval_batch_size,
             batch_items=config.evaluation_batch_items(),
         )
-        levels = data.label_levels(manifest)
+        levels = manifest.label_levels
         callbacks.append(
             EvaluationCallback(vali, max_label=levels, list_head=config.uses_list_head, model=model)
         )
@@ -186,7 +187,7 @@ def run_callbacks(
     return callbacks, monitor
 
 
-def evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) -> dict:
+def evaluate_splits(config: TrainConfig, manifest: Manifest, model: tf.keras.Model) -> dict:
     """The metrics of the whole model (raw features) on every split of the run's data."""
     return {
         split: evaluate_model(
@@ -198,8 +199,8 @@ def evaluate_splits(config: TrainConfig, manifest: dict, model: tf.keras.Model) 
                 batch_size=config.eval_batch_size,
                 batch_items=config.evaluation_batch_items(),
             ),
-            max_label=data.label_levels(manifest),
+            max_label=manifest.label_levels,
             list_head=config.uses_list_head,
         )
-        for split in manifest["splits"]
+        for split in manifest.splits
     }

@@ -21,6 +21,7 @@ import shutil
 import time
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
@@ -29,7 +30,6 @@ from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
-from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.progress import FileProgress
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
@@ -46,7 +46,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 
@@ -299,8 +298,8 @@ def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
         )
 
 
-def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization) -> dict:
-    """The ``manifest.json`` content of one converted fold."""
+def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization) -> Manifest:
+    """The ``manifest.json`` of one converted fold."""
     from tfr_rankformer import __version__
     from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
@@ -311,7 +310,7 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
         for name in config.elwc.context:
             dtype = source.elwc.context_types.get(name)
             context[name] = {"dtype": dtype, "copied_from_input": True}
-    return {
+    content = {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
         "source": {
@@ -338,9 +337,10 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
         "splits": splits,
         "normalization": normalization,
     }
+    return Manifest.from_json(content)
 
 
-def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
+def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:
     """Converts the input to ELWC shards and manifests; returns the manifests.
 
     Raises:
@@ -360,7 +360,7 @@ def convert(config: ConvertConfig, *, progress: bool = True) -> list[dict]:
 
 def _convert_folds(
     config: ConvertConfig, scratch: str, progress: bool, pool, workers: int
-) -> list[dict]:
+) -> list[Manifest]:
     """Writes every selected fold under ``scratch``; returns their manifests."""
     source = resolve_source(
         config.input,
@@ -382,7 +382,6 @@ def _convert_folds(
         writer = _FoldWriter(config, source, sizes, scratch, progress, pool, workers)
         splits, normalization = writer.run(files, out_dir)
         manifest = fold_manifest(config, source, fold, sizes, splits, normalization)
-        with open(os.path.join(out_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:
-            f.write(manifest_dumps(manifest) + "\n")
+        write_manifest(out_dir, manifest)
         manifests.append(manifest)
     return manifests

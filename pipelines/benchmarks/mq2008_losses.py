@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for fold in (int(f) for f in args.folds.split(",")):
         fold_data = os.path.join(converted, f"Fold{fold}")
-        longest = data.load_manifest(fold_data)["splits"]["train"]["longest_list"]
+        longest = data.load_manifest(fold_data).split("train").longest_list
         for loss in args.losses.split(","):
             model_dir = os.path.join(args.output, "runs", loss, f"Fold{fold}")
             metrics_path = os.path.join(model_dir, "metrics.json")

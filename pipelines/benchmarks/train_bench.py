@@ -39,6 +39,7 @@ import tensorflow as tf
 
 from pipelines.benchmarks.reference.reference_parity import cpu_extensions
 from tfr_rankformer import compiled_ops
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
 
@@ -55,9 +56,9 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 (or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
-def _manifest(d: int) -> dict:
+def _manifest(d: int) -> Manifest:
     zeros, ones = [0.0] * d, [1.0] * d
-    return {
+    content = {
         "num_features": d,
         "max_relevance": MAX_LABEL,
         "label_kind": "simulated_implicit",
@@ -71,6 +72,7 @@ def _manifest(d: int) -> dict:
             "max": ones,
         },
     }
+    return Manifest.coerce(content)
 
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:

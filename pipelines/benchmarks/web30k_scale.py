@@ -54,6 +54,7 @@ from pipelines.benchmarks.reference.parity_sources import (
     shared_lists,
 )
 from pipelines.benchmarks.stage_runner import read_json, run_stage
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
 MODELS = ("rankformer", "transformer", "mlp", "gbdt")
 NEURAL = ("rankformer", "transformer", "mlp")
@@ -76,13 +77,19 @@ def tool(name: str) -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
+def _manifest(data: str) -> Manifest | None:
+    """The manifest of the converted ``data``, or ``None`` when there is none yet."""
+    path = os.path.join(data, MANIFEST_NAME)
+    return read_manifest(path) if os.path.isfile(path) else None
+
+
 def convert(args, protocol: str, earlier: dict) -> dict:
     """Stage 1: the synthetic WEB30K-sized data of ``protocol`` (reused when present)."""
     data = os.path.join(args.output, "data", protocol)
     key = {"protocol": protocol, "stage": "convert", "model": "-"}
-    manifest = read_json(os.path.join(data, "manifest.json"))
+    manifest = _manifest(data)
     if manifest is not None:
-        queries = manifest["splits"]["train"].get("input_lists")
+        queries = manifest.split("train").input_lists
         if queries not in (None, args.lists):
             print(f"warning: reusing {data}, of {queries} train queries, not {args.lists}")
         return {**earlier.get(("convert", protocol, "-"), {}), **key, "reused": True}
@@ -94,11 +101,11 @@ def convert(args, protocol: str, earlier: dict) -> dict:
     command += ["--output", data, "--no-progress"]
     command += ["--simulate-clicks"] if protocol == "clicks" else []
     record = {**key, **run_stage(command, _log(args, protocol, "convert", "-"))}
-    manifest = read_json(os.path.join(data, "manifest.json"))
+    manifest = _manifest(data)
     if manifest is not None and not record["returncode"]:
-        splits = manifest["splits"].values()
-        record["lists"] = sum(s["num_lists"] for s in splits)
-        record["items"] = sum(s["num_items"] for s in splits)
+        splits = manifest.splits.values()
+        record["lists"] = sum(s.num_lists for s in splits)
+        record["items"] = sum(s.num_items for s in splits)
         record["lists_per_sec"] = record["lists"] / record["wall_seconds"]
         record["items_per_sec"] = record["items"] / record["wall_seconds"]
     return record
@@ -138,14 +145,14 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     return record
 
 
-def released_estimate(manifest: dict, batch: int) -> int:
+def released_estimate(manifest: Manifest, batch: int) -> int:
     """Bytes the released RankFormer's training holds at ``batch`` lists: its backward
     pass holds a gradient the size of the whole padded batch per list."""
-    train_split = manifest["splits"]["train"]
-    return batch * batch * train_split["longest_list"] * manifest["num_features"] * 4
+    longest = manifest.split("train").longest_list
+    return batch * batch * longest * manifest.num_features * 4
 
 
-def released_batches(text: str, manifest: dict) -> list[int]:
+def released_batches(text: str, manifest: Manifest) -> list[int]:
     """``--official-batch-sizes``: the sizes listed, or for ``auto`` the released 2048
     halved until :func:`released_estimate` fits in half of this machine's memory."""
     if text != "auto":
@@ -165,13 +172,13 @@ def released(args, setup, ours: dict) -> list[dict]:
         print("released code: not set up (--official-dir, --official-python: see reference_parity)")
         return [{**record, "failure": "not set up"}]
     data = os.path.join(args.output, "data", "clicks")
-    manifest = read_json(os.path.join(data, "manifest.json"))
+    manifest = _manifest(data)
     if manifest is None or ours.get("failure"):
         return [{**record, "failure": "no clicks data or no rankformer run of ours"}]
     paths, (directory, python) = shared_lists(data), setup
     records = []
     for batch in released_batches(args.official_batch_sizes, manifest):
-        batch = min(batch, manifest["splits"]["train"]["num_lists"])
+        batch = min(batch, manifest.split("train").num_lists)
         stage = f"released-b{batch}"
         estimate = released_estimate(manifest, batch)
         command = [python, RUNNER, "--official-dir", directory, "--train", paths["train"]]
@@ -321,10 +328,10 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
     """Every stage of one protocol, in order; each record goes to ``done``."""
     if done(convert(args, protocol, earlier)).get("failure"):
         return
-    manifest = read_json(os.path.join(args.output, "data", protocol, "manifest.json"))
+    manifest = _manifest(os.path.join(args.output, "data", protocol))
     trained = {m: done(train(args, protocol, m)) for m in models}
     if protocol == "explicit":
-        batch = max(1, BATCH_ITEMS // manifest["splits"]["train"]["longest_list"])
+        batch = max(1, BATCH_ITEMS // manifest.split("train").longest_list)
         for model in (m for m in models if m in NEURAL):
             done(train(args, protocol, model, padded_batch=batch))
     ours = trained.get("rankformer", {"failure": "not trained"})

@@ -56,6 +56,7 @@ from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.run_directory import RunExistsError, describe_entries, inspect_run
 
 __all__ = [
@@ -231,7 +232,7 @@ def _distill(config: DistillConfig, work: str) -> dict:
 
     seconds = {"teacher": teacher.training_seconds, "student": student_seconds}
     seconds["gbdt_labels"] = label_seconds
-    max_label = data.label_levels(manifest)
+    max_label = manifest.label_levels
     metrics = _evaluations(splits, teacher_timed, student, label_model, seconds, max_label)
     metrics["training"] = {
         "seconds": student_seconds,
@@ -246,7 +247,7 @@ def _distill(config: DistillConfig, work: str) -> dict:
     return metrics
 
 
-def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, dict]:
+def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, Manifest]:
     """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest.
 
     Raises:
@@ -259,21 +260,21 @@ def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig
         raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
     config = dataclasses.replace(config, data=data_dir)
     manifest = data.load_manifest(data_dir)
-    if manifest["num_features"] != teacher.num_features:
+    if manifest.num_features != teacher.num_features:
         raise ValueError(
-            f"{data_dir} has {manifest['num_features']} features; the teacher takes "
+            f"{data_dir} has {manifest.num_features} features; the teacher takes "
             f"{teacher.num_features}"
         )
     return teacher, config, manifest
 
 
-def _read_splits(data_dir: str, manifest: dict) -> dict[str, ListArrays]:
+def _read_splits(data_dir: str, manifest: Manifest) -> dict[str, ListArrays]:
     """Every split of the dataset, in the manifest's order.
 
     Raises:
       ValueError: if the train split holds no lists.
     """
-    splits = {split: read_split(data_dir, manifest, split) for split in manifest["splits"]}
+    splits = {split: read_split(data_dir, manifest, split) for split in manifest.splits}
     if not splits["train"].num_lists:
         raise ValueError(f"{data_dir}: the train split holds no lists")
     return splits
@@ -300,7 +301,7 @@ def _evaluations(
 
     ``teacher_timed`` holds the teacher's ``(scores, scoring seconds)`` by split,
     ``seconds`` the training time of each model by row name, ``max_label`` the
-    highest label value (``data.label_levels``).
+    highest label value (``Manifest.label_levels``).
     """
     metrics: dict = {"comparison": {}, "fidelity": {}}
     for split, arrays in splits.items():

@@ -89,7 +89,7 @@ def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
         )
     if os.path.isfile(os.path.join(path, "config.json")):
         config, manifest, model = load_run(path)
-        d = manifest["num_features"]
+        d = manifest.num_features
         signature = {
             "features": tf.TensorSpec([None, None, d], tf.float32),
             data.MASK: tf.TensorSpec([None, None], tf.bool),

@@ -91,7 +91,7 @@ def train_gbdt(
 def _train_gbdt(config: GBDTConfig, callbacks: list | None) -> dict:
     manifest = data.load_manifest(config.data)
     write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
-    splits = {split: read_split(config.data, manifest, split) for split in manifest["splits"]}
+    splits = {split: read_split(config.data, manifest, split) for split in manifest.splits}
     train = splits["train"]
     if not config.include_empty_lists:
         train = train.select(train.list_labels() > 0)
@@ -122,7 +122,7 @@ def _train_gbdt(config: GBDTConfig, callbacks: list | None) -> dict:
     kept = booster.best_iteration or booster.current_iteration()
     save_booster(booster, config.model_dir)
     history.write(os.path.join(config.model_dir, "history.csv"))
-    max_label = data.label_levels(manifest)
+    max_label = manifest.label_levels
     # Scoring on the training threads: LightGBM's default (every core) can be far
     # slower on a machine that other work keeps busy.
     threads = params["num_threads"]

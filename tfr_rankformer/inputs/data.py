@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 import tensorflow as tf
 
@@ -38,28 +39,18 @@ from tfr_rankformer.inputs.list_parsing import (
     whole_lists,
 )
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH as _PARSE_BATCH
-from tfr_rankformer.inputs.manifest import (
-    count_training_lists,
-    label_levels,
-    load_manifest,
-    longest_list,
-    split_files,
-)
+from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest
 from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
     "MASK",
     "load_manifest",
-    "split_files",
     "WorkerShard",
     "shard_for_worker",
-    "label_levels",
     "parsed_lists",
     "list_lengths",
-    "longest_list",
     "training_dataset",
     "evaluation_dataset",
-    "count_training_lists",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,7 +112,7 @@ def _to_model_io(element, with_list_head: bool, with_item_levels: bool = False):
 
 
 def list_lengths(
-    data_dir: str, manifest: dict, split: str, *, include_empty_lists: bool = True
+    data_dir: str, manifest: Manifest, split: str, *, include_empty_lists: bool = True
 ) -> dict[int, int]:
     """``{items: lists}`` of ``split`` (without t = 0 lists unless ``include_empty_lists``).
 
@@ -129,15 +120,11 @@ def list_lengths(
     ``empty_list_length_histogram``; a dataset converted before they existed is
     read once instead (its labels only).
     """
-    entry = manifest["splits"][split]
-    if "list_length_histogram" in entry:
-        lengths = {int(k): int(v) for k, v in entry["list_length_histogram"].items()}
-        if not include_empty_lists:
-            for k, v in entry.get("empty_list_length_histogram", {}).items():
-                lengths[int(k)] -= int(v)
-        return {k: v for k, v in lengths.items() if v}
+    lengths = manifest.split(split, data_dir).list_lengths(include_empty_lists=include_empty_lists)
+    if lengths is not None:
+        return lengths
     logger.info("%s: the manifest has no list-length histogram; reading %s once", data_dir, split)
-    return _scan_lengths(split_files(data_dir, manifest, split), include_empty_lists)
+    return _scan_lengths(manifest.split_files(data_dir, split), include_empty_lists)
 
 
 def _scan_lengths(files: list[str], include_empty_lists: bool) -> dict[int, int]:
@@ -163,7 +150,7 @@ def _scan_lengths(files: list[str], include_empty_lists: bool) -> dict[int, int]
 
 def training_dataset(
     data_dir: str,
-    manifest: dict,
+    manifest: Manifest | Mapping,
     *,
     split: str = "train",
     plan: BatchPlan,
@@ -184,7 +171,7 @@ def training_dataset(
 
     Args:
       data_dir: a converted dataset.
-      manifest: its manifest.
+      manifest: its manifest (a ``Manifest``, or its JSON object).
       split: the split to read.
       plan: the length buckets and their lists per batch (``batching``), over
         all replicas and workers: under a ``tf.distribute`` strategy ``fit``
@@ -211,10 +198,10 @@ def training_dataset(
       pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
         in shuffled order, each padded to its longest list (a baseline).
     """
-    worker = worker or WorkerRole()
-    entry = manifest["splits"][split]
-    size = entry["num_items"] * (manifest["num_features"] + 3) * 4
-    files = shard_for_worker(split_files(data_dir, manifest, split), worker)
+    worker, manifest = worker or WorkerRole(), Manifest.coerce(manifest)
+    entry = manifest.split(split, data_dir)
+    size = entry.num_items * (manifest.num_features + 3) * 4
+    files = shard_for_worker(manifest.split_files(data_dir, split), worker)
     bucket = _single_bucket(entry, plan, pad_to_longest)
     lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
     lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
@@ -223,7 +210,7 @@ def training_dataset(
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 
-def _single_bucket(entry: dict, plan: BatchPlan, pad_to_longest: bool) -> int | None:
+def _single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
     """The edge of the plan's only bucket if it holds every list of the split whole, else ``None``.
 
     Such lists (the click protocol's lists of at most 16) are parsed straight to
@@ -233,11 +220,12 @@ def _single_bucket(entry: dict, plan: BatchPlan, pad_to_longest: bool) -> int | 
     if len(plan.edges) != 1 or pad_to_longest:
         return None
     edge = plan.edges[0]
-    return edge if entry.get("longest_list", edge + 1) <= edge else None
+    longest = entry.longest_list
+    return edge if longest is not None and longest <= edge else None
 
 
 def _parsed_training_lists(
-    manifest: dict, files: WorkerShard, bucket: int | None, *, seed: int, normalize
+    manifest: Manifest, files: WorkerShard, bucket: int | None, *, seed: int, normalize
 ) -> tf.data.Dataset:
     """The lists of ``files`` with normalised features: padded or cut to ``bucket``
     items, or (``None``) each cut to its own items."""
@@ -245,7 +233,7 @@ def _parsed_training_lists(
         return whole_lists(manifest, files, normalize=normalize)
     return parsed_lists(
         files,
-        manifest["num_features"],
+        manifest.num_features,
         list_size=bucket,
         shuffle_items=False,
         seed=seed,
@@ -267,7 +255,7 @@ def _cached(
 
 def _shuffled(
     lists: tf.data.Dataset,
-    entry: dict,
+    entry: SplitEntry,
     include_empty_lists: bool,
     shuffle_buffer: int,
     list_cap: int | None,
@@ -280,7 +268,8 @@ def _shuffled(
     if not include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if list_cap is not None and entry.get("longest_list", list_cap + 1) > list_cap:
+    longest = entry.longest_list
+    if list_cap is not None and (longest is None or longest > list_cap):
         lists = bucketed_batches.sample_long_lists(
             lists, list_cap, seed=seed, keep_order=keep_order
         )
@@ -334,7 +323,7 @@ def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.dat
 
 def evaluation_dataset(
     data_dir: str,
-    manifest: dict,
+    manifest: Manifest | Mapping,
     *,
     split: str,
     batch_size: int,
@@ -351,12 +340,13 @@ def evaluation_dataset(
     batches come out of file order (``index`` restores it). Otherwise batches
     of ``batch_size`` lists in file order, padded to their longest list.
     """
-    lists = whole_lists(manifest, split_files(data_dir, manifest, split))
+    manifest = Manifest.coerce(manifest)
+    lists = whole_lists(manifest, manifest.split_files(data_dir, split))
     lists = lists.enumerate().map(lambda i, element: {**element, bucketed_batches.INDEX: i})
     if not by_length:
         padding = {**padding_values(), bucketed_batches.INDEX: tf.constant(-1, tf.int64)}
         return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
-    edges = batching.bucket_edges(int(manifest["splits"][split].get("longest_list", 1)))
+    edges = batching.bucket_edges(manifest.split(split, data_dir).longest_or(1))
     plan = batching.plan_batches(
         {},
         edges=edges,

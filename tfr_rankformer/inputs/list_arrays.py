@@ -14,6 +14,7 @@ import numpy as np
 
 from tfr_rankformer import elwc_schema
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = ["ListArrays", "read_split"]
 
@@ -92,10 +93,12 @@ class ListArrays:
         return values[self.mask()]
 
 
-def read_split(data_dir: str, manifest: dict, split: str, *, batch_size: int = 512) -> ListArrays:
+def read_split(
+    data_dir: str, manifest: Manifest, split: str, *, batch_size: int = 512
+) -> ListArrays:
     """Every item of every list of ``split``, in file order, nothing cut."""
     parts: dict[str, list] = {"features": [], "label": [], "relevance": [], "qid": [], "size": []}
-    num_features = manifest["num_features"]
+    num_features = manifest.num_features
     for batch in data.evaluation_dataset(
         data_dir, manifest, split=split, batch_size=batch_size, by_length=False
     ):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
 from tfr_rankformer.inputs import bucketed_batches
+from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = ["MASK", "PARSE_BATCH", "WorkerShard", "parsed_lists", "whole_lists", "padding_values"]
 
@@ -91,12 +92,12 @@ def parsed_lists(
     return dataset.unbatch()
 
 
-def whole_lists(manifest: dict, files, *, normalize=None) -> tf.data.Dataset:
+def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset:
     """Every list of ``files`` cut to its own items (``[n, d]``, ``[n]``...), its
     features mapped by ``normalize`` (see ``parsed_lists``' ``transform``)."""
     lists = parsed_lists(
         files,
-        manifest["num_features"],
+        manifest.num_features,
         list_size=None,
         shuffle_items=False,
         seed=0,

@@ -1,34 +1,273 @@
-"""The manifest that ``tfr-convert`` writes beside its shards, as the library reads it.
+"""The manifest that ``tfr-convert`` writes beside its shards: its typed form,
+read and written here.
 
 It names the feature count, the splits and their shard files, and their counts
-and histograms (labels, list labels, list lengths).
+and histograms (labels, list labels, list lengths). :class:`Manifest` and
+:class:`SplitEntry` are frozen dataclasses with a field for every key the code
+reads; the other keys are kept in ``extra``, so ``Manifest.from_json(d).to_json()
+== d``. One reader (:func:`read_manifest`, :func:`load_manifest`) checks it,
+naming the file and the field at fault; one writer (:func:`write_manifest`)
+writes every converter's. Histograms map a value, as JSON's string key, to its
+count; a field that is ``None`` was not recorded.
+
+>>> m = Manifest.coerce({"num_features": 3, "max_relevance": 2, "splits": {
+...     "train": {"files": {"train-00000-of-00001.tfrecord": 4}, "longest_list": 7}}})
+>>> m.num_features, m.label_levels, m.longest_list, m.is_text
+(3, 2, 7, False)
+>>> m.split_files("data", "train")
+['data/train-00000-of-00001.tfrecord']
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["load_manifest", "split_files", "label_levels", "count_training_lists", "longest_list"]
+from tfr_rankformer.inputs.manifest_fields import (
+    EMPTY,
+    JsonRecord,
+    Origin,
+    dumps,
+    is_int,
+    typed,
+)
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MISSING_FEATURES",
+    "TEXT_KIND",
+    "Manifest",
+    "SplitEntry",
+    "load_manifest",
+    "read_manifest",
+    "write_manifest",
+    "manifest_text",
+    "label_levels",
+]
+
+MANIFEST_NAME = "manifest.json"
+# ``kind`` of a text dataset's manifest (feature-vector manifests have none).
+TEXT_KIND = "text"
+_SIMULATED = "simulated_implicit"
+# The per-split count of items whose input lacked a feature (under ``input``).
+MISSING_FEATURES = "items_with_missing_features"
 
 
-def load_manifest(data_dir: str) -> dict:
-    """The ``manifest.json`` of a converted dataset.
+@dataclasses.dataclass(frozen=True)
+class SplitEntry(JsonRecord):
+    """One split of a manifest: its shards (file name -> lists), counts and histograms."""
+
+    num_lists: int | None = typed("int")
+    num_items: int | None = typed("int")
+    longest_list: int | None = typed("int")
+    input_lists: int | None = typed("int")
+    input_items: int | None = typed("int")
+    label_histogram: Mapping[str, int] | None = typed("counts")
+    relevance_histogram: Mapping[str, int] | None = typed("counts")
+    list_label_histogram: Mapping[str, int] | None = typed("counts")
+    list_length_histogram: Mapping[str, int] | None = typed("counts")
+    empty_list_length_histogram: Mapping[str, int] | None = typed("counts")
+    intent_histogram: Mapping[str, int] | None = typed("counts")
+    items_dropped: Mapping[str, int] | None = typed("counts")
+    lists_dropped: Mapping[str, int] | None = typed("counts")
+    num_features: int | None = typed("int")
+    input: Mapping[str, Any] | None = typed("object")
+    files: Mapping[str, int] | None = typed("counts")
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=lambda: EMPTY, repr=False)
+    key_order: tuple[str, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        self.freeze()
+
+    @classmethod
+    def from_json(cls, data: Mapping, *, origin: Origin | None = None, name: str = "split"):
+        """The entry of the JSON object ``data`` (``name``: its place, for errors)."""
+        origin = origin or Origin()
+        if not isinstance(data, Mapping):
+            raise origin.error(f"the manifest's {name!r} is not a JSON object")
+        return cls(**cls.fields_of(data, origin, prefix=f"{name}."))
+
+    def longest_or(self, default: int) -> int:
+        """``longest_list``, or ``default`` when it is not recorded."""
+        return default if self.longest_list is None else self.longest_list
+
+    @property
+    def empty_lists(self) -> int:
+        """Lists whose list label is 0 (none when the histogram is not recorded)."""
+        return int((self.list_label_histogram or {}).get("0", 0))
+
+    @property
+    def items_with_missing_features(self) -> int | None:
+        """Items whose input lacked a feature (``None``: not recorded)."""
+        count = (self.input or {}).get(MISSING_FEATURES)
+        return count if is_int(count) else None
+
+    def list_lengths(self, *, include_empty_lists: bool = True) -> dict[int, int] | None:
+        """``{items: lists}`` from the length histograms (``None``: not recorded)."""
+        if self.list_length_histogram is None:
+            return None
+        lengths = {int(k): int(v) for k, v in self.list_length_histogram.items()}
+        if not include_empty_lists:
+            for k, v in (self.empty_list_length_histogram or {}).items():
+                lengths[int(k)] -= int(v)
+        return {k: v for k, v in lengths.items() if v}
+
+
+def _read_splits(value, origin: Origin, name: str) -> dict[str, SplitEntry]:
+    if not isinstance(value, Mapping):
+        raise origin.error(f"the manifest's {name!r} is not a JSON object")
+    return {
+        split: SplitEntry.from_json(entry, origin=origin, name=f"{name}.{split}")
+        for split, entry in value.items()
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest(JsonRecord):
+    """A converted dataset's ``manifest.json`` (see ``docs/tfr-convert.md``).
+
+    Feature-vector datasets have ``num_features``, ``feature_names`` and the
+    ``normalization`` statistics fitted on train; text datasets have ``kind:
+    "text"`` and the names of their query, document and label features.
+    """
+
+    manifest_version: int | None = typed("int")
+    created_by: str | None = typed("str")
+    kind: str | None = typed("str")
+    source: Mapping[str, Any] | None = typed("object")
+    num_features: int | None = typed("int")
+    num_features_source: str | None = typed("str")
+    feature_names: tuple[str, ...] | None = typed("strings", repr=False)
+    max_relevance: int | None = typed("int")
+    label_kind: str | None = typed("str")
+    query_feature: str | None = typed("str")
+    document_feature: str | None = typed("str")
+    label_feature: str | None = typed("str")
+    parameters: Mapping[str, Any] | None = typed("object", repr=False)
+    seed: int | None = typed("int")
+    filtered: Mapping[str, int] | None = typed("counts")
+    splits: Mapping[str, SplitEntry] = typed("splits", default=EMPTY, read=_read_splits)
+    normalization: Mapping[str, Any] | None = typed("object", repr=False)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=lambda: EMPTY, repr=False)
+    key_order: tuple[str, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        splits = {
+            name: entry if isinstance(entry, SplitEntry) else SplitEntry.from_json(entry)
+            for name, entry in (self.splits or {}).items()
+        }
+        object.__setattr__(self, "splits", splits)
+        self.freeze()
+
+    @classmethod
+    def from_json(cls, data, *, path: str | None = None, complete: bool = True) -> Manifest:
+        """The manifest of the parsed JSON ``data``.
+
+        Args:
+          data: the JSON object.
+          path: the file it was read from, named by the errors (``None``: in memory).
+          complete: require what every dataset reader needs: ``splits`` whose
+            entries list their ``files``, and (unless ``kind`` is ``"text"``)
+            ``num_features``.
+
+        Raises:
+          ValueError: naming the file and the field that is missing or of the wrong type.
+        """
+        origin = Origin(path, "; rerun tfr-convert") if path else Origin()
+        _check_manifest(origin, data, complete=complete)
+        return cls(**cls.fields_of(data, origin))
+
+    @classmethod
+    def coerce(cls, value: Manifest | Mapping) -> Manifest:
+        """``value`` as a ``Manifest``: itself, or a mapping (such as a hand-made
+        ``{"num_features": 3, "normalization": {...}}``) checked field by field."""
+        if isinstance(value, Manifest):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_json(value, complete=False)
+        raise TypeError(f"a manifest is a Manifest or a mapping, not {type(value).__name__}")
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the dataset holds text lists (``kind: "text"``)."""
+        return self.kind == TEXT_KIND
+
+    @property
+    def fold(self) -> int | None:
+        """The input's fold the dataset was converted from (``None``: a single set)."""
+        return (self.source or {}).get("fold")
+
+    @property
+    def clicks(self) -> Mapping[str, Any] | None:
+        """The click simulation's parameters when the labels are simulated clicks."""
+        if self.label_kind != _SIMULATED:
+            return None
+        return (self.parameters or EMPTY)["clicks"]
+
+    @property
+    def label_levels(self) -> int:
+        """Levels of the list label above 0: the highest training label value.
+
+        With simulated clicks the labels are 0, 1 and the purchase label, and the
+        list head predicts ``P(t >= k)`` for ``k = 1 .. purchase label``.
+        """
+        if self.clicks is not None:
+            return int(self.clicks["purchase_label"])
+        if self.max_relevance is None:
+            raise ValueError("the manifest records no 'max_relevance'")
+        return int(self.max_relevance)
+
+    @property
+    def longest_list(self) -> int:
+        """The longest list over every split (1 when none is recorded)."""
+        return max((e.longest_or(1) for e in self.splits.values()), default=1)
+
+    def split(self, name: str, data_dir: str = "the dataset") -> SplitEntry:
+        """The entry of split ``name``; a ``ValueError`` naming the splits there are."""
+        if name not in self.splits:
+            raise ValueError(f"{data_dir} has no {name!r} split; it has {sorted(self.splits)}")
+        return self.splits[name]
+
+    def split_files(self, data_dir: str, split: str) -> list[str]:
+        """The TFRecord shards of ``split``, as listed in the manifest."""
+        return [os.path.join(data_dir, name) for name in self.split(split, data_dir).files or ()]
+
+    def count_training_lists(self, split: str, *, include_empty_lists: bool) -> int:
+        """Lists one training epoch sees, from the manifest's list-label histogram."""
+        entry = self.split(split)
+        return entry.num_lists - (0 if include_empty_lists else entry.empty_lists)
+
+
+def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
+    """What every dataset reader relies on, with its type (the other fields are
+    checked as they are read)."""
+    if not isinstance(data, Mapping):
+        raise origin.error("the manifest is not a JSON object")
+    if not complete:
+        return
+    if data.get("kind") != TEXT_KIND and not is_int(data.get("num_features")):
+        raise origin.error("the manifest's 'num_features' is missing or not a JSON integer")
+    if not isinstance(data.get("splits"), Mapping):
+        raise origin.error("the manifest's 'splits' is missing or not a JSON object")
+    for split, entry in data["splits"].items():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("files"), Mapping):
+            raise origin.error(f"split {split!r} lists no 'files' object")
+
+
+def read_manifest(path: str, *, complete: bool = True) -> Manifest:
+    """The manifest in the file ``path`` (``complete``: see ``Manifest.from_json``).
 
     Raises:
-      FileNotFoundError: naming the directory and the command that makes it.
-      ValueError: naming the file (and line and column) when it is not JSON
-        or lacks what every reader needs.
+      OSError: the file cannot be read.
+      ValueError: naming the file (and line and column) when it is not JSON,
+        and the field that is missing or of the wrong type.
     """
-    path = os.path.join(data_dir, "manifest.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{data_dir} holds no manifest.json: point --data at the output of one "
-            "tfr-convert run (or one of its FoldN/ directories)"
-        )
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+            data = json.load(f)
     except json.JSONDecodeError as e:
         raise ValueError(
             f"{path}:{e.lineno}:{e.colno}: the manifest is not valid JSON ({e.msg}); "
@@ -38,50 +277,54 @@ def load_manifest(data_dir: str) -> dict:
         raise ValueError(
             f"{path}: the manifest is not UTF-8 text (byte {e.start}); rerun tfr-convert"
         ) from None
-    _check_manifest(path, manifest)
+    return Manifest.from_json(data, path=path, complete=complete)
+
+
+def load_manifest(data_dir: str) -> Manifest:
+    """The ``manifest.json`` of a converted feature-vector dataset.
+
+    Raises:
+      FileNotFoundError: naming the directory and the command that makes it.
+      ValueError: naming the file (and line and column) when it is not JSON
+        or lacks what every reader needs (``num_features`` among it).
+    """
+    path = os.path.join(data_dir, MANIFEST_NAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{data_dir} holds no manifest.json: point --data at the output of one "
+            "tfr-convert run (or one of its FoldN/ directories)"
+        )
+    manifest = read_manifest(path)
+    if manifest.num_features is None:
+        raise ValueError(
+            f"{path}: the manifest's 'num_features' is missing or not a JSON integer; "
+            "rerun tfr-convert"
+        )
     return manifest
 
 
-def _check_manifest(path: str, manifest) -> None:
-    """The fields every reader relies on, with their types."""
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{path}: the manifest is not a JSON object; rerun tfr-convert")
-    for key, kind in (("num_features", int), ("splits", dict)):
-        if not isinstance(manifest.get(key), kind):
-            raise ValueError(
-                f"{path}: the manifest's {key!r} is missing or not a JSON "
-                f"{'integer' if kind is int else 'object'}; rerun tfr-convert"
-            )
-    for split, entry in manifest["splits"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
-            raise ValueError(f"{path}: split {split!r} lists no 'files' object; rerun tfr-convert")
+def manifest_text(manifest: Manifest) -> str:
+    """The text of ``manifest.json``: its JSON, lists of numbers kept on one line."""
+    return dumps(manifest.to_json()) + "\n"
 
 
-def split_files(data_dir: str, manifest: dict, split: str) -> list[str]:
-    """The TFRecord shards of ``split``, as listed in the manifest."""
-    if split not in manifest["splits"]:
-        raise ValueError(f"{data_dir} has no {split!r} split; it has {sorted(manifest['splits'])}")
-    return [os.path.join(data_dir, name) for name in manifest["splits"][split]["files"]]
+def write_manifest(
+    directory: str, manifest: Manifest, *, write_text: Callable[[str, str], None] | None = None
+) -> str:
+    """Writes ``directory/manifest.json``, every converter's manifest; returns its path.
 
-
-def label_levels(manifest: dict) -> int:
-    """Levels of the list label above 0: the highest training label value.
-
-    With simulated clicks the labels are 0, 1 and the purchase label, and the
-    list head predicts ``P(t >= k)`` for ``k = 1 .. purchase label``.
+    ``write_text(path, text)`` writes it instead of a local file (a Beam file system).
     """
-    if manifest.get("label_kind") == "simulated_implicit":
-        return int(manifest["parameters"]["clicks"]["purchase_label"])
-    return int(manifest["max_relevance"])
+    path = os.path.join(directory, MANIFEST_NAME)
+    text = manifest_text(manifest)
+    if write_text is not None:
+        write_text(path, text)
+        return path
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
 
 
-def count_training_lists(manifest: dict, split: str, *, include_empty_lists: bool) -> int:
-    """Lists one training epoch sees, from the manifest's list-label histogram."""
-    entry = manifest["splits"][split]
-    empty = int(entry["list_label_histogram"].get("0", 0))
-    return entry["num_lists"] - (0 if include_empty_lists else empty)
-
-
-def longest_list(manifest: dict) -> int:
-    """The longest list over every split."""
-    return max(int(e.get("longest_list", 1)) for e in manifest["splits"].values())
+def label_levels(manifest: Manifest | Mapping) -> int:
+    """``Manifest.label_levels`` of a manifest or of a mapping holding one."""
+    return Manifest.coerce(manifest).label_levels

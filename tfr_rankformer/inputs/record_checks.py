@@ -14,6 +14,8 @@ import os
 import struct
 from collections.abc import Iterator
 
+from tfr_rankformer.inputs.manifest import Manifest
+
 __all__ = ["RecordFileError", "check_tfrecord_file", "check_split_files", "read_records"]
 
 _HEADER = struct.Struct("<QI")
@@ -97,12 +99,12 @@ def check_tfrecord_file(path: str, *, expected_records: int | None = None) -> in
     return count
 
 
-def check_split_files(data_dir: str, manifest: dict, splits: list[str] | None = None) -> None:
+def check_split_files(data_dir: str, manifest: Manifest, splits: list[str] | None = None) -> None:
     """Checks every shard of ``splits`` (default: all) against the manifest's record counts."""
-    for split in splits or list(manifest["splits"]):
-        if split not in manifest["splits"]:
+    for split in splits or list(manifest.splits):
+        if split not in manifest.splits:
             continue  # the reader names the missing split
-        for name, count in manifest["splits"][split]["files"].items():
+        for name, count in (manifest.splits[split].files or {}).items():
             check_tfrecord_file(os.path.join(data_dir, name), expected_records=count)
 
 

@@ -16,12 +16,10 @@ import dataclasses
 import json
 import os
 
-from tfr_rankformer.inputs.manifest import load_manifest
+from tfr_rankformer.inputs.manifest import MISSING_FEATURES, Manifest, load_manifest
 
 __all__ = ["MISSING_FEATURES", "TrainingDensity", "manifest_density", "training_density"]
 
-# The per-split count in ``manifest.json`` (under ``input``).
-MISSING_FEATURES = "items_with_missing_features"
 # What tfr-train, tfr-train --model gbdt and tfr-distill write in the run directory.
 _RUN_CONFIG = "config.json"
 
@@ -40,21 +38,19 @@ class TrainingDensity:
     reason: str = ""
 
 
-def manifest_density(manifest: dict) -> TrainingDensity:
+def manifest_density(manifest: Manifest) -> TrainingDensity:
     """The density a converted dataset's manifest records, over all its splits.
 
-    >>> manifest_density({"splits": {"train": {"input": {MISSING_FEATURES: 0}}}})
+    >>> manifest_density(Manifest.coerce({"splits": {"train": {"input": {MISSING_FEATURES: 0}}}}))
     TrainingDensity(dense=True, reason='')
-    >>> manifest_density({"splits": {"train": {"input": {"path": "train.txt"}}}}).dense is None
+    >>> train = {"input": {"path": "train.txt"}}
+    >>> manifest_density(Manifest.coerce({"splits": {"train": train}})).dense is None
     True
     """
-    counts = []
-    for entry in manifest["splits"].values():
-        record = entry.get("input") if isinstance(entry, dict) else None
-        counts.append(record.get(MISSING_FEATURES) if isinstance(record, dict) else None)
-    if any(type(count) is int and count > 0 for count in counts):
+    counts = [entry.items_with_missing_features for entry in manifest.splits.values()]
+    if any(count is not None and count > 0 for count in counts):
         return TrainingDensity(False)
-    if counts and all(type(count) is int for count in counts):
+    if counts and all(count is not None for count in counts):
         return TrainingDensity(True)
     return TrainingDensity(None, f"its manifest does not record {MISSING_FEATURES}")
 

@@ -31,6 +31,7 @@ import tensorflow as tf
 from tfr_rankformer import elwc_schema
 from tfr_rankformer.feature_runs import load_run
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.run_layout import is_text_run
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.serving.export_versions import next_version, write_version
@@ -129,10 +130,10 @@ def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
             writer.write(log.SerializeToString())
 
 
-def _sample_requests(config, manifest, count: int = 8) -> list[bytes]:
+def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
     """A few serialized lists of the run's data, for the warm-up requests."""
-    split = "test" if "test" in manifest["splits"] else next(iter(manifest["splits"]))
-    files = data.split_files(config.data, manifest, split)
+    split = "test" if "test" in manifest.splits else next(iter(manifest.splits))
+    files = manifest.split_files(config.data, split)
     return [record.numpy() for record in tf.data.TFRecordDataset(files).take(count)]
 
 
@@ -158,7 +159,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
         save_servable(
             model,
             path,
-            num_features=manifest["num_features"],
+            num_features=manifest.num_features,
             list_head=config.uses_list_head,
             warmup=_sample_requests(config, manifest),
             invalid_items=invalid_items,

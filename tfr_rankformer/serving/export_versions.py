@@ -1,11 +1,11 @@
 """A run's export versions: ``model_dir/export/<version>/``, numbered 1, 2, ..., never
-overwritten, and written whole.
+overwritten, and written whole (a text run also writes ``export_token_ids/<version>/``).
 
 Both exports (``export`` for feature-vector runs, ``text_export`` for text
 runs) save through ``write_version``: the SavedModel is written under a
 temporary name (``export/.<version>.partial``) and renamed into place, so a
 killed export leaves no version directory behind (the next one clears its
-partial copy).
+partial copy). The temporary name sits in the versions' own directory.
 """
 
 from __future__ import annotations
@@ -28,19 +28,27 @@ def next_version(export_dir: str) -> int:
     return max(versions, default=0) + 1
 
 
-def write_version(model_dir: str, version: int | None, save: Callable[[str], None]) -> str:
+def write_version(
+    model_dir: str,
+    version: int | None,
+    save: Callable[[str], None],
+    *,
+    export_name: str = EXPORT_NAME,
+) -> str:
     """Calls ``save(path)`` to write a SavedModel, then moves it to
-    ``model_dir/export/<version>``; returns that path.
+    ``model_dir/<export_name>/<version>``; returns that path.
 
     Args:
       model_dir: the run's directory.
       version: the version number; ``None``: ``next_version``.
       save: writes the SavedModel into the directory it is given.
+      export_name: the directory of versions (a TF Serving model's base path):
+        ``export``, or a text run's ``export_token_ids``.
 
     Raises:
       FileExistsError: if the version directory exists.
     """
-    export_dir = os.path.join(model_dir, EXPORT_NAME)
+    export_dir = os.path.join(model_dir, export_name)
     version = version or next_version(export_dir)
     path = os.path.join(export_dir, str(version))
     if os.path.exists(path):

@@ -11,9 +11,9 @@ query.
 A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
 item on its own features; ELWC records are then parsed with ``tfr.data``.
 
-A Listformer export scores text lists (``(qid, docids, query text, document
-texts)``) through its raw-string signature (``text_signature``,
-``score_text_lists``).
+A Listformer export, raw-string or token-id, scores text lists (``(qid, docids,
+query text, document texts)``) through its default signature
+(``text_signature``, ``score_text_lists``).
 
 Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
 record: a TFRecord shard cut short (``record_checks``), or a record the
@@ -29,7 +29,7 @@ import csv
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -51,6 +51,7 @@ __all__ = [
     "score_elwc_gbdt",
     "is_text_export",
     "text_signature",
+    "text_inputs",
     "score_text_lists",
     "write_results",
 ]
@@ -210,27 +211,32 @@ def text_signature(export):
     return _loaded(export).signatures[SIGNATURE_ELWC]
 
 
-def score_text_lists(
-    signature, lists: Iterable[tuple[str, list[str], str, list[str]]], *, batch_size: int = 16
-) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, query text, document texts)`` lists through a
-    ``text_signature``.
+def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
+    """A batch's inputs to a raw-string ``text_signature``: ``query [B]`` and
+    ``documents [B, L]``, shorter lists padded with empty strings (the export tokenises)."""
+    width = max(map(len, documents))
+    padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
+    return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
 
-    The export tokenises the strings itself. A document whose text is empty
-    cannot be told from padding: it gets the padding score, is ranked last and
-    is counted in ``ScoredList.num_invalid``.
-    """
+
+def score_text_lists(
+    signature,
+    lists: Iterable[tuple[str, list[str], str, list[str]]],
+    *,
+    batch_size: int = 16,
+    inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, query text, document texts)`` lists through a Listformer
+    export's ``text_signature``; ``inputs`` makes a batch's inputs (``text_inputs``, or a
+    token-id export's ids: ``runner.predict``). A document whose text is empty cannot be
+    told from padding: it gets the padding score, is ranked last and is counted in
+    ``ScoredList.num_invalid``."""
     for batch in _batches(lists, batch_size):
-        width = max(len(docids) for _, docids, _, _ in batch)
-        documents = np.full((len(batch), width), "", dtype=object)
-        for i, (_, _, _, texts) in enumerate(batch):
-            documents[i, : len(texts)] = texts
-        queries = np.array([query for _, _, query, _ in batch], dtype=object)
-        outputs = signature(query=tf.constant(queries), documents=tf.constant(documents))
+        queries = [query for _, _, query, _ in batch]
+        outputs = signature(**inputs(queries, [list(texts) for _, _, _, texts in batch]))
         for i, (qid, docids, _, texts) in enumerate(batch):
-            scores, probs = _unpack(outputs, i, len(docids))
             empty = sum(1 for text in texts if not text)
-            yield ScoredList(qid, docids, scores, probs, num_invalid=empty)
+            yield ScoredList(qid, docids, *_unpack(outputs, i, len(docids)), num_invalid=empty)
 
 
 _REJECTED = re.compile(r"assertion failed: \[invalid input: list (\d+), (.*?)\]\s*$", re.M)

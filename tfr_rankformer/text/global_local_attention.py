@@ -75,6 +75,12 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
     return own_bias[:, tf.newaxis, tf.newaxis] * rows[tf.newaxis]  # [H, G, N T]
 
 
+def _split_keys(weights, num_global):
+    """``[..., G + K]`` -> ``([..., G], [..., K])``: a split, not two slices (a slice's
+    gradient fills a zero tensor of the whole input; a split's is one concatenation)."""
+    return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
+
+
 def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bias, dropout):
     """The global tokens' context: ``[B, H, G, Dh]`` over every valid token."""
     qg, kg, vg = globals_qkv
@@ -83,18 +89,42 @@ def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bi
     shape = tf.shape(kl)
     batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
     num_global = tf.shape(qg)[2]
-    scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
+    qg = qg * tf.cast(qg.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
     flat_v = tf.reshape(vl, [batch, heads, docs * block, head_dim])
     # [B, H, G, G + N T]
-    to_globals = tf.matmul(qg, kg, transpose_b=True) * scale
+    to_globals = tf.matmul(qg, kg, transpose_b=True)
     to_globals += _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
-    to_locals = tf.matmul(qg, flat_k, transpose_b=True) * scale
+    to_locals = tf.matmul(qg, flat_k, transpose_b=True)
     to_locals += _bias(flat_valid, dtype)[:, tf.newaxis, tf.newaxis, :]
     to_locals += tf.cast(own_document_bias(own_bias, num_global, docs, block), dtype)
     weights = dropout(tf.nn.softmax(tf.concat([to_globals, to_locals], axis=-1), axis=-1))
-    context = tf.matmul(weights[..., :num_global], vg)
-    return context + tf.matmul(weights[..., num_global:], flat_v)  # [B, H, G, Dh]
+    on_globals, on_locals = _split_keys(weights, num_global)
+    return tf.matmul(on_globals, vg) + tf.matmul(on_locals, flat_v)  # [B, H, G, Dh]
+
+
+def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window, dropout):
+    """The documents' tokens' context: ``[B, H, N, T, Dh]`` over the globals and their
+    own block. The products with the globals run on ``[B, H, N T, Dh]`` (reshapes)."""
+    _, kg, vg = globals_qkv
+    ql, kl, vl = locals_qkv
+    dtype = ql.dtype
+    shape = tf.shape(ql)
+    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    num_global = tf.shape(kg)[2]
+    ql = ql * tf.cast(ql.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
+    flat_q = tf.reshape(ql, [batch, heads, docs * block, head_dim])
+    l_to_globals = tf.matmul(flat_q, kg, transpose_b=True)  # [B, H, N T, G]
+    l_to_globals = tf.reshape(l_to_globals, [batch, heads, docs, block, num_global])
+    l_to_globals += _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, tf.newaxis, :]
+    l_to_locals = tf.matmul(ql, kl, transpose_b=True)  # [B, H, N, T, T]
+    allowed = band(block, window)[tf.newaxis, tf.newaxis] & local_valid[:, :, tf.newaxis, :]
+    l_to_locals += _bias(allowed, dtype)[:, tf.newaxis]  # [B, 1, N, T, T]
+    weights = dropout(tf.nn.softmax(tf.concat([l_to_globals, l_to_locals], axis=-1), axis=-1))
+    on_globals, on_locals = _split_keys(weights, num_global)
+    on_globals = tf.reshape(on_globals, [batch, heads, docs * block, num_global])
+    context = tf.reshape(tf.matmul(on_globals, vg), [batch, heads, docs, block, head_dim])
+    return context + tf.matmul(on_locals, vl)  # [B, H, N, T, Dh]
 
 
 def blocked_attention(
@@ -127,32 +157,18 @@ def blocked_attention(
     Returns:
       ``(global_context [B, H, G, Dh], local_context [B, H, N, T, Dh])``.
     """
-    qg, kg, vg = globals_qkv
-    ql, kl, vl = locals_qkv
-    dtype = qg.dtype
-    shape = tf.shape(ql)
-    batch, docs, block = shape[0], shape[2], shape[3]
-    num_global = tf.shape(qg)[2]
-    scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
+    shape = tf.shape(local_valid)
+    flat_valid = tf.reshape(local_valid, [shape[0], shape[1] * shape[2]])
     dropout = dropout or (lambda w: w)
-    flat_valid = tf.reshape(local_valid, [batch, docs * block])
-
     # === Global queries: every valid token, [B, H, G, G + N T] ===
     rows = global_rows or (globals_qkv, locals_qkv)
     global_context = _global_queries(
         *rows, global_valid, flat_valid, own_bias=own_bias, dropout=dropout
     )
-
     # === Local queries: the globals and their own block, [B, H, N, T, G + T] ===
-    global_bias = _bias(global_valid, dtype)[:, tf.newaxis, tf.newaxis, tf.newaxis, :]
-    l_to_globals = tf.einsum("bhntd,bhgd->bhntg", ql, kg) * scale
-    l_to_globals += global_bias  # [B, 1, 1, 1, G]
-    l_to_locals = tf.matmul(ql, kl, transpose_b=True) * scale  # [B, H, N, T, T]
-    allowed = band(block, window)[tf.newaxis, tf.newaxis] & local_valid[:, :, tf.newaxis, :]
-    l_to_locals += _bias(allowed, dtype)[:, tf.newaxis]  # [B, 1, N, T, T]
-    weights = dropout(tf.nn.softmax(tf.concat([l_to_globals, l_to_locals], axis=-1), axis=-1))
-    local_context = tf.einsum("bhntg,bhgd->bhntd", weights[..., :num_global], vg)
-    local_context += tf.matmul(weights[..., num_global:], vl)  # [B, H, N, T, Dh]
+    local_context = _local_queries(
+        globals_qkv, locals_qkv, global_valid, local_valid, window=window, dropout=dropout
+    )
     return global_context, local_context
 
 

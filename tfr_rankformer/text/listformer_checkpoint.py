@@ -24,25 +24,46 @@ What each Listformer weight starts from:
 With one document inside the attention window and the own-document bias at
 0, the encoder computes the checkpoint's BERT on ``[CLS] q [SEP] d`` (with the
 Listformer's positions and segments): tested to 1e-4.
+
+``tfr-train --init-from DIR`` (``TextConfig.init_from``) starts a run here:
+``check_checkpoint_directory`` refuses a directory without one of its files,
+the command line refuses sizes that ``checkpoint_conflicts`` finds differing
+from the checkpoint's, and ``text_training`` reads the checkpoint before it
+scans the training lists and builds the model after (``pretrained_listformer``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.text.bert_checkpoint import CLS, SEP, BertCheckpoint, read_bert_checkpoint
+from tfr_rankformer.text.bert_checkpoint import (
+    CLS,
+    CONFIG_FILE,
+    SEP,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    BertCheckpoint,
+    read_bert_checkpoint,
+)
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 __all__ = [
+    "CHECKPOINT_FILES",
+    "CHECKPOINT_SIZES",
     "PretrainedListformer",
+    "check_checkpoint_directory",
+    "checkpoint_conflicts",
     "listformer_from_checkpoint",
+    "pretrained_listformer",
     "checkpoint_model_config",
     "checkpoint_form",
     "checkpoint_tokenizer",
@@ -52,6 +73,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MODEL = "listformer"
+# The files a checkpoint directory must hold.
+CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE)
+# The sizes a checkpoint fixes: ModelConfig field -> config.json field.
+CHECKPOINT_SIZES = {
+    "width": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "ff_dim": "intermediate_size",
+    "max_positions": "max_position_embeddings",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +238,73 @@ def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -
         variable.assign(value.astype(variable.dtype.as_numpy_dtype))
 
 
+def check_checkpoint_directory(directory: str) -> None:
+    """Refuses a checkpoint directory that lacks one of ``CHECKPOINT_FILES`` (cheap:
+    nothing is read; ``read_bert_checkpoint`` checks the contents).
+
+    Raises:
+      ValueError: naming the directory and the missing file.
+    """
+    if not os.path.isdir(directory):
+        raise ValueError(f"`init_from` {directory} is not a directory")
+    for name in CHECKPOINT_FILES:
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise ValueError(
+                f"`init_from` {directory} holds no {name}: a BERT-family checkpoint "
+                f"directory holds {', '.join(CHECKPOINT_FILES)}"
+            )
+
+
+def checkpoint_conflicts(directory: str, given: dict) -> list[str]:
+    """Why settings of ``given`` (``ModelConfig`` field -> value; ``None``: not given)
+    differ from the sizes the checkpoint's ``config.json`` fixes (``CHECKPOINT_SIZES``).
+
+    Raises:
+      ValueError: naming ``config.json`` if it is not a JSON object.
+    """
+    path = os.path.join(directory, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    return [
+        f"`{name}` {given[name]} differs from the checkpoint's {field} {values[field]} "
+        f"({path}): with `init_from` the checkpoint's sizes are the model's"
+        for name, field in CHECKPOINT_SIZES.items()
+        if given.get(name) is not None and field in values and given[name] != values[field]
+    ]
+
+
+def pretrained_listformer(
+    checkpoint: BertCheckpoint,
+    tokenizer: TextTokenizer,
+    config: ModelConfig,
+    levels: int | None,
+    *,
+    item_levels: int | None = None,
+) -> PretrainedListformer:
+    """A Listformer with ``checkpoint``'s sizes, form and weights (the heads fresh),
+    beside ``tokenizer`` (``checkpoint_tokenizer``); see ``listformer_from_checkpoint``."""
+    resolved = checkpoint_model_config(checkpoint, config)
+    form = checkpoint_form(checkpoint)
+    model = build_text_model(
+        MODEL, checkpoint.vocab_size, resolved, levels, item_levels=item_levels, form=form
+    )
+    load_checkpoint_weights(model, checkpoint)
+    logger.info("the listformer starts from %s", checkpoint.directory)
+    return PretrainedListformer(
+        model=model,
+        tokenizer=tokenizer,
+        vocabulary=list(checkpoint.vocabulary),
+        config=resolved,
+        form=form,
+        vocab_size=checkpoint.vocab_size,
+    )
+
+
 def listformer_from_checkpoint(
     directory: str,
     config: ModelConfig,
@@ -240,18 +338,4 @@ def listformer_from_checkpoint(
     tokenizer = checkpoint_tokenizer(
         checkpoint, max_query_tokens=max_query_tokens, max_document_tokens=max_document_tokens
     )
-    resolved = checkpoint_model_config(checkpoint, config)
-    form = checkpoint_form(checkpoint)
-    model = build_text_model(
-        MODEL, checkpoint.vocab_size, resolved, levels, item_levels=item_levels, form=form
-    )
-    load_checkpoint_weights(model, checkpoint)
-    logger.info("the listformer starts from %s", directory)
-    return PretrainedListformer(
-        model=model,
-        tokenizer=tokenizer,
-        vocabulary=list(checkpoint.vocabulary),
-        config=resolved,
-        form=form,
-        vocab_size=checkpoint.vocab_size,
-    )
+    return pretrained_listformer(checkpoint, tokenizer, config, levels, item_levels=item_levels)

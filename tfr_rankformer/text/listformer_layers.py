@@ -214,16 +214,14 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         dim = h.shape[-1]
         heads, head_dim = self.num_heads, dim // self.num_heads
 
-        def split(t):  # [B, S, D] -> [B, H, G, Dh] and [B, H, N, T, Dh]
-            g = tf.transpose(
-                tf.reshape(t[:, :num_global], [batch, -1, heads, head_dim]), [0, 2, 1, 3]
-            )
-            loc = tf.reshape(t[:, num_global:], [batch, docs, block, heads, head_dim])
-            return g, tf.transpose(loc, [0, 3, 1, 2, 4])
-
         def projected(qkv):  # [B, S, 3 D] -> ((q, k, v) of the globals, of the locals)
-            parts = [split(t) for t in tf.split(qkv, 3, axis=-1)]
-            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+            # One split of the rows (a split's gradient is a concatenation; two slices'
+            # would each fill a zero tensor of the whole input), one transpose per part.
+            g, loc = tf.split(qkv, tf.stack([num_global, docs * block]), axis=1)
+            g = tf.transpose(tf.reshape(g, [batch, -1, 3, heads, head_dim]), [2, 0, 3, 1, 4])
+            loc = tf.reshape(loc, [batch, docs, block, 3, heads, head_dim])
+            loc = tf.transpose(loc, [3, 0, 4, 1, 2, 5])  # [3, B, H, N, T, Dh]
+            return tuple(tf.unstack(g, 3)), tuple(tf.unstack(loc, 3))
 
         globals_qkv, locals_qkv = projected(self.qkv(h))
         settings = dict(

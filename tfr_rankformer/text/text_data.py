@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 
 import numpy as np
@@ -27,6 +26,13 @@ import tensorflow as tf
 
 from tfr_rankformer.config_io import require_positive_ints
 from tfr_rankformer.elwc_schema import PADDING_LABEL
+from tfr_rankformer.inputs.manifest import (
+    MANIFEST_NAME,
+    TEXT_KIND,
+    Manifest,
+    SplitEntry,
+    read_manifest,
+)
 
 __all__ = [
     "TextConfig",
@@ -34,6 +40,8 @@ __all__ = [
     "load_text_data",
     "parsed_text_lists",
     "batched_text_lists",
+    "length_sorted_batches",
+    "trimmed_to_documents",
     "scan_split",
 ]
 
@@ -58,6 +66,12 @@ class TextConfig:
       vocab: a WordPiece vocabulary file (one token per line, with ``[UNK]``);
         empty: built from the training split's text.
       vocab_size: entries of a vocabulary built from the training text.
+      init_from: a BERT-family checkpoint directory in the Hugging Face layout
+        (``config.json``, ``model.safetensors``, ``vocab.txt``) the Listformer
+        starts from: its sizes, weights, vocabulary and tokenisation
+        (``listformer_checkpoint``); ``None``: trained from scratch. Its files
+        are checked when training starts (``check_checkpoint_directory``), not
+        here, so that a run reloads after the checkpoint has moved.
     """
 
     query_feature: str | None = None
@@ -67,9 +81,19 @@ class TextConfig:
     max_document_tokens: int = 128
     vocab: str = ""
     vocab_size: int = 8000
+    init_from: str | None = None
 
     def __post_init__(self):
         require_positive_ints(self, "max_query_tokens", "max_document_tokens", "vocab_size")
+        if self.init_from is None:
+            return
+        if not isinstance(self.init_from, str) or not self.init_from:
+            raise ValueError(f"`init_from` must be a checkpoint directory, got {self.init_from!r}")
+        if self.vocab:
+            raise ValueError(
+                "`vocab` and `init_from` exclude each other: a pretrained start's vocabulary "
+                "is its checkpoint's vocab.txt"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +105,7 @@ class TextData:
     query_feature: str
     document_feature: str
     label_feature: str
-    manifest: dict
+    manifest: Manifest
 
     def split_files(self, split: str) -> list[str]:
         if split not in self.files:
@@ -91,34 +115,36 @@ class TextData:
         return self.files[split]
 
 
-def _manifest_files(directory: str, entry) -> list[str] | None:
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if not files:
+def _manifest_files(directory: str, entry: SplitEntry | None) -> list[str] | None:
+    if entry is None or not entry.files:
         return None
-    return [os.path.join(directory, name) for name in files]
+    return [os.path.join(directory, name) for name in entry.files]
 
 
 def load_text_data(directory: str, config: TextConfig) -> TextData:
     """The splits and feature names of a text ELWC directory.
 
+    Its manifest is read tolerantly: without one (or without a split's
+    ``files``) the files are found by name, and the features take
+    ``TextConfig``'s names or the defaults.
+
     Raises:
       FileNotFoundError: if the directory holds no ``{split}-*.tfrecord`` file.
-      ValueError: if the manifest says it holds numeric lists.
+      ValueError: if the manifest says it holds numeric lists, or is not a
+        manifest (naming the file and the field).
     """
-    manifest: dict = {}
-    path = os.path.join(directory, "manifest.json")
+    manifest = Manifest()  # no manifest.json: nothing recorded
+    path = os.path.join(directory, MANIFEST_NAME)
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-        if manifest.get("kind", "text") != "text" or "num_features" in manifest:
+        manifest = read_manifest(path, complete=False)
+        if manifest.kind not in (None, TEXT_KIND) or manifest.num_features is not None:
             raise ValueError(
                 f"{path} describes feature-vector lists, not text: the Listformer needs text "
                 "ELWC (query_tokens / document_tokens)"
             )
-    splits = manifest.get("splits") if isinstance(manifest.get("splits"), dict) else {}
     files = {}
     for split in SPLITS:
-        listed = _manifest_files(directory, splits.get(split))
+        listed = _manifest_files(directory, manifest.splits.get(split))
         found = listed or sorted(glob.glob(os.path.join(directory, f"{split}-*.tfrecord")))
         missing = [f for f in found if not os.path.isfile(f)]
         if missing:
@@ -132,10 +158,9 @@ def load_text_data(directory: str, config: TextConfig) -> TextData:
     return TextData(
         directory=directory,
         files=files,
-        query_feature=config.query_feature or manifest.get("query_feature", "query_tokens"),
-        document_feature=config.document_feature
-        or manifest.get("document_feature", "document_tokens"),
-        label_feature=config.label_feature or manifest.get("label_feature", "relevance"),
+        query_feature=config.query_feature or manifest.query_feature or "query_tokens",
+        document_feature=config.document_feature or manifest.document_feature or "document_tokens",
+        label_feature=config.label_feature or manifest.label_feature or "relevance",
         manifest=manifest,
     )
 
@@ -208,10 +233,55 @@ def parsed_text_lists(
     return dataset.unbatch()
 
 
+_PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL}
+
+
 def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
     """Lists padded to the longest of each batch (padding documents: empty, masked, label -1)."""
-    padding = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL}
-    return lists.padded_batch(batch_size, padding_values=padding)
+    return lists.padded_batch(batch_size, padding_values=_PADDING)
+
+
+def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
+    """A batch whose document axis is cut after its last real document, rounded up to
+    a multiple of ``multiple`` (and at most the axis it had): only padding is cut."""
+    mask = batch[MASK]
+    length = tf.shape(mask)[1]
+    last = tf.reduce_max(tf.where(mask, tf.range(1, length + 1)[tf.newaxis], 0))
+    keep = tf.minimum(-(-tf.maximum(last, 1) // multiple) * multiple, length)
+    return {key: value[:, :keep] if key != QUERY else value for key, value in batch.items()}
+
+
+def length_sorted_batches(
+    lists: tf.data.Dataset,
+    batch_size: int,
+    *,
+    window: int = 16,
+    multiple: int = 1,
+    seed: int | None = None,
+) -> tf.data.Dataset:
+    """Batches of lists of similar numbers of documents, so that little of them is padding.
+
+    Every ``window`` batches' worth of lists (in the order they come) is sorted by the
+    number of documents and cut into batches of ``batch_size`` lists, each cut after
+    its longest list's documents (``trimmed_to_documents``, rounded up to ``multiple``,
+    so that batches take few shapes). The batches hold exactly the lists and make
+    exactly as many batches as ``batched_text_lists``: every batch but the last holds
+    ``batch_size`` lists. With ``seed`` the batches are shuffled in a buffer of
+    ``window`` batches (anew on each pass); without it, they come in order of length
+    within each window.
+    """
+    lists = lists.padded_batch(batch_size * window, padding_values=_PADDING)
+
+    def sorted_window(group):
+        sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
+        order = tf.argsort(sizes, stable=True)
+        return {key: tf.gather(value, order) for key, value in group.items()}
+
+    batches = lists.map(sorted_window).unbatch().batch(batch_size)
+    batches = batches.map(lambda b: trimmed_to_documents(b, multiple))
+    if seed is not None:
+        batches = batches.shuffle(window, seed=seed, reshuffle_each_iteration=True)
+    return batches
 
 
 def scan_split(

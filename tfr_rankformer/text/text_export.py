@@ -1,4 +1,4 @@
-"""Exporting a trained Listformer as a SavedModel that takes raw text.
+"""Exporting a trained Listformer as two SavedModels: one takes raw text, one token ids.
 
 ``model_dir/export/<version>/`` holds the tokenizer (WordPiece in the graph,
 its vocabulary inside the SavedModel) and the model, with two signatures:
@@ -9,24 +9,70 @@ its vocabulary inside the SavedModel) and the model, with two signatures:
 * ``predict_examples``: ``examples``, a ``tf.string [batch]`` of serialized
   text ELWC (the training data's features, word tokens joined with spaces).
 
-Both return ``scores [batch, list]`` and, with a list head, ``list_probs
-[batch, K]`` and ``expected_list_label [batch]``. Tokens past the caps the
-model was trained with are cut, as in training.
+Its graph holds TF Text ops (the tokenizer), which a server must have built
+in. ``model_dir/export_token_ids/<version>/`` (the same version number; a TF
+Serving model base path of its own, since a server registers every op of a
+SavedModel it loads) holds the model alone, with core TF ops only, and one
+signature, ``serving_default``: ``query_ids`` int32 ``[batch, query_tokens]``,
+``document_ids`` int32 ``[batch, list, document_tokens]`` (``-1`` where there
+is no token, tokens first) and ``document_mask`` bool ``[batch, list]``
+(False: a padding document). The client tokenises with
+``client_tokenizer.ClientTokenizer`` and the export's
+``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json``; the model adds
+``[CLS]`` and ``[SEP]`` itself. Ids outside ``[-1, vocabulary size)`` or
+masks of another shape fail the request with a message naming the input.
+
+All signatures return ``scores [batch, list]`` and, with a list head,
+``list_probs [batch, K]`` and ``expected_list_label [batch]``. Tokens past the
+caps the model was trained with are cut, as in training (in the token-id
+graph too).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+
 import tensorflow as tf
 
-from tfr_rankformer.serving.export_versions import write_version
+from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, VOCAB_NAME
+from tfr_rankformer.serving.export_versions import next_version, write_version
 from tfr_rankformer.text import text_data
+from tfr_rankformer.text.client_tokenizer import (
+    ASSETS_EXTRA,
+    SETTINGS_NAME,
+    VOCAB_FILE,
+    tokenizer_settings,
+)
+from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS
 from tfr_rankformer.text.text_runs import load_text_run, text_model_inputs
-from tfr_rankformer.text.text_tokenizer import TextTokenizer
+from tfr_rankformer.text.text_tokenizer import SUFFIX, UNKNOWN, TextTokenizer, read_vocabulary
 
-__all__ = ["SIGNATURE_TEXT", "SIGNATURE_EXAMPLES", "export_text_run", "save_text_servable"]
+__all__ = [
+    "SIGNATURE_TEXT",
+    "SIGNATURE_EXAMPLES",
+    "SIGNATURE_TOKEN_IDS",
+    "export_text_run",
+    "save_text_servable",
+    "save_token_id_servable",
+]
+
+logger = logging.getLogger(__name__)
 
 SIGNATURE_TEXT = "serving_default"
 SIGNATURE_EXAMPLES = "predict_examples"
+SIGNATURE_TOKEN_IDS = "serving_default"  # the token-id export's one signature
+
+
+def _served(outputs: dict, list_head: bool) -> dict:
+    """The signatures' outputs from the model's."""
+    served = {"scores": outputs["scores"]}
+    if list_head:
+        probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
+        served["list_probs"] = probs
+        served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
+    return served
 
 
 class _TextServable(tf.Module):
@@ -50,12 +96,7 @@ class _TextServable(tf.Module):
 
     def _score(self, batch):
         outputs = self.model(text_model_inputs(self.tokenizer, batch), training=False)
-        served = {"scores": outputs["scores"]}
-        if self.list_head:
-            probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
-            served["list_probs"] = probs
-            served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
-        return served
+        return _served(outputs, self.list_head)
 
     def _serve_text(self, query, documents):
         batch = {
@@ -82,17 +123,130 @@ def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *,
     )
 
 
+def _id_checks(query_ids, document_ids, document_mask, vocab_size: int) -> list:
+    """Assertions (core ops) that fail a request with ids outside ``[-1, vocab_size)``
+    or a mask that does not match ``document_ids``."""
+    checks = []
+    for name, ids in (("query_ids", query_ids), ("document_ids", document_ids)):
+        inside = tf.reduce_all((ids >= -1) & (ids < vocab_size))
+        message = f"invalid input: {name} holds ids outside [-1, {vocab_size}) (-1: no token)"
+        checks.append(tf.debugging.Assert(inside, [message]))
+    same = tf.reduce_all(tf.equal(tf.shape(document_mask), tf.shape(document_ids)[:2]))
+    batch = tf.equal(tf.shape(query_ids)[0], tf.shape(document_ids)[0])
+    message = "invalid input: document_mask must be [batch, list] of document_ids, one query each"
+    checks.append(tf.debugging.Assert(same & batch, [message]))
+    return checks
+
+
+def _cut(ids: tf.Tensor, cap: int) -> tf.Tensor:
+    """``ids`` cut to ``cap`` tokens on the last axis, padded with -1 to at least one."""
+    ids = ids[..., :cap]
+    missing = tf.maximum(1 - tf.shape(ids)[-1], 0)
+    pad = [[0, 0]] * (ids.shape.rank - 1) + [[0, missing]]
+    return tf.pad(ids, pad, constant_values=-1)
+
+
+class _TokenIdServable(tf.Module):
+    """The model behind a token-id signature: nothing of the tokenizer is kept."""
+
+    def __init__(self, model, tokenizer: TextTokenizer, list_head: bool):
+        super().__init__()
+        self.model = model
+        self.list_head = list_head
+        self.vocab_size = tokenizer.vocab_size
+        self.caps = (tokenizer.max_query_tokens, tokenizer.max_document_tokens)
+        self.serve_ids = tf.function(
+            self._serve_ids,
+            input_signature=[
+                tf.TensorSpec([None, None], tf.int32, name="query_ids"),
+                tf.TensorSpec([None, None, None], tf.int32, name="document_ids"),
+                tf.TensorSpec([None, None], tf.bool, name="document_mask"),
+            ],
+        )
+
+    def _serve_ids(self, query_ids, document_ids, document_mask):
+        with tf.control_dependencies(
+            _id_checks(query_ids, document_ids, document_mask, self.vocab_size)
+        ):
+            inputs = {
+                QUERY_IDS: _cut(query_ids, self.caps[0]),
+                DOCUMENT_IDS: _cut(document_ids, self.caps[1]),
+                text_data.MASK: tf.identity(document_mask),
+            }
+        return _served(self.model(inputs, training=False), self.list_head)
+
+
+def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[str]) -> None:
+    """``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json`` for the client."""
+    extra = os.path.join(path, ASSETS_EXTRA)
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, VOCAB_FILE), "w", encoding="utf-8") as f:
+        f.writelines(token + "\n" for token in vocabulary)
+    settings = tokenizer_settings(
+        max_query_tokens=tokenizer.max_query_tokens,
+        max_document_tokens=tokenizer.max_document_tokens,
+        lower_case=tokenizer.lower_case,
+        basic_tokenization=tokenizer.basic_tokenization,
+        unknown_token=UNKNOWN,
+        suffix_indicator=SUFFIX,
+    )
+    with open(os.path.join(extra, SETTINGS_NAME), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2)
+        f.write("\n")
+
+
+def save_token_id_servable(
+    model, tokenizer: TextTokenizer, vocabulary: list[str], path: str, *, list_head: bool
+):
+    """Saves ``model`` with the token-id signature (core TF ops only) and, in
+    ``assets.extra/``, the vocabulary and tokenizer settings its clients need."""
+    if len(vocabulary) != tokenizer.vocab_size:
+        raise ValueError(
+            f"{len(vocabulary)} vocabulary entries for a tokenizer of {tokenizer.vocab_size}"
+        )
+    servable = _TokenIdServable(model, tokenizer, list_head)
+    tf.saved_model.save(servable, path, signatures={SIGNATURE_TOKEN_IDS: servable.serve_ids})
+    _write_client_files(path, tokenizer, vocabulary)
+
+
+def _free_version(model_dir: str, version: int | None) -> int:
+    """``version``, or one more than the highest of either export; refused if taken.
+
+    Raises:
+      FileExistsError: if either export has the version.
+    """
+    names = (EXPORT_NAME, TOKEN_ID_EXPORT_NAME)
+    if version is None:
+        version = max(next_version(os.path.join(model_dir, name)) for name in names)
+    for name in names:
+        path = os.path.join(model_dir, name, str(version))
+        if os.path.exists(path):
+            raise FileExistsError(f"{path} exists; export versions are never overwritten")
+    return version
+
+
 def export_text_run(model_dir: str, *, version: int | None = None) -> str:
-    """Exports a text run's best weights to ``model_dir/export/<version>``; returns the path.
+    """Exports a text run's best weights to ``model_dir/export/<version>`` (raw text) and
+    ``model_dir/export_token_ids/<version>`` (token ids, no TF Text op); returns the
+    first path.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.
-      FileExistsError: if the version directory exists.
+      FileExistsError: if either version directory exists.
     """
     config, tokenizer, model, _ = load_text_run(model_dir)
     data = text_data.load_text_data(config.data, config.text)
+    vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
+    version = _free_version(model_dir, version)
+    list_head = config.uses_list_head
 
-    def save(path: str) -> None:
-        save_text_servable(model, tokenizer, data, path, list_head=config.uses_list_head)
+    def save_text(path: str) -> None:
+        save_text_servable(model, tokenizer, data, path, list_head=list_head)
 
-    return write_version(model_dir, version, save)
+    def save_ids(path: str) -> None:
+        save_token_id_servable(model, tokenizer, vocabulary, path, list_head=list_head)
+
+    path = write_version(model_dir, version, save_text)
+    ids_path = write_version(model_dir, version, save_ids, export_name=TOKEN_ID_EXPORT_NAME)
+    logger.info("exported %s (raw text) and %s (token ids)", path, ids_path)
+    return path

@@ -3,7 +3,11 @@
 Besides a feature-vector run's files, a text run's ``model_dir/`` holds
 ``vocab.txt`` (the WordPiece vocabulary the model was trained with) and
 ``text_model.json`` (what rebuilding the model needs besides ``config.json``;
-both named in ``run_layout``). ``text_training`` writes them;
+both named in ``run_layout``): ``label_levels`` and, for a run started from a
+checkpoint (``--init-from``), ``pretrained``: the layers' form, the token
+table's rows and the tokenizer's lower-casing and basic tokenisation
+(``PretrainedListformer.settings``), so that reloading needs no checkpoint.
+``text_training`` writes them;
 ``load_text_run`` reads them back for evaluation (``text_run_evaluator``, which
 ``runner.evaluate`` uses) and export (``text_export``).
 """
@@ -30,6 +34,7 @@ from tfr_rankformer.run_layout import (
 )
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
+from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
 from tfr_rankformer.train_config import TrainConfig
 
@@ -45,23 +50,62 @@ __all__ = [
 ]
 
 
-def text_tokenizer(config: TrainConfig, vocabulary: list[str]) -> TextTokenizer:
-    """The run's tokenizer: ``vocabulary`` with the token caps of ``config.text``."""
+# A pretrained run's ``pretrained`` entry of ``text_model.json``: key -> expected types.
+_PRETRAINED_KEYS = {
+    "form": (dict,),
+    "vocab_size": (int,),
+    "lower_case": (bool,),
+    "basic_tokenization": (bool,),
+}
+
+
+def text_tokenizer(
+    config: TrainConfig,
+    vocabulary: list[str],
+    *,
+    lower_case: bool = True,
+    basic_tokenization: bool = False,
+) -> TextTokenizer:
+    """The run's tokenizer: ``vocabulary`` with the token caps of ``config.text`` (and a
+    checkpoint's lower-casing and basic tokenisation for a pretrained run)."""
     return TextTokenizer(
         vocabulary,
         max_query_tokens=config.text.max_query_tokens,
         max_document_tokens=config.text.max_document_tokens,
+        lower_case=lower_case,
+        basic_tokenization=basic_tokenization,
     )
 
 
-def text_model_inputs(tokenizer: TextTokenizer, batch: dict) -> dict:
-    """Model inputs of a batch of text lists (``text_data``'s layout)."""
+def text_model_inputs(
+    tokenizer: TextTokenizer, batch: dict, *, token_multiples: tuple[int, int] = (1, 1)
+) -> dict:
+    """Model inputs of a batch of text lists (``text_data``'s layout).
+
+    With ``token_multiples`` ``(q, t)`` the query and document token axes are padded
+    (``-1``) up to multiples of ``q`` and ``t`` tokens, at most the tokenizer's caps, so
+    that the batches take few shapes; padding tokens change no score.
+    """
     encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+    query_multiple, document_multiple = token_multiples
     return {
-        QUERY_IDS: encoded["query_ids"],
-        DOCUMENT_IDS: encoded["document_ids"],
+        QUERY_IDS: _padded_up(encoded["query_ids"], query_multiple, tokenizer.max_query_tokens),
+        DOCUMENT_IDS: _padded_up(
+            encoded["document_ids"], document_multiple, tokenizer.max_document_tokens
+        ),
         text_data.MASK: batch[text_data.MASK],
     }
+
+
+def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
+    """``ids [..., K]`` padded with ``-1`` to ``K`` rounded up to a multiple of
+    ``multiple``, at most ``cap`` (and never fewer than ``K``)."""
+    if multiple == 1:
+        return ids
+    length = tf.shape(ids)[-1]
+    target = tf.maximum(tf.minimum(-(-length // multiple) * multiple, cap), length)
+    padding = [[0, 0]] * (ids.shape.rank - 1) + [[0, target - length]]
+    return tf.pad(ids, padding, constant_values=-1)
 
 
 # Kept beside the models (weakly), not on them: a function stored on a model would be
@@ -85,6 +129,34 @@ def _predict_step(model):
     return step
 
 
+# Evaluation sorts the lists by length in windows of this many batches.
+_EVALUATION_WINDOW = 64
+
+
+def _evaluation_batches(tokenizer, data, split: str, batch_size: int) -> tf.data.Dataset:
+    """``(inputs, labels, cut)`` for every batch of ``split``'s lists: lists of similar
+    lengths together (``length_sorted_batches``: little padding; the metrics do not
+    depend on the lists' order), tokenised in the input pipeline, ahead of the model."""
+    lists = text_data.parsed_text_lists(data, split, list_size=None)
+    batches = text_data.length_sorted_batches(lists, batch_size, window=_EVALUATION_WINDOW)
+
+    def encoded(batch):
+        mask = batch[text_data.MASK]
+        tokens = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+        inputs = {
+            QUERY_IDS: tokens["query_ids"],
+            DOCUMENT_IDS: tokens["document_ids"],
+            text_data.MASK: mask,
+        }
+        cut = {
+            "queries_cut": tf.reduce_sum(tf.cast(tokens["query_cut"], tf.int32)),
+            "documents_cut": tf.reduce_sum(tf.cast(tokens["documents_cut"] & mask, tf.int32)),
+        }
+        return inputs, batch[text_data.LABEL], cut
+
+    return batches.map(encoded, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+
 def evaluate_text_model(
     model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
 ) -> dict:
@@ -93,24 +165,12 @@ def evaluate_text_model(
     step = _predict_step(model)
     parts = collections.defaultdict(list)
     cut = collections.Counter()
-    lists = text_data.parsed_text_lists(data, split, list_size=None)
-    for batch in text_data.batched_text_lists(lists, batch_size):
-        encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
-        mask = batch[text_data.MASK]
-        cut["queries_cut"] += int(tf.reduce_sum(tf.cast(encoded["query_cut"], tf.int32)))
-        cut["documents_cut"] += int(
-            tf.reduce_sum(tf.cast(encoded["documents_cut"] & mask, tf.int32))
-        )
-        outputs = step(
-            {
-                QUERY_IDS: encoded["query_ids"],
-                DOCUMENT_IDS: encoded["document_ids"],
-                text_data.MASK: mask,
-            }
-        )
+    for inputs, labels, batch_cut in _evaluation_batches(tokenizer, data, split, batch_size):
+        cut.update({key: int(value) for key, value in batch_cut.items()})
+        outputs = step(inputs)
         parts["scores"].append(outputs["scores"].numpy())
-        parts["label"].append(batch[text_data.LABEL].numpy())
-        parts["mask"].append(mask.numpy())
+        parts["label"].append(labels.numpy())
+        parts["mask"].append(inputs[text_data.MASK].numpy())
         if "list_quality" in outputs:
             parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
     if not parts["mask"]:
@@ -143,11 +203,46 @@ def evaluate_text_model(
     return metrics
 
 
+def _pretrained_settings(path: str, values: dict) -> dict | None:
+    """The ``pretrained`` entry of ``text_model.json`` (``None``: a from-scratch run),
+    checked."""
+    settings = values.get("pretrained")
+    if settings is None:
+        return None
+    if not isinstance(settings, dict) or set(settings) != set(_PRETRAINED_KEYS):
+        raise ValueError(
+            f"{path}: 'pretrained' must be an object with the keys {sorted(_PRETRAINED_KEYS)}, "
+            f"got {settings!r}"
+        )
+    for key, types in _PRETRAINED_KEYS.items():
+        value = settings[key]
+        if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
+            raise ValueError(f"{path}: 'pretrained.{key}' has a bad value {value!r}")
+    try:
+        form = ListformerForm.from_json(settings["form"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: 'pretrained.form': {error}") from error
+    return dict(settings, form=form)
+
+
+def _read_text_run(model_dir: str) -> tuple[int, dict | None]:
+    """``label_levels`` and the checked ``pretrained`` entry of ``text_model.json``."""
+    path = os.path.join(model_dir, TEXT_RUN_NAME)
+    with open(path, encoding="utf-8") as f:
+        values = json.load(f)
+    return values["label_levels"], _pretrained_settings(path, values)
+
+
 def load_text_run(model_dir: str):
     """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
 
+    A run started from a checkpoint is rebuilt in the checkpoint's form, with its
+    token table's rows and its tokenisation (``text_model.json``'s ``pretrained``);
+    the checkpoint itself is not read.
+
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.
+      ValueError: naming ``text_model.json`` if its ``pretrained`` entry is bad.
     """
     config_path = os.path.join(model_dir, CONFIG_NAME)
     weights = os.path.join(model_dir, BEST_WEIGHTS)
@@ -155,17 +250,21 @@ def load_text_run(model_dir: str):
         raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
-    with open(os.path.join(model_dir, TEXT_RUN_NAME), encoding="utf-8") as f:
-        max_label = json.load(f)["label_levels"]
+    max_label, pretrained = _read_text_run(model_dir)
     vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
-    tokenizer = text_tokenizer(config, vocabulary)
+    vocab_size, form, tokenization = len(vocabulary), None, {}
+    if pretrained is not None:
+        vocab_size, form = pretrained["vocab_size"], pretrained["form"]
+        tokenization = {k: pretrained[k] for k in ("lower_case", "basic_tokenization")}
+    tokenizer = text_tokenizer(config, vocabulary, **tokenization)
     score_loss = get_score_loss(config.loss)
     model = build_text_model(
         config.model,
-        len(vocabulary),
+        vocab_size,
         config.architecture,
         max_label if config.uses_list_head else None,
         item_levels=max_label if score_loss.output == "item_levels" else None,
+        form=form,
     )
     status = model.load_weights(weights)
     status.expect_partial()

@@ -5,7 +5,12 @@ models over; the feature-vector models train in ``training``). ``model_dir/``
 receives what a feature-vector run's does (``config.json``, ``checkpoints/``,
 ``history.csv``, ``logs/``, ``metrics.json``) and ``vocab.txt``, the WordPiece
 vocabulary the model was trained with (built from the training split's text
-unless ``--vocab`` gave one).
+unless ``--vocab`` gave one, or a checkpoint's with ``--init-from``).
+
+With ``--init-from DIR`` (``TextConfig.init_from``) the model starts from a
+BERT-family checkpoint (``listformer_checkpoint``): its sizes replace the
+architecture's in the run's ``config.json``, its vocabulary and tokenisation
+are the run's, and ``text_model.json`` records what rebuilding it needs.
 
 Nothing is cut silently: lists longer than ``list_size`` are sampled anew each
 epoch in training (documents shuffled, as the thesis does), evaluation keeps
@@ -42,7 +47,14 @@ from tfr_rankformer.run_layout import (
     VOCAB_NAME,
 )
 from tfr_rankformer.text import text_data
+from tfr_rankformer.text.bert_checkpoint import BertCheckpoint, read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_checkpoint import (
+    PretrainedListformer,
+    check_checkpoint_directory,
+    checkpoint_tokenizer,
+    pretrained_listformer,
+)
 from tfr_rankformer.text.text_runs import (
     evaluate_text_model,
     is_text_run,
@@ -77,16 +89,25 @@ DEFAULT_LIST_SIZE = 100
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
 
 
+# With length buckets, training batches take few shapes (each compiles its own XLA
+# pieces): documents rounded up to a multiple of 8, query and document tokens to 4, 16.
+_DOCUMENT_MULTIPLE = 8
+_TOKEN_MULTIPLES = (4, 16)
+
+
 def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
+    """The epoch's ``(inputs, targets)``, tokenised in the input pipeline; with
+    ``length_buckets``, lists of similar lengths batched together (few padded documents)."""
     lists = text_data.parsed_text_lists(
         data, "train", list_size=list_size, shuffle_documents=True, seed=config.seed
     )
     if not config.training_includes_empty_lists():
         lists = lists.filter(lambda e: tf.reduce_max(e[text_data.LABEL]) > 0)
     lists = lists.shuffle(10_000, seed=config.seed, reshuffle_each_iteration=True)
+    multiples = _TOKEN_MULTIPLES if config.length_buckets else (1, 1)
 
     def to_model_io(batch):
-        inputs = text_model_inputs(tokenizer, batch)
+        inputs = text_model_inputs(tokenizer, batch, token_multiples=multiples)
         labels = batch[text_data.LABEL]
         targets = {get_score_loss(config.loss).output: labels}
         if config.uses_list_head:
@@ -94,7 +115,12 @@ def _training_batches(config, data, tokenizer, *, list_size) -> tf.data.Dataset:
             targets["list_quality"] = t[:, tf.newaxis]  # [B] -> [B, 1]
         return inputs, targets
 
-    batches = text_data.batched_text_lists(lists, config.batch_size)
+    if config.length_buckets:  # lists of similar lengths together, little padding
+        batches = text_data.length_sorted_batches(
+            lists, config.batch_size, multiple=_DOCUMENT_MULTIPLE, seed=config.seed
+        )
+    else:  # every batch padded to --list-size documents (as before length buckets)
+        batches = text_data.batched_text_lists(lists, config.batch_size)
     return batches.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
@@ -123,16 +149,27 @@ def _vocabulary(config: TrainConfig, word_counts) -> list[str]:
     return build_vocabulary(word_counts, size=config.text.vocab_size)
 
 
-def _compile(config: TrainConfig, vocab_size: int, levels: int, steps: int) -> tf.keras.Model:
-    score_loss = get_score_loss(config.loss)
-    item_levels = levels if score_loss.output == "item_levels" else None
-    model = build_text_model(
-        config.model,
-        vocab_size,
-        config.architecture,
-        levels if config.uses_list_head else None,
-        item_levels=item_levels,
-    )
+def _compile(
+    config: TrainConfig,
+    vocab_size: int,
+    levels: int,
+    steps: int,
+    pretrained: PretrainedListformer | None = None,
+) -> tf.keras.Model:
+    """The model (``pretrained``'s, else a new one), compiled with the run's losses and
+    optimizer."""
+    if pretrained is not None:
+        model = pretrained.model
+    else:
+        score_loss = get_score_loss(config.loss)
+        item_levels = levels if score_loss.output == "item_levels" else None
+        model = build_text_model(
+            config.model,
+            vocab_size,
+            config.architecture,
+            levels if config.uses_list_head else None,
+            item_levels=item_levels,
+        )
     losses, weights = run_losses(config, levels)
     model.compile(optimizer=build_optimizer(config, steps), loss=losses, loss_weights=weights)
     return model
@@ -152,17 +189,51 @@ class _PreparedRun:
     lists: int  # training lists per epoch
     steps: int  # steps per epoch
     list_size: int  # longer training lists are sampled down to this many documents
+    pretrained: PretrainedListformer | None = None  # the start from ``--init-from``
+
+
+def _read_checkpoint(config: TrainConfig) -> tuple[BertCheckpoint, TextTokenizer] | None:
+    """``--init-from``'s checkpoint and its tokenizer with the run's token caps (read
+    before the scan, so that a bad checkpoint fails first); ``None`` without one."""
+    directory = config.text.init_from
+    if directory is None:
+        return None
+    check_checkpoint_directory(directory)
+    checkpoint = read_bert_checkpoint(directory)
+    caps = {k: getattr(config.text, k) for k in ("max_query_tokens", "max_document_tokens")}
+    return checkpoint, checkpoint_tokenizer(checkpoint, **caps)
+
+
+def _pretrained(config: TrainConfig, start, levels: int) -> PretrainedListformer:
+    """The Listformer in the checkpoint's sizes, form and weights, heads as the run's."""
+    checkpoint, tokenizer = start
+    item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
+    return pretrained_listformer(
+        checkpoint,
+        tokenizer,
+        config.architecture,
+        levels if config.uses_list_head else None,
+        item_levels=item_levels,
+    )
 
 
 def _prepare(config: TrainConfig) -> _PreparedRun:
-    """Scans the training split and builds the vocabulary (or reads ``--vocab``'s)."""
+    """Scans the training split and builds the vocabulary (or reads ``--vocab``'s), or
+    starts from ``--init-from``'s checkpoint: its vocabulary, tokenizer and model, whose
+    sizes replace the architecture's in the run's settings."""
     data = text_data.load_text_data(config.data, config.text)
-    word_counts = None if config.text.vocab else collections.Counter()
+    start = _read_checkpoint(config)
+    word_counts = None if config.text.vocab or start else collections.Counter()
     list_size = config.list_size or DEFAULT_LIST_SIZE
     scan = text_data.scan_split(data, "train", word_counts=word_counts, list_size=list_size)
-    vocabulary = _vocabulary(config, word_counts)
-    tokenizer = text_tokenizer(config, vocabulary)
     levels = max(scan["max_label"], 1)
+    pretrained = None if start is None else _pretrained(config, start, levels)
+    if pretrained is None:
+        vocabulary = _vocabulary(config, word_counts)
+        tokenizer = text_tokenizer(config, vocabulary)
+    else:
+        config = dataclasses.replace(config, architecture=pretrained.config)
+        vocabulary, tokenizer = pretrained.vocabulary, pretrained.tokenizer
     include = config.training_includes_empty_lists()
     lists = scan["lists"] - (0 if include else scan["lists_without_relevant"])
     if lists == 0:
@@ -177,6 +248,7 @@ def _prepare(config: TrainConfig) -> _PreparedRun:
         lists=lists,
         steps=math.ceil(lists / config.batch_size),
         list_size=list_size,
+        pretrained=pretrained,
     )
 
 
@@ -186,7 +258,10 @@ def _start(run: _PreparedRun) -> None:
     write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
     write_vocabulary(os.path.join(config.model_dir, VOCAB_NAME), run.vocabulary)
     # What rebuilding the model needs besides config.json.
-    write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), {"label_levels": run.levels})
+    text_run = {"label_levels": run.levels}
+    if run.pretrained is not None:  # the form, token table and tokenisation of the start
+        text_run["pretrained"] = run.pretrained.settings()
+    write_json(os.path.join(config.model_dir, TEXT_RUN_NAME), text_run)
 
 
 def train_text(
@@ -221,7 +296,8 @@ def train_text(
     tf.keras.utils.set_random_seed(config.seed)
     run = _prepare(config)
     # Text runs keep no backup: they can be replaced, not resumed.
-    with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False):
+    # A pretrained start's settings hold the checkpoint's sizes.
+    with run_session(config.model_dir, run.config.to_json(), existing=existing, resumable=False):
         _start(run)
         return _train_text(run, verbose=verbose, final_weights=final_weights, extra=callbacks)
 
@@ -274,7 +350,7 @@ def _train_text(
 ) -> dict:
     """``train_text``'s work inside the run directory."""
     config, data, scan, tokenizer = run.config, run.data, run.scan, run.tokenizer
-    model = _compile(config, len(run.vocabulary), run.levels, run.steps)
+    model = _compile(config, len(run.vocabulary), run.levels, run.steps, run.pretrained)
     logger.info(
         "training listformer on %d lists/epoch (%d documents, longest list %d; %d lists over "
         "--list-size %d are sampled anew each epoch), vocabulary of %d WordPiece tokens",

@@ -27,6 +27,7 @@ import time
 from tfr_rankformer.config_io import require_positive_ints, write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.models import MODELS
 from tfr_rankformer.runner import train
 from tfr_rankformer.train_config import TrainConfig
@@ -98,18 +99,18 @@ class TuneConfig:
         return self.model in gbdt.GBDT_MODELS
 
 
-def _width(config: TuneConfig, manifest: dict) -> int:
+def _width(config: TuneConfig, manifest: Manifest) -> int:
     """The encoder's width: ``d_fc`` for ``context_aware``, else the feature count."""
     if config.model == "context_aware":
         architecture = config.settings.get("architecture", {})
         return int(config.settings.get("d_fc", architecture.get("d_fc", 144)))
-    return int(manifest["num_features"])
+    return int(manifest.num_features)
 
 
 def resolve_space(config: TuneConfig) -> dict:
     """The search space of ``config``: the defaults with its JSON file's ranges."""
     manifest = data.load_manifest(config.data)
-    if "vali" not in manifest["splits"]:
+    if "vali" not in manifest.splits:
         raise ValueError(f"{config.data} has no vali split: the search scores on it")
     width = _width(config, manifest)
     defaults = search_space.default_space(config.model, gbdt=config.is_gbdt, width=width)

@@ -34,11 +34,11 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import prepare, publish
 from tfrecords_tools.beam.beam_output import delete_quietly, prepare_remote, write_text
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import (
-    MANIFEST_NAME,
     ConvertConfig,
     fold_manifest,
     input_path,
@@ -47,7 +47,6 @@ from tfrecords_tools.convert import (
 from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
-from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.normalization import NormalizationFitter, rounded
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 
@@ -279,7 +278,7 @@ def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir
     return entry
 
 
-def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
+def _manifests(config, source, folds, sizes, results, work_dir) -> list[Manifest]:
     c = config.convert
     manifests = []
     for fold, files in folds.items():
@@ -299,8 +298,8 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[dict]:
                     config, sizes.num_features, part["fits"], part["quantiles"]
                 )
         manifest = fold_manifest(c, source, fold, sizes, splits, normalization)
-        manifest["parameters"]["beam"] = config.to_json()
-        manifests.append(manifest)
+        parameters = {**manifest.parameters, "beam": config.to_json()}
+        manifests.append(dataclasses.replace(manifest, parameters=parameters))
     return manifests
 
 
@@ -321,7 +320,7 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
     return count
 
 
-def convert_on_beam(config: BeamConfig) -> list[dict]:
+def convert_on_beam(config: BeamConfig) -> list[Manifest]:
     """Converts the input on Apache Beam; returns the manifests (one per fold).
 
     Raises:
@@ -350,11 +349,11 @@ def convert_on_beam(config: BeamConfig) -> list[dict]:
         _check_bad_lines(config, results, bad_path)
         manifests = _manifests(config, source, folds, sizes, results, work_dir)
         for manifest in manifests:
-            fold = manifest["source"]["fold"]
+            fold = manifest.fold
             out_dir = (
                 FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
             )
-            write_text(FileSystems.join(out_dir, MANIFEST_NAME), manifest_dumps(manifest) + "\n")
+            write_manifest(out_dir, manifest, write_text=write_text)
         if not remote:
             publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from tfr_rankformer.inputs.manifest import read_manifest
 from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index, bm25_list_metrics, top_documents
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.text.text_elwc import read_text_split
@@ -172,16 +173,13 @@ def evaluate_bm25_splits(
 
 
 def _dataset_splits(directory: str) -> list[str]:
-    import json
-
     path = os.path.join(directory, "manifest.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file (is {directory} a converted dataset?)")
-    with open(path, encoding="utf-8") as f:
-        manifest = json.load(f)
-    if manifest.get("kind") != "text":
+    manifest = read_manifest(path, complete=False)
+    if not manifest.is_text:
         raise ValueError(
-            f"{path}: not a text dataset (kind {manifest.get('kind')!r}); convert one with "
+            f"{path}: not a text dataset (kind {manifest.kind!r}); convert one with "
             "tfr-convert --input trec or synthetic-text"
         )
-    return [name for name, entry in manifest["splits"].items() if entry.get("num_lists")]
+    return [name for name, entry in manifest.splits.items() if entry.num_lists]

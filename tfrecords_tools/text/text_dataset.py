@@ -10,12 +10,11 @@ the source, the conversion's parameters and seed, and the ``filtered`` counts.
 
 from __future__ import annotations
 
-import json
 import os
 
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest, write_manifest
 from tfr_rankformer.text.word_tokens import TOKENIZER_DESCRIPTION
 from tfrecords_tools.atomic_output import scratch_directory
-from tfrecords_tools.manifest_json import dumps as manifest_dumps
 from tfrecords_tools.text.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
@@ -33,7 +32,6 @@ __all__ = [
     "relative_paths",
 ]
 
-MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 
@@ -44,11 +42,9 @@ def is_text_dataset(directory: str) -> bool:
     reader then names what is wrong with it.
     """
     try:
-        with open(os.path.join(directory, MANIFEST_NAME), encoding="utf-8") as f:
-            manifest = json.load(f)
+        return read_manifest(os.path.join(directory, MANIFEST_NAME), complete=False).is_text
     except (OSError, ValueError):
         return False
-    return isinstance(manifest, dict) and manifest.get("kind") == TEXT_KIND
 
 
 def relative_paths(values, scratch: str):
@@ -64,11 +60,11 @@ def relative_paths(values, scratch: str):
 
 def text_manifest(
     parameters: dict, splits, read, filtered, max_label, source, *, seed: int
-) -> dict:
+) -> Manifest:
     """The ``manifest.json`` of a text dataset (see the README's *Text ranking data*)."""
     from tfr_rankformer import __version__
 
-    return {
+    content = {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
         "kind": TEXT_KIND,
@@ -97,9 +93,10 @@ def text_manifest(
         "filtered": filtered,
         "splits": splits,
     }
+    return Manifest.from_json(content)
 
 
-def write_atomically(output: str, *, overwrite: bool, build) -> dict:
+def write_atomically(output: str, *, overwrite: bool, build) -> Manifest:
     """Runs ``build(scratch) -> manifest`` in a temporary directory beside ``output``.
 
     The manifest is written into it, and it is renamed to ``output`` when
@@ -110,7 +107,6 @@ def write_atomically(output: str, *, overwrite: bool, build) -> dict:
     """
     with scratch_directory(output, overwrite=overwrite) as scratch:
         manifest = build(scratch)
-        with open(os.path.join(scratch, MANIFEST_NAME), "w", encoding="utf-8") as f:
-            f.write(manifest_dumps(manifest) + "\n")
+        write_manifest(scratch, manifest)
         os.chmod(scratch, 0o755)
     return manifest

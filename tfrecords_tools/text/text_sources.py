@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from tfr_rankformer.inputs.manifest import Manifest
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, generate_trec_layout
 from tfrecords_tools.text.text_dataset import write_atomically
 from tfrecords_tools.text.trec_convert import TrecConfig, write_text_dataset
@@ -84,7 +85,7 @@ def convert_synthetic_text(
     overwrite: bool = False,
     progress: bool = True,
     **options,
-) -> dict:
+) -> Manifest:
     """Generates synthetic text data and converts it into ``output``.
 
     Args:
@@ -99,7 +100,7 @@ def convert_synthetic_text(
       The manifest.
     """
 
-    def build(scratch: str) -> dict:
+    def build(scratch: str) -> Manifest:
         paths = generate_trec_layout(os.path.join(scratch, "source"), synthetic)
         config = TrecConfig(
             output=output,

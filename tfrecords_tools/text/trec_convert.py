@@ -34,6 +34,7 @@ import collections
 import logging
 import os
 
+from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
 from tfrecords_tools.text.text_dataset import relative_paths, text_manifest, write_atomically
 from tfrecords_tools.text.text_elwc import TextList, TextSplitWriter
@@ -257,7 +258,7 @@ def _log_filtered(filtered: dict) -> None:
 
 def write_text_dataset(
     config: TrecConfig, out_dir: str, *, progress: bool = True, source: dict | None = None
-) -> dict:
+) -> Manifest:
     """Converts the files into ``out_dir`` (which must exist); returns the manifest.
 
     Raises:
@@ -303,7 +304,7 @@ def write_text_dataset(
     return text_manifest(parameters, splits, read, filtered, max_label, source, seed=config.seed)
 
 
-def convert_trec(config: TrecConfig, *, progress: bool = True) -> dict:
+def convert_trec(config: TrecConfig, *, progress: bool = True) -> Manifest:
     """Converts TREC-layout files to a text ELWC dataset in ``config.output``.
 
     Returns:

@@ -32,6 +32,7 @@ __all__ = [
     "CONFIG_FILE",
     "WEIGHTS_FILE",
     "VOCAB_FILE",
+    "read_json_object",
     "TOKENIZER_CONFIG_FILE",
     "BertCheckpoint",
     "read_bert_checkpoint",
@@ -100,7 +101,8 @@ class BertCheckpoint:
         return self.vocabulary.index(token)
 
 
-def _read_json(path: str) -> dict:
+def read_json_object(path: str) -> dict:
+    """The JSON object in ``path``; a ValueError naming the file if it is not one."""
     try:
         with open(path, encoding="utf-8") as f:
             values = json.load(f)
@@ -124,7 +126,7 @@ def _read_config(path: str) -> dict:
     """The Listformer's settings from ``config.json``; unsupported values refused."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist: not a Hugging Face checkpoint directory")
-    values = _read_json(path)
+    values = read_json_object(path)
     settings = {attribute: _int_field(path, values, name) for name, attribute in _SIZES.items()}
     fixed = {"model_type": "bert", "position_embedding_type": "absolute"}
     for name, supported in fixed.items():
@@ -224,7 +226,7 @@ def _token(value):
 
 def _lower_case(path: str, vocabulary: list[str]) -> bool:
     """Whether the checkpoint's tokenizer lower-cases; its unsupported settings refused."""
-    settings = _read_json(path) if os.path.isfile(path) else {}
+    settings = read_json_object(path) if os.path.isfile(path) else {}
     for name in ("do_basic_tokenize", "tokenize_chinese_chars"):
         if settings.get(name, True) is not True:
             raise ValueError(

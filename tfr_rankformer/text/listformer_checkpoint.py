@@ -35,7 +35,6 @@ scans the training lists and builds the model after (``pretrained_listformer``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 
@@ -51,6 +50,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     WEIGHTS_FILE,
     BertCheckpoint,
     read_bert_checkpoint,
+    read_json_object,
 )
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
@@ -263,13 +263,7 @@ def checkpoint_conflicts(directory: str, given: dict) -> list[str]:
       ValueError: naming ``config.json`` if it is not a JSON object.
     """
     path = os.path.join(directory, CONFIG_FILE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    values = read_json_object(path)
     return [
         f"`{name}` {given[name]} differs from the checkpoint's {field} {values[field]} "
         f"({path}): with `init_from` the checkpoint's sizes are the model's"

@@ -57,3 +57,23 @@ def test_step_profile_sums_op_time_by_type(capsys):
     assert main(["--model", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]) == 0
     out = capsys.readouterr().out
     assert "ms of op time per step" in out and "MatMul" in out and "largest ops:" in out
+
+
+def test_peak_prints_the_ceiling_a_matmul_bound_step_allows(capsys, tmp_path, monkeypatch):
+    import re
+
+    from pipelines.benchmarks.train_bench import main
+
+    monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
+    args = ["--models", "transformer", "--batch-size", "8", "--items", "3", "--features", "8"]
+    assert main(args + ["--steps", "1", "--rounds", "1", "--peak"]) == 0
+    out = capsys.readouterr().out
+    ours = float(re.search(r"transformer     8: ours ([\d,.]+)", out)[1].replace(",", ""))
+    found = re.search(
+        r"matmul peak ([\d.]+) GFLOP/s; ours at (\d+)% of it; at the peak ([\d,]+)", out
+    )
+    peak, share, ceiling = float(found[1]), int(found[2]), float(found[3].replace(",", ""))
+    assert peak > 0 and share < 100
+    # A tiny step is far from matmul-bound, so the ceiling lies above it.
+    assert ceiling > ours
+    assert "the authors'" not in out  # no ratio without their code

@@ -15,7 +15,12 @@ every round, and only one side computes at a time. It prints the CPU's vector
 extensions, each round's lists/s, and per model the median round of each side
 with their ratio. ``--compare-plain`` adds our step traced without the
 XLA-compiled pieces (``tfr_rankformer.compiled_ops``) to the rounds,
-``--compare-xla`` our step compiled whole with XLA.
+``--compare-xla`` our step compiled whole with XLA. ``--peak`` also times
+TensorFlow's float32 matmul alone on the step's own shapes and on a square
+2048 x 2048 product, in the same run, and prints how many lists/s a step
+could reach if every matmul ran at that best rate: a ceiling on any float32
+implementation of the same arithmetic on this machine, and so on its ratio to
+the authors' code.
 
 The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
 512): on a smaller machine, lower ``--batch-size`` for both sides.
@@ -89,6 +94,23 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     if model == "rankformer":
         heads += d * arch.head_hidden + arch.head_hidden * 2
     return 2.0 * (encoder + heads)
+
+
+def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
+    """The best GFLOP/s of one float32 ``tf.linalg.matmul`` here, over the step's
+    shapes (``[rows, d] x [d, d]``, ``[rows, d] x [d, ff_dim]``,
+    ``[rows, ff_dim] x [ff_dim, d]``) and a square 2048 x 2048 product; each
+    shape's fastest of ``repeats`` calls after a warm-up call."""
+    best = 0.0
+    for m, k, n in ((rows, d, d), (rows, d, ff_dim), (rows, ff_dim, d), (2048, 2048, 2048)):
+        a = tf.random.stateless_normal((m, k), seed=(0, 1))
+        b = tf.random.stateless_normal((k, n), seed=(0, 2))
+        tf.linalg.matmul(a, b)  # CPU ops run synchronously in eager mode
+        for _ in range(repeats):
+            started = time.perf_counter()
+            tf.linalg.matmul(a, b)
+            best = max(best, 2.0 * m * k * n / (time.perf_counter() - started) / 1e9)
+    return best
 
 
 def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, seed: int = 0):
@@ -238,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time our step compiled whole with XLA (as --xla does)",
     )
+    parser.add_argument(
+        "--peak",
+        action="store_true",
+        help="also time float32 matmuls alone and print the lists/s they would allow",
+    )
     parser.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
     parser.add_argument("--official-python", help="a Python with torch")
     parser.add_argument(
@@ -271,9 +298,26 @@ def main(argv: list[str] | None = None) -> int:
         if "authors" in medians:
             shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
         arch = TrainConfig(model=model, data="-", model_dir="-").architecture
-        flops = 3 * forward_flops(model, d, args.items, arch) * medians["ours"]
-        print(f"{model:<12} {d:>4}: {shown}; {flops / 1e9:.1f} GFLOP/s")
+        per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
+        print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")
+        if args.peak:
+            print_ceiling(d, arch, per_list, medians, args)
     return 0
+
+
+def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> None:
+    """The matmul peak measured now, our share of it, and the lists/s (and the
+    ratio to the authors' code) a step doing only matmuls at that peak would reach."""
+    rows = args.batch_size * (args.items + 1)
+    peak = matmul_peak(d, arch.ff_dim, rows)
+    ceiling = peak * 1e9 / per_list
+    line = (
+        f"{'':<12} {d:>4}: float32 matmul peak {peak:.1f} GFLOP/s; ours at "
+        f"{per_list * medians['ours'] / 1e9 / peak:.0%} of it; at the peak {ceiling:,.0f} lists/s"
+    )
+    if "authors" in medians:
+        line += f", {ceiling / medians['authors']:.2f}x the authors'"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ def _add_encoder_options(arch: argparse._ArgumentGroup) -> None:
 
 
 def _add_listformer_attention_options(arch: argparse._ArgumentGroup) -> None:
-    """``--width``, ``--attention-window`` and ``--attention``: the listformer's attention."""
+    """``--width``, ``--attention-window``, ``--attention`` and ``--match-marks``: the
+    listformer's attention and its exact-match marks."""
     arch.add_argument(
         "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
     )
@@ -82,6 +83,13 @@ def _add_listformer_attention_options(arch: argparse._ArgumentGroup) -> None:
         "dense_masked (the same attention through the full masked matrix, for checking) or "
         "full (plain full attention over the same sequence: a baseline, not the Listformer). "
         "Default: blocked",
+    )
+    arch.add_argument(
+        "--match-marks",
+        action=argparse.BooleanOptionalAction,
+        help="listformer: exact-match marks (MarkedBERT's, as embeddings): query token i and "
+        "every document token equal to it get a learned vector m_i, zero at first. Not in the "
+        "thesis. Default: off",
     )
 
 

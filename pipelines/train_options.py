@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
-TEXT_ARCHITECTURE = ("width", "attention_window", "attention")
+TEXT_ARCHITECTURE = ("width", "attention_window", "attention", "match_marks")
 NUMERIC_ARCHITECTURE = (
     "d_fc",
     "positional_encoding",

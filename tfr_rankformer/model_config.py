@@ -84,6 +84,7 @@ _BASE = dict(
     width=128,
     attention_window=256,
     attention="blocked",
+    match_marks=False,
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
@@ -130,6 +131,11 @@ class ModelConfig:
         in the documents), ``dense_masked`` (the same attention through the
         full masked matrix, for checking) or ``full`` (plain full attention over
         the same sequence: a baseline, not the Listformer).
+      match_marks: ``listformer``: exact-match marks, as MarkedBERT's (Boualili
+        et al., SIGIR 2020) but as embeddings rather than marker tokens: query
+        token ``i`` and every document token equal to it get a learned vector
+        ``m_i`` (zero at first, so a pretrained start is unchanged). Not in the
+        thesis; off by default.
     """
 
     num_layers: int | None = None
@@ -151,6 +157,7 @@ class ModelConfig:
     width: int | None = None
     attention_window: int | None = None
     attention: str | None = None
+    match_marks: bool | None = None
 
     def __post_init__(self):
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")

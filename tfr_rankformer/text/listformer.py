@@ -94,7 +94,8 @@ def build_listformer(
       vocab_size: the tokenizer's vocabulary size.
       config: resolved settings (``ModelConfig.resolved("listformer")``): ``width``,
         ``num_layers``, ``num_heads``, ``ff_dim``, ``dropout``, ``attention_window``,
-        ``attention``, ``max_positions``, ``head_hidden`` (list head), ``init``.
+        ``attention``, ``max_positions``, ``match_marks``, ``head_hidden`` (list
+        head), ``init``.
       levels: ``K`` levels of the list head; ``None`` or 0: no list head.
       item_levels: per-document level logits for the ordinal loss; ``None``: one score.
       form: the layers' form; ``None``: ``ListformerForm.from_scratch()``.
@@ -111,6 +112,7 @@ def build_listformer(
         config.dropout,
         epsilon=form.layer_norm_epsilon,
         cls_position=form.cls_position,
+        match_marks=config.match_marks,
         name="embedding",
     )
     # -> [B, S, D] with S = 1 + Q + N + N T, [B, G], [B, N, T]

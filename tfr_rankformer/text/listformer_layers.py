@@ -42,7 +42,10 @@ class ListformerEmbedding(tf.keras.layers.Layer):
     ``len(d_j)``). ``[CLS]`` and ``[SEP]`` are learned vectors. Segments: query
     side (``[CLS]``, query) and document side (documents, ``[SEP]``). With
     ``cls_position`` (a BERT checkpoint's form), ``[CLS]`` takes position 0 and
-    the query positions ``1 .. Q``, as BERT reads ``[CLS] q``.
+    the query positions ``1 .. Q``, as BERT reads ``[CLS] q``. With
+    ``match_marks``, query token ``i`` and every document token with its id get
+    the learned mark ``m_i`` (a document token equal to several query tokens
+    takes the first one's); the marks start at zero.
 
     Args:
       vocab_size: rows of the token table.
@@ -51,6 +54,7 @@ class ListformerEmbedding(tf.keras.layers.Layer):
       dropout: dropout on the embeddings (after their LayerNorm).
       epsilon: the epsilon of the embeddings' LayerNorm.
       cls_position: ``[CLS]`` takes position 0 and the query follows it.
+      match_marks: add exact-match marks (``ModelConfig.match_marks``).
 
     Call args:
       query_ids: ``[B, Q]`` int32, ``-1`` padding.
@@ -69,9 +73,11 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         dropout: float,
         epsilon: float = 1e-5,
         cls_position: bool = False,
+        match_marks: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.match_marks = match_marks
         self.vocab_size = vocab_size
         self.width = width
         self.max_positions = max_positions
@@ -93,12 +99,26 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         )
         self.segments = self.add_weight(name="segments", shape=(2, width), initializer=normal())
         self.special = self.add_weight(name="cls_sep", shape=(2, width), initializer=normal())
+        if self.match_marks:
+            self.marks = self.add_weight(
+                name="match_marks", shape=(self.max_positions, width), initializer="zeros"
+            )
         self.norm = LayerNorm(epsilon=self.epsilon)
         self.drop = FastDropout(self.dropout)
         super().build(input_shape)
 
     def _lookup(self, ids):
         return tf.gather(self.tokens, tf.maximum(ids, 0))
+
+    def _document_marks(self, query_ids, document_ids):
+        """``[B, N, T, D]``: ``m_i`` on each document token equal to query token ``i``
+        (the first such ``i``), zero on the others."""
+        query_valid = (query_ids >= 0)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, Q]
+        same = tf.equal(document_ids[..., tf.newaxis], query_ids[:, tf.newaxis, tf.newaxis, :])
+        same = same & query_valid  # [B, N, T, Q]; padding (-1) matches nothing
+        first = tf.argmax(tf.cast(same, tf.int32), axis=-1, output_type=tf.int32)
+        marks = tf.gather(self.marks, tf.minimum(first, self.max_positions - 1))
+        return marks * tf.cast(tf.reduce_any(same, axis=-1), marks.dtype)[..., tf.newaxis]
 
     def call(self, query_ids, document_ids, mask, training=None):
         shape = tf.shape(document_ids)
@@ -111,9 +131,13 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         query = self._lookup(query_ids) + self.segments[0]
         query_positions = tf.range(tf.shape(query_ids)[1]) + first
         query += tf.gather(self.positions, tf.minimum(query_positions, last))
+        if self.match_marks:  # query token i is marked m_i
+            query += tf.gather(self.marks, tf.minimum(tf.range(tf.shape(query_ids)[1]), last))
         # [B, N, T] -> [B, N, T, D], positions restarting in every document
         documents = self._lookup(document_ids) + self.segments[1]
         documents += tf.gather(self.positions, tf.minimum(tf.range(block), last))
+        if self.match_marks:
+            documents += self._document_marks(query_ids, document_ids)
         lengths = tf.reduce_sum(tf.cast(local_valid, tf.int32), axis=-1)  # [B, N]
         seps = (
             self.special[1]
@@ -139,6 +163,7 @@ class ListformerEmbedding(tf.keras.layers.Layer):
             dropout=self.dropout,
             epsilon=self.epsilon,
             cls_position=self.cls_position,
+            match_marks=self.match_marks,
         )
         return config
 

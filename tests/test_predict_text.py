@@ -58,6 +58,22 @@ def test_reranks_the_test_lists_with_their_own_ids(text_run):
         np.testing.assert_allclose(expected, direct, atol=2e-5)
 
 
+def test_a_new_process_loads_the_raw_string_export(text_run):
+    # In this process TF Text's ops are registered by the export above; a user's
+    # tfr-predict starts without them.
+    import subprocess
+    import sys
+
+    data, model_dir, tmp = text_run
+    output = str(tmp / "fresh.trec")
+    command = [sys.executable, "-m", "pipelines.predict_cli", "--model", model_dir]
+    command += ["--input", data, "--output", output, "--no-progress"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "export/" in done.stdout and len(_run_lines(output)) > 0
+
+
 def test_kinds_of_model_and_data_must_match(text_run, dataset, tiny_servables, capsys):
     data, model_dir, root = text_run
     output = str(root / "wrong.txt")

@@ -54,6 +54,7 @@ from tfr_rankformer.serving.serving_checks import check_policy
 from tfr_rankformer.text.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
+from tfr_rankformer.text.text_tokenizer import register_text_ops
 from tfr_rankformer.text.text_training import train_text
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import attached_to_terminal
@@ -235,7 +236,8 @@ def load_served(model: str) -> ServedModel:
     if is_token_id_export(path):
         tokenizer = ClientTokenizer.from_export(path)
         return ServedModel(path, "text", None, load_export(path), tokenizer)
-    if is_text_run(path):
+    if is_text_run(path):  # its graph tokenises with TF Text's ops
+        register_text_ops()
         return ServedModel(path, "text", None, load_export(path))
     saved = load_export(path)
     return ServedModel(path, "features", signature_num_features(tensor_signature(saved)), saved)

@@ -44,6 +44,7 @@ __all__ = [
     "build_vocabulary",
     "count_words",
     "read_vocabulary",
+    "register_text_ops",
     "write_vocabulary",
 ]
 
@@ -66,6 +67,12 @@ def _text():
         import tensorflow_text
 
     return tensorflow_text
+
+
+def register_text_ops() -> None:
+    """Registers TF Text's ops (WordPiece, BERT's basic tokenisation) in this process,
+    which loading a raw-string Listformer export needs."""
+    _text()
 
 
 def count_words(texts: Iterable[str], counts: collections.Counter | None = None):

@@ -81,13 +81,18 @@ def _split_keys(weights, num_global):
     return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
 
 
+def _block_dims(blocks):
+    """``(B, H, N, T, Dh)`` of a ``[B, H, N, T, Dh]`` tensor of document blocks."""
+    shape = tf.shape(blocks)
+    return shape[0], shape[1], shape[2], shape[3], shape[4]
+
+
 def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bias, dropout):
     """The global tokens' context: ``[B, H, G, Dh]`` over every valid token."""
     qg, kg, vg = globals_qkv
     _, kl, vl = locals_qkv
     dtype = qg.dtype
-    shape = tf.shape(kl)
-    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    batch, heads, docs, block, head_dim = _block_dims(kl)
     num_global = tf.shape(qg)[2]
     qg = qg * tf.cast(qg.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
@@ -109,8 +114,7 @@ def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window
     _, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = ql.dtype
-    shape = tf.shape(ql)
-    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    batch, heads, docs, block, head_dim = _block_dims(ql)
     num_global = tf.shape(kg)[2]
     ql = ql * tf.cast(ql.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_q = tf.reshape(ql, [batch, heads, docs * block, head_dim])

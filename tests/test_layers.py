@@ -8,7 +8,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from tfr_rankformer import compiled_ops  # noqa: E402
-from tfr_rankformer.layers import FastDropout, gelu  # noqa: E402
+from tfr_rankformer.layers import FastDropout, LayerNorm, gelu  # noqa: E402
 
 
 def test_gelu_and_its_gradient_match_tensorflow():
@@ -21,6 +21,30 @@ def test_gelu_and_its_gradient_match_tensorflow():
     np.testing.assert_allclose(
         tape.gradient(ours, x).numpy(), tape.gradient(theirs, x).numpy(), atol=1e-5
     )
+
+
+@pytest.mark.parametrize("shape", [(50, 7), (3, 17, 136)])
+def test_layer_norm_in_training_has_keras_values_and_gradients(shape):
+    rng = np.random.default_rng(1)
+    x = tf.constant((3 * rng.normal(size=shape) + 2).astype(np.float32))
+    upstream = tf.constant(rng.normal(size=shape).astype(np.float32))
+    ours, keras = LayerNorm(epsilon=1e-5), tf.keras.layers.LayerNormalization(epsilon=1e-5)
+    for layer in (ours, keras):
+        layer.build(x.shape)
+        layer.set_weights([rng.normal(size=shape[-1]).astype(np.float32) for _ in range(2)])
+    keras.set_weights(ours.get_weights())
+    results = []
+    for layer, training in ((ours, True), (keras, True), (ours, False)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=training)
+        results.append([y, *tape.gradient(y, [x, *layer.trainable_variables], upstream)])
+    # The closed-form backward pass (layers.layer_norm) against Keras's autodiff;
+    # weight gradients are sums over the rows, compared relative to their size.
+    for got, expected in zip(results[0], results[1]):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(results[2][0].numpy(), results[1][0].numpy())
+    assert not np.allclose(results[0][1].numpy(), upstream.numpy())  # a real gradient
 
 
 def test_fast_dropout_drops_at_the_rate_and_rescales():

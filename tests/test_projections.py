@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.projections import Dense, matmul_last_axis  # noqa: E402
+from tfr_rankformer.projections import Dense, column_sums, matmul_last_axis  # noqa: E402
 
 
 @pytest.mark.parametrize("shape,units", [((6, 12), 3), ((2, 5, 3), 12), ((2, 5, 12), 3)])
@@ -41,3 +41,13 @@ def test_config_round_trip_and_dynamic_leading_axes():
         return matmul_last_axis(x, tf.ones([3, 4]))
 
     assert apply(tf.ones([2, 7, 3])).shape == (2, 7, 4)
+
+
+def test_column_sums_sum_every_axis_but_the_last_for_any_leading_shape():
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3])])
+    def sums(x):
+        return column_sums(x)
+
+    x = np.random.default_rng(2).normal(size=(4, 9, 3)).astype(np.float32)
+    np.testing.assert_allclose(sums(tf.constant(x)).numpy(), x.sum(axis=(0, 1)), rtol=1e-5)
+    assert sums(tf.zeros([0, 5, 3])).numpy().tolist() == [0.0, 0.0, 0.0]

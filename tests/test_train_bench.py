@@ -77,3 +77,29 @@ def test_peak_prints_the_ceiling_a_matmul_bound_step_allows(capsys, tmp_path, mo
     # A tiny step is far from matmul-bound, so the ceiling lies above it.
     assert ceiling > ours
     assert "the authors'" not in out  # no ratio without their code
+
+
+def test_their_own_batch_size_sets_their_steps_and_their_rate(capsys, monkeypatch):
+    from pipelines.benchmarks import train_bench
+
+    asked = []
+
+    class FakeTimer:  # the released code's timer: 0.5 s per step of its batch
+        def __init__(self, setup, model, d, *, batch, items, threads):
+            asked.append(batch)
+
+        def seconds(self, steps):
+            asked.append(steps)
+            return [0.5] * steps
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(train_bench, "official_setup", lambda args: ("dir", "python"))
+    monkeypatch.setattr(train_bench, "OfficialTimer", FakeTimer)
+    args = ["--models", "mlp", "--batch-size", "8", "--items", "3", "--steps", "2"]
+    assert train_bench.main(args + ["--rounds", "1", "--official-batch-size", "2"]) == 0
+    out = capsys.readouterr().out
+    # Our 2 steps of 8 lists: 8 of their steps of 2 lists, at 2 / 0.5 = 4 lists/s.
+    assert asked == [2, 8]
+    assert "(theirs 2)" in out and "authors 4 lists/s" in out

@@ -23,7 +23,10 @@ implementation of the same arithmetic on this machine, and so on its ratio to
 the authors' code.
 
 The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
-512): on a smaller machine, lower ``--batch-size`` for both sides.
+512): on a smaller machine, lower ``--batch-size`` for both sides, or give
+theirs its own with ``--official-batch-size`` (each round then runs as many
+of their steps as make the same number of lists as ours), e.g. our default
+2048 lists against their fastest, 128.
 
 Run: ``python -m pipelines.benchmarks.train_bench --official-dir DIR
 --official-python PYTHON``.
@@ -213,13 +216,23 @@ def _our_steps(model: str, d: int, args) -> dict:
     return sides
 
 
+def _their_batch(args) -> int:
+    """The released code's lists per step: ``--official-batch-size``, else ours."""
+    return args.official_batch_size or args.batch_size
+
+
 def compare(model: str, d: int, args, setup) -> dict:
     """Each side's lists/s per round, timed in alternation; prints every round."""
     timers = _our_steps(model, d, args)
     official = None
     if setup is not None:
         official = OfficialTimer(
-            setup, model, d, batch=args.batch_size, items=args.items, threads=args.official_threads
+            setup,
+            model,
+            d,
+            batch=_their_batch(args),
+            items=args.items,
+            threads=args.official_threads,
         )
         timers["authors"] = official.seconds
     rates = {side: [] for side in timers}
@@ -229,10 +242,11 @@ def compare(model: str, d: int, args, setup) -> dict:
             for side in order:
                 timer = timers[side]
                 if side == "authors":
-                    durations = timer(args.steps)
+                    batch = _their_batch(args)
+                    durations = timer(max(1, round(args.steps * args.batch_size / batch)))
                 else:
-                    durations = _our_seconds(timer, args.steps)
-                rates[side].append(args.batch_size * len(durations) / sum(durations))
+                    batch, durations = args.batch_size, _our_seconds(timer, args.steps)
+                rates[side].append(batch * len(durations) / sum(durations))
             shown = ", ".join(f"{side} {rates[side][-1]:,.0f}" for side in timers)
             print(f"{model:<12} {d:>4} round {i + 1}: {shown} lists/s", flush=True)
     finally:
@@ -268,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
     parser.add_argument("--official-python", help="a Python with torch")
     parser.add_argument(
+        "--official-batch-size",
+        type=int,
+        help="the released code's lists per step (default: --batch-size)",
+    )
+    parser.add_argument(
         "--official-threads",
         type=int,
         default=os.cpu_count(),
@@ -283,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         print(SETUP)
     print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
-        f"batch {args.batch_size} lists of {args.items} items; TensorFlow {tf.__version__}; "
+        f"batch {args.batch_size} lists of {args.items} items"
+        + (f" (theirs {args.official_batch_size})" if args.official_batch_size else "")
+        + f"; TensorFlow {tf.__version__}; "
         f"{args.rounds} rounds of {args.steps} steps per side; XLA {'on' if args.xla else 'off'}"
     )
     summary = []

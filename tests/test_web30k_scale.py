@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks import stage_runner, web30k_scale  # noqa: E402
+from pipelines.benchmarks import stage_runner, web30k_released, web30k_scale  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 
 
@@ -19,7 +19,7 @@ def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("RANKFORMER_OFFICIAL_DIR", raising=False)
     monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
     argv = ["--output", str(tmp_path), "--lists", "60", "--models", "mlp", "--protocols", "clicks"]
-    assert web30k_scale.main(argv) == 0
+    assert web30k_scale.main(argv + ["--click-epochs", "2"]) == 0
     with open(tmp_path / "web30k_scale.jsonl", encoding="utf-8") as f:
         run, *records = [json.loads(line) for line in f]
     assert run["stage"] == "run" and run["lists"] == 60
@@ -31,6 +31,10 @@ def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
         assert record["lists_per_sec"] > 0 and record["items_per_sec"] > 0
         assert os.path.isfile(record["log"])
     assert stages["train", "mlp"]["training"]["lists_per_epoch"] == 600  # 10 bootstraps a query
+    # Two epochs on clicks; the rate shown is the median of the epochs' rates.
+    epochs = stages["train", "mlp"]["epoch_lists_per_sec"]
+    assert len(epochs) == 2 and stages["train", "mlp"]["training"]["epochs_completed"] == 2
+    assert stages["train", "mlp"]["lists_per_sec"] == pytest.approx(sum(epochs) / 2)
     markdown = (tmp_path / "web30k_scale.md").read_text(encoding="utf-8")
     assert "python -m pipelines.benchmarks.web30k_scale --output" in markdown
     assert "--models mlp --protocols clicks" in markdown
@@ -68,9 +72,9 @@ def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):
 def test_released_batches_fit_half_the_memory_unless_listed():
     manifest = Manifest.coerce({"num_features": 136, "splits": {"train": {"longest_list": 16}}})
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    (auto,) = web30k_scale.released_batches("auto", manifest)
-    assert web30k_scale.released_estimate(manifest, auto) <= memory / 2
-    assert auto == 2048 or web30k_scale.released_estimate(manifest, 2 * auto) > memory / 2
+    (auto,) = web30k_released.released_batches("auto", manifest)
+    assert web30k_released.released_estimate(manifest, auto) <= memory / 2
+    assert auto == 2048 or web30k_released.released_estimate(manifest, 2 * auto) > memory / 2
     # 2048 lists of 16 with 136 features: about 34 GiB.
-    assert 33 < web30k_scale.released_estimate(manifest, 2048) / 2**30 < 35
-    assert web30k_scale.released_batches("128,1024", manifest) == [128, 1024]
+    assert 33 < web30k_released.released_estimate(manifest, 2048) / 2**30 < 35
+    assert web30k_released.released_batches("128,1024", manifest) == [128, 1024]

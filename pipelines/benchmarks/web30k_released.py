@@ -69,7 +69,13 @@ def released(
         result = {**record, "stage": stage, "batch_size": batch, "estimated_peak_bytes": estimate}
         result.update(run_stage(command, log(stage), timeout=args.official_timeout))
         with open(log(stage), encoding="utf-8", errors="replace") as f:
-            results = [json.loads(x) for x in f if x.startswith("{") and '"model"' in x]
+            lines = [json.loads(x) for x in f if x.startswith("{")]
+        results = [x for x in lines if "model" in x]
+        # Reading the files, the quantile transform and the click simulation,
+        # before its first epoch and outside its lists/s.
+        loads = [x["load_seconds"] for x in lines if "load_seconds" in x]
+        if loads:
+            result["load_seconds"] = loads[0]
         if results:
             result["lists_per_sec"] = results[-1].get("lists_per_sec")  # the median epoch's
             result["train_seconds"] = results[-1].get("train_seconds")

@@ -54,6 +54,8 @@ def test_bad_names_are_refused(tmp_path):
         web30k_scale.main(["--output", str(tmp_path), "--models", "mlp,forest"])
     with pytest.raises(SystemExit):
         web30k_scale.main(["--output", str(tmp_path), "--quick", "--lists", "60"])
+    with pytest.raises(SystemExit):
+        web30k_scale.main(["--output", str(tmp_path), "--quick", "--click-epochs", "0"])
 
 
 def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):

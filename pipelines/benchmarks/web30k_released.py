@@ -20,7 +20,13 @@ from pipelines.benchmarks.reference.parity_sources import RUNNER, add_source_arg
 from pipelines.benchmarks.stage_runner import run_stage
 from tfr_rankformer.inputs.manifest import Manifest
 
-__all__ = ["RELEASED_BATCH", "add_released_options", "released", "released_batches"]
+__all__ = [
+    "RELEASED_BATCH",
+    "add_released_options",
+    "released",
+    "released_batches",
+    "released_estimate",
+]
 
 RELEASED_BATCH = 2_048  # the released code's lists per batch
 

@@ -263,6 +263,8 @@ def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
     args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
     if args.lists < 3:
         p.error(f"--lists must be >= 3, got {args.lists}")
+    if args.click_epochs < 1:
+        p.error(f"--click-epochs must be >= 1, got {args.click_epochs}")
     models = _names(args.models, MODELS, "models", p)
     return models, _names(args.protocols, PROTOCOLS, "protocols", p)
 

@@ -170,6 +170,30 @@ def test_the_click_protocol_keeps_its_batches(dataset, tmp_path, batch_size):
         np.testing.assert_array_equal(targets["scores"].numpy(), old["label"].numpy())
 
 
+def test_parse_calls_of_any_size_give_the_same_lists(dataset, monkeypatch):
+    """Lists of 16 are parsed 512 a call (``parse_batch``); 64 a call gave the same lists."""
+    from tfr_rankformer.inputs import list_parsing
+
+    manifest = data.load_manifest(dataset)
+    files = manifest.split_files(dataset, "train")
+
+    def lists():
+        parsed = data.parsed_lists(
+            files, manifest.num_features, list_size=16, shuffle_items=False, seed=5
+        )
+        return [{k: v.numpy() for k, v in element.items()} for element in parsed]
+
+    assert list_parsing.parse_batch(16) == 512 and list_parsing.parse_batch(None) == 64
+    large = lists()
+    monkeypatch.setattr(list_parsing, "PARSE_ITEMS", 16)
+    assert list_parsing.parse_batch(16) == 64
+    small = lists()
+    assert len(large) == len(small) == 900
+    for a, b in zip(large, small):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
 def test_scores_do_not_depend_on_the_bucket():
     """A list padded to 16 or to 96 items, beside other lists, gets the same scores."""
     tf.keras.utils.set_random_seed(0)

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 
 from tfr_rankformer.inputs import batching, data
-from tfr_rankformer.inputs.list_parsing import PARSE_BATCH
+from tfr_rankformer.inputs.list_parsing import PARSE_BATCH, PARSE_ITEMS
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.memory_estimate import (
     RUNTIME_BYTES,
@@ -149,7 +149,7 @@ def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan) -> int:
     shuffle = min(shuffle_lists(manifest), entry.num_lists) * mean * row
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
-    parse = 4 * PARSE_BATCH * entry.longest_or(1)
+    parse = 4 * max(PARSE_BATCH * entry.longest_or(1), PARSE_ITEMS)
     return int(cache + shuffle + (windows + 2 * lists * length + parse) * row)
 
 

@@ -199,12 +199,18 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
     """
 
     def call(self, inputs, training=None):
-        plain = tf.is_tensor(training) or not training or _in_save_context()
-        if plain or inputs.dtype != tf.float32 or self.axis != [inputs.shape.rank - 1]:
-            return super().call(inputs)
-        if self.gamma is None or self.beta is None:
-            return super().call(inputs)
-        return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+        written_out = (
+            not tf.is_tensor(training)
+            and bool(training)
+            and inputs.dtype == tf.float32
+            and self.axis == [inputs.shape.rank - 1]
+            and self.gamma is not None
+            and self.beta is not None
+            and not _in_save_context()
+        )
+        if written_out:
+            return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+        return super().call(inputs)
 
 
 @_serializable

@@ -12,8 +12,9 @@ same weights, config and results) uses it.
 A bias's gradient is the upstream gradient summed over the rows.
 TensorFlow's CPU reduction over rows (``BiasAddGrad``, ``reduce_sum`` over
 axis 0) reads a ``[34816, 512]`` tensor at a quarter of the speed of a matrix
-product with a row of ones, so :func:`column_sums` takes the product; float32
-training uses it for ``Dense``'s bias and the layer norms' weights.
+product with a row of ones, so :func:`column_sums` takes the product: float32
+``Dense`` layers use it for their bias (:func:`bias_add`), and training's
+layer norms for their weights.
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ class Dense(tf.keras.layers.Dense):
         if inputs.dtype != self.compute_dtype:
             inputs = tf.cast(inputs, self.compute_dtype)
         outputs = matmul_last_axis(inputs, tf.cast(self.kernel, inputs.dtype))
-        if self.use_bias and outputs.dtype == tf.float32:
-            outputs = bias_add(outputs, self.bias)
-        elif self.use_bias:
-            outputs = tf.nn.bias_add(outputs, tf.cast(self.bias, outputs.dtype))
+        if self.use_bias:
+            # column_sums sums in the tensor's dtype: float16 keeps BiasAddGrad.
+            add = bias_add if outputs.dtype == tf.float32 else tf.nn.bias_add
+            outputs = add(outputs, tf.cast(self.bias, outputs.dtype))
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

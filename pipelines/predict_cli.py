@@ -140,14 +140,17 @@ def _is_text(path: str) -> bool:
 
 
 def _text_lists(args):
-    """``(qid, docids, query text, document texts)`` of the text dataset ``--input``."""
+    """``(qid, docids, query text, document texts, first-stage scores or None)`` of the
+    text dataset ``--input``."""
     from tfrecords_tools.text.text_elwc import read_text_split
 
     for text_list in read_text_split(args.input, args.split):
         # The words joined with spaces: the text the model was trained on.
         documents = [" ".join(tokens) for tokens in text_list.document_tokens]
         query = " ".join(text_list.query_tokens)
-        yield text_list.query_id, list(text_list.document_ids), query, documents
+        scores = text_list.first_stage_scores
+        scores = None if scores is None else list(scores)
+        yield text_list.query_id, list(text_list.document_ids), query, documents, scores
 
 
 def _letor_lists(args, num_features: int, filled: _Filled):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS
+from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
 
 __all__ = ["add_architecture_options"]
 
@@ -64,8 +64,9 @@ def _add_encoder_options(arch: argparse._ArgumentGroup) -> None:
 
 
 def _add_listformer_attention_options(arch: argparse._ArgumentGroup) -> None:
-    """``--width``, ``--attention-window``, ``--attention`` and ``--match-marks``: the
-    listformer's attention and its exact-match marks."""
+    """``--width``, ``--attention-window``, ``--attention``, ``--match-marks``,
+    ``--similarity`` and ``--first-stage``: the listformer's attention, its
+    exact-match marks and what its score is a residual over."""
     arch.add_argument(
         "--width", type=int, help="listformer: embedding and encoder width. Default: 128"
     )
@@ -90,6 +91,21 @@ def _add_listformer_attention_options(arch: argparse._ArgumentGroup) -> None:
         help="listformer: exact-match marks (MarkedBERT's, as embeddings): query token i and "
         "every document token equal to it get a learned vector m_i, zero at first. Not in the "
         "thesis. Default: off",
+    )
+    arch.add_argument(
+        "--similarity",
+        choices=list(SIMILARITIES),
+        help="listformer: checkpoint: a frozen copy of the --init-from checkpoint scores each "
+        "document by its own cosine (mean-pooled embeddings), and the model's score is a "
+        "residual over it, so it ranks as the checkpoint does before its first step; none. "
+        "Not in the thesis. Default: checkpoint with --init-from, else none",
+    )
+    arch.add_argument(
+        "--first-stage",
+        choices=("auto", "on", "off"),
+        help="listformer: add the first stage's score of each document (the run's, kept by "
+        "tfr-convert --input trec) to that residual, standardised per list with a learned "
+        "weight. Not in the thesis. Default: auto (on where the data has the scores)",
     )
 
 

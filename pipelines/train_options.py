@@ -27,7 +27,14 @@ __all__ = [
 ]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
-TEXT_ARCHITECTURE = ("width", "attention_window", "attention", "match_marks")
+TEXT_ARCHITECTURE = (
+    "width",
+    "attention_window",
+    "attention",
+    "match_marks",
+    "similarity",
+    "first_stage",
+)
 NUMERIC_ARCHITECTURE = (
     "d_fc",
     "positional_encoding",
@@ -37,9 +44,6 @@ NUMERIC_ARCHITECTURE = (
     "cls_stddev",
     "mixed_precision",
     "xla",
-    "batch_items",
-    "memory_limit",
-    "length_buckets",
 )
 SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -93,7 +97,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
         "--epochs",
         type=int,
         help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
-        "listformer: 20",
+        "listformer: 20, 10 from a checkpoint (--init-from)",
     )
 
 
@@ -105,7 +109,8 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
         help="lists per batch, over all workers together when TF_CONFIG names several "
         "(each takes its share). Set alone, every batch holds exactly this many lists. "
         "Default: at most 2048 (the RankFormer paper) under the --batch-items budget; "
-        "context_aware: 64 (allRank); listformer: 16",
+        "context_aware: 64 (allRank); listformer: 16 (at most 16 under the budget from a "
+        "checkpoint)",
     )
     p.add_argument(
         "--batch-items",
@@ -113,8 +118,9 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
         help="budget of padded items per batch: lists are grouped by length into buckets "
         "(16, 24, 32, 48, ... up to the longest list) and each bucket's batches hold about "
         "this many items, fewer for lists over 256 items (attention grows with the square "
-        "of the length). Default: 32768 (the paper's 2048 lists of 16); context_aware: "
-        "15360 (64 x 240)",
+        "of the length). Text models count padded tokens (documents x --max-document-tokens). "
+        "Default: 32768 (the paper's 2048 lists of 16); context_aware: 15360 (64 x 240); "
+        "listformer from a checkpoint: 8192 tokens",
     )
     p.add_argument(
         "--list-size",
@@ -122,7 +128,8 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
         help="items a training list keeps at most; longer lists are sampled afresh each epoch "
         "and the items left out are counted in the log and metrics.json. Default: whole "
         "lists (simulated data: the simulation's sample size, 16); context_aware: 240 "
-        "(allRank); listformer: 100 documents",
+        "(allRank); listformer: 100 documents, 32 from a checkpoint (judged relevant "
+        "documents are kept first)",
     )
     p.add_argument(
         "--length-buckets",
@@ -202,7 +209,11 @@ def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
         "Keras's Adam (up to 32x more damping early on; this project's before). "
         "Default: pytorch",
     )
-    p.add_argument("--learning-rate", type=float, help="the optimizer's rate. Default: 1e-3")
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        help="the optimizer's rate. Default: 1e-3; listformer from a checkpoint: 1e-4",
+    )
     p.add_argument(
         "--weight-decay",
         type=float,
@@ -236,7 +247,7 @@ def _add_stopping_options(p: argparse.ArgumentParser) -> None:
         "--patience",
         type=int,
         help="epochs without better validation NDCG_y@10 before stopping (--keep-weights "
-        "best). Default: 20",
+        "best). Default: 20; listformer from a checkpoint: 3",
     )
 
 

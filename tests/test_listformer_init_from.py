@@ -20,9 +20,9 @@ from pipelines.export_cli import main as export_main
 from pipelines.predict_cli import main as predict_main
 from pipelines.train_cli import main as train_main
 from tests.bert_checkpoints import EPS, FF, HEADS, LAYERS, SAMPLES, UNCASED, WIDTH, write_checkpoint
-from tfr_rankformer.text import text_training
 from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
 from tfr_rankformer.text.text_data import TextConfig
+from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import load_text_run, text_model_inputs
 from tfr_rankformer.train_config import TrainConfig
 
@@ -63,15 +63,15 @@ def trained(tmp_path_factory):
     assert convert_main([*convert, "--synthetic-list-size", "4", "--no-progress"]) == 0
     model_dir = str(root / "run")
     compiled = {}
-    original = text_training._compile
+    original = TextFamily.build
 
-    def compile_and_record(*args, **kwargs):
-        model = original(*args, **kwargs)
+    def build_and_record(*args, **kwargs):
+        model, fitted = original(*args, **kwargs)
         compiled.update(_layer_weights(model))
-        return model
+        return model, fitted
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(text_training, "_compile", compile_and_record)
+        patch.setattr(TextFamily, "build", build_and_record)
         flags = _flags(data, model_dir, checkpoint, *CAPS, *AGREEING, "--epochs", "1")
         assert train_main([*flags, "--no-export"]) == 0
     return {

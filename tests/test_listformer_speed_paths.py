@@ -16,13 +16,14 @@ import tensorflow as tf
 
 from tests.test_listformer_training import text_elwc
 from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.multi_worker import WorkerRole
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import evaluate_text_model, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
-from tfr_rankformer.text.text_training import _training_batches
 from tfr_rankformer.train_config import TrainConfig
 
 WORDS = ["apple", "banana", "cherry", "delta", "echo", "fox", "golf", "hotel", "india"]
@@ -116,15 +117,18 @@ def test_training_batches_take_few_shapes_and_every_list(setup, buckets):
         dict(
             model="listformer", data=data.directory, model_dir="unused", batch_size=4,
             list_size=10, length_buckets=buckets, include_empty_lists=True,
+            max_query_tokens=6, max_document_tokens=7,
         )
     )  # fmt: skip
-    batches = list(_training_batches(config, data, tokenizer, list_size=10))
+    family = TextFamily()
+    run = family.prepare(config, worker=WorkerRole())
+    batches = list(family.training_data(run, None, ""))
     assert len(batches) == 10  # ceil(37 / 4), as without buckets
     assert sum(len(inputs["mask"]) for inputs, _ in batches) == 37
     shapes = {tuple(inputs["document_ids"].shape[1:]) for inputs, _ in batches}
     queries = {inputs["query_ids"].shape[1] for inputs, _ in batches}
-    if buckets:  # documents: multiples of 8 up to --list-size; tokens: the cap, 7
-        assert {docs for docs, _ in shapes} <= {8, 10} and {t for _, t in shapes} == {7}
+    if buckets:  # documents: the one bucket's edge, --list-size; tokens: the cap, 7
+        assert {docs for docs, _ in shapes} == {10} and {t for _, t in shapes} == {7}
         assert queries == {4}  # up to 3 query tokens, padded to 4
     else:  # padded to --list-size documents, tokens to each batch's longest
         assert {docs for docs, _ in shapes} == {10}

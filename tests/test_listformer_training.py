@@ -138,8 +138,8 @@ def test_exported_listformer_scores_raw_strings(tmp_path):
     from tfr_rankformer.text.listformer import build_text_model
     from tfr_rankformer.text.text_data import TextConfig, load_text_data
     from tfr_rankformer.text.text_export import save_text_servable
+    from tfr_rankformer.text.text_runs import text_model_inputs
     from tfr_rankformer.text.text_tokenizer import SPECIAL_TOKENS, TextTokenizer
-    from tfr_rankformer.text.text_training import text_model_inputs
 
     data = load_text_data(
         write_text_lists(str(tmp_path / "text"), lists=(("train", 2),)), TextConfig()
@@ -173,8 +173,7 @@ def test_tfr_train_exports_a_listformer_that_serves_strings(tmp_path):
     loaded = tf.saved_model.load(export)
     query, documents, _ = _serve_inputs()
     scores = loaded.signatures["serving_default"](query=query, documents=documents)["scores"]
-    from tfr_rankformer.text.text_runs import load_text_run
-    from tfr_rankformer.text.text_training import text_model_inputs
+    from tfr_rankformer.text.text_runs import load_text_run, text_model_inputs
 
     _, tokenizer, model, _ = load_text_run(model_dir)
     batch = {"query": query, "documents": documents, "mask": tf.not_equal(documents, "")}

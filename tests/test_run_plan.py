@@ -80,7 +80,9 @@ def test_tfr_train_refuses_before_writing_anything(dataset, tmp_path, capsys):
     assert train_main(flags + ["--epochs", "1", "--memory-limit", "0.3"]) == 1
     message = capsys.readouterr().err
     assert "tfr-train: error: this run needs about" in message
-    assert "0.30 GiB (--memory-limit)" in message and "Make it fit with" in message
+    assert "0.30 GiB (--memory-limit)" in message
+    # The runtime alone is over the limit: no smaller batch or list would fit.
+    assert "No batch size makes it fit: the runtime and the input pipeline alone" in message
     assert not os.path.exists(model_dir)
 
 

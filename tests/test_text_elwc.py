@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import struct
+
+import numpy as np
 import pytest
 
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.elwc_writer import TFRecordWriter
+from tfrecords_tools.example_wire import decode_feature
 from tfrecords_tools.text.text_elwc import (
     TextElwcError,
     TextList,
@@ -22,6 +27,8 @@ LIST = TextList(
     document_tokens=(("a", "covid", "b"), (), ("\u00e9t\u00e9", "19") * 40),
     relevance=(2, 0, 300),
 )
+# The same list as converted from a first stage's run: 0.1 is kept as float32.
+SCORED = dataclasses.replace(LIST, first_stage_scores=(12.5, 0.1, -3.0))
 
 
 def test_tokenizer_lower_cases_and_splits_on_non_alphanumerics():
@@ -110,3 +117,41 @@ def test_reader_names_file_and_record_of_a_bad_list(tmp_path):
 def test_text_list_checks_its_lengths():
     with pytest.raises(ValueError, match="equally many"):
         TextList("q", (), ("d1", "d2"), (("a",),), (1, 0))
+
+
+def test_first_stage_scores_round_trip_as_float32():
+    assert SCORED.first_stage_scores == (12.5, float(np.float32(0.1)), -3.0)
+    assert decode_text_list(encode_text_list(SCORED)) == SCORED
+    assert b"first_stage_score" in encode_text_list(SCORED)
+    # A list without scores is written as before: no such feature, read back as None.
+    assert b"first_stage_score" not in encode_text_list(LIST)
+    assert decode_text_list(encode_text_list(LIST)).first_stage_scores is None
+
+
+def test_first_stage_scores_parse_with_the_protobuf_classes():
+    pytest.importorskip("tensorflow")
+    from tensorflow_serving.apis import input_pb2
+
+    elwc = input_pb2.ExampleListWithContext.FromString(encode_text_list(SCORED))
+    values = [list(e.features.feature["first_stage_score"].float_list.value) for e in elwc.examples]
+    assert values == [[12.5], [float(np.float32(0.1))], [-3.0]]
+    assert decode_text_list(elwc.SerializeToString()) == SCORED
+
+
+def test_unpacked_float_lists_decode_too():
+    # FloatList.value (1) as separate fixed32 fields (wire type 5), not packed.
+    unpacked = b"".join(b"\x0d" + struct.pack("<f", v) for v in (1.5, -2.0))
+    assert decode_feature(b"\x12" + bytes([len(unpacked)]) + unpacked) == ("float", [1.5, -2.0])
+
+
+def test_first_stage_scores_are_checked():
+    with pytest.raises(ValueError, match="3 document ids and 2 first-stage scores"):
+        dataclasses.replace(LIST, first_stage_scores=(1.0, 2.0))
+    with pytest.raises(ValueError, match="first-stage score 1e\\+40 is beyond float32's range"):
+        dataclasses.replace(LIST, first_stage_scores=(1.0, 1e40, 0.0))
+    with pytest.raises(ValueError, match="inf is not a finite number"):
+        dataclasses.replace(LIST, first_stage_scores=(1.0, float("inf"), 0.0))
+    # Every item holds the score, or none does.
+    partial = encode_text_list(SCORED).replace(b"first_stage_score", b"first_stage_scorX", 1)
+    with pytest.raises(ValueError, match="item 1: 'first_stage_score' must be one float"):
+        decode_text_list(partial)

@@ -74,8 +74,13 @@ def test_tfr_convert_synthetic_text_is_byte_identical_for_a_seed(tmp_path, capsy
     lists = list(read_text_split(outputs[0], "vali"))
     assert len(lists) == 4  # a third of the train lists
     assert all(len(t.query_tokens) in (2, 3, 4) for t in lists)
+    # The generated run is a random order, no first stage: its scores are not written.
+    assert all(t.first_stage_scores is None for t in lists)
     with open(os.path.join(outputs[0], "manifest.json"), encoding="utf-8") as f:
-        splits = json.load(f)["splits"]
+        manifest = json.load(f)
+    assert "first_stage_feature" not in manifest and "first_stage_score_source" not in manifest
+    assert "first_stage_score" not in manifest["elwc"]["examples"]
+    splits = manifest["splits"]
     for split, entry in splits.items():
         written = list(read_text_split(outputs[0], split))
         lengths = collections.Counter(len(t.document_ids) for t in written)

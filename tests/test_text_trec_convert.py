@@ -72,14 +72,19 @@ def test_happy_path_lists_labels_and_counts(tmp_path):
     one, two = lists["1"], lists["2"]
     assert one.query_tokens == ("what", "is", "covid", "19")
     assert one.document_ids == ("d1", "d5") and one.relevance == (2, 0)
+    assert one.first_stage_scores == (-1.0, -2.0)  # MS MARCO lines: minus the rank
     assert one.document_tokens[0] == ("covid", "19", "is", "a", "disease")
     # Run order is by rank; the list is cut to 3 (d4, d7, d2) and d7 is missing.
     assert two.document_ids == ("d4", "d2") and two.relevance == (3, 0)
+    assert two.first_stage_scores == (9.0, 1.5)  # the run's scores
     assert two.document_tokens[0][:3] == ("speed", "of", "cats")  # title joined to the text
     assert manifest.is_text
     assert manifest.label_feature == "relevance"
     assert manifest.query_feature == "query_tokens"
     assert manifest.document_feature == "document_tokens"
+    assert manifest.first_stage_feature == "first_stage_score"
+    # Query 1's lines have no score, query 2's have: the two kinds are mixed.
+    assert manifest.first_stage_score_source == "run score and minus rank"
     train = manifest.splits["train"]
     assert (train.num_lists, train.num_items) == (2, 4)
     assert train.list_length_histogram == {"2": 2}
@@ -218,6 +223,8 @@ REFUSALS = [
     ("run.txt", RUN + "1 d1\n", 8, "found 2 columns"),
     ("run.txt", RUN + "1 Q0 d2 x 1.0 bm25\n", 8, "rank 'x' is not an integer"),
     ("run.txt", RUN + "1 Q0 d2 3 high bm25\n", 8, "score 'high' is not a number"),
+    ("run.txt", RUN + "1 Q0 d2 3 1e40 bm25\n", 8, "score 1e+40 is beyond float32's range"),
+    ("run.txt", RUN + "1 Q0 d2 3 -inf bm25\n", 8, "score -inf is not a finite number"),
 ]
 
 

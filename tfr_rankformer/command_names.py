@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "ATTENTIONS",
+    "SIMILARITIES",
     "BM25_MODEL",
     "DEFAULT_EXPERIMENT_MODELS",
     "DEFAULT_TEXT_EXPERIMENT_MODELS",
@@ -45,6 +46,8 @@ TEXT_MODEL_NAMES = ("listformer",)
 
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")
+# What a pretrained Listformer's score is a residual over (``score_mixture``).
+SIMILARITIES = ("none", "checkpoint")
 
 # Model names tfr-train accepts for LightGBM, and the preset each stands for.
 GBDT_MODELS = {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}

@@ -15,6 +15,7 @@ __all__ = [
     "LABEL",
     "RELEVANCE",
     "PADDING_LABEL",
+    "FIRST_STAGE_INPUT",
     "context_feature_spec",
     "example_feature_spec",
 ]
@@ -25,6 +26,8 @@ LABEL = "label"
 RELEVANCE = "relevance"
 # TF-Ranking's convention: padded items carry a negative label.
 PADDING_LABEL = -1.0
+# A Listformer export's input holding each document's first-stage score (``--first-stage``).
+FIRST_STAGE_INPUT = "first_stage_scores"
 
 
 def context_feature_spec() -> dict:

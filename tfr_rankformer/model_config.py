@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, MODEL_NAMES
+from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, MODEL_NAMES, SIMILARITIES
 from tfr_rankformer.config_io import require_positive_ints
 
 __all__ = [
@@ -85,6 +85,8 @@ _BASE = dict(
     attention_window=256,
     attention="blocked",
     match_marks=False,
+    similarity="none",
+    first_stage=None,  # the text family decides by the data (on where it has the scores)
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
@@ -136,6 +138,13 @@ class ModelConfig:
         token ``i`` and every document token equal to it get a learned vector
         ``m_i`` (zero at first, so a pretrained start is unchanged). Not in the
         thesis; off by default.
+      similarity: ``listformer``: ``checkpoint``: a frozen copy of the
+        ``--init-from`` checkpoint scores each document by its own cosine, and
+        the score is a residual over it (``score_mixture``); ``none``. Not in
+        the thesis; ``checkpoint`` by default with ``--init-from``.
+      first_stage: ``listformer``: the first stage's score of each document
+        (the run's, which ``tfr-convert --input trec`` keeps) joins that
+        residual. Not in the thesis; ``None``: on where the data has the scores.
     """
 
     num_layers: int | None = None
@@ -158,6 +167,8 @@ class ModelConfig:
     attention_window: int | None = None
     attention: str | None = None
     match_marks: bool | None = None
+    similarity: str | None = None
+    first_stage: bool | None = None
 
     def __post_init__(self):
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
@@ -181,6 +192,12 @@ class ModelConfig:
             raise ValueError(
                 f"`attention` must be one of {list(ATTENTIONS)}, got {self.attention!r}"
             )
+        if self.similarity is not None and self.similarity not in SIMILARITIES:
+            raise ValueError(
+                f"`similarity` must be one of {list(SIMILARITIES)}, got {self.similarity!r}"
+            )
+        if self.first_stage is not None and not isinstance(self.first_stage, bool):
+            raise ValueError(f"`first_stage` must be true or false, got {self.first_stage!r}")
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
         encoding = self.positional_encoding

@@ -3,7 +3,7 @@ steps per epoch and peak memory; a run that cannot fit is refused with the flags
 that would make it fit.
 
 ``tfr-train`` logs ``RunPlan.describe()`` before its first step, e.g. on
-WEB30K-shaped data: ``18,900 lists, 96 batches/epoch by length (<= 16: 226 lists
+WEB30K-shaped data: ``18,900 lists, 96 batches/epoch by length (<= 16 items: 226 lists
 x 2048; ...); whole lists; padding adds 20%; memory about 3.4 GiB at its peak ...``.
 """
 
@@ -104,6 +104,7 @@ class RunPlan:
       eval_batch_items: padded items per evaluation batch.
       memory: the peak-memory estimate.
       limit: the memory the run may use (bytes; ``None``: unknown).
+      unit: what an item is (``documents`` for text lists).
     """
 
     batches: batching.BatchPlan
@@ -113,6 +114,7 @@ class RunPlan:
     eval_batch_items: int
     memory: MemoryEstimate
     limit: int | None
+    unit: str = "items"
 
     @property
     def padding(self) -> float:
@@ -121,14 +123,15 @@ class RunPlan:
 
     def describe(self) -> str:
         b = self.batches
+        unit = self.unit
         kept = (
-            f"lists cut to {self.cap} items leave out {self.sampled_out:,} items/epoch"
+            f"lists cut to {self.cap} {unit} leave out {self.sampled_out:,} {unit}/epoch"
             if self.sampled_out
             else "whole lists"
         )
         available = f" of {format_gb(self.limit)} available" if self.limit else ""
         return (
-            f"{b.lists:,} lists, {b.steps:,} batches/epoch by length ({b.describe()}); "
+            f"{b.lists:,} lists, {b.steps:,} batches/epoch by length ({b.describe(unit)}); "
             f"{kept}; padding adds {100 * self.padding:.0f}%; "
             f"memory {self.memory.describe()}{available}"
         )
@@ -208,8 +211,15 @@ def estimate_memory(
     return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch)
 
 
-def check_memory(run: RunPlan, config: TrainConfig) -> None:
-    """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit."""
+def check_memory(
+    run: RunPlan, config: TrainConfig, *, item_tokens: int = 1, shorter_lists: int = 256
+) -> None:
+    """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit.
+
+    ``item_tokens``: what one item counts in ``--batch-items`` (a text run's
+    budget is in tokens: ``--max-document-tokens`` per document);
+    ``shorter_lists``: the ``--list-size`` suggested when lists are longer.
+    """
     if run.limit is None or run.memory.peak * SAFETY_MARGIN <= run.limit:
         return
     memory = run.memory
@@ -220,18 +230,23 @@ def check_memory(run: RunPlan, config: TrainConfig) -> None:
         share = 0.9 * room / memory.step
         lists, length = memory.step_batch
         if config.batch_items is not None:
-            hints.append(f"--batch-items {max(1, int(lists * length * share))}")
+            hints.append(f"--batch-items {max(1, int(lists * length * item_tokens * share))}")
         else:
             hints.append(f"--batch-size {max(1, int(lists * share))}")
     if memory.evaluation > room > 0:
         share = 0.9 * room / memory.evaluation
         hints.append(f"--eval-batch-size {max(1, int(config.eval_batch_size * share))}")
-    if run.cap is None or run.cap > 256:
-        hints.append("--list-size 256 (samples longer lists)")
+    if run.batches.edges[-1] > shorter_lists:
+        hints.append(f"--list-size {shorter_lists} (samples longer lists)")
+    fit = (
+        f"Make it fit with {', or '.join(hints)}"
+        if hints
+        else "No batch size makes it fit: the runtime and the input pipeline alone need "
+        f"{format_gb(memory.runtime + memory.pipeline)}"
+    )
     limit = f"{format_gb(run.limit)} {'(--memory-limit)' if config.memory_limit else 'available'}"
     raise MemoryLimitError(
         f"this run needs {memory.describe()} (with a {SAFETY_MARGIN - 1:.0%} margin: "
         f"{format_gb(memory.peak * SAFETY_MARGIN)}), more than the {limit}: it would be killed "
-        f"for lack of memory. Make it fit with {', or '.join(hints)}; --memory-limit GB "
-        "sets the limit to check against"
+        f"for lack of memory. {fit}; --memory-limit GB sets the limit to check against"
     )

@@ -1,8 +1,8 @@
 """Training, evaluating, exporting and scoring with any run: one entry point each.
 
-A run is a feature-vector model's (``training``, ``feature_runs``, ``export``),
-a text model's (the Listformer: ``text_training``, ``text_runs``,
-``text_export``) or a GBDT's (``gbdt``). The runner picks the implementation by
+A run is a feature-vector model's (trained by ``training``; ``feature_runs``,
+``export``), a text model's (the Listformer: trained by ``training`` too;
+``text_runs``, ``text_export``) or a GBDT's (``gbdt``). The runner picks the implementation by
 one rule, ``run_layout.is_text_run`` (``TrainConfig.is_text`` for settings not
 yet trained), and does once what every kind shares: recording evaluations in
 ``metrics.json`` and opening models to score with. The command lines, the
@@ -44,20 +44,16 @@ from tfr_rankformer.serving.prediction import (
     score_elwc_gbdt,
     score_lists,
     score_lists_gbdt,
-    score_text_lists,
     signature_num_features,
     tensor_signature,
-    text_inputs,
-    text_signature,
 )
 from tfr_rankformer.serving.serving_checks import check_policy
+from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs, text_signature
 from tfr_rankformer.text.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_tokenizer import register_text_ops
-from tfr_rankformer.text.text_training import train_text
 from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import attached_to_terminal
 
 __all__ = ["train", "evaluate", "export_run", "predict", "load_served", "ServedModel"]
 
@@ -83,15 +79,14 @@ def train(
     Args:
       config: a neural model's settings (feature vectors or text) or a GBDT's.
       verbose: the neural models' progress output. Where no terminal shows
-        the bar, ``1`` becomes progress lines every ``progress_seconds``
-        (feature vectors) or one line per epoch (text).
+        the bar, ``1`` becomes progress lines every ``progress_seconds``.
       final_weights: neural models: also write the weights training ended with
         (before the best ones are reloaded) to this ``.npz`` file.
       callbacks: extra callbacks, run after the run's own: Keras ones for
         neural models (e.g. a search's pruning), LightGBM ones for GBDTs.
       progress_seconds: see ``verbose``.
       existing: what to do with a run already in ``model_dir``: ``refuse``,
-        ``resume`` (feature-vector models) or ``overwrite`` (see ``run_directory``).
+        ``resume`` (neural models) or ``overwrite`` (see ``run_directory``).
 
     Returns:
       ``metrics.json``'s content; ``{}`` on a multi-worker job's non-chief workers.
@@ -103,16 +98,6 @@ def train(
         if final_weights:
             raise ValueError("final_weights: for the neural models only")
         return train_gbdt(config, callbacks=callbacks, existing=existing)
-    if config.is_text:
-        # Text runs log one line per epoch where no terminal shows the bar.
-        text_verbose = 2 if verbose == 1 and not attached_to_terminal() else verbose
-        return train_text(
-            config,
-            verbose=text_verbose,
-            final_weights=final_weights,
-            callbacks=callbacks,
-            existing=existing,
-        )
     return training.train(
         config,
         verbose=verbose,

@@ -71,6 +71,18 @@ _MODEL_DEFAULTS = {
         lr_schedule="step_decay",
     ),
 }
+# The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
+# first stage's top 100 per query: a pretrained encoder's step on a whole list
+# is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
+# training lists keep 32 documents (judged relevant ones first) in batches of
+# 8,192 padded tokens (two such lists at 128 tokens), at a fine-tuning rate.
+_PRETRAINED_TEXT = dict(
+    learning_rate=1e-4,
+    list_size=32,
+    batch_items=2 * 32 * 128,
+    epochs=10,
+    patience=3,
+)
 # The listwide loss's weight when none is given, per loss scaling: the
 # released code's own script uses strength 1, which its README equates with
 # the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
@@ -126,7 +138,10 @@ class TrainConfig:
         bias-corrected root of the second moment, as ``torch.optim`` and so
         both reference implementations) or ``keras`` (Keras's placement,
         this project's before); see ``optimizers``.
-      learning_rate: the optimizer's rate (1e-3 for both families).
+      learning_rate: the optimizer's rate: 1e-3; 1e-4 for a ``listformer``
+        started from a checkpoint (``text.init_from``), which also keeps 32
+        documents per training list, batches 8,192 padded tokens, trains 10
+        epochs and stops after 3 without a better validation NDCG.
       weight_decay: AdamW's decoupled weight decay (RankFormer: 0.1).
       lr_schedule: ``epoch_inverse_sqrt``: constant, then from epoch
         ``decay_after_epoch`` on ``(epoch - decay_after_epoch + 1) ** -0.5``,
@@ -142,7 +157,8 @@ class TrainConfig:
       keep_weights: ``best``: the weights with the best validation NDCG_y@10
         (with early stopping after ``patience`` epochs); ``last``: the weights
         after the last epoch, no early stopping (the released code's protocol).
-      patience: epochs without a better validation NDCG_y@10 before stopping.
+      patience: epochs without a better validation NDCG_y@10 before stopping
+        (20; 3 for a pretrained ``listformer``).
       mixed_precision: float16 compute; ``None``: on when a GPU is visible.
       xla: compile with XLA; ``None``: on when a GPU is visible.
       eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
@@ -168,13 +184,13 @@ class TrainConfig:
     loss_scaling: str | None = None
     optimizer: str | None = None
     adam_epsilon: str = "pytorch"
-    learning_rate: float = 1e-3
+    learning_rate: float | None = None
     weight_decay: float | None = None
     lr_schedule: str | None = None
     decay_after_epoch: int | None = None
     include_empty_lists: bool | None = None
     keep_weights: str = "best"
-    patience: int = 20
+    patience: int | None = None
     mixed_precision: bool | None = None
     xla: bool | None = None
     eval_batch_size: int | None = None
@@ -242,7 +258,9 @@ class TrainConfig:
         return is_text_model(self.model)
 
     def _resolve_model_defaults(self) -> None:
-        defaults = dict(_MODEL_DEFAULTS[self.model])
+        defaults = dict(_MODEL_DEFAULTS[self.model], learning_rate=1e-3, patience=20)
+        if self.is_text and self.text.init_from is not None:
+            defaults.update(_PRETRAINED_TEXT)
         if self.batch_size is not None:
             # A batch size the user set keeps its meaning: that many lists in
             # every batch, unless an item budget is given too.
@@ -262,6 +280,12 @@ class TrainConfig:
         architecture = self.architecture
         if isinstance(architecture, dict):
             architecture = ModelConfig(**architecture)
+        if self.is_text and architecture.similarity is None:
+            # A pretrained start keeps the checkpoint's own ranking (score_mixture).
+            similarity = "none" if self.text.init_from is None else "checkpoint"
+            architecture = dataclasses.replace(architecture, similarity=similarity)
+        if architecture.similarity == "checkpoint" and self.text.init_from is None:
+            raise ValueError("`similarity` checkpoint needs a checkpoint: give `init_from`")
         if self.model == "rankformer" and architecture.cls_token is None:
             # The released code builds [CLS] only with a list head.
             architecture = dataclasses.replace(architecture, cls_token=self.uses_list_head)

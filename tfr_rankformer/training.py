@@ -1,16 +1,16 @@
-"""Training the feature-vector models: the paper's training protocol with tf.distribute.
+"""The training loop of every neural model: the paper's training protocol with tf.distribute.
 
-``runner.train`` trains any run and hands feature-vector models over to
-``train`` here (the text models train in ``text_training``).
+``runner.train`` trains any run and hands the neural ones to ``train`` here,
+with the family that plugs into the loop (``run_family``): feature vectors
+(``feature_family``) or text (``text.text_family``). The loop does once what
+every family shares: the run plan and its memory refusal, the run directory,
+the callbacks, the fit and the final evaluation.
 
 ``model_dir/`` receives ``config.json`` (the resolved settings), ``checkpoints/``
 (the weights with the best validation NDCG_y@10), ``backup/`` (for resuming a
 killed run), ``logs/`` (TensorBoard), ``history.csv`` (one row per epoch) and
-``metrics.json`` (the final evaluation of every split).
-
-The ranker (the model without its normalisation layer) is what ``fit`` trains,
-on features normalised once per list in the input pipeline; evaluation and the
-checkpoints use the whole model on raw features.
+``metrics.json`` (the final evaluation of every split), and whatever files the
+family adds (a text run's ``vocab.txt`` and ``text_model.json``).
 
 With a multi-worker ``TF_CONFIG`` every worker runs ``train`` with the same
 settings and ``model_dir`` (shared storage, so a restarted job resumes from
@@ -32,12 +32,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.inputs import data
-from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.models import normalization_of
+from tfr_rankformer.feature_family import FeatureFamily
 from tfr_rankformer.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.optimizers import (
     EpochSchedule,
@@ -46,23 +43,19 @@ from tfr_rankformer.optimizers import (
     learning_rate_schedule,
 )
 from tfr_rankformer.run_directory import check_run_directory, run_session
+from tfr_rankformer.run_family import PreparedRun, RunFamily
 from tfr_rankformer.run_layout import (
     BACKUP_NAME,
     BEST_WEIGHTS,
     CONFIG_NAME,
     HISTORY_NAME,
     METRICS_NAME,
+    is_text_model,
 )
-from tfr_rankformer.run_plan import RunPlan, check_memory, plan_run, shuffle_lists
+from tfr_rankformer.run_plan import check_memory
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.training_callbacks import attached_to_terminal
-from tfr_rankformer.training_setup import (
-    build_compiled_model,
-    build_run_model,
-    evaluate_splits,
-    item_levels,
-    run_callbacks,
-)
+from tfr_rankformer.training_setup import build_compiled_model, build_run_model, run_callbacks
 
 __all__ = [
     "TrainConfig",
@@ -75,6 +68,7 @@ __all__ = [
     "learning_rate_schedule",
     "build_run_model",
     "choose_strategy",
+    "family_of",
     "train",
     "build_compiled_model",
     "BEST_WEIGHTS",
@@ -97,6 +91,16 @@ def choose_strategy() -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
+def family_of(model: str) -> RunFamily:
+    """The family that trains ``model``: text models' (imported when asked: it loads
+    TF Text's tokenizer) or the feature-vector models'."""
+    if is_text_model(model):
+        from tfr_rankformer.text.text_family import TextFamily
+
+        return TextFamily()
+    return FeatureFamily()
+
+
 def recorded_metrics(config: TrainConfig) -> dict:
     """A complete run's ``metrics.json`` (what ``--resume`` of it returns)."""
     with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
@@ -108,9 +112,8 @@ class _Run:
     """What ``train`` settled before opening the run directory, with the caller's
     options (see ``train``)."""
 
-    config: TrainConfig
-    manifest: Manifest
-    plan: RunPlan
+    family: RunFamily
+    prepared: PreparedRun
     strategy: tf.distribute.Strategy
     worker: WorkerRole
     mixed: bool
@@ -119,6 +122,14 @@ class _Run:
     final_weights: str | None
     callbacks: list | None
     progress_seconds: float
+
+    @property
+    def config(self) -> TrainConfig:
+        return self.prepared.config
+
+    @property
+    def plan(self):
+        return self.prepared.plan
 
 
 def train(
@@ -130,15 +141,13 @@ def train(
     progress_seconds: float = 30.0,
     existing: str = "refuse",
 ) -> dict:
-    """Trains a feature-vector model, keeps the best weights, evaluates every split; returns
-    ``metrics.json``'s content.
+    """Trains a neural model (feature vectors or text), keeps the best weights, evaluates
+    every split; returns ``metrics.json``'s content.
 
     Args:
       config: the run's settings.
-      verbose: ``fit``'s progress output. Where standard output or error is
-        not a terminal, ``1`` (the progress bar) becomes a progress line every
-        ``progress_seconds`` seconds and at each epoch's end (INFO log records):
-        step, lists/s and the epoch's ETA.
+      verbose: ``fit``'s progress output; ``1`` without a terminal: a progress line
+        (INFO) every ``progress_seconds`` and at each epoch's end.
       final_weights: if given, this worker also writes the weights it ended
         training with (before the best ones are reloaded) to this ``.npz`` file,
         one array per model weight in ``model.get_weights()`` order.
@@ -153,10 +162,11 @@ def train(
       train alongside the chief but neither evaluate nor write the run.
 
     Raises:
-      ValueError: for a text model (``runner.train`` trains any model).
+      run_plan.MemoryLimitError: the run would not fit in memory (before its
+        first step, naming the flags that make it fit).
     """
-    if config.is_text:
-        raise ValueError(f"{config.model!r} ranks text lists: train it with runner.train")
+    if worker_role().is_chief and existing == "refuse":  # refused before the data is read
+        check_run_directory(config.model_dir, config.to_json(), existing=existing)
     run = _settle(
         config,
         verbose=verbose,
@@ -164,10 +174,10 @@ def train(
         callbacks=callbacks,
         progress_seconds=progress_seconds,
     )
-    settings = config.to_json()
+    settings = run.config.to_json()  # resolved: a pretrained start's sizes
     if run.worker.is_chief:  # refusals come before anything is written
         check_run_directory(config.model_dir, settings, existing=existing)
-    check_memory(run.plan, config)
+    check_memory(run.plan, run.config, **run.prepared.memory_hints)
     session = (
         run_session(config.model_dir, settings, existing=existing)
         if run.worker.is_chief
@@ -177,29 +187,32 @@ def train(
         if start == "complete":
             logger.info("%s is complete: nothing left to train", config.model_dir)
             return recorded_metrics(config)
-        if run.worker.is_chief:
+        if run.worker.is_chief:  # the settings, and the files the family adds
             write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
+            run.family.write_start(run.prepared)
         return _train(run)
 
 
 def _settle(config: TrainConfig, **options) -> _Run:
-    """The strategy, the worker's role, the data's manifest, precision and the plan,
-    before the run directory is opened; ``options``: ``train``'s."""
+    """The strategy, the worker's role, the family's preparation (data, settings,
+    plan) and the precision, before the run directory is opened; ``options``: ``train``'s."""
     # First: MultiWorkerMirroredStrategy must set up the cluster before
     # TensorFlow's runtime starts.
     strategy = choose_strategy()
     worker = worker_role()
     tf.keras.utils.set_random_seed(config.seed)
-    manifest = data.load_manifest(config.data)
+    family = family_of(config.model)
+    prepared = family.prepare(config, worker=worker)
+    if prepared.plan.batches.lists == 0:
+        raise ValueError(
+            f"{config.data}: no training list passes the training-list policy "
+            "(--include-empty-lists trains on lists without a relevant item)"
+        )
+    logger.info("plan: %s", prepared.plan.describe())
     gpu = bool(tf.config.list_physical_devices("GPU"))
-    plan = plan_run(config, manifest, data_dir=config.data, worker=worker)
-    if plan.batches.lists == 0:
-        raise ValueError(f"{config.data}: no training list passes the training-list policy")
-    logger.info("plan: %s", plan.describe())
     return _Run(
-        config=config,
-        manifest=manifest,
-        plan=plan,
+        family=family,
+        prepared=prepared,
         strategy=strategy,
         worker=worker,
         mixed=gpu if config.mixed_precision is None else config.mixed_precision,
@@ -211,14 +224,13 @@ def _settle(config: TrainConfig, **options) -> _Run:
 def _train(run: _Run) -> dict:
     """``train``'s work inside the run directory."""
     config, worker = run.config, run.worker
-    model, ranker = _build(run)
-    # Lists too large to cache in memory are cached on disk for the run.
-    cache_dir = tempfile.mkdtemp(prefix="tfr-train-cache-")
+    model, fitted = _build(run)
     lines = run.verbose == 1 and not attached_to_terminal()
+    validation = run.family.validation(run.prepared, model) if run.prepared.has_vali else None
     callbacks, monitor = run_callbacks(
         config,
         model,
-        run.manifest,
+        validation,
         lists=run.plan.batches.lists,
         steps=run.plan.batches.steps,
         strategy=run.strategy,
@@ -228,10 +240,17 @@ def _train(run: _Run) -> dict:
     )
     callbacks += list(run.callbacks or [])
     _log_start(run)
+    cache_dir = tempfile.mkdtemp(prefix="tfr-train-cache-")
     try:
-        train_data = _training_data(run, model, os.path.join(cache_dir, "train"))
+        train_data = run.family.training_data(run.prepared, model, cache_dir)
         started = time.perf_counter()
-        history = _fit(run, ranker, train_data, callbacks, verbose=0 if lines else run.verbose)
+        with run.family.fitting(run.prepared):
+            history = fitted.fit(
+                train_data,
+                epochs=config.epochs,
+                callbacks=callbacks,
+                verbose=0 if lines else run.verbose,
+            )
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     seconds = time.perf_counter() - started
@@ -246,7 +265,7 @@ def _train(run: _Run) -> dict:
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
-    metrics = evaluate_splits(config, run.manifest, model)
+    metrics = run.family.evaluate(run.prepared, model)
     metrics["training"] = _training_summary(run, history, seconds, monitor)
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
@@ -254,53 +273,18 @@ def _train(run: _Run) -> dict:
 
 
 def _build(run: _Run):
-    """``(model, ranker)`` built and compiled under the run's strategy and precision."""
+    """``(model, fitted)`` built and compiled under the run's strategy and precision."""
     # The precision policy applies to the layers built under it, then is restored.
     policy = tf.keras.mixed_precision.global_policy()
     if run.mixed:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         with run.strategy.scope():
-            return build_compiled_model(
-                run.config, run.manifest, steps_per_epoch=run.plan.batches.steps, xla=run.xla
+            return run.family.build(
+                run.prepared, steps_per_epoch=run.plan.batches.steps, xla=run.xla
             )
     finally:
         tf.keras.mixed_precision.set_global_policy(policy)
-
-
-def _training_data(run: _Run, model, cache_file: str) -> tf.data.Dataset:
-    """The training split's batches, by the run's plan."""
-    config, manifest = run.config, run.manifest
-    return data.training_dataset(
-        config.data,
-        manifest,
-        plan=run.plan.batches,
-        list_cap=run.plan.cap,
-        include_empty_lists=config.training_includes_empty_lists(),
-        with_list_head=config.uses_list_head,
-        with_item_levels=item_levels(config, manifest) is not None,
-        keep_order=config.architecture.positional_encoding != "none",
-        seed=config.seed,
-        shuffle_buffer=shuffle_lists(manifest),
-        normalize=normalization_of(model),
-        cache_file=cache_file,
-        worker=run.worker,
-        pad_to_longest=not config.length_buckets,
-    )
-
-
-def _fit(run: _Run, ranker, train_data, callbacks: list, *, verbose: int):
-    """Keras ``fit`` over the epochs, with the compiled pieces that suit the batches' shapes."""
-    # XLA's compiled pieces compile once per batch shape: worth it for one shape
-    # (one bucket; batches padded to their longest list take a shape each).
-    # Batches of many shapes carry padding instead: their encoder layers run the
-    # item-wise parts on the valid items alone (packed_items).
-    buckets = sum(1 for count in run.plan.batches.counts if count)
-    one_shape = buckets == 1 and run.config.length_buckets
-    with compiled_ops.default(one_shape), packed_items.default(not one_shape):
-        return ranker.fit(
-            train_data, epochs=run.config.epochs, callbacks=callbacks, verbose=verbose
-        )
 
 
 def _log_start(run: _Run) -> None:
@@ -344,4 +328,5 @@ def _training_summary(run: _Run, history, seconds: float, monitor: str) -> dict:
         "workers": run.worker.count,
         "mixed_precision": run.mixed,
         "xla": run.xla,
+        **run.family.summary(run.prepared),
     }

@@ -1,10 +1,10 @@
 """What a ``tfr-train`` run is made of: its losses, its model compiled for training, its
 callbacks and the final evaluation of every split.
 
-``training.train`` (feature vectors) puts these together and re-exports the
-public ones; the text models' training (``text_training``) shares the loss
-assembly (``run_losses``) and the callbacks that keep the weights
-(``weight_keeping``). The run's file names are ``run_layout``'s.
+``training.train`` (the one loop) takes the callbacks from here; the
+feature-vector family (``feature_family``) its model and final evaluation,
+the text family (``text.text_family``) the loss assembly (``run_losses``).
+The run's file names are ``run_layout``'s.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer.evaluation import EvaluationCallback, evaluate_model
+from tfr_rankformer.evaluation import evaluate_model
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
@@ -136,7 +136,7 @@ def weight_keeping(
 def run_callbacks(
     config: TrainConfig,
     model: tf.keras.Model,
-    manifest: Manifest,
+    validation: tf.keras.callbacks.Callback | None,
     *,
     lists: int,
     steps: int,
@@ -145,29 +145,21 @@ def run_callbacks(
     progress_lines: bool,
     progress_seconds: float,
 ) -> tuple[list[tf.keras.callbacks.Callback], str]:
-    """The training callbacks, and the logged value that picks the best weights.
+    """The training callbacks of every family, and the logged value that picks the best
+    weights.
 
-    Every worker evaluates, stops early and backs up alike; only the chief
-    gets the callbacks that write (history, TensorBoard) and progress lines.
+    ``validation`` (the family's, ``None`` without a ``vali`` split) adds the
+    ``val_*`` metrics, before the callbacks that read them. Every worker
+    evaluates, stops early and backs up alike; only the chief gets the callbacks
+    that write (history, TensorBoard) and progress lines.
     """
     callbacks = [Throughput(lists, steps)]
-    has_vali = "vali" in manifest.splits
-    if has_vali:
-        vali = data.evaluation_dataset(
-            config.data,
-            manifest,
-            split="vali",
-            batch_size=config.eval_batch_size,
-            batch_items=config.evaluation_batch_items(),
-        )
-        levels = manifest.label_levels
-        callbacks.append(
-            EvaluationCallback(vali, max_label=levels, list_head=config.uses_list_head, model=model)
-        )
+    if validation is not None:
+        callbacks.append(validation)
         if worker.multi_worker:
             callbacks.append(SharedValidation(strategy))
     kept, monitor = weight_keeping(
-        config, model, has_vali=has_vali, worker=worker, strategy=strategy
+        config, model, has_vali=validation is not None, worker=worker, strategy=strategy
     )
     callbacks += kept
     callbacks += [

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import json
 import os
 import shlex
 import shutil
@@ -52,6 +51,7 @@ import statistics
 import sys
 
 from pipelines.benchmarks.reference.parity_sources import cpu_extensions, official_setup
+from pipelines.benchmarks.run_records import read_records, write_records
 from pipelines.benchmarks.stage_runner import read_json, run_stage
 from pipelines.benchmarks.web30k_released import add_released_options, released
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
@@ -208,23 +208,6 @@ def report(run: dict, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_records(path: str, run: dict, records: list[dict]) -> None:
-    """``web30k_scale.jsonl``: the run's settings, then one object per stage."""
-    with open(path + ".partial", "w", encoding="utf-8") as f:
-        for record in [{"stage": "run", **run}, *records]:
-            f.write(json.dumps(record) + "\n")
-    os.replace(path + ".partial", path)
-
-
-def read_records(path: str) -> tuple[dict | None, list[dict]]:
-    """The run's settings and stage records from ``web30k_scale.jsonl`` (if any)."""
-    if not os.path.isfile(path):
-        return None, []
-    with open(path, encoding="utf-8") as f:
-        run, *records = [json.loads(line) for line in f if line.strip()] or [None]
-    return run, records
-
-
 def _names(text: str, allowed: tuple[str, ...], what: str, p) -> list[str]:
     names = [n for n in text.split(",") if n]
     bad = [n for n in names if n not in allowed]
@@ -275,7 +258,7 @@ def _recorder(jsonl: str, run: dict, records: list[dict]):
 
     def done(record: dict) -> dict:
         records.append(record)
-        write_records(jsonl, run, records)
+        write_records(jsonl, run, records, kind="stage")
         print(row(record), flush=True)
         if record.get("tail"):
             print(record["tail"], end="")

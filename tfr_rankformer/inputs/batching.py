@@ -132,10 +132,10 @@ class BatchPlan:
         _, lists, length = max(used)
         return lists, length
 
-    def describe(self) -> str:
-        """One line per used bucket: ``<= 128 items: 2,031 lists in batches of 256``."""
+    def describe(self, unit: str = "items") -> str:
+        """One entry per used bucket: ``<= 128 items: 2,031 lists x 256``."""
         return "; ".join(
-            f"<= {e}: {c:,} lists x {b}"
+            f"<= {e} {unit}: {c:,} lists x {b}"
             for e, b, c in zip(self.edges, self.lists_per_batch, self.counts)
             if c
         )

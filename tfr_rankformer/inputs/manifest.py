@@ -131,7 +131,11 @@ class Manifest(JsonRecord):
 
     Feature-vector datasets have ``num_features``, ``feature_names`` and the
     ``normalization`` statistics fitted on train; text datasets have ``kind:
-    "text"`` and the names of their query, document and label features.
+    "text"`` and the names of their query, document and label features, and,
+    when built from a first stage's run, of the per-item float32 feature holding
+    its scores (``first_stage_feature``) with where they come from
+    (``first_stage_score_source``: ``"run score"``, ``"minus rank"`` for a run
+    without scores, or ``"run score and minus rank"``).
     """
 
     manifest_version: int | None = typed("int")
@@ -146,6 +150,8 @@ class Manifest(JsonRecord):
     query_feature: str | None = typed("str")
     document_feature: str | None = typed("str")
     label_feature: str | None = typed("str")
+    first_stage_feature: str | None = typed("str")
+    first_stage_score_source: str | None = typed("str")
     parameters: Mapping[str, Any] | None = typed("object", repr=False)
     seed: int | None = typed("int")
     filtered: Mapping[str, int] | None = typed("counts")

@@ -29,14 +29,14 @@ import csv
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
-from tfr_rankformer.run_layout import EXPORT_NAME, is_text_run
+from tfr_rankformer.run_layout import EXPORT_NAME
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 
 __all__ = [
@@ -49,10 +49,6 @@ __all__ = [
     "score_elwc",
     "score_lists_gbdt",
     "score_elwc_gbdt",
-    "is_text_export",
-    "text_signature",
-    "text_inputs",
-    "score_text_lists",
     "write_results",
 ]
 
@@ -97,7 +93,7 @@ def resolve_export(path: str) -> str:
     return os.path.join(export, str(versions[-1]))
 
 
-def _batches(items: Iterator, size: int) -> Iterator[list]:
+def batched(items: Iterator, size: int) -> Iterator[list]:
     batch = []
     for item in items:
         batch.append(item)
@@ -125,7 +121,7 @@ def _by_length(
     least one list), so memory stays bounded whatever the longest list, and
     short lists are not padded to a long neighbour's length.
     """
-    for window in _batches(iter(items), _WINDOW * size):
+    for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
         results: list = [None] * len(window)
         start = 0
@@ -146,7 +142,7 @@ def _by_length(
         yield from results
 
 
-def _unpack(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+def unpacked(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
     scores = outputs["scores"].numpy()[row, :length]
     probs = outputs["list_probs"].numpy()[row] if "list_probs" in outputs else None
     return scores, probs
@@ -157,14 +153,14 @@ def load_export(export: str):
     return tf.saved_model.load(export)
 
 
-def _loaded(export):
+def opened_export(export):
     return load_export(export) if isinstance(export, (str, os.PathLike)) else export
 
 
 def tensor_signature(export):
     """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``);
     ``export``: its directory or the loaded SavedModel."""
-    return _loaded(export).signatures[SIGNATURE_TENSORS]
+    return opened_export(export).signatures[SIGNATURE_TENSORS]
 
 
 def signature_num_features(signature) -> int:
@@ -193,50 +189,11 @@ def score_lists(
             mask[i, : len(docids)] = True
         outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
         return [
-            ScoredList(qid, docids, *_unpack(outputs, i, len(docids)))
+            ScoredList(qid, docids, *unpacked(outputs, i, len(docids)))
             for i, (qid, docids, _) in enumerate(batch)
         ]
 
     yield from _by_length(lists, batch_size, lambda item: len(item[1]), score)
-
-
-def is_text_export(export: str) -> bool:
-    """Whether ``export`` is a text model's (a Listformer's): ``run_layout.is_text_run``."""
-    return is_text_run(export)
-
-
-def text_signature(export):
-    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
-    ``export``: its directory or the loaded SavedModel."""
-    return _loaded(export).signatures[SIGNATURE_ELWC]
-
-
-def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
-    """A batch's inputs to a raw-string ``text_signature``: ``query [B]`` and
-    ``documents [B, L]``, shorter lists padded with empty strings (the export tokenises)."""
-    width = max(map(len, documents))
-    padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
-    return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
-
-
-def score_text_lists(
-    signature,
-    lists: Iterable[tuple[str, list[str], str, list[str]]],
-    *,
-    batch_size: int = 16,
-    inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
-) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, query text, document texts)`` lists through a Listformer
-    export's ``text_signature``; ``inputs`` makes a batch's inputs (``text_inputs``, or a
-    token-id export's ids: ``runner.predict``). A document whose text is empty cannot be
-    told from padding: it gets the padding score, is ranked last and is counted in
-    ``ScoredList.num_invalid``."""
-    for batch in _batches(lists, batch_size):
-        queries = [query for _, _, query, _ in batch]
-        outputs = signature(**inputs(queries, [list(texts) for _, _, _, texts in batch]))
-        for i, (qid, docids, _, texts) in enumerate(batch):
-            empty = sum(1 for text in texts if not text)
-            yield ScoredList(qid, docids, *_unpack(outputs, i, len(docids)), num_invalid=empty)
 
 
 _REJECTED = re.compile(r"assertion failed: \[invalid input: list (\d+), (.*?)\]\s*$", re.M)
@@ -271,7 +228,7 @@ def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[S
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 
-    signature = _loaded(export).signatures[SIGNATURE_ELWC]
+    signature = opened_export(export).signatures[SIGNATURE_ELWC]
 
     def score(batch):
         try:
@@ -283,7 +240,7 @@ def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[S
         for i, (_, _, _, elwc) in enumerate(batch):
             qid = elwc.context.features.feature["qid"].int64_list.value
             n = len(elwc.examples)
-            scores, probs = _unpack(outputs, i, n)
+            scores, probs = unpacked(outputs, i, n)
             docids = [str(j) for j in range(1, n + 1)]
             count = int(invalid[i, :n].sum()) if invalid is not None else 0
             scored.append(ScoredList(int(qid[0]) if qid else -1, docids, scores, probs, count))
@@ -321,7 +278,7 @@ def score_lists_gbdt(
     booster, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
     """Scores ``(qid, docids, [n, d] raw features)`` lists with a LightGBM booster."""
-    for batch in _batches(lists, batch_size):
+    for batch in batched(lists, batch_size):
         yield from _gbdt_lists(booster, batch)
 
 
@@ -364,7 +321,7 @@ def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iter
       RecordFileError: as ``score_elwc`` with the ``reject`` policy.
     """
     num_features = booster.num_feature()
-    for batch in _batches(_elwc_records(files), batch_size):
+    for batch in batched(_elwc_records(files), batch_size):
         rows = []
         for path, number, record in batch:
             qid, features = _item_features(path, number, record, num_features)

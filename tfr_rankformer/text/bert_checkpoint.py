@@ -36,6 +36,10 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "BertCheckpoint",
     "read_bert_checkpoint",
+    "dense_values",
+    "norm_values",
+    "layer_values",
+    "attention_names",
 ]
 
 logger = logging.getLogger(__name__)
@@ -298,3 +302,43 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
         "lower-cased" if lower_case else "cased",
     )
     return checkpoint
+
+
+# === Weights to layers ===
+
+
+def dense_values(layer, weights: dict, *names: str) -> list:
+    """``(variable, value, source)`` of a Dense layer from PyTorch ``[out, in]`` weights,
+    several of them side by side (the query, key and value projections)."""
+    kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
+    bias = np.concatenate([weights[f"{n}.bias"] for n in names])
+    source = " + ".join(names)
+    return [(layer.kernel, kernel, f"{source}.weight"), (layer.bias, bias, f"{source}.bias")]
+
+
+def norm_values(layer, weights: dict, name: str) -> list:
+    """``(variable, value, source)`` of a LayerNorm."""
+    return [
+        (layer.gamma, weights[f"{name}.weight"], f"{name}.weight"),
+        (layer.beta, weights[f"{name}.bias"], f"{name}.bias"),
+    ]
+
+
+def layer_values(layer, weights: dict, index: int) -> list:
+    """``(variable, value, source)`` of encoder layer ``index`` for a layer with BERT's
+    parts (``qkv``, ``attention_out``, ``norm_attention``, ``ff_in``, ``ff_out``,
+    ``norm_ff``): the Listformer's and the sentence tower's."""
+    prefix = f"encoder.layer.{index}."
+    return [
+        *dense_values(layer.qkv, weights, *attention_names(index)),
+        *dense_values(layer.attention_out, weights, prefix + "attention.output.dense"),
+        *norm_values(layer.norm_attention, weights, prefix + "attention.output.LayerNorm"),
+        *dense_values(layer.ff_in, weights, prefix + "intermediate.dense"),
+        *dense_values(layer.ff_out, weights, prefix + "output.dense"),
+        *norm_values(layer.norm_ff, weights, prefix + "output.LayerNorm"),
+    ]
+
+
+def attention_names(index: int) -> list[str]:
+    """The query, key and value projections' weight names of encoder layer ``index``."""
+    return [f"encoder.layer.{index}.attention.self.{part}" for part in ("query", "key", "value")]

@@ -18,7 +18,14 @@ projections (``listformer_checkpoint`` loads such a checkpoint's weights).
 
 Inputs (see ``text_tokenizer``, which makes them from strings):
 ``{"query_ids": [B, Q] int32, "document_ids": [B, N, T] int32, "mask": [B, N]
-bool}``, ids ``-1`` where there is no token. Outputs: ``{"scores": [B, N]}``
+bool}``, ids ``-1`` where there is no token, and ``"first_stage": [B, N]
+float32`` (the first stage's scores) when ``config.first_stage``.
+
+With ``config.similarity == "checkpoint"`` a frozen copy of the pretrained
+encoder (``sentence_tower``) scores each document by the checkpoint's own
+cosine, and the score is a residual over it and the first stage's score
+(``score_mixture``): before the first step the model ranks as the checkpoint
+(and the first stage) do. Outputs: ``{"scores": [B, N]}``
 (padding documents score ``PADDING_SCORE``), with ``{"list_quality": [B, K]}``
 when a list head is built, or ``{"item_levels": [B, N, K]}`` for the ordinal loss.
 """
@@ -30,27 +37,58 @@ import tensorflow as tf
 from tfr_rankformer.initializers import dense
 from tfr_rankformer.layers import FastDropout, LayerNorm
 from tfr_rankformer.models import ModelConfig, copy_first_layer, score_outputs
+from tfr_rankformer.projections import Dense
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.listformer_layers import (
     DocumentReadout,
     GlobalLocalTextEncoderLayer,
     ListformerEmbedding,
 )
+from tfr_rankformer.text.score_mixture import ScoreMixture
+from tfr_rankformer.text.sentence_tower import SentenceTower
 
-__all__ = ["QUERY_IDS", "DOCUMENT_IDS", "TEXT_MODELS", "build_listformer", "build_text_model"]
+__all__ = [
+    "QUERY_IDS",
+    "DOCUMENT_IDS",
+    "FIRST_STAGE",
+    "TEXT_MODELS",
+    "build_listformer",
+    "build_text_model",
+]
 
 QUERY_IDS = "query_ids"
 DOCUMENT_IDS = "document_ids"
 MASK = "mask"
+FIRST_STAGE = "first_stage"
+SIMILARITY_LAYER = "similarity"
 
 
-def text_inputs() -> dict:
-    """The Keras inputs of a text model."""
-    return {
+def text_inputs(first_stage: bool = False) -> dict:
+    """The Keras inputs of a text model (with the first stage's scores when asked)."""
+    inputs = {
         QUERY_IDS: tf.keras.Input(shape=(None,), dtype=tf.int32, name=QUERY_IDS),
         DOCUMENT_IDS: tf.keras.Input(shape=(None, None), dtype=tf.int32, name=DOCUMENT_IDS),
         MASK: tf.keras.Input(shape=(None,), dtype=tf.bool, name=MASK),
     }
+    if first_stage:
+        inputs[FIRST_STAGE] = tf.keras.Input(shape=(None,), dtype=tf.float32, name=FIRST_STAGE)
+    return inputs
+
+
+def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
+    """The known rankings the score is a residual over (``score_mixture``): the
+    checkpoint's cosine (``[B, N]``) and the first stage's scores."""
+    signals = {}
+    if config.similarity == "checkpoint":
+        if tower is None:
+            raise ValueError("`similarity` checkpoint needs the checkpoint's encoder settings")
+        encoder = SentenceTower.from_config({**tower, "name": SIMILARITY_LAYER})
+        signals["similarity"] = encoder.cosine(
+            inputs[QUERY_IDS], inputs[DOCUMENT_IDS], inputs[MASK]
+        )
+    if config.first_stage:
+        signals["first_stage"] = inputs[FIRST_STAGE]
+    return signals
 
 
 def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
@@ -80,6 +118,23 @@ def _encoder(x, global_valid, local_valid, config: ModelConfig, form: Listformer
     return x
 
 
+def _document_scores(z_seps, inputs: dict, config: ModelConfig, item_levels, tower) -> dict:
+    """``scores [B, N]`` (and ``item_levels``) from the ``[SEP]`` outputs ``[B, N, D]``: a
+    linear head, or a residual over the known rankings (``score_mixture``)."""
+    mask = inputs[MASK]
+    signals = _signals(inputs, config, tower)
+    if signals and item_levels:
+        raise ValueError("the ordinal loss's level logits take no similarity or first stage")
+    if not signals:
+        score = dense(item_levels or 1, fan_in=config.width, init=config.init, dtype="float32")
+        return score_outputs(score(z_seps), mask, item_levels)  # [B, N, 1] -> [B, N]
+    # A residual over them: the head starts at zero.
+    score = Dense(1, kernel_initializer="zeros", dtype="float32", name="score_head")
+    raw = score(z_seps)[..., 0]  # [B, N, 1] -> [B, N]
+    raw = ScoreMixture(tuple(signals), name="mixture")(raw, mask, *signals.values())
+    return score_outputs(raw[..., tf.newaxis], mask, None)  # [B, N] -> [B, N, 1] -> [B, N]
+
+
 def build_listformer(
     vocab_size: int,
     config: ModelConfig,
@@ -87,6 +142,7 @@ def build_listformer(
     item_levels: int | None = None,
     *,
     form: ListformerForm | None = None,
+    tower: dict | None = None,
 ) -> tf.keras.Model:
     """The Listformer on token ids.
 
@@ -99,10 +155,12 @@ def build_listformer(
       levels: ``K`` levels of the list head; ``None`` or 0: no list head.
       item_levels: per-document level logits for the ordinal loss; ``None``: one score.
       form: the layers' form; ``None``: ``ListformerForm.from_scratch()``.
+      tower: ``SentenceTower``'s settings (``get_config``) when
+        ``config.similarity`` is ``checkpoint``.
     """
     form = form or ListformerForm.from_scratch()
     # === Inputs ===
-    inputs = text_inputs()
+    inputs = text_inputs(bool(config.first_stage))
     mask = inputs[MASK]
     # === Embedding ===
     embedding = ListformerEmbedding(
@@ -121,8 +179,7 @@ def build_listformer(
     x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D]
     # === Heads ===
     z_cls, z_seps = DocumentReadout(name="readout")(x, global_valid, mask)  # [B, D], [B, N, D]
-    score = dense(item_levels or 1, fan_in=config.width, init=config.init, dtype="float32")
-    outputs = score_outputs(score(z_seps), mask, item_levels)  # [B, N, 1] -> [B, N]
+    outputs = _document_scores(z_seps, inputs, config, item_levels, tower)
     if levels:
         head = tf.keras.Sequential(
             [
@@ -150,9 +207,12 @@ def build_text_model(
     *,
     item_levels: int | None = None,
     form: ListformerForm | None = None,
+    tower: dict | None = None,
 ) -> tf.keras.Model:
     """The text model ``name`` (a key of ``TEXT_MODELS``) with ``config``'s defaults filled
-    in, its layers in ``form`` (``None``: the from-scratch form)."""
+    in, its layers in ``form`` (``None``: the from-scratch form), the checkpoint's
+    encoder ``tower`` settings for its similarity."""
     if name not in TEXT_MODELS:
         raise ValueError(f"Unknown text model {name!r}; choose from {sorted(TEXT_MODELS)}")
-    return TEXT_MODELS[name](vocab_size, config.resolved(name), levels, item_levels, form=form)
+    resolved = config.resolved(name)
+    return TEXT_MODELS[name](vocab_size, resolved, levels, item_levels, form=form, tower=tower)

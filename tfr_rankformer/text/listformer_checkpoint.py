@@ -28,7 +28,7 @@ Listformer's positions and segments): tested to 1e-4.
 ``tfr-train --init-from DIR`` (``TextConfig.init_from``) starts a run here:
 ``check_checkpoint_directory`` refuses a directory without one of its files,
 the command line refuses sizes that ``checkpoint_conflicts`` finds differing
-from the checkpoint's, and ``text_training`` reads the checkpoint before it
+from the checkpoint's, and ``text_family`` reads the checkpoint before it
 scans the training lists and builds the model after (``pretrained_listformer``).
 """
 
@@ -49,11 +49,16 @@ from tfr_rankformer.text.bert_checkpoint import (
     VOCAB_FILE,
     WEIGHTS_FILE,
     BertCheckpoint,
+    attention_names,
+    dense_values,
+    layer_values,
+    norm_values,
     read_bert_checkpoint,
     read_json_object,
 )
-from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer import SIMILARITY_LAYER, build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_settings
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 __all__ = [
@@ -64,6 +69,7 @@ __all__ = [
     "checkpoint_conflicts",
     "listformer_from_checkpoint",
     "pretrained_listformer",
+    "pretrained_settings",
     "checkpoint_model_config",
     "checkpoint_form",
     "checkpoint_tokenizer",
@@ -110,12 +116,22 @@ class PretrainedListformer:
     def settings(self) -> dict:
         """What rebuilding the model and tokenizer needs besides the architecture and
         ``vocab.txt`` (JSON)."""
-        return {
-            "form": self.form.to_json(),
-            "vocab_size": self.vocab_size,
-            "lower_case": self.tokenizer.lower_case,
-            "basic_tokenization": self.tokenizer.basic_tokenization,
-        }
+        return _settings(self.form, self.vocab_size, self.tokenizer)
+
+
+def _settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -> dict:
+    return {
+        "form": form.to_json(),
+        "vocab_size": vocab_size,
+        "lower_case": tokenizer.lower_case,
+        "basic_tokenization": tokenizer.basic_tokenization,
+    }
+
+
+def pretrained_settings(checkpoint: BertCheckpoint, tokenizer: TextTokenizer) -> dict:
+    """``PretrainedListformer.settings`` of a start from ``checkpoint``, without building
+    the model."""
+    return _settings(checkpoint_form(checkpoint), checkpoint.vocab_size, tokenizer)
 
 
 def checkpoint_model_config(checkpoint: BertCheckpoint, config: ModelConfig) -> ModelConfig:
@@ -164,22 +180,6 @@ def checkpoint_tokenizer(
     )
 
 
-def _dense(layer, weights: dict, *names: str) -> list:
-    """``(variable, value, source)`` of a Dense layer from PyTorch ``[out, in]`` weights,
-    several of them side by side (the query, key and value projections)."""
-    kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
-    bias = np.concatenate([weights[f"{n}.bias"] for n in names])
-    source = " + ".join(names)
-    return [(layer.kernel, kernel, f"{source}.weight"), (layer.bias, bias, f"{source}.bias")]
-
-
-def _norm(layer, weights: dict, name: str) -> list:
-    return [
-        (layer.gamma, weights[f"{name}.weight"], f"{name}.weight"),
-        (layer.beta, weights[f"{name}.bias"], f"{name}.bias"),
-    ]
-
-
 def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
     weights = checkpoint.weights
     words = weights["embeddings.word_embeddings.weight"]
@@ -195,23 +195,14 @@ def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
         (embedding.positions, weights[positions], positions),
         (embedding.segments, segments, "embeddings.token_type_embeddings.weight"),
         (embedding.special, special, "embeddings.word_embeddings.weight ([CLS], [SEP])"),
-        *_norm(embedding.norm, weights, "embeddings.LayerNorm"),
+        *norm_values(embedding.norm, weights, "embeddings.LayerNorm"),
     ]
 
 
 def _layer_values(layer, weights: dict, index: int) -> list:
-    prefix = f"encoder.layer.{index}."
-    qkv = [prefix + f"attention.self.{part}" for part in ("query", "key", "value")]
-    values = [
-        *_dense(layer.qkv, weights, *qkv),
-        *_dense(layer.attention_out, weights, prefix + "attention.output.dense"),
-        *_norm(layer.norm_attention, weights, prefix + "attention.output.LayerNorm"),
-        *_dense(layer.ff_in, weights, prefix + "intermediate.dense"),
-        *_dense(layer.ff_out, weights, prefix + "output.dense"),
-        *_norm(layer.norm_ff, weights, prefix + "output.LayerNorm"),
-    ]
+    values = layer_values(layer, weights, index)
     if layer.global_projections:  # Longformer: global projections start as the local ones
-        values += _dense(layer.qkv_global, weights, *qkv)
+        values += dense_values(layer.qkv_global, weights, *attention_names(index))
     return values
 
 
@@ -284,10 +275,19 @@ def pretrained_listformer(
     beside ``tokenizer`` (``checkpoint_tokenizer``); see ``listformer_from_checkpoint``."""
     resolved = checkpoint_model_config(checkpoint, config)
     form = checkpoint_form(checkpoint)
+    tower = tower_settings(checkpoint) if resolved.similarity == "checkpoint" else None
     model = build_text_model(
-        MODEL, checkpoint.vocab_size, resolved, levels, item_levels=item_levels, form=form
+        MODEL,
+        checkpoint.vocab_size,
+        resolved,
+        levels,
+        item_levels=item_levels,
+        form=form,
+        tower=tower,
     )
     load_checkpoint_weights(model, checkpoint)
+    if tower is not None:
+        load_tower_weights(model.get_layer(SIMILARITY_LAYER), checkpoint)
     logger.info("the listformer starts from %s", checkpoint.directory)
     return PretrainedListformer(
         model=model,

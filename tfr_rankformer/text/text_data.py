@@ -12,11 +12,15 @@ tolerantly: without one, the files are found by name and the features take
 Parsing uses TF-Ranking's ELWC parser (``tfr.data``); word tokens are joined
 with spaces into one string per query and per document, which the model's
 tokenizer (``text_tokenizer``) splits again. Each parsed list is
-``{"query": [], "documents": [L], "mask": [L], "label": [L]}``.
+``{"query": [], "documents": [L], "mask": [L], "label": [L]}``; when the
+manifest names a ``first_stage_feature`` (lists converted from a first stage's
+run, ``docs/text_data.md``), also ``"first_stage": [L]`` float32, each
+document's first-stage score (0 on padding), in the documents' order.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import os
@@ -43,9 +47,15 @@ __all__ = [
     "length_sorted_batches",
     "trimmed_to_documents",
     "scan_split",
+    "QUERY",
+    "DOCUMENTS",
+    "MASK",
+    "LABEL",
+    "FIRST_STAGE",
 ]
 
 QUERY, DOCUMENTS, MASK, LABEL = "query", "documents", "mask", "label"
+FIRST_STAGE = "first_stage"
 _PARSE_BATCH = 64
 SPLITS = ("train", "vali", "test")
 
@@ -98,7 +108,13 @@ class TextConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TextData:
-    """A directory of text ELWC: its files per split and its feature names."""
+    """A directory of text ELWC: its files per split and its feature names.
+
+    Attributes:
+      first_stage_feature: the per-item float32 feature holding the first
+        stage's scores (the manifest's ``first_stage_feature``), parsed into
+        ``FIRST_STAGE``; ``None``: the data has none.
+    """
 
     directory: str
     files: dict[str, list[str]]
@@ -106,6 +122,12 @@ class TextData:
     document_feature: str
     label_feature: str
     manifest: Manifest
+    first_stage_feature: str | None = None
+
+    @property
+    def has_first_stage(self) -> bool:
+        """Whether parsed lists hold ``FIRST_STAGE``, the first stage's scores."""
+        return self.first_stage_feature is not None
 
     def split_files(self, split: str) -> list[str]:
         if split not in self.files:
@@ -162,6 +184,7 @@ def load_text_data(directory: str, config: TextConfig) -> TextData:
         document_feature=config.document_feature or manifest.document_feature or "document_tokens",
         label_feature=config.label_feature or manifest.label_feature or "relevance",
         manifest=manifest,
+        first_stage_feature=manifest.first_stage_feature,
     )
 
 
@@ -185,29 +208,42 @@ def parse_text_batch(
     seed: int = 0,
 ) -> dict:
     """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]`` (strings),
-    ``mask [B, L]`` and ``label [B, L]`` float32 (``-1`` for padding)."""
+    ``mask [B, L]`` and ``label [B, L]`` float32 (``-1`` for padding), and, when
+    ``data.has_first_stage``, ``first_stage [B, L]`` float32 (0 for padding).
+
+    TF-Ranking's parser shuffles (``shuffle_documents``) and cuts to ``list_size``
+    whole examples, so every per-document tensor keeps one order."""
     import tensorflow_ranking as tfr
 
+    example_spec = {
+        data.document_feature: tf.io.VarLenFeature(tf.string),
+        data.label_feature: tf.io.FixedLenFeature([1], tf.int64, default_value=-1),
+    }
+    if data.has_first_stage:
+        example_spec[data.first_stage_feature] = tf.io.FixedLenFeature(
+            [1], tf.float32, default_value=0.0
+        )
     parsed = tfr.data.parse_from_example_list(
         serialized,
         list_size=list_size,
         context_feature_spec={data.query_feature: tf.io.VarLenFeature(tf.string)},
-        example_feature_spec={
-            data.document_feature: tf.io.VarLenFeature(tf.string),
-            data.label_feature: tf.io.FixedLenFeature([1], tf.int64, default_value=-1),
-        },
+        example_feature_spec=example_spec,
         mask_feature_name=MASK,
         shuffle_examples=shuffle_documents,
         seed=seed,
     )
     mask = parsed[MASK]
     label = tf.cast(tf.squeeze(parsed[data.label_feature], axis=-1), tf.float32)  # [B, L]
-    return {
+    lists = {
         QUERY: _join_tokens(parsed[data.query_feature]),
         DOCUMENTS: tf.where(mask, _join_tokens(parsed[data.document_feature]), ""),
         MASK: mask,
         LABEL: tf.where(mask, label, PADDING_LABEL),
     }
+    if data.has_first_stage:
+        score = tf.squeeze(parsed[data.first_stage_feature], axis=-1)  # [B, L, 1] -> [B, L]
+        lists[FIRST_STAGE] = tf.where(mask, score, 0.0)
+    return lists
 
 
 def parsed_text_lists(
@@ -221,7 +257,9 @@ def parsed_text_lists(
     """One element per list (see the module docstring), in file order.
 
     With ``list_size`` every list is padded or cut to it (after shuffling its
-    documents when ``shuffle_documents``); with ``None`` nothing is cut.
+    documents when ``shuffle_documents``: a longer list is then a random sample
+    of its documents); with ``None`` nothing is cut. A document's text, label
+    and first-stage score stay together.
     """
     dataset = tf.data.TFRecordDataset(data.split_files(split))
     dataset = dataset.batch(_PARSE_BATCH).map(
@@ -233,12 +271,18 @@ def parsed_text_lists(
     return dataset.unbatch()
 
 
-_PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL}
+_PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL, FIRST_STAGE: 0.0}
+
+
+def _padding(lists: tf.data.Dataset) -> dict:
+    """The padding values of the keys ``lists`` holds (``FIRST_STAGE`` only with it)."""
+    return {key: _PADDING[key] for key in lists.element_spec}
 
 
 def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-    """Lists padded to the longest of each batch (padding documents: empty, masked, label -1)."""
-    return lists.padded_batch(batch_size, padding_values=_PADDING)
+    """Lists padded to the longest of each batch (padding documents: empty, masked,
+    label -1, first-stage score 0)."""
+    return lists.padded_batch(batch_size, padding_values=_padding(lists))
 
 
 def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
@@ -270,7 +314,7 @@ def length_sorted_batches(
     ``window`` batches (anew on each pass); without it, they come in order of length
     within each window.
     """
-    lists = lists.padded_batch(batch_size * window, padding_values=_PADDING)
+    lists = lists.padded_batch(batch_size * window, padding_values=_padding(lists))
 
     def sorted_window(group):
         sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
@@ -288,7 +332,9 @@ def scan_split(
     data: TextData, split: str, *, word_counts=None, list_size: int | None = None
 ) -> dict:
     """One pass over a split: lists, documents, longest list, lists longer than
-    ``list_size``, documents without a label, the highest label, and (when
+    ``list_size``, documents without a label, the highest label, the lists by
+    their number of documents (``lengths``; ``lengths_with_relevant``: of those
+    with a judged relevant document), and (when
     ``word_counts``, a ``Counter``, is given) the words of its text.
 
     Raises:
@@ -299,6 +345,8 @@ def scan_split(
     lists = documents = longest = longer = unlabelled = 0
     max_label = 0.0
     empty_lists = 0
+    lengths: collections.Counter = collections.Counter()  # documents -> lists
+    relevant_lengths: collections.Counter = collections.Counter()  # of lists with t > 0
     batches = batched_text_lists(parsed_text_lists(data, split, list_size=None), 256)
     for batch in batches.as_numpy_iterator():
         mask = batch[MASK]
@@ -311,6 +359,8 @@ def scan_split(
         labels = np.where(mask, batch[LABEL], 0.0)
         max_label = max(max_label, float(labels.max(initial=0.0)))
         empty_lists += int((labels.max(axis=1, initial=0.0) <= 0).sum())
+        lengths.update(sizes.tolist())
+        relevant_lengths.update(sizes[labels.max(axis=1, initial=0.0) > 0].tolist())
         if word_counts is not None:
             count_words((q.decode("utf-8") for q in batch[QUERY]), word_counts)
             count_words((d.decode("utf-8") for d in batch[DOCUMENTS][mask]), word_counts)
@@ -324,4 +374,6 @@ def scan_split(
         "unlabelled_documents": unlabelled,
         "max_label": int(max_label),
         "lists_without_relevant": empty_lists,
+        "lengths": {int(n): c for n, c in sorted(lengths.items())},
+        "lengths_with_relevant": {int(n): c for n, c in sorted(relevant_lengths.items())},
     }

@@ -22,6 +22,11 @@ is no token, tokens first) and ``document_mask`` bool ``[batch, list]``
 ``[CLS]`` and ``[SEP]`` itself. Ids outside ``[-1, vocabulary size)`` or
 masks of another shape fail the request with a message naming the input.
 
+A model that takes the first stage's scores (``--first-stage``) has one more
+input in every signature, ``first_stage_scores`` float32 ``[batch, list]``
+(the first stage's score of each document; ``predict_examples`` reads it from
+the ELWC's ``first_stage_score`` feature).
+
 All signatures return ``scores [batch, list]`` and, with a list head,
 ``list_probs [batch, K]`` and ``expected_list_label [batch]``. Tokens past the
 caps the model was trained with are cut, as in training (in the token-id
@@ -36,6 +41,7 @@ import os
 
 import tensorflow as tf
 
+from tfr_rankformer.elwc_schema import FIRST_STAGE_INPUT
 from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, VOCAB_NAME
 from tfr_rankformer.serving.export_versions import next_version, write_version
 from tfr_rankformer.text import text_data
@@ -45,14 +51,15 @@ from tfr_rankformer.text.client_tokenizer import (
     VOCAB_FILE,
     tokenizer_settings,
 )
-from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS
-from tfr_rankformer.text.text_runs import load_text_run, text_model_inputs
+from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS
+from tfr_rankformer.text.text_runs import load_text_run, takes_first_stage, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import SUFFIX, UNKNOWN, TextTokenizer, read_vocabulary
 
 __all__ = [
     "SIGNATURE_TEXT",
     "SIGNATURE_EXAMPLES",
     "SIGNATURE_TOKEN_IDS",
+    "FIRST_STAGE_INPUT",
     "export_text_run",
     "save_text_servable",
     "save_token_id_servable",
@@ -75,6 +82,13 @@ def _served(outputs: dict, list_head: bool) -> dict:
     return served
 
 
+def _first_stage_spec(model) -> list:
+    """The signatures' ``first_stage_scores`` input, for a model that takes it."""
+    if not takes_first_stage(model):
+        return []
+    return [tf.TensorSpec([None, None], tf.float32, name=FIRST_STAGE_INPUT)]
+
+
 class _TextServable(tf.Module):
     def __init__(self, model, tokenizer: TextTokenizer, data: text_data.TextData, list_head: bool):
         super().__init__()
@@ -82,11 +96,13 @@ class _TextServable(tf.Module):
         self.tokenizer = tokenizer
         self.data = data
         self.list_head = list_head
+        self.first_stage = takes_first_stage(model)
         self.serve_text = tf.function(
             self._serve_text,
             input_signature=[
                 tf.TensorSpec([None], tf.string, name="query"),
                 tf.TensorSpec([None, None], tf.string, name="documents"),
+                *_first_stage_spec(model),
             ],
         )
         self.serve_examples = tf.function(
@@ -95,15 +111,17 @@ class _TextServable(tf.Module):
         )
 
     def _score(self, batch):
-        outputs = self.model(text_model_inputs(self.tokenizer, batch), training=False)
-        return _served(outputs, self.list_head)
+        inputs = text_model_inputs(self.tokenizer, batch, first_stage=self.first_stage)
+        return _served(self.model(inputs, training=False), self.list_head)
 
-    def _serve_text(self, query, documents):
+    def _serve_text(self, query, documents, first_stage_scores=None):
         batch = {
             text_data.QUERY: query,
             text_data.DOCUMENTS: documents,
             text_data.MASK: tf.not_equal(documents, ""),
         }
+        if first_stage_scores is not None:
+            batch[text_data.FIRST_STAGE] = first_stage_scores
         return self._score(batch)
 
     def _serve_examples(self, examples):
@@ -161,10 +179,11 @@ class _TokenIdServable(tf.Module):
                 tf.TensorSpec([None, None], tf.int32, name="query_ids"),
                 tf.TensorSpec([None, None, None], tf.int32, name="document_ids"),
                 tf.TensorSpec([None, None], tf.bool, name="document_mask"),
+                *_first_stage_spec(model),
             ],
         )
 
-    def _serve_ids(self, query_ids, document_ids, document_mask):
+    def _serve_ids(self, query_ids, document_ids, document_mask, first_stage_scores=None):
         with tf.control_dependencies(
             _id_checks(query_ids, document_ids, document_mask, self.vocab_size)
         ):
@@ -173,6 +192,8 @@ class _TokenIdServable(tf.Module):
                 DOCUMENT_IDS: _cut(document_ids, self.caps[1]),
                 text_data.MASK: tf.identity(document_mask),
             }
+            if first_stage_scores is not None:
+                inputs[FIRST_STAGE] = tf.identity(first_stage_scores)
         return _served(self.model(inputs, training=False), self.list_head)
 
 

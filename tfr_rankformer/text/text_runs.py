@@ -6,8 +6,10 @@ Besides a feature-vector run's files, a text run's ``model_dir/`` holds
 both named in ``run_layout``): ``label_levels`` and, for a run started from a
 checkpoint (``--init-from``), ``pretrained``: the layers' form, the token
 table's rows and the tokenizer's lower-casing and basic tokenisation
-(``PretrainedListformer.settings``), so that reloading needs no checkpoint.
-``text_training`` writes them;
+(``PretrainedListformer.settings``), so that reloading needs no checkpoint,
+and ``similarity``: the settings of the checkpoint's frozen encoder when the
+score is a residual over its cosine (``score_mixture``; its weights are in the
+run's checkpoints). ``text_family`` writes them;
 ``load_text_run`` reads them back for evaluation (``text_run_evaluator``, which
 ``runner.evaluate`` uses) and export (``text_export``).
 """
@@ -33,7 +35,7 @@ from tfr_rankformer.run_layout import (
     is_text_run,
 )
 from tfr_rankformer.text import text_data
-from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model
+from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS, build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
 from tfr_rankformer.train_config import TrainConfig
@@ -41,14 +43,19 @@ from tfr_rankformer.train_config import TrainConfig
 __all__ = [
     "VOCAB_NAME",
     "TEXT_RUN_NAME",
+    "LOGGED",
     "text_tokenizer",
     "text_model_inputs",
+    "takes_first_stage",
     "evaluate_text_model",
     "is_text_run",
     "load_text_run",
     "text_run_evaluator",
 ]
 
+
+# The validation metrics a text run logs each epoch (``val_*``).
+LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
 
 # A pretrained run's ``pretrained`` entry of ``text_model.json``: key -> expected types.
 _PRETRAINED_KEYS = {
@@ -77,24 +84,37 @@ def text_tokenizer(
     )
 
 
+def takes_first_stage(model: tf.keras.Model) -> bool:
+    """Whether a text model takes the first stage's scores as an input."""
+    return isinstance(model.input, dict) and FIRST_STAGE in model.input
+
+
 def text_model_inputs(
-    tokenizer: TextTokenizer, batch: dict, *, token_multiples: tuple[int, int] = (1, 1)
+    tokenizer: TextTokenizer,
+    batch: dict,
+    *,
+    token_multiples: tuple[int, int] = (1, 1),
+    first_stage: bool = False,
 ) -> dict:
     """Model inputs of a batch of text lists (``text_data``'s layout).
 
     With ``token_multiples`` ``(q, t)`` the query and document token axes are padded
     (``-1``) up to multiples of ``q`` and ``t`` tokens, at most the tokenizer's caps, so
-    that the batches take few shapes; padding tokens change no score.
+    that the batches take few shapes; padding tokens change no score. With
+    ``first_stage`` the batch's first-stage scores are an input too.
     """
     encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
     query_multiple, document_multiple = token_multiples
-    return {
+    inputs = {
         QUERY_IDS: _padded_up(encoded["query_ids"], query_multiple, tokenizer.max_query_tokens),
         DOCUMENT_IDS: _padded_up(
             encoded["document_ids"], document_multiple, tokenizer.max_document_tokens
         ),
         text_data.MASK: batch[text_data.MASK],
     }
+    if first_stage:
+        inputs[FIRST_STAGE] = batch[text_data.FIRST_STAGE]
+    return inputs
 
 
 def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
@@ -121,6 +141,8 @@ def _predict_step(model):
             DOCUMENT_IDS: tf.TensorSpec([None, None, None], tf.int32),
             text_data.MASK: tf.TensorSpec([None, None], tf.bool),
         }
+        if takes_first_stage(model):
+            signature[FIRST_STAGE] = tf.TensorSpec([None, None], tf.float32)
         ref = weakref.ref(model)
         step = tf.function(
             lambda inputs: ref()(inputs, training=False), input_signature=[signature]
@@ -133,7 +155,9 @@ def _predict_step(model):
 _EVALUATION_WINDOW = 64
 
 
-def _evaluation_batches(tokenizer, data, split: str, batch_size: int) -> tf.data.Dataset:
+def _evaluation_batches(
+    tokenizer, data, split: str, batch_size: int, first_stage: bool
+) -> tf.data.Dataset:
     """``(inputs, labels, cut)`` for every batch of ``split``'s lists: lists of similar
     lengths together (``length_sorted_batches``: little padding; the metrics do not
     depend on the lists' order), tokenised in the input pipeline, ahead of the model."""
@@ -148,6 +172,8 @@ def _evaluation_batches(tokenizer, data, split: str, batch_size: int) -> tf.data
             DOCUMENT_IDS: tokens["document_ids"],
             text_data.MASK: mask,
         }
+        if first_stage:
+            inputs[FIRST_STAGE] = batch[text_data.FIRST_STAGE]
         cut = {
             "queries_cut": tf.reduce_sum(tf.cast(tokens["query_cut"], tf.int32)),
             "documents_cut": tf.reduce_sum(tf.cast(tokens["documents_cut"] & mask, tf.int32)),
@@ -165,7 +191,8 @@ def evaluate_text_model(
     step = _predict_step(model)
     parts = collections.defaultdict(list)
     cut = collections.Counter()
-    for inputs, labels, batch_cut in _evaluation_batches(tokenizer, data, split, batch_size):
+    batches = _evaluation_batches(tokenizer, data, split, batch_size, takes_first_stage(model))
+    for inputs, labels, batch_cut in batches:
         cut.update({key: int(value) for key, value in batch_cut.items()})
         outputs = step(inputs)
         parts["scores"].append(outputs["scores"].numpy())
@@ -225,12 +252,16 @@ def _pretrained_settings(path: str, values: dict) -> dict | None:
     return dict(settings, form=form)
 
 
-def _read_text_run(model_dir: str) -> tuple[int, dict | None]:
-    """``label_levels`` and the checked ``pretrained`` entry of ``text_model.json``."""
+def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
+    """``label_levels``, the checked ``pretrained`` entry of ``text_model.json`` and its
+    ``similarity`` entry (the checkpoint encoder's settings, or ``None``)."""
     path = os.path.join(model_dir, TEXT_RUN_NAME)
     with open(path, encoding="utf-8") as f:
         values = json.load(f)
-    return values["label_levels"], _pretrained_settings(path, values)
+    tower = values.get("similarity")
+    if tower is not None and not isinstance(tower, dict):
+        raise ValueError(f"{path}: 'similarity' must be an object of settings, got {tower!r}")
+    return values["label_levels"], _pretrained_settings(path, values), tower
 
 
 def load_text_run(model_dir: str):
@@ -250,7 +281,7 @@ def load_text_run(model_dir: str):
         raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
-    max_label, pretrained = _read_text_run(model_dir)
+    max_label, pretrained, tower = _read_text_run(model_dir)
     vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
     vocab_size, form, tokenization = len(vocabulary), None, {}
     if pretrained is not None:
@@ -265,6 +296,7 @@ def load_text_run(model_dir: str):
         max_label if config.uses_list_head else None,
         item_levels=max_label if score_loss.output == "item_levels" else None,
         form=form,
+        tower=tower,
     )
     status = model.load_weights(weights)
     status.expect_partial()

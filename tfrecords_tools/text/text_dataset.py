@@ -6,10 +6,14 @@
 ``label_feature``), ``splits`` (per split ``num_lists``, ``num_items`` and the
 files with their list counts), and also ``max_relevance``, the tokenizer,
 the source, the conversion's parameters and seed, and the ``filtered`` counts.
+Lists built from a first stage's run also name ``first_stage_feature`` and say
+where its values come from (``first_stage_score_source``: the run's scores,
+or minus the ranks of a run without scores).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest, write_manifest
@@ -18,6 +22,7 @@ from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.text.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
+    FIRST_STAGE_FEATURE,
     LABEL_FEATURE,
     QUERY_FEATURE,
     QUERY_ID_FEATURE,
@@ -26,13 +31,47 @@ from tfrecords_tools.text.text_elwc import (
 
 __all__ = [
     "MANIFEST_NAME",
+    "RUN_SCORE",
+    "MINUS_RANK",
+    "RUN_SCORE_AND_MINUS_RANK",
+    "first_stage_score_source",
     "is_text_dataset",
     "text_manifest",
     "write_atomically",
     "relative_paths",
 ]
 
+logger = logging.getLogger(__name__)
+
 MANIFEST_VERSION = 1
+
+# ``first_stage_score_source``: every document's run line had a score (TREC
+# runs), none had (MS MARCO's three columns: the score is minus the rank), or
+# some of each (the two scales are mixed in one feature).
+RUN_SCORE = "run score"
+MINUS_RANK = "minus rank"
+RUN_SCORE_AND_MINUS_RANK = "run score and minus rank"
+
+
+def first_stage_score_source(*, scored: int, unscored: int) -> str:
+    """The manifest's ``first_stage_score_source`` of ``scored`` documents whose run
+    line had a score and ``unscored`` whose line had none.
+
+    >>> first_stage_score_source(scored=4, unscored=0)
+    'run score'
+    >>> first_stage_score_source(scored=0, unscored=3)
+    'minus rank'
+    """
+    if scored and unscored:
+        logger.warning(
+            "%d documents have their run score and %d (of run lines without a score, MS "
+            "MARCO's) minus their rank as %s: the two scales are mixed",
+            scored,
+            unscored,
+            FIRST_STAGE_FEATURE,
+        )
+        return RUN_SCORE_AND_MINUS_RANK
+    return MINUS_RANK if unscored else RUN_SCORE
 
 
 def is_text_dataset(directory: str) -> bool:
@@ -58,12 +97,49 @@ def relative_paths(values, scratch: str):
     return values
 
 
+def _elwc_types(first_stage: bool) -> dict:
+    """The manifest's ``elwc`` entry: the features of the context and of each item."""
+    examples = {
+        DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+        DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
+        LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
+    }
+    if first_stage:
+        examples[FIRST_STAGE_FEATURE] = {"dtype": "float32", "shape": [1]}
+    return {
+        "context": {
+            QUERY_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+            QUERY_ID_FEATURE: {"dtype": "string", "shape": [1]},
+        },
+        "examples": examples,
+    }
+
+
 def text_manifest(
-    parameters: dict, splits, read, filtered, max_label, source, *, seed: int
+    parameters: dict,
+    splits,
+    read,
+    filtered,
+    max_label,
+    source,
+    *,
+    seed: int,
+    first_stage_source: str | None = None,
 ) -> Manifest:
-    """The ``manifest.json`` of a text dataset (see the README's *Text ranking data*)."""
+    """The ``manifest.json`` of a text dataset (see ``docs/text_data.md``).
+
+    Args:
+      first_stage_source: the ``first_stage_score_source`` of lists whose items
+        hold ``first_stage_score``; ``None``: they do not.
+    """
     from tfr_rankformer import __version__
 
+    first_stage = {}
+    if first_stage_source is not None:
+        first_stage = {
+            "first_stage_feature": FIRST_STAGE_FEATURE,
+            "first_stage_score_source": first_stage_source,
+        }
     content = {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
@@ -73,18 +149,9 @@ def text_manifest(
         "label_feature": LABEL_FEATURE,
         "query_id_feature": QUERY_ID_FEATURE,
         "document_id_feature": DOCUMENT_ID_FEATURE,
+        **first_stage,
         "max_relevance": int(max_label),
-        "elwc": {
-            "context": {
-                QUERY_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
-                QUERY_ID_FEATURE: {"dtype": "string", "shape": [1]},
-            },
-            "examples": {
-                DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
-                DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
-                LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
-            },
-        },
+        "elwc": _elwc_types(first_stage_source is not None),
         "tokenizer": TOKENIZER_DESCRIPTION,
         "source": source or {"kind": "trec"},
         "parameters": parameters,

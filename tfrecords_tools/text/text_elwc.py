@@ -9,15 +9,17 @@ query whose
 * items hold ``document_tokens`` (``bytes_list``, one entry per token) and
   ``relevance`` (``int64_list``, one graded label).
 
-Our files add two features a parser that does not ask for them never sees: the
+Our files add features a parser that does not ask for them never sees: the
 context's ``query_id`` and each item's ``document_id`` (``bytes_list``, one
-entry), so scores can be written back as a TREC run. Splits are written to
-``DIR/{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` beside ``manifest.json``
-(``kind: "text"``).
+entry), so scores can be written back as a TREC run, and, in lists built from
+a first stage's run, each item's ``first_stage_score`` (``float_list``, one
+float32: the run's score of the document), so a re-ranker can use it. Splits
+are written to ``DIR/{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` beside
+``manifest.json`` (``kind: "text"``).
 
-The protos are encoded and decoded by hand (bytes and int64 lists only), so
-conversion and reading never load TensorFlow; tests check both directions
-against the protobuf classes and ``tf.io`` parsing.
+The protos are encoded and decoded by hand (``example_wire``), so conversion
+and reading never load TensorFlow; tests check both directions against the
+protobuf classes and ``tf.io`` parsing.
 """
 
 from __future__ import annotations
@@ -25,18 +27,22 @@ from __future__ import annotations
 import collections
 import dataclasses
 import glob
+import math
 import os
+import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
-from tfrecords_tools.protobuf_wire import (
-    WireFormatError,
-    decode_varint,
-    encode_varint,
-    field_header,
-    iter_fields,
+from tfrecords_tools.example_wire import (
+    bytes_feature,
+    decode_example,
+    encode_example,
+    float_feature,
+    int64_feature,
+    length_delimited,
 )
+from tfrecords_tools.protobuf_wire import WireFormatError, iter_fields
 from tfrecords_tools.tfrecord_reader import TFRecordFile
 
 __all__ = [
@@ -45,9 +51,11 @@ __all__ = [
     "LABEL_FEATURE",
     "QUERY_ID_FEATURE",
     "DOCUMENT_ID_FEATURE",
+    "FIRST_STAGE_FEATURE",
     "TEXT_KIND",
     "TextList",
     "TextElwcError",
+    "to_float32",
     "encode_text_list",
     "decode_text_list",
     "TextSplitWriter",
@@ -60,7 +68,28 @@ DOCUMENT_FEATURE = "document_tokens"
 LABEL_FEATURE = "relevance"
 QUERY_ID_FEATURE = "query_id"
 DOCUMENT_ID_FEATURE = "document_id"
+FIRST_STAGE_FEATURE = "first_stage_score"
 TEXT_KIND = "text"
+
+
+def to_float32(value: float) -> float:
+    """``value`` rounded to float32, as the ``float_list`` stores it.
+
+    >>> to_float32(0.1), to_float32(-3)
+    (0.10000000149011612, -3.0)
+
+    Raises:
+      ValueError: ``value`` is not finite, or beyond float32's range.
+    """
+    try:
+        (rounded,) = struct.unpack("<f", struct.pack("<f", value))
+    except OverflowError:
+        raise ValueError(f"{value!r} is beyond float32's range") from None
+    except struct.error:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not math.isfinite(rounded):
+        raise ValueError(f"{value!r} is not a finite number")
+    return rounded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +102,9 @@ class TextList:
       document_ids: ``[n]`` the documents' ids.
       document_tokens: ``[n]`` each document's tokens.
       relevance: ``[n]`` graded labels (non-negative ints).
+      first_stage_scores: ``[n]`` each document's score in the first stage's
+        run (written as ``first_stage_score``, so kept rounded to float32), or
+        ``None``: the list has no first stage's scores.
     """
 
     query_id: str
@@ -80,6 +112,7 @@ class TextList:
     document_ids: tuple
     document_tokens: tuple
     relevance: tuple
+    first_stage_scores: tuple | None = None
 
     def __post_init__(self):
         n = len(self.document_ids)
@@ -88,6 +121,18 @@ class TextList:
                 f"list {self.query_id!r}: {n} document ids, {len(self.document_tokens)} token "
                 f"lists and {len(self.relevance)} labels; they must be equally many"
             )
+        if self.first_stage_scores is None:
+            return
+        if len(self.first_stage_scores) != n:
+            raise ValueError(
+                f"list {self.query_id!r}: {n} document ids and {len(self.first_stage_scores)} "
+                "first-stage scores; they must be equally many"
+            )
+        try:
+            scores = tuple(to_float32(v) for v in self.first_stage_scores)
+        except ValueError as e:
+            raise ValueError(f"list {self.query_id!r}: a first-stage score {e}") from None
+        object.__setattr__(self, "first_stage_scores", scores)
 
 
 class TextElwcError(ValueError):
@@ -104,100 +149,38 @@ class TextElwcError(ValueError):
 # === Encoding ===
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2)."""
-    return field_header(number, len(payload)) + payload
-
-
-def _bytes_feature(values: Sequence[bytes]) -> bytes:
-    # Feature.bytes_list (1) -> BytesList.value (1), repeated.
-    return _field(1, b"".join(_field(1, v) for v in values))
-
-
-def _int64_feature(values: Sequence[int]) -> bytes:
-    # Feature.int64_list (3) -> Int64List.value (1), packed.
-    return _field(3, _field(1, b"".join(encode_varint(v) for v in values)))
-
-
-def _example(features: dict) -> bytes:
-    """``Example.features`` (1) -> ``Features.feature`` (1): map entries key (1), value (2)."""
-    entries = b"".join(
-        _field(1, _field(1, key.encode("utf-8")) + _field(2, value))
-        for key, value in features.items()
-    )
-    return _field(1, entries)
-
-
 def _utf8(tokens) -> list[bytes]:
     return [t.encode("utf-8") for t in tokens]
+
+
+def _item(text_list: TextList, i: int) -> bytes:
+    """The ``Example`` of the list's document ``i``."""
+    features = {
+        DOCUMENT_ID_FEATURE: bytes_feature([text_list.document_ids[i].encode("utf-8")]),
+        DOCUMENT_FEATURE: bytes_feature(_utf8(text_list.document_tokens[i])),
+        LABEL_FEATURE: int64_feature([int(text_list.relevance[i])]),
+    }
+    if text_list.first_stage_scores is not None:
+        features[FIRST_STAGE_FEATURE] = float_feature([text_list.first_stage_scores[i]])
+    return encode_example(features)
 
 
 def encode_text_list(text_list: TextList) -> bytes:
     """Serialises one list as an ``ExampleListWithContext`` of the text layout."""
     items = b"".join(
-        _field(
-            1,  # ExampleListWithContext.examples
-            _example(
-                {
-                    DOCUMENT_ID_FEATURE: _bytes_feature([doc_id.encode("utf-8")]),
-                    DOCUMENT_FEATURE: _bytes_feature(_utf8(tokens)),
-                    LABEL_FEATURE: _int64_feature([int(label)]),
-                }
-            ),
-        )
-        for doc_id, tokens, label in zip(
-            text_list.document_ids, text_list.document_tokens, text_list.relevance
-        )
+        length_delimited(1, _item(text_list, i))  # ExampleListWithContext.examples
+        for i in range(len(text_list.document_ids))
     )
-    context = _example(
+    context = encode_example(
         {
-            QUERY_ID_FEATURE: _bytes_feature([text_list.query_id.encode("utf-8")]),
-            QUERY_FEATURE: _bytes_feature(_utf8(text_list.query_tokens)),
+            QUERY_ID_FEATURE: bytes_feature([text_list.query_id.encode("utf-8")]),
+            QUERY_FEATURE: bytes_feature(_utf8(text_list.query_tokens)),
         }
     )
-    return items + _field(2, context)  # ExampleListWithContext.context
+    return items + length_delimited(2, context)  # ExampleListWithContext.context
 
 
 # === Decoding ===
-
-
-def _decode_feature(data: bytes) -> tuple[str, list]:
-    """A ``Feature`` as ``(kind, values)``; kind is bytes, float or int64."""
-    for number, wire, value in iter_fields(data):
-        if number == 1 and wire == 2:
-            return "bytes", [v for n, w, v in iter_fields(value) if n == 1 and w == 2]
-        if number == 3 and wire == 2:
-            values = []
-            for n, w, v in iter_fields(value):
-                if n == 1 and w == 2:  # packed
-                    pos = 0
-                    while pos < len(v):
-                        item, pos = decode_varint(v, pos)
-                        values.append(item - (1 << 64) if item >> 63 else item)
-                elif n == 1 and w == 0:
-                    values.append(v - (1 << 64) if v >> 63 else v)
-            return "int64", values
-        if number == 2 and wire == 2:
-            return "float", [None]  # float values are not part of the text layout
-    return "empty", []
-
-
-def _decode_example(data: bytes) -> dict:
-    features = {}
-    for number, wire, value in iter_fields(data):
-        if number != 1 or wire != 2:
-            continue
-        for n, w, entry in iter_fields(value):
-            if n != 1 or w != 2:
-                continue
-            key, feature = "", b""
-            for en, ew, ev in iter_fields(entry):
-                if en == 1 and ew == 2:
-                    key = ev.decode("utf-8")
-                elif en == 2 and ew == 2:
-                    feature = ev
-            features[key] = _decode_feature(feature)
-    return features
 
 
 def _tokens(features: dict, name: str, where: str) -> tuple:
@@ -209,6 +192,22 @@ def _tokens(features: dict, name: str, where: str) -> tuple:
     return tuple(v.decode("utf-8") for v in values)
 
 
+def _first_stage_scores(items: list[dict]) -> tuple | None:
+    """Each item's ``first_stage_score``; ``None`` when no item has one."""
+    if not any(FIRST_STAGE_FEATURE in item for item in items):
+        return None
+    scores = []
+    for i, item in enumerate(items, start=1):
+        kind, values = item.get(FIRST_STAGE_FEATURE, ("missing", []))
+        if kind != "float" or len(values) != 1:
+            raise ValueError(
+                f"item {i}: {FIRST_STAGE_FEATURE!r} must be one float (as the list's other "
+                f"items have), got {kind} {values}"
+            )
+        scores.append(values[0])
+    return tuple(scores)
+
+
 def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
     """Parses one serialised list of the text layout.
 
@@ -217,15 +216,16 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
       default_query_id: the id of a list whose context has no ``query_id``.
 
     Raises:
-      ValueError: a malformed proto, or a missing or mistyped feature (naming it).
+      ValueError: a malformed proto, or a missing or mistyped feature (naming it),
+        such as a ``first_stage_score`` that some items lack.
     """
     try:
         items, context = [], {}
         for number, wire, value in iter_fields(data):
             if number == 1 and wire == 2:
-                items.append(_decode_example(value))
+                items.append(decode_example(value))
             elif number == 2 and wire == 2:
-                context = _decode_example(value)
+                context = decode_example(value)
     except (WireFormatError, UnicodeDecodeError) as e:
         raise ValueError(f"not an ExampleListWithContext ({e})") from None
     query_tokens = _tokens(context, QUERY_FEATURE, "the context")
@@ -248,6 +248,7 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
         tuple(doc_ids),
         tuple(doc_tokens),
         tuple(labels),
+        _first_stage_scores(items),
     )
 
 

@@ -11,7 +11,8 @@
 * run: ``run.txt`` or ``run.tsv``.
 
 ``synthetic-text`` generates the files of ``synthetic_text`` under
-``OUTPUT/source/`` and converts them.
+``OUTPUT/source/`` and converts them; its run lists each query's documents in
+random order, so its lists carry no ``first_stage_score``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ def convert_synthetic_text(
             **options,
         )
         source = {"kind": SYNTHETIC_TEXT, "synthetic": dataclasses.asdict(synthetic)}
-        return write_text_dataset(config, scratch, progress=progress, source=source)
+        # The generated run is a random order, no first stage: no first_stage_score.
+        return write_text_dataset(
+            config, scratch, progress=progress, source=source, first_stage=False
+        )
 
     return write_atomically(output, overwrite=overwrite, build=build)

@@ -2,16 +2,20 @@
 
 The run decides the lists: each query's documents in the run's order (rank,
 then score), cut to ``max_list_size``; the qrels give their labels (an
-unjudged document is 0). The files are read in an order that keeps memory to
-what the lists need: the queries, then the run (so the needed docids are
-known), then the qrels, and the collection last, streamed, keeping only the
-documents of some list. Text is tokenised by ``text_tokenizer.tokenize``.
+unjudged document is 0), and the run its scores: each item's
+``first_stage_score`` (float32; ``-rank`` for an MS MARCO line without a score),
+with the manifest's ``first_stage_score_source`` telling which. The files are
+read in an order that keeps memory to what the lists need: the queries, then
+the run (so the needed docids are known), then the qrels, and the collection
+last, streamed, keeping only the documents of some list. Text is tokenised by
+``text_tokenizer.tokenize``.
 
 Refused (a :class:`~tfrecords_tools.text.trec_files.TrecFormatError` naming the
 file and line; nothing is written): a malformed line, a qid given twice in
 the queries or in the qid lists, a run line of a qid the queries lack, a document listed twice
-for one query in the run, a (qid, docid) judged twice in the qrels, a needed
-document given twice in the collection.
+for one query in the run, a run score beyond float32's range (or infinite), a
+(qid, docid) judged twice in the qrels, a needed document given twice in the
+collection.
 
 Counted in the manifest's ``filtered`` entry and printed by ``tfr-convert``
 (never dropped silently): queries without run lines, queries without qrels
@@ -36,8 +40,18 @@ import os
 
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
-from tfrecords_tools.text.text_dataset import relative_paths, text_manifest, write_atomically
-from tfrecords_tools.text.text_elwc import TextList, TextSplitWriter
+from tfrecords_tools.text.text_dataset import (
+    first_stage_score_source,
+    relative_paths,
+    text_manifest,
+    write_atomically,
+)
+from tfrecords_tools.text.text_elwc import (
+    FIRST_STAGE_FEATURE,
+    TextList,
+    TextSplitWriter,
+    to_float32,
+)
 from tfrecords_tools.text.trec_config import TEXT_SPLITS, TrecConfig, hash_split
 from tfrecords_tools.text.trec_files import (
     TrecFormatError,
@@ -45,7 +59,7 @@ from tfrecords_tools.text.trec_files import (
     read_qid_list,
     read_qrels,
     read_queries,
-    read_run,
+    read_run_with_score_flag,
 )
 
 __all__ = [
@@ -65,14 +79,29 @@ _INPUT_COUNTS = ("queries", "run_lines", "qrels_lines", "documents_read")
 # === Reading ===
 
 
-class _Reader:
-    """Reads the files into lists, counting what it filters."""
+def _check_float32(score: float, path: str, line: int) -> None:
+    try:
+        to_float32(score)
+    except ValueError as e:
+        raise TrecFormatError(
+            path, line, f"score {e} (it is written as the float32 {FIRST_STAGE_FEATURE!r})"
+        ) from None
 
-    def __init__(self, config: TrecConfig):
-        self.config = config
+
+class _Reader:
+    """Reads the files into lists, counting what it filters.
+
+    With ``first_stage`` each run score must fit the float32 ``first_stage_score``.
+    """
+
+    def __init__(self, config: TrecConfig, *, first_stage: bool = True):
+        self.config, self.first_stage = config, first_stage
         self.counts = collections.Counter()
+        # Written items whose run line gave its score (True) or not (False: -rank).
+        self.score_given: collections.Counter = collections.Counter()
         self.queries: dict[str, tuple[list, str]] = {}  # qid -> (tokens, split)
-        self.runs: dict[str, list] = {}  # qid -> [(rank, -score, order, docid)]
+        # qid -> [(rank, -score, order, docid, score given)]
+        self.runs: dict[str, list] = {}
         self.qrels: dict[str, dict] = collections.defaultdict(dict)  # qid -> docid -> label
         self.excluded: set[str] = set()  # queries in no qid list
 
@@ -124,7 +153,7 @@ class _Reader:
         order, runs = 0, self.config.run
         first: dict[tuple, tuple[int, int]] = {}  # (qid, docid) -> (file, line)
         for number, path in enumerate(runs):
-            for line, qid, docid, rank, score in read_run(path):
+            for line, qid, docid, rank, score, given in read_run_with_score_flag(path):
                 if qid in self.excluded:
                     self.counts["run_lines_of_queries_in_no_split_list"] += 1
                     continue
@@ -143,7 +172,9 @@ class _Reader:
                         f"document {docid!r} listed twice for qid {qid!r} (first at {where})",
                     )
                 first[key] = (number, line)
-                self.runs.setdefault(qid, []).append((rank, -score, order, docid))
+                if self.first_stage:
+                    _check_float32(score, path, line)
+                self.runs.setdefault(qid, []).append((rank, -score, order, docid, given))
                 order += 1
                 self.counts["run_lines"] += 1
 
@@ -172,8 +203,9 @@ class _Reader:
                 self.qrels[qid][docid] = label
                 self.counts["qrels_lines"] += 1
 
-    def candidate_lists(self) -> dict[str, list[str]]:
-        """Each kept query's docids in run order, cut to ``max_list_size``."""
+    def candidate_lists(self) -> dict[str, list[tuple]]:
+        """Each kept query's ``(docid, score, score given)`` in run order, cut to
+        ``max_list_size``."""
         limit, lists = self.config.max_list_size, {}
         for qid, (tokens, _) in self.queries.items():
             entries = self.runs.get(qid)
@@ -186,16 +218,16 @@ class _Reader:
             if not tokens:
                 self.counts["queries_without_tokens"] += 1
                 continue
-            docids = [docid for *_, docid in sorted(entries)]
-            if limit is not None and len(docids) > limit:
+            ranked = [(d, -neg, given) for _, neg, _, d, given in sorted(entries)]
+            if limit is not None and len(ranked) > limit:
                 self.counts["lists_cut_to_max_list_size"] += 1
-                self.counts["run_documents_beyond_max_list_size"] += len(docids) - limit
-                docids = docids[:limit]
-            kept = set(docids)
+                self.counts["run_documents_beyond_max_list_size"] += len(ranked) - limit
+                ranked = ranked[:limit]
+            kept = {d for d, *_ in ranked}
             self.counts["relevant_documents_not_in_lists"] += sum(
                 1 for d, label in self.qrels[qid].items() if label > 0 and d not in kept
             )
-            lists[qid] = docids
+            lists[qid] = ranked
         return lists
 
     def read_documents(self, wanted: set, progress: bool) -> dict[str, list]:
@@ -227,9 +259,10 @@ class _Reader:
 def _text_lists(reader: _Reader, lists: dict, documents: dict):
     """Yields ``(split, TextList)``, counting missing documents and short lists."""
     counts = reader.counts
-    for qid, docids in lists.items():
-        present = [d for d in docids if d in documents]
-        counts["run_documents_missing_from_collection"] += len(docids) - len(present)
+    for qid, ranked in lists.items():
+        entries = [entry for entry in ranked if entry[0] in documents]
+        present = [d for d, *_ in entries]
+        counts["run_documents_missing_from_collection"] += len(ranked) - len(present)
         if len(present) < reader.config.min_list_size:
             counts["lists_below_min_list_size"] += 1
             continue
@@ -237,6 +270,10 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
         labels = tuple(judged.get(d, 0) for d in present)
         counts["unjudged_items"] += sum(1 for d in present if d not in judged)
         counts["lists_without_relevant"] += not any(labels)
+        scores = None
+        if reader.first_stage:
+            scores = tuple(score for _, score, _ in entries)
+            reader.score_given.update(given for *_, given in entries)
         tokens, split = reader.queries[qid]
         yield (
             split,
@@ -246,6 +283,7 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
                 tuple(present),
                 tuple(tuple(documents[d]) for d in present),
                 labels,
+                scores,
             ),
         )
 
@@ -256,25 +294,9 @@ def _log_filtered(filtered: dict) -> None:
             logger.debug("%s: %d", name.replace("_", " "), count)
 
 
-def write_text_dataset(
-    config: TrecConfig, out_dir: str, *, progress: bool = True, source: dict | None = None
-) -> Manifest:
-    """Converts the files into ``out_dir`` (which must exist); returns the manifest.
-
-    Raises:
-      TrecFormatError: a refused line (see the module docstring).
-      ValueError: no list is left to write.
-    """
-    reader = _Reader(config)
-    reader.read_queries()
-    reader.read_runs()
-    reader.read_qrels()
-    lists = reader.candidate_lists()
-    wanted = {d for docids in lists.values() for d in docids}
-    documents = reader.read_documents(wanted, progress)
-    reader.counts["documents_read"] = len(documents)
-    reader.counts["run_docids_missing_from_collection"] = len(wanted - documents.keys())
-    writers = {s: TextSplitWriter(out_dir, s, config.shards) for s in TEXT_SPLITS}
+def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
+    """Writes the lists; returns the manifest's ``splits`` and the highest label."""
+    writers = {s: TextSplitWriter(out_dir, s, reader.config.shards) for s in TEXT_SPLITS}
     max_label = 0
     try:
         for split, text_list in _text_lists(reader, lists, documents):
@@ -291,6 +313,46 @@ def write_text_dataset(
         }
         for s, w in writers.items()
     }
+    return splits, max_label
+
+
+def _first_stage_source(reader: _Reader) -> str | None:
+    """The manifest's ``first_stage_score_source`` (``None``: no first stage written)."""
+    if not reader.first_stage:
+        return None
+    given = reader.score_given
+    return first_stage_score_source(scored=given[True], unscored=given[False])
+
+
+def write_text_dataset(
+    config: TrecConfig,
+    out_dir: str,
+    *,
+    progress: bool = True,
+    source: dict | None = None,
+    first_stage: bool = True,
+) -> Manifest:
+    """Converts the files into ``out_dir`` (which must exist); returns the manifest.
+
+    Args:
+      first_stage: write each document's run score as ``first_stage_score``
+        (``False``: the run is no first stage, e.g. the synthetic text's random
+        order, and the lists carry no such feature).
+
+    Raises:
+      TrecFormatError: a refused line (see the module docstring).
+      ValueError: no list is left to write.
+    """
+    reader = _Reader(config, first_stage=first_stage)
+    reader.read_queries()
+    reader.read_runs()
+    reader.read_qrels()
+    lists = reader.candidate_lists()
+    wanted = {d for ranked in lists.values() for d, *_ in ranked}
+    documents = reader.read_documents(wanted, progress)
+    reader.counts["documents_read"] = len(documents)
+    reader.counts["run_docids_missing_from_collection"] = len(wanted - documents.keys())
+    splits, max_label = _write_splits(reader, lists, documents, out_dir)
     counts = dict(sorted(reader.counts.items()))
     read = {k: counts.pop(k, 0) for k in _INPUT_COUNTS}
     filtered = counts
@@ -301,7 +363,16 @@ def write_text_dataset(
             + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in filtered.items() if v)
         )
     parameters = relative_paths(config.to_json(), os.path.abspath(out_dir))
-    return text_manifest(parameters, splits, read, filtered, max_label, source, seed=config.seed)
+    return text_manifest(
+        parameters,
+        splits,
+        read,
+        filtered,
+        max_label,
+        source,
+        seed=config.seed,
+        first_stage_source=_first_stage_source(reader),
+    )
 
 
 def convert_trec(config: TrecConfig, *, progress: bool = True) -> Manifest:

@@ -29,6 +29,7 @@ __all__ = [
     "read_collection",
     "read_qrels",
     "read_run",
+    "read_run_with_score_flag",
     "read_qid_list",
 ]
 
@@ -136,6 +137,14 @@ def read_run(path: str) -> Iterator[tuple[int, str, str, int, float]]:
     MS MARCO's three-column lines have no score; it is ``-rank``, so that
     ordering by score agrees with the rank.
     """
+    for number, qid, docid, rank, score, _ in read_run_with_score_flag(path):
+        yield number, qid, docid, rank, score
+
+
+def read_run_with_score_flag(path: str) -> Iterator[tuple[int, str, str, int, float, bool]]:
+    """Yields ``(line, qid, docid, rank, score, score_given)``: :func:`read_run`'s
+    fields and whether the line gave its score (``False``: MS MARCO's three
+    columns, whose score is ``-rank``)."""
     for number, raw in _lines(path):
         fields = _decode(path, number, raw).split()
         if len(fields) == 6:
@@ -161,7 +170,7 @@ def read_run(path: str) -> Iterator[tuple[int, str, str, int, float]]:
             raise TrecFormatError(path, number, f"score {score!r} is not a number") from None
         if score_value != score_value:
             raise TrecFormatError(path, number, "score is NaN")
-        yield number, qid, docid, rank_value, score_value
+        yield number, qid, docid, rank_value, score_value, score is not None
 
 
 def read_qid_list(path: str) -> Iterator[tuple[int, str]]:

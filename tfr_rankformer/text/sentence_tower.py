@@ -1,0 +1,302 @@
+"""A frozen BERT sentence encoder: the zero-shot cosine of a query and its documents.
+
+:class:`SentenceTower` runs a plain BERT encoder (word, absolute position and
+token-type-0 embeddings with their LayerNorm; post-LayerNorm layers with
+dense attention and an erf-GELU feed-forward block, as BERT's) on each text
+alone, read as ``[CLS] text [SEP]``, and pools it the way sentence-transformers'
+``all-MiniLM-L6-v2`` was trained to be read: the mean of the outputs over the
+valid tokens (``[CLS]`` and ``[SEP]`` included), L2-normalised. The cosine of
+a query's and a document's embeddings is then their dot product.
+
+Inputs follow the Listformer's convention (``TextTokenizer.encode``): token
+ids without ``[CLS]`` / ``[SEP]``, ``-1`` after the tokens. A list's documents
+run as a batch of independent sequences ``[B N, T + 2]`` (documents without a
+token are skipped and get a zero embedding, so a cosine of 0), never as one
+long sequence.
+
+:func:`load_tower_weights` puts a ``bert_checkpoint.BertCheckpoint``'s weights
+into a tower; :func:`tower_from_checkpoint` builds one with the checkpoint's
+sizes and loads them. The tower is meant to be used frozen
+(``trainable=False``, the default) beside the Listformer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.layers import LayerNorm
+from tfr_rankformer.text.bert_checkpoint import (
+    CLS,
+    SEP,
+    BertCheckpoint,
+    layer_values,
+    norm_values,
+)
+from tfr_rankformer.text.bert_encoder_layer import BertEncoderLayer
+from tfr_rankformer.text.listformer_form import ACTIVATIONS
+
+__all__ = [
+    "SentenceTower",
+    "load_tower_weights",
+    "tower_from_checkpoint",
+    "tower_settings",
+]
+
+_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+# sentence-transformers' Normalize: x / max(||x||, eps).
+_NORM_EPSILON = 1e-12
+
+
+@_serializable
+class SentenceTower(tf.keras.layers.Layer):
+    """A BERT encoder run on each text alone, mean-pooled and L2-normalised.
+
+    Args:
+      vocab_size: rows of the token table (a checkpoint's ``vocab_size``).
+      width: the model width ``D``.
+      num_layers: encoder layers.
+      num_heads: attention heads.
+      ff_dim: the feed-forward width.
+      max_positions: rows of the position table; a text of ``n`` tokens needs
+        ``n + 2 <= max_positions``.
+      cls_id: the vocabulary id of ``[CLS]``.
+      sep_id: the vocabulary id of ``[SEP]``.
+      epsilon: the epsilon of every LayerNorm.
+      activation: the feed-forward activation, one of ``ACTIVATIONS``.
+      **kwargs: Keras layer arguments; ``trainable`` defaults to False.
+
+    Call args:
+      query_ids: ``[B, Q]`` int32, ``-1`` where there is no token, without
+        ``[CLS]`` / ``[SEP]``.
+      document_ids: ``[B, N, T]`` int32, likewise.
+      mask: optional ``[B, N]`` bool, False for padding documents (which then
+        get zeros whatever their ids).
+
+    Returns:
+      ``(query [B, D], documents [B, N, D])`` unit-length embeddings; a text
+      without tokens or a padding document gets zeros.
+
+    >>> tower = SentenceTower(10, 8, 1, 2, 16, 12, cls_id=2, sep_id=3)
+    >>> tower.cosine(tf.constant([[4, 5]]), tf.constant([[[4, 5, -1], [-1, -1, -1]]])).shape
+    TensorShape([1, 2])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        width: int,
+        num_layers: int,
+        num_heads: int,
+        ff_dim: int,
+        max_positions: int,
+        *,
+        cls_id: int,
+        sep_id: int,
+        epsilon: float = 1e-12,
+        activation: str = "gelu",
+        **kwargs,
+    ):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        for name, value in (("cls_id", cls_id), ("sep_id", sep_id)):
+            if not 0 <= value < vocab_size:
+                raise ValueError(f"`{name}` must lie in [0, {vocab_size}), got {value!r}")
+        if width % num_heads:
+            raise ValueError(f"`width` {width} is not divisible by `num_heads` {num_heads}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"`activation` must be one of {list(ACTIVATIONS)}, got {activation!r}")
+        self.vocab_size = vocab_size
+        self.width = width
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.ff_dim = ff_dim
+        self.max_positions = max_positions
+        self.cls_id = cls_id
+        self.sep_id = sep_id
+        self.epsilon = epsilon
+        self.activation = activation
+
+    def build(self, input_shape=None):
+        width = self.width
+
+        def normal():  # BERT's N(0, 0.02^2), truncated; a new initializer per weight
+            return tf.keras.initializers.TruncatedNormal(stddev=0.02)
+
+        self.tokens = self.add_weight(
+            name="tokens", shape=(self.vocab_size, width), initializer=normal()
+        )
+        self.positions = self.add_weight(
+            name="positions", shape=(self.max_positions, width), initializer=normal()
+        )
+        self.token_type = self.add_weight(name="token_type", shape=(width,), initializer=normal())
+        self.norm = LayerNorm(epsilon=self.epsilon, name="embedding_norm")
+        self.norm.build(tf.TensorShape([None, None, width]))
+        self.encoder_layers = []
+        for i in range(self.num_layers):
+            layer = BertEncoderLayer(
+                self.num_heads, self.ff_dim, self.epsilon, self.activation, name=f"layer_{i}"
+            )
+            layer.build(tf.TensorShape([None, None, width]))
+            self.encoder_layers.append(layer)
+        self.trainable = self.trainable  # the setter hands it to the layers made here
+        super().build(input_shape)
+
+    def _sequences(self, ids, ends):
+        """``[S, L]`` ids and ``[S]`` one past each row's last token -> ``[S, L + 2]`` ids
+        of ``[CLS] ids [SEP]``, ``-1`` after the ``[SEP]``."""
+        seqs, length = tf.shape(ids)[0], tf.shape(ids)[1]
+        sequences = tf.concat(
+            [tf.fill([seqs, 1], self.cls_id), ids, tf.fill([seqs, 1], -1)], axis=1
+        )  # [S, L] -> [S, L + 2]
+        at_sep = tf.equal(tf.range(length + 2)[tf.newaxis, :], ends[:, tf.newaxis] + 1)
+        return tf.where(at_sep, self.sep_id, sequences)
+
+    def encode(self, ids):
+        """Embeddings of independent texts.
+
+        Args:
+          ids: ``[S, L]`` int32 token ids, ``-1`` after the tokens, no ``[CLS]`` /
+            ``[SEP]``; ``L + 2`` at most ``max_positions`` once trailing padding
+            columns are dropped.
+
+        Returns:
+          ``[S, D]`` float: mean-pooled, L2-normalised outputs of ``[CLS] ids [SEP]``;
+          zeros for a row without tokens.
+        """
+        if not self.built:
+            self.build()
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        # One past each row's last token (0: no token); [SEP] goes there.
+        columns = tf.range(tf.shape(ids)[1]) + 1
+        ends = tf.reduce_max(tf.where(ids >= 0, columns[tf.newaxis, :], 0), axis=1)  # [S]
+        # Columns after every row's last token are dropped: [S, L] -> [S, L'].
+        ids = ids[:, : tf.reduce_max(tf.concat([ends, [0]], axis=0))]
+        sequences = self._sequences(ids, ends)  # [S, L' + 2]
+        length = tf.shape(sequences)[1]
+        tf.debugging.assert_less_equal(
+            length,
+            self.max_positions,
+            message=f"a text longer than {self.max_positions - 2} tokens (position table)",
+        )
+        valid = sequences >= 0  # [S, L' + 2]
+        dtype = self.compute_dtype
+        x = tf.cast(tf.gather(self.tokens, tf.maximum(sequences, 0)), dtype)  # [S, L' + 2, D]
+        x += tf.cast(self.positions[:length] + self.token_type, dtype)
+        x = self.norm(x)
+        for layer in self.encoder_layers:
+            x = layer(x, valid)
+        weights = tf.cast(valid, x.dtype)[..., tf.newaxis]  # [S, L' + 2, 1]
+        pooled = tf.reduce_sum(x * weights, axis=1) / tf.reduce_sum(weights, axis=1)  # [S, D]
+        norms = tf.maximum(tf.norm(pooled, axis=-1, keepdims=True), _NORM_EPSILON)
+        return tf.where((ends > 0)[:, tf.newaxis], pooled / norms, tf.zeros_like(pooled))
+
+    def call(self, query_ids, document_ids, mask=None):
+        query_ids = tf.convert_to_tensor(query_ids, tf.int32)
+        document_ids = tf.convert_to_tensor(document_ids, tf.int32)
+        shape = tf.shape(document_ids)
+        batch, docs, block = shape[0], shape[1], shape[2]
+        flat = tf.reshape(document_ids, [batch * docs, block])  # [B, N, T] -> [B N, T]
+        runs = tf.reduce_any(flat >= 0, axis=1)  # [B N]
+        if mask is not None:
+            runs &= tf.reshape(tf.cast(mask, tf.bool), [-1])
+        # Only real documents with tokens run: [M] rows of the B N.
+        rows = tf.cast(tf.where(runs), tf.int32)  # [M, 1]
+        encoded = self.encode(tf.gather_nd(flat, rows))  # [M, D]
+        documents = tf.scatter_nd(rows, encoded, tf.stack([batch * docs, self.width]))
+        documents = tf.reshape(documents, [batch, docs, self.width])  # [B N, D] -> [B, N, D]
+        return self.encode(query_ids), documents
+
+    def cosine(self, query_ids, document_ids, mask=None):
+        """``[B, N]`` float: the cosine of each query with each of its documents (0 for a
+        padding document, or a document or query without tokens); arguments as the call's."""
+        query, documents = self(query_ids, document_ids, mask=mask)
+        return tf.einsum("bd,bnd->bn", query, documents)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            width=self.width,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            ff_dim=self.ff_dim,
+            max_positions=self.max_positions,
+            cls_id=self.cls_id,
+            sep_id=self.sep_id,
+            epsilon=self.epsilon,
+            activation=self.activation,
+        )
+        return config
+
+
+# === Loading a checkpoint ===
+
+
+def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
+    """Sets every weight of ``tower`` to the checkpoint's (building it first if needed).
+
+    Token type 0's embedding is added to every token (zeros if the checkpoint has
+    no token types).
+
+    Raises:
+      ValueError: naming the checkpoint and the setting or weight that does not
+        fit the tower.
+    """
+    settings = {"num_layers": checkpoint.num_layers, "num_heads": checkpoint.num_heads}
+    settings.update(cls_id=checkpoint.token_id(CLS), sep_id=checkpoint.token_id(SEP))
+    settings.update(epsilon=checkpoint.layer_norm_epsilon, activation=checkpoint.activation)
+    for name, value in settings.items():
+        if getattr(tower, name) != value:
+            raise ValueError(
+                f"{checkpoint.directory}: the checkpoint's {name} is {value!r}, the "
+                f"tower's {getattr(tower, name)!r}"
+            )
+    if not tower.built:
+        tower.build()
+    weights = checkpoint.weights
+    types = weights.get("embeddings.token_type_embeddings.weight")
+    type_0 = np.zeros([checkpoint.width], np.float32) if types is None else types[0]
+    values = [
+        (tower.tokens, weights["embeddings.word_embeddings.weight"], "word_embeddings"),
+        (tower.positions, weights["embeddings.position_embeddings.weight"], "positions"),
+        (tower.token_type, type_0, "embeddings.token_type_embeddings.weight[0]"),
+        *norm_values(tower.norm, weights, "embeddings.LayerNorm"),
+    ]
+    for i, layer in enumerate(tower.encoder_layers):
+        values += layer_values(layer, weights, i)
+    for variable, value, source in values:
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"{checkpoint.directory}: {source} has shape {value.shape}, but the "
+                f"tower's {variable.name} has {tuple(variable.shape)}"
+            )
+        variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+
+
+def tower_settings(checkpoint: BertCheckpoint) -> dict:
+    """The :class:`SentenceTower` settings (``get_config``'s) of ``checkpoint``'s encoder."""
+    return {
+        "vocab_size": checkpoint.vocab_size,
+        "width": checkpoint.width,
+        "num_layers": checkpoint.num_layers,
+        "num_heads": checkpoint.num_heads,
+        "ff_dim": checkpoint.ff_dim,
+        "max_positions": checkpoint.max_positions,
+        "cls_id": checkpoint.token_id(CLS),
+        "sep_id": checkpoint.token_id(SEP),
+        "epsilon": checkpoint.layer_norm_epsilon,
+        "activation": checkpoint.activation,
+    }
+
+
+def tower_from_checkpoint(checkpoint: BertCheckpoint, **kwargs) -> SentenceTower:
+    """A :class:`SentenceTower` with the checkpoint's sizes and weights.
+
+    Args:
+      checkpoint: from ``bert_checkpoint.read_bert_checkpoint``.
+      **kwargs: Keras layer arguments (``name``, ``trainable``).
+    """
+    tower = SentenceTower(**tower_settings(checkpoint), **kwargs)
+    load_tower_weights(tower, checkpoint)
+    return tower

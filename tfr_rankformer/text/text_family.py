@@ -1,0 +1,296 @@
+"""The text models' plug-in points in the training loop (``run_family``).
+
+``tfr-train --model listformer`` trains through the same loop as every
+neural model (``training.train``): the plan and its memory refusal, the run
+directory and ``--resume``, progress lines, best weights and the final
+evaluation. This family supplies the text data, the vocabulary or the
+pretrained start, the model, the training batches (``text_batches``), the plan
+(``text_plan``) and the text evaluation (``text_runs``).
+
+Besides every run's files a text run writes ``vocab.txt`` (the WordPiece
+vocabulary the model was trained with: built from the training split's text
+unless ``--vocab`` gave one, or a checkpoint's with ``--init-from``) and
+``text_model.json`` (what rebuilding the model needs besides ``config.json``).
+With ``--init-from DIR`` the model starts from a BERT-family checkpoint
+(``listformer_checkpoint``): its sizes replace the architecture's in the run's
+``config.json``, its vocabulary and tokenisation are the run's.
+
+Nothing is cut silently: training lists longer than the cap are sampled anew
+each epoch (judged relevant documents kept), evaluation keeps every document,
+and the documents and queries cut at the token caps are counted per split in
+``metrics.json`` (``truncation``) and logged. One process only: a multi-worker
+``TF_CONFIG`` is refused for text models.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import os
+
+import tensorflow as tf
+
+from tfr_rankformer.config_io import write_json
+from tfr_rankformer.losses import get_score_loss
+from tfr_rankformer.optimizers import build_optimizer
+from tfr_rankformer.run_family import PreparedRun
+from tfr_rankformer.run_layout import TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.text import text_batches, text_data
+from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
+from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_checkpoint import (
+    check_checkpoint_directory,
+    checkpoint_model_config,
+    checkpoint_tokenizer,
+    pretrained_listformer,
+    pretrained_settings,
+)
+from tfr_rankformer.text.sentence_tower import tower_settings
+from tfr_rankformer.text.text_plan import evaluation_lists, plan_text_run, text_shape
+from tfr_rankformer.text.text_runs import (
+    LOGGED,
+    evaluate_text_model,
+    text_model_inputs,
+    text_tokenizer,
+)
+from tfr_rankformer.text.text_tokenizer import (
+    build_vocabulary,
+    read_vocabulary,
+    write_vocabulary,
+)
+from tfr_rankformer.training_setup import run_losses
+
+__all__ = ["TextFamily", "DEFAULT_LIST_SIZE", "TextEvaluationCallback"]
+
+logger = logging.getLogger(__name__)
+
+# Documents a training list keeps at most when --list-size is not given.
+DEFAULT_LIST_SIZE = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class _TextStart:
+    """What the text family settled in ``prepare``, beside the run's data."""
+
+    vocabulary: list
+    tokenizer: object
+    scan: dict
+    checkpoint: object = None  # the ``--init-from`` checkpoint
+
+
+class TextEvaluationCallback(tf.keras.callbacks.Callback):
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch."""
+
+    def __init__(self, tokenizer, data, *, batch_size: int, list_head: bool, max_label: int):
+        super().__init__()
+        self.settings = dict(batch_size=batch_size, list_head=list_head, max_label=max_label)
+        self.tokenizer = tokenizer
+        self.data = data
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics = evaluate_text_model(
+            self.model, self.tokenizer, self.data, "vali", **self.settings
+        )
+        if logs is not None:
+            logs.update({f"val_{k}": metrics[k] for k in LOGGED if k in metrics})
+
+
+def _parameters(config, vocab_size: int) -> int:
+    """The Listformer's weights, from its sizes (the token and position tables,
+    the layers with their global projections, the heads)."""
+    a = config.architecture
+    d, f = a.width, a.ff_dim
+    layer = 7 * d * d + 2 * d * f + f + 13 * d
+    return (vocab_size + a.max_positions + 8) * d + a.num_layers * layer + d + 1
+
+
+def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
+    """The data's splits, ``train`` first, without those its manifest records as empty
+    (logged: an empty ``vali`` leaves the training loss to pick the weights)."""
+    splits = []
+    for split in sorted(data.files, key=lambda s: s != "train"):
+        entry = data.manifest.splits.get(split)
+        if split != "train" and entry is not None and entry.num_lists == 0:
+            logger.warning("%s: the %r split holds no lists; it is left out", data.directory, split)
+            continue
+        splits.append(split)
+    return tuple(splits)
+
+
+def _with_first_stage(config, data: text_data.TextData):
+    """``config`` with ``first_stage`` settled by the data: on where the data has the
+    first stage's scores, unless turned off; refused when asked for and absent."""
+    first_stage = config.architecture.first_stage
+    if first_stage and not data.has_first_stage:
+        raise ValueError(
+            f"--first-stage on: {data.directory} holds no first-stage scores (tfr-convert "
+            "--input trec keeps a run's scores); pass --first-stage off or auto"
+        )
+    if first_stage is None:
+        first_stage = data.has_first_stage
+    architecture = dataclasses.replace(config.architecture, first_stage=first_stage)
+    return dataclasses.replace(config, architecture=architecture)
+
+
+def _start(config):
+    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from`` (the config
+    with the checkpoint's sizes), or ``(config, None, None, None)`` without one."""
+    directory = config.text.init_from
+    if directory is None:
+        return config, None, None, None
+    check_checkpoint_directory(directory)  # a bad checkpoint fails before the scan
+    checkpoint = read_bert_checkpoint(directory)
+    caps = {k: getattr(config.text, k) for k in ("max_query_tokens", "max_document_tokens")}
+    tokenizer = checkpoint_tokenizer(checkpoint, **caps)
+    architecture = checkpoint_model_config(checkpoint, config.architecture)
+    config = dataclasses.replace(config, architecture=architecture)
+    return config, checkpoint, tokenizer, checkpoint.vocab_size
+
+
+class TextFamily:
+    """Text lists: TF-Ranking's text ELWC (``text_data``)."""
+
+    name = "text"
+
+    def prepare(self, config, *, worker) -> PreparedRun:
+        if worker.multi_worker:
+            raise ValueError(
+                f"{config.model} trains in one process: multi-worker TF_CONFIG is not "
+                "supported for text models"
+            )
+        data = text_data.load_text_data(config.data, config.text)
+        config = _with_first_stage(config, data)
+        config, checkpoint, tokenizer, vocab_size = _start(config)
+        words = None if config.text.vocab or checkpoint else collections.Counter()
+        cap = config.list_size or DEFAULT_LIST_SIZE
+        scan = text_data.scan_split(data, "train", word_counts=words, list_size=cap)
+        if checkpoint is not None:
+            vocabulary = list(checkpoint.vocabulary)
+        elif config.text.vocab:
+            vocabulary = read_vocabulary(config.text.vocab)
+        else:
+            vocabulary = build_vocabulary(words, size=config.text.vocab_size)
+        tokenizer = tokenizer or text_tokenizer(config, vocabulary)
+        parameters = _parameters(config, vocab_size or len(vocabulary))
+        tower = config.architecture.similarity == "checkpoint"
+        frozen = _parameters(config, vocab_size) if tower else 0
+        shape = text_shape(config, parameters, frozen)
+        include = config.training_includes_empty_lists()
+        plan = plan_text_run(config, scan, shape=shape, cap=cap, include_empty=include)
+        start = _TextStart(vocabulary, tokenizer, scan, checkpoint)
+        hints = dict(item_tokens=config.text.max_document_tokens, shorter_lists=max(8, cap // 2))
+        splits = _splits_with_lists(data)
+        levels = max(scan["max_label"], 1)
+        return PreparedRun(config, plan, levels, splits, data, start, memory_hints=hints)
+
+    def write_start(self, run: PreparedRun) -> None:
+        start, directory = run.extra, run.config.model_dir
+        write_vocabulary(os.path.join(directory, VOCAB_NAME), start.vocabulary)
+        # What rebuilding the model needs besides config.json.
+        text_run = {"label_levels": run.levels}
+        if start.checkpoint is not None:  # the form, token table and tokenisation of the start
+            text_run["pretrained"] = pretrained_settings(start.checkpoint, start.tokenizer)
+        if run.config.architecture.similarity == "checkpoint":
+            text_run["similarity"] = tower_settings(start.checkpoint)
+        write_json(os.path.join(directory, TEXT_RUN_NAME), text_run)
+
+    def _pretrained(self, run: PreparedRun):
+        config, levels = run.config, run.levels
+        item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
+        return pretrained_listformer(
+            run.extra.checkpoint,
+            run.extra.tokenizer,
+            config.architecture,
+            levels if config.uses_list_head else None,
+            item_levels=item_levels,
+        )
+
+    def build(self, run: PreparedRun, *, steps_per_epoch: int, xla: bool) -> tuple:
+        config, levels = run.config, run.levels
+        if run.extra.checkpoint is not None:
+            model = self._pretrained(run).model
+        else:
+            item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
+            model = build_text_model(
+                config.model,
+                len(run.extra.vocabulary),
+                config.architecture,
+                levels if config.uses_list_head else None,
+                item_levels=item_levels,
+            )
+        losses, weights = run_losses(config, levels)
+        optimizer = build_optimizer(config, steps_per_epoch)
+        model.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
+        return model, model
+
+    def training_data(self, run: PreparedRun, model, cache_dir: str) -> tf.data.Dataset:
+        del model, cache_dir  # text lists are parsed anew each epoch
+        config, tokenizer = run.config, run.extra.tokenizer
+        multiples = text_batches.TOKEN_MULTIPLES if config.length_buckets else (1, 1)
+        output = get_score_loss(config.loss).output
+        first_stage = bool(config.architecture.first_stage)
+
+        def to_model_io(batch):
+            inputs = text_model_inputs(
+                tokenizer, batch, token_multiples=multiples, first_stage=first_stage
+            )
+            labels = batch[text_data.LABEL]
+            targets = {output: labels}
+            if config.uses_list_head:
+                t = tf.reduce_max(tf.where(batch[text_data.MASK], labels, 0.0), axis=-1)
+                targets["list_quality"] = t[:, tf.newaxis]  # [B] -> [B, 1]
+            return inputs, targets
+
+        return text_batches.training_batches(
+            run.data,
+            run.plan.batches,
+            cap=run.plan.cap,
+            include_empty_lists=config.training_includes_empty_lists(),
+            seed=config.seed,
+            to_model_io=to_model_io,
+        )
+
+    def _evaluation(self, run: PreparedRun) -> dict:
+        longest = max(run.data.manifest.longest_list, run.extra.scan["longest_list"])
+        return dict(
+            batch_size=evaluation_lists(run.config, longest),
+            list_head=run.config.uses_list_head,
+            max_label=run.levels,
+        )
+
+    def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:
+        return TextEvaluationCallback(run.extra.tokenizer, run.data, **self._evaluation(run))
+
+    def evaluate(self, run: PreparedRun, model) -> dict:
+        settings = self._evaluation(run)
+        metrics = {
+            split: evaluate_text_model(model, run.extra.tokenizer, run.data, split, **settings)
+            for split in run.splits
+        }
+        _log_truncation(run.config, metrics)
+        return metrics
+
+    def fitting(self, run: PreparedRun):
+        return contextlib.nullcontext()
+
+    def summary(self, run: PreparedRun) -> dict:
+        return {"train_scan": run.extra.scan, "vocabulary_size": len(run.extra.vocabulary)}
+
+
+def _log_truncation(config, metrics: dict) -> None:
+    """Warns of each split whose documents or queries were cut at the token caps."""
+    for split, values in metrics.items():
+        cut = values["truncation"]
+        if cut["documents_cut"] or cut["queries_cut"]:
+            logger.warning(
+                "%s: %d of %d documents and %d queries were longer than the token caps "
+                "(%d, %d) and were cut",
+                split,
+                cut["documents_cut"],
+                cut["documents"],
+                cut["queries_cut"],
+                config.text.max_document_tokens,
+                config.text.max_query_tokens,
+            )

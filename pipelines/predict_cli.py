@@ -221,11 +221,29 @@ def _filled_notes(filled: _Filled, split: str) -> list[str]:
     return notes
 
 
+def _check_output(output: str) -> None:
+    """Refuses an ``--output`` that cannot be written, before the model is loaded."""
+    if os.path.isdir(output):
+        raise IsADirectoryError(f"--output {output} is a directory; give a file name")
+    directory = os.path.dirname(output)
+    if directory and not os.path.isdir(directory):
+        what = "is not a directory" if os.path.lexists(directory) else "does not exist"
+        raise FileNotFoundError(f"--output {output}: the directory {directory} {what}")
+
+
+def _output_error(error: OSError, output: str, partial: str) -> OSError:
+    """``error`` naming ``--output`` rather than its hidden temporary file."""
+    if error.filename not in (partial, output):
+        return error
+    return OSError(f"--output {output}: cannot write it: {error.strerror or error}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     set_tensorflow_log_level(verbose=args.verbose)
     partial = args.output + ".partial"
     try:
+        _check_output(args.output)
         from tqdm.auto import tqdm
 
         from tfr_rankformer.serving.prediction import write_results
@@ -245,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LetorFormatError, FileNotFoundError, ValueError, OSError) as e:
         if os.path.exists(partial):
             os.remove(partial)
+        if isinstance(e, OSError):
+            e = _output_error(e, args.output, partial)
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
     print(f"scored {count} lists with {model}; wrote {args.output}")

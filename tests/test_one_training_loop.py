@@ -147,3 +147,19 @@ def test_sampled_lists_keep_the_judged_relevant_documents_first(cap, kept):
         for _ in range(2)
     ]
     np.testing.assert_array_equal(same[0]["documents"], same[1]["documents"])
+
+
+def test_long_text_evaluations_log_progress(caplog):
+    from tfr_rankformer.text.text_runs import _EvaluationProgress
+
+    now = [0.0]
+    progress = _EvaluationProgress("vali", every=30.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO):
+        for _ in range(5):
+            now[0] += 20.0  # a list every 20 s: a line at 40 s and at 80 s
+            progress.lists_done(1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "evaluating vali: 2 lists in 40 s, 0.05 lists/s",
+        "evaluating vali: 4 lists in 80 s, 0.05 lists/s",
+    ]

@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 from pipelines.convert_cli import main
-from tfrecords_tools.atomic_output import OutputError, scratch_directory
+from tfrecords_tools.atomic_output import MountPointError, OutputError, scratch_directory
 from tfrecords_tools.converted_output import (
     ForeignOutputError,
     foreign_entries,
@@ -226,6 +226,45 @@ def test_a_read_only_parent_names_the_output(tmp_path, capsys):
     finally:
         parent.chmod(0o755)
     assert code == 1 and err.startswith(f"tfr-convert: error: {parent / 'out'}: cannot create")
+
+
+def _mount_point_at(monkeypatch, path) -> None:
+    """Makes ``os.path.ismount`` answer True for ``path`` (no real mount needed)."""
+    ismount = os.path.ismount
+    target = os.path.abspath(path)
+    monkeypatch.setattr(os.path, "ismount", lambda p: os.path.abspath(p) == target or ismount(p))
+
+
+def test_a_mount_point_is_refused_before_the_work_starts(tmp_path, monkeypatch):
+    out = tmp_path / "mnt"
+    out.mkdir()
+    _mount_point_at(monkeypatch, out)
+    for overwrite in (False, True):
+        with pytest.raises(MountPointError) as info:
+            with scratch_directory(str(out), overwrite=overwrite):
+                pytest.fail("the conversion must not start")
+        assert str(info.value) == (
+            f"--output {out} is a mount point: it cannot be replaced by a rename; "
+            f"give a directory inside it, e.g. {out / 'data'}"
+        )
+    assert os.listdir(out) == [] and sorted(os.listdir(tmp_path)) == ["mnt"]
+    # A directory inside it is a plain output.
+    with scratch_directory(str(out / "data"), overwrite=False) as scratch:
+        open(os.path.join(scratch, "manifest.json"), "w").close()
+    assert os.listdir(out / "data") == ["manifest.json"]
+
+
+def test_the_cli_refuses_a_mount_point_for_every_input_kind(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "mnt"
+    out.mkdir()
+    _mount_point_at(monkeypatch, out)
+    for argv in (["--input", "synthetic"], ["--input", "synthetic-text"]):
+        code, err = _run([*argv, "--synthetic-lists", "3", "--output", str(out)], capsys)
+        assert code == 1 and err == (
+            f"tfr-convert: error: --output {out} is a mount point: it cannot be replaced by "
+            f"a rename; give a directory inside it, e.g. {out}/data\n"
+        )
+    assert os.listdir(out) == [] and sorted(os.listdir(tmp_path)) == ["mnt"]
 
 
 # === Every writer follows the rule ===

@@ -117,3 +117,41 @@ def test_unsorted_and_repeated_indices_score_like_the_sorted_line(export, tmp_pa
         assert predict_main(flags) == 0
         runs[name] = [line.split()[2:5] for line in out.read_text().splitlines()]
     assert runs["shuffled"] == runs["sorted"]
+
+
+def test_an_output_in_a_missing_directory_is_refused_before_the_model_loads(tmp_path, capsys):
+    source = write_lines(tmp_path / "q.txt", [letor_line(1, 1, [0.5] * 3)])
+    missing = tmp_path / "missing"
+    (tmp_path / "file").write_text("not a directory")
+    cases = {
+        missing / "run.txt": f"the directory {missing} does not exist",
+        tmp_path / "file" / "run.txt": f"the directory {tmp_path / 'file'} is not a directory",
+    }
+    for out, reason in cases.items():
+        # The model does not exist either: the output is checked first.
+        argv = ["--model", str(tmp_path / "no-model"), "--input", source, "--output", str(out)]
+        assert predict_main(argv + ["--no-progress"]) == 1
+        assert capsys.readouterr().err == f"tfr-predict: error: --output {out}: {reason}\n"
+    assert predict_main(["--model", "m", "--input", source, "--output", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"tfr-predict: error: --output {tmp_path} is a directory; give a file name\n"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["file", "q.txt"]
+
+
+def test_a_docid_that_is_not_utf8_is_refused_with_its_line_and_bytes(tmp_path):
+    from tfrecords_tools.letor.letor_lists import load_letor_lists
+    from tfrecords_tools.letor.letor_parser import LetorFormatError
+
+    path = tmp_path / "q.txt"
+    good = letor_line(1, 1, [0.5] * 3, "docid = caf\u00e9-1").encode("utf-8")
+    # cp1252's é: decoded leniently, caf\xe9 and caf\xe8 would both become 'caf\ufffd'.
+    path.write_bytes(good + b"0 qid:1 1:0.1 2:0.2 3:0.3 #docid = caf\xe9 inc = 0\n")
+    with pytest.raises(LetorFormatError) as info:
+        load_letor_lists(str(path), 3)
+    assert str(info.value) == (
+        f"{path}:2: docid b'caf\\xe9' is not UTF-8 (unexpected end of data); re-encode the "
+        "file as UTF-8"
+    )
+    path.write_bytes(good)
+    assert load_letor_lists(str(path), 3).lists[0][1] == ["caf\u00e9-1"]

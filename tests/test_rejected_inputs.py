@@ -20,6 +20,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -144,6 +145,41 @@ def _convert_over_foreign(env: Env) -> str:
     return message
 
 
+def _convert_onto_mount_point(env: Env) -> str:
+    """``--output`` naming a mount point (``os.path.ismount`` says so: no real mount)."""
+    from pipelines.convert_cli import main
+
+    out = env.tmp / "mnt"
+    out.mkdir()
+    ismount = os.path.ismount
+    with mock.patch("os.path.ismount", lambda p: os.path.abspath(p) == str(out) or ismount(p)):
+        argv = ["--input", "synthetic", "--synthetic-lists", "3", "--output", str(out)]
+        message = _cli_error(main, argv + ["--no-progress"], "tfr-convert", env, [])
+    assert os.listdir(out) == [] and sorted(os.listdir(env.tmp)) == ["mnt"]
+    return message
+
+
+def _convert_trec_docid(env: Env) -> str:
+    """A TREC run whose docid is cp1252 ``caf\\xe9``, not UTF-8."""
+    from pipelines.convert_cli import main
+
+    files = {
+        "queries.tsv": b"1\tcoffee\n",
+        "collection.tsv": b"d1\tcoffee shop\n",
+        "qrels.txt": b"1 0 d1 1\n",
+        "run.txt": b"1 Q0 d1 1 2.0 bm25\n1 Q0 caf\xe9 2 1.0 bm25\n",
+    }
+    source = env.tmp / "in"
+    source.mkdir()
+    for name, data in files.items():
+        (source / name).write_bytes(data)
+    out = env.tmp / "out"
+    argv = ["--input", "trec", "--queries", str(source / "queries.tsv"), "--collection"]
+    argv += [str(source / "collection.tsv"), "--qrels", str(source / "qrels.txt")]
+    argv += ["--run", str(source / "run.txt"), "--output", str(out)]
+    return _cli_error(main, argv, "tfr-convert", env, [out])
+
+
 def _convert_cases() -> list[Case]:
     cases = [
         Case(
@@ -211,6 +247,13 @@ def _convert_cases() -> list[Case]:
             "`--overwrite` onto a directory holding other files than tfr-convert's",
             _convert_over_foreign,
             "overwrite-foreign",
+        ),
+        Case("tfr-convert", "`--output` a mount point", _convert_onto_mount_point, "mount"),
+        Case(
+            "tfr-convert",
+            "a TREC run's docid that is not UTF-8 (cp1252 `caf\\xe9`)",
+            _convert_trec_docid,
+            "trec-docid",
         ),
     ]
     return cases
@@ -293,6 +336,22 @@ def _train_into_foreign(env: Env) -> str:
     return error
 
 
+def _train_empty_split(env: Env) -> str:
+    """A dataset whose train lists ``--min-list-size 4`` all dropped (they hold 3 items)."""
+    from pipelines.convert_cli import main as convert_main
+    from pipelines.train_cli import main
+
+    lines = [letor_line(i % 3, i // 3, [0.1 * i, 1.0, i % 2]) for i in range(9)]
+    write_lines(env.tmp / "letor" / "train.txt", lines)
+    data, run = env.tmp / "data", env.tmp / "run"
+    argv = ["--input", str(env.tmp / "letor"), "--output", str(data), "--min-list-size", "4"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        argv += ["--workers", "1", "--no-progress", "--log-level", "ERROR"]
+        assert convert_main(argv) == 0
+    argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--quiet"]
+    return _cli_error(main, argv, "tfr-train", env, [run])
+
+
 def _eval(env: Env, damage) -> str:
     from pipelines.eval_cli import main
 
@@ -316,6 +375,25 @@ def _predict(env: Env, input_path: Path) -> str:
         main, argv + ["--output", str(out), "--no-progress"], "tfr-predict", env, [out]
     )
     return message
+
+
+def _predict_into_missing_directory(env: Env) -> str:
+    from pipelines.predict_cli import main
+
+    source = write_lines(env.tmp / "q.txt", [letor_line(1, 1, [0.5] * 3)])
+    out = env.tmp / "missing" / "run.txt"
+    argv = ["--model", env.servables["reject"], "--input", source, "--output", str(out)]
+    message = _cli_error(main, argv + ["--no-progress"], "tfr-predict", env, [])
+    assert sorted(os.listdir(env.tmp)) == ["q.txt"]
+    return message
+
+
+def _predict_docid(env: Env) -> str:
+    """A LETOR comment ``#docid = caf\\xe9`` (cp1252, not UTF-8)."""
+    path = env.tmp / "q.txt"
+    good = letor_line(1, 1, [0.5] * 3, "docid = d1").encode()
+    path.write_bytes(good + b"0 qid:1 1:0.1 2:0.2 3:0.3 #docid = caf\xe9\n")
+    return _predict(env, path)
 
 
 def _elwc_file(env: Env, items: list[list[float] | None]) -> Path:
@@ -407,6 +485,24 @@ def _data_cases() -> list[Case]:
             "`--overwrite` of a `--model-dir` that holds files a run never writes",
             _train_into_foreign,
             "train-foreign-dir",
+        ),
+        Case(
+            "tfr-train",
+            "a dataset whose train split `tfr-convert --min-list-size` left without lists",
+            _train_empty_split,
+            "train-empty-split",
+        ),
+        Case(
+            "tfr-predict",
+            "`--output` in a directory that does not exist",
+            _predict_into_missing_directory,
+            "predict-output-dir",
+        ),
+        Case(
+            "tfr-predict",
+            "a LETOR `#docid = ...` comment that is not UTF-8 (cp1252 `caf\\xe9`)",
+            _predict_docid,
+            "predict-docid",
         ),
         Case("tfr-predict", "a truncated LETOR `.gz`", _predict_gz, "predict-gz"),
         Case("tfr-predict", "an ELWC `.tfrecord` cut short", _predict_cut_shard, "predict-cut"),

@@ -282,6 +282,33 @@ def test_bad_utf8_is_refused_with_its_line(tmp_path):
         convert_trec(config_for(paths, tmp_path / "out"), progress=False)
 
 
+@pytest.mark.parametrize(
+    "name, line, reason",
+    [
+        ("run.txt", b"1 Q0 caf\xe9 3 0.5 bm25\n", "invalid continuation byte"),
+        ("qrels.txt", b"1 0 caf\xe9 1\n", "invalid continuation byte"),
+        # A document no list needs: its id is checked all the same.
+        ("collection.tsv", b"caf\xe9\tcoffee\n", "unexpected end of data"),
+    ],
+)
+def test_a_docid_that_is_not_utf8_is_refused_naming_file_line_and_bytes(
+    tmp_path, capsys, name, line, reason
+):
+    """cp1252 ids: read leniently, ``caf\\xe9`` and ``caf\\xe8`` would be one id."""
+    paths = write_files(tmp_path / "in")
+    with open(paths[name], "ab") as f:
+        f.write(line)
+    number = len(open(paths[name], "rb").read().splitlines())
+    argv = ["--input", "trec", "--queries", paths["queries.tsv"], "--collection"]
+    argv += [paths["collection.tsv"], "--qrels", paths["qrels.txt"], "--run", paths["run.txt"]]
+    assert convert_main(argv + ["--output", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == (
+        f"tfr-convert: error: {paths[name]}: line {number}: not UTF-8 text: b'caf\\xe9' "
+        f"({reason}); re-encode the file as UTF-8\n"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
 def test_nothing_left_is_an_error_listing_the_counts(tmp_path, capsys):
     paths = write_files(tmp_path / "in", **{"qrels.txt": "9 0 d1 1\n"})
     code = convert_main(

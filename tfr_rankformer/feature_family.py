@@ -17,6 +17,7 @@ import tensorflow as tf
 from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.evaluation import EvaluationCallback
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.empty_splits import without_empty_splits
 from tfr_rankformer.models import normalization_of
 from tfr_rankformer.run_family import PreparedRun
 from tfr_rankformer.run_plan import plan_run, shuffle_lists
@@ -31,7 +32,8 @@ class FeatureFamily:
     name = "features"
 
     def prepare(self, config, *, worker) -> PreparedRun:
-        manifest = data.load_manifest(config.data)
+        # An empty train split is refused, empty vali and test splits left out.
+        manifest = without_empty_splits(data.load_manifest(config.data), data_dir=config.data)
         plan = plan_run(config, manifest, data_dir=config.data, worker=worker)
         splits = tuple(sorted(manifest.splits, key=lambda s: s != "train"))
         return PreparedRun(config, plan, manifest.label_levels, splits, manifest, extra=worker)

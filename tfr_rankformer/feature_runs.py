@@ -15,6 +15,7 @@ from tfr_rankformer.evaluation import RunEvaluator, evaluate_model
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.empty_splits import empty_split_error, empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
@@ -69,13 +70,24 @@ def _evaluator(trained_on: str, num_features: int, data_dir: str | None, evaluat
             f"{data_dir} has {manifest.num_features} features; the model was trained on "
             f"{num_features}"
         )
+    empty = empty_splits(manifest)
+
+    def check(splits: list[str]) -> None:
+        # A split without lists, or a shard cut short, is named before any
+        # metric is computed or written.
+        for split in (s for s in splits if s in empty):
+            raise empty_split_error(
+                manifest, split, data_dir=data_dir, then="there is nothing to evaluate"
+            )
+        check_split_files(data_dir, manifest, splits)
+
     return RunEvaluator(
         trained_on=trained_on,
         data_dir=data_dir,
-        splits=list(manifest.splits),
+        # Every split holding lists (tfr-train left the empty ones out too).
+        splits=[split for split in manifest.splits if split not in empty],
         evaluate=lambda split: evaluate(data_dir, manifest, split),
-        # A shard cut short is named before any metric is computed or written.
-        check=lambda splits: check_split_files(data_dir, manifest, splits),
+        check=check,
     )
 
 

@@ -13,7 +13,9 @@ path without a complete directory for longer than two renames: the old one is
 renamed aside, the new one renamed in, and only then is the old one deleted.
 
 Failures to create or move the output name the output as the caller gave it,
-not the hidden scratch directory.
+not the hidden scratch directory. A mount point cannot be the output: nothing
+can be renamed onto it (``EBUSY``), so it is refused before any work, with the
+advice to give a directory inside it.
 """
 
 from __future__ import annotations
@@ -33,13 +35,24 @@ from tfrecords_tools.converted_output import (
     foreign_output_message,
 )
 
-__all__ = ["OutputError", "check_replaceable", "prepare", "publish", "scratch_directory"]
+__all__ = [
+    "MountPointError",
+    "OutputError",
+    "check_replaceable",
+    "prepare",
+    "publish",
+    "scratch_directory",
+]
 
 logger = logging.getLogger(__name__)
 
 
 class OutputError(OSError):
     """The output directory cannot be created, written or moved into place."""
+
+
+class MountPointError(OutputError):
+    """The output is a mount point, which no rename can replace."""
 
 
 def _output_error(output: str, action: str, error: OSError, hidden: str) -> OutputError:
@@ -55,6 +68,8 @@ def check_replaceable(output: str, *, overwrite: bool, final: str | None = None)
     """Checks that ``output`` (absolute: ``final``) may become the new output.
 
     Raises:
+      MountPointError: it is a mount point (the output is renamed onto its path,
+        which the kernel refuses for a mount point, even an empty one).
       ForeignOutputError: it exists and is not an empty directory or tfr-convert's.
       FileExistsError: it is tfr-convert's (and not empty) and ``overwrite`` is off.
       OutputError: it cannot be listed.
@@ -62,6 +77,11 @@ def check_replaceable(output: str, *, overwrite: bool, final: str | None = None)
     final = final or os.path.abspath(output)
     if not os.path.lexists(final):
         return
+    if os.path.ismount(final):
+        raise MountPointError(
+            f"--output {output} is a mount point: it cannot be replaced by a rename; "
+            f"give a directory inside it, e.g. {os.path.join(output, 'data')}"
+        )
     if not os.path.isdir(final):
         raise ForeignOutputError(foreign_output_message(output, None))
     try:

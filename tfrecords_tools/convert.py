@@ -21,6 +21,7 @@ import shutil
 import time
 
 from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
@@ -383,5 +384,7 @@ def _convert_folds(
         splits, normalization = writer.run(files, out_dir)
         manifest = fold_manifest(config, source, fold, sizes, splits, normalization)
         write_manifest(out_dir, manifest)
+        shown = os.path.join(config.output, f"Fold{fold}") if out_dir != scratch else config.output
+        log_empty_splits(manifest, output_dir=shown)
         manifests.append(manifest)
     return manifests

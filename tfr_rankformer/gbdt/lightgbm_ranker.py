@@ -45,6 +45,7 @@ from tfr_rankformer.gbdt.gbdt_booster import (
 )
 from tfr_rankformer.gbdt.gbdt_config import PRESETS, GBDTConfig, canonical_params
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.empty_splits import without_empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.run_directory import run_session
 
@@ -81,15 +82,17 @@ def train_gbdt(
       existing: what to do with a run already in ``model_dir`` (see
         ``run_directory``; a GBDT run is replaced, never resumed).
     """
+    # Before the run directory opens: an empty train split is refused, empty
+    # vali and test splits are left out (with a warning).
+    manifest = without_empty_splits(data.load_manifest(config.data), data_dir=config.data)
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False) as s:
         if s == "complete":
             with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
                 return json.load(f)
-        return _train_gbdt(config, callbacks)
+        return _train_gbdt(config, manifest, callbacks)
 
 
-def _train_gbdt(config: GBDTConfig, callbacks: list | None) -> dict:
-    manifest = data.load_manifest(config.data)
+def _train_gbdt(config: GBDTConfig, manifest, callbacks: list | None) -> dict:
     write_json(os.path.join(config.model_dir, CONFIG_NAME), config.to_json())
     splits = {split: read_split(config.data, manifest, split) for split in manifest.splits}
     train = splits["train"]

@@ -8,8 +8,9 @@ relevant document is kept (up to the cap), the rest is a uniform sample of
 the others. Evaluation and prediction keep whole lists.
 
 Batches follow the run's ``RunPlan`` (``text_plan``): each bucket's lists are
-padded to its edge and batched by its lists per batch, so a batch's shape is
-one of few, and the epoch's batches number the plan's steps.
+batched by its lists per batch and padded to the batch's longest list, rounded
+up to a multiple of 8 documents, so a batch's shape is one of few, and the
+epoch's batches number the plan's steps.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from tfr_rankformer.text.text_data import DOCUMENTS, LABEL, MASK, QUERY
 
 __all__ = ["sample_documents", "training_batches", "padding_values"]
 
-# Query and document tokens are padded to multiples of these (few shapes to trace).
+# Query and document tokens are padded to multiples of these (few shapes to trace),
+# and a batch's documents to a multiple of DOCUMENT_MULTIPLE.
 TOKEN_MULTIPLES = (4, 16)
+DOCUMENT_MULTIPLE = 8
 SHUFFLE_LISTS = 10_000
 
 
@@ -56,8 +59,9 @@ def sample_documents(element: dict, cap: int, key) -> dict:
     return {k: tf.gather(v, keep) if v.shape.rank else v for k, v in element.items()}
 
 
-def _bucketed(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
-    """Batches of one bucket each, padded to its edge (``plan``'s lists per batch)."""
+def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data.Dataset:
+    """Batches of one bucket each (``plan``'s lists per batch), padded to their longest
+    list rounded up to a multiple of ``multiple`` documents, at most the bucket's edge."""
     edges = tf.constant(plan.edges, tf.int64)
     sizes = tf.constant(plan.lists_per_batch, tf.int64)
     padding = padding_values(lists.element_spec)
@@ -68,12 +72,25 @@ def _bucketed(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
         return tf.minimum(found, len(plan.edges) - 1)
 
     def batch(key, window):
-        shapes = {k: [edges[key]] if v.shape.rank else [] for k, v in lists.element_spec.items()}
-        return window.padded_batch(sizes[key], padded_shapes=shapes, padding_values=padding)
+        batches = window.padded_batch(sizes[key], padding_values=padding)
+        return batches.map(lambda b: _rounded_up(b, padding, edges[key], multiple))
 
     return lists.group_by_window(
         key_func=bucket, reduce_func=batch, window_size_func=lambda key: sizes[key]
     )
+
+
+def _rounded_up(batch: dict, padding: dict, edge, multiple: int) -> dict:
+    """A batch's document axis padded up to a multiple of ``multiple``, at most its
+    bucket's ``edge``, so that batches take few shapes (each traced once) with little
+    padding."""
+    length = tf.shape(batch[MASK], out_type=tf.int64)[1]
+    target = tf.maximum(tf.minimum(-(-length // multiple) * multiple, edge), length)
+    extra = target - length
+    return {
+        k: tf.pad(v, [[0, 0], [0, extra]], constant_values=padding[k]) if v.shape.rank > 1 else v
+        for k, v in batch.items()
+    }
 
 
 def training_batches(
@@ -84,6 +101,7 @@ def training_batches(
     include_empty_lists: bool,
     seed: int,
     to_model_io,
+    pad_to_cap: bool = False,
 ) -> tf.data.Dataset:
     """The epoch's ``to_model_io(batch)`` batches of the training split, by ``plan``.
 
@@ -94,6 +112,8 @@ def training_batches(
       include_empty_lists: keep lists without a judged relevant document.
       seed: the seed of the list shuffle and the document samples (anew each epoch).
       to_model_io: a batch of parsed lists -> ``(inputs, targets)``.
+      pad_to_cap: pad every batch to the plan's last edge (``--length-buckets off``,
+        the baseline) rather than to its longest list.
     """
     lists = text_data.parsed_text_lists(data, "train", list_size=None)
     if not include_empty_lists:
@@ -104,7 +124,8 @@ def training_batches(
         lambda element, key: sample_documents(element, cap, key),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    batches = _bucketed(lists, plan).map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE)
+    multiple = plan.edges[-1] if pad_to_cap else DOCUMENT_MULTIPLE
+    batches = _bucketed(lists, plan, multiple).map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE)
     # The plan counts the batches exactly; a mismatch fails loudly.
     batches = batches.apply(tf.data.experimental.assert_cardinality(plan.steps))
     return batches.prefetch(2)

@@ -250,6 +250,7 @@ class TextFamily:
             include_empty_lists=config.training_includes_empty_lists(),
             seed=config.seed,
             to_model_io=to_model_io,
+            pad_to_cap=not config.length_buckets,
         )
 
     def _evaluation(self, run: PreparedRun) -> dict:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
+import time
 import weakref
 
 import numpy as np
@@ -53,6 +55,8 @@ __all__ = [
     "text_run_evaluator",
 ]
 
+
+logger = logging.getLogger(__name__)
 
 # The validation metrics a text run logs each epoch (``val_*``).
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
@@ -183,6 +187,30 @@ def _evaluation_batches(
     return batches.map(encoded, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
+class _EvaluationProgress:
+    """Logs a line every ``every`` seconds while a split is evaluated: a re-ranker's
+    whole lists of 100 documents take seconds each, and a silent minute looks hung."""
+
+    def __init__(self, split: str, every: float = 30.0, clock=time.monotonic):
+        self.split, self.every, self.clock = split, every, clock
+        self.start = self.last = clock()
+        self.lists = 0
+
+    def lists_done(self, count: int) -> None:
+        self.lists += count
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.last = now
+            rate = self.lists / max(now - self.start, 1e-9)
+            logger.info(
+                "evaluating %s: %d lists in %.0f s, %.2f lists/s",
+                self.split,
+                self.lists,
+                now - self.start,
+                rate,
+            )
+
+
 def evaluate_text_model(
     model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
 ) -> dict:
@@ -192,9 +220,11 @@ def evaluate_text_model(
     parts = collections.defaultdict(list)
     cut = collections.Counter()
     batches = _evaluation_batches(tokenizer, data, split, batch_size, takes_first_stage(model))
+    progress = _EvaluationProgress(split)
     for inputs, labels, batch_cut in batches:
         cut.update({key: int(value) for key, value in batch_cut.items()})
         outputs = step(inputs)
+        progress.lists_done(len(labels))
         parts["scores"].append(outputs["scores"].numpy())
         parts["label"].append(labels.numpy())
         parts["mask"].append(inputs[text_data.MASK].numpy())

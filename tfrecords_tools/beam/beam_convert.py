@@ -34,6 +34,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import prepare, publish
 from tfrecords_tools.beam.beam_output import delete_quietly, prepare_remote, write_text
@@ -298,6 +299,8 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[Manifest
                     config, sizes.num_features, part["fits"], part["quantiles"]
                 )
         manifest = fold_manifest(c, source, fold, sizes, splits, normalization)
+        shown = f"{c.output.rstrip('/')}/Fold{fold}" if c.all_folds and fold else c.output
+        log_empty_splits(manifest, output_dir=shown)
         parameters = {**manifest.parameters, "beam": config.to_json()}
         manifests.append(dataclasses.replace(manifest, parameters=parameters))
     return manifests

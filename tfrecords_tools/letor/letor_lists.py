@@ -3,7 +3,8 @@
 Lines go through the converter's validating parser (raw features; the model
 normalises them) and are grouped into lists by contiguous qid. A document's id
 is the ``docid`` of its line's comment (``#docid = GX...``), else its line
-number. The lists feed ``tfr_rankformer.serving.prediction.score_lists`` (or
+number; a docid that is not UTF-8 is an error naming the file, line and bytes.
+The lists feed ``tfr_rankformer.serving.prediction.score_lists`` (or
 ``score_lists_gbdt``), which take lists from any source.
 
 A line that omits a feature index reads 0 there, as ``tfr-convert`` reads it;
@@ -64,10 +65,7 @@ def load_letor_lists(path: str, num_features: int, *, duplicates: str = "error")
     parsed = parse_letor_lines(
         lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates
     )
-    docids = []
-    for number in parsed.line_numbers:
-        found = _DOCID.search(lines[number - 1].partition(b"#")[2])
-        docids.append(found.group(1).decode("utf-8", "replace") if found else str(number))
+    docids = [_docid(path, int(n), lines[n - 1]) for n in parsed.line_numbers]
     lists = [
         (int(parsed.qids[begin]), docids[begin:end], parsed.features[begin:end])
         for begin, end in group_bounds(parsed.qids)
@@ -80,6 +78,27 @@ def load_letor_lists(path: str, num_features: int, *, duplicates: str = "error")
         line_numbers=parsed.line_numbers,
         last_features=parsed.last_features,
     )
+
+
+def _docid(path: str, number: int, line: bytes) -> str:
+    """The ``docid`` of the line's comment, else its line number.
+
+    Raises:
+      LetorFormatError: the docid is not UTF-8. It is refused rather than
+        decoded with replacement characters, which could make two ids one and
+        stop them matching the qrels, which compare ids byte for byte.
+    """
+    found = _DOCID.search(line.partition(b"#")[2])
+    if not found:
+        return str(number)
+    try:
+        return found.group(1).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LetorFormatError(
+            path,
+            number,
+            f"docid {found.group(1)!r} is not UTF-8 ({e.reason}); re-encode the file as UTF-8",
+        ) from None
 
 
 def check_complete_lines(letor: LetorLists, *, why: str) -> None:

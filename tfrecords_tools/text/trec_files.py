@@ -13,7 +13,8 @@ The layouts of MS MARCO and TripClick:
 Every reader yields lines with their number (counted from 1) and raises a
 :class:`TrecFormatError` naming the file and line of the first bad one. Files
 may be gzip-compressed (``.gz``). Blank lines are skipped. Bytes that are not
-UTF-8 are an error.
+UTF-8 are an error naming them (ids are never decoded leniently: a docid read
+with replacement characters could match another and no longer the qrels).
 """
 
 from __future__ import annotations
@@ -65,8 +66,22 @@ def _decode(path: str, number: int, raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise TrecFormatError(
-            path, number, f"not UTF-8 text ({e.reason} at byte {e.start})"
+            path,
+            number,
+            f"not UTF-8 text: {_word_at(raw, e.start)!r} ({e.reason}); re-encode the file as UTF-8",
         ) from None
+
+
+def _word_at(raw: bytes, at: int, limit: int = 40) -> bytes:
+    """The space- or tab-separated word of ``raw`` that holds byte ``at`` (its first
+    ``limit`` bytes), to show bytes that are not UTF-8 as they are.
+
+    >>> _word_at(b"1 Q0 caf\\xe9 1 2.0 bm25", 8)
+    b'caf\\xe9'
+    """
+    start = max(raw.rfind(b" ", 0, at), raw.rfind(b"\t", 0, at)) + 1
+    ends = [i for i in (raw.find(b" ", at), raw.find(b"\t", at)) if i >= 0]
+    return raw[start : min(ends, default=len(raw))][:limit]
 
 
 def _split_id(path: str, number: int, raw: bytes, what: str) -> tuple[bytes, bytes]:
@@ -95,8 +110,9 @@ def read_queries(path: str) -> Iterator[tuple[int, str, str]]:
 def read_collection(path: str, wanted: set | None = None) -> Iterator[tuple[int, str, str]]:
     """Yields ``(line, docid, text)`` of a collection, only for ``wanted`` docids if given.
 
-    Lines of other documents are not decoded, so a large collection streams
-    quickly past them; their syntax is still checked (an id and a tab).
+    The text of other documents is not decoded, so a large collection streams
+    quickly past them; their syntax is still checked (an id and a tab), and
+    their ids must be UTF-8 too.
 
     Args:
       path: a ``docid<TAB>text[<TAB>more text...]`` file.
@@ -105,6 +121,8 @@ def read_collection(path: str, wanted: set | None = None) -> Iterator[tuple[int,
     wanted_bytes = None if wanted is None else {d.encode("utf-8") for d in wanted}
     for number, raw in _lines(path):
         docid, rest = _split_id(path, number, raw, "docid")
+        if not docid.isascii():
+            _decode(path, number, docid)  # an id that is not UTF-8 matches no run or qrels
         if wanted_bytes is not None and docid not in wanted_bytes:
             continue
         text = _decode(path, number, rest).replace("\t", " ")

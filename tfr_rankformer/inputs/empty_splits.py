@@ -1,0 +1,143 @@
+"""Splits a conversion left without lists: warned about, refused for training,
+left out of evaluation.
+
+``tfr-convert --min-list-size N`` drops shorter lists (each split's manifest
+entry counts them in ``lists_dropped``), which can leave a split with none.
+tfr-convert warns, naming the split and the option; ``tfr-train`` refuses an
+empty ``train`` split before anything is written, naming the data directory,
+the split and what to change, and leaves an empty ``vali`` or ``test`` split out
+of the run (a warning says so): no validation metrics without ``vali``, no
+metrics of a split without lists. ``tfr-eval`` refuses an empty split asked for
+by name.
+
+>>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3},
+...          "files": {}}
+>>> manifest = Manifest.coerce({"parameters": {"min_list_size": 5}, "splits": {"vali": entry}})
+>>> why_empty(manifest, "vali")
+'--min-list-size 5 dropped all 3 of its lists: see lists_dropped in its manifest.json'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest
+
+__all__ = [
+    "EmptySplitError",
+    "empty_split_error",
+    "empty_splits",
+    "log_empty_splits",
+    "why_empty",
+    "without_empty_splits",
+]
+
+logger = logging.getLogger(__name__)
+
+# The reasons ``lists_dropped`` counts, by the tfr-convert option behind each.
+_OPTIONS = {"min_list_size": "--min-list-size"}
+_TRAIN = "train"
+
+
+class EmptySplitError(ValueError):
+    """A split without lists where lists are needed (training, or evaluating it)."""
+
+
+def empty_splits(manifest: Manifest) -> list[str]:
+    """The splits whose manifest entry records 0 lists (an unrecorded count is not 0)."""
+    return [name for name, entry in manifest.splits.items() if entry.num_lists == 0]
+
+
+def why_empty(manifest: Manifest, split: str, *, manifest_path: str = "its manifest.json") -> str:
+    """Why ``split`` holds no lists, as its manifest records it.
+
+    Args:
+      manifest: the dataset's manifest.
+      split: a split whose entry records 0 lists.
+      manifest_path: how the message names the manifest.
+    """
+    entry = manifest.split(split)
+    dropped = {reason: n for reason, n in (entry.lists_dropped or {}).items() if n}
+    if not dropped:
+        if entry.input_lists == 0:
+            return "its input held no lists"
+        return "tfr-convert wrote none of its lists"
+    parameters = manifest.parameters or {}
+    causes = []
+    for reason, count in sorted(dropped.items()):
+        option = _OPTIONS.get(reason, reason)
+        value = parameters.get(reason)
+        setting = option if value is None else f"{option} {value}"
+        causes.append(f"{setting} dropped {_share(count, entry.input_lists)}")
+    return f"{', '.join(causes)}: see lists_dropped in {manifest_path}"
+
+
+def _share(count: int, total: int | None) -> str:
+    if count != total:
+        return f"{count:,} of its lists"
+    return "its only list" if count == 1 else f"all {count:,} of its lists"
+
+
+def _remedy(manifest: Manifest, split: str) -> str:
+    dropped = [r for r, n in (manifest.split(split).lists_dropped or {}).items() if n]
+    options = [_OPTIONS[r] for r in sorted(dropped) if r in _OPTIONS]
+    if options:
+        return f"convert the data again with a smaller {' and '.join(options)}"
+    return f"convert data whose {split} split holds lists"
+
+
+def empty_split_error(
+    manifest: Manifest, split: str, *, data_dir: str, then: str | None = None
+) -> EmptySplitError:
+    """The error for the empty ``split`` of ``data_dir``: why it is empty, and
+    ``then`` (default: how to convert the data so that it is not)."""
+    path = os.path.join(data_dir, MANIFEST_NAME)
+    return EmptySplitError(
+        f"the {split!r} split of {data_dir} holds no lists "
+        f"({why_empty(manifest, split, manifest_path=path)}); {then or _remedy(manifest, split)}"
+    )
+
+
+def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
+    """``manifest`` without its empty ``vali`` and ``test`` splits, each left out
+    with a warning; an empty ``train`` split is refused.
+
+    Raises:
+      EmptySplitError: the ``train`` split holds no lists; the message names
+        ``data_dir``, why it is empty and what to change.
+    """
+    empty = empty_splits(manifest)
+    if not empty:
+        return manifest
+    path = os.path.join(data_dir, MANIFEST_NAME)
+    if _TRAIN in empty:
+        raise empty_split_error(manifest, _TRAIN, data_dir=data_dir)
+    for split in empty:
+        logger.warning(
+            "the %r split of %s holds no lists (%s): it is left out of this run's evaluation",
+            split,
+            data_dir,
+            why_empty(manifest, split, manifest_path=path),
+        )
+    splits = {name: e for name, e in manifest.splits.items() if name not in empty}
+    return dataclasses.replace(manifest, splits=splits)
+
+
+def log_empty_splits(manifest: Manifest, *, output_dir: str) -> None:
+    """tfr-convert's warning for every split of ``output_dir`` it left without lists."""
+    path = os.path.join(output_dir, MANIFEST_NAME)
+    for split in empty_splits(manifest):
+        then = (
+            f"tfr-train will refuse it; {_remedy(manifest, split)}"
+            if split == _TRAIN
+            else "tfr-train will leave it out of its evaluation"
+        )
+        logger.warning(
+            "the %r split of %s holds no lists (%s); %s",
+            split,
+            output_dir,
+            why_empty(manifest, split, manifest_path=path),
+            then,
+        )

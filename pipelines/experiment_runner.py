@@ -17,6 +17,12 @@ model on every fold and seed, and writes to ``output/``:
   NDCG_y@10 on the lists whose label is the highest level beside them;
 * PNG plots (see ``experiment_plots``).
 
+Each stage (the conversion, every run, the table and plots) logs a line when
+it starts and when it ends (``experiment_stages``); between them a neural run
+logs ``tfr-train``'s progress lines where no terminal shows Keras's bar, and a
+GBDT its validation NDCG every 50 trees and after a tree that ends 20 s
+after its last line.
+
 Text data (``synthetic-text``, ``trec:DIR`` or a text ``tfr-convert`` output)
 runs ``bm25`` and the ``listformer``; BM25 is deterministic, so it runs once
 per fold whatever ``seeds`` says. The models and folds are parsed by
@@ -35,8 +41,10 @@ import platform
 import re
 import shutil
 import time
+from collections.abc import Callable
 
 from pipelines.experiment_specs import ExperimentConfig, ModelSpec, parse_folds
+from pipelines.experiment_stages import StageLog
 from pipelines.experiment_summary import (
     PAIRED,
     REPORTED,
@@ -117,38 +125,50 @@ def _check_text_settings(config: ExperimentConfig) -> None:
         )
 
 
-def prepare_data(config: ExperimentConfig, *, progress: bool) -> dict[int, str]:
+def _convert(config: ExperimentConfig, target: str, *, progress: bool) -> None:
+    """Converts ``config.dataset`` into ``target`` (its folds, with simulated clicks unless
+    the config says otherwise)."""
+    if is_text_input(config.dataset):
+        _convert_text(config, target, progress=progress)
+        return
+    from tfrecords_tools.convert import ConvertConfig, convert
+    from tfrecords_tools.synthetic import SyntheticConfig
+
+    lists = config.synthetic_lists
+    synthetic = SyntheticConfig(
+        train_queries=lists,
+        vali_queries=max(lists // 3, 1),
+        test_queries=max(lists // 3, 1),
+    )
+    convert(
+        ConvertConfig(
+            input=config.dataset,
+            output=target,
+            data_dir=config.data_dir,
+            all_folds=True,
+            simulate_clicks=config.simulate_clicks,
+            synthetic=synthetic,
+            overwrite=True,
+        ),
+        progress=progress,
+    )
+
+
+def prepare_data(
+    config: ExperimentConfig, *, progress: bool, stages: StageLog | None = None
+) -> dict[int, str]:
     """The converted folds the experiment uses: the dataset itself when it is
-    already converted, else ``output/data`` (converted once)."""
+    already converted, else ``output/data`` (converted once, as one of ``stages``)."""
+    stages = stages or StageLog()
     folds = _converted_folds(config.dataset)
     if not folds:
         target = os.path.join(config.output, "data")
         folds = _converted_folds(target)
-        if not folds and is_text_input(config.dataset):
-            _convert_text(config, target, progress=progress)
-            folds = _converted_folds(target)
-        elif not folds:
-            from tfrecords_tools.convert import ConvertConfig, convert
-            from tfrecords_tools.synthetic import SyntheticConfig
-
-            lists = config.synthetic_lists
-            synthetic = SyntheticConfig(
-                train_queries=lists,
-                vali_queries=max(lists // 3, 1),
-                test_queries=max(lists // 3, 1),
-            )
-            convert(
-                ConvertConfig(
-                    input=config.dataset,
-                    output=target,
-                    data_dir=config.data_dir,
-                    all_folds=True,
-                    simulate_clicks=config.simulate_clicks,
-                    synthetic=synthetic,
-                    overwrite=True,
-                ),
-                progress=progress,
-            )
+        if folds:
+            stages.note("using the data converted before in %s", target)
+        else:
+            with stages.stage(f"convert {config.dataset} into {target}"):
+                _convert(config, target, progress=progress)
             folds = _converted_folds(target)
     wanted = parse_folds(config.folds)
     if _is_single_set(folds[min(folds)]) and len(folds) == 1 and wanted != [1]:
@@ -189,7 +209,8 @@ def _gbdt_config(spec: ModelSpec, values: dict) -> gbdt.GBDTConfig:
     return gbdt.GBDTConfig.from_json({**values, **own, "params": params})
 
 
-def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config) -> dict:
+def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config, fit: dict) -> dict:
+    """Trains and evaluates one run; ``fit``: ``runner.train``'s display options."""
     if spec.is_bm25:
         return _run_bm25(spec, fold_data, run_dir)
     values = {"model": spec.model, "data": fold_data, "model_dir": run_dir, "seed": seed}
@@ -197,7 +218,7 @@ def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config)
         values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
         if spec.is_gbdt:
             return train(gbdt.GBDTConfig.from_json(values))
-        return train(TrainConfig.from_flat(values), verbose=0)
+        return train(TrainConfig.from_flat(values), **fit)
     if spec.is_gbdt:
         return train(_gbdt_config(spec, values))
     for key, default in (("epochs", config.epochs), ("batch_size", config.batch_size)):
@@ -205,7 +226,7 @@ def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config)
             values[key] = default
     if config.patience is not None:
         values["patience"] = config.patience
-    return train(TrainConfig.from_flat({**values, **dict(spec.settings)}), verbose=0)
+    return train(TrainConfig.from_flat({**values, **dict(spec.settings)}), **fit)
 
 
 def _versions() -> dict:
@@ -220,18 +241,31 @@ def _versions() -> dict:
     return versions
 
 
-def _run_once(config: ExperimentConfig, spec, fold_data: str, fold: int, seed: int, bar) -> dict:
-    """One (model, fold, seed) run, trained unless its metrics exist; its ``results.json`` entry."""
+@dataclasses.dataclass(frozen=True)
+class _Display:
+    """What the runs show while they work: the stage lines, and training's ``verbose``
+    and ``progress_seconds`` (``runner.train``'s)."""
+
+    stages: StageLog
+    fit: dict
+
+
+def _run_once(
+    config: ExperimentConfig, planned: tuple, fold_data: str, name: str, display: _Display
+) -> dict:
+    """One (model, fold, seed) run, trained unless its metrics exist; its ``results.json``
+    entry. ``planned`` is ``(spec, fold, seed)``; ``name`` is how the stage lines call it."""
+    spec, fold, seed = planned
     run_dir = os.path.join(config.output, "runs", spec.slug, f"Fold{fold}", f"seed{seed}")
     metrics_path = os.path.join(run_dir, "metrics.json")
-    bar.set_description(f"{spec.label} Fold{fold} seed{seed}")
-    if not os.path.isfile(metrics_path):
+    if os.path.isfile(metrics_path):
+        display.stages.note("%s: finished before, kept (%s)", name, run_dir)
+    else:
         if os.path.isdir(run_dir):
             logger.info("%s was interrupted: starting it again", run_dir)
             shutil.rmtree(run_dir)
-        started = time.perf_counter()
-        _train_one(spec, fold_data, run_dir, seed, config)
-        logger.info("%s: %.0f s", run_dir, time.perf_counter() - started)
+        with display.stages.stage(name):
+            _train_one(spec, fold_data, run_dir, seed, config, display.fit)
     with open(metrics_path, encoding="utf-8") as f:
         metrics = json.load(f)
     return {
@@ -245,31 +279,12 @@ def _run_once(config: ExperimentConfig, spec, fold_data: str, fold: int, seed: i
     }
 
 
-def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
-    """Runs (or resumes) the experiment; returns ``results.json``'s content."""
-    from tqdm.auto import tqdm
-
-    given = _converted_folds(config.dataset)
-    # The models are checked against the data before anything is converted.
-    text = is_text_input(config.dataset) or bool(given and is_text_dataset(given[min(given)]))
-    specs = config.model_specs(text=text)
-    if text:
-        _check_text_settings(config)
-    os.makedirs(config.output, exist_ok=True)
-    folds = prepare_data(config, progress=progress)
-    plan = [
-        (spec, fold, seed)
-        for fold in folds
-        for seed in range(config.seeds)
-        for spec in specs
-        if seed == 0 or not spec.is_bm25  # BM25 is deterministic: one run per fold
-    ]
-    bar = tqdm(plan, unit="run", disable=None if progress else True)
-    runs = [_run_once(config, spec, folds[fold], fold, seed, bar) for spec, fold, seed in bar]
+def _results(config: ExperimentConfig, specs: list, folds: dict, runs: list, text: bool) -> dict:
+    """``results.json``'s content, the plots aside."""
     label_kind = "relevance" if text else data.load_manifest(folds[min(folds)]).label_kind
     reported = TEXT_REPORTED if text else REPORTED
     paired = TEXT_REPORTED if text else PAIRED
-    results = {
+    return {
         "dataset": config.dataset,
         "kind": "text" if text else "features",
         "reported": list(reported),
@@ -284,11 +299,55 @@ def run_experiment(config: ExperimentConfig, *, progress: bool = True) -> dict:
         "paired_keys": list(paired),
         "paired": paired_runs(runs, [s.label for s in specs], paired),
     }
-    write_json(os.path.join(config.output, "results.json"), results)
-    with open(os.path.join(config.output, "results.md"), "w", encoding="utf-8") as f:
-        f.write(format_table(results))
-    from pipelines import experiment_plots
 
-    results["plots"] = experiment_plots.draw_all(config.output, results, folds, specs)
-    write_json(os.path.join(config.output, "results.json"), results)
+
+def run_experiment(
+    config: ExperimentConfig,
+    *,
+    progress: bool = True,
+    progress_seconds: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
+    """Runs (or resumes) the experiment; returns ``results.json``'s content.
+
+    Args:
+      config: the experiment.
+      progress: show the conversion's and training's progress: bars on a
+        terminal, elsewhere a training progress line every ``progress_seconds``.
+        The stage lines (``experiment_stages``) are logged either way.
+      progress_seconds: see ``progress``.
+      clock: the stage lines' clock (seconds, monotonic); tests give their own.
+    """
+    stages = StageLog(clock=clock)
+    given = _converted_folds(config.dataset)
+    # The models are checked against the data before anything is converted.
+    text = is_text_input(config.dataset) or bool(given and is_text_dataset(given[min(given)]))
+    specs = config.model_specs(text=text)
+    if text:
+        _check_text_settings(config)
+    os.makedirs(config.output, exist_ok=True)
+    folds = prepare_data(config, progress=progress, stages=stages)
+    plan = [
+        (spec, fold, seed)
+        for fold in folds
+        for seed in range(config.seeds)
+        for spec in specs
+        if seed == 0 or not spec.is_bm25  # BM25 is deterministic: one run per fold
+    ]
+    # verbose 1: Keras's bar on a terminal, progress lines elsewhere (runner.train).
+    fit = {"verbose": 1 if progress else 0, "progress_seconds": progress_seconds}
+    display = _Display(stages=stages, fit=fit)
+    runs = []
+    for i, (spec, fold, seed) in enumerate(plan, start=1):
+        name = f"run {i}/{len(plan)} {spec.label} Fold{fold} seed{seed}"
+        runs.append(_run_once(config, (spec, fold, seed), folds[fold], name, display))
+    with stages.stage("results.md, results.json and plots"):
+        results = _results(config, specs, folds, runs, text)
+        write_json(os.path.join(config.output, "results.json"), results)
+        with open(os.path.join(config.output, "results.md"), "w", encoding="utf-8") as f:
+            f.write(format_table(results))
+        from pipelines import experiment_plots
+
+        results["plots"] = experiment_plots.draw_all(config.output, results, folds, specs)
+        write_json(os.path.join(config.output, "results.json"), results)
     return results

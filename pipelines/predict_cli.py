@@ -7,6 +7,9 @@ Examples::
     tfr-predict --model runs/gbdt --input MQ2008/Fold1/test.txt --output gbdt_run.txt
     # re-rank a first-stage run converted by tfr-convert --input trec
     tfr-predict --model runs/listformer --input data/trec_text --split test --output rerank.txt
+    # score through a running TF Serving, over REST or gRPC
+    tfr-predict --server http://localhost:8501/v1/models/rankformer --input q.txt --output run.txt
+    tfr-predict --server grpc://localhost:8500/rankformer --input data/web30k --output run.txt
 """
 
 from __future__ import annotations
@@ -28,22 +31,44 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--model``, or ``--server`` and its ``--timeout``."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--model",
+        help="an export/<version> directory, a run directory (its newest export), or a "
+        "GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt). This or --server",
+    )
+    where.add_argument(
+        "--server",
+        metavar="URL",
+        help="score with the feature-vector export a running TF Serving serves, instead of "
+        "--model: http://host:8501/v1/models/NAME (REST) or grpc://host:8500/NAME (gRPC), "
+        "optionally ending /versions/N or /labels/LABEL. LETOR lists are sent to its "
+        "predict_tensors signature, ELWC records to serving_default, --batch-size lists "
+        "a request",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --server: the longest wait for each request's answer. Default: 60",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = make_parser(
         "tfr-predict",
-        "Score query lists with an exported model and write a TREC run "
+        "Score query lists with an exported model (or the one a running TF Serving serves: "
+        "--server) and write a TREC run "
         "('qid Q0 docid rank score tag'; docid from the LETOR '#docid = ...' comment, else "
         "the line number; for ELWC input the item's position) or CSV with each query's "
         "list-quality prediction. A Listformer export re-ranks the lists of a text dataset "
         "(tfr-convert --input trec or synthetic-text), with their own query and document ids.",
         __doc__,
     )
-    p.add_argument(
-        "--model",
-        required=True,
-        help="an export/<version> directory, a run directory (its newest export), or a "
-        "GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt)",
-    )
+    _add_model_options(p)
     p.add_argument(
         "--input",
         required=True,
@@ -156,11 +181,14 @@ def _text_lists(args):
 def _letor_lists(args, num_features: int, filled: _Filled):
     """The lists of the LETOR file ``--input``; a line that stops before the model's
     last feature is refused when the training data gave every feature on every line."""
-    from tfr_rankformer.inputs.training_density import training_density
+    from tfr_rankformer.inputs.training_density import TrainingDensity, training_density
     from tfrecords_tools.letor.letor_lists import check_complete_lines, load_letor_lists
 
     letor = load_letor_lists(args.input, num_features, duplicates=args.duplicate_features)
-    density = training_density(args.model)
+    if args.server:
+        density = TrainingDensity(None, f"{args.server} gives no record of its training data")
+    else:
+        density = training_density(args.model)
     if density.dense:
         check_complete_lines(letor, why=_DENSE)
     filled.items, filled.num_features, filled.density = letor.filled_items, num_features, density
@@ -169,9 +197,17 @@ def _letor_lists(args, num_features: int, filled: _Filled):
 
 def _lists(args, filled: _Filled) -> tuple[str, object]:
     """The model's path and an iterator over the scored lists."""
-    from tfr_rankformer.runner import load_served, predict
+    from tfr_rankformer.runner import load_remote, load_served, predict
 
-    served = load_served(args.model)
+    if args.server:
+        if _is_text(args.input):
+            raise ValueError(
+                f"{args.input} holds text lists: --server scores feature-vector lists; score "
+                "text lists with --model and a Listformer export"
+            )
+        served = load_remote(args.server, timeout=args.timeout)
+    else:
+        served = load_served(args.model)
     if served.is_text:
         if not _is_text(args.input):
             raise ValueError(
@@ -239,8 +275,16 @@ def _output_error(error: OSError, output: str, partial: str) -> OSError:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     set_tensorflow_log_level(verbose=args.verbose)
+    server_errors = ()
+    if args.server:  # the client imports TensorFlow: only when it is used
+        from tfr_rankformer.serving.serving_client import ServingError
+
+        server_errors = (ServingError,)
     partial = args.output + ".partial"
     try:
         _check_output(args.output)
@@ -260,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(partial, "w", encoding="utf-8", newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
         os.replace(partial, args.output)
-    except (LetorFormatError, FileNotFoundError, ValueError, OSError) as e:
+    except (LetorFormatError, FileNotFoundError, ValueError, OSError, *server_errors) as e:
         if os.path.exists(partial):
             os.remove(partial)
         if isinstance(e, OSError):

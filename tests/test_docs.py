@@ -132,3 +132,25 @@ def test_the_command_list_is_setup_py_console_scripts():
     scripts = re.findall(r'"tfr-([\w-]+)=pipelines\.(\w+)_cli:main"', _read(f"{REPO}/setup.py"))
     assert [name for name, _ in scripts] == list(COMMANDS)
     assert all(name == module for name, module in scripts)
+
+
+# A user's manual speaks of the product as it is: no run dates, commit hashes or
+# development history (those belong in a changelog).
+_HISTORY = re.compile(
+    r"commit [0-9a-f]{7}|\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b|this session|before this change"
+    r"|\bas at commit\b|the issue's figures"
+)
+
+
+def test_the_readme_and_docs_hold_no_run_dates_or_commit_hashes():
+    pages = [os.path.join(REPO, "README.md")]
+    pages += [os.path.join(DOCS, n) for n in sorted(os.listdir(DOCS)) if n.endswith(".md")]
+    found = []
+    for path in pages:
+        if os.path.basename(path) == "CHANGELOG.md":
+            continue
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if _HISTORY.search(line):
+                    found.append(f"{os.path.relpath(path, REPO)}:{number}: {line.strip()[:80]}")
+    assert not found, "\n".join(found)

@@ -48,6 +48,7 @@ from tfr_rankformer.serving.prediction import (
     tensor_signature,
 )
 from tfr_rankformer.serving.serving_checks import check_policy
+from tfr_rankformer.serving.serving_client import DEFAULT_TIMEOUT, ServingError, connect
 from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs, text_signature
 from tfr_rankformer.text.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_export import export_text_run
@@ -55,7 +56,15 @@ from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_tokenizer import register_text_ops
 from tfr_rankformer.train_config import TrainConfig
 
-__all__ = ["train", "evaluate", "export_run", "predict", "load_served", "ServedModel"]
+__all__ = [
+    "train",
+    "evaluate",
+    "export_run",
+    "predict",
+    "load_served",
+    "load_remote",
+    "ServedModel",
+]
 
 # Lists per model call when ``predict`` is not told: evaluation's sizes.
 _BATCH_SIZE = 256
@@ -186,11 +195,13 @@ class ServedModel:
     """A trained model opened to score lists (``load_served``).
 
     Attributes:
-      path: the SavedModel directory, or the GBDT's ``model.txt``.
+      path: the SavedModel directory, the GBDT's ``model.txt``, or the URL of
+        a TF Serving's model (``load_remote``).
       kind: ``features`` (a feature-vector run's export), ``text`` (either of
         a text run's exports) or ``gbdt``.
       num_features: the feature count the model takes (``None`` for text).
-      model: the loaded SavedModel, or the LightGBM booster.
+      model: the loaded SavedModel (or a ``serving_client.RemoteModel``, whose
+        signatures are called alike), or the LightGBM booster.
       tokenizer: a token-id text export's client tokenizer, read from its
         ``assets.extra/`` (``None``: the export takes raw strings, or no text).
     """
@@ -226,6 +237,25 @@ def load_served(model: str) -> ServedModel:
         return ServedModel(path, "text", None, load_export(path))
     saved = load_export(path)
     return ServedModel(path, "features", signature_num_features(tensor_signature(saved)), saved)
+
+
+def load_remote(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> ServedModel:
+    """Opens the feature-vector export a TF Serving serves at ``url``
+    (``http://host:8501/v1/models/NAME`` or ``grpc://host:8500/NAME``), to score
+    through it with ``predict`` as with a local export.
+
+    Raises:
+      ValueError: ``url`` is not a TF Serving model URL.
+      ServingError: the server cannot be reached, answers with an error, or
+        serves another kind of model (``serving_client``).
+    """
+    remote = connect(url, timeout=timeout)
+    try:
+        num_features = remote.num_features
+    except ServingError:
+        remote.close()
+        raise
+    return ServedModel(remote.url, "features", num_features, remote)
 
 
 def _token_id_inputs(tokenizer: ClientTokenizer):

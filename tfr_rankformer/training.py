@@ -265,7 +265,10 @@ def _train(run: _Run) -> dict:
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
+    logger.info("trained in %.0f s; evaluating every split", seconds)
+    evaluating = time.perf_counter()
     metrics = run.family.evaluate(run.prepared, model)
+    logger.info("evaluated in %.0f s", time.perf_counter() - evaluating)
     metrics["training"] = _training_summary(run, history, seconds, monitor)
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)

@@ -66,6 +66,8 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     if args.epochs:
         flags += ["--epochs", str(args.epochs)]
     log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")
+    if args.reuse_runs and os.path.isfile(os.path.join(model_dir, "metrics.json")):
+        return _figures(model_dir, peak=None)  # trained by an earlier run of the benchmark
     os.makedirs(os.path.dirname(log), exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
         f.write(shlex.join(["tfr-train", *flags]) + "\n")
@@ -78,6 +80,12 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
         _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
         raise RuntimeError(f"tfr-train failed on fold {number} ({variant}); see {log}")
+    return _figures(model_dir, peak=usage.ru_maxrss * 1024)  # Linux reports KiB
+
+
+def _figures(model_dir: str, *, peak: int | None) -> dict:
+    """A trained run's figures from its ``metrics.json``; ``peak``: its process's peak
+    RSS in bytes (``None``: not measured, a run reused with ``--reuse-runs``)."""
     with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
         training = json.load(f)["training"]
     epochs = max(1, training["epochs_this_run"])
@@ -85,7 +93,7 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
         "model_dir": model_dir,
         "epochs": training["epochs_completed"],
         "seconds_per_epoch": round(training["seconds"] / epochs, 1),
-        "peak_rss_bytes": usage.ru_maxrss * 1024,  # Linux reports KiB
+        "peak_rss_bytes": peak,
         "estimated_peak_bytes": training["estimated_peak_bytes"],
     }
 

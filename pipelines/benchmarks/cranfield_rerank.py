@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--epochs", type=int, help="tfr-train --epochs of the Listformer. Default: tfr-train's"
     )
+    p.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="score the Listformer runs an earlier run of the benchmark trained in "
+        "OUTPUT/runs/ instead of training them again (their peak RSS is then not measured)",
+    )
     p.add_argument("--reprint", action="store_true", help="print the last run's table again")
     add_verbose_flag(p)
     return p

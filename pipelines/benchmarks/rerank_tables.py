@@ -57,10 +57,12 @@ def runs_table(records: list[dict]) -> list[str]:
     ]
     for r in records:
         for variant, t in r.get("runs", {}).items():
-            peak, estimate = t["peak_rss_bytes"] / 2**30, t["estimated_peak_bytes"] / 2**30
+            peak = t["peak_rss_bytes"]
+            peak = "not measured" if peak is None else f"{peak / 2**30:.2f} GiB"
+            estimate = t["estimated_peak_bytes"] / 2**30
             lines.append(
                 f"| {r['fold']} | {variant} | {t['epochs']} | {t['seconds_per_epoch']:.0f} | "
-                f"{peak:.2f} GiB | {estimate:.2f} GiB |"
+                f"{peak} | {estimate:.2f} GiB |"
             )
     return lines if len(lines) > 2 else []
 

@@ -125,16 +125,8 @@ def _train_gbdt(config: GBDTConfig, manifest, callbacks: list | None) -> dict:
     kept = booster.best_iteration or booster.current_iteration()
     save_booster(booster, config.model_dir)
     history.write(os.path.join(config.model_dir, "history.csv"))
-    max_label = manifest.label_levels
-    # Scoring on the training threads: LightGBM's default (every core) can be far
-    # slower on a machine that other work keeps busy.
-    threads = params["num_threads"]
-    metrics = {
-        split: evaluate_arrays(
-            score_arrays(booster, arrays, num_threads=threads), arrays, max_label=max_label
-        )
-        for split, arrays in splits.items()
-    }
+    logger.info("trained in %.0f s; evaluating every split", seconds)
+    metrics = _evaluate_splits(booster, splits, manifest.label_levels, params["num_threads"])
     metrics["training"] = {
         "trees": kept,
         "trees_grown": max(history.grown, booster.current_iteration()),
@@ -148,4 +140,18 @@ def _train_gbdt(config: GBDTConfig, manifest, callbacks: list | None) -> dict:
     }
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
+    return metrics
+
+
+def _evaluate_splits(booster: lgb.Booster, splits: dict, max_label: int, threads: int) -> dict:
+    """Each split's metrics, scored on the training's ``threads``: LightGBM's default
+    (every core) can be far slower on a machine that other work keeps busy."""
+    started = time.perf_counter()
+    metrics = {
+        split: evaluate_arrays(
+            score_arrays(booster, arrays, num_threads=threads), arrays, max_label=max_label
+        )
+        for split, arrays in splits.items()
+    }
+    logger.info("evaluated in %.0f s", time.perf_counter() - started)
     return metrics

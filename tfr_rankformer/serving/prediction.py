@@ -38,6 +38,7 @@ from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
 from tfr_rankformer.run_layout import EXPORT_NAME
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.serving.serving_requests import padded_tensors
 
 __all__ = [
     "ScoredList",
@@ -174,19 +175,15 @@ def score_lists(
     """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
 
     The lists may come from anywhere: a LETOR file read by the converter
-    (``tfrecords_tools.letor.letor_lists``), a feature store, a test. They are
+    (``tfrecords_tools.letor.letor_lists``), a feature store, a test. ``signature``
+    may also be a TF Serving's (``serving_client.connect``). They are
     scored in batches of similar length (at most ``batch_size`` lists and
     ``BATCH_ITEMS`` padded items) and come out in their input order.
     """
     num_features = signature_num_features(signature)
 
     def score(batch):
-        width = max(len(docids) for _, docids, _ in batch)
-        features = np.zeros((len(batch), width, num_features), np.float32)
-        mask = np.zeros((len(batch), width), bool)
-        for i, (_, docids, x) in enumerate(batch):
-            features[i, : len(docids)] = x
-            mask[i, : len(docids)] = True
+        features, mask = padded_tensors(batch, num_features)  # [B, L, d], [B, L]
         outputs = signature(features=tf.constant(features), mask=tf.constant(mask))
         return [
             ScoredList(qid, docids, *unpacked(outputs, i, len(docids)))
@@ -205,10 +202,12 @@ def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileE
     if found:
         path, number, _ = batch[int(found.group(1))]
         return RecordFileError(path, number, found.group(2).replace("\\'", "'"))
-    first, last = batch[0], batch[-1]
-    where = f"records {first[1]}-{last[1]}" if first[0] == last[0] else "a batch of records"
+    # The batch is sorted by list length, not by record: name its lowest and highest.
+    numbers = [number for _, number, _ in batch]
+    same_file = len({path for path, _, _ in batch}) == 1
+    where = f"records {min(numbers)}-{max(numbers)}" if same_file else "a batch of records"
     detail = error.message.strip().splitlines()[0]
-    return RecordFileError(first[0], None, f"{where}: the model rejected the input ({detail})")
+    return RecordFileError(batch[0][0], None, f"{where}: the model rejected the input ({detail})")
 
 
 def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
@@ -219,7 +218,8 @@ def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
 
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
     """Scores ELWC records (the converter's shards) through the proto signature of
-    ``export`` (its directory or the loaded SavedModel).
+    ``export`` (its directory, the loaded SavedModel, or a TF Serving's
+    ``serving_client.RemoteModel``).
 
     Raises:
       RecordFileError: a ``ValueError`` naming the file and record of a list

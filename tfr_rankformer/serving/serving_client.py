@@ -1,0 +1,393 @@
+"""A client of a running TF Serving, used as a loaded export is.
+
+``connect(url)`` opens the model at ``http://host:8501/v1/models/NAME`` (REST,
+``https://`` too) or ``grpc://host:8500/NAME`` (gRPC, a plain-text channel),
+either optionally ending ``/versions/N`` or ``/labels/LABEL``. It reads the
+model's signatures from the server's metadata (REST ``GET .../metadata``,
+gRPC ``GetModelMetadata``) and returns a ``RemoteModel`` whose
+``signatures[name]`` are called as a loaded SavedModel's are (keyword tensors
+in, a dict of tensors out), so ``prediction.score_lists`` and ``score_elwc``
+score through the server unchanged. Requests are ``serving_requests``': REST
+rows (``instances``) for a one-input signature such as ``serving_default``,
+columns (``inputs``) otherwise; TensorProtos over gRPC.
+
+Errors name the URL: ``ServingError`` for a server that cannot be reached,
+does not answer in time, or answers with an HTTP status or gRPC error (given,
+with TF Serving's message); ``ModelRejectedError``, also the
+``tf.errors.InvalidArgumentError`` a local signature raises, for a request the
+model refused (HTTP 400, gRPC ``INVALID_ARGUMENT``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.serving.serving_requests import (
+    EXAMPLES,
+    FEATURES,
+    MASK,
+    grpc_outputs,
+    model_spec,
+    predict_request,
+    rest_body,
+    rest_outputs,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ServerAddress",
+    "ServingError",
+    "ModelRejectedError",
+    "RemoteSignature",
+    "RemoteModel",
+    "parse_server_url",
+    "connect",
+]
+
+DEFAULT_TIMEOUT = 60.0  # seconds per request
+_MODEL_PATH = r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?/?"
+_PATHS = {
+    "http": re.compile(rf"/v1/models/{_MODEL_PATH}"),
+    "https": re.compile(rf"/v1/models/{_MODEL_PATH}"),
+    "grpc": re.compile(rf"/{_MODEL_PATH}"),
+}
+_URL_FORMS = (
+    "http://host:8501/v1/models/NAME or grpc://host:8500/NAME, optionally ending "
+    "/versions/N or /labels/LABEL"
+)
+
+
+class ServingError(RuntimeError):
+    """A TF Serving could not be reached, did not answer, or answered with an error."""
+
+
+class ModelRejectedError(ServingError, tf.errors.InvalidArgumentError):
+    """The served model refused a request (HTTP 400, gRPC ``INVALID_ARGUMENT``); caught
+    as the ``InvalidArgumentError`` a local signature raises, so callers treat both alike."""
+
+    def __init__(self, message: str):
+        tf.errors.InvalidArgumentError.__init__(self, None, None, message)
+
+    def __str__(self) -> str:
+        # ``message`` stays the server's, for callers that name the rejected list.
+        return f"the served model rejected the input: {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerAddress:
+    """Where a model is served (``parse_server_url``).
+
+    Attributes:
+      url: the URL as given, without a trailing slash.
+      protocol: ``rest`` or ``grpc``.
+      target: ``host:port``.
+      model_name: the name the server serves the model under.
+      version: the version asked for, or ``None`` (the newest).
+      version_label: the version label asked for, or ``None``.
+    """
+
+    url: str
+    protocol: str
+    target: str
+    model_name: str
+    version: int | None = None
+    version_label: str | None = None
+
+
+def parse_server_url(url: str) -> ServerAddress:
+    """The model URL ``url`` read into its parts.
+
+    >>> address = parse_server_url("grpc://localhost:8500/rankformer/versions/2")
+    >>> address.protocol, address.target, address.model_name, address.version
+    ('grpc', 'localhost:8500', 'rankformer', 2)
+    >>> parse_server_url("http://localhost:8501/v1/models/rankformer").protocol
+    'rest'
+
+    Raises:
+      ValueError: a URL of neither form.
+    """
+    parts = urllib.parse.urlsplit(url)
+    pattern = _PATHS.get(parts.scheme)
+    found = pattern.fullmatch(parts.path) if pattern else None
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        found = None
+    if found is None or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"{url} is not a TF Serving model URL; give {_URL_FORMS}")
+    version = found.group("version")
+    target = parts.netloc if port or parts.scheme != "grpc" else f"{parts.netloc}:8500"
+    return ServerAddress(
+        url=url.rstrip("/"),
+        protocol="grpc" if parts.scheme == "grpc" else "rest",
+        target=target,
+        model_name=urllib.parse.unquote(found.group("name")),
+        version=int(version) if version is not None else None,
+        version_label=found.group("label"),
+    )
+
+
+# === Transports ===
+
+
+def _error_text(body: bytes) -> str:
+    """TF Serving's message in an error body (``{"error": ...}``). Its REST server
+    C-escapes the message, which can put ``\\'`` in the JSON; that is read too."""
+    text = body.decode("utf-8", "replace")
+    for candidate in (text, text.replace("\\'", "'")):
+        try:
+            answer = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(answer, dict) and "error" in answer:
+            return str(answer["error"]).strip()
+    return text.strip()[:500] or "(no message)"
+
+
+class _RestTransport:
+    """TF Serving's REST API (``:predict``, ``/metadata``) with the standard library."""
+
+    def __init__(self, address: ServerAddress, timeout: float):
+        self.address = address
+        self.timeout = timeout
+
+    def metadata(self):
+        from google.protobuf import json_format
+        from tensorflow_serving.apis.get_model_metadata_pb2 import SignatureDefMap
+
+        url = f"{self.address.url}/metadata"
+        answer = self._send(url, None)
+        try:
+            signatures = dict(answer["metadata"]["signature_def"])
+            signatures.pop("@type", None)  # the field TF Serving's JSON of an Any would hold
+            return json_format.ParseDict(signatures, SignatureDefMap(), ignore_unknown_fields=True)
+        except (KeyError, TypeError, json_format.ParseError) as e:
+            raise ServingError(f"{url}: not TF Serving's model metadata ({e})") from None
+
+    def predict(self, inputs: Mapping[str, object], signature_name: str) -> dict[str, np.ndarray]:
+        url = f"{self.address.url}:predict"
+        form = "instances" if len(inputs) == 1 else "inputs"
+        answer = self._send(url, rest_body(inputs, signature_name=signature_name, form=form))
+        try:
+            return rest_outputs(answer)
+        except ValueError as e:
+            raise ServingError(f"{url}: {e}") from None
+
+    def _send(self, url: str, body: dict | None) -> dict:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {} if data is None else {"Content-Type": "application/json"}
+        request = urllib.request.Request(url, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                text = response.read()
+        except urllib.error.HTTPError as e:
+            message = f"HTTP {e.code} from {url}: {_error_text(e.read())}"
+            raise (ModelRejectedError if e.code == 400 else ServingError)(message) from None
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, TimeoutError):
+                raise self._timeout(url) from None
+            raise ServingError(f"cannot reach TF Serving at {url}: {e.reason}") from None
+        except TimeoutError:
+            raise self._timeout(url) from None
+        except OSError as e:
+            raise ServingError(f"lost the connection to {url}: {e}") from None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise ServingError(
+                f"{url} answered with something other than JSON: {text[:200]!r}"
+            ) from None
+
+    def _timeout(self, url: str) -> ServingError:
+        return ServingError(f"{url} did not answer within {self.timeout:g} s")
+
+    def close(self) -> None:
+        pass
+
+
+class _GrpcTransport:
+    """TF Serving's gRPC ``PredictionService`` (``Predict``, ``GetModelMetadata``)."""
+
+    def __init__(self, address: ServerAddress, timeout: float):
+        import grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+        self.address = address
+        self.timeout = timeout
+        # Large batches of lists exceed gRPC's default 4 MiB messages.
+        options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        self.channel = grpc.insecure_channel(address.target, options=options)
+        self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+
+    def metadata(self):
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        request.model_spec.CopyFrom(model_spec(**self._spec()))
+        response = self._call(self.stub.GetModelMetadata, request)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        packed = response.metadata.get("signature_def")
+        if packed is None or not packed.Unpack(signatures):
+            raise ServingError(f"{self.address.url}: the model metadata holds no signature_def")
+        return signatures
+
+    def _spec(self) -> dict:
+        address = self.address
+        return {
+            "model_name": address.model_name,
+            "version": address.version,
+            "version_label": address.version_label,
+        }
+
+    def predict(self, inputs: Mapping[str, object], signature_name: str) -> dict[str, np.ndarray]:
+        request = predict_request(inputs, signature_name=signature_name, **self._spec())
+        return grpc_outputs(self._call(self.stub.Predict, request))
+
+    def _call(self, method, request):
+        import grpc
+
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            code, details, url = e.code(), e.details(), self.address.url
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise ModelRejectedError(f"{url}: INVALID_ARGUMENT: {details}") from None
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise ServingError(f"cannot reach TF Serving at {url}: {details}") from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise ServingError(f"{url} did not answer within {self.timeout:g} s") from None
+            raise ServingError(f"{url}: {code.name}: {details}") from None
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+# === The served model ===
+
+
+class RemoteSignature:
+    """One signature of a served model, called as a loaded SavedModel's signature is.
+
+    Attributes:
+      name: the signature's name.
+      input_specs: input name -> ``tf.TensorSpec``, from the server's metadata.
+      output_dtypes: output name -> ``tf.DType``; answers are cast to them (REST
+        answers carry JSON numbers).
+    """
+
+    def __init__(self, transport, name: str, signature_def):
+        self._transport = transport
+        self.name = name
+        # A TensorInfo of no dtype (DT_INVALID, 0) names an op, as in TF's
+        # ``__saved_model_init_op`` signature: it has no tensor to send or cast.
+        self.input_specs = {
+            key: tf.TensorSpec(tf.TensorShape(info.tensor_shape), tf.as_dtype(info.dtype), key)
+            for key, info in signature_def.inputs.items()
+            if info.dtype
+        }
+        self.output_dtypes = {
+            key: tf.as_dtype(info.dtype)
+            for key, info in signature_def.outputs.items()
+            if info.dtype
+        }
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict[str, tf.TensorSpec]]:
+        """``((), {input name: TensorSpec})``, as a concrete function's."""
+        return (), dict(self.input_specs)
+
+    def __call__(self, **inputs) -> dict[str, tf.Tensor]:
+        """Sends ``inputs`` (arrays or tensors, by input name); returns the outputs.
+
+        Raises:
+          TypeError: other input names than the signature's.
+          ModelRejectedError: the model refused the inputs.
+          ServingError: see ``connect``.
+        """
+        if set(inputs) != set(self.input_specs):
+            raise TypeError(f"{self.name} takes {sorted(self.input_specs)}, got {sorted(inputs)}")
+        outputs = self._transport.predict(inputs, self.name)
+        typed = {}
+        for name, value in outputs.items():
+            dtype = self.output_dtypes.get(name)
+            typed[name] = tf.constant(np.asarray(value, dtype.as_numpy_dtype) if dtype else value)
+        return typed
+
+
+class RemoteModel:
+    """A model served by TF Serving (``connect``), in place of a loaded export.
+
+    Attributes:
+      address: where it is served.
+      signatures: signature name -> ``RemoteSignature``.
+    """
+
+    def __init__(self, address: ServerAddress, transport, signature_map):
+        self.address = address
+        self._transport = transport
+        self.signatures = {
+            name: RemoteSignature(transport, name, signature_def)
+            for name, signature_def in signature_map.signature_def.items()
+        }
+
+    @property
+    def url(self) -> str:
+        return self.address.url
+
+    @property
+    def num_features(self) -> int:
+        """The feature count ``d`` of a feature-vector export.
+
+        Raises:
+          ServingError: the model is not a feature-vector export (``tfr-export``).
+        """
+        elwc = self.signatures.get(SIGNATURE_ELWC)
+        tensors = self.signatures.get(SIGNATURE_TENSORS)
+        features = tensors.input_specs.get(FEATURES) if tensors else None
+        shape = features.shape if features is not None else tf.TensorShape(None)
+        takes_elwc = elwc is not None and set(elwc.input_specs) == {EXAMPLES}
+        if not takes_elwc or shape.rank != 3 or shape[-1] is None:
+            found = {name: sorted(s.input_specs) for name, s in sorted(self.signatures.items())}
+            raise ServingError(
+                f"{self.url} does not serve a feature-vector export (tfr-export): expected "
+                f"{SIGNATURE_ELWC} on {EXAMPLES!r} and {SIGNATURE_TENSORS} on {FEATURES!r} "
+                f"[batch, list, d] and {MASK!r}; its signatures take {found}"
+            )
+        return int(shape[-1])
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> RemoteModel:
+    """Opens the model at ``url``: reads its signatures from the server's metadata.
+
+    Args:
+      url: ``http(s)://host:port/v1/models/NAME`` or ``grpc://host:port/NAME``,
+        optionally ending ``/versions/N`` or ``/labels/LABEL``.
+      timeout: seconds each request may take.
+
+    Raises:
+      ValueError: a URL of neither form.
+      ServingError: the server cannot be reached or answers with an error (a
+        model it does not serve: HTTP 404, gRPC ``NOT_FOUND``).
+    """
+    address = parse_server_url(url)
+    transport_type = _GrpcTransport if address.protocol == "grpc" else _RestTransport
+    transport = transport_type(address, timeout)
+    try:
+        signature_map = transport.metadata()
+    except BaseException:
+        transport.close()
+        raise
+    return RemoteModel(address, transport, signature_map)

@@ -1,0 +1,359 @@
+"""TF Serving's request and response formats for a feature-vector export.
+
+An export (``export.save_servable``) has two signatures:
+
+* ``serving_default``: one input, ``examples``, a ``DT_STRING [batch]`` of
+  serialized ``ExampleListWithContext`` protos (``elwc_records``);
+* ``predict_tensors``: ``features`` ``DT_FLOAT [batch, list, d]`` (raw values)
+  and ``mask`` ``DT_BOOL [batch, list]`` (``padded_tensors``).
+
+This module builds, from those inputs, the JSON body of TF Serving's REST
+``:predict`` API (``rest_body``; binary strings as ``{"b64": ...}``, in the
+row form ``"instances"`` or the columnar form ``"inputs"``) and the gRPC
+``PredictRequest`` (``predict_request``; each input a ``TensorProto``), and reads
+the answers back (``rest_outputs``, ``grpc_outputs``, ``list_scores``). It only
+builds and reads messages; ``serving_client`` sends them.
+
+>>> import numpy as np
+>>> features, mask = padded_tensors([(7, ["a"], np.array([[1, 2]])), (8, [], np.zeros((0, 2)))], 2)
+>>> rest_tensor_body(features, mask)["inputs"]
+{'features': [[[1.0, 2.0]], [[0.0, 0.0]]], 'mask': [[True], [False]]}
+>>> rest_tensor_body(features, mask, form="instances")["instances"][0]
+{'features': [[1.0, 2.0]], 'mask': [True]}
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
+
+if TYPE_CHECKING:
+    from tensorflow_serving.apis import model_pb2, predict_pb2
+
+__all__ = [
+    "EXAMPLES",
+    "FEATURES",
+    "MASK",
+    "REST_FORMS",
+    "FeatureList",
+    "ListEncoder",
+    "elwc_records",
+    "padded_tensors",
+    "rest_body",
+    "rest_elwc_body",
+    "rest_tensor_body",
+    "model_spec",
+    "predict_request",
+    "grpc_elwc_request",
+    "grpc_tensor_request",
+    "rest_outputs",
+    "grpc_outputs",
+    "list_scores",
+]
+
+# The signatures' input names (the ``TensorSpec`` names of ``export._Servable``).
+EXAMPLES = "examples"
+FEATURES = "features"
+MASK = "mask"
+# TF Serving's two JSON layouts of a predict request: rows, or one array per input.
+REST_FORMS = ("instances", "inputs")
+# The name of a signature's only output, which TF Serving's REST answer leaves out.
+_SINGLE_OUTPUT = "scores"
+
+# ``(qid, docids, [n, d] raw features)``: one query's list, as ``prediction.score_lists``
+# and the LETOR reader (``tfrecords_tools.letor.letor_lists``) hold it.
+FeatureList = tuple[int, Sequence[str], np.ndarray]
+
+
+class ListEncoder(Protocol):
+    """Serialises one list as an ELWC proto: the converter's ``tfrecords_tools.ElwcEncoder``."""
+
+    num_features: int
+
+    def encode(
+        self, qid: int, features: np.ndarray, labels: np.ndarray, relevance: np.ndarray
+    ) -> bytes: ...
+
+
+# === Inputs ===
+
+
+def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[bytes]:
+    """The lists as serialized ELWC protos, as ``tfr-convert`` writes them (labels 0).
+
+    Args:
+      lists: ``(qid, docids, [n, d] raw features)`` per list.
+      encoder: the converter's ``tfrecords_tools.ElwcEncoder(d)`` (the library
+        does not import the converter, so the caller passes it).
+
+    Returns:
+      One ``serving_default`` ``examples`` value per list; items keep their order.
+
+    Raises:
+      ValueError: a list whose features are not ``[len(docids), d]``.
+    """
+    records = []
+    for qid, docids, features in lists:
+        values = np.asarray(features, np.float32)
+        if values.shape != (len(docids), encoder.num_features):
+            raise ValueError(
+                f"list {qid}: features of shape {values.shape}, expected "
+                f"({len(docids)}, {encoder.num_features}) for {len(docids)} docids"
+            )
+        zeros = np.zeros(len(docids), np.float32)
+        records.append(encoder.encode(int(qid), values, zeros, zeros))
+    return records
+
+
+def padded_tensors(
+    lists: Sequence[FeatureList], num_features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``predict_tensors``' inputs for ``lists``: each padded to the longest.
+
+    Returns:
+      ``features`` ``[batch, longest list, d]`` float32 (0 for padding) and
+      ``mask`` ``[batch, longest list]`` bool (false for padding).
+    """
+    width = max((len(docids) for _, docids, _ in lists), default=0)
+    features = np.zeros((len(lists), width, num_features), np.float32)
+    mask = np.zeros((len(lists), width), bool)
+    for i, (_, docids, values) in enumerate(lists):
+        features[i, : len(docids)] = values
+        mask[i, : len(docids)] = True
+    return features, mask
+
+
+def _array(value) -> np.ndarray:
+    """``value`` as numpy; strings stay Python ``bytes`` (a fixed-width ``S`` array
+    would drop a serialized proto's trailing zero bytes)."""
+    if isinstance(value, tf.Tensor):
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype.kind in "SU":
+        array = np.asarray(value, dtype=object)
+    return array
+
+
+# === REST ===
+
+
+def _to_json(value):
+    """A nested list of an array's values; bytes as TF Serving's ``{"b64": ...}``."""
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _from_json(value):
+    """The reverse of ``_to_json``: ``{"b64": ...}`` objects back to bytes."""
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return base64.b64decode(value["b64"])
+    return value
+
+
+def rest_body(inputs: Mapping[str, object], *, signature_name: str, form: str) -> dict:
+    """The JSON body (as a dict) of a REST ``:predict`` request.
+
+    Args:
+      inputs: input name -> array (or tensor, or nested list); strings are bytes.
+      signature_name: the signature called.
+      form: ``instances`` (rows: the value itself for a one-input signature,
+        else one object per batch row) or ``inputs`` (columns: one array per
+        input name).
+
+    Raises:
+      ValueError: an unknown form, or inputs of different batch sizes in rows.
+    """
+    if form not in REST_FORMS:
+        raise ValueError(f"Unknown REST form {form!r}; choose from {list(REST_FORMS)}")
+    columns = {name: _to_json(_array(value).tolist()) for name, value in inputs.items()}
+    if form == "inputs":
+        return {"signature_name": signature_name, "inputs": columns}
+    if len(columns) == 1:
+        return {"signature_name": signature_name, "instances": next(iter(columns.values()))}
+    sizes = {name: len(column) for name, column in columns.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"the row form needs one batch size for every input, got {sizes}")
+    rows = [
+        {name: column[i] for name, column in columns.items()}
+        for i in range(next(iter(sizes.values())))
+    ]
+    return {"signature_name": signature_name, "instances": rows}
+
+
+def rest_elwc_body(
+    records: Sequence[bytes], *, form: str = "instances", signature_name: str = SIGNATURE_ELWC
+) -> dict:
+    """The REST body scoring serialized ELWC ``records`` through ``serving_default``.
+
+    >>> rest_elwc_body([b"\\x0a\\x00"])
+    {'signature_name': 'serving_default', 'instances': [{'b64': 'CgA='}]}
+    >>> rest_elwc_body([b"\\x0a\\x00"], form="inputs")["inputs"]
+    {'examples': [{'b64': 'CgA='}]}
+    """
+    return rest_body(
+        {EXAMPLES: np.asarray(list(records), dtype=object)},
+        signature_name=signature_name,
+        form=form,
+    )
+
+
+def rest_tensor_body(
+    features: np.ndarray,
+    mask: np.ndarray,
+    *,
+    form: str = "inputs",
+    signature_name: str = SIGNATURE_TENSORS,
+) -> dict:
+    """The REST body scoring ``features [B, L, d]`` float32 and ``mask [B, L]`` bool
+    (``padded_tensors``) through ``predict_tensors``."""
+    inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
+    return rest_body(inputs, signature_name=signature_name, form=form)
+
+
+def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
+    """The outputs of a REST ``:predict`` answer, by name.
+
+    ``{"predictions": ...}`` (the answer to rows: one value, or one object per
+    row, per batch row) and ``{"outputs": ...}`` (to columns: one value, or an
+    object of them) are both read. TF Serving leaves the name out when the
+    signature has one output; it is then ``scores``.
+
+    >>> rest_outputs({"predictions": [{"scores": [1.0, 2.0], "expected_list_label": 0.5}]})
+    {'scores': array([[1., 2.]]), 'expected_list_label': array([0.5])}
+    >>> rest_outputs({"outputs": [[1.0, 2.0]]})
+    {'scores': array([[1., 2.]])}
+
+    Raises:
+      ValueError: an ``{"error": ...}`` answer, or one holding neither key.
+    """
+    if "error" in response:
+        raise ValueError(f"TF Serving answered with an error: {response['error']}")
+    if "predictions" in response:
+        rows = response["predictions"]
+        if rows and all(isinstance(row, dict) and set(row) != {"b64"} for row in rows):
+            return {name: _output([row[name] for row in rows]) for name in rows[0]}
+        return {_SINGLE_OUTPUT: _output(rows)}
+    if "outputs" in response:
+        outputs = response["outputs"]
+        if isinstance(outputs, dict) and set(outputs) != {"b64"}:
+            return {name: _output(value) for name, value in outputs.items()}
+        return {_SINGLE_OUTPUT: _output(outputs)}
+    raise ValueError(
+        f"a REST predict answer holds 'predictions' or 'outputs', got keys {sorted(response)}"
+    )
+
+
+def _output(value) -> np.ndarray:
+    value = _from_json(value)
+    return np.asarray(value, dtype=object) if _holds_bytes(value) else np.asarray(value)
+
+
+def _holds_bytes(value) -> bool:
+    while isinstance(value, list) and value:
+        value = value[0]
+    return isinstance(value, bytes)
+
+
+# === gRPC ===
+
+
+def model_spec(
+    model_name: str, *, version: int | None = None, version_label: str | None = None
+) -> model_pb2.ModelSpec:
+    """The ``ModelSpec`` naming a served model (and a version, or its label; ``None``:
+    the newest), as ``Predict`` and ``GetModelMetadata`` requests hold it."""
+    from tensorflow_serving.apis import model_pb2
+
+    spec = model_pb2.ModelSpec(name=model_name)
+    if version is not None:
+        spec.version.value = version
+    if version_label is not None:
+        spec.version_label = version_label
+    return spec
+
+
+def predict_request(
+    inputs: Mapping[str, object],
+    *,
+    model_name: str,
+    signature_name: str,
+    version: int | None = None,
+    version_label: str | None = None,
+) -> predict_pb2.PredictRequest:
+    """A gRPC ``PredictRequest``: ``model_spec`` and each input as a ``TensorProto``.
+
+    Args:
+      inputs: input name -> array (or tensor); strings are bytes.
+      model_name: the name the server serves the model under.
+      signature_name: the signature called.
+      version, version_label: a version (or its label) to ask for; ``None``:
+        the newest.
+    """
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    spec = model_spec(model_name, version=version, version_label=version_label)
+    request.model_spec.CopyFrom(spec)
+    request.model_spec.signature_name = signature_name
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(_array(value)))
+    return request
+
+
+def grpc_elwc_request(
+    records: Sequence[bytes], *, model_name: str, signature_name: str = SIGNATURE_ELWC, **spec
+) -> predict_pb2.PredictRequest:
+    """A ``PredictRequest`` scoring serialized ELWC ``records`` (``DT_STRING [batch]``);
+    ``spec``: ``version`` or ``version_label`` (see ``predict_request``)."""
+    inputs = {EXAMPLES: np.asarray(list(records), dtype=object)}
+    return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
+
+
+def grpc_tensor_request(
+    features: np.ndarray,
+    mask: np.ndarray,
+    *,
+    model_name: str,
+    signature_name: str = SIGNATURE_TENSORS,
+    **spec,
+) -> predict_pb2.PredictRequest:
+    """A ``PredictRequest`` scoring ``features [B, L, d]`` (``DT_FLOAT``) and
+    ``mask [B, L]`` (``DT_BOOL``) through ``predict_tensors``."""
+    inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
+    return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
+
+
+def grpc_outputs(response: predict_pb2.PredictResponse) -> dict[str, np.ndarray]:
+    """The outputs of a ``PredictResponse``, by name (``tf.make_ndarray`` of each)."""
+    return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+
+
+# === Scores ===
+
+
+def list_scores(outputs: Mapping[str, np.ndarray], lengths: Sequence[int]) -> list[np.ndarray]:
+    """Each list's scores, padding dropped: ``scores [B, L]`` -> ``B`` arrays ``[n_i]``.
+
+    >>> list_scores({"scores": np.array([[0.5, -1e9], [0.25, 0.75]])}, [1, 2])
+    [array([0.5]), array([0.25, 0.75])]
+
+    Raises:
+      ValueError: another number of lists in ``outputs`` than ``lengths``.
+    """
+    scores = np.asarray(outputs[_SINGLE_OUTPUT])
+    if scores.ndim != 2 or len(scores) != len(lengths):
+        raise ValueError(
+            f"the answer's scores have shape {scores.shape}, expected {len(lengths)} lists"
+        )
+    return [scores[i, :n] for i, n in enumerate(lengths)]

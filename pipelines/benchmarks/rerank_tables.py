@@ -42,6 +42,9 @@ def mean_line(records: list[dict], columns: Sequence[str]) -> str:
     for c in columns:
         values = [r["columns"][c]["ndcg@10"] for r in records if c in r["columns"]]
         mean, se = mean_se(values)
+        if len(values) == 1:  # no standard error from one fold
+            cells.append(f"{mean:.2f} (1 fold)")
+            continue
         some = "" if len(values) == len(records) else f" ({len(values)} folds)"
         cells.append(f"{mean:.2f} ± {se:.2f}{some}")
     counted = sum(r["num_lists_counted"] for r in records)

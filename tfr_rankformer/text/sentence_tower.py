@@ -30,6 +30,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     SEP,
     BertCheckpoint,
+    assign_values,
     layer_values,
     norm_values,
 )
@@ -265,13 +266,7 @@ def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None
     ]
     for i, layer in enumerate(tower.encoder_layers):
         values += layer_values(layer, weights, i)
-    for variable, value, source in values:
-        if tuple(variable.shape) != value.shape:
-            raise ValueError(
-                f"{checkpoint.directory}: {source} has shape {value.shape}, but the "
-                f"tower's {variable.name} has {tuple(variable.shape)}"
-            )
-        variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+    assign_values(values, directory=checkpoint.directory, owner="tower")
 
 
 def tower_settings(checkpoint: BertCheckpoint) -> dict:

@@ -67,7 +67,7 @@ def _batch(run):
 
 
 @pytest.mark.parametrize("first_stage", [False, True])
-def test_before_training_the_model_ranks_by_the_checkpoint_and_the_first_stage(start, first_stage):
+def test_before_training_the_model_ranks_exactly_by_the_checkpoint(start, first_stage):
     run, model = _initial(start, first_stage=first_stage)
     assert run.config.architecture.similarity == "checkpoint"  # the default from a checkpoint
     batch = _batch(run)
@@ -76,12 +76,37 @@ def test_before_training_the_model_ranks_by_the_checkpoint_and_the_first_stage(s
     mask = batch["mask"]
     tower = model.get_layer(SIMILARITY_LAYER)
     cosine = tower.cosine(inputs["query_ids"], inputs["document_ids"], mask)
-    expected = standardized(cosine, mask)
-    if first_stage:
-        expected += standardized(batch["first_stage"], mask)
+    expected = standardized(cosine, mask)  # the first stage starts at weight 0
     valid = mask.numpy()
     np.testing.assert_allclose(scores[valid], expected.numpy()[valid], atol=1e-4)
     assert np.ptp(scores[valid]) > 0  # a ranking, not ties
+    weights = model.get_layer("mixture").mixing_weights()
+    assert weights == pytest.approx(
+        {"similarity": 1.0, "first_stage": 0.0} if first_stage else {"similarity": 1.0}
+    )
+
+
+def test_the_first_stage_weight_learns_from_zero(start):
+    run, model = _initial(start, first_stage=True)
+    batch = _batch(run)
+    inputs = text_model_inputs(run.extra.tokenizer, batch, first_stage=True)
+    mixture = model.get_layer("mixture")
+    with tf.GradientTape() as tape:
+        scores = model(inputs, training=False)["scores"]
+        # Any loss that prefers the first stage's order: its gradient reaches b.
+        loss = -tf.reduce_sum(tf.where(batch["mask"], scores * batch["first_stage"], 0.0))
+    (gradient,) = tape.gradient(loss, [mixture.weights_by_signal["first_stage"]])
+    assert float(gradient) < 0  # a step raises b from 0
+
+
+def test_without_a_similarity_the_model_starts_as_the_first_stage(start):
+    run, model = _initial(start, similarity="none", first_stage=True)
+    batch = _batch(run)
+    inputs = text_model_inputs(run.extra.tokenizer, batch, first_stage=True)
+    scores = model(inputs, training=False)["scores"].numpy()
+    valid = batch["mask"].numpy()
+    expected = standardized(batch["first_stage"], batch["mask"]).numpy()
+    np.testing.assert_allclose(scores[valid], expected[valid], atol=1e-4)
 
 
 def test_the_similarity_encoder_stays_frozen_and_the_first_stage_is_auto(start):

@@ -224,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Default: both",
     )
     p.add_argument(
+        "--train-variants",
+        type=lambda v: [x for x in v.split(",") if x],
+        help="of --variants, those trained (the others are scored before training only). "
+        "Default: all of --variants",
+    )
+    p.add_argument(
         "--train-folds",
         type=lambda v: {int(x) for x in v.split(",") if x},
         help="folds on which the Listformer variants are trained (e.g. 1,3). Default: all",
@@ -287,7 +293,7 @@ def _listformer_columns(args, number: int, fold_dir: str, scorers: dict) -> dict
     runs = {}
     for variant in args.variants:
         scorers[f"{variant}@0"] = initial_scorer(args, fold_dir, variant)
-        if number in args.train_folds:
+        if number in args.train_folds and variant in args.train_variants:
             runs[variant] = train_variant(args, fold_dir, number, variant)
             scorers[variant] = trained_scorer(runs[variant]["model_dir"])
     return runs
@@ -332,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown:
         p.error(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS)}")
+    if args.train_variants is None:
+        args.train_variants = list(args.variants)
+    unknown = sorted(set(args.train_variants) - set(args.variants))
+    if unknown:
+        p.error(f"--train-variants: {unknown} not among --variants {args.variants}")
     if args.train_folds is None:
         args.train_folds = set(range(1, args.folds + 1))
     set_tensorflow_log_level(verbose=args.verbose)

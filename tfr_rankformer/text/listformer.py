@@ -131,7 +131,11 @@ def _document_scores(z_seps, inputs: dict, config: ModelConfig, item_levels, tow
     # A residual over them: the head starts at zero.
     score = Dense(1, kernel_initializer="zeros", dtype="float32", name="score_head")
     raw = score(z_seps)[..., 0]  # [B, N, 1] -> [B, N]
-    raw = ScoreMixture(tuple(signals), name="mixture")(raw, mask, *signals.values())
+    # The first stage starts unused beside the similarity: the model starts as the
+    # checkpoint ranks (score_mixture).
+    initial = [0.0 if name == "first_stage" and len(signals) > 1 else 1.0 for name in signals]
+    mixture = ScoreMixture(tuple(signals), initial=initial, name="mixture")
+    raw = mixture(raw, mask, *signals.values())
     return score_outputs(raw[..., tf.newaxis], mask, None)  # [B, N] -> [B, N, 1] -> [B, N]
 
 

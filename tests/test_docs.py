@@ -141,16 +141,57 @@ _HISTORY = re.compile(
     r"|\bas at commit\b|the issue's figures"
 )
 
+# Phrases that only narrate how the project got here (matched case-insensitively).
+HISTORY_PHRASES = (
+    "before this change",
+    "earlier code",
+    "earlier versions",
+    "earlier defaults",
+    "earlier findings",
+    "as at commit",
+    "the issue's",
+    "is the next step",
+    "not shown yet",
+    "older measurements",
+    "runs before",
+    "the old default",
+    "predate",
+    "we changed",
+    "was fixed",
+)
+_PHRASE = re.compile("|".join(re.escape(p) for p in HISTORY_PHRASES), re.IGNORECASE)
 
-def test_the_readme_and_docs_hold_no_run_dates_or_commit_hashes():
+
+def _manual_pages() -> list[str]:
+    """README.md and every docs/*.md (not docs/records/, which holds run records)."""
     pages = [os.path.join(REPO, "README.md")]
     pages += [os.path.join(DOCS, n) for n in sorted(os.listdir(DOCS)) if n.endswith(".md")]
+    return pages
+
+
+def _lines_matching(pattern: re.Pattern) -> list[str]:
     found = []
-    for path in pages:
-        if os.path.basename(path) == "CHANGELOG.md":
-            continue
+    for path in _manual_pages():
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, start=1):
-                if _HISTORY.search(line):
-                    found.append(f"{os.path.relpath(path, REPO)}:{number}: {line.strip()[:80]}")
+                match = pattern.search(line)
+                if match:
+                    where = f"{os.path.relpath(path, REPO)}:{number}"
+                    found.append(f"{where}: {match.group(0)!r} in {line.strip()[:80]}")
+    return found
+
+
+def test_the_readme_and_docs_hold_no_run_dates_or_commit_hashes():
+    found = _lines_matching(_HISTORY)
     assert not found, "\n".join(found)
+
+
+def test_the_readme_and_docs_hold_no_development_history():
+    found = _lines_matching(_PHRASE)
+    assert not found, "development history in the manual:\n" + "\n".join(found)
+
+
+def test_the_history_check_can_fail():
+    for phrase in HISTORY_PHRASES:
+        assert _PHRASE.search(f"Some text {phrase.upper()} more text")
+    assert not _PHRASE.search("the earlier line of the file, as the code does today")

@@ -179,16 +179,18 @@ def _rest_handler(fake: FakeModel, signature_map):
 
 
 @contextlib.contextmanager
-def serve_rest(fake: FakeModel, *, signatures: list[str] | None = None):
-    """Serves ``fake`` over REST on a free local port; yields ``http://127.0.0.1:PORT``.
-    ``signatures``: the metadata gives only these (``None``: all)."""
+def serve_rest(fake: FakeModel, *, signatures: list[str] | None = None, port: int = 0):
+    """Serves ``fake`` over REST on local ``port`` (0: a free one); yields
+    ``http://127.0.0.1:PORT``. ``signatures``: the metadata gives only these (``None``: all)."""
     from tensorflow_serving.apis.get_model_metadata_pb2 import SignatureDefMap
 
     signature_map = SignatureDefMap()
     for key, signature_def in fake.signature_map.signature_def.items():
         if signatures is None or key in signatures:
             signature_map.signature_def[key].CopyFrom(signature_def)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _rest_handler(fake, signature_map))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", port), _rest_handler(fake, signature_map)
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -116,7 +116,7 @@ def _add_head_and_init_options(arch: argparse._ArgumentGroup) -> None:
         action=argparse.BooleanOptionalAction,
         help="rankformer, transformer: prepend the learnable [CLS] and score h_s(z_i || z_CLS) "
         "(needed by a list head). Default: only with a list head (alpha > 0), as the "
-        "authors' code; --cls-token on the transformer is this project's earlier variant",
+        "authors' code; --cls-token gives the transformer a [CLS] without a list head",
     )
     arch.add_argument(
         "--final-norm",
@@ -127,13 +127,13 @@ def _add_head_and_init_options(arch: argparse._ArgumentGroup) -> None:
         "--head-dropout",
         type=float,
         help="dropout between the heads' ReLU and output layer. Default: --dropout "
-        "(the authors' code); 0 is this project's earlier variant",
+        "(the authors' code); 0: none",
     )
     arch.add_argument(
         "--cls-stddev",
         type=float,
         help="standard deviation of the [CLS] vector's initial values. Default: 1 "
-        "(the authors' torch.nn.Embedding); 0.05 is this project's earlier variant",
+        "(the authors' torch.nn.Embedding)",
     )
     arch.add_argument(
         "--init",
@@ -148,7 +148,7 @@ def _add_head_and_init_options(arch: argparse._ArgumentGroup) -> None:
         help="every encoder layer starts from the first layer's initial weights, as in the "
         "authors' code (torch.nn.TransformerEncoder deep-copies its layer) and allRank (its "
         "clones). Default: on; listformer: off. --no-copied-layers draws each layer's "
-        "weights on its own (this project's earlier variant)",
+        "weights on its own",
     )
 
 

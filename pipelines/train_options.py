@@ -206,7 +206,7 @@ def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
         choices=list(ADAM_EPSILONS),
         help="where Adam's epsilon is added: pytorch, to the bias-corrected sqrt(v) as "
         "torch.optim (the authors' code and allRank); keras, to the uncorrected sqrt(v) as "
-        "Keras's Adam (up to 32x more damping early on; this project's before). "
+        "Keras's Adam (up to 32x more damping early on). "
         "Default: pytorch",
     )
     p.add_argument(
@@ -224,7 +224,7 @@ def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
         choices=list(LR_SCHEDULES),
         help="epoch_inverse_sqrt: constant, then x (epoch - E + 1)^-0.5 per epoch from epoch "
         "E = --decay-after-epoch (the authors' code); step_inverse_sqrt: x sqrt(start / step) "
-        "per step after epoch E (this project's earlier default); step_decay: x0.1 every E "
+        "per step after epoch E; step_decay: x0.1 every E "
         "epochs (allRank's StepLR). Default: epoch_inverse_sqrt; context_aware: step_decay",
     )
     p.add_argument(

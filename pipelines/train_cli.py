@@ -237,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     metrics, exported = done
     splits = {k: v for k, v in metrics.items() if k not in ("training", "settings")}
-    print(format_metrics(splits, REPORTED))
-    print(next(iter(splits.values()))["convention"])
+    if splits:
+        print(format_metrics(splits, REPORTED))
+        print(next(iter(splits.values()))["convention"])
     print(f"wrote {config.model_dir}/metrics.json")
     if exported and config.is_text:  # a text run's two exports share the version
         token_ids = os.path.join(config.model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(exported))

@@ -325,6 +325,17 @@ def _add_existing_dir_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _split_list(value: str) -> tuple[str, ...]:
+    """``--evaluate-splits``: ``train,vali,test``'s names, comma-separated, or ``none``."""
+    if value == "none":
+        return ()
+    splits = tuple(s.strip() for s in value.split(","))
+    unknown = [s for s in splits if s not in ("train", "vali", "test")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown}: choose from train, vali, test, or none")
+    return splits
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     """``--no-export`` .. ``--verbose``: the export, extra weights and logging."""
     p.add_argument(
@@ -338,6 +349,14 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         help="also write the weights this process ended training with (before the best ones "
         "are reloaded) to FILE.npz; every worker of a multi-worker job writes its own, to "
         "check that they agree",
+    )
+    p.add_argument(
+        "--evaluate-splits",
+        type=_split_list,
+        metavar="SPLITS",
+        help="the splits evaluated into MODEL_DIR/metrics.json once training ends, "
+        "comma-separated (e.g. test), or 'none' (tfr-eval evaluates any split later). "
+        "Default: every split the data has",
     )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -163,3 +163,32 @@ def test_long_text_evaluations_log_progress(caplog):
         "evaluating vali: 2 lists in 40 s, 0.05 lists/s",
         "evaluating vali: 4 lists in 80 s, 0.05 lists/s",
     ]
+
+
+def test_the_final_evaluation_takes_the_splits_asked_for_in_every_family(tmp_path, dataset):
+    text = training.train(_text_config(tmp_path, evaluate_splits=("vali",)), verbose=0)
+    features = training.train(
+        train_config(dataset, tmp_path / "features", epochs=1, evaluate_splits=()), verbose=0
+    )
+    assert set(text) == {"vali", "training", "settings"}
+    assert set(features) == {"training", "settings"}
+    assert list(features["settings"]["evaluate_splits"]) == []
+    with pytest.raises(ValueError, match="`evaluate_splits` must be some of"):
+        train_config(dataset, tmp_path / "bad", evaluate_splits=("valid",))
+
+
+@pytest.mark.parametrize(
+    "flag,error",
+    [("train,valid", "choose from train, vali, test, or none"), ("none", None)],
+)
+def test_evaluate_splits_flag(tmp_path, dataset, flag, error, capsys):
+    argv = ["--model", "mlp", "--data", dataset, "--model-dir", str(tmp_path / "run")]
+    argv += ["--epochs", "1", "--no-export", "--evaluate-splits", flag]
+    if error:
+        with pytest.raises(SystemExit):
+            train_main(argv)
+        assert error in capsys.readouterr().err
+        return
+    assert train_main(argv) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert set(metrics) == {"training", "settings"}

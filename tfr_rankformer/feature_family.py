@@ -77,8 +77,8 @@ class FeatureFamily:
             vali, max_label=run.levels, list_head=config.uses_list_head, model=model
         )
 
-    def evaluate(self, run: PreparedRun, model) -> dict:
-        return evaluate_splits(run.config, run.data, model)
+    def evaluate(self, run: PreparedRun, model, splits: tuple[str, ...]) -> dict:
+        return evaluate_splits(run.config, run.data, model, splits)
 
     def fitting(self, run: PreparedRun):
         # XLA's compiled pieces compile once per batch shape: worth it for one shape

@@ -89,6 +89,9 @@ _PRETRAINED_TEXT = dict(
 _DEFAULT_ALPHA = {"released": {"rankformer": 1.0}, "paper": {"rankformer": 0.25}}
 
 
+_SPLITS = ("train", "vali", "test")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Settings of one training run; fields left ``None`` take the model's defaults.
@@ -164,6 +167,8 @@ class TrainConfig:
       eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
         ``listformer`` (whose evaluation batches hold every document's tokens).
       seed: seed of initialisation, shuffling and dropout.
+      evaluate_splits: the splits evaluated into ``metrics.json`` once training
+        ends (``None``: every split the data has; ``()``: none).
       architecture: the model's settings.
       text: the ``listformer``'s text settings (features, token caps, vocabulary,
         and ``init_from``, a pretrained checkpoint whose sizes replace the
@@ -195,6 +200,7 @@ class TrainConfig:
     xla: bool | None = None
     eval_batch_size: int | None = None
     seed: int = 0
+    evaluate_splits: tuple[str, ...] | None = None
     architecture: ModelConfig = ModelConfig()
     text: TextConfig = TextConfig()
 
@@ -220,6 +226,7 @@ class TrainConfig:
         ):
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
         get_score_loss(self.loss)  # an unknown name fails here
+        self._check_evaluate_splits()
         for name, choices in (
             ("optimizer", OPTIMIZERS),
             ("adam_epsilon", ADAM_EPSILONS),
@@ -311,6 +318,19 @@ class TrainConfig:
         if self.include_empty_lists is not None:
             return self.include_empty_lists
         return self.loss_scaling == "released" or self.uses_list_head
+
+    def _check_evaluate_splits(self) -> None:
+        splits = self.evaluate_splits
+        if splits is None:
+            return
+        if isinstance(splits, str) or not all(s in _SPLITS for s in splits):
+            raise ValueError(f"`evaluate_splits` must be some of {list(_SPLITS)}, got {splits!r}")
+        object.__setattr__(self, "evaluate_splits", tuple(splits))
+
+    def final_splits(self, splits) -> tuple[str, ...]:
+        """Of the data's ``splits``, those evaluated once training ends."""
+        wanted = self.evaluate_splits
+        return tuple(s for s in splits if wanted is None or s in wanted)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -265,9 +265,10 @@ def _train(run: _Run) -> dict:
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
     if tf.io.gfile.exists(best + ".index"):
         model.load_weights(best)
-    logger.info("trained in %.0f s; evaluating every split", seconds)
+    splits = config.final_splits(run.prepared.splits)
+    logger.info("trained in %.0f s; evaluating %s", seconds, ", ".join(splits) or "no split")
     evaluating = time.perf_counter()
-    metrics = run.family.evaluate(run.prepared, model)
+    metrics = run.family.evaluate(run.prepared, model, splits)
     logger.info("evaluated in %.0f s", time.perf_counter() - evaluating)
     metrics["training"] = _training_summary(run, history, seconds, monitor)
     metrics["settings"] = config.to_json()

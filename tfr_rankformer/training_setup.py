@@ -179,8 +179,11 @@ def run_callbacks(
     return callbacks, monitor
 
 
-def evaluate_splits(config: TrainConfig, manifest: Manifest, model: tf.keras.Model) -> dict:
-    """The metrics of the whole model (raw features) on every split of the run's data."""
+def evaluate_splits(
+    config: TrainConfig, manifest: Manifest, model: tf.keras.Model, splits=None
+) -> dict:
+    """The metrics of the whole model (raw features) on ``splits`` of the run's data
+    (``None``: every split)."""
     return {
         split: evaluate_model(
             model,
@@ -194,5 +197,5 @@ def evaluate_splits(config: TrainConfig, manifest: Manifest, model: tf.keras.Mod
             max_label=manifest.label_levels,
             list_head=config.uses_list_head,
         )
-        for split in manifest.splits
+        for split in (manifest.splits if splits is None else splits)
     }

@@ -6,8 +6,10 @@ default, and without it), the Listformer from the ``--init-from`` checkpoint:
 - ``<variant>@0``: before its first step (``text_family``'s model as built:
   the residual over the checkpoint's cosine, and BM25's score, is all it has);
 - ``<variant>``: after ``tfr-train`` with default flags (``--epochs`` may be
-  given), in a child process whose peak RSS (``wait4``) is recorded beside
-  the plan's estimate and the seconds per epoch (training and validation).
+  given; ``--evaluate-splits none``, as the benchmark scores the test lists
+  itself), in a child process whose peak RSS (``wait4``) is recorded beside
+  the plan's estimate and the seconds per epoch (training and validation),
+  and kept in ``runs/FoldN/<variant>.peak_rss`` for ``--reuse-runs``.
 
 Both are scored by ``rerank_scorers.ModelScorer`` on the fold's test lists, so
 their NDCG is computed as BM25's and the cosine's are.
@@ -15,6 +17,7 @@ their NDCG is computed as BM25's and the cosine's are.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -61,13 +64,19 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     model_dir = os.path.join(args.output, "runs", f"Fold{number}", variant)
     flags = ["--model", "listformer", "--data", fold_dir, "--model-dir", model_dir]
     flags += ["--init-from", args.init_from, "--no-export", "--overwrite", *VARIANTS[variant]]
+    flags += ["--evaluate-splits", "none"]  # the benchmark scores the test lists itself
     for name, value in _caps(args).items():  # the defaults, unless the benchmark's differ
         flags += ["--" + name.replace("_", "-"), str(value)]
     if args.epochs:
         flags += ["--epochs", str(args.epochs)]
     log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")
+    peak_file = model_dir + ".peak_rss"  # beside the run: tfr-train owns its directory
     if args.reuse_runs and os.path.isfile(os.path.join(model_dir, "metrics.json")):
-        return _figures(model_dir, peak=None)  # trained by an earlier run of the benchmark
+        # Trained by an earlier run of the benchmark, which kept the peak it measured.
+        with contextlib.suppress(OSError, ValueError):
+            with open(peak_file, encoding="utf-8") as f:
+                return _figures(model_dir, peak=int(f.read()))
+        return _figures(model_dir, peak=None)
     os.makedirs(os.path.dirname(log), exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
         f.write(shlex.join(["tfr-train", *flags]) + "\n")
@@ -80,7 +89,10 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
         _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
         raise RuntimeError(f"tfr-train failed on fold {number} ({variant}); see {log}")
-    return _figures(model_dir, peak=usage.ru_maxrss * 1024)  # Linux reports KiB
+    peak = usage.ru_maxrss * 1024  # Linux reports KiB
+    with open(peak_file, "w", encoding="utf-8") as f:
+        f.write(f"{peak}\n")
+    return _figures(model_dir, peak=peak)
 
 
 def _figures(model_dir: str, *, peak: int | None) -> dict:

@@ -264,11 +264,11 @@ class TextFamily:
     def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:
         return TextEvaluationCallback(run.extra.tokenizer, run.data, **self._evaluation(run))
 
-    def evaluate(self, run: PreparedRun, model) -> dict:
+    def evaluate(self, run: PreparedRun, model, splits: tuple[str, ...]) -> dict:
         settings = self._evaluation(run)
         metrics = {
             split: evaluate_text_model(model, run.extra.tokenizer, run.data, split, **settings)
-            for split in run.splits
+            for split in splits
         }
         _log_truncation(run.config, metrics)
         return metrics

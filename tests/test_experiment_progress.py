@@ -86,7 +86,7 @@ def test_each_stage_logs_its_start_and_end_with_progress_between(tmp_path, caplo
         "epoch 1/2 done",
         "epoch 2/2 done",
     ]
-    assert [m for _, m in mlp][-2].endswith("evaluating every split")
+    assert [m for _, m in mlp][-2].endswith("evaluating train, vali, test")
     assert [m for _, m in mlp][-1].startswith("evaluated in ")
 
     # A rerun keeps the data and the finished runs, and says so.

@@ -17,7 +17,6 @@ their NDCG is computed as BM25's and the cosine's are.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -72,11 +71,8 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")
     peak_file = model_dir + ".peak_rss"  # beside the run: tfr-train owns its directory
     if args.reuse_runs and os.path.isfile(os.path.join(model_dir, "metrics.json")):
-        # Trained by an earlier run of the benchmark, which kept the peak it measured.
-        with contextlib.suppress(OSError, ValueError):
-            with open(peak_file, encoding="utf-8") as f:
-                return _figures(model_dir, peak=int(f.read()))
-        return _figures(model_dir, peak=None)
+        # Trained by an earlier run of the benchmark, with the peak it measured if kept.
+        return _figures(model_dir, peak=_saved_peak(peak_file))
     os.makedirs(os.path.dirname(log), exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
         f.write(shlex.join(["tfr-train", *flags]) + "\n")
@@ -93,6 +89,15 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     with open(peak_file, "w", encoding="utf-8") as f:
         f.write(f"{peak}\n")
     return _figures(model_dir, peak=peak)
+
+
+def _saved_peak(path: str) -> int | None:
+    """The peak RSS an earlier run of the benchmark kept in ``path``, or None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _figures(model_dir: str, *, peak: int | None) -> dict:

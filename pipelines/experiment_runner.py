@@ -34,6 +34,7 @@ beside the command lines, not in the library.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -62,7 +63,7 @@ from tfr_rankformer.train_config import TrainConfig
 from tfrecords_tools.text.text_dataset import is_text_dataset
 from tfrecords_tools.text.text_sources import is_text_input
 
-__all__ = ["prepare_data", "run_experiment"]
+__all__ = ["convert_folds", "converted_folds", "prepare_data", "run_experiment"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,12 @@ def _is_single_set(root: str) -> bool:
     return os.path.isfile(os.path.join(root, "manifest.json"))
 
 
-def _converted_folds(root: str) -> dict[int, str]:
-    """Fold number -> converted directory under ``root`` (``{1: root}`` without folds)."""
+def converted_folds(root: str) -> dict[int, str]:
+    """Fold number -> converted directory under ``root`` (``{1: root}`` without folds).
+
+    >>> converted_folds("/nowhere")
+    {}
+    """
     if _is_single_set(root):
         return {1: root}
     folds = {}
@@ -154,22 +159,46 @@ def _convert(config: ExperimentConfig, target: str, *, progress: bool) -> None:
     )
 
 
+def convert_folds(
+    convert_config, *, progress: bool, stages: StageLog | None = None
+) -> dict[int, str]:
+    """Fold number -> converted directory under ``convert_config.output``, converted
+    with ``convert_config`` (a ``tfrecords_tools.convert.ConvertConfig``) unless a
+    conversion is there already (it is written whole or not at all), as one of ``stages``.
+    The experiments' conversion; benchmarks that convert LETOR folds call it too."""
+    from tfrecords_tools.convert import convert
+
+    return _converted_once(
+        convert_config.input,
+        convert_config.output,
+        lambda: convert(convert_config, progress=progress),
+        stages or StageLog(),
+    )
+
+
+def _converted_once(source: str, target: str, run: Callable[[], object], stages) -> dict:
+    """``target``'s folds, after ``run`` converts ``source`` into it when it holds none."""
+    folds = converted_folds(target)
+    if folds:
+        stages.note("using the data converted before in %s", target)
+    else:
+        with stages.stage(f"convert {source} into {target}"):
+            run()
+        folds = converted_folds(target)
+    return folds
+
+
 def prepare_data(
     config: ExperimentConfig, *, progress: bool, stages: StageLog | None = None
 ) -> dict[int, str]:
     """The converted folds the experiment uses: the dataset itself when it is
     already converted, else ``output/data`` (converted once, as one of ``stages``)."""
     stages = stages or StageLog()
-    folds = _converted_folds(config.dataset)
+    folds = converted_folds(config.dataset)
     if not folds:
         target = os.path.join(config.output, "data")
-        folds = _converted_folds(target)
-        if folds:
-            stages.note("using the data converted before in %s", target)
-        else:
-            with stages.stage(f"convert {config.dataset} into {target}"):
-                _convert(config, target, progress=progress)
-            folds = _converted_folds(target)
+        convert = functools.partial(_convert, config, target, progress=progress)
+        folds = _converted_once(config.dataset, target, convert, stages)
     wanted = parse_folds(config.folds)
     if _is_single_set(folds[min(folds)]) and len(folds) == 1 and wanted != [1]:
         logger.warning("the dataset has no folds: running fold 1 (its only set) alone")
@@ -319,7 +348,7 @@ def run_experiment(
       clock: the stage lines' clock (seconds, monotonic); tests give their own.
     """
     stages = StageLog(clock=clock)
-    given = _converted_folds(config.dataset)
+    given = converted_folds(config.dataset)
     # The models are checked against the data before anything is converted.
     text = is_text_input(config.dataset) or bool(given and is_text_dataset(given[min(given)]))
     specs = config.model_specs(text=text)

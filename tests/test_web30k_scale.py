@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from pipelines.benchmarks import stage_runner, web30k_released, web30k_scale  # noqa: E402
+from pipelines.benchmarks import bench_support, web30k_released, web30k_scale  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 
 
@@ -61,13 +61,15 @@ def test_bad_names_are_refused(tmp_path):
 def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):
     held = bytearray(600 << 20)  # this process's peak must not show in a stage's
     held[:: 1 << 12] = b"1" * len(held[:: 1 << 12])
-    record = stage_runner.run_stage(["true"], str(tmp_path / "true.log"))
+    record = bench_support.run_stage(["true"], str(tmp_path / "true.log"))
     assert record["returncode"] == 0 and 0 < record["peak_rss_bytes"] < 200 << 20
-    record = stage_runner.run_stage(["sh", "-c", "echo going; kill -9 $$"], str(tmp_path / "k.log"))
+    record = bench_support.run_stage(
+        ["sh", "-c", "echo going; kill -9 $$"], str(tmp_path / "k.log")
+    )
     assert record["failure"].startswith("does not fit in memory") and "going" in record["tail"]
-    record = stage_runner.run_stage(["sleep", "30"], str(tmp_path / "s.log"), timeout=1)
+    record = bench_support.run_stage(["sleep", "30"], str(tmp_path / "s.log"), timeout=1)
     assert record["failure"] == "timed out after 1 s" and record["wall_seconds"] < 10
-    record = stage_runner.run_stage(["sh", "-c", "exit 3"], str(tmp_path / "e.log"))
+    record = bench_support.run_stage(["sh", "-c", "exit 3"], str(tmp_path / "e.log"))
     assert record["failure"] == "exit code 3" and "$ sh -c" in record["tail"]
 
 

@@ -52,13 +52,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import cpu_extensions
 from pipelines.benchmarks.cranfield_listformer import (
     VARIANTS,
     initial_scorer,
     train_variant,
     trained_scorer,
 )
-from pipelines.benchmarks.reference.parity_sources import cpu_extensions
 from pipelines.benchmarks.rerank_scorers import (
     CosineScorer,
     Scorer,

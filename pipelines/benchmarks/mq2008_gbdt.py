@@ -26,8 +26,7 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, train_fold
-from pipelines.experiment_summary import mean_se
+from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, ndcg_cells, train_fold
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.gbdt.distillation import DistillConfig, distill
 from tfr_rankformer.gbdt.distillation_teacher import load_teacher
@@ -132,10 +131,7 @@ def _print_table(results: dict[str, list[dict]], folds: int) -> None:
     print("|---|---|---|---|---|")
     for name in ROWS:
         rows = results[name]
-        cells = []
-        for key in ("ndcg_y@10", "ndcg_r@10"):
-            mean, se = mean_se([r[key] for r in rows])
-            cells.append(f"{mean:.2f} ± {se:.2f}")
+        cells = ndcg_cells(rows)
         seconds = np.mean([r["training_seconds"] for r in rows])
         latency = np.mean([r["latency_ms"] for r in rows])
         label = NAMES.get(name, name)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from pipelines.convert_cli import main as convert_main
+from pipelines.benchmarks.bench_support import letor_folds
 from pipelines.experiment_summary import mean_se
 from tfr_rankformer.training import TrainConfig, train
 
@@ -46,17 +46,24 @@ def convert_folds(
     output: str, data_dir: str | None, seed: int, *, simulate: bool = True
 ) -> str | None:
     """``output/data``: every MQ2008 fold, with simulated clicks unless not
-    ``simulate`` (converted once)."""
-    converted = os.path.join(output, "data")
-    if not os.path.isdir(converted):
-        flags = ["--input", "MQ2008", "--output", converted, "--folds", "all"]
-        flags += ["--seed", str(seed), "--no-progress"]
-        flags += ["--simulate-clicks"] if simulate else []
-        if data_dir:
-            flags += ["--data-dir", data_dir]
-        if convert_main(flags) != 0:
-            return None
-    return converted
+    ``simulate`` (converted once); ``None`` when it cannot be converted."""
+    try:
+        folds = letor_folds(
+            "MQ2008", output, data_dir=data_dir, seed=seed, simulate=simulate, progress=False
+        )
+    except (ValueError, OSError) as error:
+        print(f"mq2008: error: {error}", file=sys.stderr)
+        return None
+    return os.path.dirname(folds[min(folds)])
+
+
+def ndcg_cells(runs: list[dict]) -> list[str]:
+    """Test NDCG_y@10 and NDCG_r@10 of ``runs`` as ``mean ± standard error`` cells."""
+    cells = []
+    for key in ("ndcg_y@10", "ndcg_r@10"):
+        mean, se = mean_se([r[key] for r in runs])
+        cells.append(f"{mean:.2f} ± {se:.2f}")
+    return cells
 
 
 def train_fold(args, converted: str, fold: int, name: str) -> str:
@@ -104,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| model | NDCG_y@10 | NDCG_r@10 |")
     print("|---|---|---|")
     for name, runs in results.items():
-        cells = []
-        for key in ("ndcg_y@10", "ndcg_r@10"):
-            mean, se = mean_se([r[key] for r in runs])
-            cells.append(f"{mean:.2f} ± {se:.2f}")
+        cells = ndcg_cells(runs)
         print(f"| {name} | {cells[0]} | {cells[1]} |")
     return 0
 

@@ -80,18 +80,14 @@ def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, di
     from pipelines.benchmarks.reference.parity_records import (
         RunRecord,
         recorded_runs,
-        run_seeds,
+        seeds_of,
     )
     from pipelines.experiment_specs import parse_folds, parse_models
 
     argv = parity.argv(os.path.join(root, RECORDS, parity.record))
     args = parse_checked(build_parser(rp.__doc__, rp.MODELS), argv)
     record = RunRecord(args.record, args, "")
-
-    def seeds(fold: int) -> list[int]:
-        if args.seeds == "all":
-            return record.seeds(fold)
-        return run_seeds(args.seed, args.seeds, fold, args.fold_seeds)
+    seeds = seeds_of(record, args)
 
     specs, folds = parse_models(args.models), parse_folds(args.folds)
     results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)

@@ -25,7 +25,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.train_bench import _manifest
+from pipelines.benchmarks.bench_support import feature_manifest
 from tfr_rankformer.models import ModelConfig, build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfrecords_tools.elwc_writer import ElwcEncoder
@@ -119,7 +119,7 @@ def _print_report(rows: list[tuple], proto_rate: float, tree_rate: float, *, d: 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     d = args.features
-    model = build_model("rankformer", _manifest(d), ModelConfig(), levels=2)
+    model = build_model("rankformer", feature_manifest(d), ModelConfig(), levels=2)
     encoder = ElwcEncoder(d)
     rng = np.random.default_rng(1)
 

@@ -45,9 +45,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.reference.reference_parity import cpu_extensions
+from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
 from tfr_rankformer import compiled_ops
-from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
 
@@ -55,32 +54,12 @@ MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "reference", "reference_step_timer.py"
 )
-MAX_LABEL = 4  # the released code's purchase label
 SETUP = """\
 The authors' released code is not set up, so only our side is timed. To compare:
   git clone https://github.com/maartenbuyl/rankformer rankformer-official
   python3.11 -m venv ref-venv && ref-venv/bin/pip install torch
 then pass --official-dir rankformer-official --official-python ref-venv/bin/python
 (or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
-
-
-def _manifest(d: int) -> Manifest:
-    zeros, ones = [0.0] * d, [1.0] * d
-    content = {
-        "num_features": d,
-        "max_relevance": MAX_LABEL,
-        "label_kind": "simulated_implicit",
-        "parameters": {"clicks": {"purchase_label": MAX_LABEL}},
-        "normalization": {
-            "method": "standard",
-            "standard": {"mean": zeros, "std": ones},
-            "log1p": {"mean": zeros, "std": ones},
-            "quantile": {"values": [[0.0, 1.0]] * d},
-            "min": zeros,
-            "max": ones,
-        },
-    }
-    return Manifest.coerce(content)
 
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
@@ -124,7 +103,7 @@ def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, seed: int 
     """
     config = TrainConfig(model=model, data="-", model_dir="-")
     # The ranker's step is what training runs (features arrive normalised).
-    _, compiled = build_compiled_model(config, _manifest(d), steps_per_epoch=100, xla=xla)
+    _, compiled = build_compiled_model(config, feature_manifest(d), steps_per_epoch=100, xla=xla)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
     inputs = {

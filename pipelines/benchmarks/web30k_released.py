@@ -16,8 +16,8 @@ import json
 import os
 from collections.abc import Callable
 
+from pipelines.benchmarks.bench_support import run_stage
 from pipelines.benchmarks.reference.parity_sources import RUNNER, add_source_arguments, shared_lists
-from pipelines.benchmarks.stage_runner import run_stage
 from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = [

@@ -50,9 +50,9 @@ import shutil
 import statistics
 import sys
 
-from pipelines.benchmarks.reference.parity_sources import cpu_extensions, official_setup
+from pipelines.benchmarks.bench_support import cpu_extensions, read_json, run_stage
+from pipelines.benchmarks.reference.parity_sources import official_setup
 from pipelines.benchmarks.run_records import read_records, write_records
-from pipelines.benchmarks.stage_runner import read_json, run_stage
 from pipelines.benchmarks.web30k_released import add_released_options, released
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 from tfr_rankformer.run_layout import HISTORY_NAME

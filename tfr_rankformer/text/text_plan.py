@@ -18,8 +18,8 @@ keeps for its backward pass, from the sequence's tokens (``1 + Q + N + N T``
 for ``N`` documents of ``T`` tokens and ``Q`` query tokens), the width, the
 feed-forward width, the layers, the heads, the attention window and the
 global tokens, and adds the model's weights, gradients and optimizer moments
-(``runtime_bytes``). ``pipelines/benchmarks/listformer_memory.py`` prints the
-estimate against the measured peak.
+(``runtime_bytes``). ``pipelines/benchmarks/memory_sweep.py --family text``
+measures the peak of small Listformers.
 
 >>> shape = TextShape(width=384, layers=6, heads=12, ff=1536, window=256, query=32,
 ...                   document=128, parameters=25_000_000)

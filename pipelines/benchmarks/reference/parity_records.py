@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
 RELEASED = "released code"  # the side's name in the tables and parity.json
@@ -84,6 +85,18 @@ class RunRecord:
                 f.write(json.dumps(line) + "\n")
             self.runs[key] = line
         return kept
+
+
+def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:
+    """``fold -> its seeds``: with ``--seeds all`` every seed ``record`` holds a run of
+    on the fold, else :func:`run_seeds` of ``--seed``, ``--seeds`` and ``--fold-seeds``."""
+
+    def seeds(fold: int) -> list[int]:
+        if args.seeds == "all":
+            return record.seeds(fold)
+        return run_seeds(args.seed, args.seeds, fold, args.fold_seeds)
+
+    return seeds
 
 
 def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:

@@ -6,8 +6,7 @@ with torch are set up (:func:`official_setup`, else ``SETUP`` says how), the
 folds converted once with simulated clicks (:func:`convert_folds`), a fold's
 LETOR files (:func:`fold_files`) or its converted lists as ``.npz``
 (:func:`shared_lists`) for the released code, its runs on a fold
-(:func:`theirs`, through ``reference_runner.py``), and this machine's CPU
-(:func:`cpu_extensions`), printed with the speeds. ``reference_parity`` uses
+(:func:`theirs`, through ``reference_runner.py``). ``reference_parity`` uses
 them all, and other benchmarks import them from it.
 """
 
@@ -20,6 +19,8 @@ import signal
 import subprocess
 import tempfile
 
+from pipelines.benchmarks.bench_support import letor_folds
+
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
 SETUP = """\
@@ -28,22 +29,6 @@ The authors' released code is not set up, so only our side runs. To compare:
   python3.11 -m venv ref-venv && ref-venv/bin/pip install torch pandas scikit-learn
 then pass --official-dir rankformer-official --official-python ref-venv/bin/python
 (or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
-
-
-def cpu_extensions() -> str:
-    """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return "unknown CPU"
-    fields = dict(
-        line.split(":", 1) for line in text.splitlines()[:40] if ":" in line and line.strip()
-    )
-    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
-    wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
-    name = fields.get("model name\t", fields.get("model name", "unknown CPU")).strip()
-    return f"{name}; {' '.join(wide) or 'no AVX2'}"
 
 
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,23 +59,18 @@ def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
     """``output/data/FoldN`` for every fold, converted once with purchase label 4, its
     clicks simulated with ``seed``."""
     from tfrecords_tools.click_simulation import ClickConfig
-    from tfrecords_tools.convert import ConvertConfig, convert
 
-    target = os.path.join(args.output, "data")
-    paths = {fold: os.path.join(target, f"Fold{fold}") for fold in folds}
-    if not all(os.path.isfile(os.path.join(p, "manifest.json")) for p in paths.values()):
-        config = ConvertConfig(
-            input=args.dataset,
-            output=target,
-            data_dir=args.data_dir,
-            all_folds=True,
-            simulate_clicks=True,
-            clicks=ClickConfig(purchase_label=4),
-            seed=seed,
-            overwrite=True,
-        )
-        convert(config, progress=True)
-    return paths
+    converted = letor_folds(
+        args.dataset,
+        args.output,
+        data_dir=args.data_dir,
+        seed=seed,
+        clicks=ClickConfig(purchase_label=4),
+    )
+    missing = sorted(set(folds) - set(converted))
+    if missing:
+        raise ValueError(f"{args.dataset} has folds {sorted(converted)}, not {missing}")
+    return {fold: converted[fold] for fold in folds}
 
 
 def fold_files(args, fold: int) -> dict[str, str]:

@@ -58,19 +58,19 @@ import os
 import statistics
 import sys
 
+from pipelines.benchmarks.bench_support import cpu_extensions
 from pipelines.benchmarks.reference.parity_options import build_parser, parse_checked
 from pipelines.benchmarks.reference.parity_records import (
     METRICS,
     RELEASED,
     RunRecord,
     recorded_runs,
-    run_seeds,
+    seeds_of,
 )
 from pipelines.benchmarks.reference.parity_seed_noise import over_runs
 from pipelines.benchmarks.reference.parity_sources import (
     SETUP,
     convert_folds,
-    cpu_extensions,
     fold_files,
     official_setup,
     shared_lists,
@@ -271,11 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         record = RunRecord(args.record, args, cpu)
     except ValueError as error:
         p.error(str(error))
-
-    def seeds(fold: int) -> list[int]:
-        if args.seeds == "all":
-            return record.seeds(fold)
-        return run_seeds(args.seed, args.seeds, fold, args.fold_seeds)
+    seeds = seeds_of(record, args)
 
     found = _gather(args, specs, folds, seeds, record)
     if found is None:

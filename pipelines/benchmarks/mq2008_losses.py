@@ -17,12 +17,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
-from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser
+from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, train_fold
 from tfr_rankformer.inputs import data
 from tfr_rankformer.losses import SCORE_LOSSES
-from tfr_rankformer.training import TrainConfig, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,26 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         fold_data = os.path.join(converted, f"Fold{fold}")
         longest = data.load_manifest(fold_data).split("train").longest_list
         for loss in args.losses.split(","):
-            model_dir = os.path.join(args.output, "runs", loss, f"Fold{fold}")
+            settings = {"model": "context_aware", "loss": loss, "list_size": longest}
+            model_dir = train_fold(args, converted, fold, loss, settings)
             metrics_path = os.path.join(model_dir, "metrics.json")
-            if not os.path.isfile(metrics_path):
-                started = time.perf_counter()
-                train(
-                    TrainConfig(
-                        model="context_aware",
-                        loss=loss,
-                        data=fold_data,
-                        model_dir=model_dir,
-                        epochs=args.epochs,
-                        batch_size=args.batch_size,
-                        list_size=longest,
-                        patience=args.epochs,
-                        seed=args.seed,
-                    ),
-                    verbose=0,
-                    existing="resume",  # an interrupted run continues
-                )
-                print(f"Fold{fold} {loss}: {time.perf_counter() - started:.0f} s", flush=True)
             with open(metrics_path, encoding="utf-8") as f:
                 results.setdefault(loss, []).append(json.load(f)["test"])
 

@@ -66,8 +66,9 @@ def ndcg_cells(runs: list[dict]) -> list[str]:
     return cells
 
 
-def train_fold(args, converted: str, fold: int, name: str) -> str:
-    """Trains ``MODELS[name]`` on one fold unless its run is complete; returns its directory."""
+def train_fold(args, converted: str, fold: int, name: str, settings: dict | None = None) -> str:
+    """Trains ``settings`` (``TrainConfig`` fields; by default ``MODELS[name]``) as
+    ``runs/<name>/Fold<fold>`` unless that run is complete; returns its directory."""
     model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
     if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
         started = time.perf_counter()
@@ -79,7 +80,7 @@ def train_fold(args, converted: str, fold: int, name: str) -> str:
                 batch_size=args.batch_size,
                 patience=args.epochs,
                 seed=args.seed,
-                **MODELS[name],
+                **(MODELS[name] if settings is None else settings),
             ),
             verbose=0,
             existing="resume",  # an interrupted run continues

@@ -66,7 +66,7 @@ from pipelines.benchmarks.rerank_scorers import (
     read_run_scores,
 )
 from pipelines.benchmarks.rerank_tables import fold_line, header, report
-from pipelines.benchmarks.run_records import read_records, write_records
+from pipelines.benchmarks.run_records import reprint, write_records
 from pipelines.convert_cli import main as convert_main
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfr_rankformer.ranking_metrics import evaluate_rankings
@@ -327,11 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     path = os.path.join(args.output, RECORDS)
     if args.reprint:
-        run, records = read_records(path)
-        if run is None:
-            p.error(f"nothing to reprint: no {path}")
-        print(report(run, records), end="")
-        return 0
+        return reprint(p, path, report)
     for name in ("queries.tsv", "collection.tsv", "qrels.txt"):
         if not os.path.isfile(os.path.join(args.data, name)):
             p.error(f"--data {args.data} holds no {name}")

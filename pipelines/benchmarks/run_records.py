@@ -6,10 +6,12 @@ docs table reprints from the file (``--reprint``) without rerunning anything.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+from collections.abc import Callable
 
-__all__ = ["write_records", "read_records"]
+__all__ = ["write_records", "read_records", "reprint"]
 
 
 def write_records(path: str, run: dict, records: list[dict], *, kind: str) -> None:
@@ -28,3 +30,15 @@ def read_records(path: str) -> tuple[dict | None, list[dict]]:
     with open(path, encoding="utf-8") as f:
         run, *records = [json.loads(line) for line in f if line.strip()] or [None]
     return run, records
+
+
+def reprint(
+    parser: argparse.ArgumentParser, path: str, report: Callable[[dict, list[dict]], str]
+) -> int:
+    """``--reprint``: prints ``report`` of ``path``'s run and records; 0. Without the file,
+    ``parser`` exits with an error."""
+    run, records = read_records(path)
+    if run is None:
+        parser.error(f"nothing to reprint: no {path}")
+    print(report(run, records), end="")
+    return 0

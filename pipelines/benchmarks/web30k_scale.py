@@ -52,7 +52,7 @@ import sys
 
 from pipelines.benchmarks.bench_support import cpu_extensions, read_json, run_stage
 from pipelines.benchmarks.reference.parity_sources import official_setup
-from pipelines.benchmarks.run_records import read_records, write_records
+from pipelines.benchmarks.run_records import read_records, reprint, write_records
 from pipelines.benchmarks.web30k_released import add_released_options, released
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 from tfr_rankformer.run_layout import HISTORY_NAME
@@ -311,11 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     jsonl = os.path.join(args.output, "web30k_scale.jsonl")
     markdown = os.path.join(args.output, "web30k_scale.md")
     if args.reprint:
-        run, records = read_records(jsonl)
-        if run is None:
-            p.error(f"nothing to reprint: no {jsonl}")
-        print(report(run, records), end="")
-        return 0
+        return reprint(p, jsonl, report)
     models, protocols = _checked(p, args)
     words = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])

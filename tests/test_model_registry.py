@@ -90,7 +90,7 @@ def toy_family():
 def test_every_builtin_model_has_a_spec_of_its_kind():
     assert set(model_families.model_names()) == set(BUILTIN)
     for name, kind in BUILTIN.items():
-        assert model_families.get_model(name).kind == kind
+        assert model_families.family_of(name).kind == kind
     assert model_families.MODEL_NAMES == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
     assert model_families.GBDT_MODELS == {
         "gbdt": "gbdt",

@@ -1,4 +1,5 @@
-"""The builtin model families and models, registered once (``model_families``).
+"""The builtin model families and models, declared once (``model_families`` registers
+them).
 
 Three families: the feature-vector models (the RankFormer, its peers and
 allRank's ranker), the text models (the Listformer) and LightGBM's GBDTs.
@@ -9,39 +10,29 @@ TensorFlow: the plug-ins and builders are named by path and imported when used.
 
 from __future__ import annotations
 
-from tfr_rankformer.model_families import (
-    FEATURES_KIND,
-    GBDT_KIND,
-    TEXT_KIND,
-    ModelFamily,
-    ModelSpec,
-    register_family,
-    register_model,
-)
+from tfr_rankformer.model_spec import FEATURES_KIND, GBDT_KIND, TEXT_KIND, ModelFamily, ModelSpec
 
-__all__ = ["RELEASED_TRAINING"]
+__all__ = ["FAMILIES", "MODELS", "RELEASED_TRAINING"]
 
 # === Families ===
 
-register_family(
+FAMILIES = (
     ModelFamily(
         "features",
         FEATURES_KIND,
         runs="tfr_rankformer.run_kinds:FeatureRuns",
         run_family="tfr_rankformer.feature_family:FeatureFamily",
         default=True,
-    )
-)
-register_family(
+    ),
     ModelFamily(
         "text",
         TEXT_KIND,
         runs="tfr_rankformer.run_kinds:TextRuns",
         # It loads TF Text's tokenizer, so it is imported only for text runs.
         run_family="tfr_rankformer.text.text_family:TextFamily",
-    )
+    ),
+    ModelFamily("gbdt", GBDT_KIND, runs="tfr_rankformer.run_kinds:GbdtRuns"),
 )
-register_family(ModelFamily("gbdt", GBDT_KIND, runs="tfr_rankformer.run_kinds:GbdtRuns"))
 
 # === Training defaults ===
 
@@ -89,11 +80,12 @@ _LISTFORMER_TRAINING = dict(
     lr_schedule="epoch_inverse_sqrt",
 )
 
-# === Feature-vector models ===
+# === Models ===
 
 _ENCODER = dict(num_layers=3, num_heads=1, ff_dim=512, dropout=0.25, head_hidden=128)
 
-register_model(
+MODELS = (
+    # Feature vectors.
     ModelSpec(
         "rankformer",
         "features",
@@ -105,9 +97,7 @@ register_model(
         training=RELEASED_TRAINING,
         alpha=_RANKFORMER_ALPHA,
         cls_token_with_list_head=True,
-    )
-)
-register_model(
+    ),
     ModelSpec(
         "transformer",
         "features",
@@ -115,9 +105,7 @@ register_model(
         # The released code's alpha = 0 model: the encoder alone, h_s(z_i).
         architecture=dict(_ENCODER, cls_token=False),
         training=RELEASED_TRAINING,
-    )
-)
-register_model(
+    ),
     ModelSpec(
         "mlp",
         "features",
@@ -125,9 +113,7 @@ register_model(
         architecture=dict(dropout=0.25, mlp_units=(512, 256, 128)),
         training=RELEASED_TRAINING,
         attention=False,
-    )
-)
-register_model(
+    ),
     ModelSpec(
         "context_aware",
         "features",
@@ -145,9 +131,7 @@ register_model(
         takes_cls_token=False,
         positional_encoding=True,
         slate_size=240,  # allRank's slates
-    )
-)
-register_model(
+    ),
     ModelSpec(
         "summary_token_ranker",
         "features",
@@ -158,12 +142,8 @@ register_model(
         architecture=dict(_ENCODER, global_tokens=4, cls_token=True),
         training=RELEASED_TRAINING,
         summary_tokens=True,
-    )
-)
-
-# === Text models ===
-
-register_model(
+    ),
+    # Text.
     ModelSpec(
         "listformer",
         "text",
@@ -187,12 +167,10 @@ register_model(
         training=_LISTFORMER_TRAINING,
         item_width="width",
         heads_split_width=True,
-    )
+    ),
+    # GBDTs.
+    # ``gbdt`` takes the ``preset`` setting; the others name their preset.
+    ModelSpec("gbdt", "gbdt"),
+    ModelSpec("gbdt-1k", "gbdt", preset="gbdt-1k"),
+    ModelSpec("gbdt-10k", "gbdt", preset="gbdt-10k"),
 )
-
-# === GBDTs ===
-
-# ``gbdt`` takes the ``preset`` setting; the others name their preset.
-register_model(ModelSpec("gbdt", "gbdt"))
-register_model(ModelSpec("gbdt-1k", "gbdt", preset="gbdt-1k"))
-register_model(ModelSpec("gbdt-10k", "gbdt", preset="gbdt-10k"))

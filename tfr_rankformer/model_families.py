@@ -10,8 +10,8 @@ loop (``run_family.RunFamily``). A model (``ModelSpec``) belongs to a family
 and carries its defaults and the traits the memory model, the settings'
 checks and the search read.
 
-The builtin families and models are registered by ``builtin_families``,
-imported here, so the registry is always full. A new model or family is
+The builtin families and models are declared in ``builtin_families`` and
+registered here on import, so the registry is always full. A new model or family is
 added in one place, with ``register_family`` and ``register_model`` (see
 ``docs/adding_a_model.md``). No TensorFlow is imported here: the command lines
 read their choices from the registry at parse time.
@@ -26,10 +26,19 @@ ValueError: Unknown model 'bert'; choose from ['context_aware', 'gbdt', 'gbdt-10
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Iterable, Sequence
+
+from tfr_rankformer import builtin_families
+from tfr_rankformer.model_spec import (
+    FEATURES_KIND,
+    GBDT_KIND,
+    KINDS,
+    NEURAL_KINDS,
+    TEXT_KIND,
+    ModelFamily,
+    ModelSpec,
+    load_object,
+)
 
 __all__ = [
     "FEATURES_KIND",
@@ -56,145 +65,6 @@ __all__ = [
     "trainable_names",
     "unregister_family",
 ]
-
-FEATURES_KIND = "features"  # lists of feature vectors (ELWC from tfr-convert)
-TEXT_KIND = "text"  # lists of query and document texts
-GBDT_KIND = "gbdt"  # LightGBM boosters over feature vectors
-KINDS = (FEATURES_KIND, TEXT_KIND, GBDT_KIND)
-# The kinds a Keras model is trained for, by the one training loop.
-NEURAL_KINDS = (FEATURES_KIND, TEXT_KIND)
-
-Target = str | Callable
-
-
-def load_object(target: Target):
-    """``target`` itself when callable, else the attribute a ``"package.module:name"``
-    path names, imported now.
-
-    Raises:
-      ValueError: for a path without ``:``.
-    """
-    if callable(target):
-        return target
-    module, sep, attribute = str(target).partition(":")
-    if not sep or not module or not attribute:
-        raise ValueError(f"a plug-in path reads 'package.module:name', got {target!r}")
-    return getattr(importlib.import_module(module), attribute)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelFamily:
-    """A kind of run and the plug-ins that train, evaluate, export and serve it.
-
-    Attributes:
-      name: the family's name (``model_names``' models name it).
-      kind: ``features``, ``text`` or ``gbdt``: the data its models read and the
-        scoring their exports take.
-      runs: a zero-argument factory (or its ``"module:name"`` path) of the
-        runner plug-in: ``owns(path)``, ``train(config, **options)``,
-        ``evaluator(model_dir, data_dir)``, ``export(model_dir, *, version,
-        invalid_items)``, ``load(path)`` and ``score(served, lists, files,
-        batch_size)`` (see ``run_kinds``).
-      run_family: for the neural kinds, a zero-argument factory (or its path) of
-        the training loop's ``run_family.RunFamily``.
-      default: the family of runs and exports no other family's ``owns`` claims
-        (the feature-vector family).
-    """
-
-    name: str
-    kind: str
-    runs: Target
-    run_family: Target | None = None
-    default: bool = False
-
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a family's `name` must be a non-empty string, got {self.name!r}")
-        if self.kind not in KINDS:
-            raise ValueError(f"`kind` must be one of {list(KINDS)}, got {self.kind!r}")
-        if self.kind in NEURAL_KINDS and self.run_family is None:
-            raise ValueError(f"family {self.name!r}: a {self.kind} family needs `run_family`")
-
-    def load_runs(self):
-        """The runner plug-in (its module imported now)."""
-        return load_object(self.runs)()
-
-    def load_run_family(self):
-        """The training loop's plug-in (its module imported now)."""
-        if self.run_family is None:
-            raise ValueError(f"family {self.name!r} is not trained by the training loop")
-        return load_object(self.run_family)()
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """One model name: its family, defaults and traits.
-
-    Attributes:
-      name: the ``--model`` name.
-      family: the name of a registered ``ModelFamily``.
-      has_list_head: whether the model predicts the list label (``alpha`` > 0).
-      builder: the model's builder, or its ``"module:name"`` path. Feature
-        vectors: ``(num_features, config, levels, item_levels)`` -> the ranker,
-        a Keras model on ``{"features": [B, L, d] normalised, "mask": [B, L]}``
-        (``models.build_model`` adds the normalisation); text: see
-        ``listformer.build_text_model``. ``None`` for GBDTs.
-      architecture: ``ModelConfig`` defaults (fields left ``None`` take them).
-      loss_architecture: per score loss, ``ModelConfig`` defaults that replace
-        ``architecture``'s with that loss.
-      training: ``TrainConfig`` defaults (fields left ``None`` take them).
-      alpha: the default ``alpha`` per loss scaling (absent: 0).
-      attention: whether items attend to each other (``False``: a pointwise
-        model; no encoder in its memory model or its search space).
-      item_width: the architecture setting that is the encoder's width
-        (``None``: the feature count).
-      takes_cls_token: whether a list gets a [CLS] token when ``cls_token`` is set.
-      summary_tokens: whether ``global_tokens`` summary tokens join [CLS] (which
-        is then required).
-      heads_split_width: whether ``num_heads`` must divide ``item_width``.
-      positional_encoding: whether the model takes ``positional_encoding``.
-      cls_token_with_list_head: whether ``cls_token`` left unset follows
-        whether the list head is used.
-      slate_size: the training list cap when neither ``list_size`` nor a click
-        simulation sets one (``None``: whole lists).
-      preset: a GBDT's LightGBM preset (``None``: the ``preset`` setting's).
-    """
-
-    name: str
-    family: str
-    has_list_head: bool = False
-    builder: Target | None = None
-    architecture: Mapping = dataclasses.field(default_factory=dict)
-    loss_architecture: Mapping = dataclasses.field(default_factory=dict)
-    training: Mapping = dataclasses.field(default_factory=dict)
-    alpha: Mapping = dataclasses.field(default_factory=dict)
-    attention: bool = True
-    item_width: str | None = None
-    takes_cls_token: bool = True
-    summary_tokens: bool = False
-    heads_split_width: bool = False
-    positional_encoding: bool = False
-    cls_token_with_list_head: bool = False
-    slate_size: int | None = None
-    preset: str | None = None
-
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a model's `name` must be a non-empty string, got {self.name!r}")
-        for name in ("architecture", "loss_architecture", "training", "alpha"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-
-    @property
-    def kind(self) -> str:
-        """The family's kind (``features``, ``text`` or ``gbdt``)."""
-        return get_family(self.family).kind
-
-    def load_builder(self) -> Callable:
-        """The model's builder (its module imported now)."""
-        if self.builder is None:
-            raise ValueError(f"{self.name!r} has no Keras builder")
-        return load_object(self.builder)
-
 
 _FAMILIES: dict[str, ModelFamily] = {}
 _MODELS: dict[str, ModelSpec] = {}
@@ -270,7 +140,9 @@ def family_of(name: str) -> ModelFamily:
 def model_names(kind: str | Iterable[str] | None = None) -> tuple[str, ...]:
     """The registered model names, sorted: all, or those of ``kind`` (one or several)."""
     kinds = None if kind is None else ({kind} if isinstance(kind, str) else set(kind))
-    return tuple(sorted(n for n, s in _MODELS.items() if kinds is None or s.kind in kinds))
+    return tuple(
+        sorted(n for n, s in _MODELS.items() if kinds is None or _FAMILIES[s.family].kind in kinds)
+    )
 
 
 def trainable_names() -> list[str]:
@@ -280,7 +152,7 @@ def trainable_names() -> list[str]:
 
 def _kind_of(name: str) -> str | None:
     spec = _MODELS.get(name) if isinstance(name, str) else None
-    return None if spec is None else spec.kind
+    return None if spec is None else _FAMILIES[spec.family].kind
 
 
 def is_text(name: str) -> bool:
@@ -340,4 +212,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-from tfr_rankformer import builtin_families  # noqa: E402,F401  (registers the builtins)
+for _family in builtin_families.FAMILIES:
+    register_family(_family)
+for _spec in builtin_families.MODELS:
+    register_model(_spec)

@@ -11,9 +11,9 @@ and carries its defaults and the traits the memory model, the settings'
 checks and the search read.
 
 The builtin families and models are declared in ``builtin_families`` and
-registered here on import, so the registry is always full. A new model or family is
-added in one place, with ``register_family`` and ``register_model`` (see
-``docs/adding_a_model.md``). No TensorFlow is imported here: the command lines
+registered here on import, so the registry is always full. A new model or
+family is added in one place, with ``register_family`` and ``register_model``
+(see ``docs/adding_a_model.md``). No TensorFlow is imported here: the command lines
 read their choices from the registry at parse time.
 
 >>> get_model("rankformer").has_list_head, is_text("listformer"), is_gbdt("gbdt-1k")

@@ -15,14 +15,12 @@ import dataclasses
 import json
 import re
 
+from tfr_rankformer import model_families
 from tfr_rankformer.command_names import (
     BM25_MODEL,
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
-    TEXT_MODEL_NAMES,
 )
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
-from tfr_rankformer.models import MODELS
 from tfr_rankformer.run_layout import is_text_model
 from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
@@ -32,7 +30,6 @@ __all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tune
 # The keys a neural model's spec takes: ``TrainConfig.from_flat``'s flat settings.
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"text"}
 _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
-_NEURAL = set(MODELS) | set(TEXT_MODEL_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +38,7 @@ class ModelSpec:
 
     Attributes:
       label: as given on the command line (the row's name).
-      model: a neural model (``models.MODELS``), a GBDT (``gbdt.GBDT_MODELS``)
-        or ``bm25``.
+      model: a neural model or a GBDT (``model_families``), or ``bm25``.
       settings: overrides: training settings or LightGBM parameters.
       tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
         (the experiment sets data, run directory and seed).
@@ -60,7 +56,7 @@ class ModelSpec:
 
     @property
     def is_gbdt(self) -> bool:
-        return self.model in gbdt.GBDT_MODELS
+        return model_families.is_gbdt(self.model)
 
     @property
     def is_bm25(self) -> bool:
@@ -94,8 +90,8 @@ def parse_models(text: str) -> list[ModelSpec]:
         if not item:
             continue
         name, *pairs = item.split(":")
-        if name not in _NEURAL and name not in gbdt.GBDT_MODELS and name != BM25_MODEL:
-            known = sorted(_NEURAL) + sorted(gbdt.GBDT_MODELS) + [BM25_MODEL]
+        if name not in model_families.trainable_names() and name != BM25_MODEL:
+            known = [*model_families.trainable_names(), BM25_MODEL]
             raise ValueError(f"Unknown model {name!r} in --models; choose from {known}")
         settings = []
         for pair in pairs:
@@ -106,7 +102,7 @@ def parse_models(text: str) -> list[ModelSpec]:
                 raise ValueError(f"{item!r}: {key!r} is not a BM25 setting {sorted(_BM25_FIELDS)}")
             known = _TRAIN_FIELDS | set(ARCHITECTURE_FIELDS)
             known |= set(TEXT_FIELDS) if is_text_model(name) else set()
-            if name in _NEURAL and key not in known:
+            if model_families.is_neural(name) and key not in known:
                 raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
             settings.append((key, _value(value)))
         if name == BM25_MODEL:

@@ -43,7 +43,7 @@ from pipelines.train_options import (
     SWITCHES,
     TEXT_ARCHITECTURE,
 )
-from tfr_rankformer.command_names import GBDT_MODELS
+from tfr_rankformer import model_families
 from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
 
 __all__ = ["build_parser", "main", "REPORTED"]
@@ -155,7 +155,7 @@ def _configs(parser: argparse.ArgumentParser, args, flags: dict):
     try:
         if args.progress_seconds <= 0:
             raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
-        if _model_name(args) in GBDT_MODELS:
+        if model_families.is_gbdt(_model_name(args)):
             if args.final_weights:
                 raise ValueError("--final-weights: for the neural models only")
             return _gbdt_config(args, flags)
@@ -191,7 +191,7 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
     from tfr_rankformer.multi_worker import worker_role
     from tfr_rankformer.runner import export_run, train
 
-    if _model_name(args) in GBDT_MODELS:
+    if model_families.is_gbdt(_model_name(args)):
         check_converted_data(config.data)
         return train(config, existing=existing), None
     if not config.is_text:  # text lists are checked as the text loader reads them

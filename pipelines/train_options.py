@@ -7,14 +7,13 @@ import argparse
 from pipelines.cli_common import add_lightgbm_options, make_parser
 from pipelines.tf_log_level import add_verbose_flag
 from pipelines.train_architecture_options import add_architecture_options
+from tfr_rankformer import model_families
 from tfr_rankformer.command_names import (
     ADAM_EPSILONS,
-    GBDT_MODELS,
     KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,
     LR_SCHEDULES,
-    MODEL_NAMES,
     OPTIMIZERS,
 )
 
@@ -75,7 +74,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
     """``--model`` .. ``--epochs``: what is trained, on which data, into which directory."""
     p.add_argument(
         "--model",
-        choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS),
+        choices=model_families.trainable_names(),  # read when the parser is built
         help="rankformer (listwise encoder + list head), transformer (same encoder, "
         "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
         "self-attention ranker), summary_token_ranker (this project's: items attend only to "

@@ -20,7 +20,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfr_rankformer.command_names import GBDT_MODELS, MODEL_NAMES
+from tfr_rankformer import model_families
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
 __all__ = ["build_parser", "main"]
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         '{"choices": [128, 256]}, "cegb_tradeoff": null} (null: not searched).',
         __doc__,
     )
-    p.add_argument("--model", required=True, choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS))
+    p.add_argument("--model", required=True, choices=model_families.trainable_names())
     p.add_argument("--data", required=True, help="a tfr-convert output with a vali split")
     p.add_argument("--output", required=True, help="the search's directory (resumed if present)")
     p.add_argument(
@@ -79,7 +79,7 @@ def _settings(args) -> dict:
             settings.pop(key, None)  # the search's own
     neural = {"epochs": args.epochs, "batch_size": args.batch_size, "patience": args.patience}
     given = {k: v for k, v in neural.items() if v is not None}
-    if args.model in GBDT_MODELS:
+    if model_families.is_gbdt(args.model):
         if given:
             flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given))
             raise ValueError(f"{flags}: for the neural models only")

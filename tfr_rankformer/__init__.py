@@ -13,8 +13,8 @@ module on first use (PEP 562). Importing the package asks TensorFlow for its
 pooled CPU allocator (see ``cpu_allocator``).
 
 >>> import tfr_rankformer
->>> "rankformer" in tfr_rankformer.MODEL_NAMES
-True
+>>> tfr_rankformer.MODEL_NAMES[:2]
+('context_aware', 'listformer')
 >>> tfr_rankformer.ModelConfig(num_layers=1).resolved("rankformer").num_heads
 1
 >>> round(tfr_rankformer.ndcg_at_k([0.2, 0.9, 0.1], [1, 0, 2], k=None), 4)
@@ -40,7 +40,18 @@ _MODULES = {
     "tfr_rankformer.models": ("build_model", "has_list_head"),
     "tfr_rankformer.layers": ("PADDING_SCORE",),
     "tfr_rankformer.model_config": ("ModelConfig",),
-    "tfr_rankformer.command_names": ("MODEL_NAMES", "TEXT_MODEL_NAMES", "LOSS_SCALINGS"),
+    "tfr_rankformer.command_names": ("LOSS_SCALINGS",),
+    # The model-family registry: every model name, its family and traits.
+    "tfr_rankformer.model_families": (
+        "MODEL_NAMES",
+        "TEXT_MODEL_NAMES",
+        "ModelFamily",
+        "ModelSpec",
+        "get_model",
+        "model_names",
+        "register_family",
+        "register_model",
+    ),
     "tfr_rankformer.text.listformer": ("build_text_model",),
     "tfr_rankformer.text.text_data": ("TextConfig",),
     # Losses.

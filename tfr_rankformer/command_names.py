@@ -1,11 +1,11 @@
-"""The names the commands offer, importable without TensorFlow.
+"""The names the commands offer besides the models, importable without TensorFlow.
 
 ``--help`` and argument parsing must not load TensorFlow (several seconds), so
 the command lines take their choices from here rather than from the
-registries, which import it. Where a registry holds more than names
-(``models.MODELS``, ``gbdt.PRESETS``), the names are repeated here and
-``tests/test_quiet_start.py`` checks that both agree; the rest is defined here
-once and imported by the library.
+registries, which import it; the model names are ``model_families``' (no
+TensorFlow either). Where a registry holds more than names (``gbdt.PRESETS``),
+the names are repeated here and ``tests/test_quiet_start.py`` checks that both
+agree; the rest is defined here once and imported by the library.
 """
 
 from __future__ import annotations
@@ -17,40 +17,20 @@ __all__ = [
     "DEFAULT_EXPERIMENT_MODELS",
     "DEFAULT_TEXT_EXPERIMENT_MODELS",
     "DISTILL_ROWS",
-    "GBDT_MODELS",
     "GBDT_PRESET_NAMES",
     "INITIALIZATIONS",
     "KEEP_WEIGHTS",
     "LOSS_SCALINGS",
     "LOSS_SUMMARIES",
     "LR_SCHEDULES",
-    "MODEL_NAMES",
     "OPTIMIZERS",
     "ADAM_EPSILONS",
-    "TEXT_MODEL_NAMES",
 ]
-
-# The neural models: ``models.MODELS`` (feature vectors) and
-# ``models.TEXT_MODEL_NAMES`` (text: the Listformer).
-MODEL_NAMES = (
-    "context_aware",
-    "listformer",
-    "mlp",
-    "rankformer",
-    "summary_token_ranker",
-    "transformer",
-)
-
-# The models over text (the rest take feature vectors).
-TEXT_MODEL_NAMES = ("listformer",)
 
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")
 # What a pretrained Listformer's score is a residual over (``score_mixture``).
 SIMILARITIES = ("none", "checkpoint")
-
-# Model names tfr-train accepts for LightGBM, and the preset each stands for.
-GBDT_MODELS = {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
 
 # The presets of ``gbdt.PRESETS``.
 GBDT_PRESET_NAMES = ("gbdt", "gbdt-1k", "gbdt-10k")

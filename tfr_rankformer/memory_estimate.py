@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from tfr_rankformer import model_families
+
 __all__ = [
     "RUNTIME_BYTES",
     "MemoryEstimate",
@@ -66,14 +68,16 @@ class _Shape:
 
 
 def model_shape(model: str, architecture, num_features: int) -> _Shape:
-    """The activation shape of a resolved ``ModelConfig`` for ``model``."""
+    """The activation shape of a resolved ``ModelConfig`` for ``model``, from its
+    traits (``model_families.ModelSpec``): no encoder without attention, the
+    encoder's width, and the tokens added to each list."""
     a = architecture
-    if model == "mlp":
+    spec = model_families.get_model(model)
+    if not spec.attention:
         return _Shape(0, 0, 0, 0, 0, 0, tuple(a.mlp_units))
-    width = a.d_fc if model == "context_aware" else num_features
-    extra = (1 if a.cls_token else 0) + (a.global_tokens if model == "summary_token_ranker" else 0)
-    if model == "context_aware":
-        extra = 0
+    width = getattr(a, spec.item_width) if spec.item_width else num_features
+    cls = 1 if spec.takes_cls_token and a.cls_token else 0
+    extra = cls + (a.global_tokens if spec.summary_tokens else 0)
     return _Shape(width, a.num_layers, a.num_heads, a.ff_dim, a.head_hidden, extra, ())
 
 

@@ -1,10 +1,11 @@
-"""Architecture settings: ``ModelConfig``, and each model's defaults (``PRESETS``).
+"""Architecture settings: ``ModelConfig``, resolved with each model's defaults.
 
 A ``ModelConfig`` field left ``None`` takes the model's default
-(``ModelConfig.resolved``): ``LOSS_PRESETS`` where allRank published a setting
-for the loss, else the model's ``PRESETS`` entry, else the value every model
-shares. The RankFormer family's defaults follow the authors' released code;
-``ModelConfig`` fields bring back the other variants (see ``models``).
+(``ModelConfig.resolved``): its ``model_families.ModelSpec``'s
+``loss_architecture`` where allRank published a setting for the loss, else its
+``architecture``, else the value every model shares. The RankFormer family's
+defaults follow the authors' released code; ``ModelConfig`` fields bring back
+the other variants (see ``models``).
 
 No TensorFlow here: the settings are checked and resolved without building
 anything.
@@ -14,56 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, MODEL_NAMES, SIMILARITIES
+from tfr_rankformer import model_families
+from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
 from tfr_rankformer.config_io import require_positive_ints
 
 __all__ = [
     "ModelConfig",
-    "PRESETS",
-    "LOSS_PRESETS",
     "POSITIONAL_ENCODINGS",
     "check_model_name",
 ]
 
 
-# Each model's defaults; ``ModelConfig`` fields left ``None`` take them.
-_ENCODER = dict(num_layers=3, num_heads=1, ff_dim=512, dropout=0.25, head_hidden=128)
-PRESETS = {
-    # The RankFormer paper's best (Sec. 6.2); [CLS] and the z_i || z_CLS head
-    # only with a list head (see TrainConfig), as in the released code.
-    "rankformer": dict(_ENCODER, cls_token=True),
-    # The released code's alpha = 0 model: the encoder alone, h_s(z_i).
-    "transformer": dict(_ENCODER, cls_token=False),
-    "mlp": dict(dropout=0.25, mlp_units=(512, 256, 128)),
-    # Pobrotyn et al.'s best MSLR-WEB30K setting (allRank's ordinal configuration),
-    # initialised as allRank does (Xavier-uniform weights).
-    "context_aware": dict(
-        num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144, init="keras"
-    ),
-    # This project's item-level ranker: the RankFormer's encoder and heads, with
-    # [CLS] and learned summary tokens as the only tokens the items attend to.
-    "summary_token_ranker": dict(_ENCODER, global_tokens=4, cls_token=True),
-    # The Listformer (text), trained from scratch: a small encoder, CPU-sized; the
-    # thesis fine-tuned Longformer-base (12 layers, width 768), which cannot be
-    # fetched here. Window 256 per side is Longformer-base's 512 in all.
-    "listformer": dict(
-        num_layers=2,
-        num_heads=2,
-        ff_dim=256,
-        dropout=0.1,
-        head_hidden=128,
-        width=128,
-        attention_window=256,
-        max_positions=512,
-        init="keras",
-        copied_layers=False,
-    ),
-}
-# allRank's published configuration per loss, where it differs from the
-# model's preset (reproducibility/configs/contextaware_web30k/ndcgloss2pp.json).
-LOSS_PRESETS = {
-    ("context_aware", "ndcg_loss2pp"): dict(d_fc=128, num_heads=4, dropout=0.3),
-}
+# The value every model shares; each model's own defaults are its
+# ``model_families.ModelSpec``'s ``architecture`` (and ``loss_architecture``).
 _BASE = dict(
     num_layers=3,
     num_heads=1,
@@ -93,7 +57,7 @@ POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Architecture settings; ``None`` takes the model's default (``PRESETS``).
+    """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``).
 
     Attributes:
       num_layers: encoder layers (blocks).
@@ -210,28 +174,35 @@ class ModelConfig:
     def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
         """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one)."""
         check_model_name(model)
-        defaults = {**_BASE, **PRESETS[model], **LOSS_PRESETS.get((model, loss), {})}
+        spec = model_families.get_model(model)
+        defaults = {**_BASE, **spec.architecture, **spec.loss_architecture.get(loss, {})}
         values = {
             f.name: defaults[f.name] if getattr(self, f.name) is None else getattr(self, f.name)
             for f in dataclasses.fields(self)
         }
-        if values["positional_encoding"] != "none" and model != "context_aware":
-            raise ValueError(f"{model!r} takes no positional encoding (context_aware does)")
+        if values["positional_encoding"] != "none" and not spec.positional_encoding:
+            takes = [n for n in _neural_names() if model_families.get_model(n).positional_encoding]
+            raise ValueError(
+                f"{model!r} takes no positional encoding ({', '.join(takes) or 'none'} does)"
+            )
         if values["head_dropout"] is None:
             values["head_dropout"] = values["dropout"]
-        if model == "summary_token_ranker" and not values["cls_token"]:
+        if spec.summary_tokens and not values["cls_token"]:
+            raise ValueError(f"{model}'s [CLS] is one of its global tokens: it needs `cls_token`")
+        width = values[spec.item_width] if spec.heads_split_width else None
+        if width is not None and width % values["num_heads"]:
             raise ValueError(
-                "summary_token_ranker's [CLS] is one of its global tokens: it needs `cls_token`"
-            )
-        if model == "listformer" and values["width"] % values["num_heads"]:
-            raise ValueError(
-                f"`width` {values['width']} is not divisible by `num_heads` {values['num_heads']}"
+                f"`{spec.item_width}` {width} is not divisible by `num_heads` {values['num_heads']}"
             )
         return ModelConfig(**values)
 
 
+def _neural_names() -> tuple[str, ...]:
+    return model_families.model_names(model_families.NEURAL_KINDS)
+
+
 def check_model_name(name: str) -> None:
-    """Raises ``ValueError`` unless ``name`` is a neural model (``models.MODELS`` or
-    ``models.TEXT_MODEL_NAMES``, both in ``command_names.MODEL_NAMES``)."""
-    if name not in MODEL_NAMES:
-        raise ValueError(f"Unknown model {name!r}; choose from {sorted(MODEL_NAMES)}")
+    """Raises ``ValueError`` unless ``name`` is a neural model of ``model_families``
+    (feature vectors or text)."""
+    if not model_families.is_neural(name):
+        raise ValueError(f"Unknown model {name!r}; choose from {sorted(_neural_names())}")

@@ -1,4 +1,4 @@
-"""The model registry: the RankFormer and its peers as Keras functional models.
+"""The feature-vector models: the RankFormer and its peers as Keras functional models.
 
 Every model takes ``{"features": [B, L, d] float32 raw, "mask": [B, L] bool}``,
 normalises the features in-graph from the manifest's statistics, and returns
@@ -14,15 +14,17 @@ encoding) and ``summary_token_ranker`` (this project's item-level ranker:
 ``[CLS]`` and learned summary tokens are the only tokens items attend to, so
 items never see each other and cost is linear in the list length).
 
-The Listformer (Reuter, 2022) is a text model over token ids: it lives in
-``listformer`` (``TEXT_MODELS``); its settings are ``ModelConfig`` fields too.
+Which models there are, their defaults and their traits are registered in
+``model_families`` (``builtin_families``), which names each builder here. The
+Listformer (Reuter, 2022) is a text model over token ids: it lives in
+``listformer``; its settings are ``ModelConfig`` fields too.
 
 The RankFormer family's defaults follow the authors' released code: no final
 LayerNorm, heads ``Linear, ReLU, Dropout, Linear``, ``[CLS]`` drawn from
 ``N(0, 1)``, PyTorch's initialisation, and without a list head (alpha = 0,
 ``transformer``) the encoder alone with ``h_s(z_i)`` and no ``[CLS]``.
 ``ModelConfig`` fields bring back the other variants; the settings and each
-model's defaults live in ``model_config`` (re-exported here).
+model's defaults live in ``builtin_families``.
 
 A model is the normalisation layer followed by a nested model, the *ranker*
 (``ranker_of``), which takes normalised features. Training fits the ranker on
@@ -36,7 +38,7 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import TEXT_MODEL_NAMES
+from tfr_rankformer import model_families
 from tfr_rankformer.elwc_schema import FEATURES
 from tfr_rankformer.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.feature_normalization import FeatureNormalization
@@ -51,13 +53,7 @@ from tfr_rankformer.layers import (
     LayerNorm,
     MaskedScores,
 )
-from tfr_rankformer.model_config import (
-    LOSS_PRESETS,
-    POSITIONAL_ENCODINGS,
-    PRESETS,
-    ModelConfig,
-    check_model_name,
-)
+from tfr_rankformer.model_config import POSITIONAL_ENCODINGS, ModelConfig, check_model_name
 from tfr_rankformer.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
@@ -68,10 +64,6 @@ from tfr_rankformer.peer_layers import (
 
 __all__ = [
     "ModelConfig",
-    "MODELS",
-    "TEXT_MODEL_NAMES",
-    "PRESETS",
-    "LOSS_PRESETS",
     "POSITIONAL_ENCODINGS",
     "build_model",
     "has_list_head",
@@ -276,22 +268,9 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
 RANKER = "ranker"
 
 
-MODELS = {
-    "rankformer": build_rankformer,
-    "transformer": build_transformer,
-    "mlp": build_mlp,
-    "context_aware": build_context_aware,
-    "summary_token_ranker": build_summary_token_ranker,
-}
-# Models over text (``listformer.TEXT_MODELS``), not feature vectors:
-# ``TEXT_MODEL_NAMES``, from ``command_names``.
-_WITH_LIST_HEAD = {"rankformer", "summary_token_ranker", "listformer"}
-
-
 def has_list_head(name: str) -> bool:
-    """Whether the model ``name`` predicts the list label."""
-    check_model_name(name)
-    return name in _WITH_LIST_HEAD
+    """Whether the model ``name`` predicts the list label (``model_families``)."""
+    return model_families.has_list_head(name)
 
 
 def build_model(
@@ -305,7 +284,7 @@ def build_model(
     """Builds the model ``name`` for a converted dataset: normalisation, then the ranker.
 
     Args:
-      name: a key of ``MODELS``.
+      name: a feature-vector model of ``model_families`` (``MODELS``).
       manifest: the dataset's ``Manifest`` (feature count, normalisation
         statistics), or a mapping holding them (``{"num_features": d,
         "normalization": {"method": "none"}}``).
@@ -315,14 +294,16 @@ def build_model(
         gets a logit for (the ``item_levels`` output); ``None``: one score.
     """
     check_model_name(name)
-    if name in TEXT_MODEL_NAMES:
+    if model_families.is_text(name):
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
     config = config.resolved(name)
     manifest = Manifest.coerce(manifest)
     num_features = manifest.num_features
     if num_features is None:
         raise ValueError("the manifest gives no 'num_features'")
-    ranker = MODELS[name](num_features, config, levels, item_levels)
+    ranker = model_families.get_model(name).load_builder()(
+        num_features, config, levels, item_levels
+    )
     ranker._name = RANKER
     features, mask = _inputs(num_features)
     normalised = FeatureNormalization.from_manifest(manifest, name="normalization")(features)
@@ -338,3 +319,14 @@ def ranker_of(model: tf.keras.Model) -> tf.keras.Model:
 def normalization_of(model: tf.keras.Model) -> tf.keras.layers.Layer:
     """The model's normalisation layer."""
     return model.get_layer("normalization")
+
+
+def __getattr__(name: str):
+    """``MODELS`` (feature-vector model name -> builder) and ``TEXT_MODEL_NAMES``, read
+    from ``model_families`` when asked (PEP 562)."""
+    if name == "MODELS":
+        names = model_families.model_names(model_families.FEATURES_KIND)
+        return {n: model_families.get_model(n).load_builder() for n in names}
+    if name == "TEXT_MODEL_NAMES":
+        return model_families.model_names(model_families.TEXT_KIND)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,8 @@ evaluation. A family supplies only what differs, as a ``RunFamily``:
   batches' shapes);
 - ``summary``: what the family adds to ``metrics.json``'s ``training`` entry.
 
-``training.family_of`` picks the family of a model name. The GBDTs are not
+``training.family_of`` picks the family of a model name from
+``model_families``, whose ``ModelFamily.run_family`` names it. The GBDTs are not
 trained by a Keras loop (``gbdt.lightgbm_ranker``) and are not a ``RunFamily``.
 """
 

@@ -8,8 +8,8 @@ trains, a text run adds ``vocab.txt`` and ``text_model.json``; ``tfr-export``
 adds ``export/<version>/``; ``run_state.json`` records the run's state (see
 ``run_directory``).
 
-Whether a run is a text model's is decided here once, by its model's name
-(``is_text_model``), for settings, run directories and their exports alike
+Whether a run is a text model's is decided here once, by its model's family
+(``is_text_model``, from ``model_families``), for settings, run directories and their exports alike
 (``is_text_run``: either of a text run's exports, the raw-string one or the
 token-id one, ``is_token_id_export``); the runner picks the text or the
 feature-vector implementation by it. No TensorFlow is imported unless an
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 
-from tfr_rankformer.command_names import TEXT_MODEL_NAMES
+from tfr_rankformer import model_families
 
 __all__ = [
     "BACKUP_NAME",
@@ -77,8 +77,9 @@ _TOKEN_ID_INPUTS = frozenset({"query_ids", "document_ids", "document_mask"})
 
 def is_text_model(model: str) -> bool:
     """Whether the model named ``model`` ranks text lists (the Listformer) rather than
-    feature vectors: the one rule ``TrainConfig.is_text`` and ``is_text_run`` apply."""
-    return model in TEXT_MODEL_NAMES
+    feature vectors: the one rule ``TrainConfig.is_text`` and ``is_text_run`` apply
+    (``model_families.is_text``)."""
+    return model_families.is_text(model)
 
 
 def run_model_name(model_dir: str) -> str | None:

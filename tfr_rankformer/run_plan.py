@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from tfr_rankformer import model_families
 from tfr_rankformer.inputs import batching, data
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH, PARSE_ITEMS
 from tfr_rankformer.inputs.manifest import Manifest
@@ -45,9 +46,6 @@ SHUFFLE_BUFFER = 10_000
 # whole lists took 0.67 GiB and a first step waited for all of them to be parsed.
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16
 _ROW = 4  # bytes per float
-# allRank's slate length, kept as context_aware's list cap.
-_CONTEXT_AWARE_SLATE = 240
-
 
 # The estimate came to 0.78 of the measured peak of a RankFormer epoch on
 # WEB30K-shaped data with packed items (0.84 without; allocator pools and
@@ -64,16 +62,14 @@ def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
     """Items a training list keeps at most (``None``: whole lists).
 
     ``--list-size`` when given; the click simulation's sample size for simulated
-    data (its lists are never longer); allRank's 240 for ``context_aware``;
-    otherwise whole lists.
+    data (its lists are never longer); the model's ``slate_size``
+    (``model_families``: allRank's 240 for ``context_aware``); otherwise whole lists.
     """
     if config.list_size is not None:
         return config.list_size
     if manifest.clicks is not None:
         return int(manifest.clicks["sample_size"])
-    if config.model == "context_aware":
-        return _CONTEXT_AWARE_SLATE
-    return None
+    return model_families.get_model(config.model).slate_size
 
 
 def shuffle_lists(manifest: Manifest) -> int:

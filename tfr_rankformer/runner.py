@@ -2,12 +2,14 @@
 
 A run is a feature-vector model's (trained by ``training``; ``feature_runs``,
 ``export``), a text model's (the Listformer: trained by ``training`` too;
-``text_runs``, ``text_export``) or a GBDT's (``gbdt``). The runner picks the implementation by
-one rule, ``run_layout.is_text_run`` (``TrainConfig.is_text`` for settings not
-yet trained), and does once what every kind shares: recording evaluations in
-``metrics.json`` and opening models to score with. The command lines, the
-experiment runner and the search go through here; the two families' modules
-never import each other.
+``text_runs``, ``text_export``) or a GBDT's (``gbdt``). The runner looks the
+implementation up in ``model_families``: settings by their model's family, a
+run directory or an export by the family whose plug-in claims it (the
+feature-vector family takes the rest), a ``ServedModel`` by its kind; the
+family's runner plug-in (``run_kinds``) does the work. The runner does once
+what every kind shares: recording evaluations in ``metrics.json``. The command
+lines, the experiment runner and the search go through here; the families'
+modules never import each other.
 
 >>> from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 >>> train(GBDTConfig(model="gbdt", data="d", model_dir="m"), final_weights="w.npz")
@@ -20,40 +22,20 @@ ValueError: predict takes either `lists` or `files`
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterable, Iterator
 
-import numpy as np
-
-from tfr_rankformer import training
+from tfr_rankformer import model_families
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.evaluation import RunEvaluator
-from tfr_rankformer.feature_runs import feature_run_evaluator, gbdt_run_evaluator
-from tfr_rankformer.gbdt.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
-from tfr_rankformer.run_layout import METRICS_NAME, is_text_run, is_token_id_export
-from tfr_rankformer.serving import export
-from tfr_rankformer.serving.prediction import (
-    ScoredList,
-    load_export,
-    resolve_export,
-    score_elwc,
-    score_elwc_gbdt,
-    score_lists,
-    score_lists_gbdt,
-    signature_num_features,
-    tensor_signature,
-)
+from tfr_rankformer.model_families import FEATURES_KIND
+from tfr_rankformer.run_layout import METRICS_NAME
+from tfr_rankformer.serving.prediction import ScoredList
+from tfr_rankformer.serving.served_model import ServedModel
 from tfr_rankformer.serving.serving_checks import check_policy
 from tfr_rankformer.serving.serving_client import DEFAULT_TIMEOUT, ServingError, connect
-from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs, text_signature
-from tfr_rankformer.text.client_tokenizer import ClientTokenizer
-from tfr_rankformer.text.text_export import export_text_run
-from tfr_rankformer.text.text_runs import text_run_evaluator
-from tfr_rankformer.text.text_tokenizer import register_text_ops
 from tfr_rankformer.train_config import TrainConfig
 
 __all__ = [
@@ -66,9 +48,27 @@ __all__ = [
     "ServedModel",
 ]
 
-# Lists per model call when ``predict`` is not told: evaluation's sizes.
-_BATCH_SIZE = 256
-_TEXT_BATCH_SIZE = 16
+
+def _runs_at(path: str):
+    """The runner plug-in of the run or export at ``path``: the first family whose
+    plug-in claims it (``owns``), else the default family's."""
+    default = None
+    for family in model_families.families():
+        if family.default:
+            default = family
+            continue
+        runs = family.load_runs()
+        if runs.owns(path):
+            return runs
+    return default.load_runs()
+
+
+def _runs_of_kind(kind: str):
+    """The runner plug-in that scores a ``ServedModel`` of ``kind``."""
+    for family in model_families.families():
+        if family.kind == kind:
+            return family.load_runs()
+    raise ValueError(f"no model family scores {kind!r} models")
 
 
 # === Training ===
@@ -103,11 +103,8 @@ def train(
     Raises:
       ValueError: for ``final_weights`` with a GBDT, or bad settings or data.
     """
-    if isinstance(config, GBDTConfig):
-        if final_weights:
-            raise ValueError("final_weights: for the neural models only")
-        return train_gbdt(config, callbacks=callbacks, existing=existing)
-    return training.train(
+    runs = model_families.family_of(config.model).load_runs()
+    return runs.train(
         config,
         verbose=verbose,
         final_weights=final_weights,
@@ -121,11 +118,7 @@ def train(
 
 
 def _evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
-    if is_text_run(model_dir):
-        return text_run_evaluator(model_dir, data_dir)
-    if is_gbdt_run(model_dir):
-        return gbdt_run_evaluator(model_dir, data_dir)
-    return feature_run_evaluator(model_dir, data_dir)
+    return _runs_at(model_dir).evaluator(model_dir, data_dir)
 
 
 def evaluate(
@@ -182,39 +175,10 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
       ValueError: for an unknown ``invalid_items`` policy.
     """
     check_policy(invalid_items)
-    if is_text_run(model_dir):
-        return export_text_run(model_dir, version=version)
-    return export.export_run(model_dir, version=version, invalid_items=invalid_items)
+    return _runs_at(model_dir).export(model_dir, version=version, invalid_items=invalid_items)
 
 
 # === Scoring ===
-
-
-@dataclasses.dataclass(frozen=True)
-class ServedModel:
-    """A trained model opened to score lists (``load_served``).
-
-    Attributes:
-      path: the SavedModel directory, the GBDT's ``model.txt``, or the URL of
-        a TF Serving's model (``load_remote``).
-      kind: ``features`` (a feature-vector run's export), ``text`` (either of
-        a text run's exports) or ``gbdt``.
-      num_features: the feature count the model takes (``None`` for text).
-      model: the loaded SavedModel (or a ``serving_client.RemoteModel``, whose
-        signatures are called alike), or the LightGBM booster.
-      tokenizer: a token-id text export's client tokenizer, read from its
-        ``assets.extra/`` (``None``: the export takes raw strings, or no text).
-    """
-
-    path: str
-    kind: str
-    num_features: int | None
-    model: object
-    tokenizer: ClientTokenizer | None = None
-
-    @property
-    def is_text(self) -> bool:
-        return self.kind == "text"
 
 
 def load_served(model: str) -> ServedModel:
@@ -225,18 +189,7 @@ def load_served(model: str) -> ServedModel:
     Raises:
       FileNotFoundError: if ``model`` is none of these.
     """
-    if is_gbdt_run(model):
-        booster = load_booster(model)
-        return ServedModel(os.path.join(model, MODEL_FILE), "gbdt", booster.num_feature(), booster)
-    path = resolve_export(model)
-    if is_token_id_export(path):
-        tokenizer = ClientTokenizer.from_export(path)
-        return ServedModel(path, "text", None, load_export(path), tokenizer)
-    if is_text_run(path):  # its graph tokenises with TF Text's ops
-        register_text_ops()
-        return ServedModel(path, "text", None, load_export(path))
-    saved = load_export(path)
-    return ServedModel(path, "features", signature_num_features(tensor_signature(saved)), saved)
+    return _runs_at(model).load(model)
 
 
 def load_remote(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> ServedModel:
@@ -255,25 +208,7 @@ def load_remote(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> ServedModel:
     except ServingError:
         remote.close()
         raise
-    return ServedModel(remote.url, "features", num_features, remote)
-
-
-def _token_id_inputs(tokenizer: ClientTokenizer):
-    """A token-id export's inputs for a batch of queries and document lists (as
-    ``text_inputs`` gives a raw-string export's), tokenised by ``tokenizer``."""
-
-    def inputs(queries: list[str], documents: list[list[str]]) -> dict:
-        encoded = tokenizer.encode(queries, documents)
-        ids = np.array(encoded["document_ids"], np.int32)
-        if ids.ndim < 3:  # no document in the batch: [B, 0, 1]
-            ids = ids.reshape(len(queries), 0, 1)
-        return {
-            "query_ids": np.array(encoded["query_ids"], np.int32),
-            "document_ids": ids,
-            "document_mask": np.array(encoded["document_mask"], bool).reshape(ids.shape[:2]),
-        }
-
-    return inputs
+    return ServedModel(remote.url, FEATURES_KIND, num_features, remote)
 
 
 def predict(
@@ -308,18 +243,4 @@ def predict(
     served = model if isinstance(model, ServedModel) else load_served(model)
     if (lists is None) == (files is None):
         raise ValueError("predict takes either `lists` or `files`")
-    if served.is_text:
-        if files is not None:
-            raise ValueError(f"{served.path} scores text lists, not ELWC files")
-        signature = text_signature(served.model)
-        inputs = text_inputs if served.tokenizer is None else _token_id_inputs(served.tokenizer)
-        batch_size = batch_size or _TEXT_BATCH_SIZE
-        return score_text_lists(signature, lists, batch_size=batch_size, inputs=inputs)
-    batch_size = batch_size or _BATCH_SIZE
-    if served.kind == "gbdt":
-        if files is not None:
-            return score_elwc_gbdt(served.model, files, batch_size=batch_size)
-        return score_lists_gbdt(served.model, lists, batch_size=batch_size)
-    if files is not None:
-        return score_elwc(served.model, files, batch_size=batch_size)
-    return score_lists(tensor_signature(served.model), lists, batch_size=batch_size)
+    return _runs_of_kind(served.kind).score(served, lists, files, batch_size)

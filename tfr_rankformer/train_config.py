@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from tfr_rankformer import model_families
+from tfr_rankformer.builtin_families import RELEASED_TRAINING
 from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfr_rankformer.losses import check_scaling, get_score_loss
 from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, has_list_head
-from tfr_rankformer.run_layout import is_text_model
 from tfr_rankformer.text.text_data import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
@@ -26,51 +26,10 @@ TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
 _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 
 
-# Settings whose default depends on the model: the RankFormer family follows the
-# authors' released code; context_aware follows allRank's published
-# configurations (Adam at 1e-3 without weight decay, x0.1 after half of 100
-# epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
-_RELEASED = dict(
-    loss="softmax",
-    eval_batch_size=256,
-    epochs=200,
-    batch_size=2048,
-    # The released batch of 2048 lists of 16 sampled items, as a budget.
-    batch_items=2048 * 16,
-    loss_scaling="released",
-    optimizer="adamw",
-    weight_decay=0.1,
-    lr_schedule="epoch_inverse_sqrt",
-)
-_MODEL_DEFAULTS = {
-    "rankformer": _RELEASED,
-    "transformer": _RELEASED,
-    "mlp": _RELEASED,
-    "summary_token_ranker": _RELEASED,
-    # The Listformer, trained from scratch on text lists: ApproxNDCG (the
-    # thesis's loss); batches, epochs and weight decay sized for a small model.
-    "listformer": dict(
-        loss="approx_ndcg",
-        eval_batch_size=16,
-        epochs=20,
-        batch_size=16,
-        loss_scaling="released",
-        optimizer="adamw",
-        weight_decay=0.01,
-        lr_schedule="epoch_inverse_sqrt",
-    ),
-    "context_aware": dict(
-        loss="softmax",
-        eval_batch_size=256,
-        epochs=100,
-        batch_size=64,
-        batch_items=64 * 240,  # allRank's 64 slates of 240
-        loss_scaling="paper",
-        optimizer="adam",
-        weight_decay=0.0,
-        lr_schedule="step_decay",
-    ),
-}
+# Settings whose default depends on the model are its ``model_families.ModelSpec``'s
+# ``training`` (and ``alpha``): the RankFormer family follows the authors'
+# released code, context_aware allRank's published configurations.
+
 # The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
 # first stage's top 100 per query: a pretrained encoder's step on a whole list
 # is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
@@ -83,11 +42,6 @@ _PRETRAINED_TEXT = dict(
     epochs=10,
     patience=3,
 )
-# The listwide loss's weight when none is given, per loss scaling: the
-# released code's own script uses strength 1, which its README equates with
-# the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
-_DEFAULT_ALPHA = {"released": {"rankformer": 1.0}, "paper": {"rankformer": 0.25}}
-
 
 _SPLITS = ("train", "vali", "test")
 
@@ -103,7 +57,7 @@ class TrainConfig:
     records.
 
     Attributes:
-      model: a key of ``models.MODELS``.
+      model: a neural model of ``model_families`` (feature vectors or text).
       data: a converted dataset (``tfr-convert --output``).
       model_dir: where everything is written.
       epochs: maximum epochs (RankFormer: 200; allRank: 100).
@@ -205,8 +159,8 @@ class TrainConfig:
     text: TextConfig = TextConfig()
 
     def __post_init__(self):
-        if self.model not in MODELS and self.model not in TEXT_MODEL_NAMES:
-            choices = sorted([*MODELS, *TEXT_MODEL_NAMES])
+        if not model_families.is_neural(self.model):
+            choices = sorted(model_families.model_names(model_families.NEURAL_KINDS))
             raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
         if isinstance(self.text, dict):
             object.__setattr__(self, "text", TextConfig(**self.text))
@@ -245,7 +199,7 @@ class TrainConfig:
             raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
         if self.alpha < 0:
             raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
-        if self.alpha > 0 and not has_list_head(self.model):
+        if self.alpha > 0 and not model_families.has_list_head(self.model):
             raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
         self._resolve_architecture()
         if self.text.init_from is not None and not self.is_text:
@@ -261,11 +215,12 @@ class TrainConfig:
 
     @property
     def is_text(self) -> bool:
-        """Whether the model ranks text lists (the ``listformer``): ``run_layout.is_text_model``."""
-        return is_text_model(self.model)
+        """Whether the model ranks text lists (the ``listformer``): ``model_families.is_text``."""
+        return model_families.is_text(self.model)
 
     def _resolve_model_defaults(self) -> None:
-        defaults = dict(_MODEL_DEFAULTS[self.model], learning_rate=1e-3, patience=20)
+        spec = model_families.get_model(self.model)
+        defaults = dict(spec.training, learning_rate=1e-3, patience=20)
         if self.is_text and self.text.init_from is not None:
             defaults.update(_PRETRAINED_TEXT)
         if self.batch_size is not None:
@@ -277,7 +232,7 @@ class TrainConfig:
                 object.__setattr__(self, name, value)
         check_scaling(self.loss_scaling)
         if self.alpha is None:
-            alpha = _DEFAULT_ALPHA[self.loss_scaling].get(self.model, 0.0)
+            alpha = spec.alpha.get(self.loss_scaling, 0.0)
             object.__setattr__(self, "alpha", alpha)
         if self.decay_after_epoch is None:
             start = max(self.epochs // 2, 1) if self.lr_schedule == "step_decay" else 20
@@ -293,7 +248,8 @@ class TrainConfig:
             architecture = dataclasses.replace(architecture, similarity=similarity)
         if architecture.similarity == "checkpoint" and self.text.init_from is None:
             raise ValueError("`similarity` checkpoint needs a checkpoint: give `init_from`")
-        if self.model == "rankformer" and architecture.cls_token is None:
+        spec = model_families.get_model(self.model)
+        if spec.cls_token_with_list_head and architecture.cls_token is None:
             # The released code builds [CLS] only with a list head.
             architecture = dataclasses.replace(architecture, cls_token=self.uses_list_head)
         architecture = architecture.resolved(self.model, self.loss)
@@ -307,11 +263,11 @@ class TrainConfig:
         """Padded items per evaluation batch: the training budget (a forward pass
         holds less than a training step, but runs beside the memory the step
         left in TensorFlow's pool)."""
-        return self.batch_items or _RELEASED["batch_items"]
+        return self.batch_items or RELEASED_TRAINING["batch_items"]
 
     @property
     def uses_list_head(self) -> bool:
-        return has_list_head(self.model) and self.alpha > 0
+        return model_families.has_list_head(self.model) and self.alpha > 0
 
     def training_includes_empty_lists(self) -> bool:
         """Whether t = 0 lists are trained on (see ``include_empty_lists``)."""

@@ -32,9 +32,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer import model_families
 from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import write_json
-from tfr_rankformer.feature_family import FeatureFamily
 from tfr_rankformer.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.optimizers import (
     EpochSchedule,
@@ -50,7 +50,6 @@ from tfr_rankformer.run_layout import (
     CONFIG_NAME,
     HISTORY_NAME,
     METRICS_NAME,
-    is_text_model,
 )
 from tfr_rankformer.run_plan import check_memory
 from tfr_rankformer.train_config import TrainConfig
@@ -92,13 +91,9 @@ def choose_strategy() -> tf.distribute.Strategy:
 
 
 def family_of(model: str) -> RunFamily:
-    """The family that trains ``model``: text models' (imported when asked: it loads
-    TF Text's tokenizer) or the feature-vector models'."""
-    if is_text_model(model):
-        from tfr_rankformer.text.text_family import TextFamily
-
-        return TextFamily()
-    return FeatureFamily()
+    """The training loop's plug-in for ``model``: its ``model_families`` family's
+    (imported when asked: the text family's loads TF Text's tokenizer)."""
+    return model_families.family_of(model).load_run_family()
 
 
 def recorded_metrics(config: TrainConfig) -> dict:

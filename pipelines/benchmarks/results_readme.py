@@ -22,6 +22,9 @@ from pipelines.benchmarks.results_sources import (
     read_lines,
 )
 
+# The model whose stages the README's path times (the records' other stages name "-").
+PATH_MODEL = "rankformer"
+
 
 def web30k_path(root: str) -> str:
     """What each stage of the README's path costs at WEB30K's size: each stage's wall
@@ -31,7 +34,7 @@ def web30k_path(root: str) -> str:
     for directory in (WEB30K_CLICKS, WEB30K_BATCHES):
         run, records = read_lines(root, directory, "web30k_scale.jsonl")
         for r in records:
-            usable = r["model"] in ("-", "rankformer") and "wall_seconds" in r
+            usable = r["model"] in ("-", PATH_MODEL) and "wall_seconds" in r
             if r["stage"] in ("convert", "train", "eval", "export") and usable:
                 found.setdefault(r["stage"], (directory, run, r))
     lines = ["| stage | wall s | peak RSS GiB | lists/s |", "|---|---:|---:|---:|"]

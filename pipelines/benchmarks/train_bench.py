@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
-from tfr_rankformer import compiled_ops
+from tfr_rankformer import compiled_ops, model_families
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
 
@@ -64,7 +64,8 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     """Multiply-adds x 2 of one list's forward pass (matmuls only)."""
-    if model == "mlp":
+    spec = model_families.get_model(model)
+    if not spec.attention:  # pointwise: the MLP's layers alone
         widths = [d, *arch.mlp_units, 1]
         return 2.0 * items * sum(a * b for a, b in zip(widths[:-1], widths[1:]))
     tokens = items + 1  # with [CLS]
@@ -73,7 +74,7 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     encoder = arch.num_layers * tokens * (per_token + attention)
     # Score head: [z_i, z_CLS] W = z_i W_i + z_CLS W_c, the second once per list.
     heads = items * (d * arch.head_hidden + arch.head_hidden) + d * arch.head_hidden
-    if model == "rankformer":
+    if spec.has_list_head:  # timed with its list head (alpha > 0)
         heads += d * arch.head_hidden + arch.head_hidden * 2
     return 2.0 * (encoder + heads)
 

@@ -54,11 +54,14 @@ from pipelines.benchmarks.bench_support import cpu_extensions, read_json, run_st
 from pipelines.benchmarks.reference.parity_sources import official_setup
 from pipelines.benchmarks.run_records import read_records, reprint, write_records
 from pipelines.benchmarks.web30k_released import add_released_options, released
+from tfr_rankformer import model_families
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 from tfr_rankformer.run_layout import HISTORY_NAME
 
 MODELS = ("rankformer", "transformer", "mlp", "gbdt")
-NEURAL = ("rankformer", "transformer", "mlp")
+NEURAL = tuple(m for m in MODELS if model_families.is_neural(m))
+# The model timed against the authors' released code, and evaluated and exported.
+OURS = "rankformer"
 PROTOCOLS = ("explicit", "clicks")
 WEB30K_TRAIN_QUERIES = 18_900
 QUICK_QUERIES = 600
@@ -194,8 +197,8 @@ def report(run: dict, records: list[dict]) -> str:
         for model, fast, slow in pairs:
             ratio = _fmt(fast / slow if fast and slow else None, ".2f")
             lines.append(f"| {model} | {_fmt(fast, ',.0f')} | {_fmt(slow, ',.0f')} | {ratio} |")
-    ours = rate("clicks", "train", "rankformer")
-    epochs = (found.get(("clicks", "train", "rankformer")) or {}).get("epoch_lists_per_sec") or []
+    ours = rate("clicks", "train", OURS)
+    epochs = (found.get(("clicks", "train", OURS)) or {}).get("epoch_lists_per_sec") or []
     for r in (r for r in records if r["stage"].startswith("released")):
         theirs = None if r.get("failure") else r.get("lists_per_sec")
         ratio = _fmt(ours / theirs if ours and theirs else None, ".2f")
@@ -277,19 +280,19 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
         batch = max(1, BATCH_ITEMS // manifest.split("train").longest_list)
         for model in (m for m in models if m in NEURAL):
             done(train(args, protocol, model, padded_batch=batch))
-    ours = trained.get("rankformer", {"failure": "not trained"})
+    ours = trained.get(OURS, {"failure": "not trained"})
     if not ours.get("failure"):
-        run_dir = os.path.join(args.output, "runs", protocol, "rankformer")
+        run_dir = os.path.join(args.output, "runs", protocol, OURS)
         for stage in ("eval", "export"):
             command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
-            log = _log(args, protocol, stage, "rankformer")
-            record = {"protocol": protocol, "stage": stage, "model": "rankformer"}
+            log = _log(args, protocol, stage, OURS)
+            record = {"protocol": protocol, "stage": stage, "model": OURS}
             done({**record, **run_stage(command, log)})
-    if protocol == "clicks" and "rankformer" in models:
+    if protocol == "clicks" and OURS in models:
         data = os.path.join(args.output, "data", "clicks")
 
         def log(stage: str) -> str:
-            return _log(args, "clicks", stage, "rankformer")
+            return _log(args, "clicks", stage, OURS)
 
         for record in released(args, setup, ours, data, _manifest(data), log):
             done(record)
@@ -319,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     run = dict(command=command, cpu=cpu_extensions(), date=date, lists=args.lists)
     os.makedirs(args.output, exist_ok=True)
     earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
-    setup = official_setup(args) if "clicks" in protocols and "rankformer" in models else None
+    setup = official_setup(args) if "clicks" in protocols and OURS in models else None
     records: list[dict] = []
     done = _recorder(jsonl, run, records)
     print(f"| {HEAD.replace('|', ' | ')} |")

@@ -9,11 +9,14 @@ import os
 
 import lightgbm as lgb
 
-from tfr_rankformer.command_names import GBDT_MODELS
+from tfr_rankformer import model_families
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 
 __all__ = ["PRESETS", "GBDTConfig", "canonical_params"]
 
+
+# The model a GBDT run records; ``gbdt-1k`` and ``gbdt-10k`` name its preset.
+_RUN_MODEL = "gbdt"
 
 # ``gbdt``: LightGBM's usual lambdarank settings (a strong simple baseline);
 # ``gbdt-1k``/``gbdt-10k``: the paper's Table 5, its two tuned GBDT baselines.
@@ -98,7 +101,7 @@ class GBDTConfig:
         stopping, after every tree.
     """
 
-    model: str = "gbdt"
+    model: str = _RUN_MODEL
     preset: str = "gbdt"
     data: str = ""
     model_dir: str = ""
@@ -111,12 +114,13 @@ class GBDTConfig:
     eval_every: int = 10
 
     def __post_init__(self):
-        if self.model in GBDT_MODELS and self.model != "gbdt":
-            # "gbdt-10k" names its preset.
-            object.__setattr__(self, "preset", GBDT_MODELS[self.model])
-            object.__setattr__(self, "model", "gbdt")
-        if self.model != "gbdt":
-            raise ValueError(f"a GBDT run needs model 'gbdt', got {self.model!r}")
+        if not model_families.is_gbdt(self.model):
+            raise ValueError(f"a GBDT run needs model {_RUN_MODEL!r}, got {self.model!r}")
+        named = model_families.get_model(self.model).preset
+        if named is not None:
+            # "gbdt-10k" names its preset; the run records the model as "gbdt".
+            object.__setattr__(self, "preset", named)
+            object.__setattr__(self, "model", _RUN_MODEL)
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
         if not self.data or not self.model_dir:

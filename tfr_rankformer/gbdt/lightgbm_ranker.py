@@ -31,7 +31,6 @@ import time
 
 import lightgbm as lgb
 
-from tfr_rankformer.command_names import GBDT_MODELS
 from tfr_rankformer.config_io import write_json
 from tfr_rankformer.gbdt.gbdt_booster import (
     MODEL_FILE,
@@ -50,7 +49,6 @@ from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.run_directory import run_session
 
 __all__ = [
-    "GBDT_MODELS",
     "PRESETS",
     "GBDTConfig",
     "MODEL_FILE",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfr_rankformer import model_families
 from tfr_rankformer.initializers import dense
 from tfr_rankformer.layers import FastDropout, LayerNorm
 from tfr_rankformer.models import ModelConfig, copy_first_layer, score_outputs
@@ -51,7 +52,6 @@ __all__ = [
     "QUERY_IDS",
     "DOCUMENT_IDS",
     "FIRST_STAGE",
-    "TEXT_MODELS",
     "build_listformer",
     "build_text_model",
 ]
@@ -200,9 +200,6 @@ def build_listformer(
     return tf.keras.Model(inputs, outputs, name="listformer")
 
 
-TEXT_MODELS = {"listformer": build_listformer}
-
-
 def build_text_model(
     name: str,
     vocab_size: int,
@@ -213,10 +210,12 @@ def build_text_model(
     form: ListformerForm | None = None,
     tower: dict | None = None,
 ) -> tf.keras.Model:
-    """The text model ``name`` (a key of ``TEXT_MODELS``) with ``config``'s defaults filled
-    in, its layers in ``form`` (``None``: the from-scratch form), the checkpoint's
-    encoder ``tower`` settings for its similarity."""
-    if name not in TEXT_MODELS:
-        raise ValueError(f"Unknown text model {name!r}; choose from {sorted(TEXT_MODELS)}")
+    """The text model ``name`` (a text model of ``model_families``) with ``config``'s
+    defaults filled in, its layers in ``form`` (``None``: the from-scratch form), the
+    checkpoint's encoder ``tower`` settings for its similarity."""
+    if not model_families.is_text(name):
+        known = sorted(model_families.model_names(model_families.TEXT_KIND))
+        raise ValueError(f"Unknown text model {name!r}; choose from {known}")
     resolved = config.resolved(name)
-    return TEXT_MODELS[name](vocab_size, resolved, levels, item_levels, form=form, tower=tower)
+    build = model_families.get_model(name).load_builder()
+    return build(vocab_size, resolved, levels, item_levels, form=form, tower=tower)

@@ -24,11 +24,12 @@ import logging
 import os
 import time
 
+from tfr_rankformer import model_families
 from tfr_rankformer.config_io import require_positive_ints, write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.models import MODELS
+from tfr_rankformer.model_config import ModelConfig
 from tfr_rankformer.runner import train
 from tfr_rankformer.train_config import TrainConfig
 from tfr_rankformer.tuning import search_space
@@ -51,7 +52,7 @@ class TuneConfig:
     """Settings of one search.
 
     Attributes:
-      model: a neural model (``models.MODELS``) or a GBDT (``gbdt.GBDT_MODELS``).
+      model: a feature-vector model or a GBDT (``model_families``).
       data: a converted dataset with a ``vali`` split.
       output: the search's directory (its study resumes from there).
       trials: trials the study should hold when done (complete or pruned).
@@ -77,8 +78,8 @@ class TuneConfig:
     prune: bool = True
 
     def __post_init__(self):
-        if self.model not in MODELS and self.model not in gbdt.GBDT_MODELS:
-            known = sorted(MODELS) + sorted(gbdt.GBDT_MODELS)
+        if not _tunable(self.model):
+            known = list(_tunable_names())
             raise ValueError(f"Unknown model {self.model!r}; choose from {known}")
         if not self.data or not self.output:
             raise ValueError("`data` and `output` must be given")
@@ -96,14 +97,27 @@ class TuneConfig:
 
     @property
     def is_gbdt(self) -> bool:
-        return self.model in gbdt.GBDT_MODELS
+        return model_families.is_gbdt(self.model)
+
+
+def _tunable_names() -> tuple[str, ...]:
+    """The models a search takes: feature-vector ones, then GBDTs (each sorted)."""
+    kinds = model_families.FEATURES_KIND, model_families.GBDT_KIND
+    return tuple(name for kind in kinds for name in model_families.model_names(kind))
+
+
+def _tunable(model) -> bool:
+    return isinstance(model, str) and model in _tunable_names()
 
 
 def _width(config: TuneConfig, manifest: Manifest) -> int:
-    """The encoder's width: ``d_fc`` for ``context_aware``, else the feature count."""
-    if config.model == "context_aware":
+    """The encoder's width: the model's ``item_width`` setting (``d_fc`` for
+    ``context_aware``), else the feature count."""
+    field = model_families.get_model(config.model).item_width
+    if field is not None:
         architecture = config.settings.get("architecture", {})
-        return int(config.settings.get("d_fc", architecture.get("d_fc", 144)))
+        default = getattr(ModelConfig().resolved(config.model), field)
+        return int(config.settings.get(field, architecture.get(field, default)))
     return int(manifest.num_features)
 
 
@@ -116,7 +130,7 @@ def resolve_space(config: TuneConfig) -> dict:
     defaults = search_space.default_space(config.model, gbdt=config.is_gbdt, width=width)
     space = search_space.load_space(config.search_space, defaults, what=config.model)
     heads = space.get("num_heads")
-    if heads is not None and config.model != "listformer":
+    if heads is not None:
         values = heads.choices or range(int(heads.low), int(heads.high) + 1)
         wrong = [h for h in values if not isinstance(h, int) or h < 1 or width % h]
         if wrong:
@@ -374,7 +388,7 @@ def load_tuned(directory: str) -> list[tuple[str, dict]]:
         with open(path, encoding="utf-8") as f:
             settings = json.load(f)
         model = settings.get("model") if isinstance(settings, dict) else None
-        if model not in MODELS and model not in gbdt.GBDT_MODELS:
+        if not _tunable(model):
             raise ValueError(f"{path}: `model` {model!r} is not a model tfr-train knows")
         settings = {k: v for k, v in settings.items() if k not in ("data", "model_dir", "seed")}
         tuned.append((f"tuned {name or model}", settings))

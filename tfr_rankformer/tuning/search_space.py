@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from tfr_rankformer import model_families
+
 __all__ = [
     "Range",
     "GBDT_SPACE",
@@ -124,14 +126,12 @@ def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[s
     if gbdt:
         return dict(GBDT_SPACE)
     space = dict(NEURAL_SPACE)
-    if model == "mlp":
+    if not model_families.get_model(model).attention:  # pointwise: no encoder
         for key in _ENCODER_KEYS:
             del space[key]
     elif width:
         space["num_heads"] = Range(choices=tuple(h for h in range(1, 9) if width % h == 0))
-    from tfr_rankformer.models import has_list_head  # TensorFlow: only when searching
-
-    if not has_list_head(model):
+    if not model_families.has_list_head(model):
         del space["alpha"]
     return space
 

@@ -52,6 +52,7 @@ from pipelines.benchmarks.reference.parity_sources import (
     shared_lists,
 )
 from pipelines.benchmarks.reference.reference_parity import MODELS
+from tfr_rankformer import model_families
 from tfr_rankformer.command_names import ADAM_EPSILONS
 
 # Largest absolute differences taken as float32 round-off: scores and logits
@@ -75,10 +76,11 @@ def released_weights(name: str, state: dict, dim: int) -> list[np.ndarray]:
     def linear(prefix: str) -> list[np.ndarray]:
         return [state[f"{prefix}.weight"].T, state[f"{prefix}.bias"]]
 
-    if name == "mlp":
+    spec = model_families.get_model(name)
+    if not spec.attention:  # the released MLP
         return [w for i in (0, 3, 6, 9) for w in linear(f"net.{i}")]
     weights = []
-    if name == "rankformer":
+    if spec.has_list_head:  # the released RankFormer with list_pred_strength > 0
         weights.append(state["list_emb.weight"].reshape(1, 1, dim))
     layers = sorted({int(k.split(".")[2]) for k in state if k.startswith("transformer.layers.")})
     for i in layers:
@@ -88,7 +90,7 @@ def released_weights(name: str, state: dict, dim: int) -> list[np.ndarray]:
         weights += linear(f"{p}.self_attn.out_proj")
         weights += [state[f"{p}.norm2.weight"], state[f"{p}.norm2.bias"]]
         weights += linear(f"{p}.linear1") + linear(f"{p}.linear2")
-    if name == "rankformer":
+    if spec.has_list_head:
         weights += linear("list_score_net.net.0") + linear("list_score_net.net.3")
         hidden = state["rank_score_net.net.0.weight"]  # [h, 2d] on [z_i, z_CLS]
         weights += [hidden[:, :dim].T, hidden[:, dim:].T, state["rank_score_net.net.0.bias"]]

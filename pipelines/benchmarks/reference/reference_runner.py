@@ -56,7 +56,11 @@ except ImportError:  # run as a script (or imported from its directory): sibling
     from reference_lists import list_stats, read_letor, read_lists
     from reference_runner_options import build_parser
 
-MODELS = ("rankformer", "transformer", "mlp")
+# Our model names as the released code builds them: its RankFormer's list
+# prediction strength (alpha), or ``None`` for its MLP. This script runs in the
+# released code's environment, without tfr_rankformer's registry.
+_RELEASED_STRENGTH = {"rankformer": 1.0, "transformer": 0.0, "mlp": None}
+MODELS = tuple(_RELEASED_STRENGTH)
 _USER_MODEL = dict(
     seen_max=16, seen_bootstrap=10, click_noise=0.1, purchase_intent_kappa=0.1, purchase_noise=0.0
 )
@@ -80,7 +84,8 @@ def click_stats(path: str, *, draws: int, seed: int) -> None:
 def build(name: str, input_dim: int, max_target: int):
     from model import MLP, RankFormer
 
-    if name == "mlp":
+    strength = _RELEASED_STRENGTH[name]
+    if strength is None:
         return MLP(input_dim=input_dim, hidden_layers=[512, 256, 128], dropout=0.25)
     return RankFormer(
         input_dim=input_dim,
@@ -90,7 +95,7 @@ def build(name: str, input_dim: int, max_target: int):
         tf_num_layers=3,
         head_hidden_layers=[128],
         dropout=0.25,
-        list_pred_strength=1.0 if name == "rankformer" else 0.0,
+        list_pred_strength=strength,
     )
 
 

@@ -1,0 +1,212 @@
+"""The model-family registry: one place declares every model, and a family added
+there (here a toy linear scorer, registered by the test alone) trains, evaluates,
+exports and predicts through the commands like the builtin ones."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tfr_rankformer import model_families
+from tfr_rankformer.model_families import ModelFamily, ModelSpec
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The builtin models, and which predict the list label or rank text.
+BUILTIN = {
+    "context_aware": "features",
+    "listformer": "text",
+    "mlp": "features",
+    "rankformer": "features",
+    "summary_token_ranker": "features",
+    "transformer": "features",
+    "gbdt": "gbdt",
+    "gbdt-1k": "gbdt",
+    "gbdt-10k": "gbdt",
+}
+WITH_LIST_HEAD = {"rankformer", "summary_token_ranker", "listformer"}
+
+TOY = "toy_linear"
+
+
+def build_linear(num_features, config, levels, item_levels=None):
+    """A linear scorer over each item's normalised features: ``[B, L, d] -> [B, L]``."""
+    import tensorflow as tf
+
+    from tfr_rankformer.elwc_schema import FEATURES
+    from tfr_rankformer.inputs.data import MASK
+    from tfr_rankformer.models import score_outputs
+
+    del config, levels
+    features = tf.keras.Input(shape=(None, num_features), dtype=tf.float32, name=FEATURES)
+    mask = tf.keras.Input(shape=(None,), dtype=tf.bool, name=MASK)
+    raw = tf.keras.layers.Dense(item_levels or 1, name="linear")(features)  # [B, L, 1]
+    outputs = score_outputs(raw, mask, item_levels)
+    return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=TOY)
+
+
+def _register_toy() -> None:
+    model_families.register_family(
+        ModelFamily(
+            TOY,
+            "features",
+            runs="tfr_rankformer.run_kinds:FeatureRuns",
+            run_family="tfr_rankformer.feature_family:FeatureFamily",
+        )
+    )
+    model_families.register_model(
+        ModelSpec(
+            TOY,
+            TOY,
+            builder=build_linear,
+            training=dict(
+                loss="softmax",
+                eval_batch_size=8,
+                epochs=2,
+                batch_size=8,
+                loss_scaling="released",
+                optimizer="adam",
+                weight_decay=0.0,
+                lr_schedule="epoch_inverse_sqrt",
+            ),
+            attention=False,
+        )
+    )
+
+
+@pytest.fixture
+def toy_family():
+    """The toy family and its one model, registered for the test only."""
+    _register_toy()
+    yield TOY
+    model_families.unregister_family(TOY)
+
+
+def test_every_builtin_model_has_a_spec_of_its_kind():
+    assert set(model_families.model_names()) == set(BUILTIN)
+    for name, kind in BUILTIN.items():
+        assert model_families.family_of(name).kind == kind
+    assert model_families.MODEL_NAMES == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
+    assert model_families.GBDT_MODELS == {
+        "gbdt": "gbdt",
+        "gbdt-1k": "gbdt-1k",
+        "gbdt-10k": "gbdt-10k",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_list_heads_and_text_agree_with_the_builtin_models(name):
+    if BUILTIN[name] != "gbdt":
+        assert model_families.has_list_head(name) == (name in WITH_LIST_HEAD)
+    assert model_families.is_text(name) == (name == "listformer")
+    assert model_families.is_gbdt(name) == (BUILTIN[name] == "gbdt")
+
+
+def test_an_unknown_model_names_the_choices():
+    with pytest.raises(ValueError) as error:
+        model_families.get_model("bert")
+    assert str(error.value) == f"Unknown model 'bert'; choose from {sorted(BUILTIN)}"
+    assert not model_families.is_text("bert") and not model_families.is_gbdt("bert")
+
+
+def test_registration_refuses_repeats_unknown_families_and_kinds():
+    with pytest.raises(ValueError, match="already registered"):
+        model_families.register_model(ModelSpec("mlp", "features"))
+    with pytest.raises(ValueError, match="Unknown model family 'nowhere'"):
+        model_families.register_model(ModelSpec("lost", "nowhere"))
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        ModelFamily("odd", "images", runs="x:y", run_family="x:y")
+    with pytest.raises(ValueError, match="needs `run_family`"):
+        ModelFamily("odd", "features", runs="x:y")
+    with pytest.raises(ValueError, match="default family already"):
+        model_families.register_family(ModelFamily("odd", "gbdt", runs="x:y", default=True))
+    assert "lost" not in model_families.model_names()
+
+
+def test_the_registry_imports_no_tensorflow():
+    code = (
+        "import sys\n"
+        "from tfr_rankformer import model_families\n"
+        "model_families.get_model('rankformer'); model_families.trainable_names()\n"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow'\n"
+        "assert 'lightgbm' not in sys.modules, 'lightgbm'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": REPO}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_module_examples_hold():
+    assert doctest.testmod(model_families).failed == 0
+
+
+def _model_choices(build_parser) -> list:
+    (model,) = [a for a in build_parser()._actions if a.dest == "model"]
+    return list(model.choices)
+
+
+def test_the_command_choices_read_the_registry_when_the_parser_is_built():
+    from pipelines.train_cli import build_parser
+    from pipelines.tune_cli import build_parser as tune_parser
+
+    assert TOY not in _model_choices(build_parser)
+    _register_toy()
+    try:
+        assert TOY in _model_choices(build_parser) and TOY in _model_choices(tune_parser)
+    finally:
+        model_families.unregister_family(TOY)
+    assert _model_choices(build_parser) == [
+        *model_families.MODEL_NAMES,
+        "gbdt",
+        "gbdt-10k",
+        "gbdt-1k",
+    ]
+
+
+def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands(
+    toy_family, tiny_dataset, tmp_path, capsys
+):
+    pytest.importorskip("tensorflow")
+    from pipelines.convert_cli import main as convert_main
+    from pipelines.eval_cli import main as eval_main
+    from pipelines.export_cli import main as export_main
+    from pipelines.predict_cli import main as predict_main
+    from pipelines.train_cli import main as train_main
+
+    data, run = str(tmp_path / "data"), str(tmp_path / "run")
+    argv = ["--input", str(tiny_dataset), "--output", data, "--workers", "1"]
+    assert convert_main(argv + ["--no-progress", "--log-level", "WARNING"]) == 0
+    argv = ["--model", toy_family, "--data", data, "--model-dir", run, "--no-export", "--quiet"]
+    assert train_main(argv) == 0, capsys.readouterr().err
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    # The family's own defaults: two epochs of Adam without weight decay, alpha 0.
+    assert (settings["model"], settings["epochs"], settings["optimizer"]) == (TOY, 2, "adam")
+    assert settings["alpha"] == 0.0
+
+    capsys.readouterr()
+    assert eval_main(["--model-dir", run, "--split", "all"]) == 0
+    with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    assert {"train", "vali", "test"} <= set(metrics)
+    assert 0.0 <= metrics["test"]["ndcg_y@10"] <= 100.0
+    from tfr_rankformer.feature_runs import load_run
+    from tfr_rankformer.models import ranker_of
+
+    ranker = ranker_of(load_run(run)[2])  # the run's model is the toy's own
+    assert [layer.name for layer in ranker.layers if layer.weights] == ["linear"]
+
+    assert export_main(["--model-dir", run]) == 0
+    assert os.path.isfile(os.path.join(run, "export", "1", "saved_model.pb"))
+
+    scores = tmp_path / "scores.txt"
+    test_file = str(tiny_dataset / "test.txt")
+    argv = ["--model", run, "--input", test_file, "--output", str(scores), "--no-progress"]
+    assert predict_main(argv) == 0, capsys.readouterr().err
+    lines = scores.read_text().splitlines()
+    assert len(lines) == 2 and all(line.split()[0] == "5" for line in lines)

@@ -1,0 +1,218 @@
+"""The model-family registry: every model name, its family, and what each plugs in.
+
+A family (``ModelFamily``) is a kind of run: ``features`` (models over
+feature vectors, trained by the one training loop), ``text`` (models over text
+lists, the same loop) or ``gbdt`` (LightGBM). It names, as lazily imported
+``"package.module:attribute"`` paths (or zero-argument callables), its
+runner plug-in (``run_kinds``: training, evaluation, export, opening an export
+and scoring with it) and, for the neural kinds, its plug-in to the training
+loop (``run_family.RunFamily``). A model (``ModelSpec``) belongs to a family
+and carries its defaults and the traits the memory model, the settings'
+checks and the search read.
+
+The builtin families and models are declared in ``builtin_families`` and
+registered here on import, so the registry is always full. A new model or
+family is added in one place, with ``register_family`` and ``register_model``
+(see ``docs/adding_a_model.md``). No TensorFlow is imported here: the command lines
+read their choices from the registry at parse time.
+
+>>> get_model("rankformer").has_list_head, is_text("listformer"), is_gbdt("gbdt-1k")
+(True, True, True)
+>>> get_model("bert")
+Traceback (most recent call last):
+ValueError: Unknown model 'bert'; choose from ['context_aware', 'gbdt', 'gbdt-10k', \
+'gbdt-1k', 'listformer', 'mlp', 'rankformer', 'summary_token_ranker', 'transformer']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tfr_rankformer import builtin_families
+from tfr_rankformer.model_spec import (
+    FEATURES_KIND,
+    GBDT_KIND,
+    KINDS,
+    NEURAL_KINDS,
+    TEXT_KIND,
+    ModelFamily,
+    ModelSpec,
+    load_object,
+)
+
+__all__ = [
+    "FEATURES_KIND",
+    "GBDT_KIND",
+    "KINDS",
+    "MODEL_NAMES",
+    "TEXT_MODEL_NAMES",
+    "NEURAL_KINDS",
+    "TEXT_KIND",
+    "ModelFamily",
+    "ModelSpec",
+    "families",
+    "family_of",
+    "get_family",
+    "get_model",
+    "has_list_head",
+    "is_gbdt",
+    "is_neural",
+    "is_text",
+    "load_object",
+    "model_names",
+    "register_family",
+    "register_model",
+    "trainable_names",
+    "unregister_family",
+]
+
+_FAMILIES: dict[str, ModelFamily] = {}
+_MODELS: dict[str, ModelSpec] = {}
+
+
+def register_family(family: ModelFamily) -> ModelFamily:
+    """Adds ``family``; returns it.
+
+    Raises:
+      ValueError: a family of that name exists, or a second default family.
+    """
+    if family.name in _FAMILIES:
+        raise ValueError(f"family {family.name!r} is already registered")
+    if family.default and any(f.default for f in _FAMILIES.values()):
+        raise ValueError(f"family {family.name!r}: there is a default family already")
+    _FAMILIES[family.name] = family
+    return family
+
+
+def register_model(spec: ModelSpec) -> ModelSpec:
+    """Adds the model ``spec``; returns it.
+
+    Raises:
+      ValueError: the name is taken, or its family is not registered.
+    """
+    if spec.name in _MODELS:
+        raise ValueError(f"model {spec.name!r} is already registered")
+    get_family(spec.family)
+    _MODELS[spec.name] = spec
+    return spec
+
+
+def unregister_family(name: str) -> None:
+    """Removes the family ``name`` and its models (a plug-in's or a test's own)."""
+    get_family(name)
+    for model in [m for m, spec in _MODELS.items() if spec.family == name]:
+        del _MODELS[model]
+    del _FAMILIES[name]
+
+
+def get_family(name: str) -> ModelFamily:
+    """The family ``name``.
+
+    Raises:
+      ValueError: for an unknown family.
+    """
+    if name not in _FAMILIES:
+        raise ValueError(f"Unknown model family {name!r}; choose from {sorted(_FAMILIES)}")
+    return _FAMILIES[name]
+
+
+def get_model(name: str) -> ModelSpec:
+    """The model ``name``'s spec.
+
+    Raises:
+      ValueError: for an unknown model.
+    """
+    if name not in _MODELS:
+        raise ValueError(f"Unknown model {name!r}; choose from {sorted(_MODELS)}")
+    return _MODELS[name]
+
+
+def families() -> tuple[ModelFamily, ...]:
+    """The registered families, in registration order."""
+    return tuple(_FAMILIES.values())
+
+
+def family_of(name: str) -> ModelFamily:
+    """The family of the model ``name`` (``ValueError`` for an unknown model)."""
+    return get_family(get_model(name).family)
+
+
+def model_names(kind: str | Iterable[str] | None = None) -> tuple[str, ...]:
+    """The registered model names, sorted: all, or those of ``kind`` (one or several)."""
+    kinds = None if kind is None else ({kind} if isinstance(kind, str) else set(kind))
+    return tuple(
+        sorted(n for n, s in _MODELS.items() if kinds is None or _FAMILIES[s.family].kind in kinds)
+    )
+
+
+def trainable_names() -> list[str]:
+    """What ``tfr-train --model`` takes: the neural models, then the GBDTs, each sorted."""
+    return [*model_names(NEURAL_KINDS), *model_names(GBDT_KIND)]
+
+
+def _kind_of(name: str) -> str | None:
+    spec = _MODELS.get(name) if isinstance(name, str) else None
+    return None if spec is None else _FAMILIES[spec.family].kind
+
+
+def is_text(name: str) -> bool:
+    """Whether the model ``name`` ranks text lists (``False`` for unknown names)."""
+    return _kind_of(name) == TEXT_KIND
+
+
+def is_gbdt(name: str) -> bool:
+    """Whether ``name`` is a GBDT model (``False`` for unknown names)."""
+    return _kind_of(name) == GBDT_KIND
+
+
+def is_neural(name: str) -> bool:
+    """Whether ``name`` is a Keras model of the training loop (``False`` for unknown names)."""
+    return _kind_of(name) in NEURAL_KINDS
+
+
+def has_list_head(name: str) -> bool:
+    """Whether the model ``name`` predicts the list label (``ValueError`` if unknown)."""
+    return get_model(name).has_list_head
+
+
+class _LiveNames(Sequence):
+    """The sorted names of the models of some kinds, read from the registry at each
+    use (so a model registered later is in them)."""
+
+    def __init__(self, kinds: tuple[str, ...]):
+        self._kinds = kinds
+
+    def __getitem__(self, index):
+        return model_names(self._kinds)[index]
+
+    def __len__(self) -> int:
+        return len(model_names(self._kinds))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, list, _LiveNames)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(model_names(self._kinds))
+
+
+# The neural models (feature vectors and text), and the text models.
+MODEL_NAMES = _LiveNames(NEURAL_KINDS)
+TEXT_MODEL_NAMES = _LiveNames((TEXT_KIND,))
+
+
+def __getattr__(name: str):
+    """``GBDT_MODELS``: each GBDT model's preset, read from the registry when asked
+    (PEP 562)."""
+    if name == "GBDT_MODELS":
+        return {n: _MODELS[n].preset or n for n in model_names(GBDT_KIND)}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+for _family in builtin_families.FAMILIES:
+    register_family(_family)
+for _spec in builtin_families.MODELS:
+    register_model(_spec)

@@ -17,6 +17,13 @@ from tfr_rankformer.model_config import ModelConfig
 from tfr_rankformer.models import MODELS, TEXT_MODEL_NAMES, has_list_head
 from tfr_rankformer.run_layout import is_text_model
 from tfr_rankformer.text.text_data import TextConfig
+from tfr_rankformer.train_defaults import (
+    ALPHA_DEFAULTS,
+    FALLBACK_DEFAULTS,
+    MODEL_DEFAULTS,
+    PRETRAINED_TEXT_DEFAULTS,
+    RELEASED_DEFAULTS,
+)
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 
@@ -24,69 +31,6 @@ __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 ARCHITECTURE_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
 _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
-
-
-# Settings whose default depends on the model: the RankFormer family follows the
-# authors' released code; context_aware follows allRank's published
-# configurations (Adam at 1e-3 without weight decay, x0.1 after half of 100
-# epochs, batches of 64 lists, per-list sums as allRank's ListNet averages).
-_RELEASED = dict(
-    loss="softmax",
-    eval_batch_size=256,
-    epochs=200,
-    batch_size=2048,
-    # The released batch of 2048 lists of 16 sampled items, as a budget.
-    batch_items=2048 * 16,
-    loss_scaling="released",
-    optimizer="adamw",
-    weight_decay=0.1,
-    lr_schedule="epoch_inverse_sqrt",
-)
-_MODEL_DEFAULTS = {
-    "rankformer": _RELEASED,
-    "transformer": _RELEASED,
-    "mlp": _RELEASED,
-    "summary_token_ranker": _RELEASED,
-    # The Listformer, trained from scratch on text lists: ApproxNDCG (the
-    # thesis's loss); batches, epochs and weight decay sized for a small model.
-    "listformer": dict(
-        loss="approx_ndcg",
-        eval_batch_size=16,
-        epochs=20,
-        batch_size=16,
-        loss_scaling="released",
-        optimizer="adamw",
-        weight_decay=0.01,
-        lr_schedule="epoch_inverse_sqrt",
-    ),
-    "context_aware": dict(
-        loss="softmax",
-        eval_batch_size=256,
-        epochs=100,
-        batch_size=64,
-        batch_items=64 * 240,  # allRank's 64 slates of 240
-        loss_scaling="paper",
-        optimizer="adam",
-        weight_decay=0.0,
-        lr_schedule="step_decay",
-    ),
-}
-# The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
-# first stage's top 100 per query: a pretrained encoder's step on a whole list
-# is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
-# training lists keep 32 documents (judged relevant ones first) in batches of
-# 8,192 padded tokens (two such lists at 128 tokens), at a fine-tuning rate.
-_PRETRAINED_TEXT = dict(
-    learning_rate=1e-4,
-    list_size=32,
-    batch_items=2 * 32 * 128,
-    epochs=10,
-    patience=3,
-)
-# The listwide loss's weight when none is given, per loss scaling: the
-# released code's own script uses strength 1, which its README equates with
-# the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
-_DEFAULT_ALPHA = {"released": {"rankformer": 1.0}, "paper": {"rankformer": 0.25}}
 
 
 _SPLITS = ("train", "vali", "test")
@@ -265,9 +209,9 @@ class TrainConfig:
         return is_text_model(self.model)
 
     def _resolve_model_defaults(self) -> None:
-        defaults = dict(_MODEL_DEFAULTS[self.model], learning_rate=1e-3, patience=20)
+        defaults = dict(MODEL_DEFAULTS[self.model], **FALLBACK_DEFAULTS)
         if self.is_text and self.text.init_from is not None:
-            defaults.update(_PRETRAINED_TEXT)
+            defaults.update(PRETRAINED_TEXT_DEFAULTS)
         if self.batch_size is not None:
             # A batch size the user set keeps its meaning: that many lists in
             # every batch, unless an item budget is given too.
@@ -277,7 +221,7 @@ class TrainConfig:
                 object.__setattr__(self, name, value)
         check_scaling(self.loss_scaling)
         if self.alpha is None:
-            alpha = _DEFAULT_ALPHA[self.loss_scaling].get(self.model, 0.0)
+            alpha = ALPHA_DEFAULTS[self.loss_scaling].get(self.model, 0.0)
             object.__setattr__(self, "alpha", alpha)
         if self.decay_after_epoch is None:
             start = max(self.epochs // 2, 1) if self.lr_schedule == "step_decay" else 20
@@ -307,7 +251,7 @@ class TrainConfig:
         """Padded items per evaluation batch: the training budget (a forward pass
         holds less than a training step, but runs beside the memory the step
         left in TensorFlow's pool)."""
-        return self.batch_items or _RELEASED["batch_items"]
+        return self.batch_items or RELEASED_DEFAULTS["batch_items"]
 
     @property
     def uses_list_head(self) -> bool:

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from pipelines.cli_common import data_loss_message, format_metrics, make_parser
+from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from pipelines.train_cli import REPORTED
 
@@ -29,9 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         "are merged into MODEL_DIR/metrics.json.",
         __doc__,
     )
-    p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
-    p.add_argument("--data", help="a converted dataset. Default: the one the run trained on")
-    p.add_argument("--split", default="test", help="a split name, or 'all'. Default: test")
+    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
+    add_flag(p, "data", help="a converted dataset. Default: the one the run trained on")
+    add_flag(p, "split", help="a split name, or 'all'. Default: test")
     add_verbose_flag(p)
     return p
 

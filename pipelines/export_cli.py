@@ -16,6 +16,7 @@ import os
 import sys
 
 from pipelines.cli_common import make_parser
+from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
 from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
 
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/serving.md).",
         __doc__,
     )
-    p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
+    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
     p.add_argument(
         "--version", type=int, help="version number. Default: one more than the highest existing"
     )

@@ -20,6 +20,7 @@ import argparse
 import sys
 
 from pipelines.benchmarks.capped_child import run_child
+from pipelines.flag_table import add_flag
 
 _CHILD = """
 import json, resource, sys, time
@@ -93,12 +94,10 @@ def _plot(results: dict, lengths: list[int], path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="256,1024,4096,16384")
-    parser.add_argument("--items", type=int, default=16384, help="items per batch")
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration")
-    parser.add_argument(
-        "--memory-gb", type=float, default=12.0, help="address space each run may add, GiB"
-    )
-    parser.add_argument("--output", default="attention_memory.png", help="the PNG plot")
+    add_flag(parser, "items", default=16384, help="items per batch")
+    add_flag(parser, "steps")
+    add_flag(parser, "memory_gb", default=12.0)
+    add_flag(parser, "output", default="attention_memory.png", help="the PNG plot")
     args = parser.parse_args(argv)
     lengths = [int(n) for n in args.lengths.split(",")]
     results = {model: {} for model in MODELS}

@@ -32,6 +32,7 @@ import sys
 
 from pipelines.benchmarks.capped_child import run_child
 from pipelines.benchmarks.reference.parity_sources import cpu_extensions
+from pipelines.flag_table import add_flag
 
 _CHILD = """
 import json, resource, sys, time
@@ -171,10 +172,8 @@ def _parser() -> argparse.ArgumentParser:
         "--documents", default="10,50,100,200", help="documents per list of the memory table"
     )
     parser.add_argument("--tokens", type=int, default=128, help="tokens per document (memory)")
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration")
-    parser.add_argument(
-        "--memory-gb", type=float, default=6.0, help="address space each run may add, GiB"
-    )
+    add_flag(parser, "steps")
+    add_flag(parser, "memory_gb", default=6.0)
     parser.add_argument(
         "--tables", default="speed,memory", help="the tables to print: speed, memory or both"
     )

@@ -19,7 +19,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 
 __all__ = ["build_parser", "main"]
 
@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: run or eval")
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
+    start_command(args, log_level="INFO")
     from tfrecords_tools.text.trec_files import TrecFormatError
 
     try:

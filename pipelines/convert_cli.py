@@ -45,7 +45,7 @@ from pipelines.convert_option_groups import (
 )
 from pipelines.flag_table import add_flag
 from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
@@ -317,12 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     check_text_flags(parser, args, beam_args)
     if is_text_input(args.input):
-        set_tensorflow_log_level(verbose=args.verbose)
+        start_command(args)
         return text_main(args)
     if args.runner is None:
         _check_local_only(parser, args, beam_args)
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     try:
         config = _settings(args)
         if args.runner is None:

@@ -10,7 +10,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
 
@@ -21,7 +20,7 @@ from pipelines.cli_common import (
     parse_lgb_params,
 )
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 
 __all__ = ["build_parser", "main", "format_comparison"]
@@ -102,8 +101,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     from tfr_rankformer.gbdt.distillation import DistillConfig, distill
 
     skip = ("config", "log_level", "lgb_param", "verbose")

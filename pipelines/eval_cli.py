@@ -14,7 +14,7 @@ import sys
 
 from pipelines.cli_common import data_loss_message, format_metrics, make_parser
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from pipelines.train_cli import REPORTED
 
 __all__ = ["build_parser", "main"]
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     from tfr_rankformer.runner import evaluate
 
     splits = None if args.split == "all" else [args.split]

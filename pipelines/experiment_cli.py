@@ -16,12 +16,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.command_names import (
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
@@ -140,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.progress_seconds > 0:
         parser.error(f"--progress-seconds must be > 0, got {args.progress_seconds}")
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     from pipelines.experiment_runner import run_experiment
     from pipelines.experiment_specs import ExperimentConfig
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     server_errors = ()
     if args.server:  # the client imports TensorFlow: only when it is used
         from tfr_rankformer.serving.serving_client import ServingError

@@ -206,12 +206,10 @@ def run_text_conversion(args) -> Manifest:
 
 def text_main(args) -> int:
     """``tfr-convert``'s run for a text input: converts, prints the counts; the exit code."""
-    import logging
     import sys
 
     from tfrecords_tools.text.trec_files import TrecFormatError
 
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         manifest = run_text_conversion(args)
     except (TrecFormatError, FileExistsError, ValueError, OSError) as e:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import (
+    add_verbose_flag,
+    configure_command_logging,
+    start_command,
+)
 from tfr_rankformer.command_names import GBDT_MODELS, MODEL_NAMES
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
@@ -98,10 +101,10 @@ def _settings(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args, configure_logging=False)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    configure_command_logging(args.log_level)
     try:
         config = TuneConfig(
             model=args.model,

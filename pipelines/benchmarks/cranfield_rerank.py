@@ -69,7 +69,7 @@ from pipelines.benchmarks.rerank_tables import fold_line, header, report
 from pipelines.benchmarks.run_records import read_records, write_records
 from pipelines.convert_cli import main as convert_main
 from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.text_elwc import read_text_split
 
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--train-variants: {unknown} not among --variants {args.variants}")
     if args.train_folds is None:
         args.train_folds = set(range(1, args.folds + 1))
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     args.init_from = _checkpoint_directory(p, args.init_from)
     os.makedirs(args.output, exist_ok=True)
     words = sys.argv[1:] if argv is None else argv

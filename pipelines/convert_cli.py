@@ -49,7 +49,7 @@ from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
-from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
 from tfrecords_tools.text.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
@@ -187,7 +187,6 @@ def _add_list_arguments(p: argparse.ArgumentParser) -> None:
     add_flag(
         lists,
         "duplicate_features",
-        choices=DUPLICATE_POLICIES,
         help="a LETOR line that repeats a feature index: 'error', or keep the value "
         "that comes 'last' (what TF-Ranking's LibSVM reader does) or 'first'; "
         "such lines are counted in the manifest. Features listed out of order "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 
 if TYPE_CHECKING:
     from tfr_rankformer.inputs.training_density import TrainingDensity
@@ -91,7 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(
         p,
         "duplicate_features",
-        choices=DUPLICATE_POLICIES,
         default="error",
         help="a LETOR line that repeats a feature index: 'error', or keep the 'last' "
         "value (TF-Ranking's LibSVM reader) or the 'first'. Features in any "

@@ -9,13 +9,10 @@ from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag
 from pipelines.train_architecture_options import add_architecture_options
 from tfr_rankformer.command_names import (
-    ADAM_EPSILONS,
-    GBDT_MODELS,
     KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,
     LR_SCHEDULES,
-    MODEL_NAMES,
     OPTIMIZERS,
 )
 
@@ -74,7 +71,7 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
     """``--model`` .. ``--epochs``: what is trained, on which data, into which directory."""
-    add_flag(p, "model", choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS))
+    add_flag(p, "model")
     add_flag(p, "data")
     add_flag(p, "model_dir")
     add_flag(p, "config")
@@ -158,7 +155,7 @@ def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
         help="adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see --adam-epsilon). "
         "Default: adamw; context_aware: adam (allRank)",
     )
-    add_flag(p, "adam_epsilon", choices=list(ADAM_EPSILONS))
+    add_flag(p, "adam_epsilon")
     p.add_argument(
         "--learning-rate",
         type=float,

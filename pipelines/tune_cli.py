@@ -24,7 +24,7 @@ from pipelines.tf_log_level import (
     configure_command_logging,
     start_command,
 )
-from tfr_rankformer.command_names import GBDT_MODELS, MODEL_NAMES
+from tfr_rankformer.command_names import GBDT_MODELS
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
 __all__ = ["build_parser", "main"]
@@ -47,9 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         '{"choices": [128, 256]}, "cegb_tradeoff": null} (null: not searched).',
         __doc__,
     )
-    add_flag(
-        p, "model", required=True, choices=sorted(MODEL_NAMES) + sorted(GBDT_MODELS), help=None
-    )
+    add_flag(p, "model", required=True, help=None)
     add_flag(p, "data", required=True, help="a tfr-convert output with a vali split")
     add_flag(p, "output", required=True, help="the search's directory (resumed if present)")
     p.add_argument(

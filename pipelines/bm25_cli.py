@@ -18,7 +18,8 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 
 __all__ = ["build_parser", "main"]
 
@@ -34,7 +35,7 @@ def _add_bm25_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--method", choices=_METHODS, default="lucene", help="BM25 variant. Default: lucene"
     )
-    group.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_flag(group, "no_progress", help="hide the progress bars")
     add_verbose_flag(group)
 
 
@@ -63,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="'docid<TAB>text' (further columns joined to the text; repeatable)",
     )
-    run.add_argument("--output", help="the run file to write")
-    run.add_argument("--top-k", type=int, default=100, help="documents per query. Default: 100")
-    run.add_argument("--tag", default="bm25", help="the run's tag column. Default: bm25")
+    add_flag(run, "output", help="the run file to write")
+    add_flag(run, "top_k")
+    add_flag(run, "tag", default="bm25", help="the run's tag column. Default: bm25")
     _add_bm25_options(run)
     evaluate = commands.add_parser(
         "eval",
@@ -75,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         "equal left out). BM25's index statistics come from the documents of the dataset's "
         "lists, every split, each document once.",
     )
-    evaluate.add_argument("--data", help="the dataset directory (its manifest.json at the top)")
-    evaluate.add_argument("--split", default="test", help="the split to score. Default: test")
-    evaluate.add_argument("--output", help="also write the metrics to this JSON file")
+    add_flag(evaluate, "data", help="the dataset directory (its manifest.json at the top)")
+    add_flag(evaluate, "split", help="the split to score. Default: test")
+    add_flag(evaluate, "output", help="also write the metrics to this JSON file")
     _add_bm25_options(evaluate)
     return p
 
@@ -134,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: run or eval")
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
+    start_command(args, log_level="INFO")
     from tfrecords_tools.text.trec_files import TrecFormatError
 
     try:

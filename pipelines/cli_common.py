@@ -7,6 +7,8 @@ import argparse
 import json
 import math
 
+from pipelines.flag_table import add_flag
+
 __all__ = [
     "make_parser",
     "merge_settings",
@@ -78,13 +80,14 @@ def add_lightgbm_options(group, which: str, *, early_stopping: int) -> None:
         help=f"any LightGBM parameter over the preset's, for {which} (repeatable), e.g. "
         'num_leaves=255; a config file\'s "params" object does the same',
     )
-    group.add_argument(
-        "--early-stopping-rounds",
-        type=int,
-        help="stop when the validation score has not improved for this many trees, keeping "
-        f"the best tree count (0: never; the whole budget is kept). Default: {early_stopping}",
+    add_flag(
+        group,
+        "early_stopping_rounds",
+        help="stop when the validation score has not improved for this many "
+        "trees, keeping the best tree count (0: never; the whole budget is kept). "
+        f"Default: {early_stopping}",
     )
-    group.add_argument("--num-threads", type=int, help="LightGBM threads. Default: one per core")
+    add_flag(group, "num_threads")
 
 
 def parse_lgb_params(pairs: list[str] | None) -> dict:

@@ -43,12 +43,13 @@ from pipelines.convert_option_groups import (
     add_elwc_arguments,
     add_synthetic_arguments,
 )
+from pipelines.flag_table import add_flag
 from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
-from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS
 from tfrecords_tools.text.text_sources import is_text_input
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
@@ -95,37 +96,42 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_INPUT_HELP = (
+    "a directory in LETOR layout (Fold1..N/{train,vali,test}.txt or one such set; "
+    ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
+    f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
+    "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
+    "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
+    "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
+    "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*); "
+    "text ranking data to the text ELWC: 'trec' (files given by --queries, --collection, "
+    "--qrels, --run), trec:DIR (those files found in DIR by their usual names) or "
+    "'synthetic-text' (generated lists whose relevance depends on the list)"
+)
+
+
 def _add_io_arguments(p: argparse.ArgumentParser) -> None:
     """The ``input and output`` group: what is read, where it goes, which folds."""
     io = p.add_argument_group("input and output")
-    io.add_argument(
-        "--input",
-        help="a directory in LETOR layout (Fold1..N/{train,vali,test}.txt or one such set; "
-        ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
-        f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
-        "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
-        "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
-        "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
-        "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*); "
-        "text ranking data to the text ELWC: 'trec' (files given by --queries, --collection, "
-        "--qrels, --run), trec:DIR (those files found in DIR by their usual names) or "
-        "'synthetic-text' (generated lists whose relevance depends on the list)",
+    add_flag(io, "input", help=_INPUT_HELP)
+    add_flag(
+        io,
+        "output",
+        help="output directory (must not exist, or be empty, unless --overwrite; a "
+        "failure leaves it as it was)",
     )
-    io.add_argument(
-        "--output",
-        help="output directory (must not exist, or be empty, unless --overwrite; a failure "
-        "leaves it as it was)",
-    )
-    io.add_argument("--data-dir", help="where dataset names and TFDS data are looked up first")
-    io.add_argument(
-        "--overwrite",
-        action="store_true",
+    add_flag(io, "data_dir", help="where dataset names and TFDS data are looked up first")
+    add_flag(
+        io,
+        "overwrite",
         default=None,
-        help="replace an existing output directory, but only one tfr-convert wrote (its "
-        "manifest.json, shards, source/, FoldN/): anything else in it is refused, never deleted",
+        help="replace an existing output directory, but only one tfr-convert wrote "
+        "(its manifest.json, shards, source/, FoldN/): anything else in it is "
+        "refused, never deleted",
     )
-    io.add_argument(
-        "--config",
+    add_flag(
+        io,
+        "config",
         help="JSON file of settings (ConvertConfig fields); flags "
         "given on the command line override it",
     )
@@ -135,9 +141,13 @@ def _add_io_arguments(p: argparse.ArgumentParser) -> None:
 def _add_fold_arguments(io: argparse._ArgumentGroup) -> None:
     """``--fold`` or ``--folds``, ``--shards`` and ``--tfds-download`` (in ``io``)."""
     folds = io.add_mutually_exclusive_group()
-    folds.add_argument("--fold", type=int, help="fold to convert (default: 1)")
-    folds.add_argument(
-        "--folds", choices=["all"], help="'all': convert every fold, each into OUTPUT/FoldN"
+    add_flag(folds, "fold", help="fold to convert (default: 1)")
+    add_flag(
+        folds,
+        "folds",
+        choices=["all"],
+        help="'all': convert every fold, each into OUTPUT/FoldN",
+        default=None,
     )
     io.add_argument("--shards", type=int, help="TFRecord files per split (default: 1)")
     io.add_argument(
@@ -174,13 +184,13 @@ def _add_list_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         help="highest explicit label. Default: the dataset's, else the largest label in the files",
     )
-    lists.add_argument(
-        "--duplicate-features",
-        choices=DUPLICATE_POLICIES,
-        help="a LETOR line that repeats a feature index: 'error', or keep the value that comes "
-        "'last' (what TF-Ranking's LibSVM reader does) or 'first'; such lines are counted in "
-        "the manifest. Features listed out of order are always accepted (sorted and counted). "
-        "Default: error",
+    add_flag(
+        lists,
+        "duplicate_features",
+        help="a LETOR line that repeats a feature index: 'error', or keep the value "
+        "that comes 'last' (what TF-Ranking's LibSVM reader does) or 'first'; "
+        "such lines are counted in the manifest. Features listed out of order "
+        "are always accepted (sorted and counted). Default: error",
     )
     _add_normalization_arguments(lists)
 
@@ -204,9 +214,9 @@ def _add_normalization_arguments(lists: argparse._ArgumentGroup) -> None:
 def _add_resource_arguments(p: argparse.ArgumentParser) -> None:
     """The ``resources`` group: parallel workers and block size."""
     run = p.add_argument_group("resources")
-    run.add_argument(
-        "--workers",
-        type=int,
+    add_flag(
+        run,
+        "workers",
         help="processes that parse and encode LETOR blocks in parallel (1: all in "
         "this process). Default: one per core, at most 4",
     )
@@ -220,13 +230,8 @@ def _add_resource_arguments(p: argparse.ArgumentParser) -> None:
 def _add_display_arguments(p: argparse.ArgumentParser) -> None:
     """The ``display`` group: progress bars and logging."""
     out = p.add_argument_group("display")
-    out.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    out.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="logging level",
-    )
+    add_flag(out, "no_progress", help="hide the progress bars")
+    add_flag(out, "log_level", help="logging level")
     add_verbose_flag(out)
 
 
@@ -311,12 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     check_text_flags(parser, args, beam_args)
     if is_text_input(args.input):
-        set_tensorflow_log_level(verbose=args.verbose)
+        start_command(args)
         return text_main(args)
     if args.runner is None:
         _check_local_only(parser, args, beam_args)
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     try:
         config = _settings(args)
         if args.runner is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.flag_table import add_flag
 from tfrecords_tools.synthetic import LENGTH_SPREADS
 
 __all__ = [
@@ -82,17 +83,13 @@ def add_click_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         help="label of a purchase (the paper: 2; the authors' code: 4). Default: 2",
     )
-    sim.add_argument("--seed", type=int, help="seed of every random step. Default: 0")
+    add_flag(sim, "seed", help="seed of every random step. Default: 0")
 
 
 def add_synthetic_arguments(p: argparse.ArgumentParser) -> None:
     """``--synthetic-*``: the generated lists of ``--input synthetic``."""
     syn = p.add_argument_group("synthetic data (--input synthetic)")
-    syn.add_argument(
-        "--synthetic-lists",
-        type=int,
-        help="train lists (vali and test get a third each). Default: 300",
-    )
+    add_flag(syn, "synthetic_lists")
     syn.add_argument(
         "--synthetic-list-size",
         type=int,

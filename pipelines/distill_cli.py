@@ -10,7 +10,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
 
@@ -20,7 +19,8 @@ from pipelines.cli_common import (
     merge_settings,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 
 __all__ = ["build_parser", "main", "format_comparison"]
@@ -40,16 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
         __doc__,
     )
     p.add_argument("--teacher", help="a tfr-train run directory, export/<version>, or GBDT")
-    p.add_argument("--output", help="where the student goes (must not exist unless --overwrite)")
-    p.add_argument(
-        "--data",
+    add_flag(p, "output", help="where the student goes (must not exist unless --overwrite)")
+    add_flag(
+        p,
+        "data",
         help="a converted dataset. Default: the teacher's training data (an exported "
         "SavedModel does not record it)",
     )
-    p.add_argument("--config", help="JSON file of settings (DistillConfig fields); flags override")
-    p.add_argument(
-        "--trees", type=int, help="trees of the student and the label GBDT. Default: 2000"
-    )
+    add_flag(p, "config", help="JSON file of settings (DistillConfig fields); flags override")
+    add_flag(p, "trees", help="trees of the student and the label GBDT. Default: 2000")
     p.add_argument(
         "--target",
         choices=["scores", "graded"],
@@ -64,10 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         "gbdt-1k, gbdt-10k: the paper's Table 5). Default: gbdt-1k",
     )
     add_lightgbm_options(p, "both GBDTs", early_stopping=100)
-    p.add_argument("--seed", type=int, help="LightGBM's seed. Default: 0")
-    p.add_argument("--batch-size", type=int, help="lists per teacher call. Default: 256")
-    p.add_argument("--overwrite", action="store_true", default=None, help="replace --output")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_flag(p, "seed", help="LightGBM's seed. Default: 0")
+    add_flag(p, "batch_size", help="lists per teacher call. Default: 256")
+    add_flag(p, "overwrite", default=None, help="replace --output")
+    add_flag(p, "log_level")
     add_verbose_flag(p)
     return p
 
@@ -102,8 +101,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     from tfr_rankformer.gbdt.distillation import DistillConfig, distill
 
     skip = ("config", "log_level", "lgb_param", "verbose")

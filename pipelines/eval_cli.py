@@ -13,7 +13,8 @@ import argparse
 import sys
 
 from pipelines.cli_common import data_loss_message, format_metrics, make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from pipelines.train_cli import REPORTED
 
 __all__ = ["build_parser", "main"]
@@ -29,16 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
         "are merged into MODEL_DIR/metrics.json.",
         __doc__,
     )
-    p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
-    p.add_argument("--data", help="a converted dataset. Default: the one the run trained on")
-    p.add_argument("--split", default="test", help="a split name, or 'all'. Default: test")
+    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
+    add_flag(p, "data", help="a converted dataset. Default: the one the run trained on")
+    add_flag(p, "split", help="a split name, or 'all'. Default: test")
     add_verbose_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     from tfr_rankformer.runner import evaluate
 
     splits = None if args.split == "all" else [args.split]

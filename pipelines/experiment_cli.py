@@ -16,17 +16,26 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.command_names import (
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
 )
 
 __all__ = ["build_parser", "main"]
+
+
+_MODELS_HELP = (
+    "comma-separated NAME[:KEY=VALUE...]: neural models with tfr-train settings "
+    "(e.g. rankformer:alpha=4:loss=lambdarank) or GBDTs with LightGBM parameters "
+    "(e.g. gbdt-1k:num_leaves=63); on text data bm25 (k1, b, method) and listformer "
+    "(tfr-train settings, e.g. listformer:width=64:max_document_tokens=64). Default: "
+    f"{DEFAULT_EXPERIMENT_MODELS}; on text data {DEFAULT_TEXT_EXPERIMENT_MODELS}"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,41 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     """``--dataset`` .. ``--seeds``: the data, the models, their folds and seeds, the output."""
-    p.add_argument(
-        "--dataset",
+    add_flag(
+        p,
+        "dataset",
         required=True,
-        help="a LETOR directory, a dataset name (looked up under --data-dir, $TFR_DATA_DIR, "
-        "the working directory), synthetic, text data (synthetic-text, or trec:DIR: the TREC "
-        "layout's files found in DIR by their usual names), or a tfr-convert output to use "
-        "as it is",
+        help="a LETOR directory, a dataset name (looked up under --data-dir, "
+        "$TFR_DATA_DIR, the working directory), synthetic, text data "
+        "(synthetic-text, or trec:DIR: the TREC layout's files found in DIR by "
+        "their usual names), or a tfr-convert output to use as it is",
     )
-    p.add_argument("--output", required=True, help="the experiment's directory")
-    p.add_argument(
-        "--models",
-        help="comma-separated NAME[:KEY=VALUE...]: neural models with tfr-train settings "
-        "(e.g. rankformer:alpha=4:loss=lambdarank) or GBDTs with LightGBM parameters "
-        "(e.g. gbdt-1k:num_leaves=63); on text data bm25 (k1, b, method) and listformer "
-        "(tfr-train settings, e.g. listformer:width=64:max_document_tokens=64). Default: "
-        f"{DEFAULT_EXPERIMENT_MODELS}; on text data {DEFAULT_TEXT_EXPERIMENT_MODELS}",
-    )
-    p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
-    p.add_argument("--seeds", type=int, default=1, help="runs per model and fold. Default: 1")
+    add_flag(p, "output", required=True, help="the experiment's directory")
+    add_flag(p, "models", help=_MODELS_HELP)
+    add_flag(p, "folds")
+    add_flag(p, "seeds")
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
     """``--epochs`` .. ``--no-simulation``: settings shared by every neural model's runs."""
-    p.add_argument(
-        "--epochs",
-        type=int,
-        help="neural models' epochs. Default: each model's (200, the RankFormer paper; "
-        "context_aware: 100, allRank; listformer: 20)",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        help="lists per batch. Default: each model's (2048; context_aware: 64; listformer: 16)",
-    )
-    p.add_argument("--patience", type=int, help="early-stopping patience in epochs. Default: 20")
+    add_flag(p, "epochs_per_model")
+    add_flag(p, "batch_size_per_model")
+    add_flag(p, "patience_per_model")
     p.add_argument(
         "--no-simulation",
         dest="simulate_clicks",
@@ -98,10 +92,10 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
 def _add_input_options(p: argparse.ArgumentParser) -> None:
     """``--data-dir``, ``--synthetic-lists`` and ``--tuned``: where the data and tuned
     settings come from."""
-    p.add_argument("--data-dir", help="where dataset names are looked up")
-    p.add_argument(
-        "--synthetic-lists",
-        type=int,
+    add_flag(p, "data_dir")
+    add_flag(
+        p,
+        "synthetic_lists",
         default=300,
         help="train lists of --dataset synthetic or synthetic-text (vali and test get a "
         "third each). Default: 300",
@@ -116,26 +110,26 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
     """``--no-progress``, ``--progress-seconds``, ``--log-level`` and ``--verbose``."""
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="hide the conversion's and training's progress (bars on a terminal, progress "
-        "lines elsewhere); the lines that mark each stage's start and end stay",
+    add_flag(
+        p,
+        "no_progress",
+        help="hide the conversion's and training's progress (bars on a terminal, "
+        "progress lines elsewhere); the lines that mark each stage's start and "
+        "end stay",
     )
-    p.add_argument(
-        "--progress-seconds",
-        type=float,
-        default=30.0,
-        help="where standard output or error is not a terminal, each neural run logs a "
-        "progress line (step, lists/s, the epoch's ETA) this often, and one at each epoch's "
-        "end, as tfr-train does; a terminal shows Keras's progress bar. Default: 30",
+    add_flag(
+        p,
+        "progress_seconds",
+        help="where standard output or error is not a terminal, each neural run logs "
+        "a progress line (step, lists/s, the epoch's ETA) this often, and one at "
+        "each epoch's end, as tfr-train does; a terminal shows Keras's progress "
+        "bar. Default: 30",
     )
-    p.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="INFO (the default) shows each stage's start and end and the runs' progress "
-        "lines; WARNING only problems",
+    add_flag(
+        p,
+        "log_level",
+        help="INFO (the default) shows each stage's start and end and the runs' "
+        "progress lines; WARNING only problems",
     )
     add_verbose_flag(p)
 
@@ -145,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.progress_seconds > 0:
         parser.error(f"--progress-seconds must be > 0, got {args.progress_seconds}")
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     from pipelines.experiment_runner import run_experiment
     from pipelines.experiment_specs import ExperimentConfig
 

@@ -16,7 +16,8 @@ import os
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
 
 __all__ = ["build_parser", "main"]
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/serving.md).",
         __doc__,
     )
-    p.add_argument("--model-dir", required=True, help="a tfr-train output directory")
+    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
     p.add_argument(
         "--version", type=int, help="version number. Default: one more than the highest existing"
     )
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     from tfr_rankformer.runner import export_run
 
     try:

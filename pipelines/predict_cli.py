@@ -22,8 +22,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
-from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 
 if TYPE_CHECKING:
     from tfr_rankformer.inputs.training_density import TrainingDensity
@@ -34,10 +35,13 @@ __all__ = ["build_parser", "main"]
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     """``--model``, or ``--server`` and its ``--timeout``."""
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument(
-        "--model",
-        help="an export/<version> directory, a run directory (its newest export), or a "
-        "GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt). This or --server",
+    add_flag(
+        where,
+        "model",
+        help="an export/<version> directory, a run directory (its newest export), or "
+        "a GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt). "
+        "This or --server",
+        choices=None,
     )
     where.add_argument(
         "--server",
@@ -48,9 +52,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
         "predict_tensors signature, ELWC records to serving_default, --batch-size lists "
         "a request",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
+    add_flag(
+        p,
+        "timeout",
         default=60.0,
         metavar="SECONDS",
         help="with --server: the longest wait for each request's answer. Default: 60",
@@ -69,38 +73,30 @@ def build_parser() -> argparse.ArgumentParser:
         __doc__,
     )
     _add_model_options(p)
-    p.add_argument(
-        "--input",
+    add_flag(
+        p,
+        "input",
         required=True,
         help="a LETOR text file (.txt or .gz, raw features), a .tfrecord ELWC "
         "shard, or a tfr-convert output directory (the shards of --split); for a "
         "Listformer export, a text dataset directory",
     )
-    p.add_argument(
-        "--split",
-        default="test",
-        help="the split scored from a tfr-convert directory. Default: test",
-    )
-    p.add_argument("--output", required=True, help="the file to write")
+    add_flag(p, "split", help="the split scored from a tfr-convert directory. Default: test")
+    add_flag(p, "output", required=True, help="the file to write")
     p.add_argument(
         "--format", choices=["trec", "csv"], default="trec", help="output format. Default: trec"
     )
-    p.add_argument("--tag", default="tfr-rankformer", help="the run tag of TREC output")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        help="lists per model call at most (a SavedModel's batches also hold at most 65,536 padded "
-        "items, lists grouped by length). Default: 256 (Listformer: 16, as its evaluation)",
-    )
-    p.add_argument(
-        "--duplicate-features",
-        choices=DUPLICATE_POLICIES,
+    add_flag(p, "tag", default="tfr-rankformer", help="the run tag of TREC output")
+    add_flag(p, "eval_batch_size")
+    add_flag(
+        p,
+        "duplicate_features",
         default="error",
-        help="a LETOR line that repeats a feature index: 'error', or keep the 'last' value "
-        "(TF-Ranking's LibSVM reader) or the 'first'. Features in any order are accepted. "
-        "Default: error",
+        help="a LETOR line that repeats a feature index: 'error', or keep the 'last' "
+        "value (TF-Ranking's LibSVM reader) or the 'first'. Features in any "
+        "order are accepted. Default: error",
     )
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_flag(p, "no_progress")
     add_verbose_flag(p)
     return p
 
@@ -279,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     server_errors = ()
     if args.server:  # the client imports TensorFlow: only when it is used
         from tfr_rankformer.serving.serving_client import ServingError

@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import json
 
+from pipelines.flag_table import add_flag
 from tfr_rankformer.config_io import from_dict
 from tfr_rankformer.inputs.manifest import Manifest
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
@@ -101,14 +102,8 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRAIN,VALI,TEST",
         help="shares of the hash split of --queries. Default: 0.8,0.1,0.1",
     )
-    text.add_argument(
-        "--max-query-tokens", type=int, help="cut longer queries (counted). Default: no limit"
-    )
-    text.add_argument(
-        "--max-document-tokens",
-        type=int,
-        help="cut longer documents (counted). Default: no limit",
-    )
+    add_flag(text, "max_query_tokens", help="cut longer queries (counted). Default: no limit")
+    add_flag(text, "max_document_tokens", help="cut longer documents (counted). Default: no limit")
 
 
 def check_text_flags(parser: argparse.ArgumentParser, args, extra: list[str]) -> None:
@@ -211,12 +206,10 @@ def run_text_conversion(args) -> Manifest:
 
 def text_main(args) -> int:
     """``tfr-convert``'s run for a text input: converts, prints the counts; the exit code."""
-    import logging
     import sys
 
     from tfrecords_tools.text.trec_files import TrecFormatError
 
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         manifest = run_text_conversion(args)
     except (TrecFormatError, FileExistsError, ValueError, OSError) as e:

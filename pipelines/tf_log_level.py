@@ -28,11 +28,20 @@ import re
 import sys
 import threading
 
-__all__ = ["QUIET_LEVEL", "NativeLogFilter", "add_verbose_flag", "set_tensorflow_log_level"]
+__all__ = [
+    "LOG_FORMAT",
+    "QUIET_LEVEL",
+    "NativeLogFilter",
+    "add_verbose_flag",
+    "set_tensorflow_log_level",
+    "start_command",
+]
 
 # Hides TensorFlow's C++ INFO, WARNING and ERROR lines; a failure still raises
 # a Python exception, with its message.
 QUIET_LEVEL = "3"
+# The commands' log lines: ``INFO tfr_rankformer.training: ...``.
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def add_verbose_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -59,6 +68,27 @@ def set_tensorflow_log_level(*, verbose: bool) -> None:
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     if os.environ["TF_CPP_MIN_LOG_LEVEL"] == QUIET_LEVEL:
         NativeLogFilter.install()
+
+
+def start_command(
+    args: argparse.Namespace, *, log_level: str | None = None, configure_logging: bool = True
+) -> None:
+    """What every command does once its arguments are parsed, before TensorFlow loads.
+
+    TensorFlow is quietened unless ``args.verbose``; logging is configured at
+    ``log_level``, else at ``args.log_level`` when the command has ``--log-level``
+    (a command with neither leaves logging alone, as does ``configure_logging=False``
+    for one that configures it after an import of its own).
+    """
+    set_tensorflow_log_level(verbose=args.verbose)
+    level = log_level or getattr(args, "log_level", None)
+    if configure_logging and level:
+        configure_command_logging(level)
+
+
+def configure_command_logging(level: str) -> None:
+    """The root logger at ``level``, writing :data:`LOG_FORMAT` lines to standard error."""
+    logging.basicConfig(level=level, format=LOG_FORMAT)
 
 
 _BANNER = b"WARNING: All log messages before absl::InitializeLog() is called"

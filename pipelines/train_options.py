@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 
 from pipelines.cli_common import add_lightgbm_options, make_parser
+from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag
 from pipelines.train_architecture_options import add_architecture_options
-from tfr_rankformer import model_families
 from tfr_rankformer.command_names import (
-    ADAM_EPSILONS,
     KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,
@@ -72,45 +71,16 @@ def build_parser(module_doc: str) -> argparse.ArgumentParser:
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
     """``--model`` .. ``--epochs``: what is trained, on which data, into which directory."""
-    p.add_argument(
-        "--model",
-        choices=model_families.trainable_names(),  # read when the parser is built
-        help="rankformer (listwise encoder + list head), transformer (same encoder, "
-        "no list head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
-        "self-attention ranker), summary_token_ranker (this project's: items attend only to "
-        "[CLS] and learned summary tokens, RankFormer heads), listformer (Reuter's text "
-        "re-ranker on text ELWC: one sequence [CLS] q [SEP] d_1 [SEP] ..., document-wise "
-        "global-local attention, [SEP] scoring, ApproxNDCG), or a LightGBM lambdarank GBDT: "
-        "gbdt (LightGBM's usual settings: 1,000 trees, learning rate 0.05, 63 leaves, "
-        "min_data_in_leaf 50) or the paper's Table 5, gbdt-1k (1,000 trees) and gbdt-10k "
-        "(10,000 trees). Default: rankformer",
-    )
-    p.add_argument(
-        "--data",
-        help="a tfr-convert output directory (or one of its FoldN/); listformer: a directory "
-        "of text ELWC, {train,vali,test}-*.tfrecord with or without a manifest.json",
-    )
-    p.add_argument("--model-dir", help="where config, checkpoints, logs and metrics go")
-    p.add_argument("--config", help="JSON file of settings (TrainConfig fields); flags override")
-    p.add_argument(
-        "--epochs",
-        type=int,
-        help="maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
-        "listformer: 20, 10 from a checkpoint (--init-from)",
-    )
+    add_flag(p, "model")
+    add_flag(p, "data")
+    add_flag(p, "model_dir")
+    add_flag(p, "config")
+    add_flag(p, "epochs")
 
 
 def _add_batch_options(p: argparse.ArgumentParser) -> None:
     """``--batch-size`` .. ``--length-buckets``: how training lists are cut and batched."""
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        help="lists per batch, over all workers together when TF_CONFIG names several "
-        "(each takes its share). Set alone, every batch holds exactly this many lists. "
-        "Default: at most 2048 (the RankFormer paper) under the --batch-items budget; "
-        "context_aware: 64 (allRank); listformer: 16 (at most 16 under the budget from a "
-        "checkpoint)",
-    )
+    add_flag(p, "batch_size")
     p.add_argument(
         "--batch-items",
         type=int,
@@ -121,15 +91,7 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
         "Default: 32768 (the paper's 2048 lists of 16); context_aware: 15360 (64 x 240); "
         "listformer from a checkpoint: 8192 tokens",
     )
-    p.add_argument(
-        "--list-size",
-        type=int,
-        help="items a training list keeps at most; longer lists are sampled afresh each epoch "
-        "and the items left out are counted in the log and metrics.json. Default: whole "
-        "lists (simulated data: the simulation's sample size, 16); context_aware: 240 "
-        "(allRank); listformer: 100 documents, 32 from a checkpoint (judged relevant "
-        "documents are kept first)",
-    )
+    add_flag(p, "list_size")
     p.add_argument(
         "--length-buckets",
         choices=("on", "off"),
@@ -150,14 +112,7 @@ def _add_resource_options(p: argparse.ArgumentParser) -> None:
         "refused with the flags that would make it fit. Default: the memory available at "
         "the start",
     )
-    p.add_argument(
-        "--progress-seconds",
-        type=float,
-        default=30.0,
-        help="where standard output or error is not a terminal, a progress line (step, "
-        "lists/s, the epoch's ETA) is logged this often, and one at each epoch's end; a "
-        "terminal shows Keras's progress bar. Default: 30",
-    )
+    add_flag(p, "progress_seconds")
 
 
 def _add_loss_options(p: argparse.ArgumentParser) -> None:
@@ -200,14 +155,7 @@ def _add_optimizer_options(p: argparse.ArgumentParser) -> None:
         help="adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see --adam-epsilon). "
         "Default: adamw; context_aware: adam (allRank)",
     )
-    p.add_argument(
-        "--adam-epsilon",
-        choices=list(ADAM_EPSILONS),
-        help="where Adam's epsilon is added: pytorch, to the bias-corrected sqrt(v) as "
-        "torch.optim (the authors' code and allRank); keras, to the uncorrected sqrt(v) as "
-        "Keras's Adam (up to 32x more damping early on). "
-        "Default: pytorch",
-    )
+    add_flag(p, "adam_epsilon")
     p.add_argument(
         "--learning-rate",
         type=float,
@@ -242,12 +190,7 @@ def _add_stopping_options(p: argparse.ArgumentParser) -> None:
         help="best: the weights of the best validation NDCG_y@10, with early stopping; last: "
         "the last epoch's, no early stopping (the authors' protocol). Default: best",
     )
-    p.add_argument(
-        "--patience",
-        type=int,
-        help="epochs without better validation NDCG_y@10 before stopping (--keep-weights "
-        "best). Default: 20; listformer from a checkpoint: 3",
-    )
+    add_flag(p, "patience")
 
 
 def _add_empty_list_options(p: argparse.ArgumentParser) -> None:
@@ -287,18 +230,13 @@ def _add_compute_options(p: argparse.ArgumentParser) -> None:
         type=int,
         help="lists per evaluation batch. Default: 256; listformer: 16",
     )
-    p.add_argument("--seed", type=int, help="seed of initialisation and shuffling. Default: 0")
+    add_flag(p, "seed")
 
 
 def _add_gbdt_options(p: argparse.ArgumentParser) -> None:
     """The ``GBDT models`` group: ``--trees`` and LightGBM's own options."""
     gbdt = p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)")
-    gbdt.add_argument(
-        "--trees",
-        type=int,
-        help="trees to grow (all kept unless --early-stopping-rounds). Default: the "
-        "preset's (1,000 or 10,000)",
-    )
+    add_flag(gbdt, "trees")
     add_lightgbm_options(gbdt, "the GBDT", early_stopping=0)
 
 
@@ -315,9 +253,9 @@ def _add_existing_dir_options(p: argparse.ArgumentParser) -> None:
         "feature-vector models; same settings, only --epochs may change); a complete run "
         "is only exported, if it was not yet",
     )
-    existing.add_argument(
-        "--overwrite",
-        action="store_true",
+    add_flag(
+        existing,
+        "overwrite",
         help="replace the run in MODEL_DIR; the old run is deleted once the new one is "
         "complete, and put back if it fails. A directory holding files a run never writes "
         "is refused either way",
@@ -358,5 +296,5 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         "Default: every split the data has",
     )
     p.add_argument("--quiet", action="store_true", help="no per-epoch progress output")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_flag(p, "log_level")
     add_verbose_flag(p)

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import (
+    add_verbose_flag,
+    configure_command_logging,
+    start_command,
+)
 from tfr_rankformer import model_families
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
@@ -43,27 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
         '{"choices": [128, 256]}, "cegb_tradeoff": null} (null: not searched).',
         __doc__,
     )
-    p.add_argument("--model", required=True, choices=model_families.trainable_names())
-    p.add_argument("--data", required=True, help="a tfr-convert output with a vali split")
-    p.add_argument("--output", required=True, help="the search's directory (resumed if present)")
+    add_flag(p, "model", required=True, help=None)
+    add_flag(p, "data", required=True, help="a tfr-convert output with a vali split")
+    add_flag(p, "output", required=True, help="the search's directory (resumed if present)")
     p.add_argument(
         "--trials", type=int, default=30, help="trials the study holds when done. Default: 30"
     )
-    p.add_argument("--timeout", type=float, help="stop starting trials after this many seconds")
+    add_flag(p, "timeout", help="stop starting trials after this many seconds")
     p.add_argument("--jobs", type=int, default=1, help="trials at once (GBDTs only). Default: 1")
-    p.add_argument("--seed", type=int, default=0, help="sampler and run seed. Default: 0")
+    add_flag(p, "seed", default=0, help="sampler and run seed. Default: 0")
     p.add_argument("--search-space", help="JSON file of ranges replacing the defaults")
-    p.add_argument(
-        "--config",
+    add_flag(
+        p,
+        "config",
         help="JSON file of fixed settings for every trial (tfr-train --config's format)",
     )
-    p.add_argument("--epochs", type=int, help="neural models: epochs per trial")
-    p.add_argument("--batch-size", type=int, help="neural models: lists per batch")
-    p.add_argument("--patience", type=int, help="neural models: early-stopping patience")
-    p.add_argument("--num-threads", type=int, help="GBDTs: LightGBM threads per trial")
+    add_flag(p, "epochs", help="neural models: epochs per trial")
+    add_flag(p, "batch_size", help="neural models: lists per batch")
+    add_flag(p, "patience", help="neural models: early-stopping patience")
+    add_flag(p, "num_threads", help="GBDTs: LightGBM threads per trial")
     p.add_argument("--no-pruning", action="store_true", help="run every trial to its end")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_flag(p, "no_progress")
+    add_flag(p, "log_level", default="WARNING")
     add_verbose_flag(p)
     return p
 
@@ -94,10 +99,10 @@ def _settings(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args, configure_logging=False)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    configure_command_logging(args.log_level)
     try:
         config = TuneConfig(
             model=args.model,

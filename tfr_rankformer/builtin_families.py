@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from tfr_rankformer.model_spec import FEATURES_KIND, GBDT_KIND, TEXT_KIND, ModelFamily, ModelSpec
 
-__all__ = ["FAMILIES", "MODELS", "RELEASED_TRAINING"]
+__all__ = [
+    "FAMILIES",
+    "FALLBACK_TRAINING",
+    "MODELS",
+    "PRETRAINED_TEXT_TRAINING",
+    "RELEASED_TRAINING",
+]
 
 # === Families ===
 
@@ -48,6 +54,20 @@ RELEASED_TRAINING = dict(
     optimizer="adamw",
     weight_decay=0.1,
     lr_schedule="epoch_inverse_sqrt",
+)
+# Settings every model shares when neither it nor the user gives one.
+FALLBACK_TRAINING = dict(learning_rate=1e-3, patience=20)
+# The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
+# first stage's top 100 per query: a pretrained encoder's step on a whole list
+# is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
+# training lists keep 32 documents (judged relevant ones first) in batches of
+# 8,192 padded tokens (two such lists at 128 tokens), at a fine-tuning rate.
+PRETRAINED_TEXT_TRAINING = dict(
+    learning_rate=1e-4,
+    list_size=32,
+    batch_items=2 * 32 * 128,
+    epochs=10,
+    patience=3,
 )
 # The listwide loss's weight when none is given, per loss scaling: the
 # released code's own script uses strength 1, which its README equates with

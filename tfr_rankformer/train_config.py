@@ -11,7 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from tfr_rankformer import model_families
-from tfr_rankformer.builtin_families import RELEASED_TRAINING
+from tfr_rankformer.builtin_families import (
+    FALLBACK_TRAINING,
+    PRETRAINED_TEXT_TRAINING,
+    RELEASED_TRAINING,
+)
 from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.config_io import from_dict, require_positive_ints
 from tfr_rankformer.losses import check_scaling, get_score_loss
@@ -29,19 +33,6 @@ _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 # Settings whose default depends on the model are its ``model_families.ModelSpec``'s
 # ``training`` (and ``alpha``): the RankFormer family follows the authors'
 # released code, context_aware allRank's published configurations.
-
-# The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
-# first stage's top 100 per query: a pretrained encoder's step on a whole list
-# is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
-# training lists keep 32 documents (judged relevant ones first) in batches of
-# 8,192 padded tokens (two such lists at 128 tokens), at a fine-tuning rate.
-_PRETRAINED_TEXT = dict(
-    learning_rate=1e-4,
-    list_size=32,
-    batch_items=2 * 32 * 128,
-    epochs=10,
-    patience=3,
-)
 
 _SPLITS = ("train", "vali", "test")
 
@@ -220,9 +211,9 @@ class TrainConfig:
 
     def _resolve_model_defaults(self) -> None:
         spec = model_families.get_model(self.model)
-        defaults = dict(spec.training, learning_rate=1e-3, patience=20)
+        defaults = dict(spec.training, **FALLBACK_TRAINING)
         if self.is_text and self.text.init_from is not None:
-            defaults.update(_PRETRAINED_TEXT)
+            defaults.update(PRETRAINED_TEXT_TRAINING)
         if self.batch_size is not None:
             # A batch size the user set keeps its meaning: that many lists in
             # every batch, unless an item budget is given too.

@@ -30,11 +30,12 @@ from pipelines.benchmarks.convert_bench import (
     rate_range,
     run_converter,
 )
+from pipelines.flag_table import add_flag
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = dataset_parser(__doc__.split("\n\n")[0], items=20_000)
-    parser.add_argument("--repeat", type=int, default=2, help="rounds to alternate (default: 2)")
+    add_flag(parser, "repeat", default=2, help="rounds to alternate (default: 2)")
     parser.add_argument(
         "--beam-arg",
         action="append",

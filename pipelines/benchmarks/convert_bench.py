@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from pipelines.flag_table import add_flag
 from tfrecords_tools.letor.parse_workers import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
@@ -116,12 +117,12 @@ def print_rows(rows: list[tuple[str, str]]) -> None:
 def dataset_parser(description: str, *, items: int) -> argparse.ArgumentParser:
     """A parser with the options of the generated dataset and the local converter."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--items", type=int, default=items, help="train items to generate")
+    add_flag(parser, "items", default=items, help="train items to generate")
     parser.add_argument("--workdir", help="where to put the data (default: a temporary dir)")
-    parser.add_argument("--seed", type=int, default=0, help="the data's and conversion's seed")
-    parser.add_argument(
-        "--workers",
-        type=int,
+    add_flag(parser, "seed", default=0, help="the data's and conversion's seed")
+    add_flag(
+        parser,
+        "workers",
         default=default_workers(),
         help="the local converter's parsing processes (default: one per core, at most 4)",
     )
@@ -130,9 +131,9 @@ def dataset_parser(description: str, *, items: int) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = dataset_parser(__doc__.split("\n\n")[0], items=200_000)
-    parser.add_argument(
-        "--repeat",
-        type=int,
+    add_flag(
+        parser,
+        "repeat",
         default=3,
         help="alternate (a) and (b) this many times and report medians (default: 3)",
     )

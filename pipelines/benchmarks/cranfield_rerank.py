@@ -68,7 +68,8 @@ from pipelines.benchmarks.rerank_scorers import (
 from pipelines.benchmarks.rerank_tables import fold_line, header, report
 from pipelines.benchmarks.run_records import reprint, write_records
 from pipelines.convert_cli import main as convert_main
-from pipelines.tf_log_level import add_verbose_flag, set_tensorflow_log_level
+from pipelines.flag_table import add_flag
+from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.text_elwc import read_text_split
 
@@ -190,31 +191,24 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--output", required=True, help="where the run, folds, logs and records go")
-    p.add_argument(
-        "--data", default=DEFAULT_DATA, help="Cranfield in the TREC layout. Default: %(default)s"
+    add_flag(p, "output", required=True, help="where the run, folds, logs and records go")
+    add_flag(
+        p, "data", default=DEFAULT_DATA, help="Cranfield in the TREC layout. Default: %(default)s"
     )
-    p.add_argument("--folds", type=int, default=5, help="query folds (>= 3). Default: 5")
-    p.add_argument("--seed", type=int, default=0, help="seed of the folds. Default: 0")
-    p.add_argument("--top-k", type=int, default=100, help="BM25 documents per query. Default: 100")
-    p.add_argument(
-        "--init-from",
-        metavar="DIR",
+    add_flag(p, "folds", type=int, default=5, help="query folds (>= 3). Default: 5")
+    add_flag(p, "seed", default=0, help="seed of the folds. Default: 0")
+    add_flag(p, "top_k", help="BM25 documents per query. Default: 100")
+    add_flag(
+        p,
+        "init_from",
         help="BERT-family checkpoint directory of the sentence embeddings. Default: the "
         f"installed {MINILM_PACKAGE} package's model/ (all-MiniLM-L6-v2)",
     )
-    p.add_argument(
-        "--max-query-tokens", type=int, default=32, help="WordPiece tokens of a query. Default: 32"
+    add_flag(p, "max_query_tokens", default=32, help="WordPiece tokens of a query. Default: 32")
+    add_flag(
+        p, "max_document_tokens", default=128, help="WordPiece tokens of a document. Default: 128"
     )
-    p.add_argument(
-        "--max-document-tokens",
-        type=int,
-        default=128,
-        help="WordPiece tokens of a document. Default: 128",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=64, help="texts per call of the encoder. Default: 64"
-    )
+    add_flag(p, "batch_size", default=64, help="texts per call of the encoder. Default: 64")
     p.add_argument(
         "--variants",
         type=lambda v: [x for x in v.split(",") if x],
@@ -234,16 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=lambda v: {int(x) for x in v.split(",") if x},
         help="folds on which the Listformer variants are trained (e.g. 1,3). Default: all",
     )
-    p.add_argument(
-        "--epochs", type=int, help="tfr-train --epochs of the Listformer. Default: tfr-train's"
-    )
+    add_flag(p, "epochs", help="tfr-train --epochs of the Listformer. Default: tfr-train's")
     p.add_argument(
         "--reuse-runs",
         action="store_true",
         help="score the Listformer runs an earlier run of the benchmark trained in "
         "OUTPUT/runs/ instead of training them again (their peak RSS is then not measured)",
     )
-    p.add_argument("--reprint", action="store_true", help="print the last run's table again")
+    add_flag(p, "reprint")
     add_verbose_flag(p)
     return p
 
@@ -341,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--train-variants: {unknown} not among --variants {args.variants}")
     if args.train_folds is None:
         args.train_folds = set(range(1, args.folds + 1))
-    set_tensorflow_log_level(verbose=args.verbose)
+    start_command(args)
     args.init_from = _checkpoint_directory(p, args.init_from)
     os.makedirs(args.output, exist_ok=True)
     words = sys.argv[1:] if argv is None else argv

@@ -44,6 +44,7 @@ import argparse
 import sys
 
 from pipelines.benchmarks.bench_support import CAPPED_STEPS, cpu_extensions, run_child
+from pipelines.flag_table import add_flag
 
 # argv: model, items per list, items per batch, steps, spare GiB.
 FEATURES_CHILD = """
@@ -256,16 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--family", choices=sorted(FAMILIES), required=True, help="the models compared"
     )
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration")
-    parser.add_argument(
-        "--memory-gb",
-        type=float,
+    add_flag(parser, "steps")
+    add_flag(
+        parser,
+        "memory_gb",
         help="address space each run may add, GiB. Default: 12 (features), 6 (text)",
     )
     features = parser.add_argument_group("--family features")
     features.add_argument("--lengths", default="256,1024,4096,16384")
-    features.add_argument("--items", type=int, default=16384, help="items per batch")
-    features.add_argument("--output", default="attention_memory.png", help="the PNG plot")
+    add_flag(features, "items", default=16384, help="items per batch")
+    add_flag(features, "output", default="attention_memory.png", help="the PNG plot")
     text = parser.add_argument_group("--family text")
     text.add_argument("--speed-lists", type=int, default=16, help="lists per speed step")
     text.add_argument("--speed-documents", type=int, default=20, help="documents per list")

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, ndcg_cells, train_fold
+from pipelines.flag_table import add_flag
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.gbdt.distillation import DistillConfig, distill
 from tfr_rankformer.gbdt.distillation_teacher import load_teacher
@@ -63,11 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     """``mq2008_quality``'s fold options, the student's trees, the latency's lists and
     the presets' early stopping."""
     parser = fold_parser(__doc__.split("\n\n")[0], "the teacher's epochs")
-    parser.add_argument("--trees", type=int, default=2000, help="the student's trees")
+    add_flag(parser, "trees", default=2000, help="the student's trees")
     parser.add_argument("--latency-lists", type=int, default=200, help="lists timed one by one")
-    parser.add_argument(
-        "--early-stopping-rounds",
-        type=int,
+    add_flag(
+        parser,
+        "early_stopping_rounds",
         default=0,
         help="early stopping of gbdt-1k and gbdt-10k (0: their whole budgets)",
     )

@@ -19,6 +19,7 @@ import time
 
 from pipelines.benchmarks.bench_support import letor_folds
 from pipelines.experiment_summary import mean_se
+from pipelines.flag_table import add_flag
 from tfr_rankformer.training import TrainConfig, train
 
 MODELS = {
@@ -33,12 +34,12 @@ MODELS = {
 def fold_parser(description: str, epochs_help: str) -> argparse.ArgumentParser:
     """The arguments the MQ2008 benchmarks share."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--output", default="results/mq2008", help="runs and converted data")
-    parser.add_argument("--data-dir", help="where MQ2008/ is")
-    parser.add_argument("--folds", default="1,2,3,4,5")
-    parser.add_argument("--epochs", type=int, default=30, help=epochs_help)
-    parser.add_argument("--batch-size", type=int, default=256, help="lists per batch")
-    parser.add_argument("--seed", type=int, default=0)
+    add_flag(parser, "output", default="results/mq2008", help="runs and converted data")
+    add_flag(parser, "data_dir", help="where MQ2008/ is")
+    add_flag(parser, "folds", default="1,2,3,4,5", help=None)
+    add_flag(parser, "epochs", default=30, help=epochs_help)
+    add_flag(parser, "batch_size", default=256, help="lists per batch")
+    add_flag(parser, "seed", default=0, help=None)
     return parser
 
 

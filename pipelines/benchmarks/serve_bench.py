@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import feature_manifest
+from pipelines.flag_table import add_flag
 from tfr_rankformer.models import ModelConfig, build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfrecords_tools.elwc_writer import ElwcEncoder
@@ -63,9 +64,9 @@ def _lightgbm(d: int, trees: int):
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's options: features per item, calls per timing, the GBDT's trees."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--features", type=int, default=136)
+    add_flag(parser, "features", default=136)
     parser.add_argument("--repeats", type=int, default=300)
-    parser.add_argument("--trees", type=int, default=1000)
+    add_flag(parser, "trees", default=1000, help=None)
     return parser
 
 

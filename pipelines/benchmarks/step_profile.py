@@ -23,6 +23,7 @@ import tempfile
 import tensorflow as tf
 
 from pipelines.benchmarks.train_bench import MODELS, prepare
+from pipelines.flag_table import add_flag
 
 _ASYNC_START = "ExecutorState::ProcessAsync::Start"
 
@@ -52,11 +53,11 @@ def op_times(logdir: str) -> collections.Counter:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="transformer", choices=MODELS)
-    parser.add_argument("--features", type=int, default=46)
-    parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--items", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=3)
+    add_flag(parser, "model", default="transformer", choices=MODELS, help=None)
+    add_flag(parser, "features", default=46)
+    add_flag(parser, "batch_size", default=2048, help=None)
+    add_flag(parser, "items")
+    add_flag(parser, "steps", help=None)
     parser.add_argument("--top", type=int, default=12, help="ops listed one by one")
     args = parser.parse_args(argv)
     step, _ = prepare(args.model, args.features, batch=args.batch_size, items=args.items, xla=False)

@@ -25,6 +25,7 @@ import argparse
 
 import numpy as np
 
+from pipelines.flag_table import add_flag
 from tfr_rankformer.ranking_metrics import ndcg_at_k
 from tfrecords_tools.synthetic import draw_latent_list, list_sizes
 
@@ -52,9 +53,9 @@ def ceilings(num_lists: int, *, mean_list_size: int = 40, seed: int = 0) -> dict
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lists", type=int, default=20_000, help="lists drawn. Default: 20000")
-    parser.add_argument("--list-size", type=int, default=40, help="mean list size. Default: 40")
-    parser.add_argument("--seed", type=int, default=0, help="random seed. Default: 0")
+    add_flag(parser, "lists", default=20_000, help="lists drawn. Default: 20000")
+    add_flag(parser, "list_size", default=40, help="mean list size. Default: 40")
+    add_flag(parser, "seed", default=0, help="random seed. Default: 0")
     args = parser.parse_args(argv)
     result = ceilings(args.lists, mean_list_size=args.list_size, seed=args.seed)
     print(f"{result['lists_counted']} lists with a relevant item; NDCG@10 x 100, explicit labels")

@@ -30,6 +30,7 @@ import tempfile
 
 import numpy as np
 
+from pipelines.flag_table import add_flag
 from tfr_rankformer.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.bm25_run import evaluate_bm25
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, oracle_scores
@@ -71,13 +72,11 @@ def baselines(directory: str, *, split: str = "test") -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--lists", type=int, default=3000, help="train lists (vali, test: a third). Default: 3000"
-    )
-    parser.add_argument("--list-size", type=int, default=20, help="mean list size. Default: 20")
-    parser.add_argument("--seed", type=int, default=0, help="random seed. Default: 0")
-    parser.add_argument("--data", help="score this converted dataset instead of generating one")
-    parser.add_argument("--split", default="test", help="the split scored. Default: test")
+    add_flag(parser, "lists", default=3000, help="train lists (vali, test: a third). Default: 3000")
+    add_flag(parser, "list_size", default=20, help="mean list size. Default: 20")
+    add_flag(parser, "seed", default=0, help="random seed. Default: 0")
+    add_flag(parser, "data", help="score this converted dataset instead of generating one")
+    add_flag(parser, "split", help="the split scored. Default: test")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.data

@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
+from pipelines.flag_table import add_flag
 from tfr_rankformer import compiled_ops, model_families
 from tfr_rankformer.models import ModelConfig
 from tfr_rankformer.training import TrainConfig, build_compiled_model
@@ -237,11 +238,11 @@ def compare(model: str, d: int, args, setup) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--items", type=int, default=16)
-    parser.add_argument("--features", default="46", help="comma-separated feature counts")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--steps", type=int, default=3, help="steps per side and round")
+    add_flag(parser, "batch_size", default=2048, help=None)
+    add_flag(parser, "items")
+    add_flag(parser, "features", default="46", help="comma-separated feature counts", type=None)
+    add_flag(parser, "models", default=",".join(MODELS))
+    add_flag(parser, "steps", help="steps per side and round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--xla", action="store_true", help="compile our whole step with XLA")
     parser.add_argument(
@@ -259,16 +260,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time float32 matmuls alone and print the lists/s they would allow",
     )
-    parser.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    parser.add_argument("--official-python", help="a Python with torch")
+    add_flag(parser, "official_dir", help="checkout of github.com/maartenbuyl/rankformer")
+    add_flag(parser, "official_python")
     parser.add_argument(
         "--official-batch-size",
         type=int,
         help="the released code's lists per step (default: --batch-size)",
     )
-    parser.add_argument(
-        "--official-threads",
-        type=int,
+    add_flag(
+        parser,
+        "official_threads",
         default=os.cpu_count(),
         help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
     )

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from pipelines.benchmarks.bench_support import run_stage
 from pipelines.benchmarks.reference.parity_sources import RUNNER, add_source_arguments, shared_lists
+from pipelines.flag_table import add_flag
 from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = [
@@ -94,7 +95,7 @@ def add_released_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
     add_source_arguments(group)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="Default: 1800 s")
-    group.add_argument("--official-threads", type=int, default=2, help="its threads. Default: 2")
+    add_flag(group, "official_threads", help="its threads. Default: 2")
     group.add_argument(
         "--official-batch-sizes",
         default="auto",

@@ -54,6 +54,7 @@ from pipelines.benchmarks.bench_support import cpu_extensions, read_json, run_st
 from pipelines.benchmarks.reference.parity_sources import official_setup
 from pipelines.benchmarks.run_records import read_records, reprint, write_records
 from pipelines.benchmarks.web30k_released import add_released_options, released
+from pipelines.flag_table import add_flag
 from tfr_rankformer import model_families
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 from tfr_rankformer.run_layout import HISTORY_NAME
@@ -224,13 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="web30k_scale", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
-    p.add_argument("--output", required=True, help="where data, runs, logs and the table go")
-    p.add_argument("--lists", type=int, help=f"train queries. Default: {WEB30K_TRAIN_QUERIES:,}")
+    add_flag(p, "output", required=True, help="where data, runs, logs and the table go")
+    add_flag(p, "lists", help=f"train queries. Default: {WEB30K_TRAIN_QUERIES:,}")
     p.add_argument("--quick", action="store_true", help=f"--lists {QUICK_QUERIES}: a smoke run")
-    p.add_argument("--models", default=",".join(MODELS), help="Default: %(default)s")
+    add_flag(p, "models", default=",".join(MODELS), help="Default: %(default)s")
     p.add_argument("--protocols", default=",".join(PROTOCOLS), help="Default: %(default)s")
     p.add_argument("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
-    p.add_argument("--reprint", action="store_true", help="print the last run's table again")
+    add_flag(p, "reprint")
     p.add_argument(
         "--click-epochs",
         type=int,

@@ -29,6 +29,7 @@ import sys
 import numpy as np
 
 from pipelines.benchmarks.reference import parity_sources, reference_runner
+from pipelines.flag_table import add_flag
 
 
 def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: int) -> list[dict]:
@@ -98,12 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="click_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
     parity_sources.add_source_arguments(p)
-    p.add_argument("--fold", type=int, default=1, help="the fold. Default: 1")
-    p.add_argument(
-        "--split", default="train", choices=["train", "vali", "test"], help="Default: train"
-    )
+    add_flag(p, "fold", default=1, help="the fold. Default: 1")
+    add_flag(p, "split", default="train", choices=["train", "vali", "test"], help="Default: train")
     p.add_argument("--draws", type=int, default=10, help="draws per side. Default: 10")
-    p.add_argument("--seed", type=int, default=0, help="first draw's seed. Default: 0")
+    add_flag(p, "seed", default=0, help="first draw's seed. Default: 0")
     args = p.parse_args(argv)
     if args.draws < 2:
         p.error(f"--draws must be >= 2 (a standard deviation needs two), got {args.draws}")

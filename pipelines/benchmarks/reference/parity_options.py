@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pipelines.benchmarks.reference.parity_sources import add_source_arguments
+from pipelines.flag_table import add_flag
 
 __all__ = ["build_parser", "parse_checked"]
 
@@ -24,19 +25,22 @@ def build_parser(doc: str, models: tuple[str, ...]) -> argparse.ArgumentParser:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     """``--folds`` .. ``--data-seed``: the folds, epochs and seeds of both sides."""
-    p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
-    p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
-    p.add_argument(
-        "--seed",
-        type=int,
+    add_flag(p, "folds")
+    add_flag(p, "epochs", default=30, help="epochs on both sides. Default: 30")
+    add_flag(
+        p,
+        "seed",
         default=0,
         help="first seed on both sides; it also simulates the clicks of our conversion. Default: 0",
     )
-    p.add_argument(
-        "--seeds",
+    add_flag(
+        p,
+        "seeds",
         default="1",
-        help="runs per model and fold on each side, with seeds --seed .. --seed + N - 1; "
-        "with --recorded-only, 'all' takes every seed the record holds. Default: 1",
+        help="runs per model and fold on each side, with seeds --seed .. --seed + N - "
+        "1; with --recorded-only, 'all' takes every seed the record holds. "
+        "Default: 1",
+        type=None,
     )
     p.add_argument(
         "--fold-seeds",
@@ -63,13 +67,14 @@ def _add_model_options(p: argparse.ArgumentParser, models: tuple[str, ...]) -> N
         "clicks, so the two sides are paired fold by fold; own: it simulates its own clicks "
         "from the LETOR files, as its main.py. Default: shared",
     )
-    p.add_argument(
-        "--models",
+    add_flag(
+        p,
+        "models",
         default=",".join(models),
-        help="ours, as tfr-experiment specs (NAME[:KEY=VALUE...]), each beside the released "
-        "model of the same NAME. Default: rankformer,transformer,mlp",
+        help="ours, as tfr-experiment specs (NAME[:KEY=VALUE...]), each beside the "
+        "released model of the same NAME. Default: rankformer,transformer,mlp",
     )
-    p.add_argument("--output", required=True, help="where data, runs and the table go")
+    add_flag(p, "output", required=True, help="where data, runs and the table go")
 
 
 def _add_side_options(p: argparse.ArgumentParser) -> None:
@@ -81,12 +86,11 @@ def _add_side_options(p: argparse.ArgumentParser) -> None:
         help="run both sides, or one (e.g. in two processes; a later run with both reuses "
         "their results). Default: both",
     )
-    p.add_argument(
-        "--official-threads",
-        type=int,
-        default=2,
-        help="torch's threads for the released code (on a busy machine 1 avoids stalls). "
-        "Default: 2",
+    add_flag(
+        p,
+        "official_threads",
+        help="torch's threads for the released code (on a busy machine 1 avoids "
+        "stalls). Default: 2",
     )
     p.add_argument(
         "--record",

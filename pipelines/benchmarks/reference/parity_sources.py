@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 
 from pipelines.benchmarks.bench_support import letor_folds
+from pipelines.flag_table import add_flag
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
@@ -34,10 +35,10 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
     """``--dataset``/``--data-dir`` (the LETOR folds) and ``--official-dir``/
     ``--official-python`` (the released code and a Python that runs it)."""
-    p.add_argument("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    p.add_argument("--data-dir", help="where --dataset is looked up by name")
-    p.add_argument("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    p.add_argument("--official-python", help="a Python with torch, pandas and scikit-learn")
+    add_flag(p, "dataset", default="MQ2008", help="a LETOR folds directory or its name")
+    add_flag(p, "data_dir", help="where --dataset is looked up by name")
+    add_flag(p, "official_dir", help="checkout of github.com/maartenbuyl/rankformer")
+    add_flag(p, "official_python", help="a Python with torch, pandas and scikit-learn")
 
 
 def official_setup(args) -> tuple[str, str] | None:

@@ -52,6 +52,7 @@ from pipelines.benchmarks.reference.parity_sources import (
     shared_lists,
 )
 from pipelines.benchmarks.reference.reference_parity import MODELS
+from pipelines.flag_table import add_flag
 from tfr_rankformer import model_families
 from tfr_rankformer.command_names import ADAM_EPSILONS
 
@@ -229,24 +230,24 @@ def report(results: dict, args) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_source_arguments(p)
-    p.add_argument("--fold", type=int, default=1, help="the fold whose training lists are used")
-    p.add_argument(
-        "--models",
+    add_flag(p, "fold", default=1, help="the fold whose training lists are used")
+    add_flag(
+        p,
+        "models",
         default=",".join(MODELS),
         help=f"comma-separated, of {', '.join(MODELS)}. Default: all",
     )
-    p.add_argument("--lists", type=int, default=256, help="training lists in the batch")
-    p.add_argument(
-        "--steps", type=int, default=30, help="optimizer steps (one per epoch). Default: 30"
-    )
-    p.add_argument("--seed", type=int, default=0, help="the conversion's and the models' seed")
-    p.add_argument(
-        "--adam-epsilon",
+    add_flag(p, "lists", default=256, help="training lists in the batch")
+    add_flag(p, "steps", default=30, help="optimizer steps (one per epoch). Default: 30")
+    add_flag(p, "seed", default=0, help="the conversion's and the models' seed")
+    add_flag(
+        p,
+        "adam_epsilon",
         choices=ADAM_EPSILONS,
         default="pytorch",
         help="our optimizer's epsilon placement (tfr-train --adam-epsilon). Default: pytorch",
     )
-    p.add_argument("--output", required=True, help="directory for the data and the results")
+    add_flag(p, "output", required=True, help="directory for the data and the results")
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     unknown = sorted(set(args.models) - set(MODELS))

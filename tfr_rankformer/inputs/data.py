@@ -40,6 +40,8 @@ from tfr_rankformer.inputs.list_parsing import (
 )
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH as _PARSE_BATCH
 from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest
+from tfr_rankformer.inputs.resident_batches import resident_batches
+from tfr_rankformer.inputs.resident_lists import load_lists
 from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
@@ -166,6 +168,7 @@ def training_dataset(
     cache_file: str | None = None,
     worker: WorkerRole | None = None,
     pad_to_longest: bool = False,
+    lists_in_memory: bool = True,
 ) -> tf.data.Dataset:
     """Batches of ``(inputs, targets)`` for ``model.fit``, grouped by list length.
 
@@ -197,16 +200,46 @@ def training_dataset(
         worker); it reads only its ``shard_for_worker`` of the split.
       pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
         in shuffled order, each padded to its longest list (a baseline).
+      lists_in_memory: parse and normalise the lists once, here, and serve every
+        epoch from memory (``resident_lists``, ``resident_batches``): the same
+        batches as the streaming pipeline, without parsing or cache reads;
+        ``cache_bytes`` and ``cache_file`` then go unused.
     """
     worker, manifest = worker or WorkerRole(), Manifest.coerce(manifest)
     entry = manifest.split(split, data_dir)
     size = entry.num_items * (manifest.num_features + 3) * 4
     files = shard_for_worker(manifest.split_files(data_dir, split), worker)
     bucket = _single_bucket(entry, plan, pad_to_longest)
-    lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
-    lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
-    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
-    batches = _model_batches(lists, plan, bucket, pad_to_longest, with_list_head, with_item_levels)
+    if lists_in_memory:
+        store = load_lists(
+            files,
+            manifest.num_features,
+            edge=bucket,
+            normalize=normalize,
+            capacity_lists=entry.num_lists,
+            capacity_items=entry.num_items,
+        )
+        batches = resident_batches(
+            store,
+            plan=plan,
+            include_empty_lists=include_empty_lists,
+            shuffle_buffer=shuffle_buffer,
+            list_cap=list_cap,
+            keep_order=keep_order,
+            seed=seed,
+            pad_to_longest=pad_to_longest,
+        )
+    else:
+        lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+        lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
+        lists = _shuffled(
+            lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed
+        )
+        batches = _batched(lists, plan, bucket, pad_to_longest)
+    batches = batches.map(
+        lambda element: _to_model_io(element, with_list_head, with_item_levels),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 
@@ -276,31 +309,21 @@ def _shuffled(
     return lists
 
 
-def _model_batches(
-    lists: tf.data.Dataset,
-    plan: BatchPlan,
-    bucket: int | None,
-    pad_to_longest: bool,
-    with_list_head: bool,
-    with_item_levels: bool,
+def _batched(
+    lists: tf.data.Dataset, plan: BatchPlan, bucket: int | None, pad_to_longest: bool
 ) -> tf.data.Dataset:
-    """``(inputs, targets)`` batches of ``lists``: padded to their longest list with
-    ``pad_to_longest``, already of the one ``bucket``'s size, or else padded to
-    their length bucket and grouped by it (see ``training_dataset``)."""
+    """Batches of ``lists``: padded to their longest list with ``pad_to_longest``,
+    already of the one ``bucket``'s size, or else padded to their length bucket and
+    grouped by it (see ``training_dataset``)."""
     if pad_to_longest:
-        batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
-    elif bucket is not None:
-        batches = lists.batch(plan.lists_per_batch[0])
-    else:
-        lists = lists.map(
-            lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        batches = bucketed_batches.group_by_bucket(lists, plan)
-    return batches.map(
-        lambda element: _to_model_io(element, with_list_head, with_item_levels),
+        return lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
+    if bucket is not None:
+        return lists.batch(plan.lists_per_batch[0])
+    lists = lists.map(
+        lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    return bucketed_batches.group_by_bucket(lists, plan)
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:

@@ -23,6 +23,7 @@ __all__ = [
     "PARSE_ITEMS",
     "WorkerShard",
     "parse_batch",
+    "parse_batches",
     "parsed_lists",
     "whole_lists",
     "padding_values",
@@ -78,6 +79,27 @@ def parsed_lists(
     valid items (``[1, items, d]``; padding stays 0), e.g. the model's
     normalisation.
     """
+    return parse_batches(
+        files,
+        num_features,
+        list_size=list_size,
+        shuffle_items=shuffle_items,
+        seed=seed,
+        transform=transform,
+    ).unbatch()
+
+
+def parse_batches(
+    files: list[str] | WorkerShard,
+    num_features: int,
+    *,
+    list_size: int | None,
+    shuffle_items: bool,
+    seed: int,
+    transform=None,
+) -> tf.data.Dataset:
+    """``parsed_lists`` before it is unbatched: one element per parse call of
+    ``parse_batch(list_size)`` records, each field ``[B, L, ...]`` (``qid [B]``)."""
     import tensorflow_ranking as tfr
 
     def parse(serialized):
@@ -110,8 +132,7 @@ def parsed_lists(
     if shard.record_stride > 1:
         dataset = dataset.shard(shard.record_stride, shard.record_offset)
     dataset = dataset.batch(parse_batch(list_size))
-    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.unbatch()
+    return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset:

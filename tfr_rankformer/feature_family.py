@@ -58,10 +58,12 @@ class FeatureFamily:
             seed=config.seed,
             shuffle_buffer=shuffle_lists(manifest),
             normalize=normalization_of(model),
-            # Lists too large to cache in memory are cached on disk for the run.
+            # Without lists in memory, lists too large to cache in memory are
+            # cached on disk for the run.
             cache_file=os.path.join(cache_dir, "train"),
             worker=run.extra,  # the worker's shard of the files
             pad_to_longest=not config.length_buckets,
+            lists_in_memory=config.lists_in_memory,
         )
 
     def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:

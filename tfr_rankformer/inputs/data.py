@@ -51,6 +51,7 @@ __all__ = [
     "shard_for_worker",
     "parsed_lists",
     "list_lengths",
+    "single_bucket",
     "training_dataset",
     "evaluation_dataset",
 ]
@@ -209,7 +210,7 @@ def training_dataset(
     entry = manifest.split(split, data_dir)
     size = entry.num_items * (manifest.num_features + 3) * 4
     files = shard_for_worker(manifest.split_files(data_dir, split), worker)
-    bucket = _single_bucket(entry, plan, pad_to_longest)
+    bucket = single_bucket(entry, plan, pad_to_longest)
     if lists_in_memory:
         store = load_lists(
             files,
@@ -243,7 +244,7 @@ def training_dataset(
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 
-def _single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
+def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
     """The edge of the plan's only bucket if it holds every list of the split whole, else ``None``.
 
     Such lists (the click protocol's lists of at most 16) are parsed straight to

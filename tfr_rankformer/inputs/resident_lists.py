@@ -45,7 +45,7 @@ def resident_bytes(items: int, lists: int, num_features: int) -> int:
     padded layout) of ``lists`` lists.
 
     >>> resident_bytes(2_270_296, 18_919, 136) / 2**30  # doctest: +ELLIPSIS
-    1.16...
+    1.15...
     """
     return int(items * (num_features + 1) * _FLOAT + lists * _PER_LIST)
 

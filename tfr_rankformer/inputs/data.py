@@ -211,6 +211,10 @@ def training_dataset(
     size = entry.num_items * (manifest.num_features + 3) * 4
     files = shard_for_worker(manifest.split_files(data_dir, split), worker)
     bucket = single_bucket(entry, plan, pad_to_longest)
+
+    def model_io(element):
+        return _to_model_io(element, with_list_head, with_item_levels)
+
     if lists_in_memory:
         store = load_lists(
             files,
@@ -229,6 +233,7 @@ def training_dataset(
             keep_order=keep_order,
             seed=seed,
             pad_to_longest=pad_to_longest,
+            finish=model_io,
         )
     else:
         lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
@@ -237,10 +242,7 @@ def training_dataset(
             lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed
         )
         batches = _batched(lists, plan, bucket, pad_to_longest)
-    batches = batches.map(
-        lambda element: _to_model_io(element, with_list_head, with_item_levels),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+        batches = batches.map(model_io, num_parallel_calls=tf.data.AUTOTUNE)
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 

@@ -38,12 +38,16 @@ def resident_batches(
     keep_order: bool,
     seed: int,
     pad_to_longest: bool,
+    finish=None,
 ) -> tf.data.Dataset:
     """Batches of ``{features [B, L, d], mask [B, L], label [B, L]}`` for one epoch per pass.
 
     Arguments as ``data.training_dataset``'s; ``list_cap`` samples only lists
     longer than it (``keep_order``: their first items), afresh each epoch.
+    ``finish`` maps each batch in the same step as its gather (e.g. to the
+    model's inputs and targets).
     """
+    finish = finish or (lambda batch: batch)
     keep = np.ones(store.num_lists, bool)
     if not include_empty_lists:
         keep = store.list_labels > 0
@@ -52,7 +56,9 @@ def resident_batches(
     if store.padded:
         # Every list fits the one bucket: whole padded lists, gathered a batch at a time.
         batches = ids.batch(plan.lists_per_batch[0])
-        return batches.map(lambda i: _whole_lists(store, i), num_parallel_calls=tf.data.AUTOTUNE)
+        return batches.map(
+            lambda i: finish(_whole_lists(store, i)), num_parallel_calls=tf.data.AUTOTUNE
+        )
     longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
     sampled = list_cap is not None and longest > list_cap
     if sampled:
@@ -71,7 +77,7 @@ def resident_batches(
             lambda r: _pad_to_bucket(r, plan.edges, padding), num_parallel_calls=tf.data.AUTOTUNE
         )
         rows = bucketed_batches.group_by_bucket(rows, plan)
-    return rows.map(lambda r: _gathered(store, r), num_parallel_calls=tf.data.AUTOTUNE)
+    return rows.map(lambda r: finish(_gathered(store, r)), num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _whole_lists(store: ResidentLists, ids: tf.Tensor) -> dict:

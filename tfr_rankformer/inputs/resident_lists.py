@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
 from tfr_rankformer.inputs.list_parsing import MASK, WorkerShard, parse_batches
+from tfr_rankformer.inputs.manifest import SplitEntry
 
 __all__ = ["ResidentLists", "load_lists", "resident_bytes"]
 
@@ -117,8 +118,7 @@ def load_lists(
     *,
     edge: int | None,
     normalize=None,
-    capacity_lists: int | None = None,
-    capacity_items: int | None = None,
+    entry: SplitEntry | None = None,
 ) -> ResidentLists:
     """Parses and normalises every list of ``files`` into memory.
 
@@ -130,17 +130,17 @@ def load_lists(
         ``None``: the flat layout, each list's own items.
       normalize: applied to each parse call's valid items (``parsed_lists``'
         ``transform``), e.g. the model's normalisation layer.
-      capacity_lists: lists to allocate for (the manifest's count; a worker's
-        shard holds fewer, and unused room is never touched).
-      capacity_items: items to allocate for (flat layout).
+      entry: the split's manifest entry: its lists and items are allocated for
+        up front (a worker's shard holds fewer; room never written takes no
+        memory).
     """
     began = time.perf_counter()
     batches = parse_batches(
         files, num_features, list_size=edge, shuffle_items=False, seed=0, transform=normalize
     )
-    lists = capacity_lists or 1024
+    lists = (entry and entry.num_lists) or 1024
     if edge is None:
-        rows = (capacity_items or 64 * lists) + 1  # and the padding row
+        rows = ((entry and entry.num_items) or 64 * lists) + 1  # and the padding row
         features = _Rows(rows, (num_features,), np.float32)
         label = _Rows(rows, (), np.float32)
     else:

@@ -51,14 +51,19 @@ def resident_batches(
     keep = np.ones(store.num_lists, bool)
     if not include_empty_lists:
         keep = store.list_labels > 0
-    ids = tf.data.Dataset.from_tensor_slices(np.flatnonzero(keep).astype(np.int64))
-    ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    # Positions among the kept lists are shuffled (a range is the cheapest
+    # dataset to shuffle) and turned into list indices after batching.
+    kept = tf.constant(np.flatnonzero(keep).astype(np.int64))
+    positions = tf.data.Dataset.range(int(kept.shape[0]))
+    positions = positions.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if store.padded:
         # Every list fits the one bucket: whole padded lists, gathered a batch at a time.
-        batches = ids.batch(plan.lists_per_batch[0])
+        batches = positions.batch(plan.lists_per_batch[0])
         return batches.map(
-            lambda i: finish(_whole_lists(store, i)), num_parallel_calls=tf.data.AUTOTUNE
+            lambda p: finish(_whole_lists(store, tf.gather(kept, p))),
+            num_parallel_calls=tf.data.AUTOTUNE,
         )
+    ids = positions.map(lambda p: kept[p])
     longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
     sampled = list_cap is not None and longest > list_cap
     if sampled:

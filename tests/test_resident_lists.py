@@ -13,6 +13,7 @@ tf = pytest.importorskip("tensorflow")
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.feature_normalization import FeatureNormalization  # noqa: E402
 from tfr_rankformer.inputs import batching, data  # noqa: E402
+from tfr_rankformer.inputs.quantile_search import pipeline_normalization  # noqa: E402
 from tfr_rankformer.inputs.resident_lists import resident_bytes  # noqa: E402
 from tfr_rankformer.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.run_plan import MemoryLimitError, check_memory, plan_run  # noqa: E402
@@ -39,12 +40,16 @@ def _plan(data_dir, manifest, *, cap=None, include_empty=True, one_bucket=False)
 
 
 def _epochs(data_dir, manifest, plan, *, epochs=2, **options):
+    """The batches of ``epochs`` epochs; lists held in memory are normalised as
+    ``tfr-train`` normalises them (the compiled search), streamed ones by the layer."""
+    layer = FeatureNormalization.from_manifest(manifest, "quantile")
+    in_memory = options.get("lists_in_memory", True)
     options = {
         "list_cap": None,
         "include_empty_lists": True,
         "with_list_head": True,
         "seed": 4,
-        "normalize": FeatureNormalization.from_manifest(manifest, "quantile"),
+        "normalize": pipeline_normalization(layer) if in_memory else layer,
         **options,
     }
     dataset = data.training_dataset(data_dir, manifest, plan=plan, **options)

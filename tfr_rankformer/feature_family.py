@@ -18,6 +18,7 @@ from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.evaluation import EvaluationCallback
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
+from tfr_rankformer.inputs.quantile_search import pipeline_normalization
 from tfr_rankformer.models import normalization_of
 from tfr_rankformer.run_family import PreparedRun
 from tfr_rankformer.run_plan import plan_run, shuffle_lists
@@ -57,7 +58,7 @@ class FeatureFamily:
             keep_order=config.architecture.positional_encoding != "none",
             seed=config.seed,
             shuffle_buffer=shuffle_lists(manifest),
-            normalize=normalization_of(model),
+            normalize=pipeline_normalization(normalization_of(model)),
             # Without lists in memory, lists too large to cache in memory are
             # cached on disk for the run.
             cache_file=os.path.join(cache_dir, "train"),

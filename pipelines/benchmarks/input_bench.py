@@ -83,6 +83,7 @@ def epoch_rates(
     """Lists/s of each epoch of a pipeline built afresh (the first counts the build)."""
     from tfr_rankformer.feature_normalization import FeatureNormalization
     from tfr_rankformer.inputs import batching, data
+    from tfr_rankformer.inputs.quantile_search import pipeline_normalization
 
     manifest = data.load_manifest(data_dir)
     lengths = data.list_lengths(data_dir, manifest, "train")
@@ -97,7 +98,7 @@ def epoch_rates(
         include_empty_lists=True,
         with_list_head=True,
         seed=seed,
-        normalize=FeatureNormalization.from_manifest(manifest, "quantile"),
+        normalize=pipeline_normalization(FeatureNormalization.from_manifest(manifest, "quantile")),
         cache_file=os.path.join(scratch, f"cache-{time.monotonic_ns()}"),
         lists_in_memory=mode == "memory",
     )

@@ -44,6 +44,7 @@ NUMERIC_ARCHITECTURE = (
     "cls_stddev",
     "mixed_precision",
     "xla",
+    "lists_in_memory",
 )
 SWITCHES = {"auto": None, "on": True, "off": False}
 

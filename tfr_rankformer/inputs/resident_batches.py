@@ -52,7 +52,7 @@ def resident_batches(
     if not include_empty_lists:
         keep = store.list_labels > 0
     # Positions among the kept lists are shuffled (a range is the cheapest
-    # dataset to shuffle) and turned into list indices after batching.
+    # dataset to shuffle), then looked up as list indices.
     kept = tf.constant(np.flatnonzero(keep).astype(np.int64))
     positions = tf.data.Dataset.range(int(kept.shape[0]))
     positions = positions.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -63,24 +63,26 @@ def resident_batches(
             lambda p: finish(_whole_lists(store, tf.gather(kept, p))),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-    ids = positions.map(lambda p: kept[p])
     longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
     sampled = list_cap is not None and longest > list_cap
+    padding = tf.constant(store.padding_row, tf.int64)
+
+    def list_rows(p, key=None):
+        """One list's rows: sampled when longer than the cap, padded to its bucket."""
+        i = kept[p]
+        if sampled:
+            rows = _sampled_rows(store, i, key, list_cap, keep_order)
+        else:
+            rows = _own_rows(store, i)
+        return rows if pad_to_longest else _pad_to_bucket(rows, plan.edges, padding)
+
     if sampled:
         keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        rows = tf.data.Dataset.zip((ids, keys)).map(
-            lambda i, key: _sampled_rows(store, i, key, list_cap, keep_order),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-    else:
-        rows = ids.map(lambda i: _own_rows(store, i), num_parallel_calls=tf.data.AUTOTUNE)
-    padding = tf.constant(store.padding_row, tf.int64)
+        positions = tf.data.Dataset.zip((positions, keys))
+    rows = positions.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
     if pad_to_longest:
         rows = rows.padded_batch(plan.lists_per_batch[0], padding_values=padding)
     else:
-        rows = rows.map(
-            lambda r: _pad_to_bucket(r, plan.edges, padding), num_parallel_calls=tf.data.AUTOTUNE
-        )
         rows = bucketed_batches.group_by_bucket(rows, plan)
     return rows.map(lambda r: finish(_gathered(store, r)), num_parallel_calls=tf.data.AUTOTUNE)
 

@@ -132,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="Default: both")
     p.add_argument("--seed", type=int, default=0, help="data and shuffle seed. Default: 0")
-    p.add_argument("--data", help="a directory this benchmark wrote before (else a temporary one)")
+    p.add_argument(
+        "--data",
+        help="a directory this benchmark (or tfr-convert) wrote before; else lists are "
+        "written to a temporary one",
+    )
     return p
 
 
@@ -147,7 +151,17 @@ def main(argv: list[str] | None = None) -> int:
                 data_dir, lists=args.lists, items=args.items, features=args.features, seed=args.seed
             )
         print(f"CPU: {cpu_extensions()}; {os.cpu_count()} cores; load average {_load()}")
-        print(f"{args.lists:,} lists of {args.items} items x {args.features} features")
+        # Imported before any timing, so that no mode's first epoch counts it.
+        import tensorflow_ranking  # noqa: F401
+
+        from tfr_rankformer.inputs.manifest import load_manifest
+
+        manifest = load_manifest(data_dir)
+        entry = manifest.split("train")
+        print(
+            f"{entry.num_lists:,} lists, {entry.num_items:,} items (longest "
+            f"{entry.longest_list}) x {manifest.num_features} features"
+        )
         for mode in modes:
             runs = [
                 epoch_rates(

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
-from tfr_rankformer.inputs.list_parsing import MASK, WorkerShard, parse_batches
+from tfr_rankformer.inputs.list_parsing import LENGTHS, MASK, WorkerShard, parse_batches
 from tfr_rankformer.inputs.manifest import SplitEntry
 
 __all__ = ["ResidentLists", "load_lists", "resident_bytes"]
@@ -136,7 +136,13 @@ def load_lists(
     """
     began = time.perf_counter()
     batches = parse_batches(
-        files, num_features, list_size=edge, shuffle_items=False, seed=0, transform=normalize
+        files,
+        num_features,
+        list_size=edge,
+        shuffle_items=False,
+        seed=0,
+        transform=normalize,
+        items_only=edge is None,
     )
     lists = (entry and entry.num_lists) or 1024
     if edge is None:
@@ -148,15 +154,9 @@ def load_lists(
         label = _Rows(lists, (edge,), np.float32)
     lengths = _Rows(lists, (), np.int64)
     for batch in batches.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        mask = batch[MASK]
-        if edge is None:
-            # [B, L, d] -> [items, d]: padding is last in each list, so rows stay in order.
-            features.add(batch[elwc_schema.FEATURES][mask])
-            label.add(batch[elwc_schema.LABEL][mask])
-        else:
-            features.add(batch[elwc_schema.FEATURES])
-            label.add(batch[elwc_schema.LABEL])
-        lengths.add(mask.sum(axis=1))
+        features.add(batch[elwc_schema.FEATURES])
+        label.add(batch[elwc_schema.LABEL])
+        lengths.add(batch[LENGTHS] if edge is None else batch[MASK].sum(axis=1))
     if edge is None:
         features.add(np.zeros((1, num_features), np.float32))
         label.add(np.full(1, elwc_schema.PADDING_LABEL, np.float32))

@@ -230,9 +230,7 @@ def training_dataset(
         pad_to_longest=pad_to_longest,
     )
     if lists_in_memory:
-        store = load_lists(
-            files, manifest.num_features, edge=bucket, normalize=normalize, entry=entry
-        )
+        store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
         batches = resident_batches(store, plan=plan, finish=model_io, **steps)
     else:
         lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)

@@ -31,7 +31,6 @@ import tensorflow as tf
 
 from tfr_rankformer import elwc_schema
 from tfr_rankformer.inputs.list_parsing import LENGTHS, MASK, WorkerShard, parse_batches
-from tfr_rankformer.inputs.manifest import SplitEntry
 
 __all__ = ["ResidentLists", "load_lists", "resident_bytes"]
 
@@ -89,38 +88,17 @@ class ResidentLists:
         return resident_bytes(held, self.num_lists, int(self.features.shape[-1]))
 
 
-class _Rows:
-    """A numpy array grown along its first axis, allocated for ``capacity`` rows up
-    front (pages never written take no memory)."""
-
-    def __init__(self, capacity: int, shape: tuple, dtype):
-        self.array = np.empty((max(1, capacity), *shape), dtype)
-        self.size = 0
-
-    def add(self, values: np.ndarray) -> None:
-        end = self.size + len(values)
-        if end > len(self.array):
-            # The manifest undercounted: grow (rare; costs a copy).
-            shape = (max(end, 2 * len(self.array)), *self.array.shape[1:])
-            grown = np.empty(shape, self.array.dtype)
-            grown[: self.size] = self.array[: self.size]
-            self.array = grown
-        self.array[self.size : end] = values
-        self.size = end
-
-    def values(self) -> np.ndarray:
-        return self.array[: self.size]
-
-
 def load_lists(
     files: WorkerShard,
     num_features: int,
     *,
     edge: int | None,
     normalize=None,
-    entry: SplitEntry | None = None,
 ) -> ResidentLists:
     """Parses and normalises every list of ``files`` into memory.
+
+    Each parse call's output is kept as it comes and all are joined once at
+    the end (one copy, the moment the lists are held twice).
 
     Args:
       files: the split's files (or a worker's shard).
@@ -130,9 +108,6 @@ def load_lists(
         ``None``: the flat layout, each list's own items.
       normalize: applied to each parse call's valid items (``parsed_lists``'
         ``transform``), e.g. the model's normalisation layer.
-      entry: the split's manifest entry: its lists and items are allocated for
-        up front (a worker's shard holds fewer; room never written takes no
-        memory).
     """
     began = time.perf_counter()
     batches = parse_batches(
@@ -144,23 +119,20 @@ def load_lists(
         transform=normalize,
         items_only=edge is None,
     )
-    lists = (entry and entry.num_lists) or 1024
+    features, label, lengths = [], [], []
+    for batch in batches.prefetch(tf.data.AUTOTUNE):
+        features.append(batch[elwc_schema.FEATURES])
+        label.append(batch[elwc_schema.LABEL])
+        lengths.append(batch[LENGTHS] if edge is None else _lengths(batch[MASK]))
     if edge is None:
-        rows = ((entry and entry.num_items) or 64 * lists) + 1  # and the padding row
-        features = _Rows(rows, (num_features,), np.float32)
-        label = _Rows(rows, (), np.float32)
+        # The padding row, last.
+        features.append(tf.zeros([1, num_features]))
+        label.append(tf.constant([elwc_schema.PADDING_LABEL]))
     else:
-        features = _Rows(lists, (edge, num_features), np.float32)
-        label = _Rows(lists, (edge,), np.float32)
-    lengths = _Rows(lists, (), np.int64)
-    for batch in batches.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        features.add(batch[elwc_schema.FEATURES])
-        label.add(batch[elwc_schema.LABEL])
-        lengths.add(batch[LENGTHS] if edge is None else batch[MASK].sum(axis=1))
-    if edge is None:
-        features.add(np.zeros((1, num_features), np.float32))
-        label.add(np.full(1, elwc_schema.PADDING_LABEL, np.float32))
-    store = _to_tensors(features.values(), label.values(), lengths.values(), edge)
+        features.append(tf.zeros([0, edge, num_features]))
+        label.append(tf.zeros([0, edge]))
+    lengths.append(tf.zeros([0], tf.int64))
+    store = _joined(features, label, tf.concat(lengths, 0).numpy(), edge)
     logger.info(
         "%d training lists held in memory (%.2f GiB), parsed in %.1f s",
         store.num_lists,
@@ -170,25 +142,32 @@ def load_lists(
     return store
 
 
-def _to_tensors(
-    features: np.ndarray, label: np.ndarray, lengths: np.ndarray, edge: int | None
-) -> ResidentLists:
-    """The loaded arrays as a ``ResidentLists`` (the flat layout's last row is padding)."""
+def _lengths(mask: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)  # [B, L] -> [B]
+
+
+def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) -> ResidentLists:
+    """The parse calls' outputs as one ``ResidentLists`` (the flat layout's last row
+    is padding)."""
+    label_t = tf.concat(label, 0)
+    labels = label_t.numpy()
     starts = np.zeros_like(lengths)
     if edge is None:
         starts[1:] = np.cumsum(lengths)[:-1]
         t = np.zeros(len(lengths), np.float32)
         nonempty = lengths > 0
         if nonempty.any():
-            t[nonempty] = np.maximum.reduceat(label[:-1], starts[nonempty])
+            t[nonempty] = np.maximum.reduceat(labels[:-1], starts[nonempty])
     else:
-        valid = np.arange(label.shape[1])[np.newaxis, :] < lengths[:, np.newaxis]
-        t = np.where(valid, label, 0.0).max(axis=1, initial=0.0).astype(np.float32)
+        valid = np.arange(edge)[np.newaxis, :] < lengths[:, np.newaxis]
+        t = np.where(valid, labels, 0.0).max(axis=1, initial=0.0).astype(np.float32)
     t = np.maximum(t, 0.0)
+    joined = tf.concat(features, 0)
+    features.clear()  # the parse calls' outputs go as soon as they are joined
     return ResidentLists(
-        features=tf.convert_to_tensor(features),
-        label=tf.convert_to_tensor(label),
-        starts=tf.convert_to_tensor(starts),
-        lengths=tf.convert_to_tensor(lengths),
+        features=joined,
+        label=label_t,
+        starts=tf.constant(starts),
+        lengths=tf.constant(lengths),
         list_labels=t,
     )

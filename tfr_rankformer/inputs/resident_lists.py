@@ -17,7 +17,8 @@ Two layouts:
 
 Memory is ``resident_bytes``: 4 bytes per feature and label of every held
 item, plus 16 bytes per list. While loading, the values are held twice for a
-moment (numpy, then the tensors), which ``run_plan`` counts.
+moment (the parse calls' outputs, then their join), which ``run_plan``
+counts.
 """
 
 from __future__ import annotations

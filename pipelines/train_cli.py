@@ -91,7 +91,7 @@ def _neural_config(args, flags: dict):
     if given:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
         raise ValueError(f"{', '.join(given)}: for {kind} only")
-    for name in ("mixed_precision", "xla", "length_buckets", "first_stage"):
+    for name in ("mixed_precision", "xla", "length_buckets", "lists_in_memory", "first_stage"):
         flags[name] = SWITCHES[flags[name]] if flags[name] is not None else None
     neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
     settings = merge_settings(args.config, neural, {})

@@ -42,6 +42,7 @@ NUMERIC_ARCHITECTURE = (
     "cls_stddev",
     "mixed_precision",
     "xla",
+    "lists_in_memory",
 )
 SWITCHES = {"auto": None, "on": True, "off": False}
 
@@ -102,7 +103,8 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_resource_options(p: argparse.ArgumentParser) -> None:
-    """``--memory-limit`` and ``--progress-seconds``: the run's memory budget and progress log."""
+    """``--memory-limit``, ``--lists-in-memory`` and ``--progress-seconds``: the run's memory
+    budget, where training lists are served from, and the progress log."""
     p.add_argument(
         "--memory-limit",
         type=float,
@@ -111,6 +113,14 @@ def _add_resource_options(p: argparse.ArgumentParser) -> None:
         "from the model, the buckets and the batch budget; above the limit the run is "
         "refused with the flags that would make it fit. Default: the memory available at "
         "the start",
+    )
+    p.add_argument(
+        "--lists-in-memory",
+        choices=("on", "off"),
+        help="on: the feature-vector models' training lists are parsed and normalised once "
+        "and every epoch is served from memory (counted in the memory estimate); off: "
+        "records are read every epoch (those of a split over 1 GiB are cached on disk after "
+        "the first), for a split that does not fit in memory. Default: on",
     )
     add_flag(p, "progress_seconds")
 

@@ -18,6 +18,7 @@ from tfr_rankformer import compiled_ops, packed_items
 from tfr_rankformer.evaluation import EvaluationCallback
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
+from tfr_rankformer.inputs.quantile_search import pipeline_normalization
 from tfr_rankformer.models import normalization_of
 from tfr_rankformer.run_family import PreparedRun
 from tfr_rankformer.run_plan import plan_run, shuffle_lists
@@ -57,11 +58,13 @@ class FeatureFamily:
             keep_order=config.architecture.positional_encoding != "none",
             seed=config.seed,
             shuffle_buffer=shuffle_lists(manifest),
-            normalize=normalization_of(model),
-            # Lists too large to cache in memory are cached on disk for the run.
+            normalize=pipeline_normalization(normalization_of(model)),
+            # Without lists in memory, lists too large to cache in memory are
+            # cached on disk for the run.
             cache_file=os.path.join(cache_dir, "train"),
             worker=run.extra,  # the worker's shard of the files
             pad_to_longest=not config.length_buckets,
+            lists_in_memory=config.lists_in_memory,
         )
 
     def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:

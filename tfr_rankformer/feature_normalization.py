@@ -140,7 +140,9 @@ def run_starts(table: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(new_run, index, 0), axis=1).astype(np.int32)
 
 
-def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def _levels(
+    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search=None
+) -> tuple[tf.Tensor, tf.Tensor]:
     """scikit-learn's ``u``, the mean of ``np.interp`` on the table and on its mirror,
     and its complement ``1 - u``, for ``x`` inside the table's range.
 
@@ -148,6 +150,7 @@ def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor) -> tuple[tf.Tenso
       x: ``[d, n]`` float32 values, one row per feature.
       table: ``[d, Q]`` float32 quantiles, each row non-decreasing.
       starts: ``run_starts(table)``.
+      search: ``tf.searchsorted(table, x, side="right")`` or an exact equivalent.
 
     Returns:
       ``(u, 1 - u)``: two ``[d, n]`` float32 tensors in ``[0, 1]``. The complement
@@ -161,7 +164,7 @@ def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor) -> tuple[tf.Tenso
     # interpolations. Between two different knots they agree; on a run of
     # knots equal to x, np.interp lands on the run's highest level and the
     # mirrored one on its lowest, so sklearn's mean is the run's middle.
-    upper = tf.searchsorted(table, x, side="right")  # [d, n], in [0, Q]
+    upper = search(table, x) if search else tf.searchsorted(table, x, side="right")  # [d, n]
     low = tf.clip_by_value(upper - 1, 0, table.shape[-1] - 2)
     below = tf.gather(table, low, batch_dims=1)  # [d, Q] -> [d, n]
     above = tf.gather(table, low + 1, batch_dims=1)
@@ -181,7 +184,9 @@ def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor) -> tuple[tf.Tenso
     return u, complement
 
 
-def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None = None):
+def quantile_to_normal(
+    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None = None, *, search=None
+):
     """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` transform.
 
     Args:
@@ -189,6 +194,8 @@ def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None 
       table: ``[d, Q]`` float32 quantiles at levels ``linspace(0, 1, Q)``, each
         row non-decreasing.
       starts: ``run_starts(table)``; computed from a constant ``table`` when not given.
+      search: an exact equivalent of ``tf.searchsorted(table, x, side="right")``
+        (``None``: that).
 
     Returns:
       ``[d, n]`` float32 normal scores, clipped to about ``[-5.2, 5.2]``; NaN
@@ -196,7 +203,7 @@ def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None 
     """
     if starts is None:
         starts = tf.constant(run_starts(tf.get_static_value(table)))
-    u, complement = _levels(x, table, starts)
+    u, complement = _levels(x, table, starts, search)
     # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
     # lower end winning for a constant feature.
     at_top = x - table[:, -1:] > -BOUNDS_THRESHOLD  # [d, n] vs [d, 1]
@@ -324,6 +331,10 @@ class FeatureNormalization(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, features: tf.Tensor) -> tf.Tensor:
+        return self.transform(features)
+
+    def transform(self, features: tf.Tensor, *, search=None) -> tf.Tensor:
+        """The layer's output; ``search`` as ``quantile_to_normal``'s."""
         if self.method == "none":
             return tf.clip_by_value(features, -OUTPUT_BOUND, OUTPUT_BOUND)
         if self.method == "standard":
@@ -334,7 +345,8 @@ class FeatureNormalization(tf.keras.layers.Layer):
             return (signed_log - self._offset) / self._scale
         # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
-        normal = quantile_to_normal(rows, tf.constant(self._table), tf.constant(self._starts))
+        table, starts = tf.constant(self._table), tf.constant(self._starts)
+        normal = quantile_to_normal(rows, table, starts, search=search)
         # [d, n] -> [n, d] -> [..., d]
         outputs = tf.reshape(tf.transpose(normal), tf.shape(features))
         outputs.set_shape(features.shape)

@@ -3,6 +3,8 @@
 The estimate adds what a training process holds at once:
 
 * the runtime: TensorFlow, the model, its optimizer state (``RUNTIME_BYTES``);
+* the training lists held in memory (``inputs.resident_lists``), held twice
+  for a moment while they are loaded, before the first step;
 * the input pipeline: the parsed-list cache (when kept), the shuffle buffer,
   the partly filled batches of every bucket and the prefetched batches;
 * the largest training step: activations kept for the backward pass, per
@@ -108,6 +110,7 @@ class MemoryEstimate:
       step: the largest training step.
       evaluation: the predictions of the largest split and its largest batch.
       step_batch: ``(lists, length)`` of the largest training batch.
+      resident: the training lists held in memory (0: read every epoch).
     """
 
     runtime: int
@@ -115,17 +118,21 @@ class MemoryEstimate:
     step: int
     evaluation: int
     step_batch: tuple[int, int]
+    resident: int = 0
 
     @property
     def peak(self) -> int:
-        # Evaluation runs between epochs, when no training step is live.
-        return self.runtime + self.pipeline + max(self.step, self.evaluation)
+        # Evaluation runs between epochs, when no training step is live; the
+        # lists are loaded (and held twice for a moment) before the first step.
+        training = self.pipeline + max(self.step, self.evaluation)
+        return self.runtime + self.resident + max(training, self.resident)
 
     def describe(self) -> str:
         lists, length = self.step_batch
+        resident = f"lists in memory {format_gb(self.resident)}, " if self.resident else ""
         return (
             f"about {format_gb(self.peak)} at its peak: runtime {format_gb(self.runtime)}, "
-            f"input pipeline {format_gb(self.pipeline)}, largest training step "
+            f"{resident}input pipeline {format_gb(self.pipeline)}, largest training step "
             f"{format_gb(self.step)} ({lists} lists x {length} items), evaluation "
             f"{format_gb(self.evaluation)}"
         )

@@ -16,6 +16,7 @@ from tfr_rankformer import model_families
 from tfr_rankformer.inputs import batching, data
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH, PARSE_ITEMS
 from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.resident_lists import resident_bytes
 from tfr_rankformer.memory_estimate import (
     RUNTIME_BYTES,
     MemoryEstimate,
@@ -139,17 +140,32 @@ def _lists_per_batch(config: TrainConfig) -> dict:
     return dict(batch_items=config.batch_items, max_lists=config.batch_size)
 
 
-def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan) -> int:
-    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
+def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: bool) -> int:
+    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch (with
+    the lists in memory: no cache, and the shuffle buffer holds list indices)."""
     entry = manifest.split("train")
     row = (manifest.num_features + 3) * _ROW
     mean = entry.num_items / max(1, entry.num_lists)
     cache = entry.num_items * row if entry.num_items * row <= data.CACHE_BYTES else 0
     shuffle = min(shuffle_lists(manifest), entry.num_lists) * mean * row
+    if resident:
+        cache, shuffle = 0, min(shuffle_lists(manifest), entry.num_lists) * 8
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
     parse = 4 * max(PARSE_BATCH * entry.longest_or(1), PARSE_ITEMS)
     return int(cache + shuffle + (windows + 2 * lists * length + parse) * row)
+
+
+def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.BatchPlan) -> int:
+    """What ``inputs.resident_lists`` holds of the training split (0 with the lists
+    read every epoch): its lists padded to the one bucket when they all fit it, else
+    its items. A worker's shard is counted as the whole split."""
+    if not config.lists_in_memory:
+        return 0
+    entry = manifest.split("train")
+    edge = data.single_bucket(entry, plan, not config.length_buckets)
+    items = entry.num_lists * edge if edge is not None else entry.num_items
+    return resident_bytes(items, entry.num_lists, manifest.num_features)
 
 
 def plan_run(
@@ -203,8 +219,9 @@ def estimate_memory(
         )
         predictions = entry.num_lists * longest * 4 * _ROW
         evaluation = max(evaluation, forward + predictions)
-    pipeline = _pipeline_bytes(manifest, plan)
-    return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch)
+    resident = _resident_bytes(config, manifest, plan)
+    pipeline = _pipeline_bytes(manifest, plan, resident=resident > 0)
+    return MemoryEstimate(RUNTIME_BYTES, pipeline, step, evaluation, batch, resident)
 
 
 def check_memory(
@@ -219,7 +236,8 @@ def check_memory(
     if run.limit is None or run.memory.peak * SAFETY_MARGIN <= run.limit:
         return
     memory = run.memory
-    room = run.limit / SAFETY_MARGIN - memory.runtime - memory.pipeline
+    fixed = memory.runtime + memory.pipeline
+    room = run.limit / SAFETY_MARGIN - fixed - memory.resident
     hints = []
     if memory.step > room > 0:
         # A step's memory is about proportional to its items.
@@ -234,11 +252,16 @@ def check_memory(
         hints.append(f"--eval-batch-size {max(1, int(config.eval_batch_size * share))}")
     if run.batches.edges[-1] > shorter_lists:
         hints.append(f"--list-size {shorter_lists} (samples longer lists)")
+    if memory.resident and fixed * SAFETY_MARGIN < run.limit:
+        hints.append(
+            f"--lists-in-memory off (reads the records every epoch instead of holding "
+            f"{format_gb(memory.resident)} of training lists)"
+        )
     fit = (
         f"Make it fit with {', or '.join(hints)}"
         if hints
         else "No batch size makes it fit: the runtime and the input pipeline alone need "
-        f"{format_gb(memory.runtime + memory.pipeline)}"
+        f"{format_gb(fixed + memory.resident)}"
     )
     limit = f"{format_gb(run.limit)} {'(--memory-limit)' if config.memory_limit else 'available'}"
     raise MemoryLimitError(

@@ -74,6 +74,9 @@ class TrainConfig:
       length_buckets: group lists by length (see ``batching``); off, every
         batch of ``batch_size`` lists in shuffled order is padded to its
         longest list (the baseline ``web30k_scale`` measures buckets against).
+      lists_in_memory: parse and normalise the training lists once and serve
+        every epoch from memory (``inputs.resident_lists``); off, the records
+        are read every epoch (cached on disk after the first when large).
       alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
         under ``released`` it is the released code's ``list_pred_strength``
         (default 1, which its README equates with the paper's alpha 0.25),
@@ -129,6 +132,7 @@ class TrainConfig:
     list_size: int | None = None
     memory_limit: float | None = None
     length_buckets: bool = True
+    lists_in_memory: bool = True
     alpha: float | None = None
     loss: str | None = None
     loss_scaling: str | None = None
@@ -162,6 +166,10 @@ class TrainConfig:
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
         if not isinstance(self.length_buckets, bool):
             raise ValueError(f"`length_buckets` must be true or false, got {self.length_buckets!r}")
+        if not isinstance(self.lists_in_memory, bool):
+            raise ValueError(
+                f"`lists_in_memory` must be true or false, got {self.lists_in_memory!r}"
+            )
         if not self.length_buckets and self.batch_items is not None:
             raise ValueError(
                 "`length_buckets` off batches fixed lists: set `batch_size`, not `batch_items`"

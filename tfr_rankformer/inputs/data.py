@@ -10,6 +10,11 @@ element per list, see ``list_parsing``), then handled one list at a time:
 * evaluation: every item of every list is kept (lists are padded to the
   longest list of their batch), so no list is silently cut.
 
+By default the training lists are parsed and normalised once, held in memory
+(``resident_lists``) and every epoch is served from them by index shuffles and
+gathers (``resident_batches``): the batches of the steps above, in the same
+order for a seed, without parsing or cache reads.
+
 In a multi-worker job each worker reads its own part of the training split
 (``shard_for_worker``): whole files when there are enough of them, else every
 ``count``-th record.
@@ -40,6 +45,8 @@ from tfr_rankformer.inputs.list_parsing import (
 )
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH as _PARSE_BATCH
 from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest
+from tfr_rankformer.inputs.resident_batches import resident_batches
+from tfr_rankformer.inputs.resident_lists import load_lists
 from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
@@ -49,16 +56,18 @@ __all__ = [
     "shard_for_worker",
     "parsed_lists",
     "list_lengths",
+    "single_bucket",
     "training_dataset",
     "evaluation_dataset",
 ]
 
 logger = logging.getLogger(__name__)
 
-# Parsed, normalised training lists are kept in memory after the first epoch up
-# to this size (MQ2008's folds take megabytes); larger ones (WEB30K's 2.3M
-# training items take 1.26 GB) go to a cache file instead, if given one, so
-# later epochs skip parsing and the quantile transform without holding them.
+# Read every epoch (``lists_in_memory`` off), the parsed, normalised training
+# lists are kept in memory after the first epoch up to this size (MQ2008's folds
+# take megabytes); larger ones (WEB30K's 2.3M training items take 1.26 GB) go to
+# a cache file instead, if given one, so later epochs skip parsing and the
+# quantile transform without holding them.
 CACHE_BYTES = 1 << 30
 
 
@@ -166,6 +175,7 @@ def training_dataset(
     cache_file: str | None = None,
     worker: WorkerRole | None = None,
     pad_to_longest: bool = False,
+    lists_in_memory: bool = True,
 ) -> tf.data.Dataset:
     """Batches of ``(inputs, targets)`` for ``model.fit``, grouped by list length.
 
@@ -197,20 +207,41 @@ def training_dataset(
         worker); it reads only its ``shard_for_worker`` of the split.
       pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
         in shuffled order, each padded to its longest list (a baseline).
+      lists_in_memory: parse and normalise the lists once, here, and serve every
+        epoch from memory (``resident_lists``, ``resident_batches``): the same
+        batches as the streaming pipeline, without parsing or cache reads;
+        ``cache_bytes`` and ``cache_file`` then go unused.
     """
     worker, manifest = worker or WorkerRole(), Manifest.coerce(manifest)
     entry = manifest.split(split, data_dir)
     size = entry.num_items * (manifest.num_features + 3) * 4
     files = shard_for_worker(manifest.split_files(data_dir, split), worker)
-    bucket = _single_bucket(entry, plan, pad_to_longest)
-    lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
-    lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
-    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
-    batches = _model_batches(lists, plan, bucket, pad_to_longest, with_list_head, with_item_levels)
+    bucket = single_bucket(entry, plan, pad_to_longest)
+
+    def model_io(element):
+        return _to_model_io(element, with_list_head, with_item_levels)
+
+    steps = dict(
+        include_empty_lists=include_empty_lists,
+        shuffle_buffer=shuffle_buffer,
+        list_cap=list_cap,
+        keep_order=keep_order,
+        seed=seed,
+        pad_to_longest=pad_to_longest,
+    )
+    if lists_in_memory:
+        store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
+        batches = resident_batches(store, plan=plan, finish=model_io, **steps)
+    else:
+        lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+        lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
+        batches = _streamed_batches(lists, entry, plan, bucket, **steps).map(
+            model_io, num_parallel_calls=tf.data.AUTOTUNE
+        )
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 
-def _single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
+def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
     """The edge of the plan's only bucket if it holds every list of the split whole, else ``None``.
 
     Such lists (the click protocol's lists of at most 16) are parsed straight to
@@ -253,6 +284,34 @@ def _cached(
     return lists
 
 
+def _streamed_batches(
+    lists: tf.data.Dataset,
+    entry: SplitEntry,
+    plan: BatchPlan,
+    bucket: int | None,
+    *,
+    include_empty_lists: bool,
+    shuffle_buffer: int,
+    list_cap: int | None,
+    keep_order: bool,
+    seed: int,
+    pad_to_longest: bool,
+) -> tf.data.Dataset:
+    """Batches of ``lists`` (``_shuffled``): padded to their longest list with
+    ``pad_to_longest``, already of the one ``bucket``'s size, or else padded to their
+    length bucket and grouped by it (see ``training_dataset``)."""
+    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
+    if pad_to_longest:
+        return lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
+    if bucket is not None:
+        return lists.batch(plan.lists_per_batch[0])
+    lists = lists.map(
+        lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return bucketed_batches.group_by_bucket(lists, plan)
+
+
 def _shuffled(
     lists: tf.data.Dataset,
     entry: SplitEntry,
@@ -274,33 +333,6 @@ def _shuffled(
             lists, list_cap, seed=seed, keep_order=keep_order
         )
     return lists
-
-
-def _model_batches(
-    lists: tf.data.Dataset,
-    plan: BatchPlan,
-    bucket: int | None,
-    pad_to_longest: bool,
-    with_list_head: bool,
-    with_item_levels: bool,
-) -> tf.data.Dataset:
-    """``(inputs, targets)`` batches of ``lists``: padded to their longest list with
-    ``pad_to_longest``, already of the one ``bucket``'s size, or else padded to
-    their length bucket and grouped by it (see ``training_dataset``)."""
-    if pad_to_longest:
-        batches = lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
-    elif bucket is not None:
-        batches = lists.batch(plan.lists_per_batch[0])
-    else:
-        lists = lists.map(
-            lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        batches = bucketed_batches.group_by_bucket(lists, plan)
-    return batches.map(
-        lambda element: _to_model_io(element, with_list_head, with_item_levels),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:

@@ -19,16 +19,19 @@ from tfr_rankformer.inputs.manifest import Manifest
 
 __all__ = [
     "MASK",
+    "LENGTHS",
     "PARSE_BATCH",
     "PARSE_ITEMS",
     "WorkerShard",
     "parse_batch",
+    "parse_batches",
     "parsed_lists",
     "whole_lists",
     "padding_values",
 ]
 
 MASK = "mask"
+LENGTHS = "lengths"  # valid items per list (``parse_batches(items_only=True)``)
 # Records per parse call (``run_plan``'s memory estimate counts them): at least
 # PARSE_BATCH, and for lists parsed to a fixed size as many as hold PARSE_ITEMS
 # items. Larger calls share the per-call cost of the parser and the quantile
@@ -78,6 +81,33 @@ def parsed_lists(
     valid items (``[1, items, d]``; padding stays 0), e.g. the model's
     normalisation.
     """
+    return parse_batches(
+        files,
+        num_features,
+        list_size=list_size,
+        shuffle_items=shuffle_items,
+        seed=seed,
+        transform=transform,
+    ).unbatch()
+
+
+def parse_batches(
+    files: list[str] | WorkerShard,
+    num_features: int,
+    *,
+    list_size: int | None,
+    shuffle_items: bool,
+    seed: int,
+    transform=None,
+    items_only: bool = False,
+) -> tf.data.Dataset:
+    """``parsed_lists`` before it is unbatched: one element per parse call of
+    ``parse_batch(list_size)`` records, each field ``[B, L, ...]`` (``qid [B]``).
+
+    ``items_only``: each element holds only the valid items, as ``transform``
+    sees them (``features [items, d]``, ``label [items]``, in list order), and
+    each list's ``LENGTHS [B]``.
+    """
     import tensorflow_ranking as tfr
 
     def parse(serialized):
@@ -91,6 +121,8 @@ def parsed_lists(
             seed=seed,
         )
         features = parsed[elwc_schema.FEATURES]
+        if items_only:
+            return _valid_items(parsed, transform)
         if transform is not None:
             valid = tf.where(parsed[MASK])  # [items, 2]
             # [B, L, d] -> [1, items, d] -> [B, L, d]: padding is not transformed.
@@ -110,8 +142,22 @@ def parsed_lists(
     if shard.record_stride > 1:
         dataset = dataset.shard(shard.record_stride, shard.record_offset)
     dataset = dataset.batch(parse_batch(list_size))
-    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.unbatch()
+    return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _valid_items(parsed: dict, transform) -> dict:
+    """A parse call's valid items, transformed as ``parse_batches`` transforms them."""
+    valid = tf.where(parsed[MASK])  # [items, 2]
+    # [B, L, d] -> [items, d]
+    items = tf.gather_nd(parsed[elwc_schema.FEATURES], valid)
+    if transform is not None:
+        items = transform(items[tf.newaxis])[0]
+    return {
+        elwc_schema.FEATURES: items,
+        # [B, L, 1] -> [items]
+        elwc_schema.LABEL: tf.gather_nd(tf.squeeze(parsed[elwc_schema.LABEL], axis=-1), valid),
+        LENGTHS: tf.reduce_sum(tf.cast(parsed[MASK], tf.int64), axis=1),
+    }
 
 
 def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset:

@@ -170,6 +170,20 @@ FLAGS: dict[str, Flag] = {
         "the budget from a checkpoint)",
         _RANKFORMER["batch_size"],
     ),
+    "batch_items": Flag(
+        ("--batch-items",),
+        {"type": int},
+        "budget of padded items per batch: lists are grouped by length into buckets "
+        "(16, 24, 32, 48, ... up to the longest list) and each bucket's batches hold about "
+        "this many items, fewer for lists over 256 items (attention grows with the square "
+        "of the length). Text models count padded tokens (documents x --max-document-tokens). "
+        f"Default: {_RANKFORMER['batch_items']} (the paper's {_RANKFORMER['batch_size']} lists "
+        f"of {_RANKFORMER['batch_items'] // _RANKFORMER['batch_size']}); context_aware: "
+        f"{_CONTEXT_AWARE['batch_items']} ({_CONTEXT_AWARE['batch_size']} x "
+        f"{_CONTEXT_AWARE['batch_items'] // _CONTEXT_AWARE['batch_size']}); "
+        f"listformer from a checkpoint: {PRETRAINED_TEXT_TRAINING['batch_items']} tokens",
+        _RANKFORMER["batch_items"],
+    ),
     "batch_size_per_model": Flag(
         ("--batch-size",),
         {"type": int},
@@ -291,6 +305,7 @@ FLAGS: dict[str, Flag] = {
     "features": Flag(("--features",), {"type": int}),
     "memory_gb": Flag(("--memory-gb",), {"type": float}, "address space each run may add, GiB"),
     "repeat": Flag(("--repeat",), {"type": int}),
+    "repeats": Flag(("--repeats",), {"type": int}),
     "reprint": Flag(("--reprint",), {"action": "store_true"}, "print the last run's table again"),
     "official_dir": Flag(("--official-dir",), {}, "checkout of the released code"),
     "official_python": Flag(("--official-python",), {}, "a Python with torch"),

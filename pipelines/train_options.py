@@ -82,16 +82,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
 def _add_batch_options(p: argparse.ArgumentParser) -> None:
     """``--batch-size`` .. ``--length-buckets``: how training lists are cut and batched."""
     add_flag(p, "batch_size")
-    p.add_argument(
-        "--batch-items",
-        type=int,
-        help="budget of padded items per batch: lists are grouped by length into buckets "
-        "(16, 24, 32, 48, ... up to the longest list) and each bucket's batches hold about "
-        "this many items, fewer for lists over 256 items (attention grows with the square "
-        "of the length). Text models count padded tokens (documents x --max-document-tokens). "
-        "Default: 32768 (the paper's 2048 lists of 16); context_aware: 15360 (64 x 240); "
-        "listformer from a checkpoint: 8192 tokens",
-    )
+    add_flag(p, "batch_items")
     add_flag(p, "list_size")
     p.add_argument(
         "--length-buckets",

@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.reference.parity_sources import cpu_extensions
+from pipelines.benchmarks.bench_support import cpu_extensions
+from pipelines.flag_table import add_flag
 
 MODES = ("memory", "stream")
 NUM_QUANTILES = 1000
@@ -122,18 +123,17 @@ def _load() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--lists", type=int, default=50_000, help="lists to write. Default: 50000")
-    p.add_argument("--items", type=int, default=16, help="items per list. Default: 16")
-    p.add_argument("--features", type=int, default=136, help="features per item. Default: 136")
-    p.add_argument("--epochs", type=int, default=3, help="epochs per pipeline. Default: 3")
-    p.add_argument("--repeats", type=int, default=3, help="pipelines per mode. Default: 3")
-    p.add_argument(
-        "--batch-items", type=int, default=32768, help="padded items per batch. Default: 32768"
-    )
+    add_flag(p, "lists", default=50_000, help="lists to write. Default: 50000")
+    add_flag(p, "items", help="items per list. Default: 16")
+    add_flag(p, "features", default=136, help="features per item. Default: 136")
+    add_flag(p, "epochs", default=3, help="epochs per pipeline. Default: 3")
+    add_flag(p, "repeats", default=3, help="pipelines per mode. Default: 3")
+    add_flag(p, "batch_items", default=32768, help="padded items per batch. Default: 32768")
     p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="Default: both")
-    p.add_argument("--seed", type=int, default=0, help="data and shuffle seed. Default: 0")
-    p.add_argument(
-        "--data",
+    add_flag(p, "seed", default=0, help="data and shuffle seed. Default: 0")
+    add_flag(
+        p,
+        "data",
         help="a directory this benchmark (or tfr-convert) wrote before; else lists are "
         "written to a temporary one",
     )

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The benchmark's options: features per item, calls per timing, the GBDT's trees."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_flag(parser, "features", default=136)
-    parser.add_argument("--repeats", type=int, default=300)
+    add_flag(parser, "repeats", default=300)
     add_flag(parser, "trees", default=1000, help=None)
     return parser
 

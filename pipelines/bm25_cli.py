@@ -124,7 +124,7 @@ def _eval(args) -> None:
         "documents)"
     )
     if args.output:
-        from tfr_rankformer.config_io import write_json
+        from tfr_rankformer.core.config_io import write_json
 
         write_json(args.output, metrics)
         print(f"wrote {args.output}")

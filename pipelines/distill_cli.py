@@ -21,7 +21,7 @@ from pipelines.cli_common import (
 )
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
+from tfr_rankformer.core.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 
 __all__ = ["build_parser", "main", "format_comparison"]
 
@@ -102,7 +102,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args)
-    from tfr_rankformer.gbdt.distillation import DistillConfig, distill
+    from tfr_rankformer.distill.distillation import DistillConfig, distill
 
     skip = ("config", "log_level", "lgb_param", "verbose")
     flags = {k: v for k, v in vars(args).items() if k not in skip}

@@ -21,7 +21,7 @@ import sys
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.command_names import (
+from tfr_rankformer.core.command_names import (
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
 )

@@ -54,12 +54,12 @@ from pipelines.experiment_summary import (
     paired_runs,
     summarize,
 )
-from tfr_rankformer.config_io import write_json
+from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, read_manifest
 from tfr_rankformer.runner import train
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 from tfrecords_tools.text.text_dataset import is_text_dataset
 from tfrecords_tools.text.text_sources import is_text_input
 

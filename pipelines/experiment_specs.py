@@ -15,15 +15,15 @@ import dataclasses
 import json
 import re
 
-from tfr_rankformer import model_families
-from tfr_rankformer.command_names import (
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.command_names import (
     BM25_MODEL,
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
 )
-from tfr_rankformer.run_layout import is_text_model
+from tfr_rankformer.core.run_layout import is_text_model
 from tfr_rankformer.text.bm25 import Bm25Config
-from tfr_rankformer.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
+from tfr_rankformer.training.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
 
 __all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
 

@@ -12,7 +12,7 @@ the time since the experiment started, the end line with the stage's own time::
     [0:01:14] run 1/4 gbdt Fold1 seed0: done in 1 min 02 s
 
 Between the two lines of a run, training logs its own progress lines (see
-``tfr_rankformer.training_callbacks.ProgressLines``).
+``tfr_rankformer.training.training_callbacks.ProgressLines``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import sys
 from pipelines.cli_common import make_parser
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
+from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 
 __all__ = ["build_parser", "main"]
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _token_id_export(model_dir: str, path: str) -> str | None:
     """A text run's token-id export of the version just written (``None``: not a text run)."""
-    from tfr_rankformer.run_layout import TOKEN_ID_EXPORT_NAME, is_text_run
+    from tfr_rankformer.core.run_layout import TOKEN_ID_EXPORT_NAME, is_text_run
 
     companion = os.path.join(model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(path))
     return companion if is_text_run(model_dir) and os.path.isdir(companion) else None

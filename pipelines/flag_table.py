@@ -23,9 +23,9 @@ import dataclasses
 import importlib.util
 import pathlib
 
-from tfr_rankformer import model_families
-from tfr_rankformer.builtin_families import FALLBACK_TRAINING, PRETRAINED_TEXT_TRAINING
-from tfr_rankformer.command_names import ADAM_EPSILONS
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.builtin_families import FALLBACK_TRAINING, PRETRAINED_TEXT_TRAINING
+from tfr_rankformer.core.command_names import ADAM_EPSILONS
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -86,7 +86,7 @@ def source_default(module: str, class_name: str, field: str):
     For config classes whose module imports TensorFlow: the source is read,
     not imported.
 
-    >>> source_default("tfr_rankformer.train_config", "TrainConfig", "seed")
+    >>> source_default("tfr_rankformer.training.train_config", "TrainConfig", "seed")
     0
     """
     origin = importlib.util.find_spec(module).origin
@@ -101,14 +101,14 @@ def source_default(module: str, class_name: str, field: str):
 
 
 def _train_default(field: str):
-    return source_default("tfr_rankformer.train_config", "TrainConfig", field)
+    return source_default("tfr_rankformer.training.train_config", "TrainConfig", field)
 
 
 _RANKFORMER = model_families.get_model("rankformer").training
 _CONTEXT_AWARE = model_families.get_model("context_aware").training
 _LISTFORMER = model_families.get_model("listformer").training
 _TEXT_FIELD_DEFAULTS = {
-    name: source_default("tfr_rankformer.text.text_data", "TextConfig", name)
+    name: source_default("tfr_rankformer.training.text_config", "TextConfig", name)
     for name in ("max_query_tokens", "max_document_tokens")
 }
 _SEED = _train_default("seed")

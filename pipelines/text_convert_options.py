@@ -10,7 +10,7 @@ import dataclasses
 import json
 
 from pipelines.flag_table import add_flag
-from tfr_rankformer.config_io import from_dict
+from tfr_rankformer.core.config_io import from_dict
 from tfr_rankformer.inputs.manifest import Manifest
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
 from tfrecords_tools.text.text_sources import (

@@ -40,7 +40,7 @@ __all__ = [
 # Hides TensorFlow's C++ INFO, WARNING and ERROR lines; a failure still raises
 # a Python exception, with its message.
 QUIET_LEVEL = "3"
-# The commands' log lines: ``INFO tfr_rankformer.training: ...``.
+# The commands' log lines: ``INFO tfr_rankformer.training.loop: ...``.
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 

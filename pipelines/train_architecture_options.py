@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from pipelines.flag_table import add_flag
-from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
+from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
 
 __all__ = ["add_architecture_options"]
 

@@ -42,8 +42,8 @@ from pipelines.train_options import (
     SWITCHES,
     TEXT_ARCHITECTURE,
 )
-from tfr_rankformer import model_families
-from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
@@ -80,7 +80,7 @@ def _gbdt_config(args, flags: dict):
 def _neural_config(args, flags: dict):
     """The neural run's ``TrainConfig``: the ``--config`` file's settings, the flags
     given over them (``TrainConfig.from_flat`` puts each in its section)."""
-    from tfr_rankformer.train_config import TEXT_FIELDS, TrainConfig
+    from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
 
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
@@ -187,7 +187,7 @@ _NOT_SETTINGS = (
 def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | None:
     """Trains the run, then exports a neural one unless ``--no-export``; returns the
     metrics and the export's path, or ``None`` on a worker that is not the chief."""
-    from tfr_rankformer.multi_worker import worker_role
+    from tfr_rankformer.core.multi_worker import worker_role
     from tfr_rankformer.runner import export_run, train
 
     if model_families.is_gbdt(_model_name(args)):

@@ -8,7 +8,7 @@ from pipelines.cli_common import add_lightgbm_options, make_parser
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag
 from pipelines.train_architecture_options import add_architecture_options
-from tfr_rankformer.command_names import (
+from tfr_rankformer.core.command_names import (
     KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,

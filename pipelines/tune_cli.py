@@ -24,7 +24,7 @@ from pipelines.tf_log_level import (
     configure_command_logging,
     start_command,
 )
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
 __all__ = ["build_parser", "main"]

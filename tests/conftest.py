@@ -66,7 +66,7 @@ SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hi
 
 def train_config(dataset, model_dir, **overrides):
     """Training settings for the small synthetic runs of the tests."""
-    from tfr_rankformer import training
+    from tfr_rankformer.training import loop as training
 
     settings = dict(
         model="rankformer",
@@ -98,7 +98,7 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained(dataset, tmp_path_factory):
     """A RankFormer trained for 6 epochs on ``dataset``: ``(model_dir, metrics)``."""
-    from tfr_rankformer import training
+    from tfr_rankformer.training import loop as training
 
     model_dir = tmp_path_factory.mktemp("run")
     metrics = training.train(train_config(dataset, model_dir), verbose=0)
@@ -112,7 +112,7 @@ def tiny_servables(tmp_path_factory):
     import numpy as np
     import tensorflow as tf
 
-    from tfr_rankformer.models import ModelConfig, build_model
+    from tfr_rankformer.model.models import ModelConfig, build_model
     from tfr_rankformer.serving.export import save_servable
     from tfr_rankformer.serving.serving_checks import INVALID_ITEM_POLICIES
     from tfrecords_tools.elwc_writer import ElwcEncoder

@@ -15,10 +15,10 @@ tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
-from tfr_rankformer.models import ModelConfig, build_model, ranker_of  # noqa: E402
-from tfr_rankformer.run_plan import plan_run  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig, build_model, ranker_of  # noqa: E402
+from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
+from tfr_rankformer.training.run_plan import plan_run  # noqa: E402
 
 # === The plan (no TensorFlow) ===
 
@@ -261,7 +261,7 @@ def test_scanned_lengths_equal_the_manifest_histogram(explicit):
 
 
 def test_evaluation_by_length_keeps_file_order_and_bounds_batches(explicit, trained):
-    from tfr_rankformer.feature_runs import load_run
+    from tfr_rankformer.training.feature_runs import load_run
 
     manifest = data.load_manifest(explicit)
     model = load_run(trained[0])[2]

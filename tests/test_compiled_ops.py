@@ -7,9 +7,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer import compiled_ops  # noqa: E402
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer  # noqa: E402
-from tfr_rankformer.layers import FastDropout, KeyedDropout  # noqa: E402
+from tfr_rankformer.model import compiled_ops  # noqa: E402
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer  # noqa: E402
+from tfr_rankformer.model.layers import FastDropout, KeyedDropout  # noqa: E402
 
 KEY = tf.constant([12345, -678], tf.int32)
 

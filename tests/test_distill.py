@@ -8,8 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
-from tfr_rankformer.gbdt.distillation import (
+from tfr_rankformer.distill.distillation import (
     ROWS,
     DistillConfig,
     centred_scores,
@@ -17,6 +16,7 @@ from tfr_rankformer.gbdt.distillation import (
     graded_targets,
     list_spearman,
 )
+from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 
@@ -104,8 +104,8 @@ def test_the_student_is_a_plain_lightgbm_model(distilled, dataset):
 def test_a_saved_model_teacher_needs_data_and_scores_like_the_checkpoint(
     trained, dataset, distilled, tmp_path
 ):
-    from tfr_rankformer.feature_runs import load_run
     from tfr_rankformer.serving.export import save_servable
+    from tfr_rankformer.training.feature_runs import load_run
 
     model_dir, _ = trained
     config, manifest, model = load_run(model_dir)

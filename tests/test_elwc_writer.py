@@ -75,7 +75,7 @@ def test_encode_lists_equals_one_list_at_a_time():
 def test_tfr_data_parses_the_records():
     import tensorflow_ranking as tfr
 
-    from tfr_rankformer.elwc_schema import context_feature_spec, example_feature_spec
+    from tfr_rankformer.core.elwc_schema import context_feature_spec, example_feature_spec
 
     features, labels, relevance = _list()
     encoded = ElwcEncoder(3).encode(3, features, labels, relevance)

@@ -42,7 +42,7 @@ def _between(messages, first: str, last: str) -> list[tuple[str, str]]:
 @pytest.fixture
 def no_terminal(monkeypatch):
     """Training sees no terminal, as under ``make demo > log`` or CI."""
-    from tfr_rankformer import training
+    from tfr_rankformer.training import loop as training
 
     monkeypatch.setattr(training, "attached_to_terminal", lambda: False)
 
@@ -79,7 +79,7 @@ def test_each_stage_logs_its_start_and_end_with_progress_between(tmp_path, caplo
     assert gbdt[0].startswith("training LightGBM lambdarank")
     assert gbdt[-2].endswith("evaluating every split") and gbdt[-1].startswith("evaluated in ")
     mlp = _between(messages, stages[4], stages[5])
-    progress = [m for name, m in mlp if name == "tfr_rankformer.training_callbacks"]
+    progress = [m for name, m in mlp if name == "tfr_rankformer.training.training_callbacks"]
     # With no terminal and a line due after every step: step lines, then each epoch's.
     assert re.match(r"epoch 1/2 step 1/\d+ \(\d+%\)", progress[0])
     assert [m.split(":")[0] for m in progress if " done: " in m] == [

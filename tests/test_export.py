@@ -14,9 +14,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.feature_runs import load_run  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
+from tfr_rankformer.training.feature_runs import load_run  # noqa: E402
 from tfrecords_tools.elwc_writer import ElwcEncoder  # noqa: E402
 
 _FRESH = """
@@ -50,7 +50,7 @@ def _in_memory(model_dir, records):
     """The trained model's outputs on the records, parsed as evaluation does."""
     import tensorflow_ranking as tfr
 
-    from tfr_rankformer import elwc_schema
+    from tfr_rankformer.core import elwc_schema
 
     _, manifest, model = load_run(model_dir)
     parsed = tfr.data.parse_from_example_list(
@@ -166,7 +166,7 @@ def test_export_cli_versions_and_errors(exported, capsys, tmp_path):
 
 def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):
     from tests.conftest import train_config
-    from tfr_rankformer.training import train
+    from tfr_rankformer.training.loop import train
 
     model_dir = tmp_path / "mlp"
     train(train_config(dataset, model_dir, model="mlp", epochs=1), verbose=0)

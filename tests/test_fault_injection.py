@@ -1,6 +1,6 @@
 """Commands killed outright (SIGKILL) at named points, then run again.
 
-``tfr_rankformer.fault_points`` kills the process at a point the test names
+``tfr_rankformer.core.fault_points`` kills the process at a point the test names
 (``TFR_RANKFORMER_KILL_AT``). Each rerun either completes, with outputs equal
 to an uninterrupted run's (conversion) or continuing from the last completed
 epoch (``tfr-train --resume``), or refuses with a message that says what to
@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from tests.conftest import SMALL, letor_line, write_lines
-from tfr_rankformer.fault_points import ENV
+from tfr_rankformer.core.fault_points import ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

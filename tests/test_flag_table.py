@@ -70,8 +70,8 @@ def test_help_states_the_configuration_default(key):
 
 
 def test_stated_defaults_are_the_training_configs():
-    from tfr_rankformer.text.text_data import TextConfig
-    from tfr_rankformer.train_config import TrainConfig
+    from tfr_rankformer.training.text_config import TextConfig
+    from tfr_rankformer.training.train_config import TrainConfig
 
     resolved = TrainConfig(model="rankformer", data="d", model_dir="m")
     assert FLAGS["epochs"].stated_default == resolved.epochs
@@ -79,7 +79,7 @@ def test_stated_defaults_are_the_training_configs():
     assert FLAGS["patience"].stated_default == resolved.patience
     assert FLAGS["eval_batch_size"].stated_default == resolved.eval_batch_size
     for field in ("seed", "adam_epsilon", "model"):
-        assert source_default("tfr_rankformer.train_config", "TrainConfig", field) == (
+        assert source_default("tfr_rankformer.training.train_config", "TrainConfig", field) == (
             TrainConfig.__dataclass_fields__[field].default
         )
     for field in ("max_query_tokens", "max_document_tokens"):
@@ -88,7 +88,7 @@ def test_stated_defaults_are_the_training_configs():
 
 def test_source_default_refuses_an_unknown_field():
     with pytest.raises(LookupError, match="no_such_field"):
-        source_default("tfr_rankformer.train_config", "TrainConfig", "no_such_field")
+        source_default("tfr_rankformer.training.train_config", "TrainConfig", "no_such_field")
 
 
 # Table options that fill a TrainConfig field of the same name, with a value to give.
@@ -107,7 +107,7 @@ TRAIN_FIELDS = {
 
 @pytest.mark.parametrize("key", sorted(TRAIN_FIELDS))
 def test_option_round_trips_into_train_config(key):
-    from tfr_rankformer.train_config import TrainConfig
+    from tfr_rankformer.training.train_config import TrainConfig
 
     parser = argparse.ArgumentParser()
     add_flags(parser, key)

@@ -11,7 +11,7 @@ import pytest
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
 # Small trees for 900 lists of about 15 items; everything else is the preset's.
 FAST = {"num_leaves": 15, "min_data_in_leaf": 20, "num_iterations": 60}

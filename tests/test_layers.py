@@ -7,8 +7,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer import compiled_ops  # noqa: E402
-from tfr_rankformer.layers import FastDropout, LayerNorm, gelu  # noqa: E402
+from tfr_rankformer.model import compiled_ops  # noqa: E402
+from tfr_rankformer.model.layers import FastDropout, LayerNorm, gelu  # noqa: E402
 
 
 def test_gelu_and_its_gradient_match_tensorflow():
@@ -25,7 +25,7 @@ def test_gelu_and_its_gradient_match_tensorflow():
 
 @pytest.mark.parametrize("shape", [(50, 7), (3, 17, 136)])
 def test_layer_norm_in_training_has_keras_values_and_gradients(shape, monkeypatch):
-    from tfr_rankformer import layers
+    from tfr_rankformer.model import layers
 
     calls = []  # training calls must go through the written-out gradient
 

@@ -79,8 +79,8 @@ for name in {modules!r}:
 # A user's own tf.data pipeline: build, compile with the library's loss, fit.
 import numpy as np
 import tensorflow as tf
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.models import FEATURES, MASK, ModelConfig, build_model
+from tfr_rankformer.ranking.losses import get_score_loss
+from tfr_rankformer.model.models import FEATURES, MASK, ModelConfig, build_model
 manifest = {{"num_features": 3, "normalization": {{"method": "standard",
             "standard": {{"mean": [0.0] * 3, "std": [1.0] * 3}}}}}}
 model = build_model("rankformer", manifest, ModelConfig(), None)

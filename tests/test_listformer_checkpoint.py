@@ -20,8 +20,8 @@ from tests.bert_checkpoints import (
     reference_bert,
     write_checkpoint,
 )
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_model

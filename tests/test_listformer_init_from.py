@@ -21,10 +21,10 @@ from pipelines.predict_cli import main as predict_main
 from pipelines.train_cli import main as train_main
 from tests.bert_checkpoints import EPS, FF, HEADS, LAYERS, SAMPLES, UNCASED, WIDTH, write_checkpoint
 from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
-from tfr_rankformer.text.text_data import TextConfig
 from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import load_text_run, text_model_inputs
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.text_config import TextConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 # The checkpoint has 40 positions: the token caps stay below them.
 CAPS = ["--max-query-tokens", "8", "--max-document-tokens", "16"]

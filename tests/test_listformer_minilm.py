@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tests.bert_checkpoints import SAMPLES, minilm_directory
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
 from tfr_rankformer.text.text_data import TextData
 from tfr_rankformer.text.text_export import save_text_servable

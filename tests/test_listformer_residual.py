@@ -13,13 +13,13 @@ from pipelines.predict_cli import main as predict_main  # noqa: E402
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.bert_checkpoints import WORDS, write_checkpoint  # noqa: E402
 from tests.test_text_first_stage import _trec_files  # noqa: E402
-from tfr_rankformer.multi_worker import WorkerRole  # noqa: E402
+from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.text import text_data  # noqa: E402
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER  # noqa: E402
 from tfr_rankformer.text.score_mixture import standardized  # noqa: E402
 from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
 from tfr_rankformer.text.text_runs import text_model_inputs  # noqa: E402
-from tfr_rankformer.train_config import TrainConfig  # noqa: E402
+from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
 from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec  # noqa: E402
 
 CAPS = dict(max_query_tokens=8, max_document_tokens=16)

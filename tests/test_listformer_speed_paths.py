@@ -15,16 +15,16 @@ import pytest
 import tensorflow as tf
 
 from tests.test_listformer_training import text_elwc
-from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.multi_worker import WorkerRole
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.core.multi_worker import WorkerRole
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import evaluate_text_model, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 WORDS = ["apple", "banana", "cherry", "delta", "echo", "fox", "golf", "hotel", "india"]
 

@@ -12,8 +12,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
-from tfr_rankformer.models import MODELS, ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.model.models import MODELS, ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.ranking.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 4
 LEVELS = 2
@@ -173,8 +173,8 @@ def test_presets_follow_each_paper():
 _MEMORY_SCRIPT = """
 import resource, sys
 import tensorflow as tf
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer
-from tfr_rankformer.peer_layers import GlobalLocalEncoderLayer
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.model.peer_layers import GlobalLocalEncoderLayer
 
 settings = dict(num_heads=1, ff_dim=32, dropout=0.0)
 if sys.argv[1] == "global_local":

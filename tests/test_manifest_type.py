@@ -202,7 +202,7 @@ def test_a_tolerant_read_checks_types_but_not_presence(tmp_path):
 
 def test_a_hand_made_dict_is_coerced_and_builds_a_model():
     tf = pytest.importorskip("tensorflow")
-    from tfr_rankformer.models import FEATURES, MASK, ModelConfig, build_model
+    from tfr_rankformer.model.models import FEATURES, MASK, ModelConfig, build_model
 
     minimal = {"num_features": 3, "normalization": {"method": "none"}}
     manifest = Manifest.coerce(minimal)

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from tfr_rankformer import model_families
-from tfr_rankformer.model_families import ModelFamily, ModelSpec
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.model_families import ModelFamily, ModelSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,9 +38,9 @@ def build_linear(num_features, config, levels, item_levels=None):
     """A linear scorer over each item's normalised features: ``[B, L, d] -> [B, L]``."""
     import tensorflow as tf
 
-    from tfr_rankformer.elwc_schema import FEATURES
+    from tfr_rankformer.core.elwc_schema import FEATURES
     from tfr_rankformer.inputs.data import MASK
-    from tfr_rankformer.models import score_outputs
+    from tfr_rankformer.model.models import score_outputs
 
     del config, levels
     features = tf.keras.Input(shape=(None, num_features), dtype=tf.float32, name=FEATURES)
@@ -56,7 +56,7 @@ def _register_toy() -> None:
             TOY,
             "features",
             runs="tfr_rankformer.run_kinds:FeatureRuns",
-            run_family="tfr_rankformer.feature_family:FeatureFamily",
+            run_family="tfr_rankformer.training.feature_family:FeatureFamily",
         )
     )
     model_families.register_model(
@@ -195,8 +195,8 @@ def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands
         metrics = json.load(f)
     assert {"train", "vali", "test"} <= set(metrics)
     assert 0.0 <= metrics["test"]["ndcg_y@10"] <= 100.0
-    from tfr_rankformer.feature_runs import load_run
-    from tfr_rankformer.models import ranker_of
+    from tfr_rankformer.model.models import ranker_of
+    from tfr_rankformer.training.feature_runs import load_run
 
     ranker = ranker_of(load_run(run)[2])  # the run's model is the toy's own
     assert [layer.name for layer in ranker.layers if layer.weights] == ["linear"]

@@ -7,8 +7,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss  # noqa: E402
-from tfr_rankformer.models import ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 3
 SMALL = ModelConfig(num_layers=2, num_heads=1, ff_dim=8, dropout=0.0, head_hidden=4)

@@ -18,9 +18,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from pipelines.export_cli import main as export_main  # noqa: E402
-from tfr_rankformer import elwc_schema  # noqa: E402
+from tfr_rankformer.core import elwc_schema  # noqa: E402
+from tfr_rankformer.core.multi_worker import WorkerRole, worker_role  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
-from tfr_rankformer.multi_worker import WorkerRole, worker_role  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = 300

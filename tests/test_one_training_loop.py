@@ -19,15 +19,16 @@ tf = pytest.importorskip("tensorflow")
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config  # noqa: E402
 from tests.test_listformer_training import SMALL, write_text_lists  # noqa: E402
-from tfr_rankformer import training, training_setup  # noqa: E402
-from tfr_rankformer.fault_points import ENV  # noqa: E402
-from tfr_rankformer.feature_family import FeatureFamily  # noqa: E402
-from tfr_rankformer.multi_worker import WorkerRole  # noqa: E402
-from tfr_rankformer.run_plan import SAFETY_MARGIN, MemoryLimitError  # noqa: E402
+from tfr_rankformer.core.fault_points import ENV  # noqa: E402
+from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.text import text_batches  # noqa: E402
 from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
-from tfr_rankformer.train_config import TrainConfig  # noqa: E402
-from tfr_rankformer.training_callbacks import ProgressLines  # noqa: E402
+from tfr_rankformer.training import loop as training  # noqa: E402
+from tfr_rankformer.training import training_setup  # noqa: E402
+from tfr_rankformer.training.feature_family import FeatureFamily  # noqa: E402
+from tfr_rankformer.training.run_plan import SAFETY_MARGIN, MemoryLimitError  # noqa: E402
+from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
+from tfr_rankformer.training.training_callbacks import ProgressLines  # noqa: E402
 
 
 @pytest.fixture

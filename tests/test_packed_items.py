@@ -8,9 +8,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer import compiled_ops, packed_items  # noqa: E402
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer  # noqa: E402
-from tfr_rankformer.models import ModelConfig, build_model, ranker_of  # noqa: E402
+from tfr_rankformer.model import compiled_ops, packed_items  # noqa: E402
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig, build_model, ranker_of  # noqa: E402
 
 MASK = np.array([[True] * 5, [True, True, False, False, False], [True, False, True, True, False]])
 

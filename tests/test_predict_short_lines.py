@@ -68,7 +68,7 @@ def dense_run(datasets, tmp_path_factory):
     pytest.importorskip("tensorflow")
     from tests.conftest import train_config
     from tfr_rankformer.serving.export import export_run
-    from tfr_rankformer.training import train
+    from tfr_rankformer.training.loop import train
 
     model_dir = tmp_path_factory.mktemp("short-lines-run") / "mlp"
     train(train_config(datasets["dense"], model_dir, model="mlp", epochs=1), verbose=0)

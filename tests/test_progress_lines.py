@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.training_callbacks import ProgressLines, attached_to_terminal
+from tfr_rankformer.training.training_callbacks import ProgressLines, attached_to_terminal
 
-LOGGER = "tfr_rankformer.training_callbacks"
+LOGGER = "tfr_rankformer.training.training_callbacks"
 
 
 class FakeClock:

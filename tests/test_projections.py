@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.projections import Dense, column_sums, matmul_last_axis  # noqa: E402
+from tfr_rankformer.model.projections import Dense, column_sums, matmul_last_axis  # noqa: E402
 
 
 @pytest.mark.parametrize("shape,units", [((6, 12), 3), ((2, 5, 3), 12), ((2, 5, 12), 3)])

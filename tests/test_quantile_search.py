@@ -8,11 +8,11 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfr_rankformer.feature_normalization import FeatureNormalization  # noqa: E402
 from tfr_rankformer.inputs.quantile_search import (  # noqa: E402
     pipeline_normalization,
     upper_bound,
 )
+from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
 
 
 def _table(rng, d: int, q: int) -> np.ndarray:

@@ -86,8 +86,9 @@ def test_an_explicit_log_level_is_respected():
 
 def test_command_names_match_the_registries():
     pytest.importorskip("tensorflow")
-    from tfr_rankformer import command_names, losses, model_families
+    from tfr_rankformer.core import command_names, model_families
     from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+    from tfr_rankformer.ranking import losses
 
     # Every neural model the commands offer names a builder that imports.
     for name in model_families.MODEL_NAMES:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import ndcg_score, roc_auc_score
 
-from tfr_rankformer.ranking_metrics import (
+from tfr_rankformer.ranking.ranking_metrics import (
     CONVENTION,
     dcg_gains,
     evaluate_rankings,

@@ -63,9 +63,10 @@ def test_the_example_is_short_and_uses_public_names_only():
 
 def test_the_scan_sees_a_private_module():
     # The check above must be able to fail: a submodule import is not public.
-    code = "import tfr_rankformer as t\nfrom tfr_rankformer.models import MODELS\nt.ranker_of\n"
+    code = "import tfr_rankformer as t\nfrom tfr_rankformer.model.models import MODELS\n"
+    code += "t.ranker_of\n"
     modules, used = _imports_and_library_names(code)
-    assert "tfr_rankformer.models" in modules and used == {"ranker_of"}
+    assert "tfr_rankformer.model.models" in modules and used == {"ranker_of"}
 
 
 @pytest.fixture(scope="module")

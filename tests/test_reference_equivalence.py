@@ -14,10 +14,10 @@ tf = pytest.importorskip("tensorflow")
 
 from pipelines.benchmarks.reference.reference_equivalence import released_weights  # noqa: E402
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.models import ModelConfig, ranker_of  # noqa: E402
-from tfr_rankformer.optimizers import PyTorchAdam, PyTorchAdamW  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig, ranker_of  # noqa: E402
+from tfr_rankformer.training import loop as training  # noqa: E402
+from tfr_rankformer.training.optimizers import PyTorchAdam, PyTorchAdamW  # noqa: E402
 
 
 def _torch_adamw(params, grads, *, lr, weight_decay, eps=1e-8, b1=0.9, b2=0.999):

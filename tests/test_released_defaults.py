@@ -9,10 +9,10 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss  # noqa: E402
-from tfr_rankformer.models import ModelConfig  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig  # noqa: E402
+from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
+from tfr_rankformer.training import loop as training  # noqa: E402
 
 TINY = ModelConfig(num_layers=1, num_heads=1, ff_dim=8, dropout=0.0, head_hidden=4)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pipelines.tf_log_level import NativeLogFilter
-from tfr_rankformer.run_directory import (
+from tfr_rankformer.core.run_directory import (
     RUN_STATE_NAME,
     RunExistsError,
     check_run_directory,
@@ -137,7 +137,7 @@ def test_an_interrupted_overwrite_is_reported_then_cleaned_up_by_the_next(tmp_pa
     _complete_run(run)
     # Killed inside the block: the session never ends, the old run stays aside.
     code = (
-        "import os, sys; from tfr_rankformer.run_directory import run_session\n"
+        "import os, sys; from tfr_rankformer.core.run_directory import run_session\n"
         "with run_session(sys.argv[1], {'model': 'mlp'}, existing='overwrite'):\n"
         "    os._exit(9)\n"
     )

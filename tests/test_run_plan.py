@@ -12,12 +12,12 @@ tf = pytest.importorskip("tensorflow")
 
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer import training  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.memory_estimate import model_shape, step_bytes  # noqa: E402
-from tfr_rankformer.models import ModelConfig  # noqa: E402
-from tfr_rankformer.run_plan import (  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig  # noqa: E402
+from tfr_rankformer.training import loop as training  # noqa: E402
+from tfr_rankformer.training.memory_estimate import model_shape, step_bytes  # noqa: E402
+from tfr_rankformer.training.run_plan import (  # noqa: E402
     SAFETY_MARGIN,
     SHUFFLE_BUFFER,
     MemoryLimitError,

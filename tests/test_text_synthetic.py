@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipelines.convert_cli import main as convert_main
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.synthetic_text import (
     VOCABULARY,
     SyntheticTextConfig,

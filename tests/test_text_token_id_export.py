@@ -20,7 +20,7 @@ from pipelines.export_cli import main as export_main
 from pipelines.predict_cli import main as predict_main
 from tests.bert_checkpoints import CASED, SAMPLES, UNCASED, write_checkpoint
 from tests.test_listformer_training import SMALL, write_text_lists
-from tfr_rankformer.text.client_tokenizer import ClientTokenizer
+from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,13 +123,13 @@ def test_client_tokenizer_pads_ragged_lists_and_imports_no_tensorflow():
         "document_ids": [[[2, 3, -1], none, none], [none, [1, 2, 2], [1, -1, -1]]],
         "document_mask": [[True, False, False], [False, True, True]],
     }
-    code = "import sys, tfr_rankformer.text.client_tokenizer; print('tensorflow' in sys.modules)"
+    code = "import sys, tfr_rankformer.serving.client_tokenizer; print('tensorflow' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
 
 
 def test_a_checkpoint_models_token_id_export_scores_as_its_in_graph_tokenizer(tmp_path):
-    from tfr_rankformer.model_config import ModelConfig
+    from tfr_rankformer.model.model_config import ModelConfig
     from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
     from tfr_rankformer.text.text_export import save_token_id_servable
     from tfr_rankformer.text.text_runs import text_model_inputs
@@ -234,7 +234,7 @@ def test_the_token_id_export_holds_no_tf_text_op(text_run):
 
 _FRESH_PROCESS = """
 import json, sys
-from tfr_rankformer.text.client_tokenizer import ClientTokenizer
+from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 assert "tensorflow" not in sys.modules  # the client tokenizer needs no TensorFlow
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
@@ -345,7 +345,7 @@ def _trec_run(path: str) -> tuple[list, np.ndarray]:
 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_tfr_predict_scores_alike_with_either_export(text_run, split, capsys):
-    from tfr_rankformer.run_layout import is_text_run, is_token_id_export
+    from tfr_rankformer.core.run_layout import is_text_run, is_token_id_export
     from tfr_rankformer.runner import load_served
     from tfr_rankformer.serving.prediction import resolve_export
 

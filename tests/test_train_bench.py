@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from pipelines.benchmarks.train_bench import forward_flops  # noqa: E402
-from tfr_rankformer.models import ModelConfig  # noqa: E402
+from tfr_rankformer.model.models import ModelConfig  # noqa: E402
 
 
 def test_mlp_flops_by_hand():

@@ -18,13 +18,13 @@ tf = pytest.importorskip("tensorflow")
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer import training  # noqa: E402
-from tfr_rankformer.evaluation import predict_lists  # noqa: E402
-from tfr_rankformer.feature_runs import load_run  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
-from tfr_rankformer.ranking_metrics import evaluate_rankings  # noqa: E402
+from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runner import evaluate as evaluate_run  # noqa: E402
-from tfr_rankformer.training_callbacks import BestWeights  # noqa: E402
+from tfr_rankformer.training import loop as training  # noqa: E402
+from tfr_rankformer.training.feature_runs import load_run  # noqa: E402
+from tfr_rankformer.training.training_callbacks import BestWeights  # noqa: E402
 
 
 def _history(model_dir):
@@ -230,7 +230,7 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from tfr_rankformer import training
+from tfr_rankformer.training import loop as training
 training.choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 config = training.TrainConfig.from_json(json.loads(sys.argv[1]))
 metrics = training.train(config, verbose=0)

@@ -7,7 +7,7 @@ from ELWC TFRecords, and ``export_model`` for a model trained on any
 ``tf.data`` pipeline.
 
 ``import tfr_rankformer`` stays light: it loads neither TensorFlow nor
-TF-Ranking (the converter imports ``tfr_rankformer.elwc_schema`` and the
+TF-Ranking (the converter imports ``tfr_rankformer.core.elwc_schema`` and the
 commands' ``--help`` must start fast). Each public name is imported from its
 module on first use (PEP 562). Importing the package asks TensorFlow for its
 pooled CPU allocator (see ``cpu_allocator``).
@@ -21,13 +21,13 @@ pooled CPU allocator (see ``cpu_allocator``).
 0.5869
 """
 
-from tfr_rankformer.cpu_allocator import use_pooled_cpu_allocator
+from tfr_rankformer.core.cpu_allocator import use_pooled_cpu_allocator
 
 use_pooled_cpu_allocator()
 
 import importlib as _importlib  # noqa: E402
 
-from tfr_rankformer import elwc_schema  # noqa: E402
+from tfr_rankformer.core import elwc_schema  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -35,14 +35,14 @@ __version__ = "0.1.0"
 _MODULES = {
     # Runs: one entry point for numeric and text (Listformer) runs.
     "tfr_rankformer.runner": ("train", "evaluate", "export_run", "predict"),
-    "tfr_rankformer.train_config": ("TrainConfig",),
+    "tfr_rankformer.training.train_config": ("TrainConfig",),
     # Models and their settings.
-    "tfr_rankformer.models": ("build_model", "has_list_head"),
-    "tfr_rankformer.layers": ("PADDING_SCORE",),
-    "tfr_rankformer.model_config": ("ModelConfig",),
-    "tfr_rankformer.command_names": ("LOSS_SCALINGS",),
+    "tfr_rankformer.model.models": ("build_model", "has_list_head"),
+    "tfr_rankformer.model.layers": ("PADDING_SCORE",),
+    "tfr_rankformer.model.model_config": ("ModelConfig",),
+    "tfr_rankformer.core.command_names": ("LOSS_SCALINGS",),
     # The model-family registry: every model name, its family and traits.
-    "tfr_rankformer.model_families": (
+    "tfr_rankformer.core.model_families": (
         "MODEL_NAMES",
         "TEXT_MODEL_NAMES",
         "ModelFamily",
@@ -53,9 +53,9 @@ _MODULES = {
         "register_model",
     ),
     "tfr_rankformer.text.listformer": ("build_text_model",),
-    "tfr_rankformer.text.text_data": ("TextConfig",),
+    "tfr_rankformer.training.text_config": ("TextConfig",),
     # Losses.
-    "tfr_rankformer.losses": (
+    "tfr_rankformer.ranking.losses": (
         "SCORE_LOSSES",
         "ScoreLoss",
         "get_score_loss",
@@ -67,10 +67,10 @@ _MODULES = {
     ),
     # Metrics: the paper's NDCG_y, NDCG_r and list-head metrics, and the
     # validation callback training uses.
-    "tfr_rankformer.ranking_metrics": ("evaluate_rankings", "ndcg_at_k", "dcg_gains"),
-    "tfr_rankformer.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
+    "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings", "ndcg_at_k", "dcg_gains"),
+    "tfr_rankformer.ranking.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
     # Input: the model's input names and tf.data from ELWC TFRecords.
-    "tfr_rankformer.elwc_schema": ("FEATURES", "PADDING_LABEL"),
+    "tfr_rankformer.core.elwc_schema": ("FEATURES", "PADDING_LABEL"),
     "tfr_rankformer.inputs.manifest": ("Manifest", "load_manifest", "label_levels"),
     "tfr_rankformer.inputs.list_parsing": ("MASK", "parsed_lists"),
     "tfr_rankformer.inputs.data": ("training_dataset", "evaluation_dataset"),

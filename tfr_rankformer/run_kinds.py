@@ -13,14 +13,13 @@ import os
 
 import numpy as np
 
-from tfr_rankformer import training
-from tfr_rankformer.evaluation import RunEvaluator
-from tfr_rankformer.feature_runs import feature_run_evaluator, gbdt_run_evaluator
+from tfr_rankformer.core.model_families import FEATURES_KIND, GBDT_KIND, TEXT_KIND
+from tfr_rankformer.core.run_layout import is_text_run, is_token_id_export
 from tfr_rankformer.gbdt.gbdt_booster import MODEL_FILE, is_gbdt_run, load_booster
 from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
-from tfr_rankformer.model_families import FEATURES_KIND, GBDT_KIND, TEXT_KIND
-from tfr_rankformer.run_layout import is_text_run, is_token_id_export
+from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving import export
+from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.serving.prediction import (
     load_export,
     resolve_export,
@@ -33,10 +32,11 @@ from tfr_rankformer.serving.prediction import (
 )
 from tfr_rankformer.serving.served_model import ServedModel
 from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs, text_signature
-from tfr_rankformer.text.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_tokenizer import register_text_ops
+from tfr_rankformer.training import loop as training
+from tfr_rankformer.training.feature_runs import feature_run_evaluator, gbdt_run_evaluator
 
 __all__ = ["FeatureRuns", "TextRuns", "GbdtRuns"]
 

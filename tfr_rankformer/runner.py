@@ -26,17 +26,17 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 
-from tfr_rankformer import model_families
-from tfr_rankformer.config_io import write_json
-from tfr_rankformer.evaluation import RunEvaluator
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.model_families import FEATURES_KIND
+from tfr_rankformer.core.run_layout import METRICS_NAME
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.model_families import FEATURES_KIND
-from tfr_rankformer.run_layout import METRICS_NAME
+from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving.prediction import ScoredList
 from tfr_rankformer.serving.served_model import ServedModel
 from tfr_rankformer.serving.serving_checks import check_policy
 from tfr_rankformer.serving.serving_client import DEFAULT_TIMEOUT, ServingError, connect
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
     "train",

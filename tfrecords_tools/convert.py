@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 
-from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
@@ -302,7 +302,7 @@ def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
 def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization) -> Manifest:
     """The ``manifest.json`` of one converted fold."""
     from tfr_rankformer import __version__
-    from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
+    from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
     num_features = sizes.num_features
     names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]

@@ -19,7 +19,7 @@ import zlib
 import google_crc32c
 import numpy as np
 
-from tfr_rankformer.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
+from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 from tfrecords_tools.protobuf_wire import encode_varint, field_header
 
 __all__ = [

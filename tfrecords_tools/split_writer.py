@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from tfr_rankformer import fault_points
+from tfr_rankformer.core import fault_points
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, ShardAssembler
 from tfrecords_tools.letor.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.letor.letor_parser import LetorFormatError

@@ -42,7 +42,7 @@ import zlib
 
 import numpy as np
 
-from tfr_rankformer.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import require_positive_ints
 
 __all__ = [
     "LENGTH_SPREADS",

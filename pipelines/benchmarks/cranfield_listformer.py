@@ -41,9 +41,9 @@ def _caps(args) -> dict:
 
 def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
     """The untrained model's scorer (what training starts from)."""
-    from tfr_rankformer.multi_worker import WorkerRole
+    from tfr_rankformer.core.multi_worker import WorkerRole
     from tfr_rankformer.text.text_family import TextFamily
-    from tfr_rankformer.train_config import TrainConfig
+    from tfr_rankformer.training.train_config import TrainConfig
 
     settings = dict(model="listformer", data=fold_dir, model_dir="unused", **_caps(args))
     settings.update(init_from=args.init_from, first_stage=_FIRST_STAGE[variant])

@@ -70,7 +70,7 @@ from pipelines.benchmarks.run_records import reprint, write_records
 from pipelines.convert_cli import main as convert_main
 from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.text_elwc import read_text_split
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

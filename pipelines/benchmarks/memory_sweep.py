@@ -52,7 +52,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 from pipelines.benchmarks.bench_support import feature_manifest
-from tfr_rankformer.training import TrainConfig, build_compiled_model
+from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
 
 name, length, items, steps, spare = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
 batch = max(items // length, 1)
@@ -75,8 +75,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 from tfr_rankformer.text.listformer import build_text_model
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.models import ModelConfig
+from tfr_rankformer.ranking.losses import get_score_loss
+from tfr_rankformer.model.models import ModelConfig
 
 attention = sys.argv[1]
 lists, docs, block, steps = map(int, sys.argv[2:6])

@@ -28,9 +28,9 @@ import numpy as np
 
 from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, ndcg_cells, train_fold
 from pipelines.flag_table import add_flag
+from tfr_rankformer.distill.distillation import DistillConfig, distill
+from tfr_rankformer.distill.distillation_teacher import load_teacher
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
-from tfr_rankformer.gbdt.distillation import DistillConfig, distill
-from tfr_rankformer.gbdt.distillation_teacher import load_teacher
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
 

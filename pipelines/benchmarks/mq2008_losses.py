@@ -20,7 +20,7 @@ import sys
 
 from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, train_fold
 from tfr_rankformer.inputs import data
-from tfr_rankformer.losses import SCORE_LOSSES
+from tfr_rankformer.ranking.losses import SCORE_LOSSES
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import time
 from pipelines.benchmarks.bench_support import letor_folds
 from pipelines.experiment_summary import mean_se
 from pipelines.flag_table import add_flag
-from tfr_rankformer.training import TrainConfig, train
+from tfr_rankformer.training.loop import TrainConfig, train
 
 MODELS = {
     "mlp": {"model": "mlp"},

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import feature_manifest
 from pipelines.flag_table import add_flag
-from tfr_rankformer.models import ModelConfig, build_model
+from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfrecords_tools.elwc_writer import ElwcEncoder
 

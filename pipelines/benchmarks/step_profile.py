@@ -3,7 +3,7 @@
 It builds the step ``train_bench`` times (2048 lists of 16 items, 46
 features, in memory), traces ``--steps`` steps with ``tf.profiler`` and sums
 the time of every TensorFlow op the trace records, over all threads, by op
-type and by op. The XLA-compiled pieces (``tfr_rankformer.compiled_ops``)
+type and by op. The XLA-compiled pieces (``tfr_rankformer.model.compiled_ops``)
 run as asynchronous kernels, recorded as the executor's ``ProcessAsync::Start``
 spans, shown as ``XlaLaunch``; matmuls are ``MatMul`` and ``BatchMatMulV2``.
 Shares are of the summed op time, so they hold under load from other

@@ -26,7 +26,7 @@ import argparse
 import numpy as np
 
 from pipelines.flag_table import add_flag
-from tfr_rankformer.ranking_metrics import ndcg_at_k
+from tfr_rankformer.ranking.ranking_metrics import ndcg_at_k
 from tfrecords_tools.synthetic import draw_latent_list, list_sizes
 
 

@@ -31,7 +31,7 @@ import tempfile
 import numpy as np
 
 from pipelines.flag_table import add_flag
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.bm25_run import evaluate_bm25
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, oracle_scores
 from tfrecords_tools.text.text_elwc import read_text_split

@@ -14,7 +14,7 @@ alike: each round times ``--steps`` steps of each side, the order swapping
 every round, and only one side computes at a time. It prints the CPU's vector
 extensions, each round's lists/s, and per model the median round of each side
 with their ratio. ``--compare-plain`` adds our step traced without the
-XLA-compiled pieces (``tfr_rankformer.compiled_ops``) to the rounds,
+XLA-compiled pieces (``tfr_rankformer.model.compiled_ops``) to the rounds,
 ``--compare-xla`` our step compiled whole with XLA. ``--peak`` also times
 TensorFlow's float32 matmul alone on the step's own shapes and on a square
 2048 x 2048 product, in the same run, and prints how many lists/s a step
@@ -47,9 +47,10 @@ import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
 from pipelines.flag_table import add_flag
-from tfr_rankformer import compiled_ops, model_families
-from tfr_rankformer.models import ModelConfig
-from tfr_rankformer.training import TrainConfig, build_compiled_model
+from tfr_rankformer.core import model_families
+from tfr_rankformer.model import compiled_ops
+from tfr_rankformer.model.models import ModelConfig
+from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
 
 MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(

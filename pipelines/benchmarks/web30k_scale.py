@@ -55,9 +55,9 @@ from pipelines.benchmarks.reference.parity_sources import official_setup
 from pipelines.benchmarks.run_records import read_records, reprint, write_records
 from pipelines.benchmarks.web30k_released import add_released_options, released
 from pipelines.flag_table import add_flag
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
-from tfr_rankformer.run_layout import HISTORY_NAME
 
 MODELS = ("rankformer", "transformer", "mlp", "gbdt")
 NEURAL = tuple(m for m in MODELS if model_families.is_neural(m))

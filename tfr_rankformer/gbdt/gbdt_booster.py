@@ -21,7 +21,7 @@ import lightgbm as lgb
 import numpy as np
 
 from tfr_rankformer.inputs.list_arrays import ListArrays
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
 __all__ = [
     "MODEL_FILE",

@@ -9,8 +9,8 @@ import os
 
 import lightgbm as lgb
 
-from tfr_rankformer import model_families
-from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 
 __all__ = ["PRESETS", "GBDTConfig", "canonical_params"]
 

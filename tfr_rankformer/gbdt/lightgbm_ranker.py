@@ -31,7 +31,8 @@ import time
 
 import lightgbm as lgb
 
-from tfr_rankformer.config_io import write_json
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.run_directory import run_session
 from tfr_rankformer.gbdt.gbdt_booster import (
     MODEL_FILE,
     evaluate_arrays,
@@ -46,7 +47,6 @@ from tfr_rankformer.gbdt.gbdt_config import PRESETS, GBDTConfig, canonical_param
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
-from tfr_rankformer.run_directory import run_session
 
 __all__ = [
     "PRESETS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs.batching import BatchPlan
 
 __all__ = ["own_items", "sample_long_lists", "pad_to_bucket", "group_by_bucket", "INDEX"]

@@ -33,7 +33,8 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
+from tfr_rankformer.core.multi_worker import WorkerRole
 from tfr_rankformer.inputs import batching, bucketed_batches
 from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.list_parsing import (
@@ -47,7 +48,6 @@ from tfr_rankformer.inputs.list_parsing import PARSE_BATCH as _PARSE_BATCH
 from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest
 from tfr_rankformer.inputs.resident_batches import resident_batches
 from tfr_rankformer.inputs.resident_lists import load_lists
-from tfr_rankformer.multi_worker import WorkerRole
 
 __all__ = [
     "MASK",

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs import bucketed_batches
 from tfr_rankformer.inputs.manifest import Manifest
 

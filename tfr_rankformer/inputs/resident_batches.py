@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs import bucketed_batches
 from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.list_parsing import MASK

@@ -30,7 +30,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs.list_parsing import LENGTHS, MASK, WorkerShard, parse_batches
 
 __all__ = ["ResidentLists", "load_lists", "resident_bytes"]

@@ -28,13 +28,13 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
-from tfr_rankformer.feature_runs import load_run
+from tfr_rankformer.core import elwc_schema
+from tfr_rankformer.core.run_layout import is_text_run
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.run_layout import is_text_run
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.serving.export_versions import next_version, write_version
+from tfr_rankformer.training.feature_runs import load_run
 
 __all__ = [
     "export_run",

@@ -14,8 +14,8 @@ import os
 import shutil
 from collections.abc import Callable
 
-from tfr_rankformer import fault_points
-from tfr_rankformer.run_layout import EXPORT_NAME
+from tfr_rankformer.core import fault_points
+from tfr_rankformer.core.run_layout import EXPORT_NAME
 
 __all__ = ["next_version", "write_version"]
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs import data
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.serving.export import save_servable

@@ -34,9 +34,9 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
-from tfr_rankformer.run_layout import EXPORT_NAME
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.serving.serving_requests import padded_tensors
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tfr_rankformer.model_families import TEXT_KIND
+from tfr_rankformer.core.model_families import TEXT_KIND
 
 if TYPE_CHECKING:
-    from tfr_rankformer.text.client_tokenizer import ClientTokenizer
+    from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 
 __all__ = ["ServedModel"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import INVALID_ITEM_POLICIES
+from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 
 __all__ = [
     "INVALID_ITEM_POLICIES",

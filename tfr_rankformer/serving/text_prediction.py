@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from tfr_rankformer.elwc_schema import FIRST_STAGE_INPUT
-from tfr_rankformer.run_layout import is_text_run
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.run_layout import is_text_run
 from tfr_rankformer.serving.export import SIGNATURE_ELWC
 from tfr_rankformer.serving.prediction import ScoredList, batched, opened_export, unpacked
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.layers import LayerNorm, gelu
-from tfr_rankformer.projections import Dense
+from tfr_rankformer.model.layers import LayerNorm, gelu
+from tfr_rankformer.model.projections import Dense
 from tfr_rankformer.text.listformer_form import ACTIVATIONS
 
 __all__ = ["BertEncoderLayer"]

@@ -9,7 +9,7 @@ Lucene's BM25 (its idf ``log(1 + (N - df + 0.5) / (df + 0.5))``).
 
 Reading collections and datasets is the converter's
 (``tfrecords_tools.text.bm25_run``); this module ranks and evaluates. NDCG
-follows ``tfr_rankformer.ranking_metrics`` (x 100, lists whose labels are all
+follows ``tfr_rankformer.ranking.ranking_metrics`` (x 100, lists whose labels are all
 equal left out, tied scores averaged).
 """
 
@@ -21,7 +21,7 @@ import logging
 
 import numpy as np
 
-from tfr_rankformer.ranking_metrics import CONVENTION, evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import CONVENTION, evaluate_rankings
 from tfr_rankformer.text.word_tokens import TOKENIZER_DESCRIPTION
 
 __all__ = ["Bm25Config", "Bm25Index", "METHODS", "top_documents", "bm25_list_metrics"]

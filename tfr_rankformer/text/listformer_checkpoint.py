@@ -41,7 +41,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     CONFIG_FILE,

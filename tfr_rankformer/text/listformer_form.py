@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.config_io import from_dict
+from tfr_rankformer.core.config_io import from_dict
 
 __all__ = ["ACTIVATIONS", "ListformerForm"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import ATTENTIONS
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer
-from tfr_rankformer.layers import FastDropout, LayerNorm, uses_compiled_ops
-from tfr_rankformer.projections import Dense
+from tfr_rankformer.core.command_names import ATTENTIONS
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.model.layers import FastDropout, LayerNorm, uses_compiled_ops
+from tfr_rankformer.model.projections import Dense
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 
 __all__ = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.layers import LayerNorm
+from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     SEP,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.elwc_schema import PADDING_LABEL
+from tfr_rankformer.core.elwc_schema import PADDING_LABEL
 from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.text_data import DOCUMENTS, LABEL, MASK, QUERY

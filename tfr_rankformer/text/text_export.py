@@ -41,16 +41,16 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer.elwc_schema import FIRST_STAGE_INPUT
-from tfr_rankformer.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, VOCAB_NAME
-from tfr_rankformer.serving.export_versions import next_version, write_version
-from tfr_rankformer.text import text_data
-from tfr_rankformer.text.client_tokenizer import (
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, VOCAB_NAME
+from tfr_rankformer.serving.client_tokenizer import (
     ASSETS_EXTRA,
     SETTINGS_NAME,
     VOCAB_FILE,
     tokenizer_settings,
 )
+from tfr_rankformer.serving.export_versions import next_version, write_version
+from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS
 from tfr_rankformer.text.text_runs import load_text_run, takes_first_stage, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import SUFFIX, UNKNOWN, TextTokenizer, read_vocabulary

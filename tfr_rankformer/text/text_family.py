@@ -32,11 +32,9 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer.config_io import write_json
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.optimizers import build_optimizer
-from tfr_rankformer.run_family import PreparedRun
-from tfr_rankformer.run_layout import TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.run_layout import TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.text import text_batches, text_data
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
@@ -60,7 +58,9 @@ from tfr_rankformer.text.text_tokenizer import (
     read_vocabulary,
     write_vocabulary,
 )
-from tfr_rankformer.training_setup import run_losses
+from tfr_rankformer.training.optimizers import build_optimizer
+from tfr_rankformer.training.run_family import PreparedRun
+from tfr_rankformer.training.training_setup import run_losses
 
 __all__ = ["TextFamily", "DEFAULT_LIST_SIZE", "TextEvaluationCallback"]
 

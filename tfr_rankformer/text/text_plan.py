@@ -32,8 +32,8 @@ from __future__ import annotations
 import dataclasses
 
 from tfr_rankformer.inputs import batching
-from tfr_rankformer.memory_estimate import RUNTIME_BYTES, MemoryEstimate, available_memory
-from tfr_rankformer.run_plan import RunPlan
+from tfr_rankformer.training.memory_estimate import RUNTIME_BYTES, MemoryEstimate, available_memory
+from tfr_rankformer.training.run_plan import RunPlan
 
 __all__ = ["TextShape", "text_shape", "text_step_bytes", "text_forward_bytes", "plan_text_run"]
 

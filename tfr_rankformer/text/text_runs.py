@@ -26,21 +26,21 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.evaluation import RunEvaluator
-from tfr_rankformer.losses import get_score_loss
-from tfr_rankformer.ranking_metrics import evaluate_rankings
-from tfr_rankformer.run_layout import (
+from tfr_rankformer.core.run_layout import (
     BEST_WEIGHTS,
     CONFIG_NAME,
     TEXT_RUN_NAME,
     VOCAB_NAME,
     is_text_run,
 )
+from tfr_rankformer.ranking.evaluation import RunEvaluator
+from tfr_rankformer.ranking.losses import get_score_loss
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS, build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
     "VOCAB_NAME",

@@ -24,14 +24,14 @@ import logging
 import os
 import time
 
-from tfr_rankformer import model_families
-from tfr_rankformer.config_io import require_positive_ints, write_json
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import require_positive_ints, write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.model_config import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.runner import train
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.tuning import search_space
 
 __all__ = ["TuneConfig", "run_tuning", "load_tuned", "BEST_CONFIG", "OBJECTIVE"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
 
 __all__ = [
     "Range",

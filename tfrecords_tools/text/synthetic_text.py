@@ -53,7 +53,7 @@ import zlib
 
 import numpy as np
 
-from tfr_rankformer.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import require_positive_ints
 from tfrecords_tools.synthetic import list_sizes
 
 __all__ = [

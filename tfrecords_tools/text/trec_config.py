@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-from tfr_rankformer.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 
 __all__ = ["TEXT_SPLITS", "FILE_FIELDS", "TrecConfig", "hash_split"]
 

@@ -53,8 +53,8 @@ from pipelines.benchmarks.reference.parity_sources import (
 )
 from pipelines.benchmarks.reference.reference_parity import MODELS
 from pipelines.flag_table import add_flag
-from tfr_rankformer import model_families
-from tfr_rankformer.command_names import ADAM_EPSILONS
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.command_names import ADAM_EPSILONS
 
 # Largest absolute differences taken as float32 round-off: scores and logits
 # are O(1), and measured differences are some 1e-6 before training, 1e-7 on
@@ -123,8 +123,8 @@ def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tupl
     import tensorflow as tf
 
     from tfr_rankformer.inputs.data import load_manifest
-    from tfr_rankformer.optimizers import learning_rate_schedule
-    from tfr_rankformer.training import TrainConfig, build_compiled_model
+    from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
+    from tfr_rankformer.training.optimizers import learning_rate_schedule
 
     tf.keras.utils.set_random_seed(seed)
     config = TrainConfig.from_json(
@@ -157,7 +157,7 @@ def _released_batch(released: dict) -> tuple[dict, dict]:
     list's highest label t, ``[B, 1]``) only when the released model has a list head."""
     import tensorflow as tf
 
-    from tfr_rankformer.elwc_schema import FEATURES
+    from tfr_rankformer.core.elwc_schema import FEATURES
     from tfr_rankformer.inputs.data import MASK
 
     mask, label = released["mask"], released["label"]

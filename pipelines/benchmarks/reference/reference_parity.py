@@ -84,7 +84,7 @@ from pipelines.benchmarks.reference.parity_tables import (
     table,
 )
 from pipelines.experiment_specs import parse_folds, parse_models
-from tfr_rankformer.config_io import write_json
+from tfr_rankformer.core.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
 
@@ -92,7 +92,7 @@ MODELS = ("rankformer", "transformer", "mlp")
 def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
     """Trains one of our models (or reuses the finished run); its test metrics and speed."""
     from tfr_rankformer.runner import train
-    from tfr_rankformer.train_config import TrainConfig
+    from tfr_rankformer.training.train_config import TrainConfig
 
     metrics_path = os.path.join(run_dir, "metrics.json")
     if not os.path.isfile(metrics_path):

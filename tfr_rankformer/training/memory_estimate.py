@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
 
 __all__ = [
     "RUNTIME_BYTES",

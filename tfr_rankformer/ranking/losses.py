@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
+from tfr_rankformer.core.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
 
 __all__ = [
     "LOSS_SCALINGS",

@@ -13,14 +13,8 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer.evaluation import evaluate_model
-from tfr_rankformer.inputs import data
-from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.losses import OrdinalListLoss, get_score_loss
-from tfr_rankformer.models import build_model, ranker_of
-from tfr_rankformer.multi_worker import SharedValidation, WorkerRole
-from tfr_rankformer.optimizers import build_optimizer
-from tfr_rankformer.run_layout import (
+from tfr_rankformer.core.multi_worker import SharedValidation, WorkerRole
+from tfr_rankformer.core.run_layout import (
     BACKUP_NAME,
     BEST_WEIGHTS,
     CONFIG_NAME,
@@ -28,8 +22,14 @@ from tfr_rankformer.run_layout import (
     LOGS_NAME,
     METRICS_NAME,
 )
-from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import BestWeights, ProgressLines, Throughput
+from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.model.models import build_model, ranker_of
+from tfr_rankformer.ranking.evaluation import evaluate_model
+from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss
+from tfr_rankformer.training.optimizers import build_optimizer
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_callbacks import BestWeights, ProgressLines, Throughput
 
 __all__ = [
     "run_losses",

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from tfr_rankformer import builtin_families
-from tfr_rankformer.model_spec import (
+from tfr_rankformer.core import builtin_families
+from tfr_rankformer.core.model_spec import (
     FEATURES_KIND,
     GBDT_KIND,
     KINDS,

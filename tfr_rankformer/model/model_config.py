@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer import model_families
-from tfr_rankformer.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
-from tfr_rankformer.config_io import require_positive_ints
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
+from tfr_rankformer.core.config_io import require_positive_ints
 
 __all__ = [
     "ModelConfig",

@@ -19,8 +19,8 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.command_names import INITIALIZATIONS
-from tfr_rankformer.projections import Dense
+from tfr_rankformer.core.command_names import INITIALIZATIONS
+from tfr_rankformer.model.projections import Dense
 
 __all__ = ["INITIALIZATIONS", "check_init", "dense", "kernel_initializer", "bias_initializer"]
 

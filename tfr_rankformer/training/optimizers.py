@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
     "InverseSqrtDecay",

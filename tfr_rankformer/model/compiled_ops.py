@@ -33,8 +33,8 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.projections import column_sums
-from tfr_rankformer.switches import Switch
+from tfr_rankformer.core.switches import Switch
+from tfr_rankformer.model.projections import column_sums
 
 __all__ = ["ENV_SWITCH", "bias_gelu_dropout", "default", "dropout", "enabled", "keep_mask"]
 

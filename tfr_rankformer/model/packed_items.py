@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.switches import Switch
+from tfr_rankformer.core.switches import Switch
 
 __all__ = [
     "ENV_SWITCH",

@@ -38,14 +38,14 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from tfr_rankformer import model_families
-from tfr_rankformer.elwc_schema import FEATURES
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer
-from tfr_rankformer.feature_normalization import FeatureNormalization
-from tfr_rankformer.initializers import dense
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.elwc_schema import FEATURES
 from tfr_rankformer.inputs.data import MASK
 from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.layers import (
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.model.feature_normalization import FeatureNormalization
+from tfr_rankformer.model.initializers import dense
+from tfr_rankformer.model.layers import (
     ClsToken,
     FastDropout,
     ItemAndContextHead,
@@ -53,8 +53,8 @@ from tfr_rankformer.layers import (
     LayerNorm,
     MaskedScores,
 )
-from tfr_rankformer.model_config import POSITIONAL_ENCODINGS, ModelConfig, check_model_name
-from tfr_rankformer.peer_layers import (
+from tfr_rankformer.model.model_config import POSITIONAL_ENCODINGS, ModelConfig, check_model_name
+from tfr_rankformer.model.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
     LearnedPositionalEncoding,

@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.multi_worker import WorkerRole
 from tfr_rankformer.inputs import batching, data
 from tfr_rankformer.inputs.list_parsing import PARSE_BATCH, PARSE_ITEMS
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.resident_lists import resident_bytes
-from tfr_rankformer.memory_estimate import (
+from tfr_rankformer.training.memory_estimate import (
     RUNTIME_BYTES,
     MemoryEstimate,
     available_memory,
@@ -26,8 +27,7 @@ from tfr_rankformer.memory_estimate import (
     model_shape,
     step_bytes,
 )
-from tfr_rankformer.multi_worker import WorkerRole
-from tfr_rankformer.train_config import TrainConfig
+from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
     "RunPlan",

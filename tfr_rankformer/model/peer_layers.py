@@ -24,7 +24,7 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 
 __all__ = [
     "PostNormEncoderLayer",
@@ -114,7 +114,7 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
 class GlobalTokens(tf.keras.layers.Layer):
     """Prepends ``count`` learned vectors to every list (always valid).
 
-    Call args / returns: as :class:`tfr_rankformer.layers.ClsToken`.
+    Call args / returns: as :class:`tfr_rankformer.model.layers.ClsToken`.
     """
 
     def __init__(self, count: int, **kwargs):

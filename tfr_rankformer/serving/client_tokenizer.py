@@ -263,5 +263,5 @@ def tokenizer_settings(
         "suffix_indicator": suffix_indicator,
         "max_bytes_per_word": 100,
         "padding_id": PADDING_ID,
-        "client": "tfr_rankformer/text/client_tokenizer.py (standard library only)",
+        "client": "tfr_rankformer/serving/client_tokenizer.py (standard library only)",
     }

@@ -32,29 +32,33 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import model_families
-from tfr_rankformer.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
-from tfr_rankformer.config_io import write_json
-from tfr_rankformer.multi_worker import WorkerRole, worker_role
-from tfr_rankformer.optimizers import (
-    EpochSchedule,
-    InverseSqrtDecay,
-    build_optimizer,
-    learning_rate_schedule,
-)
-from tfr_rankformer.run_directory import check_run_directory, run_session
-from tfr_rankformer.run_family import PreparedRun, RunFamily
-from tfr_rankformer.run_layout import (
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.multi_worker import WorkerRole, worker_role
+from tfr_rankformer.core.run_directory import check_run_directory, run_session
+from tfr_rankformer.core.run_layout import (
     BACKUP_NAME,
     BEST_WEIGHTS,
     CONFIG_NAME,
     HISTORY_NAME,
     METRICS_NAME,
 )
-from tfr_rankformer.run_plan import check_memory
-from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_callbacks import attached_to_terminal
-from tfr_rankformer.training_setup import build_compiled_model, build_run_model, run_callbacks
+from tfr_rankformer.training.optimizers import (
+    EpochSchedule,
+    InverseSqrtDecay,
+    build_optimizer,
+    learning_rate_schedule,
+)
+from tfr_rankformer.training.run_family import PreparedRun, RunFamily
+from tfr_rankformer.training.run_plan import check_memory
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_callbacks import attached_to_terminal
+from tfr_rankformer.training.training_setup import (
+    build_compiled_model,
+    build_run_model,
+    run_callbacks,
+)
 
 __all__ = [
     "TrainConfig",

@@ -19,9 +19,14 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import compiled_ops
-from tfr_rankformer.initializers import bias_initializer, check_init, dense, kernel_initializer
-from tfr_rankformer.projections import column_sums, matmul_last_axis
+from tfr_rankformer.model import compiled_ops
+from tfr_rankformer.model.initializers import (
+    bias_initializer,
+    check_init,
+    dense,
+    kernel_initializer,
+)
+from tfr_rankformer.model.projections import column_sums, matmul_last_axis
 
 __all__ = [
     "ClsToken",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 
-from tfr_rankformer import model_families
+from tfr_rankformer.core import model_families
 
 __all__ = [
     "BACKUP_NAME",

@@ -42,10 +42,15 @@ import time
 
 import numpy as np
 
-from tfr_rankformer.command_names import DISTILL_ROWS
-from tfr_rankformer.config_io import from_dict, require_positive_ints, write_json
-from tfr_rankformer.gbdt.distillation_targets import centred_scores, graded_targets, student_targets
-from tfr_rankformer.gbdt.distillation_teacher import Teacher, load_teacher
+from tfr_rankformer.core.command_names import DISTILL_ROWS
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints, write_json
+from tfr_rankformer.core.run_directory import RunExistsError, describe_entries, inspect_run
+from tfr_rankformer.distill.distillation_targets import (
+    centred_scores,
+    graded_targets,
+    student_targets,
+)
+from tfr_rankformer.distill.distillation_teacher import Teacher, load_teacher
 from tfr_rankformer.gbdt.gbdt_booster import (
     evaluate_arrays,
     fit_booster,
@@ -57,7 +62,6 @@ from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 from tfr_rankformer.inputs.manifest import Manifest
-from tfr_rankformer.run_directory import RunExistsError, describe_entries, inspect_run
 
 __all__ = [
     "DistillConfig",

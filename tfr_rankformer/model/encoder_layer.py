@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer import compiled_ops, packed_items
-from tfr_rankformer.initializers import check_init, dense, kernel_initializer
-from tfr_rankformer.layers import FastDropout, LayerNorm, gelu, uses_compiled_ops
-from tfr_rankformer.projections import Dense, matmul_last_axis
+from tfr_rankformer.model import compiled_ops, packed_items
+from tfr_rankformer.model.initializers import check_init, dense, kernel_initializer
+from tfr_rankformer.model.layers import FastDropout, LayerNorm, gelu, uses_compiled_ops
+from tfr_rankformer.model.projections import Dense, matmul_last_axis
 
 __all__ = ["PreNormEncoderLayer"]
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from tfr_rankformer import fault_points
-from tfr_rankformer.multi_worker import WorkerRole, chief_values
+from tfr_rankformer.core import fault_points
+from tfr_rankformer.core.multi_worker import WorkerRole, chief_values
 
 __all__ = ["Throughput", "ProgressLines", "attached_to_terminal", "BestWeights"]
 

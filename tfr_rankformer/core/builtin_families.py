@@ -10,7 +10,13 @@ TensorFlow: the plug-ins and builders are named by path and imported when used.
 
 from __future__ import annotations
 
-from tfr_rankformer.model_spec import FEATURES_KIND, GBDT_KIND, TEXT_KIND, ModelFamily, ModelSpec
+from tfr_rankformer.core.model_spec import (
+    FEATURES_KIND,
+    GBDT_KIND,
+    TEXT_KIND,
+    ModelFamily,
+    ModelSpec,
+)
 
 __all__ = [
     "FAMILIES",
@@ -27,7 +33,7 @@ FAMILIES = (
         "features",
         FEATURES_KIND,
         runs="tfr_rankformer.run_kinds:FeatureRuns",
-        run_family="tfr_rankformer.feature_family:FeatureFamily",
+        run_family="tfr_rankformer.training.feature_family:FeatureFamily",
         default=True,
     ),
     ModelFamily(
@@ -110,7 +116,7 @@ MODELS = (
         "rankformer",
         "features",
         has_list_head=True,
-        builder="tfr_rankformer.models:build_rankformer",
+        builder="tfr_rankformer.model.models:build_rankformer",
         # The RankFormer paper's best (Sec. 6.2); [CLS] and the z_i || z_CLS head
         # only with a list head, as in the released code.
         architecture=dict(_ENCODER, cls_token=True),
@@ -121,7 +127,7 @@ MODELS = (
     ModelSpec(
         "transformer",
         "features",
-        builder="tfr_rankformer.models:build_transformer",
+        builder="tfr_rankformer.model.models:build_transformer",
         # The released code's alpha = 0 model: the encoder alone, h_s(z_i).
         architecture=dict(_ENCODER, cls_token=False),
         training=RELEASED_TRAINING,
@@ -129,7 +135,7 @@ MODELS = (
     ModelSpec(
         "mlp",
         "features",
-        builder="tfr_rankformer.models:build_mlp",
+        builder="tfr_rankformer.model.models:build_mlp",
         architecture=dict(dropout=0.25, mlp_units=(512, 256, 128)),
         training=RELEASED_TRAINING,
         attention=False,
@@ -137,7 +143,7 @@ MODELS = (
     ModelSpec(
         "context_aware",
         "features",
-        builder="tfr_rankformer.models:build_context_aware",
+        builder="tfr_rankformer.model.models:build_context_aware",
         # Pobrotyn et al.'s best MSLR-WEB30K setting (allRank's ordinal
         # configuration), initialised as allRank does (Xavier-uniform weights);
         # per loss, allRank's published configuration where it differs
@@ -156,7 +162,7 @@ MODELS = (
         "summary_token_ranker",
         "features",
         has_list_head=True,
-        builder="tfr_rankformer.models:build_summary_token_ranker",
+        builder="tfr_rankformer.model.models:build_summary_token_ranker",
         # This project's item-level ranker: the RankFormer's encoder and heads, with
         # [CLS] and learned summary tokens as the only tokens the items attend to.
         architecture=dict(_ENCODER, global_tokens=4, cls_token=True),

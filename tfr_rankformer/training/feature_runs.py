@@ -11,7 +11,7 @@ import os
 
 import tensorflow as tf
 
-from tfr_rankformer.evaluation import RunEvaluator, evaluate_model
+from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
 from tfr_rankformer.inputs import data
@@ -19,9 +19,9 @@ from tfr_rankformer.inputs.empty_splits import empty_split_error, empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
-from tfr_rankformer.run_layout import BEST_WEIGHTS, CONFIG_NAME
-from tfr_rankformer.train_config import TrainConfig
-from tfr_rankformer.training_setup import build_run_model
+from tfr_rankformer.ranking.evaluation import RunEvaluator, evaluate_model
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_setup import build_run_model
 
 __all__ = ["load_run", "feature_run_evaluator", "gbdt_run_evaluator"]
 

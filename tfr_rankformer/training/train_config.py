@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer import model_families
-from tfr_rankformer.builtin_families import (
+from tfr_rankformer.core import model_families
+from tfr_rankformer.core.builtin_families import (
     FALLBACK_TRAINING,
     PRETRAINED_TEXT_TRAINING,
     RELEASED_TRAINING,
 )
-from tfr_rankformer.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
-from tfr_rankformer.config_io import from_dict, require_positive_ints
-from tfr_rankformer.losses import check_scaling, get_score_loss
-from tfr_rankformer.model_config import ModelConfig
-from tfr_rankformer.text.text_data import TextConfig
+from tfr_rankformer.core.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.ranking.losses import check_scaling, get_score_loss
+from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 

@@ -33,9 +33,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from tfr_rankformer import run_layout
-from tfr_rankformer.config_io import write_json
-from tfr_rankformer.run_layout import CONFIG_NAME, METRICS_NAME, RUN_STATE_NAME, RUN_STATES
+from tfr_rankformer.core import run_layout
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.run_layout import CONFIG_NAME, METRICS_NAME, RUN_STATE_NAME, RUN_STATES
 
 __all__ = [
     "EXISTING_RUN",

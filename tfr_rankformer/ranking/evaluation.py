@@ -10,10 +10,10 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer import elwc_schema
+from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.inputs.bucketed_batches import INDEX
 from tfr_rankformer.inputs.data import MASK
-from tfr_rankformer.ranking_metrics import evaluate_rankings
+from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
 __all__ = ["predict_lists", "evaluate_model", "EvaluationCallback", "RunEvaluator"]
 

@@ -1,0 +1,4 @@
+"""The lowest layer: names, the model-family registry, config I/O, a run's directory and
+layout, switches, fault points and the worker's place in a job. Nothing here imports
+TensorFlow at module level except ``cpu_allocator``'s call.
+"""

@@ -1,0 +1,1 @@
+"""Distilling a trained teacher (any exported run) into a LightGBM student."""

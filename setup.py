@@ -70,6 +70,8 @@ EXTRAS_REQUIRE = {
         "hypothesis>=6.100,<7",
         "pytest-xdist>=3.5,<4",
         "tokenizers>=0.19,<1",
+        # The type check of the public API in `make test` (pinned: its verdicts change).
+        "mypy==2.4.1",
     ],
     "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
 }
@@ -96,6 +98,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9,<3.12",
     packages=find_packages(include=["tfr_rankformer*", "tfrecords_tools*", "pipelines*"]),
+    # py.typed: type checkers read the library's own annotations (PEP 561).
+    package_data={"tfr_rankformer": ["py.typed"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

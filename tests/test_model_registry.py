@@ -131,7 +131,7 @@ def test_registration_refuses_repeats_unknown_families_and_kinds():
 def test_the_registry_imports_no_tensorflow():
     code = (
         "import sys\n"
-        "from tfr_rankformer import model_families\n"
+        "from tfr_rankformer.core import model_families\n"
         "model_families.get_model('rankformer'); model_families.trainable_names()\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow'\n"
         "assert 'lightgbm' not in sys.modules, 'lightgbm'\n"

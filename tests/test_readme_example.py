@@ -111,7 +111,9 @@ def test_the_export_scores_lists_as_the_trained_model(ran):
     scores = served["scores"].numpy()
     np.testing.assert_allclose(scores[mask], expected["scores"].numpy()[mask], rtol=1e-5, atol=1e-5)
     assert np.isfinite(scores[mask]).all()
-    assert (scores[~mask] == tfr_rankformer.PADDING_SCORE).all()
+    from tfr_rankformer.model.layers import PADDING_SCORE
+
+    assert (scores[~mask] == PADDING_SCORE).all()
     # The RankFormer's list head: P(t >= k) for k = 1, 2.
     assert served["list_probs"].shape == (3, 2)
     assert served["expected_list_label"].shape == (3,)

@@ -1,24 +1,39 @@
 """RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking.
 
-The public names are listed in ``__all__``: runs (``TrainConfig``, ``train``,
-``evaluate``, ``export_run``, ``predict``), models (``build_model``,
-``ModelConfig``, ``MODEL_NAMES``), losses, ranking metrics, ``tf.data`` input
-from ELWC TFRecords, and ``export_model`` for a model trained on any
-``tf.data`` pipeline.
+The public names, in ``__all__``, are grouped as a user meets them:
+
+- data: ``Manifest`` and ``load_manifest`` (a converted dataset's
+  description), ``training_dataset`` and ``evaluation_dataset`` (``tf.data``
+  from its ELWC TFRecords);
+- models: ``ModelConfig``, ``build_model``, the item-score losses
+  (``get_score_loss``) and the RankFormer's listwide loss
+  (``OrdinalListLoss``), and the model-family registry (``model_names``,
+  ``ModelSpec``, ``ModelFamily``, ``register_model``, ``register_family``);
+- training: ``TrainConfig`` (with ``TextConfig`` for text runs), ``train``,
+  ``evaluate``, what they return (``RunMetrics``) and the paper's metrics
+  over any scores (``evaluate_rankings``);
+- serving: ``export_run``, ``export_model`` for a model trained on any
+  ``tf.data`` pipeline, ``predict``, and the exports' signature names.
+
+Everything else is importable from its module (``docs/layout.md``) but may
+change between releases.
 
 ``import tfr_rankformer`` stays light: it loads neither TensorFlow nor
 TF-Ranking (the converter imports ``tfr_rankformer.core.elwc_schema`` and the
 commands' ``--help`` must start fast). Each public name is imported from its
-module on first use (PEP 562). Importing the package asks TensorFlow for its
-pooled CPU allocator (see ``cpu_allocator``).
+module on first use (PEP 562); type checkers read the same names from the
+``TYPE_CHECKING`` imports below. Importing the package asks TensorFlow for its
+pooled CPU allocator (see ``core.cpu_allocator``).
 
 >>> import tfr_rankformer
->>> tfr_rankformer.MODEL_NAMES[:2]
-('context_aware', 'listformer')
+>>> "rankformer" in tfr_rankformer.model_names()
+True
 >>> tfr_rankformer.ModelConfig(num_layers=1).resolved("rankformer").num_heads
 1
->>> round(tfr_rankformer.ndcg_at_k([0.2, 0.9, 0.1], [1, 0, 2], k=None), 4)
-0.5869
+>>> scores, labels = [[0.2, 0.9, 0.1]], [[1, 0, 2]]
+>>> mask = [[True, True, True]]
+>>> round(tfr_rankformer.evaluate_rankings(scores, labels, labels, mask)["ndcg_y@1"], 2)
+0.0
 """
 
 from tfr_rankformer.core.cpu_allocator import use_pooled_cpu_allocator
@@ -26,62 +41,81 @@ from tfr_rankformer.core.cpu_allocator import use_pooled_cpu_allocator
 use_pooled_cpu_allocator()
 
 import importlib as _importlib  # noqa: E402
-
-from tfr_rankformer.core import elwc_schema  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 __version__ = "0.1.0"
 
-# The public names, by topic, under the module that defines each.
+# The public names, by group, under the module that defines each.
 _MODULES = {
-    # Runs: one entry point for numeric and text (Listformer) runs.
-    "tfr_rankformer.runner": ("train", "evaluate", "export_run", "predict"),
-    "tfr_rankformer.training.train_config": ("TrainConfig",),
-    # Models and their settings.
-    "tfr_rankformer.model.models": ("build_model", "has_list_head"),
-    "tfr_rankformer.model.layers": ("PADDING_SCORE",),
-    "tfr_rankformer.model.model_config": ("ModelConfig",),
-    "tfr_rankformer.core.command_names": ("LOSS_SCALINGS",),
-    # The model-family registry: every model name, its family and traits.
-    "tfr_rankformer.core.model_families": (
-        "MODEL_NAMES",
-        "TEXT_MODEL_NAMES",
-        "ModelFamily",
-        "ModelSpec",
-        "get_model",
-        "model_names",
-        "register_family",
-        "register_model",
-    ),
-    "tfr_rankformer.text.listformer": ("build_text_model",),
-    "tfr_rankformer.training.text_config": ("TextConfig",),
-    # Losses.
-    "tfr_rankformer.ranking.losses": (
-        "SCORE_LOSSES",
-        "ScoreLoss",
-        "get_score_loss",
-        "OrdinalListLoss",
-        "ListNetLoss",
-        "ScaledSigmoidRMSE",
-        "PerListLoss",
-        "ListAverage",
-    ),
-    # Metrics: the paper's NDCG_y, NDCG_r and list-head metrics, and the
-    # validation callback training uses.
-    "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings", "ndcg_at_k", "dcg_gains"),
-    "tfr_rankformer.ranking.evaluation": ("evaluate_model", "predict_lists", "EvaluationCallback"),
-    # Input: the model's input names and tf.data from ELWC TFRecords.
-    "tfr_rankformer.core.elwc_schema": ("FEATURES", "PADDING_LABEL"),
-    "tfr_rankformer.inputs.manifest": ("Manifest", "load_manifest", "label_levels"),
-    "tfr_rankformer.inputs.list_parsing": ("MASK", "parsed_lists"),
+    # === Data ===
+    "tfr_rankformer.inputs.manifest": ("Manifest", "load_manifest"),
     "tfr_rankformer.inputs.data": ("training_dataset", "evaluation_dataset"),
-    "tfr_rankformer.inputs.batching": ("BatchPlan", "plan_batches", "bucket_edges"),
-    # Serving.
+    # === Models ===
+    "tfr_rankformer.model.model_config": ("ModelConfig",),
+    "tfr_rankformer.model.models": ("build_model",),
+    "tfr_rankformer.ranking.losses": ("get_score_loss", "OrdinalListLoss"),
+    "tfr_rankformer.core.model_spec": ("ModelSpec", "ModelFamily"),
+    "tfr_rankformer.core.model_families": ("model_names", "register_model", "register_family"),
+    # === Training ===
+    "tfr_rankformer.training.train_config": ("TrainConfig",),
+    "tfr_rankformer.training.text_config": ("TextConfig",),
+    "tfr_rankformer.runner": ("train", "evaluate", "export_run", "predict"),
+    "tfr_rankformer.core.run_results": ("RunMetrics",),
+    "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings",),
+    # === Serving ===
     "tfr_rankformer.serving.model_export": ("export_model",),
     "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS"),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = ["__version__", "elwc_schema", *_LAZY]
+# Literal, so that linters and type checkers read it; a test checks it against _MODULES.
+__all__ = [
+    "__version__",
+    # Data
+    "Manifest",
+    "load_manifest",
+    "training_dataset",
+    "evaluation_dataset",
+    # Models
+    "ModelConfig",
+    "build_model",
+    "get_score_loss",
+    "OrdinalListLoss",
+    "model_names",
+    "ModelSpec",
+    "ModelFamily",
+    "register_model",
+    "register_family",
+    # Training
+    "TrainConfig",
+    "TextConfig",
+    "train",
+    "evaluate",
+    "RunMetrics",
+    "evaluate_rankings",
+    # Serving
+    "export_run",
+    "export_model",
+    "predict",
+    "SIGNATURE_ELWC",
+    "SIGNATURE_TENSORS",
+]
+
+if TYPE_CHECKING:  # the names as type checkers and IDEs see them
+    from tfr_rankformer.core.model_families import model_names, register_family, register_model
+    from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
+    from tfr_rankformer.core.run_results import RunMetrics
+    from tfr_rankformer.inputs.data import evaluation_dataset, training_dataset
+    from tfr_rankformer.inputs.manifest import Manifest, load_manifest
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.model.models import build_model
+    from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss
+    from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
+    from tfr_rankformer.runner import evaluate, export_run, predict, train
+    from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
+    from tfr_rankformer.serving.model_export import export_model
+    from tfr_rankformer.training.text_config import TextConfig
+    from tfr_rankformer.training.train_config import TrainConfig
 
 
 def __getattr__(name: str):

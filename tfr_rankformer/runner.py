@@ -30,6 +30,7 @@ from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.core.model_families import FEATURES_KIND
 from tfr_rankformer.core.run_layout import METRICS_NAME
+from tfr_rankformer.core.run_results import RunMetrics, SplitMetrics
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving.prediction import ScoredList
@@ -60,6 +61,8 @@ def _runs_at(path: str):
         runs = family.load_runs()
         if runs.owns(path):
             return runs
+    if default is None:
+        raise LookupError("no model family is registered as the default (`default=True`)")
     return default.load_runs()
 
 
@@ -82,7 +85,7 @@ def train(
     callbacks: list | None = None,
     progress_seconds: float = 30.0,
     existing: str = "refuse",
-) -> dict:
+) -> RunMetrics:
     """Trains a run of any kind, keeps its weights, evaluates every split.
 
     Args:
@@ -123,7 +126,7 @@ def _evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
 
 def evaluate(
     model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
-) -> dict:
+) -> dict[str, SplitMetrics]:
     """Evaluates a trained run (feature-vector, text or GBDT) on ``splits`` of
     ``data_dir`` (default: every split of its training data).
 
@@ -141,7 +144,7 @@ def evaluate(
     if evaluator.check is not None:
         evaluator.check(splits)
     same_data = os.path.abspath(evaluator.data_dir) == os.path.abspath(evaluator.trained_on)
-    results = {}
+    results: dict[str, SplitMetrics] = {}
     for split in splits:
         key = split if same_data else f"{split}@{evaluator.data_dir}"
         results[key] = evaluator.evaluate(split)

@@ -193,7 +193,7 @@ class _LiveNames(Sequence):
             return tuple(self) == tuple(other)
         return NotImplemented
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # compared by value, so unhashable
 
     def __repr__(self) -> str:
         return repr(model_names(self._kinds))

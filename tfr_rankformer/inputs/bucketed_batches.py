@@ -41,6 +41,24 @@ def own_items(element):
     return {k: (tf.gather(v, keep) if k in _PER_ITEM else v) for k, v in element.items()}
 
 
+def kept_items(n: tf.Tensor, cap: int, key: tf.Tensor, *, keep_order: bool) -> tf.Tensor:
+    """The positions kept of a list of ``n`` items cut to ``cap``: ``[min(n, cap)]`` int32.
+
+    ``keep_order``: the first ``cap``; else a uniform random subset drawn from
+    ``key`` (a list's own int64 draw), in the list's order.
+    """
+    if keep_order:
+        return tf.range(tf.minimum(n, cap))
+
+    def sample():
+        noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
+        # The `cap` largest of n uniform draws: a random subset, sorted back
+        # into the list's order.
+        return tf.sort(tf.math.top_k(noise, k=cap).indices)
+
+    return tf.cond(n > cap, sample, lambda: tf.range(n))
+
+
 def sample_long_lists(
     lists: tf.data.Dataset, cap: int, *, seed: int, keep_order: bool
 ) -> tf.data.Dataset:
@@ -52,18 +70,7 @@ def sample_long_lists(
     """
 
     def cut(element, key):
-        n = tf.shape(element[MASK])[0]
-        if keep_order:
-            keep = tf.range(tf.minimum(n, cap))
-        else:
-
-            def sample():
-                noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
-                # The `cap` largest of n uniform draws: a random subset, sorted
-                # back into the list's order.
-                return tf.sort(tf.math.top_k(noise, k=cap).indices)
-
-            keep = tf.cond(n > cap, sample, lambda: tf.range(n))
+        keep = kept_items(tf.shape(element[MASK])[0], cap, key, keep_order=keep_order)
         return {k: tf.gather(v, keep) if k in _PER_ITEM else v for k, v in element.items()}
 
     keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)

@@ -108,17 +108,9 @@ def _own_rows(store: ResidentLists, i: tf.Tensor) -> dict:
 
 def _sampled_rows(store, i, key, cap: int, keep_order: bool) -> dict:
     """A list's rows, those of a list longer than ``cap`` cut to ``cap``: the same
-    draw as ``bucketed_batches.sample_long_lists`` makes from the same ``key``."""
+    draw as ``bucketed_batches.sample_long_lists`` makes from the same ``key`` (``kept_items``)."""
     start, n = store.starts[i], tf.cast(store.lengths[i], tf.int32)
-    if keep_order:
-        keep = tf.range(tf.minimum(n, cap))
-    else:
-
-        def sample():
-            noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
-            return tf.sort(tf.math.top_k(noise, k=cap).indices)
-
-        keep = tf.cond(n > cap, sample, lambda: tf.range(n))
+    keep = bucketed_batches.kept_items(n, cap, key, keep_order=keep_order)
     return {MASK: start + tf.cast(keep, tf.int64)}
 
 

@@ -27,6 +27,7 @@ TF-Ranking's losses ignore) and, for models with a list head,
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -198,29 +199,25 @@ def training_dataset(
       shuffle_buffer: lists held for shuffling.
       normalize: applied to each list's features once (``[1, n, d]``), e.g. the
         model's normalisation layer, so training steps skip it.
-      cache_bytes: the parsed lists (unpadded, before sampling) are kept in
-        memory after the first epoch if they take at most this many bytes,
-      cache_file: else written to this file (``tf.data``'s cache: the first
-        epoch must run to its end, and no other process may use the file), if
-        given.
+      cache_bytes, cache_file: streamed lists only: the parsed lists (unpadded,
+        before sampling) are kept in memory after the first epoch if they take
+        at most ``cache_bytes``, else written to ``cache_file`` if given
+        (``tf.data``'s cache: no other process may use the file).
       worker: this worker's place in a multi-worker job (default: the only
         worker); it reads only its ``shard_for_worker`` of the split.
       pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
         in shuffled order, each padded to its longest list (a baseline).
       lists_in_memory: parse and normalise the lists once, here, and serve every
         epoch from memory (``resident_lists``, ``resident_batches``): the same
-        batches as the streaming pipeline, without parsing or cache reads;
-        ``cache_bytes`` and ``cache_file`` then go unused.
+        batches as the streaming pipeline, without parsing or cache reads.
     """
     worker, manifest = worker or WorkerRole(), Manifest.coerce(manifest)
     entry = manifest.split(split, data_dir)
-    size = entry.num_items * (manifest.num_features + 3) * 4
     files = shard_for_worker(manifest.split_files(data_dir, split), worker)
     bucket = single_bucket(entry, plan, pad_to_longest)
-
-    def model_io(element):
-        return _to_model_io(element, with_list_head, with_item_levels)
-
+    finish = functools.partial(
+        _to_model_io, with_list_head=with_list_head, with_item_levels=with_item_levels
+    )
     steps = dict(
         include_empty_lists=include_empty_lists,
         shuffle_buffer=shuffle_buffer,
@@ -231,13 +228,13 @@ def training_dataset(
     )
     if lists_in_memory:
         store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
-        batches = resident_batches(store, plan=plan, finish=model_io, **steps)
+        batches = resident_batches(store, plan=plan, finish=finish, **steps)
     else:
         lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+        size = entry.num_items * (manifest.num_features + 3) * 4
         lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
-        batches = _streamed_batches(lists, entry, plan, bucket, **steps).map(
-            model_io, num_parallel_calls=tf.data.AUTOTUNE
-        )
+        batches = _streamed_batches(lists, entry, plan, bucket, **steps)
+        batches = batches.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 

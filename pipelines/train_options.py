@@ -15,6 +15,7 @@ from tfr_rankformer.core.command_names import (
     LR_SCHEDULES,
     OPTIMIZERS,
 )
+from tfr_rankformer.core.elwc_schema import SPLITS
 
 __all__ = [
     "NUMERIC_ARCHITECTURE",
@@ -268,7 +269,7 @@ def _split_list(value: str) -> tuple[str, ...]:
     if value == "none":
         return ()
     splits = tuple(s.strip() for s in value.split(","))
-    unknown = [s for s in splits if s not in ("train", "vali", "test")]
+    unknown = [s for s in splits if s not in SPLITS]
     if unknown:
         raise argparse.ArgumentTypeError(f"{unknown}: choose from train, vali, test, or none")
     return splits

@@ -12,6 +12,8 @@ import dataclasses
 import os
 import re
 
+from tfr_rankformer.core.elwc_schema import SPLITS
+
 __all__ = [
     "DatasetInfo",
     "DATASETS",
@@ -21,8 +23,6 @@ __all__ = [
     "find_folds",
     "DatasetNotFoundError",
 ]
-
-SPLITS = ("train", "vali", "test")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ dataset's ``manifest.json``.
 from __future__ import annotations
 
 __all__ = [
+    "SPLITS",
     "QID",
     "FEATURES",
     "LABEL",
@@ -19,6 +20,9 @@ __all__ = [
     "context_feature_spec",
     "example_feature_spec",
 ]
+
+# The splits of a converted dataset, in the order they are written and read.
+SPLITS = ("train", "vali", "test")
 
 QID = "qid"
 FEATURES = "features"

@@ -28,7 +28,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core.elwc_schema import PADDING_LABEL
+from tfr_rankformer.core.elwc_schema import PADDING_LABEL, SPLITS
 from tfr_rankformer.inputs.manifest import (
     MANIFEST_NAME,
     TEXT_KIND,
@@ -57,7 +57,6 @@ __all__ = [
 QUERY, DOCUMENTS, MASK, LABEL = "query", "documents", "mask", "label"
 FIRST_STAGE = "first_stage"
 _PARSE_BATCH = 64
-SPLITS = ("train", "vali", "test")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tfr_rankformer.core.builtin_families import (
 )
 from tfr_rankformer.core.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.ranking.losses import check_scaling, get_score_loss
 from tfr_rankformer.training.text_config import TextConfig
@@ -33,8 +34,6 @@ _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 # Settings whose default depends on the model are its ``model_families.ModelSpec``'s
 # ``training`` (and ``alpha``): the RankFormer family follows the authors'
 # released code, context_aware allRank's published configurations.
-
-_SPLITS = ("train", "vali", "test")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,8 +277,8 @@ class TrainConfig:
         splits = self.evaluate_splits
         if splits is None:
             return
-        if isinstance(splits, str) or not all(s in _SPLITS for s in splits):
-            raise ValueError(f"`evaluate_splits` must be some of {list(_SPLITS)}, got {splits!r}")
+        if isinstance(splits, str) or not all(s in SPLITS for s in splits):
+            raise ValueError(f"`evaluate_splits` must be some of {list(SPLITS)}, got {splits!r}")
         object.__setattr__(self, "evaluate_splits", tuple(splits))
 
     def final_splits(self, splits) -> tuple[str, ...]:

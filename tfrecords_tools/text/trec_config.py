@@ -7,9 +7,8 @@ import zlib
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 
-__all__ = ["TEXT_SPLITS", "FILE_FIELDS", "TrecConfig", "hash_split"]
+__all__ = ["FILE_FIELDS", "TrecConfig", "hash_split"]
 
-TEXT_SPLITS = ("train", "vali", "test")
 # The ``TrecConfig`` fields that name input files: the query files first.
 FILE_FIELDS = (
     "queries",

@@ -38,6 +38,7 @@ import collections
 import logging
 import os
 
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
 from tfrecords_tools.text.text_dataset import (
@@ -52,7 +53,7 @@ from tfrecords_tools.text.text_elwc import (
     TextSplitWriter,
     to_float32,
 )
-from tfrecords_tools.text.trec_config import TEXT_SPLITS, TrecConfig, hash_split
+from tfrecords_tools.text.trec_config import TrecConfig, hash_split
 from tfrecords_tools.text.trec_files import (
     TrecFormatError,
     read_collection,
@@ -67,7 +68,6 @@ __all__ = [
     "convert_trec",
     "hash_split",
     "write_text_dataset",
-    "TEXT_SPLITS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class _Reader:
     def _split_lists(self) -> dict[str, str] | None:
         """qid -> split from the qid list files; ``None`` without them."""
         lists, first = {}, {}
-        for split in TEXT_SPLITS:
+        for split in SPLITS:
             for path in getattr(self.config, f"{split}_qids"):
                 for line, qid in read_qid_list(path):
                     if qid in first:
@@ -123,7 +123,7 @@ class _Reader:
         config, seen = self.config, {}
         split_lists = self._split_lists()
         files = [(path, None) for path in config.queries]
-        for split in TEXT_SPLITS:
+        for split in SPLITS:
             files += [(path, split) for path in getattr(config, f"{split}_queries")]
         for path, file_split in files:
             for line, qid, text in read_queries(path):
@@ -296,7 +296,7 @@ def _log_filtered(filtered: dict) -> None:
 
 def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
     """Writes the lists; returns the manifest's ``splits`` and the highest label."""
-    writers = {s: TextSplitWriter(out_dir, s, reader.config.shards) for s in TEXT_SPLITS}
+    writers = {s: TextSplitWriter(out_dir, s, reader.config.shards) for s in SPLITS}
     max_label = 0
     try:
         for split, text_list in _text_lists(reader, lists, documents):

@@ -30,6 +30,7 @@ import numpy as np
 
 from pipelines.benchmarks.reference import parity_sources, reference_runner
 from pipelines.flag_table import add_flag
+from tfr_rankformer.core.elwc_schema import SPLITS
 
 
 def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: int) -> list[dict]:
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parity_sources.add_source_arguments(p)
     add_flag(p, "fold", default=1, help="the fold. Default: 1")
-    add_flag(p, "split", default="train", choices=["train", "vali", "test"], help="Default: train")
+    add_flag(p, "split", default="train", choices=list(SPLITS), help="Default: train")
     p.add_argument("--draws", type=int, default=10, help="draws per side. Default: 10")
     add_flag(p, "seed", default=0, help="first draw's seed. Default: 0")
     args = p.parse_args(argv)

@@ -35,7 +35,7 @@ from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_tokenizer import register_text_ops
-from tfr_rankformer.training import loop as training
+from tfr_rankformer.training import loop
 from tfr_rankformer.training.feature_runs import feature_run_evaluator, gbdt_run_evaluator
 
 __all__ = ["FeatureRuns", "TextRuns", "GbdtRuns"]
@@ -55,7 +55,7 @@ class FeatureRuns:
         return False
 
     def train(self, config, **options) -> dict:
-        return training.train(config, **options)
+        return loop.train(config, **options)
 
     def evaluator(self, model_dir: str, data_dir: str | None) -> RunEvaluator:
         return feature_run_evaluator(model_dir, data_dir)

@@ -181,3 +181,35 @@ def test_the_export_of_a_bf16_run_serves_float32_close_to_the_bf16_model(bf16_ru
     np.testing.assert_allclose(served["scores"].numpy()[valid], own[valid], atol=0.05 * scale)
     float32_scores = reloaded({"features": features, "mask": mask}, training=False)["scores"]
     np.testing.assert_allclose(served["scores"].numpy(), float32_scores.numpy(), rtol=1e-5)
+
+
+def test_the_compiled_pieces_run_in_bfloat16_close_to_float32():
+    from tfr_rankformer.model import compiled_ops
+    from tfr_rankformer.model.layers import LayerNorm, uses_compiled_ops
+
+    assert uses_compiled_ops(True, tf.bfloat16) == compiled_ops.enabled()
+    assert not uses_compiled_ops(True, tf.float16)
+    rng = np.random.default_rng(2)
+    h = tf.constant(rng.normal(size=(6, 8)), tf.float32)
+    bias = tf.constant(rng.normal(size=(8,)), tf.float32)
+    key = tf.constant([3, 4])
+
+    def forward_and_gradient(h, bias):
+        with tf.GradientTape() as tape:
+            tape.watch([h, bias])
+            out = compiled_ops.bias_gelu_dropout(h, bias, key, 0.25)
+            total = tf.reduce_sum(tf.cast(out, tf.float32) * tf.range(1.0, 9.0))
+        return (out, *tape.gradient(total, [h, bias]))
+
+    exact = forward_and_gradient(h, bias)
+    low = forward_and_gradient(tf.cast(h, tf.bfloat16), tf.cast(bias, tf.bfloat16))
+    for a, b in zip(exact, low):
+        assert b.dtype == tf.bfloat16
+        np.testing.assert_allclose(tf.cast(b, tf.float32).numpy(), a.numpy(), rtol=0.03, atol=0.1)
+    x = tf.constant(rng.normal(size=(4, 8)) * 3 + 1, tf.float32)
+    expected = LayerNorm(epsilon=1e-5)(x, training=True)
+    normalized = LayerNorm(epsilon=1e-5, dtype="mixed_bfloat16")(x, training=True)
+    assert normalized.dtype == tf.bfloat16
+    np.testing.assert_allclose(
+        tf.cast(normalized, tf.float32).numpy(), expected.numpy(), rtol=0.02, atol=0.02
+    )

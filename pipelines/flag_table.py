@@ -25,7 +25,7 @@ import pathlib
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.builtin_families import FALLBACK_TRAINING, PRETRAINED_TEXT_TRAINING
-from tfr_rankformer.core.command_names import ADAM_EPSILONS
+from tfr_rankformer.core.command_names import ADAM_EPSILONS, PRECISIONS
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -232,6 +232,14 @@ FLAGS: dict[str, Flag] = {
         "Keras's Adam (up to 32x more damping early on). "
         f"Default: {_ADAM_EPSILON}",
         _ADAM_EPSILON,
+    ),
+    "precision": Flag(
+        ("--precision",),
+        {"choices": list(PRECISIONS)},
+        "compute precision: float32, or mixed precision with bf16 (bfloat16) or float16 "
+        "compute, the weights, the model's outputs, the losses and the metrics staying "
+        "float32; bf16 runs in hardware on CPUs with AVX512-BF16 or AMX and on recent "
+        "GPUs. Default: float16 when a GPU is visible, else float32",
     ),
     "seed": Flag(
         ("--seed",),

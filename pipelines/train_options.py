@@ -41,6 +41,7 @@ NUMERIC_ARCHITECTURE = (
     "cls_token",
     "final_norm",
     "cls_stddev",
+    "precision",
     "mixed_precision",
     "xla",
     "lists_in_memory",
@@ -216,11 +217,13 @@ def _add_empty_list_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_compute_options(p: argparse.ArgumentParser) -> None:
-    """``--mixed-precision`` .. ``--seed``: numerics, evaluation batches and the seed."""
+    """``--precision`` .. ``--seed``: numerics, evaluation batches and the seed."""
+    add_flag(p, "precision")
     p.add_argument(
         "--mixed-precision",
         choices=sorted(SWITCHES),
-        help="float16 compute. Default: auto (on when a GPU is visible)",
+        help="an alias: on is --precision float16, off float32 (given with --precision, the "
+        "two must agree). Default: auto (--precision's default)",
     )
     p.add_argument(
         "--xla",

@@ -44,6 +44,19 @@ def test_without_the_released_code_it_times_our_side_and_says_how(capsys, tmp_pa
     assert "mlp            46: ours" in out and "; ratio" not in out
 
 
+def test_each_precision_is_one_more_side_of_the_rounds(capsys, tmp_path, monkeypatch):
+    from pipelines.benchmarks.train_bench import main
+
+    monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
+    flags = ["--models", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]
+    flags += ["--rounds", "2", "--official-dir", str(tmp_path)]
+    assert main(flags + ["--precision", "float32", "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "precision float32, bf16" in out
+    assert out.count("lists/s") >= 2 and out.count("ours, bf16") == 3  # 2 rounds, the median
+    assert "bf16 / float32" in out
+
+
 def test_unknown_models_are_refused():
     from pipelines.benchmarks.train_bench import main
 

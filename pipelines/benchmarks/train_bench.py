@@ -15,7 +15,9 @@ every round, and only one side computes at a time. It prints the CPU's vector
 extensions, each round's lists/s, and per model the median round of each side
 with their ratio. ``--compare-plain`` adds our step traced without the
 XLA-compiled pieces (``tfr_rankformer.model.compiled_ops``) to the rounds,
-``--compare-xla`` our step compiled whole with XLA. ``--peak`` also times
+``--compare-xla`` our step compiled whole with XLA. ``--precision``, repeated,
+times our step in each compute precision given (``--precision float32
+--precision bf16``), each one more side of the same rounds. ``--peak`` also times
 TensorFlow's float32 matmul alone on the step's own shapes and on a square
 2048 x 2048 product, in the same run, and prints how many lists/s a step
 could reach if every matmul ran at that best rate: a ceiling on any float32
@@ -51,6 +53,7 @@ from tfr_rankformer.core import model_families
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.models import ModelConfig
 from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
+from tfr_rankformer.training.precision import precision_policy
 
 MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(
@@ -98,15 +101,21 @@ def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
     return best
 
 
-def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, seed: int = 0):
-    """A compiled, warmed-up training step of ``model`` on one in-memory batch.
+def prepare(
+    model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32", seed: int = 0
+):
+    """A compiled, warmed-up training step of ``model`` on one in-memory batch,
+    built in ``precision`` (see ``training.precision``).
 
     Returns ``(step, architecture)``; ``step()`` runs one step (forward, losses,
     backward, AdamW) and waits for it.
     """
     config = TrainConfig(model=model, data="-", model_dir="-")
     # The ranker's step is what training runs (features arrive normalised).
-    _, compiled = build_compiled_model(config, feature_manifest(d), steps_per_epoch=100, xla=xla)
+    with precision_policy(precision):
+        _, compiled = build_compiled_model(
+            config, feature_manifest(d), steps_per_epoch=100, xla=xla
+        )
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
     inputs = {
@@ -178,11 +187,20 @@ def _our_seconds(step, steps: int) -> list[float]:
     return durations
 
 
+def our_side(precision: str, first: str) -> str:
+    """The name of our side in ``precision``: ``ours`` for the first precision asked."""
+    return "ours" if precision == first else f"ours, {precision}"
+
+
 def _our_steps(model: str, d: int, args) -> dict:
-    """``{side: step}``: ours, and if asked ours compiled whole with XLA and ours
-    traced without the compiled pieces."""
+    """``{side: step}``: ours in each ``--precision``, and if asked ours compiled whole
+    with XLA and ours traced without the compiled pieces (in the first precision)."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
-    sides = {"ours": prepare(model, d, **kwargs)[0]}
+    sides = {}
+    for precision in args.precision:
+        side = our_side(precision, args.precision[0])
+        sides[side] = prepare(model, d, **dict(kwargs, precision=precision))[0]
+    kwargs["precision"] = args.precision[0]
     if args.compare_xla and not args.xla:
         sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))[0]
     if args.compare_plain:
@@ -244,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     add_flag(parser, "features", default="46", help="comma-separated feature counts", type=None)
     add_flag(parser, "models", default=",".join(MODELS))
     add_flag(parser, "steps", help="steps per side and round")
+    add_flag(
+        parser,
+        "precision",
+        action="append",
+        help="our step's compute precision (see tfr-train --precision); repeated, each "
+        "is one more side of the alternating rounds, named 'ours' for the first and "
+        "'ours, PRECISION' for the others. Default: float32",
+    )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--xla", action="store_true", help="compile our whole step with XLA")
     parser.add_argument(
@@ -275,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
     )
     args = parser.parse_args(argv)
+    args.precision = list(dict.fromkeys(args.precision or ["float32"]))
     models = [m for m in args.models.split(",") if m]
     unknown = sorted(set(models) - set(MODELS))
     if unknown:
@@ -287,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         f"batch {args.batch_size} lists of {args.items} items"
         + (f" (theirs {args.official_batch_size})" if args.official_batch_size else "")
         + f"; TensorFlow {tf.__version__}; "
-        f"{args.rounds} rounds of {args.steps} steps per side; XLA {'on' if args.xla else 'off'}"
+        f"{args.rounds} rounds of {args.steps} steps per side; XLA {'on' if args.xla else 'off'}; "
+        f"precision {', '.join(args.precision)}"
     )
     summary = []
     for d in (int(x) for x in args.features.split(",")):
@@ -300,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
         shown = ", ".join(f"{side} {rate:,.0f}" for side, rate in medians.items())
         if "authors" in medians:
             shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
+        for precision in args.precision[1:]:
+            side = our_side(precision, args.precision[0])
+            shown += f"; {precision} / {args.precision[0]} {medians[side] / medians['ours']:.2f}"
         arch = TrainConfig(model=model, data="-", model_dir="-").architecture
         per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
         print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")

@@ -25,7 +25,12 @@ __all__ = [
     "LR_SCHEDULES",
     "OPTIMIZERS",
     "ADAM_EPSILONS",
+    "PRECISIONS",
 ]
+
+# A training run's compute precision (``training.precision``): float32, or mixed
+# precision (float32 weights) with bfloat16 or float16 compute.
+PRECISIONS = ("float32", "bf16", "float16")
 
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")

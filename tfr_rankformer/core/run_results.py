@@ -47,6 +47,7 @@ class NeuralTrainingSummary(TypedDict, total=False):
     monitor: str
     strategy: str
     workers: int
+    precision: str
     mixed_precision: bool
     xla: bool
 

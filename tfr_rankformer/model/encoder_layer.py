@@ -17,7 +17,13 @@ import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops, packed_items
 from tfr_rankformer.model.initializers import check_init, dense, kernel_initializer
-from tfr_rankformer.model.layers import FastDropout, LayerNorm, gelu, uses_compiled_ops
+from tfr_rankformer.model.layers import (
+    COMPILED_DTYPES,
+    FastDropout,
+    LayerNorm,
+    gelu,
+    uses_compiled_ops,
+)
 from tfr_rankformer.model.projections import Dense, matmul_last_axis
 
 __all__ = ["PreNormEncoderLayer"]
@@ -119,15 +125,18 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             self.ff_in.build(h.shape)
         if not self.dropout_ff.built:
             self.dropout_ff.build(None)
-        hidden = matmul_last_axis(h, self.ff_in.kernel)  # [B, L, D] -> [B, L, F]
+        # Read as tensors in h's dtype (mixed precision keeps float32 variables).
+        kernel, bias = (tf.cast(w, h.dtype) for w in (self.ff_in.kernel, self.ff_in.bias))
+        hidden = matmul_last_axis(h, kernel)  # [B, L, D] -> [B, L, F]
         return compiled_ops.bias_gelu_dropout(
-            hidden, self.ff_in.bias, self.dropout_ff.draw_key(), self.dropout
+            hidden, bias, self.dropout_ff.draw_key(), self.dropout
         )
 
     def _feed_forward(self, x, training):
         """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
         h = self.norm_ff(x, training=training)
-        compiled = self.activation == "gelu" and self.ff_in.compute_dtype == "float32"
+        dtype = tf.as_dtype(self.ff_in.compute_dtype)
+        compiled = self.activation == "gelu" and dtype in COMPILED_DTYPES
         if compiled and uses_compiled_ops(training, h.dtype):
             h = self._compiled_feed_forward_hidden(h)
         else:

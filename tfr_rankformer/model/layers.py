@@ -57,14 +57,19 @@ def _in_save_context() -> bool:
     return save_context.in_save_context()
 
 
+# The compute dtypes the compiled pieces run in (float16 keeps plain ops).
+COMPILED_DTYPES = (tf.float32, tf.bfloat16)
+
+
 def uses_compiled_ops(training, dtype) -> bool:
     """Whether a training-mode call runs the XLA-compiled pieces of ``compiled_ops``.
 
-    Only in training, in float32, and while ``compiled_ops.enabled()``.
+    Only in training, in float32 or bfloat16 (``bf16`` mixed precision), and while
+    ``compiled_ops.enabled()``.
     Inference keeps plain TensorFlow ops, and so do SavedModels (which trace
     the training branch too), so that serving never compiles anything.
     """
-    if tf.is_tensor(training) or not training or tf.as_dtype(dtype) != tf.float32:
+    if tf.is_tensor(training) or not training or tf.as_dtype(dtype) not in COMPILED_DTYPES:
         return False
     return compiled_ops.enabled() and not _in_save_context()
 
@@ -199,22 +204,26 @@ def layer_norm(x, gamma, beta, epsilon: float):
 class LayerNorm(tf.keras.layers.LayerNormalization):
     """Keras's ``LayerNormalization`` (its own name, which saved models record).
 
-    In float32 training over the last axis it runs :func:`layer_norm`, whose
-    backward pass is shorter; inference and saved models keep Keras's ops.
+    In float32 or bfloat16 training over the last axis it runs :func:`layer_norm`
+    (in float32), whose backward pass is shorter; inference and saved models keep Keras's ops.
     """
 
     def call(self, inputs, training=None):
         written_out = (
             not tf.is_tensor(training)
             and bool(training)
-            and inputs.dtype == tf.float32
+            and inputs.dtype in COMPILED_DTYPES
             and self.axis == [inputs.shape.rank - 1]
             and self.gamma is not None
             and self.beta is not None
             and not _in_save_context()
         )
-        if written_out:
+        if written_out and inputs.dtype == tf.float32:
             return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+        if written_out:  # bfloat16: normalised in float32, as Keras's layer does
+            gamma, beta = (tf.cast(w, tf.float32) for w in (self.gamma, self.beta))
+            normalized = layer_norm(tf.cast(inputs, tf.float32), gamma, beta, self.epsilon)
+            return tf.cast(normalized, inputs.dtype)
         return super().call(inputs)
 
 

@@ -135,7 +135,9 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     if levels:
         # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
         logits = _head(num_features, config, levels, "list_head")(z_cls)
-        outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(logits)
+        outputs["list_quality"] = tf.keras.layers.Activation(
+            "linear", dtype="float32", name="list_quality"
+        )(logits)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
 
 

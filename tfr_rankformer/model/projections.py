@@ -90,8 +90,9 @@ class Dense(tf.keras.layers.Dense):
             inputs = tf.cast(inputs, self.compute_dtype)
         outputs = matmul_last_axis(inputs, tf.cast(self.kernel, inputs.dtype))
         if self.use_bias:
-            # column_sums sums in the tensor's dtype: float16 keeps BiasAddGrad.
-            add = bias_add if outputs.dtype == tf.float32 else tf.nn.bias_add
+            # column_sums sums in the tensor's dtype: float16 keeps BiasAddGrad
+            # (bfloat16 has float32's range, and the product accumulates in float32).
+            add = bias_add if outputs.dtype in (tf.float32, tf.bfloat16) else tf.nn.bias_add
             outputs = add(outputs, tf.cast(self.bias, outputs.dtype))
         if self.activation is not None:
             outputs = self.activation(outputs)

@@ -194,9 +194,9 @@ def build_listformer(
             name="list_head",
         )
         # h_d(z_CLS): [B, D] -> [B, K] logits of P(t >= k).
-        outputs["list_quality"] = tf.keras.layers.Activation("linear", name="list_quality")(
-            head(z_cls)
-        )
+        outputs["list_quality"] = tf.keras.layers.Activation(
+            "linear", dtype="float32", name="list_quality"
+        )(head(z_cls))
     return tf.keras.Model(inputs, outputs, name="listformer")
 
 

@@ -40,6 +40,7 @@ from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS, build_text_model
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
+from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
@@ -319,15 +320,16 @@ def load_text_run(model_dir: str):
         tokenization = {k: pretrained[k] for k in ("lower_case", "basic_tokenization")}
     tokenizer = text_tokenizer(config, vocabulary, **tokenization)
     score_loss = get_score_loss(config.loss)
-    model = build_text_model(
-        config.model,
-        vocab_size,
-        config.architecture,
-        max_label if config.uses_list_head else None,
-        item_levels=max_label if score_loss.output == "item_levels" else None,
-        form=form,
-        tower=tower,
-    )
+    with precision_policy("float32"):  # a mixed-precision run is reloaded to compute in float32
+        model = build_text_model(
+            config.model,
+            vocab_size,
+            config.architecture,
+            max_label if config.uses_list_head else None,
+            item_levels=max_label if score_loss.output == "item_levels" else None,
+            form=form,
+            tower=tower,
+        )
     status = model.load_weights(weights)
     status.expect_partial()
     return config, tokenizer, model, max_label

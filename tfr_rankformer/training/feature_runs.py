@@ -20,6 +20,7 @@ from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.ranking.evaluation import RunEvaluator, evaluate_model
+from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.training.training_setup import build_run_model
 
@@ -30,7 +31,8 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
     """The run's settings, its training manifest, and its model with the best weights.
 
     The model is built from the training data's manifest, so it normalises
-    features with the statistics it was trained with.
+    features with the statistics it was trained with, and in float32 whatever
+    the run's ``precision`` (its weights are float32 in any case).
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
@@ -45,7 +47,8 @@ def load_run(model_dir: str) -> tuple[TrainConfig, dict, tf.keras.Model]:
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
     manifest = data.load_manifest(config.data)
-    model = build_run_model(config, manifest)
+    with precision_policy("float32"):  # a mixed-precision run is reloaded to compute in float32
+        model = build_run_model(config, manifest)
     try:
         # Every variable of the model must come from the checkpoint: a mismatch
         # (a run saved by a different model structure) must not pass silently.

@@ -50,6 +50,11 @@ from tfr_rankformer.training.optimizers import (
     build_optimizer,
     learning_rate_schedule,
 )
+from tfr_rankformer.training.precision import (
+    native_bf16_cpu,
+    precision_policy,
+    resolve_precision,
+)
 from tfr_rankformer.training.run_family import PreparedRun, RunFamily
 from tfr_rankformer.training.run_plan import check_memory
 from tfr_rankformer.training.train_config import TrainConfig
@@ -115,7 +120,7 @@ class _Run:
     prepared: PreparedRun
     strategy: tf.distribute.Strategy
     worker: WorkerRole
-    mixed: bool
+    precision: str
     xla: bool
     verbose: int
     final_weights: str | None
@@ -214,10 +219,21 @@ def _settle(config: TrainConfig, **options) -> _Run:
         prepared=prepared,
         strategy=strategy,
         worker=worker,
-        mixed=gpu if config.mixed_precision is None else config.mixed_precision,
+        precision=_precision(config, gpu=gpu),
         xla=gpu if config.xla is None else config.xla,
         **options,
     )
+
+
+def _precision(config: TrainConfig, *, gpu: bool) -> str:
+    """The run's resolved precision; a warning when bf16 runs without bfloat16 hardware."""
+    precision = resolve_precision(config.precision, config.mixed_precision, gpu=gpu)
+    if precision == "bf16" and not gpu and native_bf16_cpu() is False:
+        logger.warning(
+            "precision bf16 on a CPU without bfloat16 instructions (avx512_bf16, amx_bf16): "
+            "emulated, likely slower than float32"
+        )
+    return precision
 
 
 def _train(run: _Run) -> dict:
@@ -278,23 +294,15 @@ def _train(run: _Run) -> dict:
 def _build(run: _Run):
     """``(model, fitted)`` built and compiled under the run's strategy and precision."""
     # The precision policy applies to the layers built under it, then is restored.
-    policy = tf.keras.mixed_precision.global_policy()
-    if run.mixed:
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-    try:
-        with run.strategy.scope():
-            return run.family.build(
-                run.prepared, steps_per_epoch=run.plan.batches.steps, xla=run.xla
-            )
-    finally:
-        tf.keras.mixed_precision.set_global_policy(policy)
+    with precision_policy(run.precision), run.strategy.scope():
+        return run.family.build(run.prepared, steps_per_epoch=run.plan.batches.steps, xla=run.xla)
 
 
 def _log_start(run: _Run) -> None:
     worker = run.worker
     logger.info(
         "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
-        "strategy %s (worker %d of %d), mixed precision %s, XLA %s",
+        "strategy %s (worker %d of %d), precision %s, XLA %s",
         run.config.model,
         run.plan.batches.lists,
         "with" if run.config.training_includes_empty_lists() else "without",
@@ -302,7 +310,7 @@ def _log_start(run: _Run) -> None:
         type(run.strategy).__name__,
         worker.index,
         worker.count,
-        run.mixed,
+        run.precision,
         run.xla,
     )
 
@@ -329,7 +337,8 @@ def _training_summary(run: _Run, history, seconds: float, monitor: str) -> dict:
         "monitor": monitor,
         "strategy": type(run.strategy).__name__,
         "workers": run.worker.count,
-        "mixed_precision": run.mixed,
+        "precision": run.precision,
+        "mixed_precision": run.precision != "float32",
         "xla": run.xla,
         **run.family.summary(run.prepared),
     }

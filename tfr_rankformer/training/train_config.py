@@ -21,6 +21,7 @@ from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.ranking.losses import check_scaling, get_score_loss
+from tfr_rankformer.training.precision import check_precision
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
@@ -109,7 +110,13 @@ class TrainConfig:
         after the last epoch, no early stopping (the released code's protocol).
       patience: epochs without a better validation NDCG_y@10 before stopping
         (20; 3 for a pretrained ``listformer``).
-      mixed_precision: float16 compute; ``None``: on when a GPU is visible.
+      precision: ``float32``, or mixed precision (float32 weights, float32
+        outputs, losses and metrics) with ``bf16`` or ``float16`` compute (see
+        ``precision``); ``None``: what ``mixed_precision`` says, else float16
+        when a GPU is visible and float32 otherwise.
+      mixed_precision: an alias: on is ``precision`` float16, off float32; it
+        may be given beside ``precision`` only if they agree. ``None``: see
+        ``precision``.
       xla: compile with XLA; ``None``: on when a GPU is visible.
       eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
         ``listformer`` (whose evaluation batches hold every document's tokens).
@@ -144,6 +151,7 @@ class TrainConfig:
     include_empty_lists: bool | None = None
     keep_weights: str = "best"
     patience: int | None = None
+    precision: str | None = None
     mixed_precision: bool | None = None
     xla: bool | None = None
     eval_batch_size: int | None = None
@@ -178,6 +186,7 @@ class TrainConfig:
         ):
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
         get_score_loss(self.loss)  # an unknown name fails here
+        check_precision(self.precision, self.mixed_precision)
         self._check_evaluate_splits()
         for name, choices in (
             ("optimizer", OPTIMIZERS),

@@ -1,0 +1,112 @@
+"""A training run's compute precision, and the Keras dtype policy that carries it.
+
+``float32`` computes and stores everything in float32. ``bf16`` and
+``float16`` are mixed precision: the layers built under Keras's
+``mixed_bfloat16`` or ``mixed_float16`` policy compute in that type and keep
+float32 variables (the master weights the optimizer updates); ``float16`` also
+scales the loss (``compile`` wraps the optimizer), which ``bf16``, with
+float32's exponent range, does not need. Whatever the policy, the models'
+output layers (score and list heads) and the feature normalisation are float32
+layers, so losses and metrics read float32.
+
+The policy is global in Keras: ``precision_policy`` sets it while a run's model
+is built and compiled and puts the previous one back, so a later model in the
+same process is built as before. A trained run is reloaded (evaluation,
+export) under float32 (``training.feature_runs.load_run``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from tfr_rankformer.core.command_names import PRECISIONS
+
+__all__ = [
+    "KERAS_POLICIES",
+    "PRECISIONS",
+    "check_precision",
+    "native_bf16_cpu",
+    "precision_policy",
+    "resolve_precision",
+]
+
+logger = logging.getLogger(__name__)
+
+# Keras's global policy for each precision.
+KERAS_POLICIES = {"float32": "float32", "bf16": "mixed_bfloat16", "float16": "mixed_float16"}
+# CPU flags of bfloat16 arithmetic in hardware (AVX512-BF16, AMX-BF16).
+_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def _alias(mixed_precision: bool) -> str:
+    """The precision ``mixed_precision`` on or off stands for."""
+    return "float16" if mixed_precision else "float32"
+
+
+def check_precision(precision: str | None, mixed_precision: bool | None) -> None:
+    """Refuses an unknown ``precision``, or one that ``mixed_precision`` (its alias:
+    on is float16, off float32) contradicts.
+
+    >>> check_precision("bf16", None)
+    >>> check_precision("float16", True)
+
+    Raises:
+      ValueError: naming both settings when they disagree.
+    """
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"`precision` must be one of {list(PRECISIONS)}, got {precision!r}")
+    if mixed_precision is not None and not isinstance(mixed_precision, bool):
+        raise ValueError(f"`mixed_precision` must be true or false, got {mixed_precision!r}")
+    if precision is None or mixed_precision is None:
+        return
+    if precision != _alias(mixed_precision):
+        raise ValueError(
+            f"`mixed_precision` {'on' if mixed_precision else 'off'} means `precision` "
+            f"{_alias(mixed_precision)}, which contradicts `precision` {precision}: "
+            "give only one of them (`mixed_precision` on is `precision` float16)"
+        )
+
+
+def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gpu: bool) -> str:
+    """The run's precision: ``precision`` if given, else the one ``mixed_precision``
+    stands for, else float16 with a GPU and float32 without.
+
+    >>> resolve_precision(None, None, gpu=False), resolve_precision(None, True, gpu=False)
+    ('float32', 'float16')
+    """
+    check_precision(precision, mixed_precision)
+    if precision is not None:
+        return precision
+    if mixed_precision is not None:
+        return _alias(mixed_precision)
+    return "float16" if gpu else "float32"
+
+
+def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU computes bfloat16 in hardware; ``None`` if it cannot be told."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return None
+    return any(flag in flags for flag in _BF16_CPU_FLAGS)
+
+
+@contextlib.contextmanager
+def precision_policy(precision: str):
+    """Keras's global policy set to ``precision``'s inside the block, the previous one after.
+
+    Raises:
+      ValueError: for an unknown precision.
+    """
+    import tensorflow as tf
+
+    if precision not in KERAS_POLICIES:
+        raise ValueError(f"Unknown precision {precision!r}; choose from {list(PRECISIONS)}")
+    previous = tf.keras.mixed_precision.global_policy()
+    tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
+    try:
+        yield
+    finally:
+        tf.keras.mixed_precision.set_global_policy(previous)

@@ -255,7 +255,8 @@ def compare(model: str, d: int, args, setup) -> dict:
     return rates
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_flag(parser, "batch_size", default=2048, help=None)
     add_flag(parser, "items")
@@ -300,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         default=os.cpu_count(),
         help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     args.precision = list(dict.fromkeys(args.precision or ["float32"]))
     models = [m for m in args.models.split(",") if m]
@@ -323,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
             rates = compare(model, d, args, setup)
             medians = {side: statistics.median(r) for side, r in rates.items()}
             summary.append((model, d, medians))
+    print_summary(summary, args)
+    return 0
+
+
+def print_summary(summary: list, args) -> None:
+    """Each model and feature count's median round, its ratios and our matmul rate."""
     print("\nmedian round, lists/s (ratio: ours / authors; our matmul GFLOP/s)")
     for model, d, medians in summary:
         shown = ", ".join(f"{side} {rate:,.0f}" for side, rate in medians.items())
@@ -336,7 +348,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")
         if args.peak:
             print_ceiling(d, arch, per_list, medians, args)
-    return 0
 
 
 def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> None:

@@ -91,12 +91,10 @@ def test_every_builtin_model_has_a_spec_of_its_kind():
     assert set(model_families.model_names()) == set(BUILTIN)
     for name, kind in BUILTIN.items():
         assert model_families.family_of(name).kind == kind
-    assert model_families.MODEL_NAMES == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
-    assert model_families.GBDT_MODELS == {
-        "gbdt": "gbdt",
-        "gbdt-1k": "gbdt-1k",
-        "gbdt-10k": "gbdt-10k",
-    }
+    neural = model_families.model_names(model_families.NEURAL_KINDS)
+    assert neural == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
+    presets = {n: model_families.get_model(n).preset or n for n in BUILTIN if BUILTIN[n] == "gbdt"}
+    assert presets == {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
@@ -161,7 +159,7 @@ def test_the_command_choices_read_the_registry_when_the_parser_is_built():
     finally:
         model_families.unregister_family(TOY)
     assert _model_choices(build_parser) == [
-        *model_families.MODEL_NAMES,
+        *model_families.model_names(model_families.NEURAL_KINDS),
         "gbdt",
         "gbdt-10k",
         "gbdt-1k",

@@ -91,7 +91,7 @@ def test_command_names_match_the_registries():
     from tfr_rankformer.ranking import losses
 
     # Every neural model the commands offer names a builder that imports.
-    for name in model_families.MODEL_NAMES:
+    for name in model_families.model_names(model_families.NEURAL_KINDS):
         assert callable(model_families.get_model(name).load_builder()), name
     assert sorted(command_names.GBDT_PRESET_NAMES) == sorted(gbdt.PRESETS)
     assert list(command_names.LOSS_SUMMARIES) == list(losses.SCORE_LOSSES)

@@ -26,7 +26,7 @@ ValueError: Unknown model 'bert'; choose from ['context_aware', 'gbdt', 'gbdt-10
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from tfr_rankformer.core import builtin_families
 from tfr_rankformer.core.model_spec import (
@@ -44,8 +44,6 @@ __all__ = [
     "FEATURES_KIND",
     "GBDT_KIND",
     "KINDS",
-    "MODEL_NAMES",
-    "TEXT_MODEL_NAMES",
     "NEURAL_KINDS",
     "TEXT_KIND",
     "ModelFamily",
@@ -173,43 +171,6 @@ def is_neural(name: str) -> bool:
 def has_list_head(name: str) -> bool:
     """Whether the model ``name`` predicts the list label (``ValueError`` if unknown)."""
     return get_model(name).has_list_head
-
-
-class _LiveNames(Sequence):
-    """The sorted names of the models of some kinds, read from the registry at each
-    use (so a model registered later is in them)."""
-
-    def __init__(self, kinds: tuple[str, ...]):
-        self._kinds = kinds
-
-    def __getitem__(self, index):
-        return model_names(self._kinds)[index]
-
-    def __len__(self) -> int:
-        return len(model_names(self._kinds))
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (tuple, list, _LiveNames)):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # compared by value, so unhashable
-
-    def __repr__(self) -> str:
-        return repr(model_names(self._kinds))
-
-
-# The neural models (feature vectors and text), and the text models.
-MODEL_NAMES = _LiveNames(NEURAL_KINDS)
-TEXT_MODEL_NAMES = _LiveNames((TEXT_KIND,))
-
-
-def __getattr__(name: str):
-    """``GBDT_MODELS``: each GBDT model's preset, read from the registry when asked
-    (PEP 562)."""
-    if name == "GBDT_MODELS":
-        return {n: _MODELS[n].preset or n for n in model_names(GBDT_KIND)}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 for _family in builtin_families.FAMILIES:

@@ -324,11 +324,9 @@ def normalization_of(model: tf.keras.Model) -> tf.keras.layers.Layer:
 
 
 def __getattr__(name: str):
-    """``MODELS`` (feature-vector model name -> builder) and ``TEXT_MODEL_NAMES``, read
-    from ``model_families`` when asked (PEP 562)."""
+    """``MODELS`` (feature-vector model name -> builder), read from ``model_families``
+    when asked (PEP 562)."""
     if name == "MODELS":
         names = model_families.model_names(model_families.FEATURES_KIND)
         return {n: model_families.get_model(n).load_builder() for n in names}
-    if name == "TEXT_MODEL_NAMES":
-        return model_families.model_names(model_families.TEXT_KIND)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

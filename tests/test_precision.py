@@ -112,6 +112,16 @@ def test_bf16_computes_in_bfloat16_with_float32_outputs_losses_and_weights():
     loss = ranker.compute_loss(inputs, labels, outputs)
     assert loss.dtype == tf.float32 and np.isfinite(loss.numpy())
     assert not isinstance(ranker.optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+    # The masked scores are a float32 layer: scores 1e-4 apart, equal in bfloat16, stay apart.
+    masked = ranker.get_layer("scores")
+    assert masked.compute_dtype == "float32"
+    close = masked(tf.constant([[[1.0001], [1.0002], [1.0003]]]), tf.constant([[True] * 3]))
+    assert len(set(close.numpy()[0].tolist())) == 3
+
+
+def test_float16_scales_its_loss():
+    _, (_, ranker) = _tiny_compiled("float16")
+    assert isinstance(ranker.optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
 
 
 class _ComputeDtypes(tf.keras.callbacks.Callback):

@@ -18,7 +18,6 @@ import tensorflow as tf
 from tfr_rankformer.model import compiled_ops, packed_items
 from tfr_rankformer.model.initializers import check_init, dense, kernel_initializer
 from tfr_rankformer.model.layers import (
-    COMPILED_DTYPES,
     FastDropout,
     LayerNorm,
     gelu,
@@ -135,9 +134,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
     def _feed_forward(self, x, training):
         """The feed-forward sublayer's update, ``Dropout(FF(LayerNorm(x)))``: ``[..., D]``."""
         h = self.norm_ff(x, training=training)
-        dtype = tf.as_dtype(self.ff_in.compute_dtype)
-        compiled = self.activation == "gelu" and dtype in COMPILED_DTYPES
-        if compiled and uses_compiled_ops(training, h.dtype):
+        if self.activation == "gelu" and uses_compiled_ops(training, h.dtype):
             h = self._compiled_feed_forward_hidden(h)
         else:
             h = self.dropout_ff(self.ff_in(h), training=training)

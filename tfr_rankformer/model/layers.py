@@ -218,11 +218,13 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
             and self.beta is not None
             and not _in_save_context()
         )
-        if written_out and inputs.dtype == tf.float32:
-            return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
-        if written_out:  # bfloat16: normalised in float32, as Keras's layer does
-            gamma, beta = (tf.cast(w, tf.float32) for w in (self.gamma, self.beta))
-            normalized = layer_norm(tf.cast(inputs, tf.float32), gamma, beta, self.epsilon)
+        if written_out:
+            # Normalised in float32 whatever the compute dtype, as Keras's layer
+            # does (gamma and beta are float32 variables; the casts are no-ops
+            # in float32).
+            normalized = layer_norm(
+                tf.cast(inputs, tf.float32), self.gamma, self.beta, self.epsilon
+            )
             return tf.cast(normalized, inputs.dtype)
         return super().call(inputs)
 
@@ -346,7 +348,16 @@ class ItemAndContextHead(tf.keras.layers.Layer):
 
 @_serializable
 class MaskedScores(tf.keras.layers.Layer):
-    """Scores ``[batch, list, 1]`` to ``[batch, list]`` float32; padding gets ``PADDING_SCORE``."""
+    """Scores ``[batch, list, 1]`` to ``[batch, list]`` float32; padding gets ``PADDING_SCORE``.
+
+    A float32 layer under any mixed-precision policy: Keras casts a layer's
+    inputs to its compute dtype, which would round the scores to bfloat16 or
+    float16 before the losses and metrics read them.
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
 
     def call(self, scores, mask):
         scores = tf.cast(tf.squeeze(scores, axis=-1), tf.float32)  # [B, L, 1] -> [B, L]

@@ -18,6 +18,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # something else in each: tfr-train's --xla is auto/on/off for the whole run,
 # train_bench's a switch compiling only its timed step.
 OWN_MEANING = {"--xla"}
+# Scripts the authors' released code's Python runs (torch, no project packages):
+# they cannot import the table and declare their options themselves.
+RELEASED_SIDE = ("reference_step_timer.py", "reference_runner_options.py")
 
 
 def declared_flags(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
@@ -25,6 +28,8 @@ def declared_flags(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
     where = collections.defaultdict(set)
     for package in ("pipelines", "tfrecords_tools"):
         for path in (root / package).rglob("*.py"):
+            if path.name in RELEASED_SIDE:
+                continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
                     for arg in node.args:
@@ -134,3 +139,21 @@ def test_overrides_replace_the_table_keywords():
 def test_unknown_key_is_refused():
     with pytest.raises(KeyError):
         add_flags(argparse.ArgumentParser(), "no_such_option")
+
+
+@pytest.mark.parametrize("script", RELEASED_SIDE[:1] + ("reference_runner.py",))
+def test_the_released_code_side_starts_without_the_project(script, tmp_path):
+    # As the released code's environment runs them: no site-packages, no PYTHONPATH,
+    # another directory.
+    import subprocess
+    import sys
+
+    path = ROOT / "pipelines" / "benchmarks" / "reference" / script
+    done = subprocess.run(
+        [sys.executable, "-S", "-E", str(path), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.flag_table import add_flag
-
 __all__ = ["build_parser"]
 
 
@@ -26,7 +24,7 @@ def build_parser(description: str, models: tuple[str, ...]) -> argparse.Argument
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
     """``--official-dir``, ``--train`` and ``--test``."""
-    add_flag(parser, "official_dir", required=True)
+    parser.add_argument("--official-dir", required=True, help="checkout of the released code")
     parser.add_argument(
         "--train", required=True, help="the fold's LETOR training file, or .npz lists"
     )
@@ -37,11 +35,13 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_training_options(parser: argparse.ArgumentParser, models: tuple[str, ...]) -> None:
     """``--epochs`` .. ``--curve``: the training runs."""
-    add_flag(parser, "epochs", default=30, help=None)
-    add_flag(parser, "seed", default=0, help=None)
-    add_flag(parser, "models", default=",".join(models))
-    add_flag(parser, "threads")
-    add_flag(parser, "batch_size", default=2048, help="lists per batch (the released 2048)")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", default=",".join(models))
+    parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
+    parser.add_argument(
+        "--batch-size", type=int, default=2048, help="lists per batch (the released 2048)"
+    )
     parser.add_argument(
         "--curve",
         type=int,

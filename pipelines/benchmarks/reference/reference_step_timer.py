@@ -28,21 +28,19 @@ import os
 import sys
 import time
 
-from pipelines.flag_table import add_flag
-
 MODELS = ("rankformer", "transformer", "mlp")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flag(parser, "official_dir", required=True)
-    add_flag(parser, "model", required=True, choices=MODELS, help=None)
-    add_flag(parser, "features", required=True)
-    add_flag(parser, "batch_size", default=2048, help=None)
-    add_flag(parser, "items")
+    parser.add_argument("--official-dir", required=True, help="checkout of the released code")
+    parser.add_argument("--model", required=True, choices=MODELS)
+    parser.add_argument("--features", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, default=2048)
+    parser.add_argument("--items", type=int, default=16)
     parser.add_argument("--max-label", type=int, default=4, help="the released click labels' 4")
-    add_flag(parser, "threads")
-    add_flag(parser, "seed", default=0, help=None)
+    parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     sys.path.insert(0, args.official_dir)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -77,8 +77,12 @@ def sample_long_lists(
     return tf.data.Dataset.zip((lists, keys)).map(cut, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def pad_to_bucket(element, edges: tuple[int, ...]):
-    """Pads one list to the smallest edge ``>= n`` (``[n, ...]`` -> ``[edge, ...]``)."""
+def pad_to_bucket(element, edges: tuple[int, ...], padding: dict | None = None):
+    """Pads one list to the smallest edge ``>= n`` (``[n, ...]`` -> ``[edge, ...]``).
+
+    ``padding``: key -> the value padded slots take (default: a parsed list's
+    features, mask and label padding); the keys it names are the ones padded.
+    """
     edges_t = tf.constant(edges, tf.int64)
     n = _length(element)
     bucket = tf.minimum(
@@ -86,7 +90,7 @@ def pad_to_bucket(element, edges: tuple[int, ...]):
     )
     extra = edges_t[bucket] - n
     out = dict(element)
-    for key, value in _PADDING.items():
+    for key, value in (_PADDING if padding is None else padding).items():
         tensor = element[key]
         pads = [[0, extra]] + [[0, 0]] * (tensor.shape.rank - 1)
         out[key] = tf.pad(tensor, pads, constant_values=tf.cast(value, tensor.dtype))

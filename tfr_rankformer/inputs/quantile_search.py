@@ -5,8 +5,9 @@ unpredictable branches each, most of the quantile transform's time when the
 training lists are parsed. ``upper_bound`` finds the same indices with a
 branch-free binary search compiled by XLA (each step a gather and a select,
 fused into one loop), about twice as fast on 136 features and 1,000 quantiles.
-Its results are integers equal to ``tf.searchsorted``'s, so the transform's
-output is bit for bit the model's normalisation layer's; only the search is
+Its results are integers equal to ``tf.searchsorted``'s for every value but
+NaN (which gives 0 here and ``Q`` there; the transform keeps NaN either way),
+so the transform's output is bit for bit the model's normalisation layer's; only the search is
 compiled, never the floating-point part (XLA's ``ndtri`` differs in its tails).
 
 The layer itself keeps ``tf.searchsorted``: exported models need no XLA.

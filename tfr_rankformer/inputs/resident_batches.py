@@ -51,35 +51,36 @@ def resident_batches(
     keep = np.ones(store.num_lists, bool)
     if not include_empty_lists:
         keep = store.list_labels > 0
-    # Positions among the kept lists are shuffled (a range is the cheapest
-    # dataset to shuffle), then looked up as list indices.
-    kept = tf.constant(np.flatnonzero(keep).astype(np.int64))
-    positions = tf.data.Dataset.range(int(kept.shape[0]))
-    positions = positions.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    # The kept lists' indices, shuffled as the streaming pipeline shuffles its
+    # lists: a shuffle's order depends on the seed and the count alone.
+    ids = tf.data.Dataset.from_tensor_slices(np.flatnonzero(keep).astype(np.int64))
+    ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if store.padded:
         # Every list fits the one bucket: whole padded lists, gathered a batch at a time.
-        batches = positions.batch(plan.lists_per_batch[0])
+        batches = ids.batch(plan.lists_per_batch[0])
         return batches.map(
-            lambda p: finish(_whole_lists(store, tf.gather(kept, p))),
-            num_parallel_calls=tf.data.AUTOTUNE,
+            lambda i: finish(_whole_lists(store, i)), num_parallel_calls=tf.data.AUTOTUNE
         )
     longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
     sampled = list_cap is not None and longest > list_cap
     padding = tf.constant(store.padding_row, tf.int64)
 
-    def list_rows(p, key=None):
+    def list_rows(i, key=None):
         """One list's rows: sampled when longer than the cap, padded to its bucket."""
-        i = kept[p]
         if sampled:
             rows = _sampled_rows(store, i, key, list_cap, keep_order)
         else:
             rows = _own_rows(store, i)
-        return rows if pad_to_longest else _pad_to_bucket(rows, plan.edges, padding)
+        return (
+            rows
+            if pad_to_longest
+            else bucketed_batches.pad_to_bucket(rows, plan.edges, {MASK: padding})
+        )
 
     if sampled:
         keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        positions = tf.data.Dataset.zip((positions, keys))
-    rows = positions.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
+        ids = tf.data.Dataset.zip((ids, keys))
+    rows = ids.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
     if pad_to_longest:
         rows = rows.padded_batch(plan.lists_per_batch[0], padding_values=padding)
     else:
@@ -112,17 +113,6 @@ def _sampled_rows(store, i, key, cap: int, keep_order: bool) -> dict:
     start, n = store.starts[i], tf.cast(store.lengths[i], tf.int32)
     keep = bucketed_batches.kept_items(n, cap, key, keep_order=keep_order)
     return {MASK: start + tf.cast(keep, tf.int64)}
-
-
-def _pad_to_bucket(rows: dict, edges: tuple[int, ...], padding: tf.Tensor) -> dict:
-    """``[n]`` rows -> ``[edge]``, the smallest edge ``>= n``, padded with the padding row."""
-    edges_t = tf.constant(edges, tf.int64)
-    r = rows[MASK]
-    n = tf.shape(r, out_type=tf.int64)[0]
-    bucket = tf.minimum(
-        tf.searchsorted(edges_t, n[tf.newaxis], out_type=tf.int64)[0], len(edges) - 1
-    )
-    return {MASK: tf.concat([r, tf.fill([edges_t[bucket] - n], padding)], axis=0)}
 
 
 def _gathered(store: ResidentLists, rows: dict) -> dict:

@@ -11,9 +11,9 @@ and may override what differs for it (a help text of its own, ``required``)::
     add_flags(parser, "model_dir", "epochs", overrides={"model_dir": {"required": True}})
     add_flag(parser, "seed", help="LightGBM's seed. Default: 0")
 
-Nothing here imports TensorFlow: ``--help`` stays quick. A field of a config
-class whose module loads TensorFlow is read from the module's source
-(:func:`source_default`).
+Nothing here imports TensorFlow: ``--help`` stays quick. ``TrainConfig``'s
+module loads TensorFlow, so its fields are read from the module's source
+(:func:`source_default`); the other configs are imported.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pathlib
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.builtin_families import FALLBACK_TRAINING, PRETRAINED_TEXT_TRAINING
 from tfr_rankformer.core.command_names import ADAM_EPSILONS, PRECISIONS
+from tfr_rankformer.training.text_config import TextConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.synthetic import SyntheticConfig
 
@@ -108,7 +109,7 @@ _RANKFORMER = model_families.get_model("rankformer").training
 _CONTEXT_AWARE = model_families.get_model("context_aware").training
 _LISTFORMER = model_families.get_model("listformer").training
 _TEXT_FIELD_DEFAULTS = {
-    name: source_default("tfr_rankformer.training.text_config", "TextConfig", name)
+    name: TextConfig.__dataclass_fields__[name].default
     for name in ("max_query_tokens", "max_document_tokens")
 }
 _SEED = _train_default("seed")

@@ -83,6 +83,9 @@ def test_stated_defaults_are_the_training_configs():
     assert FLAGS["batch_size"].stated_default == resolved.batch_size
     assert FLAGS["patience"].stated_default == resolved.patience
     assert FLAGS["eval_batch_size"].stated_default == resolved.eval_batch_size
+    assert FLAGS["batch_items"].stated_default == resolved.batch_items
+    assert FLAGS["model"].stated_default == TrainConfig.__dataclass_fields__["model"].default
+    assert FLAGS["seed"].stated_default == resolved.seed
     for field in ("seed", "adam_epsilon", "model"):
         assert source_default("tfr_rankformer.training.train_config", "TrainConfig", field) == (
             TrainConfig.__dataclass_fields__[field].default

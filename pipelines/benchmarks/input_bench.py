@@ -25,12 +25,11 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import cpu_extensions
+from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions
 from pipelines.flag_table import add_flag
 
 MODES = ("memory", "stream")
 NUM_QUANTILES = 1000
-MAX_LABEL = 4
 
 
 def write_lists(directory: str, *, lists: int, items: int, features: int, seed: int) -> str:

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import tempfile
 
-from pipelines.benchmarks.bench_support import letor_folds
+from pipelines.benchmarks.bench_support import MAX_LABEL, letor_folds
 from pipelines.flag_table import add_flag
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
@@ -66,7 +66,7 @@ def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
         args.output,
         data_dir=args.data_dir,
         seed=seed,
-        clicks=ClickConfig(purchase_label=4),
+        clicks=ClickConfig(purchase_label=MAX_LABEL),
     )
     missing = sorted(set(folds) - set(converted))
     if missing:

@@ -146,10 +146,12 @@ def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: b
     entry = manifest.split("train")
     row = (manifest.num_features + 3) * _ROW
     mean = entry.num_items / max(1, entry.num_lists)
-    cache = entry.num_items * row if entry.num_items * row <= data.CACHE_BYTES else 0
-    shuffle = min(shuffle_lists(manifest), entry.num_lists) * mean * row
-    if resident:
-        cache, shuffle = 0, min(shuffle_lists(manifest), entry.num_lists) * 8
+    shuffled = min(shuffle_lists(manifest), entry.num_lists)
+    if resident:  # no cache; the shuffle buffer holds int64 list ids
+        cache, shuffle = 0, shuffled * 8
+    else:
+        cache = entry.num_items * row if entry.num_items * row <= data.CACHE_BYTES else 0
+        shuffle = shuffled * mean * row
     windows = sum(min(b, c) * e for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts))
     lists, length = plan.largest_batch()
     parse = 4 * max(PARSE_BATCH * entry.longest_or(1), PARSE_ITEMS)

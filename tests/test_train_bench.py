@@ -116,3 +116,48 @@ def test_their_own_batch_size_sets_their_steps_and_their_rate(capsys, monkeypatc
     # Our 2 steps of 8 lists: 8 of their steps of 2 lists, at 2 / 0.5 = 4 lists/s.
     assert asked == [2, 8]
     assert "(theirs 2)" in out and "authors 4 lists/s" in out
+
+
+def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monkeypatch, tmp_path):
+    from pipelines.benchmarks import step_records, train_bench
+    from pipelines.benchmarks.bench_support import cpu_extensions
+
+    class FakeTimer:  # the released code: 0.5 s per step of 2 lists
+        def __init__(self, setup, model, d, *, batch, items, threads):
+            pass
+
+        def seconds(self, steps):
+            return [0.5] * steps
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(train_bench, "official_setup", lambda args: ("dir", "python"))
+    monkeypatch.setattr(train_bench, "OfficialTimer", FakeTimer)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    record = tmp_path / "steps.jsonl"
+    args = ["--models", "mlp", "--batch-size", "8", "--items", "3", "--steps", "1"]
+    args += ["--features", "4,6", "--rounds", "1", "--official-batch-size", "2", "--peak"]
+    assert train_bench.main(args + ["--record", str(record)]) == 0
+    lines = step_records.read_records(str(record))
+    assert [(line["model"], line["features"]) for line in lines] == [("mlp", 4), ("mlp", 6)]
+    assert lines[0]["cpu"] == cpu_extensions() and lines[0]["onednn_max_cpu_isa"] == "AVX2"
+    assert lines[0]["median_lists_per_second"]["authors"] == 4.0  # 2 lists / 0.5 s
+    arch = train_bench.TrainConfig(model="mlp", data="-", model_dir="-").architecture
+    assert lines[1]["matmul_flops_per_list"] == 3 * train_bench.forward_flops("mlp", 6, 3, arch)
+    capsys.readouterr()
+    assert step_records.main([str(record)]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    ours = lines[1]["median_lists_per_second"]["ours"]
+    share = ours * lines[1]["matmul_flops_per_list"] / 1e9 / lines[1]["peak_gflops"]
+    assert rows[1].startswith(f"| {cpu_extensions()} | AVX2 | mlp, 6 | {ours:,.0f} (8) | 4 (2) |")
+    assert rows[1].endswith(f"| {ours / 4:.2f}x | {share:.0%} of {lines[1]['peak_gflops']:.0f} |")
+
+
+def test_a_broken_record_line_is_named(tmp_path, capsys):
+    from pipelines.benchmarks import step_records
+
+    record = tmp_path / "steps.jsonl"
+    record.write_text('{"model": "mlp"}\n\n[1, 2]\n')
+    assert step_records.main([str(record)]) == 1
+    assert f"{record}, line 3: not a JSON object" in capsys.readouterr().err

@@ -5,8 +5,9 @@
 * :func:`letor_folds`: a LETOR dataset's folds converted once under
   ``output/data`` through the experiment runner's conversion
   (``experiment_runner.convert_folds``).
-* :func:`feature_manifest`: the manifest of ``d`` standardised features that
-  the speed and memory benchmarks build their models from, with no data.
+* :func:`feature_manifest`: the manifest of ``d`` features (standardised, or
+  with a quantile table) that the speed and memory benchmarks build their
+  models from, with no data.
 * :func:`run_child`: one configuration in a fresh Python process (its own peak
   resident memory, a capped address space) that prints one JSON line;
   :data:`CAPPED_STEPS` is the child's code that caps, times and measures.
@@ -90,22 +91,37 @@ def letor_folds(
     return convert_folds(config, progress=progress)
 
 
-def feature_manifest(d: int):
-    """A ``Manifest`` of ``d`` standardised features with labels up to the purchase
-    label: what a model needs to be built without data."""
+def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
+    """A ``Manifest`` of ``d`` features with labels up to the purchase label: what a
+    model needs to be built without data.
+
+    ``normalization`` is the method the model applies: ``standard`` (mean 0, std
+    1) for the training benchmarks, whose features arrive normalised, or
+    ``quantile`` (the converter's default) with a table of ``num_quantiles``
+    knots per feature, each feature's quantiles of a log-normal sample rounded
+    to two decimals (so that some knots repeat, as counts and scores do in
+    LETOR data), for what serving pays.
+    """
+    import numpy as np
+
     from tfr_rankformer.inputs.manifest import Manifest
 
     zeros, ones = [0.0] * d, [1.0] * d
+    table = [[0.0, 1.0]] * d
+    if normalization == "quantile":
+        sample = np.random.default_rng(0).lognormal(size=(d, 20 * num_quantiles))
+        levels = np.linspace(0.0, 1.0, num_quantiles)
+        table = np.round(np.quantile(sample, levels, axis=1).T, 2).tolist()
     content = {
         "num_features": d,
         "max_relevance": MAX_LABEL,
         "label_kind": "simulated_implicit",
         "parameters": {"clicks": {"purchase_label": MAX_LABEL}},
         "normalization": {
-            "method": "standard",
+            "method": normalization,
             "standard": {"mean": zeros, "std": ones},
             "log1p": {"mean": zeros, "std": ones},
-            "quantile": {"values": [[0.0, 1.0]] * d},
+            "quantile": {"values": table},
             "min": zeros,
             "max": ones,
         },

@@ -22,6 +22,7 @@ CRANFIELD = "python -m pipelines.benchmarks.cranfield_rerank"
 WEB30K_CLICKS = "web30k_clicks_3epochs"
 WEB30K_BATCHES = "web30k_clicks"
 CRANFIELD_DIR = "cranfield_rerank"
+STEP = "python -m pipelines.benchmarks.step_records"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,3 +182,13 @@ def cranfield_table(root: str) -> str:
     first, _, tables = report(run, records).partition("\n")
     reprint = f"{CRANFIELD} --output {RECORDS}/{CRANFIELD_DIR} --reprint"
     return f"Measured by {first}; `{reprint}` reprints it:\n\n{tables}"
+
+
+def step_speed_table(root: str) -> str:
+    """``train_bench``'s record of training steps on each CPU it ran on, as
+    ``step_records`` prints it, with the command that reprints it."""
+    from pipelines.benchmarks.step_records import STEP_RECORD, read_records, step_table
+
+    record = f"{RECORDS}/{STEP_RECORD}"
+    lines = read_records(os.path.join(root, record))
+    return f"`{STEP} {record}` reprints it:\n\n{step_table(lines)}"

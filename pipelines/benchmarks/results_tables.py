@@ -3,9 +3,10 @@
 Every measured table of the two pages sits between ``<!-- results:NAME -->`` and
 ``<!-- /results:NAME -->`` and is printed here from a benchmark's record, with
 that benchmark's own table functions (``reference_parity``'s, ``web30k_scale``'s
-``report`` and ``rerank_tables``' ``report``), so a page cannot show a figure its
-record does not hold. ``BLOCKS`` names each block, its page and what prints it;
-the README's ``headline`` block gathers one row per record.
+``report``, ``rerank_tables``' ``report`` and ``step_records``' table), so a
+page cannot show a figure its record does not hold. ``BLOCKS`` names each
+block, its page and what prints it; the README's ``headline`` block gathers
+one row per record.
 
 Usage::
 
@@ -35,6 +36,7 @@ from pipelines.benchmarks.results_sources import (
     WEB30K_CLICKS,
     cranfield_table,
     parity_table,
+    step_speed_table,
     web30k_table,
 )
 
@@ -56,6 +58,7 @@ BLOCKS: dict[str, tuple[str, Callable[[str], str]]] = {
     "cranfield": (RESULTS, cranfield_table),
     "web30k-clicks": (RESULTS, lambda root: web30k_table(root, WEB30K_CLICKS)),
     "web30k-clicks-batch-sizes": (RESULTS, lambda root: web30k_table(root, WEB30K_BATCHES)),
+    "train-step": (RESULTS, step_speed_table),
     "mq2008-30": (RESULTS, lambda root: parity_table(root, PARITY_30)),
     "mq2008-200": (RESULTS, lambda root: parity_table(root, PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, lambda root: parity_table(root, PARITY_200_SEEDS)),

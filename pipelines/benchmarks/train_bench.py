@@ -22,7 +22,8 @@ TensorFlow's float32 matmul alone on the step's own shapes and on a square
 2048 x 2048 product, in the same run, and prints how many lists/s a step
 could reach if every matmul ran at that best rate: a ceiling on any float32
 implementation of the same arithmetic on this machine, and so on its ratio to
-the authors' code.
+the authors' code. ``--record FILE`` appends each model and feature count's
+medians, CPU and peak to a JSON-lines record (``step_records``).
 
 The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
 512): on a smaller machine, lower ``--batch-size`` for both sides, or give
@@ -48,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
+from pipelines.benchmarks.step_records import append_record, step_line
 from pipelines.flag_table import add_flag
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model import compiled_ops
@@ -301,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.cpu_count(),
         help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
     )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append one JSON line per model and feature count (CPU, oneDNN cap, medians, "
+        "peak) to FILE; python -m pipelines.benchmarks.step_records FILE prints them",
+    )
     return parser
 
 
@@ -346,13 +354,18 @@ def print_summary(summary: list, args) -> None:
         arch = TrainConfig(model=model, data="-", model_dir="-").architecture
         per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
         print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")
-        if args.peak:
-            print_ceiling(d, arch, per_list, medians, args)
+        peak = print_ceiling(d, arch, per_list, medians, args) if args.peak else None
+        if args.record:
+            line = step_line(
+                model, d, medians, args, cpu=cpu_extensions(), per_list=per_list, peak=peak
+            )
+            append_record(args.record, line)
 
 
-def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> None:
-    """The matmul peak measured now, our share of it, and the lists/s (and the
-    ratio to the authors' code) a step doing only matmuls at that peak would reach."""
+def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> float:
+    """Prints the matmul peak measured now, our share of it, and the lists/s (and the
+    ratio to the authors' code) a step doing only matmuls at that peak would reach;
+    returns the peak (GFLOP/s)."""
     rows = args.batch_size * (args.items + 1)
     peak = matmul_peak(d, arch.ff_dim, rows)
     ceiling = peak * 1e9 / per_list
@@ -363,6 +376,7 @@ def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, arg
     if "authors" in medians:
         line += f", {ceiling / medians['authors']:.2f}x the authors'"
     print(line)
+    return peak
 
 
 if __name__ == "__main__":

@@ -223,3 +223,22 @@ def test_the_compiled_pieces_run_in_bfloat16_close_to_float32():
     np.testing.assert_allclose(
         tf.cast(normalized, tf.float32).numpy(), expected.numpy(), rtol=0.02, atol=0.02
     )
+
+
+@pytest.mark.parametrize("settings", [{"precision": "bf16"}, {"mixed_precision": True}])
+def test_the_text_model_refuses_mixed_precision_from_a_config_as_on_the_command_line(settings):
+    with pytest.raises(ValueError, match="'listformer' \\(text\\) trains in float32"):
+        TrainConfig(data="d", model_dir="m", model="listformer", **settings)
+    # float32, said either way, is its own precision.
+    TrainConfig(data="d", model_dir="m", model="listformer", precision="float32")
+    TrainConfig(data="d", model_dir="m", model="listformer", mixed_precision=False)
+
+
+def test_a_visible_gpu_makes_float16_the_default_of_the_feature_models_only():
+    from tfr_rankformer.training import loop
+
+    features = TrainConfig(data="d", model_dir="m", model="rankformer")
+    text = TrainConfig(data="d", model_dir="m", model="listformer")
+    assert loop._precision(features, gpu=True) == "float16"
+    assert loop._precision(text, gpu=True) == "float32"
+    assert loop._precision(text, gpu=False) == "float32"

@@ -227,7 +227,9 @@ def _settle(config: TrainConfig, **options) -> _Run:
 
 def _precision(config: TrainConfig, *, gpu: bool) -> str:
     """The run's resolved precision; a warning when bf16 runs without bfloat16 hardware."""
-    precision = resolve_precision(config.precision, config.mixed_precision, gpu=gpu)
+    # The text model trains in float32 (``TrainConfig`` refuses another), on a GPU too.
+    on_gpu = gpu and not config.is_text
+    precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
     if precision == "bf16" and not gpu and native_bf16_cpu() is False:
         logger.warning(
             "precision bf16 on a CPU without bfloat16 instructions (avx512_bf16, amx_bf16): "

@@ -44,3 +44,35 @@ def test_the_stand_in_quantile_table_is_what_the_model_applies():
     table = np.asarray(layer.quantiles)
     assert layer.method == "quantile" and table.shape == (3, 1000)
     assert np.all(np.diff(table, axis=1) >= 0) and np.any(np.diff(table, axis=1) == 0)
+
+
+def test_a_recorded_run_reprints_one_row_per_length_with_its_ratio(tmp_path, capsys):
+    from pipelines.benchmarks import speed_records
+    from pipelines.benchmarks.bench_support import cpu_extensions
+
+    record = tmp_path / "serve.jsonl"
+    flags = ["--features", "4", "--repeats", "2", "--trees", "3", "--record", str(record)]
+    assert serve_bench.main(flags + ["--normalization", "standard"]) == 0
+    (line,) = speed_records.read_records(str(record))
+    assert line["kind"] == "serving" and line["normalization"] == "standard"
+    assert line["threads"] == {"intra_op": 0, "inter_op": 0} and len(line["calls"]) == 6
+    capsys.readouterr()
+    assert speed_records.main([str(record)]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert len(rows) == 2
+    elwc, trees = line["calls"][3], line["calls"][5]  # 128 items: ELWC, tensors, LightGBM
+    assert rows[1].startswith(f"| {cpu_extensions()} | standard | default, default | 128 |")
+    rates = line["batch_64_lists_per_second"]
+    assert rows[1].endswith(
+        f"| {elwc['p50_ms'] / trees['p50_ms']:.2f}x "
+        f"| {rates['rankformer_elwc']:,}, {rates['lightgbm']:,} |"
+    )
+
+
+def test_a_record_mixing_kinds_is_refused(tmp_path, capsys):
+    from pipelines.benchmarks import speed_records
+
+    record = tmp_path / "mixed.jsonl"
+    record.write_text('{"kind": "serving"}\n{"kind": "train_step"}\n')
+    assert speed_records.main([str(record)]) == 1
+    assert "one kind of line" in capsys.readouterr().err

@@ -119,7 +119,7 @@ def test_their_own_batch_size_sets_their_steps_and_their_rate(capsys, monkeypatc
 
 
 def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monkeypatch, tmp_path):
-    from pipelines.benchmarks import step_records, train_bench
+    from pipelines.benchmarks import speed_records, train_bench
     from pipelines.benchmarks.bench_support import cpu_extensions
 
     class FakeTimer:  # the released code: 0.5 s per step of 2 lists
@@ -139,14 +139,14 @@ def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monk
     args = ["--models", "mlp", "--batch-size", "8", "--items", "3", "--steps", "1"]
     args += ["--features", "4,6", "--rounds", "1", "--official-batch-size", "2", "--peak"]
     assert train_bench.main(args + ["--record", str(record)]) == 0
-    lines = step_records.read_records(str(record))
+    lines = speed_records.read_records(str(record))
     assert [(line["model"], line["features"]) for line in lines] == [("mlp", 4), ("mlp", 6)]
     assert lines[0]["cpu"] == cpu_extensions() and lines[0]["onednn_max_cpu_isa"] == "AVX2"
     assert lines[0]["median_lists_per_second"]["authors"] == 4.0  # 2 lists / 0.5 s
     arch = train_bench.TrainConfig(model="mlp", data="-", model_dir="-").architecture
     assert lines[1]["matmul_flops_per_list"] == 3 * train_bench.forward_flops("mlp", 6, 3, arch)
     capsys.readouterr()
-    assert step_records.main([str(record)]) == 0
+    assert speed_records.main([str(record)]) == 0
     rows = capsys.readouterr().out.splitlines()[2:]
     ours = lines[1]["median_lists_per_second"]["ours"]
     share = ours * lines[1]["matmul_flops_per_list"] / 1e9 / lines[1]["peak_gflops"]
@@ -155,9 +155,9 @@ def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monk
 
 
 def test_a_broken_record_line_is_named(tmp_path, capsys):
-    from pipelines.benchmarks import step_records
+    from pipelines.benchmarks import speed_records
 
     record = tmp_path / "steps.jsonl"
     record.write_text('{"model": "mlp"}\n\n[1, 2]\n')
-    assert step_records.main([str(record)]) == 1
+    assert speed_records.main([str(record)]) == 1
     assert f"{record}, line 3: not a JSON object" in capsys.readouterr().err

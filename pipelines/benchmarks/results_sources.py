@@ -22,7 +22,7 @@ CRANFIELD = "python -m pipelines.benchmarks.cranfield_rerank"
 WEB30K_CLICKS = "web30k_clicks_3epochs"
 WEB30K_BATCHES = "web30k_clicks"
 CRANFIELD_DIR = "cranfield_rerank"
-STEP = "python -m pipelines.benchmarks.step_records"
+SPEED = "python -m pipelines.benchmarks.speed_records"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,11 +184,12 @@ def cranfield_table(root: str) -> str:
     return f"Measured by {first}; `{reprint}` reprints it:\n\n{tables}"
 
 
-def step_speed_table(root: str) -> str:
-    """``train_bench``'s record of training steps on each CPU it ran on, as
-    ``step_records`` prints it, with the command that reprints it."""
-    from pipelines.benchmarks.step_records import STEP_RECORD, read_records, step_table
+def speed_table(root: str, name: str) -> str:
+    """A speed benchmark's record ``name`` (``train_bench``'s or ``serve_bench``'s), as
+    ``speed_records`` prints it, with the command that reprints it; every row names
+    its CPU."""
+    from pipelines.benchmarks.speed_records import read_records, record_table
 
-    record = f"{RECORDS}/{STEP_RECORD}"
-    lines = read_records(os.path.join(root, record))
-    return f"`{STEP} {record}` reprints it:\n\n{step_table(lines)}"
+    record = f"{RECORDS}/{name}"
+    table = record_table(read_records(os.path.join(root, record)))
+    return f"`{SPEED} {record}` reprints it:\n\n{table}"

@@ -3,7 +3,7 @@
 Every measured table of the two pages sits between ``<!-- results:NAME -->`` and
 ``<!-- /results:NAME -->`` and is printed here from a benchmark's record, with
 that benchmark's own table functions (``reference_parity``'s, ``web30k_scale``'s
-``report``, ``rerank_tables``' ``report`` and ``step_records``' table), so a
+``report``, ``rerank_tables``' ``report`` and ``speed_records``' tables), so a
 page cannot show a figure its record does not hold. ``BLOCKS`` names each
 block, its page and what prints it; the README's ``headline`` block gathers
 one row per record.
@@ -36,9 +36,10 @@ from pipelines.benchmarks.results_sources import (
     WEB30K_CLICKS,
     cranfield_table,
     parity_table,
-    step_speed_table,
+    speed_table,
     web30k_table,
 )
+from pipelines.benchmarks.speed_records import SERVING_RECORD, STEP_RECORD
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = "README.md"
@@ -58,7 +59,8 @@ BLOCKS: dict[str, tuple[str, Callable[[str], str]]] = {
     "cranfield": (RESULTS, cranfield_table),
     "web30k-clicks": (RESULTS, lambda root: web30k_table(root, WEB30K_CLICKS)),
     "web30k-clicks-batch-sizes": (RESULTS, lambda root: web30k_table(root, WEB30K_BATCHES)),
-    "train-step": (RESULTS, step_speed_table),
+    "train-step": (RESULTS, lambda root: speed_table(root, STEP_RECORD)),
+    "serving-latency": (RESULTS, lambda root: speed_table(root, SERVING_RECORD)),
     "mq2008-30": (RESULTS, lambda root: parity_table(root, PARITY_30)),
     "mq2008-200": (RESULTS, lambda root: parity_table(root, PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, lambda root: parity_table(root, PARITY_200_SEEDS)),

@@ -16,6 +16,9 @@ one run:
 
 It prints the CPU's model and vector extensions, and the RankFormer's p50
 as a ratio to LightGBM's at each list length, both measured in this run.
+``--intra-op-threads`` and ``--inter-op-threads`` size TensorFlow's thread
+pools as TF Serving's flags of those names do; ``--record FILE`` appends the
+run's figures to a JSON-lines record (``speed_records``).
 Run: ``python -m pipelines.benchmarks.serve_bench``.
 """
 
@@ -31,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import cpu_extensions, feature_manifest
+from pipelines.benchmarks.speed_records import append_record, serving_line
 from pipelines.flag_table import add_flag
 from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
@@ -80,6 +84,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(the default of tfr-convert, 1,000 quantiles per feature) or standard. "
         "Default: quantile",
     )
+    parser.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow's threads within an op, as TF Serving's "
+        "--tensorflow_intra_op_parallelism sets them (0: one per CPU). Default: 0",
+    )
+    parser.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow's threads running ops side by side, as TF Serving's "
+        "--tensorflow_inter_op_parallelism sets them (0: one per CPU). Default: 0",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append the run's figures as one JSON line to FILE; python -m "
+        "pipelines.benchmarks.speed_records FILE prints them",
+    )
     return parser
 
 
@@ -120,7 +144,9 @@ def _print_report(rows: list[tuple], proto_rate: float, tree_rate: float, *, arg
     """The latency table, the ratios to LightGBM and the throughput line."""
     print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
-        f"{args.features} features, {args.normalization} normalisation, {args.repeats} calls each"
+        f"{args.features} features, {args.normalization} normalisation, {args.repeats} calls "
+        f"each; TensorFlow threads: intra-op {args.intra_op_threads or 'default'}, "
+        f"inter-op {args.inter_op_threads or 'default'}"
     )
     print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
     for name, p50, p99 in rows:
@@ -135,6 +161,11 @@ def _print_report(rows: list[tuple], proto_rate: float, tree_rate: float, *, arg
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Before TensorFlow starts its runtime (the first op), as a server's flags do.
+    if args.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    if args.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     d = args.features
     manifest = feature_manifest(d, args.normalization)
     model = build_model("rankformer", manifest, ModelConfig(), levels=2)
@@ -160,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         batch_items = rng.normal(size=(64 * 16, d))
         tree_rate = _throughput(lambda: booster.predict(batch_items), 64, 30)
     _print_report(rows, proto_rate, tree_rate, args=args)
+    if args.record:
+        threads = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
+        rates = {"rankformer_elwc": proto_rate, "lightgbm": tree_rate}
+        line = serving_line(rows, rates, args, cpu=cpu_extensions(), threads=threads)
+        append_record(args.record, line)
     return 0
 
 

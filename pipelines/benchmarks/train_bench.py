@@ -23,7 +23,7 @@ TensorFlow's float32 matmul alone on the step's own shapes and on a square
 could reach if every matmul ran at that best rate: a ceiling on any float32
 implementation of the same arithmetic on this machine, and so on its ratio to
 the authors' code. ``--record FILE`` appends each model and feature count's
-medians, CPU and peak to a JSON-lines record (``step_records``).
+medians, CPU and peak to a JSON-lines record (``speed_records``).
 
 The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
 512): on a smaller machine, lower ``--batch-size`` for both sides, or give
@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
-from pipelines.benchmarks.step_records import append_record, step_line
+from pipelines.benchmarks.speed_records import append_record, step_line
 from pipelines.flag_table import add_flag
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model import compiled_ops
@@ -307,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--record",
         metavar="FILE",
         help="append one JSON line per model and feature count (CPU, oneDNN cap, medians, "
-        "peak) to FILE; python -m pipelines.benchmarks.step_records FILE prints them",
+        "peak) to FILE; python -m pipelines.benchmarks.speed_records FILE prints them",
     )
     return parser
 

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.model.table_search import row_chunked_search
 
 __all__ = [
     "METHODS",
@@ -346,6 +347,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
         # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
         table, starts = tf.constant(self._table), tf.constant(self._starts)
+        search = search or row_chunked_search(self._table)  # searched side by side
         normal = quantile_to_normal(rows, table, starts, search=search)
         # [d, n] -> [n, d] -> [..., d]
         outputs = tf.reshape(tf.transpose(normal), tf.shape(features))

@@ -16,7 +16,12 @@ from tfr_rankformer.inputs import batching, data  # noqa: E402
 from tfr_rankformer.inputs.quantile_search import pipeline_normalization  # noqa: E402
 from tfr_rankformer.inputs.resident_lists import resident_bytes  # noqa: E402
 from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
-from tfr_rankformer.training.run_plan import MemoryLimitError, check_memory, plan_run  # noqa: E402
+from tfr_rankformer.training.run_plan import (  # noqa: E402
+    SAFETY_MARGIN,
+    MemoryLimitError,
+    check_memory,
+    plan_run,
+)
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +155,17 @@ def test_the_plan_counts_the_lists_in_memory_and_names_the_flag(dataset, tmp_pat
     )
     assert streaming.memory.resident == 0
     # A limit the run fits without its lists in memory, but not with them.
-    memory = run.memory
-    big = dataclasses.replace(memory, resident=memory.peak)
-    huge = dataclasses.replace(run, memory=big, limit=int(1.3 * (memory.peak + 1)))
+    assert run.streamed_peak == streaming.memory.peak and streaming.streamed_peak is None
+    big = dataclasses.replace(run.memory, resident=run.streamed_peak + run.memory.peak)
+    limit = int(SAFETY_MARGIN * run.streamed_peak) + 1
+    huge = dataclasses.replace(run, memory=big, limit=limit)
     with pytest.raises(MemoryLimitError, match="--lists-in-memory off"):
         check_memory(huge, config)
+    # Not offered when the run would not fit with the lists read every epoch either.
+    streamed_too_big = dataclasses.replace(huge, streamed_peak=huge.limit)
+    with pytest.raises(MemoryLimitError) as refused:
+        check_memory(streamed_too_big, config)
+    assert "--lists-in-memory" not in str(refused.value)
 
 
 def test_whole_lists_count_their_items(explicit, tmp_path):

@@ -102,6 +102,9 @@ class RunPlan:
       memory: the peak-memory estimate.
       limit: the memory the run may use (bytes; ``None``: unknown).
       unit: what an item is (``documents`` for text lists).
+      streamed_peak: the peak estimate with the training lists read every epoch
+        (``--lists-in-memory off``) instead of held; ``None`` when they are read
+        so already.
     """
 
     batches: batching.BatchPlan
@@ -112,6 +115,7 @@ class RunPlan:
     memory: MemoryEstimate
     limit: int | None
     unit: str = "items"
+    streamed_peak: int | None = None
 
     @property
     def padding(self) -> float:
@@ -189,9 +193,16 @@ def plan_run(
     sampled_out = sum((n - edges[-1]) * c for n, c in lengths.items() if n > edges[-1])
     eval_items = config.evaluation_batch_items()
     memory = estimate_memory(config, manifest, plan, cap=cap, eval_batch_items=eval_items)
+    streamed = None
+    if config.lists_in_memory:  # what --lists-in-memory off would need, for the refusal
+        reading = dataclasses.replace(config, lists_in_memory=False)
+        streamed = estimate_memory(reading, manifest, plan, cap=cap, eval_batch_items=eval_items)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
     items = sum(n * c for n, c in clipped.items())
-    return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit)
+    streamed_peak = streamed.peak if streamed else None
+    return RunPlan(
+        plan, cap, items, sampled_out, eval_items, memory, limit, streamed_peak=streamed_peak
+    )
 
 
 def estimate_memory(
@@ -254,7 +265,7 @@ def check_memory(
         hints.append(f"--eval-batch-size {max(1, int(config.eval_batch_size * share))}")
     if run.batches.edges[-1] > shorter_lists:
         hints.append(f"--list-size {shorter_lists} (samples longer lists)")
-    if memory.resident and fixed * SAFETY_MARGIN < run.limit:
+    if run.streamed_peak is not None and run.streamed_peak * SAFETY_MARGIN <= run.limit:
         hints.append(
             f"--lists-in-memory off (reads the records every epoch instead of holding "
             f"{format_gb(memory.resident)} of training lists)"

@@ -316,6 +316,12 @@ FLAGS: dict[str, Flag] = {
     "repeat": Flag(("--repeat",), {"type": int}),
     "repeats": Flag(("--repeats",), {"type": int}),
     "reprint": Flag(("--reprint",), {"action": "store_true"}, "print the last run's table again"),
+    "record": Flag(
+        ("--record",),
+        {"metavar": "FILE"},
+        "append the run's figures as JSON lines to FILE; python -m "
+        "pipelines.benchmarks.speed_records FILE prints them",
+    ),
     "official_dir": Flag(("--official-dir",), {}, "checkout of the released code"),
     "official_python": Flag(("--official-python",), {}, "a Python with torch"),
     "official_threads": Flag(("--official-threads",), {"type": int, "default": 2}),

@@ -151,7 +151,9 @@ def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monk
     ours = lines[1]["median_lists_per_second"]["ours"]
     share = ours * lines[1]["matmul_flops_per_list"] / 1e9 / lines[1]["peak_gflops"]
     assert rows[1].startswith(f"| {cpu_extensions()} | AVX2 | mlp, 6 | {ours:,.0f} (8) | 4 (2) |")
-    assert rows[1].endswith(f"| {ours / 4:.2f}x | {share:.0%} of {lines[1]['peak_gflops']:.0f} |")
+    assert rows[1].endswith(
+        f"| {ours / 4:.2f}x | {share:.0%} of {lines[1]['peak_gflops']:.0f} | — |"
+    )
 
 
 def test_a_broken_record_line_is_named(tmp_path, capsys):
@@ -161,3 +163,19 @@ def test_a_broken_record_line_is_named(tmp_path, capsys):
     record.write_text('{"model": "mlp"}\n\n[1, 2]\n')
     assert speed_records.main([str(record)]) == 1
     assert f"{record}, line 3: not a JSON object" in capsys.readouterr().err
+
+
+def test_our_other_steps_are_recorded_as_ratios_to_our_first(tmp_path, monkeypatch):
+    from pipelines.benchmarks import speed_records, train_bench
+
+    monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
+    record = tmp_path / "steps.jsonl"
+    args = ["--models", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]
+    args += ["--rounds", "1", "--precision", "float32", "--precision", "bf16"]
+    assert train_bench.main(args + ["--record", str(record)]) == 0
+    (line,) = speed_records.read_records(str(record))
+    rates = line["median_lists_per_second"]
+    assert set(rates) == {"ours", "ours, bf16"} and line["peak_gflops"] is None
+    row = speed_records.step_table([line]).splitlines()[2]
+    ratio = rates["ours, bf16"] / rates["ours"]
+    assert row.endswith(f"| — | — | — | bf16 {rates['ours, bf16']:,.0f} ({ratio:.2f}x) |")

@@ -98,12 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="TensorFlow's threads running ops side by side, as TF Serving's "
         "--tensorflow_inter_op_parallelism sets them (0: one per CPU). Default: 0",
     )
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="append the run's figures as one JSON line to FILE; python -m "
-        "pipelines.benchmarks.speed_records FILE prints them",
-    )
+    add_flag(parser, "record")
     return parser
 
 

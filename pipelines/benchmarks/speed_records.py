@@ -5,7 +5,9 @@
   the oneDNN instruction-set cap (``ONEDNN_MAX_CPU_ISA``, ``none`` when
   unset), each side's median round in lists/s, the step's matmul FLOPs per
   list and the float32 matmul peak measured in the same run (``--peak``).
-  :func:`step_table` prints one row per line with our share of that peak.
+  :func:`step_table` prints one row per line with our share of that peak and
+  our other steps of the same rounds (``--precision``, ``--compare-plain``,
+  ``--compare-xla``) as ratios to our first.
 * ``serve_bench --record FILE`` appends one line per run (:func:`serving_line`):
   the CPU, the normalisation the saved model applies, TensorFlow's thread
   pools and every call's p50 and p99. :func:`serving_table` prints one row
@@ -126,8 +128,8 @@ def step_table(lines: list[dict]) -> str:
     out = [
         "| CPU | oneDNN capped at | model, features | ours, lists/s (batch) "
         "| authors' code, lists/s (batch) | ours / authors | share of the float32 matmul peak "
-        "(GFLOP/s) |",
-        "|---|---|---|---|---|---|---|",
+        "(GFLOP/s) | our other steps in the same rounds, lists/s (/ ours) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for line in lines:
         rates = line["median_lists_per_second"]
@@ -136,10 +138,15 @@ def step_table(lines: list[dict]) -> str:
             theirs = f"{rates['authors']:,.0f} ({line['official_batch_size']})"
             ratio = f"{rates['ours'] / rates['authors']:.2f}x"
         cap = line["onednn_max_cpu_isa"]
+        others = [
+            f"{side.removeprefix('ours, ')} {rate:,.0f} ({rate / rates['ours']:.2f}x)"
+            for side, rate in rates.items()
+            if side not in ("ours", "authors")
+        ]
         out.append(
             f"| {line['cpu']} | {'—' if cap == 'none' else cap} | "
             f"{line['model']}, {line['features']} | {rates['ours']:,.0f} ({line['batch_size']}) "
-            f"| {theirs} | {ratio} | {_share(line)} |"
+            f"| {theirs} | {ratio} | {_share(line)} | {'; '.join(others) or '—'} |"
         )
     return "\n".join(out)
 

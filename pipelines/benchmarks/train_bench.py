@@ -303,9 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.cpu_count(),
         help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
     )
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
+    add_flag(
+        parser,
+        "record",
         help="append one JSON line per model and feature count (CPU, oneDNN cap, medians, "
         "peak) to FILE; python -m pipelines.benchmarks.speed_records FILE prints them",
     )

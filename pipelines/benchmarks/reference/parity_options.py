@@ -92,9 +92,9 @@ def _add_side_options(p: argparse.ArgumentParser) -> None:
         help="torch's threads for the released code (on a busy machine 1 avoids "
         "stalls). Default: 2",
     )
-    p.add_argument(
-        "--record",
-        metavar="FILE",
+    add_flag(
+        p,
+        "record",
         help="a JSON-lines file of finished runs (both sides, with their settings and CPU): "
         "runs found in it are reused, new ones appended, so a benchmark longer than one "
         "sitting or machine can be finished elsewhere; the table can be printed from it "

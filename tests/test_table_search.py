@@ -19,15 +19,15 @@ def test_the_split_search_equals_searchsorted_whole_and_split(d, n, chunks):
     expected = tf.searchsorted(tf.constant(table), tf.constant(x), side="right").numpy()
     for split_from in (1, 10**9):  # always split, never split
         search = tf.function(row_chunked_search(table, chunks=chunks, split_from=split_from))
-        np.testing.assert_array_equal(search(None, tf.constant(x)).numpy(), expected)
+        got = search(tf.constant(table), tf.constant(x)).numpy()
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_the_split_runs_one_search_per_chunk_only_for_large_inputs():
     table = np.tile(np.arange(5, dtype=np.float32), (8, 1))
     search = row_chunked_search(table, chunks=4, split_from=100)
-    graph = (
-        tf.function(search).get_concrete_function(None, tf.TensorSpec([8, None], tf.float32)).graph
-    )
+    specs = tf.TensorSpec([8, 5], tf.float32), tf.TensorSpec([8, None], tf.float32)
+    graph = tf.function(search).get_concrete_function(*specs).graph
     # Both branches are traced into the cond: the whole search and four chunks.
     searches = [
         op

@@ -11,8 +11,9 @@ The indices are ``tf.searchsorted``'s, row by row, so the layer's output is
 unchanged.
 
 >>> import numpy as np
->>> search = row_chunked_search(np.array([[0.0, 1.0], [5.0, 6.0]], np.float32), chunks=2)
->>> search(None, tf.constant([[0.5, 2.0], [4.0, 6.0]])).numpy().tolist()
+>>> table = np.array([[0.0, 1.0], [5.0, 6.0]], np.float32)
+>>> search = row_chunked_search(table, chunks=2, split_from=1)
+>>> search(tf.constant(table), tf.constant([[0.5, 2.0], [4.0, 6.0]])).numpy().tolist()
 [[1, 2], [0, 2]]
 """
 
@@ -33,15 +34,15 @@ def row_chunked_search(table: np.ndarray, *, chunks: int = CHUNKS, split_from: i
     ``[d, Q]`` float32 ``table`` and ``[d, n]`` values ``x``, in up to ``chunks``
     row chunks when ``x`` holds at least ``split_from`` values.
 
-    The returned function ignores its first argument (the table as a tensor, as
-    ``feature_normalization.quantile_to_normal`` passes it) and searches ``table``'s
-    own rows, made into constants of the traced graph.
+    The returned function takes the table as a tensor too (as
+    ``feature_normalization.quantile_to_normal`` passes it), which the whole
+    search reads; the chunks are ``table``'s rows made into constants of the
+    traced graph.
     """
     bounds = np.linspace(0, table.shape[0], min(chunks, table.shape[0]) + 1).astype(int)
     parts = [(tf.constant(table[a:b]), a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    whole = tf.constant(table)
 
-    def search(_, x):
+    def search(whole, x):
         def split():
             found = [tf.searchsorted(rows, x[a:b], side="right") for rows, a, b in parts]
             return tf.concat(found, axis=0)

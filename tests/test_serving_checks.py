@@ -77,3 +77,56 @@ def test_unknown_policies_are_refused_before_anything_is_loaded(tmp_path):
     assert check_policy("score-last") == "score-last"
     with pytest.raises(ValueError, match="Unknown invalid-item policy 'drop'"):
         export_run(str(tmp_path), invalid_items="drop")
+
+
+def _parsed_features(lists, d):
+    """The ELWC signature's sparse ``features`` of ``lists`` (each ``[n, w]`` values)."""
+    import tensorflow_ranking as tfr
+
+    from tfr_rankformer.core import elwc_schema
+    from tfr_rankformer.inputs import data
+
+    serialized = []
+    for items in lists:
+        elwc = input_pb2.ExampleListWithContext()
+        for values in items:
+            example = elwc.examples.add()
+            example.features.feature[elwc_schema.FEATURES].float_list.value.extend(values)
+        serialized.append(elwc.SerializeToString())
+    parsed = tfr.data.parse_from_example_list(
+        tf.constant(serialized),
+        list_size=None,
+        context_feature_spec={},
+        example_feature_spec={elwc_schema.FEATURES: tf.io.VarLenFeature(tf.float32)},
+        mask_feature_name=data.MASK,
+    )
+    return parsed[elwc_schema.FEATURES]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "one full list",
+        "full lists of one length",
+        "lists of two lengths",
+        "a short and a long item",
+    ],
+)
+def test_dense_features_take_the_values_as_they_are_only_when_every_item_is_full(shape):
+    from tfr_rankformer.serving.serving_checks import dense_features, item_lengths
+
+    d, rng = 3, np.random.default_rng(0)
+    full = {
+        "one full list": [rng.normal(size=(5, d))],
+        "full lists of one length": [rng.normal(size=(4, d)), rng.normal(size=(4, d))],
+        "lists of two lengths": [rng.normal(size=(4, d)), rng.normal(size=(2, d))],
+    }
+    # Totals that match B x L x d but items that do not: the values must not shift.
+    lists = full.get(shape) or [[[1.0, 2.0], [3.0, 4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]]
+    sparse = _parsed_features(lists, d)
+    expected = dense_features(sparse, d).numpy()  # the scatter, always right
+    got = dense_features(sparse, d, item_lengths(sparse)).numpy()
+    np.testing.assert_array_equal(got, expected)
+    if shape in full:
+        for b, items in enumerate(lists):
+            np.testing.assert_allclose(got[b, : len(items)], items, rtol=1e-6)

@@ -87,10 +87,11 @@ class _Servable(tf.Module):
             mask_feature_name=data.MASK,
         )
         sparse = parsed[elwc_schema.FEATURES]  # [B, L, W] sparse
+        lengths = serving_checks.item_lengths(sparse)  # [B, L]
         features, mask, invalid = serving_checks.checked_items(
-            serving_checks.dense_features(sparse, self.num_features),  # [B, L, d]
+            serving_checks.dense_features(sparse, self.num_features, lengths),  # [B, L, d]
             parsed[data.MASK],
-            serving_checks.item_lengths(sparse),  # [B, L]
+            lengths,
             num_features=self.num_features,
             policy=self.policy,
         )

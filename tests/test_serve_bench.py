@@ -12,6 +12,7 @@ from pipelines.benchmarks import serve_bench  # noqa: E402
 def test_serve_bench_reports_and_records_both_models_at_the_default_normalisation(capsys, tmp_path):
     from pipelines.benchmarks import speed_records
     from pipelines.benchmarks.bench_support import cpu_extensions
+    from pipelines.benchmarks.run_records import read_lines
     from tfrecords_tools.convert import ConvertConfig
 
     assert serve_bench.build_parser().parse_args([]).normalization == ConvertConfig.normalize
@@ -29,7 +30,7 @@ def test_serve_bench_reports_and_records_both_models_at_the_default_normalisatio
     assert f"CPU: {cpu_extensions()}" in out and "8 features, quantile normalisation" in out
     for n in (16, 128):
         assert f"rankformer ELWC, 1 list of {n}: p50 " in out and "x LightGBM's" in out
-    (line,) = speed_records.read_records(str(record))
+    (line,) = read_lines(str(record))
     assert line["kind"] == "serving" and line["normalization"] == "quantile"
     assert line["threads"] == {"intra_op": 0, "inter_op": 0} and len(line["calls"]) == 6
     assert speed_records.main([str(record)]) == 0

@@ -121,6 +121,7 @@ def test_their_own_batch_size_sets_their_steps_and_their_rate(capsys, monkeypatc
 def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monkeypatch, tmp_path):
     from pipelines.benchmarks import speed_records, train_bench
     from pipelines.benchmarks.bench_support import cpu_extensions
+    from pipelines.benchmarks.run_records import read_lines
 
     class FakeTimer:  # the released code: 0.5 s per step of 2 lists
         def __init__(self, setup, model, d, *, batch, items, threads):
@@ -139,7 +140,7 @@ def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monk
     args = ["--models", "mlp", "--batch-size", "8", "--items", "3", "--steps", "1"]
     args += ["--features", "4,6", "--rounds", "1", "--official-batch-size", "2", "--peak"]
     assert train_bench.main(args + ["--record", str(record)]) == 0
-    lines = speed_records.read_records(str(record))
+    lines = read_lines(str(record))
     assert [(line["model"], line["features"]) for line in lines] == [("mlp", 4), ("mlp", 6)]
     assert lines[0]["cpu"] == cpu_extensions() and lines[0]["onednn_max_cpu_isa"] == "AVX2"
     assert lines[0]["median_lists_per_second"]["authors"] == 4.0  # 2 lists / 0.5 s
@@ -167,13 +168,14 @@ def test_a_broken_record_line_is_named(tmp_path, capsys):
 
 def test_our_other_steps_are_recorded_as_ratios_to_our_first(tmp_path, monkeypatch):
     from pipelines.benchmarks import speed_records, train_bench
+    from pipelines.benchmarks.run_records import read_lines
 
     monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
     record = tmp_path / "steps.jsonl"
     args = ["--models", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]
     args += ["--rounds", "1", "--precision", "float32", "--precision", "bf16"]
     assert train_bench.main(args + ["--record", str(record)]) == 0
-    (line,) = speed_records.read_records(str(record))
+    (line,) = read_lines(str(record))
     rates = line["median_lists_per_second"]
     assert set(rates) == {"ours", "ours, bf16"} and line["peak_gflops"] is None
     row = speed_records.step_table([line]).splitlines()[2]

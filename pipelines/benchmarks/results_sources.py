@@ -188,8 +188,9 @@ def speed_table(root: str, name: str) -> str:
     """A speed benchmark's record ``name`` (``train_bench``'s or ``serve_bench``'s), as
     ``speed_records`` prints it, with the command that reprints it; every row names
     its CPU."""
-    from pipelines.benchmarks.speed_records import read_records, record_table
+    from pipelines.benchmarks.run_records import read_lines
+    from pipelines.benchmarks.speed_records import record_table
 
     record = f"{RECORDS}/{name}"
-    table = record_table(read_records(os.path.join(root, record)))
+    table = record_table(read_lines(os.path.join(root, record)))
     return f"`{SPEED} {record}` reprints it:\n\n{table}"

@@ -34,7 +34,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import cpu_extensions, feature_manifest
-from pipelines.benchmarks.speed_records import append_record, serving_line
+from pipelines.benchmarks.run_records import append_line
+from pipelines.benchmarks.speed_records import serving_line
 from pipelines.flag_table import add_flag
 from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         threads = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
         rates = {"rankformer_elwc": proto_rate, "lightgbm": tree_rate}
         line = serving_line(rows, rates, args, cpu=cpu_extensions(), threads=threads)
-        append_record(args.record, line)
+        append_line(args.record, line)
     return 0
 
 

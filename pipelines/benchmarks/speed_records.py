@@ -22,15 +22,15 @@ Reprint: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from pipelines.benchmarks.run_records import read_lines
 
 __all__ = [
     "SERVING_RECORD",
     "STEP_RECORD",
-    "append_record",
-    "read_records",
+    "record_table",
     "serving_line",
     "serving_table",
     "step_line",
@@ -88,33 +88,6 @@ def serving_line(rows: list[tuple], rates: dict, args, *, cpu: str, threads: dic
     }
 
 
-def append_record(path: str, line: dict) -> None:
-    """Appends ``line`` to the JSON-lines file ``path`` (made if missing)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line, sort_keys=True) + "\n")
-
-
-def read_records(path: str) -> list[dict]:
-    """The lines of ``path``.
-
-    Raises:
-      ValueError: naming the file and line of a line that is not a JSON object.
-    """
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {number}: not JSON ({error.msg})") from None
-            if not isinstance(line, dict):
-                raise ValueError(f"{path}, line {number}: not a JSON object")
-            lines.append(line)
-    return lines
-
-
 def _share(line: dict) -> str:
     """Our share of the recorded float32 matmul peak, or a dash without one."""
     if not line.get("peak_gflops"):
@@ -164,14 +137,12 @@ def serving_table(lines: list[dict]) -> str:
         "|---|---|---|---:|---|---:|---|---:|---|",
     ]
     for line in lines:
-        calls = {c["call"].split(",")[0]: [] for c in line["calls"]}
-        for call in line["calls"]:
-            calls[call["call"].split(",")[0]].append(call)
+        calls = line["calls"]  # each length's ELWC, tensors and LightGBM calls, in order
         threads = line["threads"]
         pools = f"{_threads(threads['intra_op'])}, {_threads(threads['inter_op'])}"
         rates = line["batch_64_lists_per_second"]
         throughput = f"{rates['rankformer_elwc']:,}, {rates['lightgbm']:,}"
-        for elwc, tensors, trees in zip(*calls.values()):
+        for elwc, tensors, trees in zip(calls[::3], calls[1::3], calls[2::3]):
             items = elwc["call"].rsplit(" ", 1)[1]
             out.append(
                 f"| {line['cpu']} | {line['normalization']} | {pools} | {items} "
@@ -198,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: python -m pipelines.benchmarks.speed_records RECORD\n\n{__doc__}")
         return 2
     try:
-        print(record_table(read_records(argv[0])))
+        print(record_table(read_lines(argv[0])))
     except (OSError, ValueError, KeyError) as error:
         print(f"speed_records: error: {error}", file=sys.stderr)
         return 1

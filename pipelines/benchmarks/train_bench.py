@@ -49,7 +49,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
-from pipelines.benchmarks.speed_records import append_record, step_line
+from pipelines.benchmarks.run_records import append_line
+from pipelines.benchmarks.speed_records import step_line
 from pipelines.flag_table import add_flag
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model import compiled_ops
@@ -359,7 +360,7 @@ def print_summary(summary: list, args) -> None:
             line = step_line(
                 model, d, medians, args, cpu=cpu_extensions(), per_list=per_list, peak=peak
             )
-            append_record(args.record, line)
+            append_line(args.record, line)
 
 
 def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> float:

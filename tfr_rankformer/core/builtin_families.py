@@ -42,6 +42,8 @@ FAMILIES = (
         runs="tfr_rankformer.run_kinds:TextRuns",
         # It loads TF Text's tokenizer, so it is imported only for text runs.
         run_family="tfr_rankformer.text.text_family:TextFamily",
+        # Its fused pieces and its measured quality are float32's.
+        mixed_precision=False,
     ),
     ModelFamily("gbdt", GBDT_KIND, runs="tfr_rankformer.run_kinds:GbdtRuns"),
 )

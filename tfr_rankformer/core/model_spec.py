@@ -64,6 +64,8 @@ class ModelFamily:
         the training loop's ``run_family.RunFamily``.
       default: the family of runs and exports no other family's ``owns`` claims
         (the feature-vector family).
+      mixed_precision: whether its models may train in bf16 or float16
+        (``precision``); ``False``: always float32, a visible GPU included.
     """
 
     name: str
@@ -71,6 +73,7 @@ class ModelFamily:
     runs: Target
     run_family: Target | None = None
     default: bool = False
+    mixed_precision: bool = True
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

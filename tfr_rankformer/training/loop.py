@@ -227,8 +227,8 @@ def _settle(config: TrainConfig, **options) -> _Run:
 
 def _precision(config: TrainConfig, *, gpu: bool) -> str:
     """The run's resolved precision; a warning when bf16 runs without bfloat16 hardware."""
-    # The text model trains in float32 (``TrainConfig`` refuses another), on a GPU too.
-    on_gpu = gpu and not config.is_text
+    # A family without mixed precision trains in float32 on a GPU too.
+    on_gpu = gpu and model_families.family_of(config.model).mixed_precision
     precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
     if precision == "bf16" and not gpu and native_bf16_cpu() is False:
         logger.warning(

@@ -211,14 +211,14 @@ class TrainConfig:
         self._resolve_architecture()
         if self.text.init_from is not None and not self.is_text:
             raise ValueError(f"`init_from` starts a text model (listformer), not {self.model!r}")
+        family = model_families.family_of(self.model)
+        mixed = self.precision not in (None, "float32") or self.mixed_precision
+        if mixed and not family.mixed_precision:
+            raise ValueError(
+                f"`precision` other than float32 is for other models; {self.model!r} "
+                f"({family.kind}) trains in float32"
+            )
         if self.is_text:
-            if self.precision not in (None, "float32") or self.mixed_precision:
-                # As on the command line: the text model's fused pieces and its
-                # quality are float32's.
-                raise ValueError(
-                    "`precision` other than float32 is for the feature-vector models; "
-                    f"{self.model!r} (text) trains in float32"
-                )
             positions = self.architecture.max_positions
             for name in ("max_query_tokens", "max_document_tokens"):
                 if getattr(self.text, name) >= positions:

@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import identity_manifest, train_config
 from tfr_rankformer.training.precision import (
     check_precision,
+    cpu_precision_warning,
     native_bf16_cpu,
     precision_policy,
     resolve_precision,
@@ -54,6 +55,26 @@ def test_a_contradicting_alias_is_refused(precision, mixed):
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="`precision` must be one of"):
         TrainConfig(data="d", model_dir="m", precision="bfloat16")
+
+
+@pytest.mark.parametrize(
+    "precision, gpu, native, warned",
+    [
+        ("bf16", False, False, "without bfloat16 instructions"),
+        ("bf16", False, None, None),  # the CPU's flags could not be read: no guess
+        ("bf16", False, True, None),
+        ("float16", False, True, "float16 on a CPU"),
+        ("float16", True, None, None),
+        ("bf16", True, False, None),
+        ("float32", False, False, None),
+    ],
+)
+def test_a_precision_that_runs_slowly_on_this_cpu_is_warned_of(precision, gpu, native, warned):
+    warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=native)
+    if warned is None:
+        assert warning is None
+    else:
+        assert warned in warning
 
 
 def test_precision_round_trips_through_config_json():

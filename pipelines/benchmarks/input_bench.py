@@ -10,6 +10,8 @@ normalises the records, later ones serve what it kept. Each mode
 --lists-in-memory on``; ``stream``, the records read every epoch) builds its
 pipeline afresh ``--repeats`` times, and the CPU, the core count and the load
 average are printed with the speeds, as other workers may share the machine.
+``--record FILE`` appends the run's figures to a JSON-lines record
+(``speed_records``).
 
 Run: ``python -m pipelines.benchmarks.input_bench --lists 50000``.
 """
@@ -19,13 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import time
 
 import numpy as np
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions
+from pipelines.benchmarks.run_records import append_line
+from pipelines.benchmarks.speed_records import epoch_medians, input_line
 from pipelines.flag_table import add_flag
 
 MODES = ("memory", "stream")
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a directory this benchmark (or tfr-convert) wrote before; else lists are "
         "written to a temporary one",
     )
+    add_flag(p, "record")
     return p
 
 
@@ -149,38 +153,61 @@ def main(argv: list[str] | None = None) -> int:
             write_lists(
                 data_dir, lists=args.lists, items=args.items, features=args.features, seed=args.seed
             )
-        print(f"CPU: {cpu_extensions()}; {os.cpu_count()} cores; load average {_load()}")
+        load = {"before": _load()}
+        print(f"CPU: {cpu_extensions()}; {os.cpu_count()} cores; load average {load['before']}")
         # Imported before any timing, so that no mode's first epoch counts it.
         import tensorflow_ranking  # noqa: F401
 
-        from tfr_rankformer.inputs.manifest import load_manifest
-
-        manifest = load_manifest(data_dir)
-        entry = manifest.split("train")
+        shape = _shape(data_dir)
         print(
-            f"{entry.num_lists:,} lists, {entry.num_items:,} items (longest "
-            f"{entry.longest_list}) x {manifest.num_features} features"
+            f"{shape['lists']:,} lists, {shape['items']:,} items (longest "
+            f"{shape['longest']}) x {shape['features']} features"
         )
-        for mode in modes:
-            runs = [
-                epoch_rates(
-                    data_dir,
-                    scratch,
-                    mode=mode,
-                    epochs=args.epochs,
-                    batch_items=args.batch_items,
-                    seed=args.seed,
-                )
-                for _ in range(args.repeats)
-            ]
-            for i, rates in enumerate(runs, 1):
-                shown = ", ".join(f"{r:,.0f}" for r in rates)
-                print(f"{mode} run {i}: lists/s by epoch {shown}")
-            first = statistics.median(r[0] for r in runs)
-            later = statistics.median(x for r in runs for x in r[1:]) if args.epochs > 1 else 0
-            print(f"{mode}: median epoch 1 {first:,.0f} lists/s, later epochs {later:,.0f}")
-        print(f"load average after: {_load()}")
+        rates = {mode: _mode_rates(data_dir, scratch, mode, args) for mode in modes}
+        load["after"] = _load()
+        print(f"load average after: {load['after']}")
+    if args.record:
+        line = input_line(
+            rates, shape, args, cpu=cpu_extensions(), cores=os.cpu_count() or 0, load=load
+        )
+        append_line(args.record, line)
     return 0
+
+
+def _shape(data_dir: str) -> dict:
+    """The training split's list and item counts, longest list and feature count."""
+    from tfr_rankformer.inputs.manifest import load_manifest
+
+    manifest = load_manifest(data_dir)
+    entry = manifest.split("train")
+    return {
+        "lists": entry.num_lists,
+        "items": entry.num_items,
+        "longest": entry.longest_list,
+        "features": manifest.num_features,
+    }
+
+
+def _mode_rates(data_dir: str, scratch: str, mode: str, args) -> list:
+    """``--repeats`` pipelines' lists/s by epoch in ``mode``, each run printed, then
+    the medians."""
+    runs = [
+        epoch_rates(
+            data_dir,
+            scratch,
+            mode=mode,
+            epochs=args.epochs,
+            batch_items=args.batch_items,
+            seed=args.seed,
+        )
+        for _ in range(args.repeats)
+    ]
+    for i, rates in enumerate(runs, 1):
+        print(f"{mode} run {i}: lists/s by epoch {', '.join(f'{r:,.0f}' for r in rates)}")
+    first, later = epoch_medians(runs)
+    shown = "—" if later is None else f"{later:,.0f}"
+    print(f"{mode}: median epoch 1 {first:,.0f} lists/s, later epochs {shown}")
+    return runs
 
 
 if __name__ == "__main__":

@@ -185,9 +185,9 @@ def cranfield_table(root: str) -> str:
 
 
 def speed_table(root: str, name: str) -> str:
-    """A speed benchmark's record ``name`` (``train_bench``'s or ``serve_bench``'s), as
-    ``speed_records`` prints it, with the command that reprints it; every row names
-    its CPU."""
+    """A speed benchmark's record ``name`` (``train_bench``'s, ``serve_bench``'s or
+    ``input_bench``'s), as ``speed_records`` prints it, with the command that
+    reprints it; every row names its CPU."""
     from pipelines.benchmarks.run_records import read_lines
     from pipelines.benchmarks.speed_records import record_table
 

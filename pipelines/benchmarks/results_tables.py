@@ -39,7 +39,7 @@ from pipelines.benchmarks.results_sources import (
     speed_table,
     web30k_table,
 )
-from pipelines.benchmarks.speed_records import SERVING_RECORD, STEP_RECORD
+from pipelines.benchmarks.speed_records import INPUT_RECORD, SERVING_RECORD, STEP_RECORD
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = "README.md"
@@ -61,6 +61,7 @@ BLOCKS: dict[str, tuple[str, Callable[[str], str]]] = {
     "web30k-clicks-batch-sizes": (RESULTS, lambda root: web30k_table(root, WEB30K_BATCHES)),
     "train-step": (RESULTS, lambda root: speed_table(root, STEP_RECORD)),
     "serving-latency": (RESULTS, lambda root: speed_table(root, SERVING_RECORD)),
+    "input-pipeline": (RESULTS, lambda root: speed_table(root, INPUT_RECORD)),
     "mq2008-30": (RESULTS, lambda root: parity_table(root, PARITY_30)),
     "mq2008-200": (RESULTS, lambda root: parity_table(root, PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, lambda root: parity_table(root, PARITY_200_SEEDS)),

@@ -12,24 +12,34 @@
   the CPU, the normalisation the saved model applies, TensorFlow's thread
   pools and every call's p50 and p99. :func:`serving_table` prints one row
   per line with the RankFormer's p50 as a ratio to LightGBM's of the same run.
+* ``input_bench --record FILE`` appends one line per run (:func:`input_line`):
+  the CPU, the core count and load average, the lists' shape and every
+  pipeline's lists/s by epoch for each mode. :func:`input_table` prints one
+  row per line: each mode's median first epoch and later epochs, and the
+  held lists' later epochs as a ratio to the records read every epoch.
 
 So a speed ratio is always printed beside the CPU it was measured on;
 ``results_tables`` places both tables in docs/results.md. No TensorFlow here.
 
 Reprint: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.jsonl``
-(or ``serve_latency.jsonl``).
+(or ``serve_latency.jsonl``, ``input_pipeline.jsonl``).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 from pipelines.benchmarks.run_records import read_lines
 
 __all__ = [
+    "INPUT_RECORD",
     "SERVING_RECORD",
     "STEP_RECORD",
+    "epoch_medians",
+    "input_line",
+    "input_table",
     "record_table",
     "serving_line",
     "serving_table",
@@ -39,6 +49,7 @@ __all__ = [
 
 STEP_RECORD = "train_step.jsonl"
 SERVING_RECORD = "serve_latency.jsonl"
+INPUT_RECORD = "input_pipeline.jsonl"
 
 
 def step_line(
@@ -86,6 +97,62 @@ def serving_line(rows: list[tuple], rates: dict, args, *, cpu: str, threads: dic
         ],
         "batch_64_lists_per_second": {k: round(v) for k, v in rates.items()},
     }
+
+
+def input_line(rates: dict, shape: dict, args, *, cpu: str, cores: int, load: dict) -> dict:
+    """The record of one ``input_bench`` run: ``rates`` maps each mode (``memory``,
+    ``stream``) to its pipelines' lists/s by epoch; ``shape`` holds the split's
+    ``lists``, ``items`` (all) and ``longest`` list and the ``features``;
+    ``load`` the load average ``before`` and ``after``."""
+    return {
+        "kind": "input_pipeline",
+        "cpu": cpu,
+        "cores": cores,
+        "load_average": load,
+        **shape,
+        "batch_items": args.batch_items,
+        "lists_per_second_by_epoch": {
+            mode: [[round(rate) for rate in run] for run in runs] for mode, runs in rates.items()
+        },
+    }
+
+
+def epoch_medians(runs: list[list[float]]) -> tuple[float, float | None]:
+    """The median first epoch of ``runs`` (lists/s by epoch) and the median of the
+    later ones (``None`` when each run had one epoch)."""
+    later = [rate for run in runs for rate in run[1:]]
+    return statistics.median(run[0] for run in runs), statistics.median(later) if later else None
+
+
+def input_table(lines: list[dict]) -> str:
+    """``input_bench``'s lines as a markdown table, one row each."""
+    out = [
+        "| CPU (cores; load average before, after) | lists x mean items (longest) x features "
+        "| lists held in memory: epoch 1, later epochs, lists/s | records read every epoch: "
+        "epoch 1, later epochs, lists/s | later epochs, held / read |",
+        "|---|---|---|---|---:|",
+    ]
+    for line in lines:
+        rates, cells = line["lists_per_second_by_epoch"], {}
+        for mode in ("memory", "stream"):
+            first, later = epoch_medians(rates[mode]) if mode in rates else (None, None)
+            cells[mode] = (first, later)
+        held, read = cells["memory"][1], cells["stream"][1]
+        ratio = f"{held / read:.2f}x" if held and read else "—"
+        load = line["load_average"]
+        out.append(
+            f"| {line['cpu']} ({line['cores']}; {load['before']}, {load['after']}) "
+            f"| {line['lists']:,} x {line['items'] / line['lists']:.0f} ({line['longest']}) "
+            f"x {line['features']} | {_rates(*cells['memory'])} | {_rates(*cells['stream'])} "
+            f"| {ratio} |"
+        )
+    return "\n".join(out)
+
+
+def _rates(first: float | None, later: float | None) -> str:
+    if first is None:
+        return "—"
+    return f"{first:,.0f}, {'—' if later is None else f'{later:,.0f}'}"
 
 
 def _share(line: dict) -> str:
@@ -155,12 +222,11 @@ def serving_table(lines: list[dict]) -> str:
 
 def record_table(lines: list[dict]) -> str:
     """The table of a record's lines, by their kind (all lines of a file share one)."""
+    tables = {"train_step": step_table, "serving": serving_table, "input_pipeline": input_table}
     kinds = {line.get("kind") for line in lines}
-    if kinds == {"serving"}:
-        return serving_table(lines)
-    if kinds == {"train_step"}:
-        return step_table(lines)
-    raise ValueError(f"a record holds one kind of line (train_step or serving), found {kinds}")
+    if len(kinds) != 1 or not kinds <= tables.keys():
+        raise ValueError(f"a record holds one kind of line ({', '.join(tables)}), found {kinds}")
+    return tables[kinds.pop()](lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ from tfr_rankformer.training.optimizers import (
     learning_rate_schedule,
 )
 from tfr_rankformer.training.precision import (
+    cpu_precision_warning,
     native_bf16_cpu,
     precision_policy,
     resolve_precision,
@@ -226,15 +227,14 @@ def _settle(config: TrainConfig, **options) -> _Run:
 
 
 def _precision(config: TrainConfig, *, gpu: bool) -> str:
-    """The run's resolved precision; a warning when bf16 runs without bfloat16 hardware."""
+    """The run's resolved precision; a warning when it would run slowly on this CPU."""
     # A family without mixed precision trains in float32 on a GPU too.
     on_gpu = gpu and model_families.family_of(config.model).mixed_precision
     precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
-    if precision == "bf16" and not gpu and native_bf16_cpu() is False:
-        logger.warning(
-            "precision bf16 on a CPU without bfloat16 instructions (avx512_bf16, amx_bf16): "
-            "emulated, likely slower than float32"
-        )
+    native = native_bf16_cpu() if precision == "bf16" and not gpu else None
+    warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=native)
+    if warning:
+        logger.warning(warning)
     return precision
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "KERAS_POLICIES",
     "PRECISIONS",
     "check_precision",
+    "cpu_precision_warning",
     "native_bf16_cpu",
     "precision_policy",
     "resolve_precision",
@@ -81,6 +82,33 @@ def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gp
     if mixed_precision is not None:
         return _alias(mixed_precision)
     return "float16" if gpu else "float32"
+
+
+def cpu_precision_warning(precision: str, *, gpu: bool, native_bf16: bool | None) -> str | None:
+    """What to warn of when ``precision`` runs slowly on this device, else ``None``.
+
+    bf16 on a CPU without bfloat16 instructions (``native_bf16`` False) is
+    emulated; float16 on any CPU is slow too: TensorFlow's CPU kernels have no
+    fast float16 path (the RankFormer trained at 62 lists/s against float32's
+    7,944 in one run on an AMD EPYC with AVX-512, see docs/tfr-train.md).
+
+    >>> cpu_precision_warning("bf16", gpu=False, native_bf16=True) is None
+    True
+    """
+    if gpu:
+        return None
+    if precision == "bf16" and native_bf16 is False:
+        return (
+            "precision bf16 on a CPU without bfloat16 instructions (avx512_bf16, amx_bf16): "
+            "emulated, likely slower than float32"
+        )
+    if precision == "float16":
+        return (
+            "precision float16 on a CPU: TensorFlow computes float16 slowly there (about a "
+            "hundred times slower than float32); float16 is for GPUs, bf16 is a CPU's mixed "
+            "precision"
+        )
+    return None
 
 
 def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool | None:

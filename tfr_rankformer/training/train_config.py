@@ -169,6 +169,20 @@ class TrainConfig:
         if not self.data or not self.model_dir:
             raise ValueError("`data` and `model_dir` must be given")
         self._resolve_model_defaults()
+        self._check_batching()
+        get_score_loss(self.loss)  # an unknown name fails here
+        check_precision(self.precision, self.mixed_precision)
+        self._check_evaluate_splits()
+        self._check_optimization()
+        if self.alpha < 0:
+            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
+        if self.alpha > 0 and not model_families.has_list_head(self.model):
+            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
+        self._resolve_architecture()
+        self._check_family_settings()
+
+    def _check_batching(self) -> None:
+        """Counts, batching switches and the memory limit."""
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
         if not isinstance(self.length_buckets, bool):
@@ -185,9 +199,9 @@ class TrainConfig:
             isinstance(self.memory_limit, (int, float)) and self.memory_limit > 0
         ):
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
-        get_score_loss(self.loss)  # an unknown name fails here
-        check_precision(self.precision, self.mixed_precision)
-        self._check_evaluate_splits()
+
+    def _check_optimization(self) -> None:
+        """The optimizer, its epsilon placement, schedule, kept weights and rates."""
         for name, choices in (
             ("optimizer", OPTIMIZERS),
             ("adam_epsilon", ADAM_EPSILONS),
@@ -204,11 +218,10 @@ class TrainConfig:
             raise ValueError(f"`weight_decay` must be >= 0, got {self.weight_decay!r}")
         if self.weight_decay > 0 and self.optimizer != "adamw":
             raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
-        if self.alpha < 0:
-            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
-        if self.alpha > 0 and not model_families.has_list_head(self.model):
-            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
-        self._resolve_architecture()
+
+    def _check_family_settings(self) -> None:
+        """Settings one family of models takes: a text model's start and token
+        lengths, another family's mixed precision."""
         if self.text.init_from is not None and not self.is_text:
             raise ValueError(f"`init_from` starts a text model (listformer), not {self.model!r}")
         family = model_families.family_of(self.model)

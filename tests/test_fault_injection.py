@@ -156,14 +156,19 @@ def _check_resumed(model_dir, result) -> None:
 
 def test_training_killed_mid_epoch_is_refused_then_resumed(dataset, config, tmp_path):
     model_dir = tmp_path / "run"
-    # 90 lists in batches of 16: 6 steps an epoch; the 9th is in the second epoch.
-    _killed(_train(dataset, model_dir, config, kill_at="train.batch:9"))
+    # The click protocol's 900 training lists in batches of 16: 57 steps an
+    # epoch; the 70th is in the second epoch.
+    _killed(_train(dataset, model_dir, config, kill_at="train.batch:70"))
+    assert _epochs(model_dir) == [0]
     assert _state(model_dir) == "running" and not (model_dir / "metrics.json").exists()
     again = _train(dataset, model_dir, config)
     assert again.returncode == 1
     assert re.search(r"holds a running rankformer run .*pass --resume", again.stderr)
     resumed = _train(dataset, model_dir, config, "--resume")
     _check_resumed(model_dir, resumed)
+    # Epoch 0 was backed up: the resumed run trained epochs 1 and 2 only.
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["training"]["epochs_this_run"] == 2
     # Its standard error holds no native start-up lines (absl's banner, XLA's notice).
     assert "absl::InitializeLog" not in resumed.stderr
     assert not re.search(r"^I\d{4} ", resumed.stderr, re.MULTILINE), resumed.stderr

@@ -160,6 +160,7 @@ def test_strategy_follows_tf_config(monkeypatch):
     assert training.choose_strategy() is tf.distribute.get_strategy()
 
 
+@pytest.mark.slow  # test_fault_injection kills a run at a set step and checks the same
 def test_a_killed_run_resumes_where_it_stopped(dataset, tmp_path):
     model_dir = tmp_path / "run"
     config = tmp_path / "train.json"

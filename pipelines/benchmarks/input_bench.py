@@ -7,7 +7,9 @@ each feature's 1,000 quantiles, then iterates ``data.training_dataset`` with
 the quantile normalisation and no model: the first epoch parses and
 normalises the records, later ones serve what it kept. Each mode
 (``--mode``: ``memory``, the lists held in memory, as ``tfr-train
---lists-in-memory on``; ``stream``, the records read every epoch) builds its
+--lists-in-memory on``; ``stream``, the records read every epoch; ``raw``,
+held in memory without the normalisation, whose first epoch is the parsing
+alone, the anchor of the others' first) builds its
 pipeline afresh ``--repeats`` times, and the CPU, the core count and the load
 average are printed with the speeds, as other workers may share the machine.
 ``--record FILE`` appends the run's figures to a JSON-lines record
@@ -31,7 +33,7 @@ from pipelines.benchmarks.run_records import append_line
 from pipelines.benchmarks.speed_records import epoch_medians, input_line
 from pipelines.flag_table import add_flag
 
-MODES = ("memory", "stream")
+MODES = ("memory", "stream", "raw")
 NUM_QUANTILES = 1000
 
 
@@ -92,6 +94,7 @@ def epoch_rates(
     lengths = data.list_lengths(data_dir, manifest, "train")
     edges = batching.bucket_edges(manifest.split("train").longest_or(1))
     plan = batching.plan_batches(lengths, edges=edges, batch_items=batch_items, max_lists=2048)
+    quantile = FeatureNormalization.from_manifest(manifest, "quantile")
     began = time.perf_counter()
     dataset = data.training_dataset(
         data_dir,
@@ -101,9 +104,9 @@ def epoch_rates(
         include_empty_lists=True,
         with_list_head=True,
         seed=seed,
-        normalize=pipeline_normalization(FeatureNormalization.from_manifest(manifest, "quantile")),
+        normalize=None if mode == "raw" else pipeline_normalization(quantile),
         cache_file=os.path.join(scratch, f"cache-{time.monotonic_ns()}"),
-        lists_in_memory=mode == "memory",
+        lists_in_memory=mode != "stream",
     )
     rates = []
     for _ in range(epochs):
@@ -131,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(p, "epochs", default=3, help="epochs per pipeline. Default: 3")
     add_flag(p, "repeats", default=3, help="pipelines per mode. Default: 3")
     add_flag(p, "batch_items", default=32768, help="padded items per batch. Default: 32768")
-    p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="Default: both")
+    p.add_argument("--mode", choices=(*MODES, "all"), default="all", help="Default: all")
     add_flag(p, "seed", default=0, help="data and shuffle seed. Default: 0")
     add_flag(
         p,
@@ -145,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    modes = MODES if args.mode == "both" else (args.mode,)
+    modes = MODES if args.mode == "all" else (args.mode,)
     with tempfile.TemporaryDirectory(prefix="input-bench-") as scratch:
         data_dir = args.data or scratch
         if not os.path.isfile(os.path.join(data_dir, "manifest.json")):

@@ -15,8 +15,9 @@
 * ``input_bench --record FILE`` appends one line per run (:func:`input_line`):
   the CPU, the core count and load average, the lists' shape and every
   pipeline's lists/s by epoch for each mode. :func:`input_table` prints one
-  row per line: each mode's median first epoch and later epochs, and the
-  held lists' later epochs as a ratio to the records read every epoch.
+  row per line: each mode's median first epoch and later epochs, the held
+  lists' later epochs as a ratio to the records read every epoch, and their
+  first epoch as a ratio to the parsing alone (``raw``).
 
 So a speed ratio is always printed beside the CPU it was measured on;
 ``results_tables`` places both tables in docs/results.md. No TensorFlow here.
@@ -101,7 +102,7 @@ def serving_line(rows: list[tuple], rates: dict, args, *, cpu: str, threads: dic
 
 def input_line(rates: dict, shape: dict, args, *, cpu: str, cores: int, load: dict) -> dict:
     """The record of one ``input_bench`` run: ``rates`` maps each mode (``memory``,
-    ``stream``) to its pipelines' lists/s by epoch; ``shape`` holds the split's
+    ``stream``, ``raw``) to its pipelines' lists/s by epoch; ``shape`` holds the split's
     ``lists``, ``items`` (all) and ``longest`` list and the ``features``;
     ``load`` the load average ``before`` and ``after``."""
     return {
@@ -129,24 +130,34 @@ def input_table(lines: list[dict]) -> str:
     out = [
         "| CPU (cores; load average before, after) | lists x mean items (longest) x features "
         "| lists held in memory: epoch 1, later epochs, lists/s | records read every epoch: "
-        "epoch 1, later epochs, lists/s | later epochs, held / read |",
-        "|---|---|---|---|---:|",
+        "epoch 1, later epochs, lists/s | later epochs, held / read | epoch 1 parsing alone, "
+        "lists/s (held / it) |",
+        "|---|---|---|---|---:|---|",
     ]
     for line in lines:
-        rates, cells = line["lists_per_second_by_epoch"], {}
-        for mode in ("memory", "stream"):
-            first, later = epoch_medians(rates[mode]) if mode in rates else (None, None)
-            cells[mode] = (first, later)
-        held, read = cells["memory"][1], cells["stream"][1]
-        ratio = f"{held / read:.2f}x" if held and read else "—"
+        rates = line["lists_per_second_by_epoch"]
+        cells = {
+            mode: epoch_medians(rates[mode]) if mode in rates else (None, None)
+            for mode in ("memory", "stream", "raw")
+        }
+        (held_first, held), (_, read), (raw, _) = cells["memory"], cells["stream"], cells["raw"]
         load = line["load_average"]
         out.append(
             f"| {line['cpu']} ({line['cores']}; {load['before']}, {load['after']}) "
             f"| {line['lists']:,} x {line['items'] / line['lists']:.0f} ({line['longest']}) "
             f"x {line['features']} | {_rates(*cells['memory'])} | {_rates(*cells['stream'])} "
-            f"| {ratio} |"
+            f"| {_ratio(held, read)} | {_parsing(raw, held_first)} |"
         )
     return "\n".join(out)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a and b else "—"
+
+
+def _parsing(raw: float | None, held_first: float | None) -> str:
+    """The parsing alone's first epoch, and the held lists' first as a share of it."""
+    return "—" if raw is None else f"{raw:,.0f} ({_ratio(held_first, raw)})"
 
 
 def _rates(first: float | None, later: float | None) -> str:

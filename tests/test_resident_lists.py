@@ -107,15 +107,20 @@ def test_memory_serves_the_streaming_batches_in_their_order(explicit, case):
     assert not all(np.array_equal(a[0], b[0]) for a, b in zip(*resident))
 
 
-def test_one_bucket_lists_are_held_padded_and_served_alike(dataset):
+@pytest.mark.parametrize("include_empty", [True, False])
+def test_one_bucket_lists_are_held_padded_and_served_alike(dataset, include_empty):
     """The click protocol's lists of at most 16: the padded layout."""
     manifest = data.load_manifest(dataset)
-    plan = _plan(dataset, manifest, cap=16)
+    plan = _plan(dataset, manifest, cap=16, include_empty=include_empty)
     assert plan.edges == (16,)
     assert data.single_bucket(manifest.split("train"), plan, False) == 16
-    resident = _epochs(dataset, manifest, plan, list_cap=16, lists_in_memory=True)
-    streamed = _epochs(dataset, manifest, plan, list_cap=16, lists_in_memory=False)
+    options = {"list_cap": 16, "include_empty_lists": include_empty}
+    resident = _epochs(dataset, manifest, plan, lists_in_memory=True, **options)
+    streamed = _epochs(dataset, manifest, plan, lists_in_memory=False, **options)
     _assert_same(resident, streamed)
+    if not include_empty:  # some lists were left out, and none served has t = 0
+        assert sum(len(batch[1]) for batch in resident[0]) < manifest.split("train").num_lists
+        assert all(np.all(batch[3] > 0) for batch in resident[0])
 
 
 def test_a_seed_gives_the_same_epochs_and_another_seed_others(explicit):

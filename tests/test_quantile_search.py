@@ -50,6 +50,11 @@ def test_the_pipeline_transform_is_the_layer_bit_for_bit():
     expected = layer(tf.constant(x)).numpy()
     got = pipeline_normalization(layer)(tf.constant(x)).numpy()
     np.testing.assert_array_equal(got, expected)
+    # As the input pipeline runs it (in tf.data) and as a model runs the layer
+    # (a traced function, which the graph optimiser rewrites).
+    in_data = tf.data.Dataset.from_tensors(tf.constant(x)).map(pipeline_normalization(layer))
+    np.testing.assert_array_equal(next(iter(in_data)).numpy(), expected)
+    np.testing.assert_array_equal(tf.function(layer)(tf.constant(x)).numpy(), expected)
     assert np.isnan(got[0, 0, 1]) and np.isfinite(np.delete(got.ravel(), 1)).all()
     # Other methods and no layer pass through unchanged.
     standard = FeatureNormalization("standard", num_features=5, mean=[0.0] * 5, std=[1.0] * 5)

@@ -161,6 +161,11 @@ def _levels(
       left to the caller.
     """
     last = float(table.shape[-1] - 1)
+    # Levels are scaled by multiplying with float32 reciprocals, not by dividing
+    # by constants: TensorFlow's graph optimiser turns a division by a constant
+    # into that multiplication in a traced function but not in eager or tf.data
+    # code, which would round some values differently in training and serving.
+    per_level, per_two_levels = np.float32(1.0) / np.float32([last, 2.0 * last])
     # The last knot <= x (np.interp's bracket): one search serves both
     # interpolations. Between two different knots they agree; on a run of
     # knots equal to x, np.interp lands on the run's highest level and the
@@ -176,11 +181,11 @@ def _levels(
     on_knot = tf.equal(x, below)
     # On a run table[start..low] of knots equal to x: levels start and low.
     start = tf.cast(tf.gather(starts, low, batch_dims=1), tf.float32)
-    u = tf.where(on_knot, (start + level) / (2.0 * last), (level + fraction) / last)
+    u = tf.where(on_knot, (start + level) * per_two_levels, (level + fraction) * per_level)
     complement = tf.where(
         on_knot,
-        ((last - start) + (last - level)) / (2.0 * last),
-        ((last - 1.0 - level) + rest) / last,
+        ((last - start) + (last - level)) * per_two_levels,
+        ((last - 1.0 - level) + rest) * per_level,
     )
     return u, complement
 
@@ -271,7 +276,9 @@ class FeatureNormalization(tf.keras.layers.Layer):
         # float32 constants, turned into graph constants when `call` is traced.
         if moments:
             self._offset = np.float32(self.mean)
-            self._scale = _safe_scale(self.mean, self.std)
+            # A multiplication, as the graph optimiser would make a division by
+            # the constant scale (see `_levels`).
+            self._inverse_scale = np.float32(1) / _safe_scale(self.mean, self.std)
         if method == "quantile":
             # sklearn makes its quantiles non-decreasing the same way (rounding in
             # np.percentile can break monotonicity); searchsorted needs it.
@@ -339,11 +346,11 @@ class FeatureNormalization(tf.keras.layers.Layer):
         if self.method == "none":
             return tf.clip_by_value(features, -OUTPUT_BOUND, OUTPUT_BOUND)
         if self.method == "standard":
-            normal = (features - self._offset) / self._scale
+            normal = (features - self._offset) * self._inverse_scale
             return tf.clip_by_value(normal, -OUTPUT_BOUND, OUTPUT_BOUND)
         if self.method == "log1p":
             signed_log = tf.sign(features) * tf.math.log1p(tf.abs(features))
-            return (signed_log - self._offset) / self._scale
+            return (signed_log - self._offset) * self._inverse_scale
         # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
         table, starts = tf.constant(self._table), tf.constant(self._starts)

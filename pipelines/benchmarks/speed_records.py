@@ -152,6 +152,7 @@ def input_table(lines: list[dict]) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> str:
+    """``a / b`` as ``1.23x``, or a dash when either is missing (or 0)."""
     return f"{a / b:.2f}x" if a and b else "—"
 
 
@@ -187,10 +188,10 @@ def step_table(lines: list[dict]) -> str:
         theirs, ratio = "—", "—"
         if "authors" in rates:
             theirs = f"{rates['authors']:,.0f} ({line['official_batch_size']})"
-            ratio = f"{rates['ours'] / rates['authors']:.2f}x"
+            ratio = _ratio(rates["ours"], rates["authors"])
         cap = line["onednn_max_cpu_isa"]
         others = [
-            f"{side.removeprefix('ours, ')} {rate:,.0f} ({rate / rates['ours']:.2f}x)"
+            f"{side.removeprefix('ours, ')} {rate:,.0f} ({_ratio(rate, rates['ours'])})"
             for side, rate in rates.items()
             if side not in ("ours", "authors")
         ]
@@ -226,7 +227,7 @@ def serving_table(lines: list[dict]) -> str:
                 f"| {line['cpu']} | {line['normalization']} | {pools} | {items} "
                 f"| {elwc['p50_ms']:.2f} / {elwc['p99_ms']:.2f} | {tensors['p50_ms']:.2f} "
                 f"| {trees['p50_ms']:.2f} ({line['trees']}) "
-                f"| {elwc['p50_ms'] / trees['p50_ms']:.2f}x | {throughput} |"
+                f"| {_ratio(elwc['p50_ms'], trees['p50_ms'])} | {throughput} |"
             )
     return "\n".join(out)
 

@@ -231,7 +231,7 @@ def _precision(config: TrainConfig, *, gpu: bool) -> str:
     # A family without mixed precision trains in float32 on a GPU too.
     on_gpu = gpu and model_families.family_of(config.model).mixed_precision
     precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
-    native = native_bf16_cpu() if precision == "bf16" and not gpu else None
+    native = None if gpu else native_bf16_cpu()
     warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=native)
     if warning:
         logger.warning(warning)

@@ -109,11 +109,12 @@ def _add_resource_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--lists-in-memory",
-        choices=("on", "off"),
+        choices=("auto", "on", "off"),
         help="on: the feature-vector models' training lists are parsed and normalised once "
         "and every epoch is served from memory (counted in the memory estimate); off: "
         "records are read every epoch (those of a split over 1 GiB are cached on disk after "
-        "the first), for a split that does not fit in memory. Default: on",
+        "the first), which costs less memory and, on a CPU, no speed. Default: auto (on "
+        "where a GPU is visible, else off)",
     )
     add_flag(p, "progress_seconds")
 

@@ -148,7 +148,9 @@ def test_each_worker_holds_and_serves_its_own_shard(explicit):
 def test_the_plan_counts_the_lists_in_memory_and_names_the_flag(dataset, tmp_path):
     manifest = data.load_manifest(dataset)
     entry = manifest.split("train")
-    config = _config(dataset, tmp_path / "run", batch_size=None, batch_items=None)
+    config = _config(
+        dataset, tmp_path / "run", batch_size=None, batch_items=None, lists_in_memory=True
+    )
     assert config.lists_in_memory
     run = plan_run(config, manifest, data_dir=dataset)
     # Lists of at most 16 share one bucket: held padded to it.
@@ -176,7 +178,9 @@ def test_the_plan_counts_the_lists_in_memory_and_names_the_flag(dataset, tmp_pat
 def test_whole_lists_count_their_items(explicit, tmp_path):
     manifest = data.load_manifest(explicit)
     entry = manifest.split("train")
-    config = _config(explicit, tmp_path / "run", batch_size=None, batch_items=2048)
+    config = _config(
+        explicit, tmp_path / "run", batch_size=None, batch_items=2048, lists_in_memory=True
+    )
     run = plan_run(config, manifest, data_dir=explicit)
     assert len(run.batches.edges) > 1
     assert run.memory.resident == resident_bytes(

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+
+from tfr_rankformer.core.atomic_files import atomic_write
 
 __all__ = ["require_positive_ints", "from_dict", "write_json"]
 
 
 def write_json(path: str, values: dict) -> None:
     """Writes ``values`` as JSON under a temporary name, then renames it into place."""
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         json.dump(values, f, indent=1, sort_keys=True)
         f.write("\n")
-    os.replace(temporary, path)
 
 
 def require_positive_ints(config, *names: str, optional: bool = False) -> None:

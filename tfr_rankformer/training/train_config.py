@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import tensorflow as tf
+
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.builtin_families import (
     FALLBACK_TRAINING,
@@ -77,6 +79,8 @@ class TrainConfig:
       lists_in_memory: parse and normalise the training lists once and serve
         every epoch from memory (``inputs.resident_lists``); off, the records
         are read every epoch (cached on disk after the first when large).
+        ``None``: on only where a GPU is visible. A CPU step is far slower than
+        reading the records, so holding them there costs memory and buys nothing.
       alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
         under ``released`` it is the released code's ``list_pred_strength``
         (default 1, which its README equates with the paper's alpha 0.25),
@@ -138,7 +142,7 @@ class TrainConfig:
     list_size: int | None = None
     memory_limit: float | None = None
     length_buckets: bool = True
-    lists_in_memory: bool = True
+    lists_in_memory: bool | None = None
     alpha: float | None = None
     loss: str | None = None
     loss_scaling: str | None = None
@@ -187,6 +191,9 @@ class TrainConfig:
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
         if not isinstance(self.length_buckets, bool):
             raise ValueError(f"`length_buckets` must be true or false, got {self.length_buckets!r}")
+        if self.lists_in_memory is None:
+            gpu = bool(tf.config.list_physical_devices("GPU"))
+            object.__setattr__(self, "lists_in_memory", gpu)
         if not isinstance(self.lists_in_memory, bool):
             raise ValueError(
                 f"`lists_in_memory` must be true or false, got {self.lists_in_memory!r}"

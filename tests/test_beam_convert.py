@@ -17,14 +17,12 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import input_pb2
 
 from pipelines.convert_cli import main
 from tests.conftest import REAL_DATA, letor_line, write_lines
 from tfrecords_tools.letor.letor_parser import parse_letor_lines
-
-beam = pytest.importorskip("apache_beam")
-tf = pytest.importorskip("tensorflow")
-input_pb2 = pytest.importorskip("tensorflow_serving.apis.input_pb2")
 
 MQ2008 = os.path.join(os.environ.get("TFR_DATA_DIR", REAL_DATA), "MQ2008")
 SYNTHETIC = ["--input", "synthetic", "--synthetic-lists", "45", "--synthetic-list-size", "20"]

@@ -21,7 +21,8 @@ from tfr_rankformer.text.listformer_checkpoint import checkpoint_tokenizer
 
 @pytest.mark.parametrize("vocabulary, lower_case", [(UNCASED, True), (CASED, False)])
 def test_token_ids_equal_the_checkpoints_tokenizer(tmp_path, vocabulary, lower_case):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
+
     write_checkpoint(tmp_path / "bert", vocabulary=vocabulary)
     checkpoint = read_bert_checkpoint(str(tmp_path / "bert"))
     assert checkpoint.lower_case is lower_case  # from the vocabulary: no tokenizer_config.json

@@ -8,14 +8,14 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from tfr_rankformer.inputs import batching
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
-from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.inputs import (
+    batching,
+    data,  # noqa: E402
+)
 from tfr_rankformer.model.models import ModelConfig, build_model, ranker_of  # noqa: E402
 from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.training.run_plan import plan_run  # noqa: E402

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops  # noqa: E402
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer  # noqa: E402

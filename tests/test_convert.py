@@ -11,14 +11,13 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import input_pb2
 
 from pipelines.convert_cli import main
 from tests.conftest import letor_line, write_lines
 from tfrecords_tools.convert import ConvertConfig, convert
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
-
-tf = pytest.importorskip("tensorflow")
-input_pb2 = pytest.importorskip("tensorflow_serving.apis.input_pb2")
 
 
 def _manifest(directory):

@@ -13,9 +13,8 @@ import os
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
-input_pb2 = pytest.importorskip("tensorflow_serving.apis.input_pb2")
+import tensorflow as tf
+from tensorflow_serving.apis import input_pb2
 
 from pipelines.convert_cli import main as convert_main  # noqa: E402
 from pipelines.train_cli import main as train_main  # noqa: E402
@@ -278,7 +277,6 @@ def test_feature_patterns_and_split_names(tmp_path):
 
 
 def test_beam_runner_refuses_elwc_input(elwc_dir, tmp_path, capsys):
-    pytest.importorskip("apache_beam")
     root, _ = elwc_dir
     flags = ["--input", f"elwc:{root}", "--output", str(tmp_path / "out"), "--no-progress"]
     flags += ["--elwc-features", FEATURES, "--runner", "DirectRunner"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pytest
+import tensorflow as tf
 from google.protobuf import text_format
+from tensorflow_serving.apis import input_pb2
 
 from tfrecords_tools.elwc_writer import (
     ElwcEncoder,
@@ -15,9 +16,6 @@ from tfrecords_tools.elwc_writer import (
     TFRecordWriter,
     shard_of,
 )
-
-tf = pytest.importorskip("tensorflow")
-input_pb2 = pytest.importorskip("tensorflow_serving.apis.input_pb2")
 
 EXPECTED = """
 examples {

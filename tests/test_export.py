@@ -11,8 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402

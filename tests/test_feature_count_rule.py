@@ -163,7 +163,6 @@ def test_a_known_count_is_recorded_as_the_datasets(tmp_path, capsys):
 
 
 def test_the_beam_converter_applies_the_same_rule(wide_dir, tmp_path):
-    pytest.importorskip("apache_beam")
     from tfrecords_tools.beam.beam_convert import BeamConfig, convert_on_beam
     from tfrecords_tools.convert import ConvertConfig
 

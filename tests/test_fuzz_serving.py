@@ -23,11 +23,9 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-tf = pytest.importorskip("tensorflow")
-
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from pipelines.benchmarks import speed_records
 
 
@@ -47,7 +45,6 @@ def test_a_run_of_one_epoch_or_without_a_mode_prints_dashes():
 
 
 def test_input_bench_reports_and_records_both_modes(tmp_path, capsys):
-    pytest.importorskip("tensorflow")
     from pipelines.benchmarks import input_bench
     from pipelines.benchmarks.bench_support import cpu_extensions
     from pipelines.benchmarks.run_records import read_lines

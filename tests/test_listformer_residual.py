@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.export_cli import main as export_main  # noqa: E402
 from pipelines.predict_cli import main as predict_main  # noqa: E402

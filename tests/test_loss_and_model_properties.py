@@ -8,8 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.model.models import MODELS, ModelConfig, build_model, has_list_head  # noqa: E402

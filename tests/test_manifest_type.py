@@ -122,7 +122,6 @@ def test_every_fold_is_written_by_the_writer(tmp_path, written):
 
 
 def test_the_beam_converter_writes_through_the_writer(tmp_path, written):
-    pytest.importorskip("apache_beam")
     flags = [*SYNTHETIC, "--runner", "DirectRunner"]
     (manifest,) = _assert_written_by_the_writer(_convert(tmp_path, "beam", *flags), written)
     assert list(manifest.parameters)[-1] == "beam"
@@ -201,7 +200,8 @@ def test_a_tolerant_read_checks_types_but_not_presence(tmp_path):
 
 
 def test_a_hand_made_dict_is_coerced_and_builds_a_model():
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
     from tfr_rankformer.model.models import FEATURES, MASK, ModelConfig, build_model
 
     minimal = {"num_features": 3, "normalization": {"method": "none"}}
@@ -234,7 +234,6 @@ def test_a_manifest_is_read_only_and_replace_keeps_the_key_order(tmp_path):
 
 
 def test_a_text_directory_without_a_manifest_still_loads(tmp_path):
-    pytest.importorskip("tensorflow")
     from tfr_rankformer.text.text_data import TextConfig, load_text_data
 
     (tmp_path / "train-00000-of-00001.tfrecord").write_bytes(b"")

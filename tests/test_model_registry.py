@@ -169,7 +169,6 @@ def test_the_command_choices_read_the_registry_when_the_parser_is_built():
 def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands(
     toy_family, tiny_dataset, tmp_path, capsys
 ):
-    pytest.importorskip("tensorflow")
     from pipelines.convert_cli import main as convert_main
     from pipelines.eval_cli import main as eval_main
     from pipelines.export_cli import main as export_main

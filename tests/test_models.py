@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.model.models import ModelConfig, build_model, has_list_head  # noqa: E402
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402

@@ -14,8 +14,7 @@ import time
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.export_cli import main as export_main  # noqa: E402
 from tfr_rankformer.core import elwc_schema  # noqa: E402

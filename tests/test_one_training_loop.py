@@ -13,8 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config  # noqa: E402

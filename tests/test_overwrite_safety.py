@@ -300,7 +300,6 @@ def test_the_cli_replaces_its_own_folds(tmp_path, capsys):
 
 
 def test_beam_remote_outputs_follow_the_rule(tmp_path):
-    pytest.importorskip("apache_beam")
     from tfrecords_tools.beam.beam_output import prepare_remote
 
     out = tmp_path / "out"

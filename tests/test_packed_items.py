@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.model import compiled_ops, packed_items  # noqa: E402

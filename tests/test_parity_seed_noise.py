@@ -9,8 +9,6 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("tensorflow")
-
 from pipelines.benchmarks.reference import reference_parity
 from pipelines.benchmarks.reference.parity_records import METRICS, run_seeds  # noqa: E402
 from pipelines.benchmarks.reference.parity_seed_noise import noise_difference, over_runs, seed_noise  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.conftest import identity_manifest, train_config
 from tfr_rankformer.training.precision import (
@@ -15,8 +16,6 @@ from tfr_rankformer.training.precision import (
     resolve_precision,
 )
 from tfr_rankformer.training.train_config import TrainConfig
-
-tf = pytest.importorskip("tensorflow")
 
 
 def compute_dtypes(model) -> set[str]:

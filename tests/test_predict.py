@@ -8,8 +8,6 @@ import os
 
 import pytest
 
-pytest.importorskip("tensorflow")
-
 from pipelines.predict_cli import main as predict_main  # noqa: E402
 from tests.conftest import letor_line, write_lines  # noqa: E402
 from tfr_rankformer.serving.export import export_run  # noqa: E402

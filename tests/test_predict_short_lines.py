@@ -65,7 +65,6 @@ def datasets(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dense_run(datasets, tmp_path_factory):
     """A 3-feature MLP trained 1 epoch on the dense data, and its export."""
-    pytest.importorskip("tensorflow")
     from tests.conftest import train_config
     from tfr_rankformer.serving.export import export_run
     from tfr_rankformer.training.loop import train

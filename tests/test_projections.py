@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.model.projections import Dense, column_sums, matmul_last_axis  # noqa: E402
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.inputs.quantile_search import (  # noqa: E402
     pipeline_normalization,

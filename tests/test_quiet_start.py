@@ -85,7 +85,6 @@ def test_an_explicit_log_level_is_respected():
 
 
 def test_command_names_match_the_registries():
-    pytest.importorskip("tensorflow")
     from tfr_rankformer.core import command_names, model_families
     from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
     from tfr_rankformer.ranking import losses

@@ -9,10 +9,9 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import tfr_rankformer
-
-tf = pytest.importorskip("tensorflow")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## Use it from Python"

@@ -28,8 +28,6 @@ import sys
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-
 from tests.test_docker import _shell_env, compose_problems  # noqa: E402
 from tests.test_docker import compose as compose  # noqa: E402, F401  (the fixture)
 from tests.tf_serving_fakes import FakeModel, serve_rest  # noqa: E402

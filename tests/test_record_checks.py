@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.inputs.record_checks import (  # noqa: E402
     RecordFileError,

@@ -9,8 +9,7 @@ import math
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.benchmarks.reference.reference_equivalence import released_weights  # noqa: E402
 from tests.conftest import identity_manifest  # noqa: E402

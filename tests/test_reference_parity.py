@@ -11,8 +11,6 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("tensorflow")
-
 from pipelines.benchmarks.reference import reference_parity, reference_runner
 from tests.conftest import letor_line, write_lines  # noqa: E402
 

@@ -24,8 +24,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tests.conftest import letor_line, write_lines  # noqa: E402
 from tests.test_bad_input import BAD_LINES, GOOD_AFTER, GOOD_BEFORE  # noqa: E402

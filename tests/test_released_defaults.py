@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402

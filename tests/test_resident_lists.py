@@ -8,8 +8,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.inputs import batching, data  # noqa: E402

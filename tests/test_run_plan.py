@@ -8,8 +8,6 @@ import os
 
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402

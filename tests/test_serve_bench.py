@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("tensorflow")
-
 from pipelines.benchmarks import serve_bench  # noqa: E402
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
-
+import tensorflow as tf
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402

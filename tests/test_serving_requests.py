@@ -19,8 +19,7 @@ import socket
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
 from tests.conftest import letor_line, write_lines  # noqa: E402
@@ -220,7 +219,6 @@ def rest_url(fake):
 
 @pytest.fixture(scope="module")
 def grpc_url(fake):
-    pytest.importorskip("grpc", reason="grpcio (installed with tensorflow-serving-api) is missing")
     with serve_grpc(fake) as target:
         yield f"grpc://{target}/tiny"
 
@@ -258,8 +256,6 @@ def _free_port() -> int:
 
 @pytest.mark.parametrize("scheme", ["http", "grpc"])
 def test_an_unreachable_server_is_named(tmp_path, capsys, scheme):
-    if scheme == "grpc":
-        pytest.importorskip("grpc", reason="grpcio is missing")
     port = _free_port()
     url = f"{scheme}://127.0.0.1:{port}/" + ("v1/models/tiny" if scheme == "http" else "tiny")
     output = tmp_path / "run.txt"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from tfr_rankformer.model.table_search import row_chunked_search  # noqa: E402
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tensorflow")
-
 from pipelines.benchmarks.train_bench import forward_flops  # noqa: E402
 from tfr_rankformer.model.models import ModelConfig  # noqa: E402
 

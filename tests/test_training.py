@@ -12,8 +12,7 @@ import time
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import SMALL  # noqa: E402

@@ -16,7 +16,6 @@ def test_the_registry_part_runs():
 
 
 def test_the_typed_program_trains_evaluates_exports_and_scores(tiny_dataset, tmp_path):
-    pytest.importorskip("tensorflow")
     from pipelines.convert_cli import main as convert_main
 
     data = str(tmp_path / "data")

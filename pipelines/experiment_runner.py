@@ -1,34 +1,10 @@
 """``tfr-experiment``: the RankFormer paper's Table 2 on one dataset, resumable.
 
-Converts the dataset (or reuses a conversion), trains and evaluates every
-model on every fold and seed, and writes to ``output/``:
-
-* ``data/``: the converted dataset (``FoldN/`` per fold);
-* ``runs/<model>/Fold<f>/seed<s>/``: each run's directory (``metrics.json``
-  marks a finished run, which a rerun skips; a run without it was
-  interrupted and restarts from scratch);
-* ``results.json``: every run's metrics, settings and timing, plus versions;
-* ``results.md``: test NDCG_y@10 and NDCG_r@10 per model (on text data,
-  NDCG@1, @5 and @10 on the relevance judgements), mean ± standard error
-  over runs, the best two per column in bold; then every pair of models
-  compared run by run (the later model minus the earlier: the mean ±
-  standard error of their differences over the folds and seeds both ran, and
-  on how many the later is ahead), with
-  NDCG_y@10 on the lists whose label is the highest level beside them;
-* PNG plots (see ``experiment_plots``).
-
-Each stage (the conversion, every run, the table and plots) logs a line when
-it starts and when it ends (``experiment_stages``); between them a neural run
-logs ``tfr-train``'s progress lines where no terminal shows Keras's bar, and a
-GBDT its validation NDCG every 50 trees and after a tree that ends 20 s
-after its last line.
-
-Text data (``synthetic-text``, ``trec:DIR`` or a text ``tfr-convert`` output)
-runs ``bm25`` and the ``listformer``; BM25 is deterministic, so it runs once
-per fold whatever ``seeds`` says. The models and folds are parsed by
-``experiment_specs``, the table made by ``experiment_summary``.
-Orchestrating conversion and training is a program's job, so this lives
-beside the command lines, not in the library.
+Converts the dataset once (or uses a converted one), trains and evaluates every model
+on every fold and seed into ``output/runs/<model>/Fold<f>/seed<s>/`` (``metrics.json``
+marks a finished run, which a rerun keeps; a run without it starts again), and writes
+``results.json``, ``results.md`` (``experiment_summary``) and PNG plots
+(``experiment_plots``). Text data runs ``bm25``, once per fold, and the ``listformer``.
 """
 
 from __future__ import annotations
@@ -54,6 +30,7 @@ from pipelines.experiment_summary import (
     paired_runs,
     summarize,
 )
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
@@ -70,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 def _is_single_set(root: str) -> bool:
     """Whether ``root`` is one converted set (its manifest at the top), not ``FoldN/``s."""
-    return os.path.isfile(os.path.join(root, "manifest.json"))
+    return os.path.isfile(os.path.join(root, MANIFEST_NAME))
 
 
 def converted_folds(root: str) -> dict[int, str]:
@@ -84,33 +61,9 @@ def converted_folds(root: str) -> dict[int, str]:
     folds = {}
     for name in os.listdir(root) if os.path.isdir(root) else []:
         match = re.fullmatch(r"Fold(\d+)", name)
-        if match and os.path.isfile(os.path.join(root, name, "manifest.json")):
+        if match and _is_single_set(os.path.join(root, name)):
             folds[int(match.group(1))] = os.path.join(root, name)
     return folds
-
-
-def _convert_text(config: ExperimentConfig, target: str, *, progress: bool) -> None:
-    from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
-    from tfrecords_tools.text.text_sources import (
-        SYNTHETIC_TEXT,
-        TREC_PREFIX,
-        convert_synthetic_text,
-        find_trec_files,
-    )
-    from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
-
-    if config.dataset == SYNTHETIC_TEXT:
-        lists = config.synthetic_lists
-        synthetic = SyntheticTextConfig(
-            train_queries=lists,
-            vali_queries=max(lists // 3, 1),
-            test_queries=max(lists // 3, 1),
-        )
-        convert_synthetic_text(synthetic, output=target, overwrite=True, progress=progress)
-    elif config.dataset.startswith(TREC_PREFIX + ":"):
-        files = find_trec_files(config.dataset[len(TREC_PREFIX) + 1 :])
-        values = {"output": target, "overwrite": True, **files}
-        convert_trec(TrecConfig.from_json(values), progress=progress)
 
 
 def _check_text_settings(config: ExperimentConfig) -> None:
@@ -131,74 +84,72 @@ def _check_text_settings(config: ExperimentConfig) -> None:
 
 
 def _convert(config: ExperimentConfig, target: str, *, progress: bool) -> None:
-    """Converts ``config.dataset`` into ``target`` (its folds, with simulated clicks unless
-    the config says otherwise)."""
+    """Converts ``config.dataset`` into ``target``: its folds, with simulated clicks
+    unless the config says otherwise, or its text lists."""
+    lists = config.synthetic_lists
+    sizes = dict(train_queries=lists, vali_queries=max(lists // 3, 1))
+    sizes["test_queries"] = sizes["vali_queries"]
     if is_text_input(config.dataset):
-        _convert_text(config, target, progress=progress)
+        from tfrecords_tools.text import text_sources as sources
+        from tfrecords_tools.text.synthetic_text import SyntheticTextConfig
+        from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
+
+        if config.dataset == sources.SYNTHETIC_TEXT:
+            text = SyntheticTextConfig(**sizes)
+            sources.convert_synthetic_text(text, output=target, overwrite=True, progress=progress)
+        elif config.dataset.startswith(sources.TREC_PREFIX + ":"):
+            files = sources.find_trec_files(config.dataset[len(sources.TREC_PREFIX) + 1 :])
+            trec = TrecConfig.from_json({"output": target, "overwrite": True, **files})
+            convert_trec(trec, progress=progress)
         return
     from tfrecords_tools.convert import ConvertConfig, convert
     from tfrecords_tools.synthetic import SyntheticConfig
 
-    lists = config.synthetic_lists
-    synthetic = SyntheticConfig(
-        train_queries=lists,
-        vali_queries=max(lists // 3, 1),
-        test_queries=max(lists // 3, 1),
+    settings = ConvertConfig(
+        input=config.dataset,
+        output=target,
+        data_dir=config.data_dir,
+        all_folds=True,
+        simulate_clicks=config.simulate_clicks,
+        synthetic=SyntheticConfig(**sizes),
+        overwrite=True,
     )
-    convert(
-        ConvertConfig(
-            input=config.dataset,
-            output=target,
-            data_dir=config.data_dir,
-            all_folds=True,
-            simulate_clicks=config.simulate_clicks,
-            synthetic=synthetic,
-            overwrite=True,
-        ),
-        progress=progress,
-    )
+    convert(settings, progress=progress)
+
+
+def _converted_once(source: str, target: str, run: Callable[[], object], stages) -> dict:
+    """``target``'s folds, after ``run`` converts ``source`` into it when it holds none
+    (a conversion is written whole or not at all)."""
+    folds = converted_folds(target)
+    if folds:
+        stages.note("using the data converted before in %s", target)
+        return folds
+    with stages.stage(f"convert {source} into {target}"):
+        run()
+    return converted_folds(target)
 
 
 def convert_folds(
     convert_config, *, progress: bool, stages: StageLog | None = None
 ) -> dict[int, str]:
-    """Fold number -> converted directory under ``convert_config.output``, converted
-    with ``convert_config`` (a ``tfrecords_tools.convert.ConvertConfig``) unless a
-    conversion is there already (it is written whole or not at all), as one of ``stages``.
-    The experiments' conversion; benchmarks that convert LETOR folds call it too."""
+    """Fold number -> converted directory under ``convert_config.output`` (a
+    ``ConvertConfig``), converted unless a conversion is there; benchmarks use it too."""
     from tfrecords_tools.convert import convert
 
-    return _converted_once(
-        convert_config.input,
-        convert_config.output,
-        lambda: convert(convert_config, progress=progress),
-        stages or StageLog(),
-    )
-
-
-def _converted_once(source: str, target: str, run: Callable[[], object], stages) -> dict:
-    """``target``'s folds, after ``run`` converts ``source`` into it when it holds none."""
-    folds = converted_folds(target)
-    if folds:
-        stages.note("using the data converted before in %s", target)
-    else:
-        with stages.stage(f"convert {source} into {target}"):
-            run()
-        folds = converted_folds(target)
-    return folds
+    run = functools.partial(convert, convert_config, progress=progress)
+    return _converted_once(convert_config.input, convert_config.output, run, stages or StageLog())
 
 
 def prepare_data(
     config: ExperimentConfig, *, progress: bool, stages: StageLog | None = None
 ) -> dict[int, str]:
     """The converted folds the experiment uses: the dataset itself when it is
-    already converted, else ``output/data`` (converted once, as one of ``stages``)."""
-    stages = stages or StageLog()
+    converted already, else ``output/data`` (converted once)."""
     folds = converted_folds(config.dataset)
     if not folds:
         target = os.path.join(config.output, "data")
-        convert = functools.partial(_convert, config, target, progress=progress)
-        folds = _converted_once(config.dataset, target, convert, stages)
+        run = functools.partial(_convert, config, target, progress=progress)
+        folds = _converted_once(config.dataset, target, run, stages or StageLog())
     wanted = parse_folds(config.folds)
     if _is_single_set(folds[min(folds)]) and len(folds) == 1 and wanted != [1]:
         logger.warning("the dataset has no folds: running fold 1 (its only set) alone")
@@ -229,33 +180,27 @@ def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
     write_json(os.path.join(run_dir, "metrics.json"), metrics)
 
 
-def _gbdt_config(spec: ModelSpec, values: dict) -> gbdt.GBDTConfig:
-    """A GBDT row's settings: ``GBDTConfig`` fields, the rest LightGBM parameters."""
-    fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
-    settings = dict(spec.settings)
-    own = {k: v for k, v in settings.items() if k in fields}
-    params = {k: v for k, v in settings.items() if k not in fields}
-    return gbdt.GBDTConfig.from_json({**values, **own, "params": params})
-
-
-def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config, fit: dict) -> dict:
+def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config, fit: dict):
     """Trains and evaluates one run; ``fit``: ``runner.train``'s display options."""
     if spec.is_bm25:
         return _run_bm25(spec, fold_data, run_dir)
-    values = {"model": spec.model, "data": fold_data, "model_dir": run_dir, "seed": seed}
+    where = {"data": fold_data, "model_dir": run_dir, "seed": seed}
     if spec.tuned is not None:
-        values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
+        values = {**spec.tuned, **where}
         if spec.is_gbdt:
             return train(gbdt.GBDTConfig.from_json(values))
         return train(TrainConfig.from_flat(values), **fit)
-    if spec.is_gbdt:
-        return train(_gbdt_config(spec, values))
-    for key, default in (("epochs", config.epochs), ("batch_size", config.batch_size)):
-        if default is not None:
-            values[key] = default
-    if config.patience is not None:
-        values["patience"] = config.patience
-    return train(TrainConfig.from_flat({**values, **dict(spec.settings)}), **fit)
+    settings = dict(spec.settings)
+    if spec.is_gbdt:  # GBDTConfig fields, the rest LightGBM parameters
+        fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
+        own = {k: v for k, v in settings.items() if k in fields}
+        params = {k: v for k, v in settings.items() if k not in fields}
+        return train(
+            gbdt.GBDTConfig.from_json({"model": spec.model, **where, **own, "params": params})
+        )
+    common = {k: getattr(config, k) for k in ("epochs", "batch_size", "patience")}
+    common = {k: v for k, v in common.items() if v is not None}
+    return train(TrainConfig.from_flat({"model": spec.model, **where, **common, **settings}), **fit)
 
 
 def _versions() -> dict:
@@ -270,31 +215,20 @@ def _versions() -> dict:
     return versions
 
 
-@dataclasses.dataclass(frozen=True)
-class _Display:
-    """What the runs show while they work: the stage lines, and training's ``verbose``
-    and ``progress_seconds`` (``runner.train``'s)."""
-
-    stages: StageLog
-    fit: dict
-
-
-def _run_once(
-    config: ExperimentConfig, planned: tuple, fold_data: str, name: str, display: _Display
-) -> dict:
-    """One (model, fold, seed) run, trained unless its metrics exist; its ``results.json``
-    entry. ``planned`` is ``(spec, fold, seed)``; ``name`` is how the stage lines call it."""
+def _run_once(config, planned: tuple, fold_data: str, name: str, stages, fit: dict) -> dict:
+    """One ``(spec, fold, seed)`` run, trained unless its metrics exist; its
+    ``results.json`` entry. ``name`` is how the stage lines call it."""
     spec, fold, seed = planned
     run_dir = os.path.join(config.output, "runs", spec.slug, f"Fold{fold}", f"seed{seed}")
     metrics_path = os.path.join(run_dir, "metrics.json")
     if os.path.isfile(metrics_path):
-        display.stages.note("%s: finished before, kept (%s)", name, run_dir)
+        stages.note("%s: finished before, kept (%s)", name, run_dir)
     else:
         if os.path.isdir(run_dir):
             logger.info("%s was interrupted: starting it again", run_dir)
             shutil.rmtree(run_dir)
-        with display.stages.stage(name):
-            _train_one(spec, fold_data, run_dir, seed, config, display.fit)
+        with stages.stage(name):
+            _train_one(spec, fold_data, run_dir, seed, config, fit)
     with open(metrics_path, encoding="utf-8") as f:
         metrics = json.load(f)
     return {
@@ -302,7 +236,7 @@ def _run_once(
         "fold": fold,
         "seed": seed,
         "run_dir": run_dir,
-        "metrics": {k: v for k, v in metrics.items() if k not in ("settings",)},
+        "metrics": {k: v for k, v in metrics.items() if k != "settings"},
         "settings": metrics.get("settings"),
         "seconds": metrics.get("training", {}).get("seconds"),
     }
@@ -313,6 +247,7 @@ def _results(config: ExperimentConfig, specs: list, folds: dict, runs: list, tex
     label_kind = "relevance" if text else data.load_manifest(folds[min(folds)]).label_kind
     reported = TEXT_REPORTED if text else REPORTED
     paired = TEXT_REPORTED if text else PAIRED
+    labels = [s.label for s in specs]
     return {
         "dataset": config.dataset,
         "kind": "text" if text else "features",
@@ -320,13 +255,13 @@ def _results(config: ExperimentConfig, specs: list, folds: dict, runs: list, tex
         "label_kind": label_kind,
         "folds": sorted(folds),
         "seeds": config.seeds,
-        "models": [s.label for s in specs],
+        "models": labels,
         "settings": dataclasses.asdict(config),
         "versions": _versions(),
         "runs": runs,
-        "summary": summarize(runs, [s.label for s in specs], keys=reported),
+        "summary": summarize(runs, labels, keys=reported),
         "paired_keys": list(paired),
-        "paired": paired_runs(runs, [s.label for s in specs], paired),
+        "paired": paired_runs(runs, labels, paired),
     }
 
 
@@ -339,13 +274,9 @@ def run_experiment(
 ) -> dict:
     """Runs (or resumes) the experiment; returns ``results.json``'s content.
 
-    Args:
-      config: the experiment.
-      progress: show the conversion's and training's progress: bars on a
-        terminal, elsewhere a training progress line every ``progress_seconds``.
-        The stage lines (``experiment_stages``) are logged either way.
-      progress_seconds: see ``progress``.
-      clock: the stage lines' clock (seconds, monotonic); tests give their own.
+    ``progress`` shows the conversion's and training's progress (bars on a terminal,
+    elsewhere a line every ``progress_seconds``); the stage lines are logged either
+    way, timed by ``clock``.
     """
     stages = StageLog(clock=clock)
     given = converted_folds(config.dataset)
@@ -365,15 +296,14 @@ def run_experiment(
     ]
     # verbose 1: Keras's bar on a terminal, progress lines elsewhere (runner.train).
     fit = {"verbose": 1 if progress else 0, "progress_seconds": progress_seconds}
-    display = _Display(stages=stages, fit=fit)
     runs = []
     for i, (spec, fold, seed) in enumerate(plan, start=1):
         name = f"run {i}/{len(plan)} {spec.label} Fold{fold} seed{seed}"
-        runs.append(_run_once(config, (spec, fold, seed), folds[fold], name, display))
+        runs.append(_run_once(config, (spec, fold, seed), folds[fold], name, stages, fit))
     with stages.stage("results.md, results.json and plots"):
         results = _results(config, specs, folds, runs, text)
         write_json(os.path.join(config.output, "results.json"), results)
-        with open(os.path.join(config.output, "results.md"), "w", encoding="utf-8") as f:
+        with atomic_write(os.path.join(config.output, "results.md")) as f:
             f.write(format_table(results))
         from pipelines import experiment_plots
 

@@ -1,18 +1,10 @@
-"""``tfr-experiment``'s stage lines: one when a stage starts, one when it ends, with times.
+"""``tfr-experiment``'s stage lines: one when a stage starts and one when it ends.
 
-An experiment converts a dataset, then trains and evaluates many runs for
-minutes each; without a terminal (``make demo`` in a log, a batch job) no
-progress bar shows, and a silent command looks hung. So each stage logs a line
-at INFO to this module's logger when it starts and when it ends, stamped with
-the time since the experiment started, the end line with the stage's own time::
+Without a terminal no progress bar shows and a silent command looks hung, so each
+stage logs at INFO, stamped with the time since the experiment started::
 
-    [0:00:00] convert synthetic into demo/synthetic/data: started
-    [0:00:12] convert synthetic into demo/synthetic/data: done in 12 s
     [0:00:12] run 1/4 gbdt Fold1 seed0: started
     [0:01:14] run 1/4 gbdt Fold1 seed0: done in 1 min 02 s
-
-Between the two lines of a run, training logs its own progress lines (see
-``tfr_rankformer.training.training_callbacks.ProgressLines``).
 """
 
 from __future__ import annotations
@@ -33,28 +25,16 @@ def format_duration(seconds: float) -> str:
     >>> format_duration(4.2), format_duration(62), format_duration(3725)
     ('4 s', '1 min 02 s', '1 h 02 min 05 s')
     """
-    whole = max(int(round(seconds)), 0)
-    hours, rest = divmod(whole, 3600)
+    hours, rest = divmod(max(int(round(seconds)), 0), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours} h {minutes:02d} min {secs:02d} s"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
-
-
-def _stamp(seconds: float) -> str:
-    """``[H:MM:SS]`` since the experiment started."""
-    whole = max(int(seconds), 0)
-    return f"[{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}]"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 class StageLog:
-    """Logs the start and the end of an experiment's stages.
-
-    Args:
-      clock: Seconds from a monotonic clock; tests give their own. The
-        experiment's time counts from the ``StageLog``'s creation.
+    """Logs the start and the end of an experiment's stages; ``clock`` gives monotonic
+    seconds (tests give their own) and the experiment's time counts from creation.
 
     >>> stages = StageLog(clock=iter([0.0, 5.0, 65.0]).__next__)
     >>> with stages.stage("convert"):  # logs "[0:00:05] convert: started"
@@ -65,32 +45,27 @@ class StageLog:
         self.clock = clock
         self.started = clock()
 
+    def _log(self, message: str, *args, now: float | None = None) -> None:
+        whole = max(int((self.clock() if now is None else now) - self.started), 0)
+        stamp = f"[{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}]"
+        logger.info("%s " + message, stamp, *args)
+
     def note(self, message: str, *args) -> None:
-        """Logs one line stamped with the experiment's time, e.g. a run that is skipped."""
-        logger.info("%s " + message, _stamp(self.clock() - self.started), *args)
+        """Logs one stamped line, e.g. a run that is skipped."""
+        self._log(message, *args)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Logs ``name: started`` on entry and ``name: done in ...`` on exit; a stage that
-        raises logs how long it ran before it failed, and the exception goes on."""
+        """Logs ``name: started`` and ``name: done in ...``; a stage that raises logs how
+        long it ran before it failed, and the exception goes on."""
         started = self.clock()
-        logger.info("%s %s: started", _stamp(started - self.started), name)
+        self._log("%s: started", name, now=started)
         try:
             yield
         except BaseException as e:
             now = self.clock()
-            logger.info(
-                "%s %s: stopped by %s after %s",
-                _stamp(now - self.started),
-                name,
-                type(e).__name__,
-                format_duration(now - started),
-            )
+            took = format_duration(now - started)
+            self._log("%s: stopped by %s after %s", name, type(e).__name__, took, now=now)
             raise
         now = self.clock()
-        logger.info(
-            "%s %s: done in %s",
-            _stamp(now - self.started),
-            name,
-            format_duration(now - started),
-        )
+        self._log("%s: done in %s", name, format_duration(now - started), now=now)

@@ -1,38 +1,26 @@
-"""The results table of a ``tfr-experiment``: mean ± standard error per model."""
+"""The results table of a ``tfr-experiment``: mean ± standard error per model, and
+every pair of models compared run by run."""
 
 from __future__ import annotations
 
 import math
 import os
 
-__all__ = [
-    "REPORTED",
-    "TEXT_REPORTED",
-    "PAIRED",
-    "mean_se",
-    "summarize",
-    "format_table",
-    "pair_differences",
-    "paired_runs",
-    "format_difference",
-    "format_pairs",
-]
-
-# The columns of the table: the paper's two NDCGs on feature-vector data; on
-# text data, whose lists carry one kind of label (relevance judgements), NDCG
-# at three cut-offs, as the Listformer thesis and BM25 baselines report it.
+# The paper's two NDCGs on feature vectors; on text data (one kind of label) NDCG at
+# three cut-offs, as the Listformer thesis and BM25 baselines report it.
 REPORTED = ("ndcg_y@10", "ndcg_r@10")
 TEXT_REPORTED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10")
-_TEXT_HEADERS = {"ndcg_y@1": "NDCG@1", "ndcg_y@5": "NDCG@5", "ndcg_y@10": "NDCG@10"}
-# The pairs' table adds the lists whose label reaches the highest level (t = max),
-# where the RankFormer paper expects the listwide head to help most.
+# The pairs add lists whose label is the highest level, where the list head should help.
 PAIRED = (*REPORTED, "ndcg_y@10_tmax")
-_PAIRED_HEADERS = {"ndcg_y@10_tmax": "NDCG_y@10 (t = max)"}
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean of the values that are not ``None`` or
-    NaN (NaN for none; the standard error is NaN for one value)."""
+    """Mean and standard error of the values that are not ``None`` or NaN (NaN for
+    none; the standard error is NaN for one value).
+
+    >>> mean_se([1.0, 3.0, None])
+    (2.0, 1.0)
+    """
     values = [v for v in values if v is not None and not math.isnan(v)]
     if not values:
         return math.nan, math.nan
@@ -44,10 +32,9 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
-    """Per metric in ``keys``: the differences ``first - second`` over the units
-    (folds, or fold and seed) both hold, ``{unit: {metric: value}}``: their mean,
-    standard error, on how many units ``first`` is ahead, how many there are, and
-    the lowest and highest difference."""
+    """Per metric: the differences ``first - second`` over the units both hold
+    (``{unit: {metric: value}}``): mean, se, on how many ``first`` is ahead (``ahead``
+    of ``n``), and the ``low`` and ``high`` difference."""
     units = [u for u in first if u in second]
     out = {}
     for key in keys:
@@ -63,8 +50,7 @@ def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
 
 
 def _units(runs: list[dict], split: str, by_seed: bool, keys: tuple) -> dict:
-    """``{(fold, seed) or fold: test metrics}``; by fold, the mean of ``keys`` over
-    its seeds."""
+    """``{(fold, seed): metrics}``, or by fold the mean of ``keys`` over its seeds."""
     if by_seed:
         return {(r["fold"], r["seed"]): r["metrics"][split] for r in runs}
     folds: dict = {}
@@ -77,14 +63,9 @@ def _units(runs: list[dict], split: str, by_seed: bool, keys: tuple) -> dict:
 
 
 def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "test") -> list:
-    """Every pair of models compared run by run: ``[{"pair", "by", metric: ...}]``,
-    each the later model in ``labels`` minus the earlier (baselines are listed first,
-    so a positive difference is the newer model ahead).
-
-    Two models are paired by fold and seed when they ran the same ones (the same
-    data split and initial draw, so the difference leaves out what those do to
-    both); otherwise (BM25 runs once per fold) by fold, each model's figure
-    being its mean over its seeds."""
+    """Every pair of models, the later in ``labels`` minus the earlier (baselines come
+    first): paired by fold and seed when both ran the same ones, else (BM25 runs once
+    per fold) by fold, each model's figure its mean over its seeds."""
     mine = {label: [r for r in runs if r["model"] == label] for label in labels}
     pairs = []
     for i, earlier in enumerate(labels):
@@ -94,8 +75,8 @@ def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "
             found = pair_differences(
                 _units(a, split, by_seed, keys), _units(b, split, by_seed, keys), keys
             )
-            pairs.append({"pair": [later, earlier], "by": "fold, seed" if by_seed else "fold"})
-            pairs[-1].update(found)
+            by = "fold, seed" if by_seed else "fold"
+            pairs.append({"pair": [later, earlier], "by": by, **found})
     return pairs
 
 
@@ -109,21 +90,17 @@ def format_difference(found: dict) -> str:
 
 def format_pairs(pairs: list, keys: tuple, headers: list[str]) -> str:
     """Markdown: one row per pair, ``mean ± se (ahead/n)`` per metric."""
-    lines = [
-        "| pair | " + " | ".join(headers) + " | paired by |",
-        "|---" * (len(keys) + 2) + "|",
-    ]
+    lines = ["| pair | " + " | ".join(headers) + " | paired by |", "|---" * (len(keys) + 2) + "|"]
     for pair in pairs:
-        cells = [format_difference(pair[key]) for key in keys]
-        first, second = pair["pair"]
-        lines.append(f"| {first} − {second} | " + " | ".join(cells) + f" | {pair['by']} |")
+        cells = " | ".join(format_difference(pair[key]) for key in keys)
+        lines.append(f"| {pair['pair'][0]} − {pair['pair'][1]} | {cells} | {pair['by']} |")
     return "\n".join(lines) + "\n"
 
 
 def summarize(
     runs: list[dict], labels: list[str], split: str = "test", keys: tuple = REPORTED
 ) -> dict:
-    """Per model and metric (``keys``): mean and standard error over its runs (folds x seeds)."""
+    """Per model and metric: mean and standard error over its runs (folds x seeds)."""
     summary = {}
     for label in labels:
         mine = [r["metrics"][split] for r in runs if r["model"] == label]
@@ -134,15 +111,17 @@ def summarize(
     return summary
 
 
+def _header(key: str, text: bool) -> str:
+    """``ndcg_y@10`` as ``NDCG_y@10``, on text data ``NDCG@10``."""
+    if key == "ndcg_y@10_tmax":
+        return "NDCG_y@10 (t = max)"
+    return "NDCG" + key[len("ndcg_y" if text else "ndcg") :]
+
+
 def format_table(results: dict) -> str:
     """``results.md``: the paper's Table 2 layout for one dataset."""
     summary = results["summary"]
     keys = tuple(results.get("reported", REPORTED))
-    # Bold: a mean with fewer than two others above it (ties share a place).
-    best = {}
-    for key in keys:
-        means = [v[key]["mean"] for v in summary.values() if not math.isnan(v[key]["mean"])]
-        best[key] = {m for m in means if sum(other > m for other in means) < 2}
     text = results.get("kind") == "text"
     if text:
         kind = "text, relevance judgements"
@@ -151,38 +130,32 @@ def format_table(results: dict) -> str:
     else:
         kind = "original labels"
     name = os.path.basename(os.path.normpath(results["dataset"])) or results["dataset"]
-    runs = len(results["folds"]) * results["seeds"]
-    headers = [_TEXT_HEADERS[k] if text else "NDCG" + k[len("ndcg") :] for k in keys]
+    folds, seeds = len(results["folds"]), results["seeds"]
     lines = [
         f"# {name} ({kind})",
         "",
-        f"Test NDCG x 100, mean ± standard error over {runs} run(s) "
-        f"({len(results['folds'])} fold(s) x {results['seeds']} seed(s)); the best two per "
+        f"Test NDCG x 100, mean ± standard error over {folds * seeds} run(s) "
+        f"({folds} fold(s) x {seeds} seed(s)); the best two per "
         "column in bold. NDCG leaves out lists whose labels are all equal (RankFormer paper).",
     ]
     if text:
         lines.append("BM25 is deterministic: it runs once per fold.")
-    lines += [
-        "",
-        "| model | " + " | ".join(f"{name} {h}" for h in headers) + " |",
-        "|---" * (len(keys) + 1) + "|",
-    ]
+    headers = " | ".join(f"{name} {_header(k, text)}" for k in keys)
+    lines += ["", f"| model | {headers} |", "|---" * (len(keys) + 1) + "|"]
     for label, values in summary.items():
         cells = []
         for key in keys:
+            means = [v[key]["mean"] for v in summary.values() if not math.isnan(v[key]["mean"])]
             mean, se = values[key]["mean"], values[key]["se"]
             cell = "-" if math.isnan(mean) else f"{mean:.2f}"
-            if not math.isnan(se):
-                cell += f" ± {se:.2f}"
-            cells.append(f"**{cell}**" if mean in best[key] else cell)
+            cell += "" if math.isnan(se) else f" ± {se:.2f}"
+            # Bold: a mean with fewer than two others above it (ties share a place).
+            best = mean in means and sum(other > mean for other in means) < 2
+            cells.append(f"**{cell}**" if best else cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     pairs = results.get("paired")
     if pairs:
         keys = tuple(results.get("paired_keys", keys))
-        headers = [
-            _TEXT_HEADERS[k] if text else _PAIRED_HEADERS.get(k, "NDCG" + k[len("ndcg") :])
-            for k in keys
-        ]
         lines += [
             "",
             "Between models, run by run: mean ± standard error of the differences (the "
@@ -191,6 +164,6 @@ def format_table(results: dict) -> str:
             "Pairing leaves out what a fold's split and a seed do to both models, so a "
             "difference can be clear here while the means above overlap.",
             "",
-            format_pairs(pairs, keys, headers).rstrip("\n"),
+            format_pairs(pairs, keys, [_header(k, text) for k in keys]).rstrip("\n"),
         ]
     return "\n".join(lines) + "\n"

@@ -103,7 +103,7 @@ def headline_mq2008_200(root: str) -> list[str]:
     """The 200-epoch row over every recorded seed: ours − theirs and the RankFormer's
     gain over the transformer on each side, with seed-noise standard errors."""
     from pipelines.benchmarks.reference.parity_records import RELEASED
-    from pipelines.benchmarks.reference.parity_seed_noise import noise_difference
+    from pipelines.benchmarks.reference.parity_tables import noise_difference
 
     args, _, by_seed = parity_runs(root, PARITY_200)
 

@@ -76,17 +76,16 @@ def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, di
     Raises:
       ValueError: when the record lacks a run the table needs, or a line is no run.
     """
-    from pipelines.benchmarks.reference import reference_parity as rp
-    from pipelines.benchmarks.reference.parity_options import build_parser, parse_checked
     from pipelines.benchmarks.reference.parity_records import (
         RunRecord,
         recorded_runs,
         seeds_of,
     )
+    from pipelines.benchmarks.reference.reference_parity import parse_args
     from pipelines.experiment_specs import parse_folds, parse_models
 
     argv = parity.argv(os.path.join(root, RECORDS, parity.record))
-    args = parse_checked(build_parser(rp.__doc__, rp.MODELS), argv)
+    args = parse_args(argv)
     record = RunRecord(args.record, args, "")
     seeds = seeds_of(record, args)
 
@@ -137,10 +136,10 @@ def read_lines(root: str, directory: str, name: str) -> tuple[dict, list[dict]]:
 def parity_table(root: str, parity: Parity) -> str:
     """``reference_parity``'s tables of the record (those ``parity.parts`` names), with
     the CPUs its runs name."""
-    from pipelines.benchmarks.reference.parity_seed_noise import over_runs
     from pipelines.benchmarks.reference.parity_tables import (
         between_models,
         fold_by_fold,
+        over_runs,
         seed_by_seed,
         summarize,
         table,

@@ -1,14 +1,10 @@
 """Our click simulation beside the RankFormer authors' released one, draw by draw.
 
-Both simulate clicks and purchases (purchase label 4) on one LETOR file, each
-with its own random generator, ``--draws`` times with seeds ``--seed`` ..; the
-table gives each statistic's mean and standard deviation over the draws on
-both sides and the difference of the means in units of the standard error of
-that difference. The statistics (``reference_runner.list_stats``): the share
-of lists whose best simulated label t is 0, 1 and 4, clicks and purchases per
-list, the share of lists whose best explicit relevance is 0 and 2 (which items
-each bootstrap keeps), and items per list. The released side runs in a Python
-with pandas through ``reference_runner.py --click-stats``.
+Both sides simulate clicks and purchases (label 4) on one LETOR file ``--draws`` times,
+seeds ``--seed`` on; the table gives each statistic of ``reference_runner.list_stats``
+as mean ± standard deviation over the draws per side, and the difference of the means
+over its standard error (z). The released side runs ``reference_runner.py
+--click-stats`` in a Python with pandas.
 
 Usage::
 
@@ -23,19 +19,17 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
 
 import numpy as np
 
 from pipelines.benchmarks.reference import parity_sources, reference_runner
-from pipelines.flag_table import add_flag
 from tfr_rankformer.core.elwc_schema import SPLITS
 
 
 def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: int) -> list[dict]:
-    """:func:`reference_runner.list_stats` of ``draws`` runs of our simulation on
-    the LETOR file ``path``, each list drawn as ``tfr-convert`` draws it."""
+    """``list_stats`` of ``draws`` runs of our simulation on the LETOR file ``path``,
+    each list drawn as ``tfr-convert`` draws it."""
     from tfrecords_tools.click_simulation import ClickConfig, list_rng, simulate_clicks
 
     frame = reference_runner.read_letor(path)
@@ -62,20 +56,9 @@ def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: in
     return results
 
 
-def their_draws(setup, path: str, *, draws: int, seed: int) -> list[dict]:
-    """The released simulation's statistics, ``draws`` runs, from its own Python."""
-    directory, python = setup
-    command = [python, parity_sources.RUNNER, "--official-dir", directory, "--train", path]
-    command += ["--seed", str(seed), "--click-stats", str(draws)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"the released simulation failed:\n{done.stderr[-2000:]}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-
-
 def table(sides: dict[str, list[dict]], title: str) -> str:
-    """Markdown: per statistic, mean ± standard deviation over draws per side, and
-    the difference of the means over its standard error (``z``)."""
+    """Markdown: per statistic, mean ± standard deviation over draws per side, and the
+    difference of the means over its standard error (``z``)."""
     names = [k for k in next(iter(sides.values()))[0] if k != "seed"]
     header = " | ".join(f"{side} (mean ± sd)" for side in sides)
     lines = [title, "", f"| statistic | {header} | z |", "|---|" + "---|" * (len(sides) + 1)]
@@ -100,29 +83,28 @@ def main(argv: list[str] | None = None) -> int:
         prog="click_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
     )
     parity_sources.add_source_arguments(p)
-    add_flag(p, "fold", default=1, help="the fold. Default: 1")
-    add_flag(p, "split", default="train", choices=list(SPLITS), help="Default: train")
+    p.add_argument("--fold", type=int, default=1, help="the fold. Default: 1")
+    p.add_argument("--split", default="train", choices=list(SPLITS), help="Default: train")
     p.add_argument("--draws", type=int, default=10, help="draws per side. Default: 10")
-    add_flag(p, "seed", default=0, help="first draw's seed. Default: 0")
+    p.add_argument("--seed", type=int, default=0, help="first draw's seed. Default: 0")
     args = p.parse_args(argv)
     if args.draws < 2:
         p.error(f"--draws must be >= 2 (a standard deviation needs two), got {args.draws}")
     path = parity_sources.fold_files(args, args.fold)[args.split]
     max_relevance = int(reference_runner.read_letor(path)["target"].max())
-    sides = {
-        "ours": our_draws(
-            path, split=args.split, max_relevance=max_relevance, draws=args.draws, seed=args.seed
-        )
-    }
+    draws = dict(draws=args.draws, seed=args.seed)
+    sides = {"ours": our_draws(path, split=args.split, max_relevance=max_relevance, **draws)}
     setup = parity_sources.official_setup(args)
     if setup is None:
         print(parity_sources.SETUP)
     else:
+        options = ["--train", path, "--seed", str(args.seed), "--click-stats", str(args.draws)]
         try:
-            sides["released code"] = their_draws(setup, path, draws=args.draws, seed=args.seed)
+            lines = parity_sources.run_released(setup, options, "the released simulation failed")
         except RuntimeError as error:
             print(f"click_parity: {error}", file=sys.stderr)
             return 1
+        sides["released code"] = [json.loads(line) for line in lines if line.startswith("{")]
     title = (
         f"Click simulation on {args.dataset} Fold{args.fold} {args.split} (purchase label 4), "
         f"{args.draws} draws per side, seeds {args.seed}-{args.seed + args.draws - 1}; "

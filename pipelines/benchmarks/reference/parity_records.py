@@ -1,10 +1,6 @@
-"""``reference_parity``'s run records: what identifies a run and where finished runs are kept.
-
-:class:`RunRecord` is the ``--record`` file, one JSON line per finished run;
-:func:`recorded_runs` gathers ``--recorded-only``'s table from it alone. The
-metric names (``METRICS``) and the released side's name (``RELEASED``) are
-shared with the tables (``parity_tables``) and the runs (``reference_parity``).
-"""
+"""``reference_parity``'s ``--record``: finished runs kept one per JSON line, so that a
+benchmark longer than one sitting or machine is finished elsewhere and its tables
+printed from the record alone."""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
 
 
 def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
-    """The seeds a fold's runs take on both sides: ``first`` .. ``first + count - 1``,
-    or with ``per_fold`` those plus ``1000 * fold``, so that no two folds share a seed
-    (a seed fixes a side's initial weights: folds sharing it are not independent).
+    """A fold's seeds on both sides; with ``per_fold`` plus ``1000 * fold``, so that no
+    two folds share initial weights.
 
     >>> run_seeds(2, 3, 5, per_fold=False), run_seeds(2, 3, 5, per_fold=True)
     ([2, 3, 4], [5002, 5003, 5004])
@@ -30,13 +25,9 @@ def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
 
 
 class RunRecord:
-    """``--record``: a JSON-lines file of finished runs, one per line with what
-    identifies it (dataset, labels, the conversion's seed, epochs, side, model,
-    fold, seed), its metrics, lists/s and the CPU it ran on. Runs found in it
-    are not run again; new ones are appended as they finish. A benchmark too
-    long for one sitting or one machine accumulates its runs in it (the file is
-    small enough to keep under version control); delete a line to rerun it.
-    Without a path it records nothing."""
+    """The runs of ``path`` (none without a path): each with what identifies it
+    (``IDENTITY``), its metrics, lists/s and CPU. Found runs are not run again, new
+    ones are appended as they finish; delete a line to rerun it."""
 
     IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
 
@@ -79,8 +70,7 @@ class RunRecord:
         key = self._key(side, model, fold, seed)
         if self.path and key not in self.runs:
             line = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
-            directory = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")
             self.runs[key] = line
@@ -88,8 +78,7 @@ class RunRecord:
 
 
 def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:
-    """``fold -> its seeds``: with ``--seeds all`` every seed ``record`` holds a run of
-    on the fold, else :func:`run_seeds` of ``--seed``, ``--seeds`` and ``--fold-seeds``."""
+    """``fold -> its seeds``: with ``--seeds all`` every seed the record holds on it."""
 
     def seeds(fold: int) -> list[int]:
         if args.seeds == "all":
@@ -100,12 +89,9 @@ def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:
 
 
 def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
-    """``--recorded-only``: the record's runs, nothing trained or run; ``seeds(fold)``
-    gives the seeds asked for on a fold. With both
-    sides, a model's fold and seed is kept only when both sides hold it, so each
-    fold's figures on the two sides are means over the same seeds. Returns
-    ``(results, by_seed, left_out)`` as ``reference_parity.run_all``, with
-    ``left_out`` the ``(side, model, fold, seed)`` the record lacks."""
+    """``--recorded-only``: ``(results, by_seed, left_out)`` as
+    ``reference_parity.run_all`` from the record alone, a (model, fold, seed) kept only
+    when every side holds it; ``left_out``: the ``(side, model, fold, seed)`` it lacks."""
     sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}[side]
     results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
     by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
@@ -113,12 +99,8 @@ def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[di
     for spec in specs:
         for fold in folds:
             for seed in seeds(fold):
-                found = {
-                    where: record.get(
-                        where, spec.label if where == "ours" else spec.model, fold, seed
-                    )
-                    for where in sides
-                }
+                names = {"ours": spec.label, RELEASED: spec.model}
+                found = {where: record.get(where, names[where], fold, seed) for where in sides}
                 absent = [where for where, run in found.items() if run is None]
                 left_out += [(where, spec.label, fold, seed) for where in absent]
                 if absent:

@@ -1,14 +1,6 @@
-"""``reference_parity``'s inputs: the LETOR folds, their conversion, and the released code.
-
-What both sides run on and where: the ``--dataset``/``--official-dir`` options
-(:func:`add_source_arguments`), whether the authors' released code and a Python
-with torch are set up (:func:`official_setup`, else ``SETUP`` says how), the
-folds converted once with simulated clicks (:func:`convert_folds`), a fold's
-LETOR files (:func:`fold_files`) or its converted lists as ``.npz``
-(:func:`shared_lists`) for the released code, its runs on a fold
-(:func:`theirs`, through ``reference_runner.py``). ``reference_parity`` uses
-them all, and other benchmarks import them from it.
-"""
+"""What both sides of the comparison with the authors' released code run on: the LETOR
+folds, their conversion with simulated clicks, and the released code run through
+``reference_runner.py`` under a Python with torch."""
 
 from __future__ import annotations
 
@@ -20,7 +12,7 @@ import subprocess
 import tempfile
 
 from pipelines.benchmarks.bench_support import MAX_LABEL, letor_folds
-from pipelines.flag_table import add_flag
+from tfr_rankformer.core.atomic_files import atomic_write
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
@@ -35,10 +27,18 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
     """``--dataset``/``--data-dir`` (the LETOR folds) and ``--official-dir``/
     ``--official-python`` (the released code and a Python that runs it)."""
-    add_flag(p, "dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    add_flag(p, "data_dir", help="where --dataset is looked up by name")
-    add_flag(p, "official_dir", help="checkout of github.com/maartenbuyl/rankformer")
-    add_flag(p, "official_python", help="a Python with torch, pandas and scikit-learn")
+    p.add_argument(
+        "--dataset", default="MQ2008", help="a LETOR folds directory or its name. Default: MQ2008"
+    )
+    p.add_argument("--data-dir", help="where --dataset is looked up by name. Default: none")
+    p.add_argument(
+        "--official-dir",
+        help="checkout of github.com/maartenbuyl/rankformer. Default: $RANKFORMER_OFFICIAL_DIR",
+    )
+    p.add_argument(
+        "--official-python",
+        help="a Python with torch, pandas and scikit-learn. Default: $RANKFORMER_OFFICIAL_PYTHON",
+    )
 
 
 def official_setup(args) -> tuple[str, str] | None:
@@ -56,17 +56,30 @@ def official_setup(args) -> tuple[str, str] | None:
     return directory, python
 
 
+def run_released(setup: tuple[str, str], options: list[str], failure: str) -> list[str]:
+    """The output lines of ``reference_runner.py`` with ``options``; when it fails,
+    ``RuntimeError(failure)`` with the end of its standard error and any fatal signal."""
+    directory, python = setup
+    command = [python, RUNNER, "--official-dir", directory, *options]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        message = f"{failure}:\n{done.stderr[-2000:]}"
+        if done.returncode < 0:  # killed: its stderr says nothing of why
+            name = signal.Signals(-done.returncode).name
+            message += f"\nthe process was killed by {name}"
+            message += " (out of memory?)" if name == "SIGKILL" else ""
+        raise RuntimeError(message)
+    return done.stdout.splitlines()
+
+
 def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
     """``output/data/FoldN`` for every fold, converted once with purchase label 4, its
     clicks simulated with ``seed``."""
     from tfrecords_tools.click_simulation import ClickConfig
 
+    clicks = ClickConfig(purchase_label=MAX_LABEL)
     converted = letor_folds(
-        args.dataset,
-        args.output,
-        data_dir=args.data_dir,
-        seed=seed,
-        clicks=ClickConfig(purchase_label=MAX_LABEL),
+        args.dataset, args.output, data_dir=args.data_dir, seed=seed, clicks=clicks
     )
     missing = sorted(set(folds) - set(converted))
     if missing:
@@ -91,8 +104,8 @@ def fold_files(args, fold: int) -> dict[str, str]:
 
 
 def shared_lists(fold_data: str) -> dict[str, str]:
-    """``{split: .npz}`` of the converted fold's train and test lists, as the
-    runner reads them (written once, next to the fold's TFRecords)."""
+    """``{split: .npz}`` of the converted fold's train and test lists as the runner
+    reads them, written once next to the fold's TFRecords."""
     import numpy as np
 
     from tfr_rankformer.inputs.data import load_manifest
@@ -100,21 +113,18 @@ def shared_lists(fold_data: str) -> dict[str, str]:
 
     directory = os.path.join(fold_data, "lists")
     paths = {split: os.path.join(directory, f"{split}.npz") for split in ("train", "test")}
-    manifest = load_manifest(fold_data)
     for split, path in paths.items():
-        if os.path.isfile(path):
-            continue
-        arrays = read_split(fold_data, manifest, split)
-        os.makedirs(directory, exist_ok=True)
-        partial = path + ".partial.npz"
-        np.savez(
-            partial,
-            features=arrays.features,
-            label=arrays.label,
-            relevance=arrays.relevance,
-            offsets=arrays.offsets,
-        )
-        os.replace(partial, path)
+        if not os.path.isfile(path):
+            arrays = read_split(fold_data, load_manifest(fold_data), split)
+            os.makedirs(directory, exist_ok=True)
+            with atomic_write(path, "wb") as f:
+                np.savez(
+                    f,
+                    features=arrays.features,
+                    label=arrays.label,
+                    relevance=arrays.relevance,
+                    offsets=arrays.offsets,
+                )
     return paths
 
 
@@ -126,33 +136,17 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
     if os.path.isfile(cache):
         with open(cache, encoding="utf-8") as f:
             results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
-    directory, python = setup
-    # One process per model: the released RankFormer's backward pass allocates a
-    # gradient the size of the whole padded batch for each of its lists (2,048 x
-    # 6.4 MB on MQ2008, some 13 GB), and a process keeps that memory until it
-    # exits, which would starve the models after it or a second run beside it.
+    # One process per model: the released RankFormer's backward pass holds memory the
+    # size of the whole padded batch per list until the process exits.
     for name in [n for n in names if n not in results]:
-        command = [python, RUNNER, "--official-dir", directory, "--epochs", str(args.epochs)]
-        command += ["--train", files["train"], "--test", files["test"]]
-        command += ["--seed", str(seed), "--models", name]
-        command += ["--threads", str(args.official_threads)]
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
-            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as run:
-                for line in run.stdout:
-                    if line.startswith("{") and '"model"' in line:
-                        record = json.loads(line)
-                        with open(cache, "a", encoding="utf-8") as f:
-                            f.write(line.rstrip("\n") + "\n")
-                        results[record["model"]] = record
-            if run.returncode != 0:
-                errors.seek(0)
-                message = errors.read()[-2000:]
-                if run.returncode < 0:  # killed: its stderr says nothing of why
-                    signal_name = signal.Signals(-run.returncode).name
-                    hint = " (out of memory?)" if signal_name == "SIGKILL" else ""
-                    message += f"\nthe process was killed by {signal_name}{hint}"
-                raise RuntimeError(
-                    f"the released code failed on Fold{fold} (seed {seed}, {name}):\n{message}"
-                )
+        options = ["--epochs", str(args.epochs), "--train", files["train"], "--test", files["test"]]
+        options += ["--seed", str(seed), "--models", name]
+        options += ["--threads", str(args.official_threads)]
+        failure = f"the released code failed on Fold{fold} (seed {seed}, {name})"
+        for line in run_released(setup, options, failure):
+            if line.startswith("{") and '"model"' in line:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                with open(cache, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+                results[json.loads(line)["model"]] = json.loads(line)
     return {n: results[n] for n in names}

@@ -1,9 +1,12 @@
 """``reference_parity``'s statistics and tables: from the runs to ``parity.md``.
 
-:func:`summarize` averages each fold's runs over its seeds and the folds into
-mean ± standard error, with the per-fold differences between the two sides on
-shared lists; :func:`table`, :func:`fold_by_fold`, :func:`seed_by_seed` and
-:func:`between_models` format them as the markdown tables it prints.
+Folds are fixed (both sides train and test on the same lists), so a difference paired
+fold by fold is uncertain only through the seeds; :func:`seed_noise` measures that
+noise from the spread between a fold's runs, pooled over folds.
+
+>>> found = seed_noise({1: [60.0, 62.0], 2: [70.0, 72.0]})
+>>> found["mean"], round(found["se"], 3), round(found["share"], 3)
+(66.0, 0.707, 0.058)
 """
 
 from __future__ import annotations
@@ -15,12 +18,34 @@ from pipelines.benchmarks.reference.parity_records import METRICS, RELEASED
 from pipelines.experiment_specs import parse_folds
 from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 
+BEYOND = 2.0  # standard errors: a difference past this is beyond seed noise
+_COLUMNS = "NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max)"
+
+
+def _section(intro: str, first: str, rows: list[str]) -> str:
+    """A markdown table after ``intro``: columns ``first`` then the metrics; empty
+    without rows."""
+    columns = first.count("|") + 4
+    lines = ["", intro, "", f"| {first} | {_COLUMNS} |", "|---" * columns + "|", *rows]
+    return "\n".join(lines) + "\n" if rows else ""
+
+
+def _pairs(by_label: dict):
+    """``(side, first, second, first's runs, second's runs)`` per pair of models both
+    holding runs on a side."""
+    labels = list(by_label)
+    for side in ("ours", RELEASED):
+        for i, first in enumerate(labels):
+            for second in labels[i + 1 :]:
+                a, b = by_label[first].get(side), by_label[second].get(side)
+                if a and b:
+                    yield side, first, second, a, b
+
 
 def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
-    """``(fold_means, rows, paired)`` of ``results[label][side][fold]`` (a fold's
-    runs, one per seed): each fold's mean over its seeds, each side's mean ±
-    standard error over the folds, and with ``labels`` ``shared`` the per-fold
-    differences ours − released of every model both sides ran (else ``None``)."""
+    """``(fold_means, rows, paired)`` of ``results[label][side][fold]`` (a fold's runs):
+    each fold's mean over its seeds, each side's mean ± standard error over the folds,
+    and on ``shared`` lists the per-fold differences ours − released (else ``None``)."""
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {
@@ -51,8 +76,7 @@ def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
 
 
 def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
-    """The markdown table of ``parity.md``; ``paired`` holds, per model and metric,
-    the mean ± standard error of the per-fold differences (shared lists only)."""
+    """The main table of ``parity.md``, with ``paired``'s standard errors of Δ."""
     folds = len(parse_folds(args.folds))
     if args.seeds == "all":
         seed_text = "every seed the record holds"
@@ -108,31 +132,25 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
 
 
 def fold_by_fold(paired: dict | None) -> str:
-    """Markdown: ours − released on each fold (shared lists): on how many folds ours
-    is ahead and the lowest and highest difference."""
-    if not paired:
-        return ""
-    lines = [
-        "",
-        "Ours − released, fold by fold (folds where ours is ahead; lowest to highest difference):",
-        "",
-        "| model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|",
-    ]
-    for label, found in paired.items():
-        cells = [
+    """Markdown: on how many folds ours is ahead, and the lowest and highest Δ."""
+    rows = [
+        f"| {label} | "
+        + " | ".join(
             f"{d['ahead']}/{d['n']}; {d['low']:+.2f} to {d['high']:+.2f}"
             for d in (found[key] for key in METRICS)
-        ]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        )
+        + " |"
+        for label, found in (paired or {}).items()
+    ]
+    intro = (
+        "Ours − released, fold by fold (folds where ours is ahead; lowest to highest difference):"
+    )
+    return _section(intro, "model", rows)
 
 
 def seed_by_seed(by_seed: dict) -> str:
-    """Markdown: for every model and seed both sides ran (when there are two or more),
-    each side's mean over the folds that seed ran on, and ours − released on them
-    (mean ± standard error of the per-fold differences; folds where ours is ahead).
-    ``by_seed[label][side][(fold, seed)]`` holds the runs."""
+    """Markdown: per model and seed both sides ran on two folds or more (given two such
+    seeds), each side's mean over those folds and Δ paired by fold."""
     lines = []
     for label, sides in by_seed.items():
         mine, ref = sides.get("ours", {}), sides.get(RELEASED, {})
@@ -157,63 +175,134 @@ def seed_by_seed(by_seed: dict) -> str:
             ]
             where = ",".join(str(f) for f in folds)
             lines.append(f"| {label} | {seed} | {where} | " + " | ".join(cells) + " |")
-    if not lines:
-        return ""
-    header = [
-        "",
+    intro = (
         "Seed by seed, over the folds both sides ran it on (ours / released; Δ ± standard "
-        "error of the per-fold differences, folds where ours is ahead):",
-        "",
-        "| model | seed | folds | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|---|---|",
-    ]
-    return "\n".join(header + lines) + "\n"
+        "error of the per-fold differences, folds where ours is ahead):"
+    )
+    return _section(intro, "model | seed | folds", lines)
 
 
 def between_models(fold_means: dict, results: dict) -> str:
-    """Markdown: on each side, every pair of models paired by fold (mean ± standard
-    error of the per-fold differences, and on how many folds the first is ahead), and
-    each side's seed spread (each fold's standard deviation between seeds, pooled)."""
-    lines = [
-        "",
-        "Between models, paired by fold (mean ± standard error of the per-fold "
-        "differences; folds where the first is ahead):",
-        "",
-        "| side | pair | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-        "|---|---|---|---|---|",
-    ]
+    """Markdown: on each side every pair of models paired by fold, and each model's
+    seed spread (each fold's standard deviation between seeds, pooled)."""
     pairs = []
-    labels = list(fold_means)
-    for side in ("ours", RELEASED):
-        for i, first in enumerate(labels):
-            for second in labels[i + 1 :]:
-                a, b = fold_means[first].get(side), fold_means[second].get(side)
-                if not a or not b:
-                    continue
-                found = pair_differences(a, b, METRICS)
-                cells = [format_difference(found[key]) for key in METRICS]
-                pairs.append(f"| {side} | {first} − {second} | " + " | ".join(cells) + " |")
-    lines = lines + pairs if pairs else []
+    for side, first, second, a, b in _pairs(fold_means):
+        found = pair_differences(a, b, METRICS)
+        cells = " | ".join(format_difference(found[key]) for key in METRICS)
+        pairs.append(f"| {side} | {first} − {second} | {cells} |")
     spreads = []
     for side in ("ours", RELEASED):
         for label, sides in results.items():
             runs = sides.get(side)
             if runs and all(len(r) > 1 for r in runs.values()):
-                cells = []
-                for key in METRICS:
-                    pooled = statistics.fmean(
-                        statistics.variance([run[key] for run in r]) for r in runs.values()
-                    )
-                    cells.append(f"{math.sqrt(pooled):.2f}")
-                spreads.append(f"| {side} | {label} | " + " | ".join(cells) + " |")
-    if spreads:
-        lines += [
-            "",
-            "Seed spread on the same lists: each fold's standard deviation between "
-            "seeds, pooled over folds:",
-            "",
-            "| side | model | NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max) |",
-            "|---|---|---|---|---|",
-            *spreads,
+                pooled = [
+                    statistics.fmean(statistics.variance([x[k] for x in r]) for r in runs.values())
+                    for k in METRICS
+                ]
+                cells = " | ".join(f"{math.sqrt(v):.2f}" for v in pooled)
+                spreads.append(f"| {side} | {label} | {cells} |")
+    intro = (
+        "Between models, paired by fold (mean ± standard error of the per-fold "
+        "differences; folds where the first is ahead):"
+    )
+    spread = "Seed spread on the same lists: each fold's standard deviation between seeds, "
+    return _section(intro, "side | pair", pairs) + _section(
+        spread + "pooled over folds:", "side | model", spreads
+    )
+
+
+def _within(by_fold: dict[int, list[float]]) -> float:
+    """The variance between runs within a fold, pooled over folds with two or more."""
+    groups = [runs for runs in by_fold.values() if len(runs) > 1]
+    if not groups:
+        return math.nan
+    squares = sum((len(g) - 1) * statistics.variance(g) for g in groups)
+    return squares / sum(len(g) - 1 for g in groups)
+
+
+def seed_noise(by_fold: dict[int, list[float]]) -> dict:
+    """A side's ``{fold: [value per seed]}``: the ``mean`` over folds, its ``se`` from
+    seed noise alone, a seed's ``sd`` within a fold, the ``share`` of all runs' variance
+    that is within folds, ``runs`` and ``folds``. NaN where no fold has two runs."""
+    within = _within(by_fold)
+    values = [v for runs in by_fold.values() for v in runs]
+    total = statistics.variance(values) if len(values) > 1 else math.nan
+    folds = len(by_fold)
+    se = math.sqrt(sum(within / len(runs) for runs in by_fold.values())) / folds
+    return {
+        "mean": statistics.fmean(statistics.fmean(r) for r in by_fold.values()),
+        "se": se,
+        "sd": math.sqrt(within),
+        "share": within / total if total > 0 else math.nan,
+        "runs": len(values),
+        "folds": folds,
+    }
+
+
+def noise_difference(first: dict[int, list[float]], second: dict[int, list[float]]) -> dict:
+    """``first − second`` paired by fold: ``mean``, ``se`` from seed noise, ``z``."""
+    folds = sorted(set(first) & set(second))
+    a = {f: first[f] for f in folds}
+    b = {f: second[f] for f in folds}
+    wa, wb = _within(a), _within(b)
+    mean = statistics.fmean(statistics.fmean(a[f]) - statistics.fmean(b[f]) for f in folds)
+    se = math.sqrt(sum(wa / len(a[f]) + wb / len(b[f]) for f in folds)) / len(folds)
+    return {"mean": mean, "se": se, "z": mean / se if se > 0 else math.nan, "folds": len(folds)}
+
+
+def _by_fold(runs: dict, key: str) -> dict[int, list[float]]:
+    """``{(fold, seed): run}`` as ``{fold: [run[key] per seed]}``."""
+    found: dict[int, list[float]] = {}
+    for (fold, _), run in sorted(runs.items()):
+        found.setdefault(fold, []).append(run[key])
+    return found
+
+
+def _side_cell(found: dict) -> str:
+    if math.isnan(found["se"]):
+        return f"{found['mean']:.2f}"
+    return f"{found['mean']:.2f} ± {found['se']:.2f} (seed share {found['share']:.0%})"
+
+
+def _difference_cell(found: dict) -> str:
+    if math.isnan(found["se"]):
+        return f"{found['mean']:+.2f}"
+    verdict = "beyond seed noise" if abs(found["z"]) > BEYOND else "within seed noise"
+    return f"{found['mean']:+.2f} ± {found['se']:.2f} (z {found['z']:+.1f}, {verdict})"
+
+
+def over_runs(by_seed: dict) -> str:
+    """Markdown: per model and side the mean ± its seed-noise standard error, then
+    ours − released and every pair of models with them; empty without seed noise
+    (no fold with two runs)."""
+    lines = []
+    sides = ("ours", RELEASED)
+    for label, found in by_seed.items():
+        for side in (s for s in sides if found.get(s)):
+            noise = [seed_noise(_by_fold(found[side], key)) for key in METRICS]
+            if all(math.isnan(n["se"]) for n in noise):
+                continue
+            count = f"{noise[0]['runs']} ({noise[0]['folds']})"
+            lines.append(f"| {label} | {side} | {count} | " + " | ".join(map(_side_cell, noise)))
+        if found.get("ours") and found.get(RELEASED):
+            cells = [
+                _difference_cell(
+                    noise_difference(_by_fold(found["ours"], k), _by_fold(found[RELEASED], k))
+                )
+                for k in METRICS
+            ]
+            lines.append(f"| {label} | ours − released | | " + " | ".join(cells))
+    for side, first, second, a, b in _pairs(by_seed):
+        cells = [
+            _difference_cell(noise_difference(_by_fold(a, k), _by_fold(b, k))) for k in METRICS
         ]
-    return "\n".join(lines) + "\n" if lines else ""
+        lines.append(f"| {first} − {second} | {side} | | " + " | ".join(cells))
+    if not any("±" in line for line in lines):
+        return ""
+    intro = (
+        "Over every (fold, seed) run, with seeds as the noise: a side's mean over folds "
+        "± the standard error seed noise alone gives it (from the spread between a fold's "
+        "runs, pooled over folds), and the seed's share of all runs' variance; "
+        f"differences paired by fold, beyond seed noise past {BEYOND:g} standard errors:"
+    )
+    return _section(intro, "model | side | runs (folds)", [line + " |" for line in lines])

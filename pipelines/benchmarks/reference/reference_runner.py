@@ -1,69 +1,99 @@
 """Trains the RankFormer authors' released PyTorch models on one LETOR fold.
 
-Run by ``reference_parity`` with a Python that has torch, pandas and
-scikit-learn (the released code's requirements), never imported by this
-project: it imports the released modules (``model``, ``ltr_dataset``,
-``metrics``, ``label_simulation``) from ``--official-dir``, a checkout of
-github.com/maartenbuyl/rankformer, and drives them the way that repository's
-``main.py`` does:
-
-* labels: its ``UserModel`` click simulation (16 items seen, 10 bootstraps,
-  click noise 0.1, kappa 0.1; a purchase is label 4 in that code), on train
-  and test alike; or, given ``.npz`` lists (``--train lists/train.npz``), the
-  lists and labels in them as they are: the clicks our conversion simulated,
-  so both sides train and test on the very same lists;
-* features: scikit-learn's ``QuantileTransformer(output_distribution="normal")``
-  fitted on the simulated training lists;
-* training: AdamW (rate 1e-3, weight decay 0.1), batches of 2048 lists in a
-  shuffled order, the rate multiplied by ``(epoch - 19) ** -0.5`` from epoch 20
-  on (a ``LambdaLR`` stepped per epoch), the last epoch's weights tested;
-* models: ``rankformer`` (``list_pred_strength`` 1, the script's own),
-  ``transformer`` (strength 0) and ``mlp`` ([512, 256, 128]), all with the
-  paper's encoder (3 layers, 1 head, feed-forward 512, dropout 0.25, heads of
-  128);
-* metrics: its own ``NDCG(k=10)`` on the simulated and the explicit labels and
-  ``TopNDCG`` (lists whose label reaches the highest level).
-
-Prints one JSON object per line: first the data's sizes, then one per model.
-With ``--click-stats N`` it trains nothing: it draws the click simulation N
-times on ``--train`` (seeds ``--seed`` ..) and prints each draw's
-:func:`list_stats` (``click_parity`` compares them with ours).
-
-Usage::
+Run by ``reference_parity`` under a Python with torch, pandas and scikit-learn; it
+imports nothing of this project. It drives the released modules in ``--official-dir``
+as their ``main.py`` does (``UserModel`` clicks unless given ``.npz`` lists with
+``features``, ``label``, ``relevance`` and ``offsets``), and prints one JSON line for
+the data's sizes, then one per model::
 
     python reference_runner.py --official-dir DIR --train Fold1/train.txt \\
         --test Fold1/test.txt [--epochs 30] [--seed 0] [--models rankformer,transformer,mlp]
-
-An ``.npz`` of lists holds ``features`` (``[items, d]``, raw values), ``label``
-(the training label y per item), ``relevance`` (the explicit label r) and
-``offsets`` (``[lists + 1]``: list i is items ``offsets[i]:offsets[i + 1]``).
-The readers of both inputs and :func:`list_stats` are in ``reference_lists.py``
-and the options in ``reference_runner_options.py``, beside this file: the script
-imports them from its own directory.
 """
 
 from __future__ import annotations
 
+import argparse
+import gzip
 import json
 import statistics
 import sys
 import time
 
-try:  # imported as pipelines.benchmarks.reference.reference_runner
-    from .reference_lists import list_stats, read_letor, read_lists
-    from .reference_runner_options import build_parser
-except ImportError:  # run as a script (or imported from its directory): sibling modules
-    from reference_lists import list_stats, read_letor, read_lists
-    from reference_runner_options import build_parser
-
-# Our model names as the released code builds them: its RankFormer's list
-# prediction strength (alpha), or ``None`` for its MLP. This script runs in the
-# released code's environment, without tfr_rankformer's registry.
+# Our model names as the released code builds them: its RankFormer's list prediction
+# strength, or ``None`` for its MLP.
 _RELEASED_STRENGTH = {"rankformer": 1.0, "transformer": 0.0, "mlp": None}
 MODELS = tuple(_RELEASED_STRENGTH)
 _USER_MODEL = dict(
     seen_max=16, seen_bootstrap=10, click_noise=0.1, purchase_intent_kappa=0.1, purchase_noise=0.0
 )
+
+
+def _frame(features, **columns):
+    """The DataFrame the released dataset class takes: ``columns`` first, then
+    ``f0001`` .. one per feature."""
+    import pandas as pd
+
+    names = [f"f{i:04d}" for i in range(1, features.shape[1] + 1)]
+    frame = pd.DataFrame(features, columns=names)
+    for name, values in reversed(columns.items()):
+        frame.insert(0, name, values)
+    return frame
+
+
+def read_letor(path: str):
+    """A LETOR file (or ``.gz``) as ``target``, ``qid`` and the features (absent ones 0)."""
+    import numpy as np
+
+    labels, qids, rows = [], [], []
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            tokens = line.split("#", 1)[0].split()
+            if tokens:
+                labels.append(int(float(tokens[0])))
+                qids.append(int(tokens[1].partition(":")[2]))
+                rows.append(
+                    {int(k): float(v) for k, _, v in (t.partition(":") for t in tokens[2:])}
+                )
+    features = np.zeros((len(rows), max((max(r, default=0) for r in rows), default=0)))
+    for i, values in enumerate(rows):
+        for index, value in values.items():
+            features[i, index - 1] = value
+    return _frame(features, target=labels, qid=qids)
+
+
+def read_lists(path: str):
+    """An ``.npz`` of lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's
+    index, so that bootstrapped lists of one query stay apart) and the features."""
+    import numpy as np
+
+    with np.load(path) as arrays:
+        offsets, label, relevance = arrays["offsets"], arrays["label"], arrays["relevance"]
+        features = arrays["features"].astype(np.float64)
+    qid = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    target, explicit = label.astype(np.int64), relevance.astype(np.int64)
+    return _frame(features, target=target, explicit_target=explicit, qid=qid)
+
+
+def list_stats(label, relevance, offsets) -> dict:
+    """Statistics of simulated lists (per-item y and r, ``offsets`` ``[lists + 1]``):
+    shares of lists whose best y is 0, 1 and 4, clicks and purchases per list, shares
+    of lists whose best r is 0 and 2, and items per list."""
+    import numpy as np
+
+    starts = np.asarray(offsets[:-1])
+    label, relevance = np.asarray(label, float), np.asarray(relevance, float)
+    t = np.maximum.reduceat(label, starts)
+    r = np.maximum.reduceat(relevance, starts)
+    return {
+        "t=0": float(np.mean(t == 0)),
+        "t=1": float(np.mean(t == 1)),
+        "t=4": float(np.mean(t == 4)),
+        "clicks/list": float(np.add.reduceat(label >= 1, starts).mean()),
+        "purchases/list": float(np.add.reduceat(label == 4, starts).mean()),
+        "max r=0": float(np.mean(r == 0)),
+        "max r=2": float(np.mean(r == 2)),
+        "items/list": float(np.diff(offsets).mean()),
+    }
 
 
 def click_stats(path: str, *, draws: int, seed: int) -> None:
@@ -82,6 +112,7 @@ def click_stats(path: str, *, draws: int, seed: int) -> None:
 
 
 def build(name: str, input_dim: int, max_target: int):
+    """The released model ``name`` with the paper's settings."""
     from model import MLP, RankFormer
 
     strength = _RELEASED_STRENGTH[name]
@@ -100,8 +131,7 @@ def build(name: str, input_dim: int, max_target: int):
 
 
 def _optimizer(model) -> tuple:
-    """The released training's AdamW (rate 1e-3, weight decay 0.1) and its schedule:
-    the rate times ``(epoch - 19) ** -0.5`` from epoch 20 on, stepped per epoch."""
+    """The released AdamW and its schedule, stepped per epoch."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
@@ -111,9 +141,18 @@ def _optimizer(model) -> tuple:
     return optimizer, schedule
 
 
-def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
+def _loader(dataset, batch_size: int, shuffle: bool):
     import torch
     from ltr_dataset import LearningToRankDataset
+
+    collate = LearningToRankDataset.collate_fn
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate
+    )
+
+
+def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
+    import torch
     from metrics import NDCG, TopNDCG
 
     metrics = {
@@ -121,12 +160,9 @@ def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
         "ndcg_r@10": NDCG(k=10),
         "ndcg_y@10_tmax": TopNDCG(max_target=max_target, k=10),
     }
-    loader = torch.utils.data.DataLoader(
-        test, batch_size=batch_size, shuffle=False, collate_fn=LearningToRankDataset.collate_fn
-    )
     model.eval()
     with torch.no_grad():
-        for batch in loader:
+        for batch in _loader(test, batch_size, shuffle=False):
             scores = model(batch["feat"], batch["length"])
             scores = scores[0] if isinstance(scores, tuple) else scores
             metrics["ndcg_y@10"].update(scores, batch["target"], batch["length"])
@@ -138,20 +174,15 @@ def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
 def train(
     name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0, batch_size=2048
 ) -> dict:
-    """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also
-    prints the test metrics after every N-th epoch, and the epoch's mean
-    training loss (its batches' losses weighted by their lists, as Keras's
-    ``loss`` in our ``history.csv``), as ``{"curve_of": name, "epoch": e,
-    "train_loss": ..., ...}`` lines (no ``model`` key: they are not results)."""
+    """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also prints
+    the test metrics and the epoch's mean training loss (weighted by lists, as Keras's
+    ``loss``) after every N-th epoch, as ``{"curve_of": name, "epoch": e, ...}``."""
     import torch
-    from ltr_dataset import LearningToRankDataset
 
     torch.manual_seed(seed)
     model = build(name, train_set.input_dim, train_set.max_target)
     optimizer, schedule = _optimizer(model)
-    loader = torch.utils.data.DataLoader(
-        train_set, batch_size=batch_size, shuffle=True, collate_fn=LearningToRankDataset.collate_fn
-    )
+    loader = _loader(train_set, batch_size, shuffle=True)
     rates = []
     started = time.perf_counter()
     for epoch in range(epochs):
@@ -168,8 +199,8 @@ def train(
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
         if curve and (epoch + 1) % curve == 0 and epoch + 1 < epochs:
-            # A DataLoader draws its base seed from torch's generator: restoring
-            # the state keeps the training run the same as without --curve.
+            # The DataLoader draws its seed from torch's generator: restoring it keeps
+            # the run the same as without --curve.
             state = torch.get_rng_state()
             point = evaluate(model, test_set, train_set.max_target, batch_size)
             torch.set_rng_state(state)
@@ -186,114 +217,78 @@ def train(
     }
 
 
-def _padded_outputs(outputs, length, width: int, when: str) -> dict:
-    """A released model's outputs as ``{when/scores: [B, L] (0 for padding),
-    when/list_logits: [B, K]}`` (the latter only from a model with a list head)."""
+def _pad(flat, length, width: int, fill: float):
+    """Flat items ``[items, ...]`` of lists of ``length`` as ``[lists, width, ...]``."""
     import numpy as np
 
-    scores = outputs[0] if isinstance(outputs, tuple) else outputs
-    flat, start = scores.detach().numpy().reshape(-1), 0
-    padded = np.zeros((len(length), width), np.float32)
+    padded = np.full((len(length), width, *flat.shape[1:]), fill, np.float32)
+    start = 0
     for i, n in enumerate(length.tolist()):
         padded[i, :n] = flat[start : start + n]
         start += n
-    found = {f"{when}/scores": padded}
+    return padded
+
+
+def _padded_outputs(outputs, length, width: int, when: str) -> dict:
+    """``{when/scores: [B, L] (0 for padding), when/list_logits: [B, K]}``, the latter
+    only from a model with a list head."""
+    scores = outputs[0] if isinstance(outputs, tuple) else outputs
+    found = {f"{when}/scores": _pad(scores.detach().numpy().reshape(-1), length, width, 0.0)}
     if isinstance(outputs, tuple):
         found[f"{when}/list_logits"] = outputs[1].detach().numpy()
     return found
 
 
-def _without_dropout(model) -> None:
-    """Sets every dropout rate of ``model`` to 0: the two sides would draw different masks."""
+def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
+    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the
+    released ``name`` built with ``seed`` and no dropout, its initial weights
+    (``w/<key>``), the first ``lists`` training lists padded (``features``, ``mask``,
+    ``label`` -1 for padding), the first pass's outputs (``before/...``), the loss
+    (``losses``) and rate (``rates``) of each of ``steps`` full-batch AdamW steps (the
+    schedule stepped after each), and the weights and outputs after them (``after/...``)."""
+    import numpy as np
     import torch
 
-    for module in model.modules():
+    torch.manual_seed(seed)
+    model = build(name, train_set.input_dim, train_set.max_target)
+    for module in model.modules():  # the two sides would draw different masks
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
         if isinstance(module, torch.nn.MultiheadAttention):
             module.dropout = 0.0
-
-
-def _first_lists(train_set, lists: int) -> tuple:
-    """The first ``lists`` training lists, flat as the released model takes them
-    (``feat`` ``[items, d]``, ``target`` ``[items]``, ``length`` ``[B]``) and padded
-    (``features`` ``[B, L, d]`` float32, ``label`` ``[B, L]`` with -1 for padding)."""
-    import numpy as np
-
+    arrays = {f"w/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
     end = int(train_set.cum_length[lists - 1])
     length = train_set.length[:lists]
     feat, target = train_set.feat[:end], train_set.target[:end]
     width = int(length.max())
-    features = np.zeros((lists, width, train_set.input_dim), np.float32)
-    label = np.full((lists, width), -1.0, np.float32)
-    start = 0
-    for i, n in enumerate(length.tolist()):
-        features[i, :n] = feat[start : start + n].numpy()
-        label[i, :n] = target[start : start + n].numpy()
-        start += n
-    return feat, target, length, features, label
-
-
-def _full_batch_steps(model, feat, target, length, *, width: int, steps: int) -> tuple:
-    """``steps`` AdamW steps on the whole batch, the schedule stepped after each (as
-    after an epoch). Returns the first forward pass's padded outputs (``before/...``),
-    the loss before each step and each step's learning rate."""
+    label = _pad(target.numpy(), length, width, -1.0)
     optimizer, schedule = _optimizer(model)
     model.train()
-    before, losses, rates = {}, [], []
+    losses, rates = [], []
     for step in range(steps):
         optimizer.zero_grad()
         outputs = model(feat, length)
         if step == 0:
-            before = _padded_outputs(outputs, length, width, "before")
+            arrays.update(_padded_outputs(outputs, length, width, "before"))
         loss = model.compute_loss(outputs, target, length)
         losses.append(float(loss))
         rates.append(optimizer.param_groups[0]["lr"])
         loss.backward()
         optimizer.step()
         schedule.step()
-    return before, losses, rates
-
-
-def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
-    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the
-    released ``name`` model built with ``seed`` and every dropout rate set to 0,
-    its initial weights (``w/<state_dict key>``), the first ``lists`` training
-    lists as a padded batch of transformed features (``features`` ``[B, L, d]``,
-    ``mask``, ``label`` with -1 for padding), the outputs of the first forward
-    pass (``before/scores`` ``[B, L]``, ``before/list_logits`` ``[B, K]``), the loss before each
-    of ``steps`` full-batch AdamW steps (``losses``), the learning rate of each
-    step (``rates``; the schedule steps after each, as after an epoch), and the
-    weights and outputs after them (``after/<key>``, ``after/scores``, ...)."""
-    import numpy as np
-    import torch
-
-    torch.manual_seed(seed)
-    model = build(name, train_set.input_dim, train_set.max_target)
-    _without_dropout(model)
-    arrays = {f"w/{k}": v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    feat, target, length, features, label = _first_lists(train_set, lists)
-    width = features.shape[1]
-    before, losses, rates = _full_batch_steps(model, feat, target, length, width=width, steps=steps)
-    arrays.update(before)
     with torch.no_grad():
         arrays.update(_padded_outputs(model(feat, length), length, width, "after"))
     arrays.update({f"after/{k}": v.detach().numpy() for k, v in model.state_dict().items()})
-    arrays.update(
-        features=features,
-        mask=label >= 0,
-        label=label,
-        losses=np.array(losses),
-        rates=np.array(rates),
-    )
-    np.savez(out, **arrays)
+    features = _pad(feat.numpy(), length, width, 0.0)
+    arrays.update(features=features, mask=label >= 0, label=label)
+    np.savez(out, losses=np.array(losses), rates=np.array(rates), **arrays)
     print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
 
 def load_sets(args) -> dict:
-    """The ``train`` and ``test`` datasets of the released code (``--official-dir``
-    on ``sys.path``): its quantile transform fitted on train, LETOR files' clicks
-    simulated by its ``UserModel``, ``.npz`` lists taken as they are. Prints their sizes."""
+    """The released ``train`` and ``test`` datasets: the quantile transform fitted on
+    train, LETOR files' clicks simulated by its ``UserModel``, ``.npz`` lists as they
+    are. Prints their sizes."""
     import numpy as np
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -306,64 +301,69 @@ def load_sets(args) -> dict:
     sets = {}
     for split in ("train", "test"):  # train first: it fits the transform
         path = getattr(args, split)
-        if path.endswith(".npz"):  # lists with their labels: nothing is simulated
-            frame, user_model = read_lists(path), None
-        else:
-            frame, user_model = read_letor(path), _USER_MODEL
+        lists = path.endswith(".npz")  # lists with their labels: nothing is simulated
+        frame, user_model = (read_lists(path), None) if lists else (read_letor(path), _USER_MODEL)
         sets[split] = LearningToRankDataset(
             frame, "target", "qid", transform, user_model, seed=args.seed
         )
     sizes = {split: len(dataset) for split, dataset in sets.items()}
-    print(
-        json.dumps(
-            {
-                "lists": sizes,
-                "input_dim": sets["train"].input_dim,
-                "max_target": sets["train"].max_target,
-                "load_seconds": time.perf_counter() - started,
-            }
-        ),
-        flush=True,
-    )
+    found = {"lists": sizes, "input_dim": sets["train"].input_dim}
+    found.update(max_target=sets["train"].max_target, load_seconds=time.perf_counter() - started)
+    print(json.dumps(found), flush=True)
     return sets
 
 
-def _write_equivalences(names: list[str], train_set, args) -> None:
-    """``--equivalence``: one ``.npz`` per model (``OUT-<model>.npz`` with several)."""
-    for name in names:
-        out = args.equivalence
-        if len(names) > 1:
-            out = out.removesuffix(".npz") + f"-{name}.npz"
-        equivalence(
-            name,
-            train_set,
-            out,
-            lists=args.equivalence_lists,
-            steps=args.equivalence_steps,
-            seed=args.seed,
-        )
-
-
-def _train_all(names: list[str], sets: dict, args) -> None:
-    """Trains and tests every model in turn, printing each one's result line."""
-    for name in names:
-        result = train(
-            name,
-            sets["train"],
-            sets["test"],
-            epochs=args.epochs,
-            seed=args.seed,
-            curve=args.curve,
-            batch_size=args.batch_size,
-        )
-        print(json.dumps(result), flush=True)
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--official-dir", required=True, help="checkout of the released code")
+    p.add_argument("--train", required=True, help="the fold's LETOR training file, or .npz lists")
+    p.add_argument(
+        "--test",
+        default=None,
+        help="the fold's LETOR test file, or .npz lists (needed to train). Default: none",
+    )
+    p.add_argument("--epochs", type=int, default=30, help="epochs to train. Default: 30")
+    p.add_argument("--seed", type=int, default=0, help="torch's and the clicks' seed. Default: 0")
+    p.add_argument(
+        "--models", default=",".join(MODELS), help="comma-separated. Default: " + ",".join(MODELS)
+    )
+    p.add_argument("--threads", type=int, default=2, help="torch's intra-op threads. Default: 2")
+    p.add_argument(
+        "--batch-size", type=int, default=2048, help="lists per batch. Default: 2048 (released)"
+    )
+    p.add_argument(
+        "--curve",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the test metrics and the epoch's mean training loss after every "
+        "N-th epoch (learning curves). Default: 0 (none)",
+    )
+    p.add_argument(
+        "--equivalence",
+        metavar="OUT.npz",
+        help="train nothing to the end: write the first --equivalence-steps full-batch "
+        "steps of each model without dropout on --equivalence-lists training lists "
+        "to OUT.npz (OUT-<model>.npz with several models). Default: none",
+    )
+    p.add_argument(
+        "--equivalence-lists", type=int, default=256, help="lists in its batch. Default: 256"
+    )
+    p.add_argument("--equivalence-steps", type=int, default=30, help="its steps. Default: 30")
+    p.add_argument(
+        "--click-stats",
+        type=int,
+        metavar="N",
+        help="only print N draws' click statistics. Default: none",
+    )
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(__doc__.split("\n\n")[0], MODELS)
+    parser = build_parser()
     args = parser.parse_args(argv)
+    sys.path.insert(0, args.official_dir)
     if args.click_stats:
-        sys.path.insert(0, args.official_dir)
         click_stats(args.train, draws=args.click_stats, seed=args.seed)
         return 0
     if args.test is None:
@@ -372,12 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(MODELS))
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
-    sys.path.insert(0, args.official_dir)
     sets = load_sets(args)
-    if args.equivalence:
-        _write_equivalences(names, sets["train"], args)
-    else:
-        _train_all(names, sets, args)
+    for name in names:
+        if args.equivalence:
+            out = args.equivalence
+            if len(names) > 1:
+                out = out.removesuffix(".npz") + f"-{name}.npz"
+            lists, steps = args.equivalence_lists, args.equivalence_steps
+            equivalence(name, sets["train"], out, lists=lists, steps=steps, seed=args.seed)
+        else:
+            options = dict(epochs=args.epochs, seed=args.seed, curve=args.curve)
+            result = train(name, sets["train"], sets["test"], batch_size=args.batch_size, **options)
+            print(json.dumps(result), flush=True)
     return 0
 
 

@@ -1,23 +1,13 @@
 """Times training steps of the RankFormer authors' released PyTorch models, on request.
 
-Run by ``train_bench`` with a Python that has torch, never imported by this
-project: it builds one released model (``rankformer`` with list-prediction
-strength 1, ``transformer`` with strength 0, or ``mlp``; the settings of
-``reference_runner.build``), AdamW (rate 1e-3, weight decay 0.1) and one
-in-memory batch of random lists (normal features, labels drawn uniformly from
-0 .. ``--max-label``, every list ``--items`` long, as the released code's
-batches are a flat ``[items, features]`` tensor with the lists' lengths), runs
-two warm-up steps, prints ``{"ready": ...}`` and then answers each line
-``STEPS n`` on its standard input with ``{"seconds": [...]}``, the duration of
-each of ``n`` training steps (``zero_grad``, forward, ``compute_loss``,
-``backward``, ``step``, as the released ``main.py`` runs them). ``QUIT`` or
-the end of its input ends it. Waiting for a line, it uses no CPU, so the
-benchmark can time it in alternation with our steps.
+Run by ``train_bench`` under a Python with torch: it builds one released model
+(``reference_runner.build``), AdamW and one batch of random lists of ``--items`` items,
+prints ``{"ready": ...}``, then answers each input line ``STEPS n`` with
+``{"seconds": [...]}``, one per training step as the released ``main.py`` runs it;
+``QUIT`` or the end of input ends it. Waiting, it uses no CPU, so the benchmark can
+time it in alternation with our steps::
 
-Usage::
-
-    python reference_step_timer.py --official-dir DIR --model rankformer \\
-        --features 46 [--batch-size 2048] [--items 16] [--threads 2]
+    python reference_step_timer.py --official-dir DIR --model rankformer --features 46
 """
 
 from __future__ import annotations
@@ -34,13 +24,15 @@ MODELS = ("rankformer", "transformer", "mlp")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--official-dir", required=True, help="checkout of the released code")
-    parser.add_argument("--model", required=True, choices=MODELS)
-    parser.add_argument("--features", type=int, required=True)
-    parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--items", type=int, default=16)
-    parser.add_argument("--max-label", type=int, default=4, help="the released click labels' 4")
-    parser.add_argument("--threads", type=int, default=2, help="torch's intra-op threads")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", required=True, choices=MODELS, help="the released model")
+    parser.add_argument("--features", type=int, required=True, help="features per item")
+    parser.add_argument("--batch-size", type=int, default=2048, help="lists. Default: 2048")
+    parser.add_argument("--items", type=int, default=16, help="items per list. Default: 16")
+    parser.add_argument(
+        "--max-label", type=int, default=4, help="the released click labels' 4. Default: 4"
+    )
+    parser.add_argument("--threads", type=int, default=2, help="torch's threads. Default: 2")
+    parser.add_argument("--seed", type=int, default=0, help="torch's seed. Default: 0")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.official_dir)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,7 @@ import pytest
 
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.elwc_writer import TFRecordWriter
-from tfrecords_tools.example_wire import decode_feature
+from tfrecords_tools.protobuf_wire import decode_feature
 from tfrecords_tools.text.text_elwc import (
     TextElwcError,
     TextList,

@@ -1,10 +1,6 @@
-"""Reading TFRecord files record by record, checking their framing, without TensorFlow.
-
-A TFRecord file is a sequence of ``length (uint64) | masked CRC32C of length |
-data | masked CRC32C of data``. GZIP-compressed files (TF's ``GZIP`` option)
-are recognised by their magic bytes. Every record is checked, and a truncated
-or corrupt file raises an error naming the file and the record.
-"""
+"""Reading TFRecord files (plain or GZIP) record by record without TensorFlow, checking
+every record's framing: ``length (uint64) | masked CRC32C of length | data | masked CRC32C
+of data``."""
 
 from __future__ import annotations
 
@@ -14,10 +10,8 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-from tfrecords_tools.compressed_files import decompressing, is_gzip
+from tfrecords_tools.compressed_files import is_gzip
 from tfrecords_tools.elwc_writer import masked_crc
-
-__all__ = ["TFRecordFormatError", "TFRecordFile"]
 
 
 class TFRecordFormatError(ValueError):
@@ -53,11 +47,7 @@ class _HashingFile:
 
 
 class TFRecordFile:
-    """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it.
-
-    Args:
-      path: the file (plain or GZIP-compressed).
-    """
+    """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it."""
 
     def __init__(self, path: str):
         self.path = str(path)
@@ -66,14 +56,10 @@ class TFRecordFile:
         self.num_records = 0
 
     def records(self) -> Iterator[tuple[int, bytes]]:
-        """Yields ``(record number, data)``, numbered from 1.
-
-        Raises:
-          TFRecordFormatError: a truncated record or a CRC mismatch.
-        """
+        """Yields ``(record number, data)``, numbered from 1."""
         compressed = is_gzip(self.path)
         raw = _HashingFile(self.path)
-        stream = decompressing(raw, compressed=compressed)
+        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
         number = 0
         try:
             while True:

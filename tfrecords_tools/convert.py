@@ -1,14 +1,8 @@
 """``tfr-convert``'s library function: LETOR folds to ELWC TFRecords and a manifest.
 
-Output of one fold (``--folds all`` writes one such directory per ``FoldN/``)::
-
-    manifest.json
-    train-00000-of-0000S.tfrecord ...
-    vali-...  test-...
-    source/            (synthetic input only: the generated LETOR text)
-
-Everything is written under a temporary name beside the output and renamed
-when complete, so a failed run leaves nothing behind.
+One fold's output (``--folds all`` writes one per ``FoldN/``) holds ``manifest.json``,
+the ``{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` shards and, for synthetic input, the
+generated LETOR text under ``source/``. It is built in a scratch directory and swapped in.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ import time
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
-from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, write_manifest
+from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.datasets import SPLITS
@@ -36,14 +30,6 @@ from tfrecords_tools.progress import FileProgress
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
-
-__all__ = [
-    "ConvertConfig",
-    "convert",
-    "MANIFEST_NAME",
-    "fold_manifest",
-    "input_path",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -204,26 +190,18 @@ class _FoldWriter:
         fitter = self.fitter if split == "train" else None
         started = time.perf_counter()
         try:
-            if source.kind == "tfds":
+            lists = source.tfds or source.elwc
+            if lists is not None:
+                where = f"tfds:{lists.name}[{split}]" if source.tfds else source.dataset
                 stats = write_query_lists(
-                    source.tfds.lists(split),
+                    lists.lists(split),
                     num_features=self.num_features,
-                    where=f"tfds:{source.tfds.name}[{split}]",
+                    where=where,
                     target=target,
                     policy=self.policy,
                     fitter=fitter,
                 )
-                entry_input = source.tfds.describe(split)
-            elif source.kind == "elwc":
-                stats = write_query_lists(
-                    source.elwc.lists(split),
-                    num_features=self.num_features,
-                    where=source.dataset,
-                    target=target,
-                    policy=self.policy,
-                    fitter=fitter,
-                )
-                entry_input = source.elwc.describe(split)
+                entry_input = lists.describe(split)
             else:
                 stats, entry_input = self._letor(file, target, fitter)
         finally:
@@ -342,13 +320,8 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
 
 
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:
-    """Converts the input to ELWC shards and manifests; returns the manifests.
-
-    Raises:
-      LetorFormatError: invalid input lines (nothing is left in ``output``).
-      DatasetNotFoundError: the input cannot be found.
-      FileExistsError: ``output`` exists and ``overwrite`` is off.
-    """
+    """Converts the input to ELWC shards and manifests; returns the manifests. Nothing is
+    left in ``output`` when it raises."""
     # Only LETOR text uses parsing workers.
     reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
     workers = (config.workers or default_workers()) if reads_letor else 1

@@ -9,7 +9,6 @@ tests check the bytes against the protobuf classes and TF's own parsers.
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import zlib
 
@@ -190,43 +189,3 @@ class PartWriter:
         for writer in self._writers.values():
             writer.close()
         return self.counts
-
-
-def _append_file(destination, source_path: str) -> None:
-    with open(source_path, "rb") as source:
-        remaining = os.fstat(source.fileno()).st_size
-        try:
-            while remaining > 0:  # copied inside the kernel where supported
-                copied = os.copy_file_range(source.fileno(), destination.fileno(), remaining)
-                if copied == 0:
-                    break
-                remaining -= copied
-        except (AttributeError, OSError):
-            source.seek(os.fstat(source.fileno()).st_size - remaining)
-            shutil.copyfileobj(source, destination, 1 << 22)
-
-
-class ShardAssembler:
-    """Appends finished parts to a split's shard files (all written, possibly empty), in
-    the order they are given."""
-
-    def __init__(self, parts_dir: str, out_dir: str, split: str, num_shards: int):
-        self.parts_dir = parts_dir
-        self.split = split
-        self.names = shard_names(split, num_shards)
-        self._files = [open(os.path.join(out_dir, name), "wb") for name in self.names]
-
-    def append(self, part: str) -> None:
-        """Moves a part's records to the end of the shards and removes the part."""
-        for shard, destination in enumerate(self._files):
-            path = os.path.join(self.parts_dir, f"{self.split}.{part}.{shard:05d}.part")
-            if os.path.exists(path):
-                destination.flush()
-                _append_file(destination, path)
-                os.remove(path)
-
-    def close(self) -> list[str]:
-        """Closes the shards; returns their file names."""
-        for destination in self._files:
-            destination.close()
-        return self.names

@@ -11,29 +11,12 @@ from tfrecords_tools.elwc_writer import ElwcEncoder
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import QueryList
 
-__all__ = [
-    "ListPolicy",
-    "Histogram",
-    "SplitStats",
-    "check_labels",
-    "process_list",
-    "reappearing_qid_error",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class ListPolicy:
-    """What happens to each list on its way to the shards.
-
-    Attributes:
-      max_list_size: lists longer than this are subsampled (seeded, file order
-        kept); ``None`` keeps every item.
-      min_list_size: lists shorter than this (after subsampling) are dropped and
-        counted.
-      clicks: the click simulation, or ``None`` to keep the file's labels.
-      max_relevance: the dataset's highest explicit label.
-      seed: the conversion's seed; each list draws from its own generator.
-    """
+    """What happens to each list on its way to the shards: longer lists are subsampled
+    (seeded, file order kept), shorter ones dropped (counted), and labels simulated
+    unless ``clicks`` is ``None``."""
 
     max_list_size: int | None
     min_list_size: int
@@ -180,11 +163,8 @@ def process_list(
 ) -> list[bytes]:
     """Subsamples, filters and (optionally) simulates one list; returns its ELWC records.
 
-    The list's random generator depends only on the seed, the split and the qid,
-    so the records do not depend on which process handles the list.
-
-    Raises:
-      LetorFormatError: if a label exceeds ``policy.max_relevance``.
+    The list's generator depends only on the seed, the split and the qid, so the records
+    do not depend on which process handles the list.
     """
     n = len(query)
     stats.input_lists += 1

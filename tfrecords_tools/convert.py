@@ -15,11 +15,11 @@ import shutil
 import time
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile

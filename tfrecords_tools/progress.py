@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["FileProgress"]
-
 
 class FileProgress:
     """A tqdm bar; call it with ``(bytes read, items processed)``.

@@ -23,6 +23,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import (
@@ -35,7 +36,7 @@ from tfrecords_tools.atomic_output import (
 )
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import ConvertConfig, fold_manifest, input_path, log_reordered_lines
-from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
+from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NormalizationFitter, rounded

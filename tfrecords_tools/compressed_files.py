@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import zlib
 from collections.abc import Callable
 from typing import BinaryIO
@@ -28,3 +30,33 @@ def is_gzip(path: str, *, opener: Callable[[str], BinaryIO] | None = None) -> bo
 def open_maybe_gzip(path: str) -> BinaryIO:
     """Opens a local file for reading its bytes, decompressed when it is gzip data."""
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+class HashingReader(io.RawIOBase):
+    """Wraps a binary stream; hashes and counts every byte read through it."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.sha256 = hashlib.sha256()
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self.sha256.update(memoryview(buffer)[:n])
+            self.bytes_read += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        # One copy instead of RawIOBase's bytearray-then-bytes.
+        block = self._raw.read(size)
+        self.sha256.update(block)
+        self.bytes_read += len(block)
+        return block
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()

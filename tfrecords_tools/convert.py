@@ -26,7 +26,6 @@ from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
-from tfrecords_tools.progress import FileProgress
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
@@ -137,10 +136,48 @@ class ConvertConfig:
         return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
+def list_policy(config: ConvertConfig, max_relevance: int) -> ListPolicy:
+    clicks = config.clicks if config.simulate_clicks else None
+    return ListPolicy(
+        config.max_list_size, config.min_list_size, clicks, max_relevance, config.seed
+    )
+
+
+def normalization_fitter(config: ConvertConfig, num_features: int) -> NormalizationFitter:
+    return NormalizationFitter(
+        num_features,
+        seed=config.seed,
+        sample_size=config.quantile_sample_size,
+        num_quantiles=config.num_quantiles,
+    )
+
+
 def input_path(path: str, scratch: str) -> str:
     """Generated inputs are recorded relative to the output, others absolute."""
     path = os.path.abspath(path)
     return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
+
+
+class _FileProgress:
+    """A tqdm bar over a file's bytes (on terminals) that also shows items and items/s."""
+
+    def __init__(self, description: str, total: int | None, enabled: bool):
+        from tqdm.auto import tqdm
+
+        disable = None if enabled else True
+        self._bar = tqdm(
+            total=total, desc=description, unit="B", unit_scale=True, disable=disable, leave=False
+        )
+        self._start, self._bytes = time.perf_counter(), 0
+
+    def __call__(self, bytes_read: int, items: int) -> None:
+        self._bar.update(bytes_read - self._bytes)
+        self._bytes = bytes_read
+        rate = items / max(time.perf_counter() - self._start, 1e-9)
+        self._bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 class _FoldWriter:
@@ -154,19 +191,8 @@ class _FoldWriter:
         # Two blocks per worker in flight keep them busy while bounding memory.
         self.window = 2 * workers
         self.num_features = sizes.num_features
-        self.policy = ListPolicy(
-            max_list_size=config.max_list_size,
-            min_list_size=config.min_list_size,
-            clicks=config.clicks if config.simulate_clicks else None,
-            max_relevance=sizes.max_relevance,
-            seed=config.seed,
-        )
-        self.fitter = NormalizationFitter(
-            self.num_features,
-            seed=config.seed,
-            sample_size=config.quantile_sample_size,
-            num_quantiles=config.num_quantiles,
-        )
+        self.policy = list_policy(config, sizes.max_relevance)
+        self.fitter = normalization_fitter(config, self.num_features)
         self.parts_dir = os.path.join(scratch, ".parts")
 
     def run(self, files: dict, out_dir: str) -> tuple[dict, dict]:
@@ -226,9 +252,8 @@ class _FoldWriter:
     def _letor(self, path: str, target: SplitTarget, fitter) -> tuple:
         """Writes one LETOR file's split; returns its counts and the manifest's input entry."""
         letor = LetorFile(path, chunk_bytes=self.config.chunk_bytes)
-        bar = FileProgress(
-            f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress
-        )
+        name = f"{target.split} {os.path.basename(path)}"
+        bar = _FileProgress(name, letor.size_bytes, self.progress)
         try:
             stats, parsing = write_letor_split(
                 letor,

@@ -5,12 +5,11 @@ of data``."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import struct
 import zlib
 from collections.abc import Iterator
 
-from tfrecords_tools.compressed_files import is_gzip
+from tfrecords_tools.compressed_files import HashingReader, is_gzip
 from tfrecords_tools.elwc_writer import masked_crc
 
 
@@ -25,27 +24,6 @@ class TFRecordFormatError(ValueError):
         return (type(self), (self.path, self.record, self.message))
 
 
-class _HashingFile:
-    """A binary file whose stored bytes are hashed and counted as they are read."""
-
-    def __init__(self, path: str):
-        self._file = open(path, "rb")
-        self.sha256 = hashlib.sha256()
-        self.bytes_read = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._file.read(size)
-        self.sha256.update(data)
-        self.bytes_read += len(data)
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._file.close()
-
-
 class TFRecordFile:
     """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it."""
 
@@ -58,7 +36,7 @@ class TFRecordFile:
     def records(self) -> Iterator[tuple[int, bytes]]:
         """Yields ``(record number, data)``, numbered from 1."""
         compressed = is_gzip(self.path)
-        raw = _HashingFile(self.path)
+        raw = HashingReader(open(self.path, "rb"))
         stream = gzip.GzipFile(fileobj=raw) if compressed else raw
         number = 0
         try:

@@ -35,11 +35,17 @@ from tfrecords_tools.atomic_output import (
     publish,
 )
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
-from tfrecords_tools.convert import ConvertConfig, fold_manifest, input_path, log_reordered_lines
+from tfrecords_tools.convert import (
+    ConvertConfig,
+    fold_manifest,
+    input_path,
+    list_policy,
+    log_reordered_lines,
+    normalization_fitter,
+)
 from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
-from tfrecords_tools.list_processing import ListPolicy
-from tfrecords_tools.normalization import NormalizationFitter, rounded
+from tfrecords_tools.normalization import rounded
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 
 logger = logging.getLogger(__name__)
@@ -157,13 +163,7 @@ def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
 
 def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
     c = config.convert
-    policy = ListPolicy(
-        max_list_size=c.max_list_size,
-        min_list_size=c.min_list_size,
-        clicks=c.clicks if c.simulate_clicks else None,
-        max_relevance=sizes.max_relevance,
-        seed=c.seed,
-    )
+    policy = list_policy(c, sizes.max_relevance)
     jobs = []
     for fold, files in folds.items():
         out_dir = FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
@@ -229,12 +229,7 @@ def _spread(values: list[float], num_quantiles: int) -> list[float]:
 def _normalization(config: BeamConfig, num_features: int, fits, quantiles) -> dict:
     """The manifest's normalisation section: the local fitter's, with sketched quantiles."""
     c = config.convert
-    fitter = NormalizationFitter(
-        num_features,
-        seed=c.seed,
-        sample_size=c.quantile_sample_size,
-        num_quantiles=c.num_quantiles,
-    )
+    fitter = normalization_fitter(c, num_features)
     # Merged in input order, so the floating-point sums do not depend on scheduling.
     for _, part in sorted(fits, key=lambda fit: fit[0]):
         fitter.merge(part)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import io
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, is_gzip
+from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, HashingReader, is_gzip
 from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 
@@ -70,32 +69,6 @@ class Block:
             return f.read(self.length)
 
 
-class _HashingReader(io.RawIOBase):
-    """Wraps a binary file and hashes every byte read through it."""
-
-    def __init__(self, raw):
-        self._raw = raw
-        self.sha256 = hashlib.sha256()
-        self.bytes_read = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self._raw.readinto(buffer)
-        if n:
-            self.sha256.update(memoryview(buffer)[:n])
-            self.bytes_read += n
-        return n
-
-    def read(self, size: int = -1) -> bytes:
-        # One copy instead of RawIOBase's bytearray-then-bytes.
-        block = self._raw.read(size)
-        self.sha256.update(block)
-        self.bytes_read += len(block)
-        return block
-
-
 class LetorFile:
     """One LETOR file read once, as blocks of about ``chunk_bytes``.
 
@@ -131,7 +104,7 @@ class LetorFile:
 
     def _blocks_with_data(self) -> Iterator[Block]:
         compressed = is_gzip(self.path, opener=self._opener)
-        hashing = _HashingReader(self._open_raw())
+        hashing = HashingReader(self._open_raw())
         self._hash = hashing.sha256
         stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
         next_line, pending, offset = 1, b"", 0

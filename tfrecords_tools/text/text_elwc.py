@@ -30,7 +30,7 @@ from tfrecords_tools.protobuf_wire import (
     iter_fields,
     length_delimited,
 )
-from tfrecords_tools.tfrecord_reader import TFRecordFile
+from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
 
 QUERY_FEATURE = "query_tokens"
 DOCUMENT_FEATURE = "document_tokens"
@@ -90,20 +90,6 @@ class TextList:
         except ValueError as e:
             raise ValueError(f"list {self.query_id!r}: a first-stage score {e}") from None
         object.__setattr__(self, "first_stage_scores", scores)
-
-
-class TextElwcError(ValueError):
-    """A text ELWC record that does not follow the layout; names the file and record."""
-
-    def __init__(self, path: str, record: int, message: str):
-        self.path, self.record, self.message = str(path), record, message
-        super().__init__(f"{self.path}: record {record}: {message}")
-
-    def __reduce__(self):
-        return (type(self), (self.path, self.record, self.message))
-
-
-# === Encoding ===
 
 
 def _utf8(tokens) -> list[bytes]:
@@ -256,4 +242,4 @@ def read_text_split(directory: str, split: str) -> Iterator[TextList]:
             try:
                 yield decode_text_list(data, default_query_id=f"{split}:{number}")
             except ValueError as e:
-                raise TextElwcError(path, number, str(e)) from None
+                raise TFRecordFormatError(path, number, str(e)) from None

@@ -62,12 +62,6 @@ class _SplitCounts:
     unused: set = dataclasses.field(default_factory=set)
 
 
-def _proto_classes():
-    from tensorflow_serving.apis import input_pb2
-
-    return input_pb2
-
-
 def _parse(input_pb2, path: str, number: int, data: bytes):
     from google.protobuf.message import DecodeError
 
@@ -114,7 +108,9 @@ class ElwcSource:
             raise ValueError(NO_FEATURES_MESSAGE)  # before reading any file
         self.files = elwc_split_files(spec)
         self.splits = {split: split for split in self.files}
-        self._pb = _proto_classes()
+        from tensorflow_serving.apis import input_pb2
+
+        self._pb = input_pb2
         available, max_label, self.context_types = self._survey()
         self.feature_names = resolve_feature_names(config.features, available)
         self.num_features = len(self.feature_names)

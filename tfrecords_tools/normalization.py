@@ -145,20 +145,15 @@ class NormalizationFitter:
         self._key_parts: list[np.ndarray] = []
         self._row_parts: list[np.ndarray] = []
         self._candidates = 0
-        self._threshold = 1.0
-
-    @property
-    def threshold(self) -> float:
-        """Keys above this can no longer enter the sample."""
-        return self._threshold
+        self.threshold = 1.0  # keys above it can no longer enter the sample
 
     def _compact(self) -> np.ndarray:
         """Keeps the ``sample_size`` candidates with the smallest keys; returns their rows."""
         keys = np.concatenate(self._key_parts) if self._key_parts else np.zeros(0)
         if len(keys) > self.sample_size:
-            self._threshold = float(np.partition(keys, self.sample_size - 1)[self.sample_size - 1])
+            self.threshold = float(np.partition(keys, self.sample_size - 1)[self.sample_size - 1])
             # Keys are distinct (hashes of distinct positions), so "<=" keeps exactly k.
-            masks = [part <= self._threshold for part in self._key_parts]
+            masks = [part <= self.threshold for part in self._key_parts]
             self._key_parts = [k[m] for k, m in zip(self._key_parts, masks)]
             self._row_parts = [r[m] for r, m in zip(self._row_parts, masks)]
         rows = (
@@ -181,7 +176,7 @@ class NormalizationFitter:
         self._log = self._log.merge(part.log)
         self._min = np.minimum(self._min, part.minimum)
         self._max = np.maximum(self._max, part.maximum)
-        keep = part.keys <= self._threshold
+        keep = part.keys <= self.threshold
         self._key_parts.append(part.keys[keep])
         self._row_parts.append(part.rows[keep])
         self._candidates += int(keep.sum())

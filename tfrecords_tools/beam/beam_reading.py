@@ -14,13 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
-from tfrecords_tools.letor.letor_reader import (
-    LetorFile,
-    QueryList,
-    group_bounds,
-    parse_block,
-    query_list,
-)
+from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import check_labels
 from tfrecords_tools.normalization import FitPartial
 
@@ -216,8 +210,8 @@ def _read_block(
     if not len(parsed):
         return
     counts.items += len(parsed)
-    for begin, end in group_bounds(parsed.qids):
-        yield "piece", ListPiece(file_index, query_list(parsed, begin, end))
+    for query in query_lists(parsed):
+        yield "piece", ListPiece(file_index, query)
     if fit_seed is not None:
         order = (file_index, int(parsed.line_numbers[0]))
         # A threshold below every key: moments and extremes only, no sample rows.

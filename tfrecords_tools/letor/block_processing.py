@@ -14,13 +14,7 @@ import dataclasses
 
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
 from tfrecords_tools.letor.letor_parser import LetorFormatError
-from tfrecords_tools.letor.letor_reader import (
-    Block,
-    QueryList,
-    group_bounds,
-    parse_block,
-    query_list,
-)
+from tfrecords_tools.letor.letor_reader import Block, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import (
     ListPolicy,
     SplitStats,
@@ -99,7 +93,7 @@ def process_block(task: BlockTask) -> BlockResult:
         )
     except LetorFormatError as error:
         return BlockResult(error=error)
-    groups = [query_list(parsed, b, e) for b, e in group_bounds(parsed.qids)] if len(parsed) else []
+    groups = query_lists(parsed) if len(parsed) else []
     error = _first_error(groups, task)
     if error is not None:
         before = [q for q in groups if q.line_numbers[0] < error.line]

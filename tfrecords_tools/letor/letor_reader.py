@@ -207,11 +207,11 @@ def group_bounds(qids: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
-    """The items ``begin:end`` of a parsed block, which share one qid."""
-    return QueryList(
-        qid=int(parsed.qids[begin]),
-        labels=parsed.labels[begin:end],
-        features=parsed.features[begin:end],
-        line_numbers=parsed.line_numbers[begin:end],
-    )
+def query_lists(parsed: ParsedLines) -> list[QueryList]:
+    """The lists of a parsed block: its runs of one qid."""
+    return [
+        QueryList(
+            int(parsed.qids[b]), parsed.labels[b:e], parsed.features[b:e], parsed.line_numbers[b:e]
+        )
+        for b, e in group_bounds(parsed.qids)
+    ]

@@ -20,7 +20,6 @@ from tfrecords_tools.text.trec_convert import write_text_dataset
 
 SYNTHETIC_TEXT = "synthetic-text"
 TREC_PREFIX = "trec"
-TEXT_INPUTS = (SYNTHETIC_TEXT, TREC_PREFIX, f"{TREC_PREFIX}:DIR")
 
 _NAMES = {
     "queries": ("queries.tsv",),

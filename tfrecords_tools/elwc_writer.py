@@ -167,7 +167,7 @@ def shard_of(qid: int, num_shards: int) -> int:
 
 class PartWriter:
     """Writes one part of a split: per shard, a file of TFRecords in list order, to be
-    appended to the split's shards in input order by :class:`ShardAssembler`."""
+    appended to the split's shards in input order (``split_writer.SplitTarget``)."""
 
     def __init__(self, directory: str, split: str, part: str, num_shards: int):
         self._prefix = os.path.join(directory, f"{split}.{part}.")

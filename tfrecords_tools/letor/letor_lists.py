@@ -89,3 +89,8 @@ def check_complete_lines(letor: LetorLists, *, why: str) -> None:
             f"the line's features stop at {int(letor.last_features[i])}, the model takes "
             f"{letor.num_features} ({why})",
         )
+
+
+def read_letor_lists(path: str, num_features: int, *, duplicates: str = "error"):
+    """``(qid, docids, [n, d] raw features)`` per list of a LETOR file, checked whole first."""
+    yield from load_letor_lists(path, num_features, duplicates=duplicates).lists

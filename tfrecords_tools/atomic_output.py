@@ -1,11 +1,9 @@
 """Publishing a converted directory: built in a scratch directory, then swapped in.
 
 ``--overwrite`` replaces only what tfr-convert wrote: an empty directory, or one holding
-a ``manifest.json`` of ours (one that no longer parses counts as a damaged one of ours),
-TFRecord shards, ``source/`` (generated input) or, for ``--folds all``, only ``FoldN/``
-directories that are each such a directory. Anything else is foreign and refused, named.
-The swap renames the old output aside, the new one in, and only then deletes the old one.
-A mount point cannot be renamed onto, so it is refused before any work.
+only its ``manifest.json``, TFRecord shards, ``source/`` and ``FoldN/`` directories of the
+same kind; anything else is refused, named. The swap renames the old output aside, the
+new one in, and deletes the old one last. A mount point cannot be renamed onto.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Fitting feature normalisation statistics from partial results, in bounded memory.
-
-Fitted on the training split: ``standard`` (mean and deviation of ``x``) and ``log1p``
-(of ``sign(x) * log1p(|x|)``), exact, with moments merged by Chan et al.'s parallel
-update; and ``quantile``, the paper's quantile transform to a normal distribution, from
-a uniform *bottom-k* sample of at most ``sample_size`` items: every item gets a key
-hashed from the seed and its position in the file and the smallest keys are kept, so the
-sample does not depend on how the file is cut into blocks or which process reads them.
+"""Fitting feature normalisation statistics on the train split, in bounded memory:
+``standard`` and ``log1p`` moments, exact (merged with Chan et al.'s update), and the
+paper's ``quantile`` transform from a bottom-k sample of items keyed by a hash of the seed
+and their position, so the sample does not depend on how the file is cut or read.
 """
 
 from __future__ import annotations

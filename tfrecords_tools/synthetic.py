@@ -1,18 +1,7 @@
-"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects.
-
-136 features, lists of varying length, skewed 0-4 labels. Per query ``q`` and item ``i``:
-
-* difficulty ``b_q ~ N(-0.4, 0.7)``, price level ``log P_q ~ N(3, 1)``, intent ``m_q`` 0
-  or 1; quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``, category
-  ``c_i = m_q`` with probability 0.8;
-* utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.3)``,
-  cut at 0.3, 1.3, 2.1, 2.8 into labels.
-
-The relative price makes a list's label level depend on the list; the category orders
-items within it, but only for a model that sees the list's majority category (each is
-the majority in half the lists). Features 1-40 are noisy views of ``g_i`` (every other
-one a count), 41-60 of ``b_q``, 61 the price, 62 ``c_i``, 63-136 noise; integer features
-are printed as integers, the others with six decimals, as in the MSLR files.
+"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects: 136
+features, skewed 0-4 labels, and relevance that depends on the list (a price relative
+to the list's, and a category that matters only as the list's majority). Integer
+features are printed as integers and the others with six decimals, as in the MSLR files.
 """
 
 from __future__ import annotations
@@ -147,7 +136,7 @@ _INTENT_EFFECT = 1.2
 
 @dataclasses.dataclass(frozen=True)
 class LatentList:
-    """The hidden variables of one generated list (see the module docstring)."""
+    """The hidden variables of one generated list (see :func:`draw_latent_list`)."""
 
     quality: np.ndarray
     difficulty: float
@@ -163,7 +152,18 @@ class LatentList:
 
 
 def draw_latent_list(rng: np.random.Generator, n: int) -> LatentList:
-    """Draws the hidden variables of one list of ``n`` items."""
+    """Draws the hidden variables of one list of ``n`` items (query ``q``, item ``i``):
+
+    * difficulty ``b_q ~ N(-0.4, 0.7)``, price level ``log P_q ~ N(3, 1)``, intent ``m_q`` 0
+      or 1; quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``, category
+      ``c_i = m_q`` with probability 0.8;
+    * utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.3)``,
+      cut at 0.3, 1.3, 2.1, 2.8 into labels.
+
+    Each category is the majority in half the lists, so only a model that sees the list can
+    use it. Features (:func:`_list_features`): 1-40 noisy views of ``g_i``, 41-60 of
+    ``b_q``, 61 the price, 62 ``c_i``, 63-136 noise.
+    """
     difficulty = rng.normal(-0.4, 0.7)
     log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
     quality = rng.normal(0.0, 1.0, size=n)

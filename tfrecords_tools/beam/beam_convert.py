@@ -1,14 +1,9 @@
-"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline.
-
-The output has the local converter's layout and holds the same lists, labels, simulated
-labels and features for the same seed (see ``beam_pipeline``). Unlike the local
-converter, lists are grouped by qid, so a list may be spread over files; invalid lines go
-to a dead-letter file (``path<TAB>line<TAB>message``) and fail the run only beyond
-``max_bad_lines``; quantiles come from Beam's approximate sketches over every train item.
-
-Local outputs are swapped in as locally (``atomic_output``). Remote outputs (``gs://``)
-cannot be renamed: the shards are written in place and ``manifest.json`` last, after the
-same check of what the output holds; a failed run deletes what it wrote.
+"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline, with the local
+converter's layout and, for the same seed, the same lists, labels and features. Lists
+are grouped by qid (a list may span files), invalid lines go to a dead-letter file and
+fail the run only beyond ``max_bad_lines``, and quantiles come from Beam's sketches.
+Remote outputs (``gs://``) cannot be renamed: shards are written in place, the manifest
+last, and a failed run deletes what it wrote.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The work done on one block of a LETOR file, in a worker process or in-process.
-
-A block is parsed, its normalisation statistics summarised (train only), and every list
-wholly inside it encoded straight to the block's part files, so no encoded bytes travel
-between processes. Its first and last lists may continue in the neighbouring blocks and
-go back to the main process. Lists draw from their own seeded generators and the
-normalisation sample is keyed by line number, so the output does not depend on how the
-file is cut or scheduled.
+"""The work done on one block of a LETOR file, in a worker process or in-process: parse,
+summarise its normalisation statistics (train), and encode every list wholly inside it
+straight to the block's part files; its first and last lists go back to be joined. Lists
+draw from their own seeded generators and the sample is keyed by line number, so the
+output does not depend on how the file is cut or scheduled.
 """
 
 from __future__ import annotations

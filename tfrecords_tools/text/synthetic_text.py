@@ -1,23 +1,7 @@
-"""A deterministic generator of text ranking lists whose relevance depends on the list.
-
-Each query (2 to 4 words) is ambiguous between two of ``NUM_TOPICS`` topics; its intent
-``m_q`` is one of them. Per document ``i`` of its list:
-
-* topic ``c_i = m_q`` with probability 0.8, else the other one;
-* quality ``g_i ~ N(0, 1)``; each query term occurs with probability
-  ``sigmoid(1.6 g_i - 0.3)``, 1 + Poisson(0.7) times; with probability 0.15 one query
-  term is stuffed 5 to 9 times (counted as covered);
-* coverage ``v_i``, the share of the query's distinct terms present;
-* utility ``u_i = 3 v_i + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.35)``, cut at 1.0, 1.9, 2.6,
-  3.2 into labels 0-4.
-
-A document has 20 + Poisson(30) further words (30 % from its topic, 5 % from the other,
-the rest Zipf-distributed background), shuffled. Each topic is the majority in half of
-its lists, so a document's own topic says nothing of its relevance: only a scorer that
-sees the list's majority topic can use it. Term frequency beyond presence does not
-matter, which stuffing punishes in scorers that weigh it. Lists have log-normal lengths
-and a random order. :func:`generate_trec_layout` writes them as TREC-layout files, so
-they take the same conversion path as real data.
+"""A deterministic generator of text ranking lists whose relevance depends on the list
+(:func:`draw_text_list`): each query is ambiguous between two topics, and only a scorer
+that sees the list's majority topic can tell its intent. :func:`generate_trec_layout`
+writes the lists as TREC-layout files, so they take the same conversion path as real data.
 """
 
 from __future__ import annotations
@@ -155,7 +139,21 @@ def _document(rng, query_terms, covered, stuffed_term, topic, other_topic) -> li
 
 
 def draw_text_list(rng: np.random.Generator, n: int) -> SyntheticTextList:
-    """Draws one list of ``n`` documents (see the module docstring)."""
+    """Draws one list of ``n`` documents for a query of 2 to 4 words whose intent ``m_q``
+    is one of two topics. Per document ``i``:
+
+    * topic ``c_i = m_q`` with probability 0.8, else the other one;
+    * quality ``g_i ~ N(0, 1)``; each query term occurs with probability
+      ``sigmoid(1.6 g_i - 0.3)``, 1 + Poisson(0.7) times; with probability 0.15 one query
+      term is stuffed 5 to 9 times (counted as covered);
+    * coverage ``v_i``, the share of the query's distinct terms present;
+    * utility ``u_i = 3 v_i + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.35)``, cut at 1.0, 1.9, 2.6,
+      3.2 into labels 0-4.
+
+    A document has 20 + Poisson(30) further words (30 % from its topic, 5 % from the other,
+    the rest Zipf-distributed background), shuffled. Each topic is the majority in half of
+    its lists, so a document's own topic says nothing of its relevance.
+    """
     pair = rng.choice(NUM_TOPICS, size=2, replace=False)
     intent = int(pair[rng.integers(2)])
     num_terms = int(rng.choice([2, 3, 4], p=[0.3, 0.4, 0.3]))

@@ -1,11 +1,7 @@
-"""The text ELWC layout: writing and reading lists of tokenised queries and documents.
-
-The layout of TF-Ranking's own text examples: one ``ExampleListWithContext`` per query
-whose context holds ``query_tokens`` (one UTF-8 bytes entry per token) and whose items
-hold ``document_tokens`` and ``relevance`` (one int64). Ours add the context's
-``query_id``, each item's ``document_id`` and, in lists built from a first stage's run,
-each item's float32 ``first_stage_score``. The protos are encoded by hand
-(``protobuf_wire``), so conversion and reading never load TensorFlow.
+"""The text ELWC layout of TF-Ranking's text examples: per query, context
+``query_tokens`` and items ``document_tokens`` and ``relevance``; ours add ``query_id``,
+``document_id`` and, from a first stage's run, a float32 ``first_stage_score``. The protos
+are encoded by hand (``protobuf_wire``), so conversion and reading never load TensorFlow.
 """
 
 from __future__ import annotations

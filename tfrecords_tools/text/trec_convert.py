@@ -1,17 +1,9 @@
 """TREC-layout text ranking data (queries, collection, qrels, a run) to text ELWC.
 
-The run decides the lists: each query's documents in run order (rank, then score), cut
-to ``max_list_size``, labelled by the qrels (unjudged: 0), each with its run score as
-``first_stage_score`` (``-rank`` for an MS MARCO line without one). The files are read
-queries, run, qrels, then the collection, streamed, keeping only the documents of some
-list, so memory holds what the lists need.
-
-A :class:`TrecFormatError` names the file and line of anything refused: a malformed line,
-a qid given twice, a run line of an unknown qid, a document listed twice for a query or
-judged twice, a run score beyond float32, a needed document given twice. What is filtered
-(queries without run, qrels or tokens, unknown qids, negative labels, missing documents,
-cut or short lists, truncated texts, unjudged items, ...) is counted in the manifest's
-``filtered`` entry and printed.
+The run decides the lists (run order, cut to ``max_list_size``), the qrels their labels
+(unjudged: 0) and each item's ``first_stage_score`` (``-rank`` for an MS MARCO line). A
+:class:`TrecFormatError` names the file and line of anything refused; what is filtered is
+counted in the manifest's ``filtered`` entry. The collection is read last, streamed.
 """
 
 from __future__ import annotations

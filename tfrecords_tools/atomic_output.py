@@ -112,20 +112,17 @@ def _listing(directory: str, prefix: str = "") -> list[str]:
     return paths
 
 
-def _local_manifest_is_ours(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return manifest_is_ours(f.read())
-    except OSError:
-        return False
-
-
 def foreign_entries(directory: str) -> list[str]:
     """The entries of a local ``directory`` that tfr-convert never writes."""
-    return foreign_entries_of(
-        _listing(directory),
-        lambda path: _local_manifest_is_ours(os.path.join(directory, path)),
-    )
+
+    def is_ours(path: str) -> bool:
+        try:
+            with open(os.path.join(directory, path), "rb") as f:
+                return manifest_is_ours(f.read())
+        except OSError:
+            return False
+
+    return foreign_entries_of(_listing(directory), is_ours)
 
 
 def foreign_output_message(output: str, foreign: list[str] | None) -> str:

@@ -137,19 +137,21 @@ def reappearing_qid_error(path: str, qid: int, line: int, first_line: int) -> Le
     )
 
 
-def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
-    """Raises ``LetorFormatError`` at the first label above ``max_relevance``."""
-    if query.labels.max() <= max_relevance:
-        return
-    position = int(np.argmax(query.labels > max_relevance))
-    label = int(query.labels[position])
-    raise LetorFormatError(
+def label_error(where: str, line: int, label: int, max_relevance: int) -> LetorFormatError:
+    return LetorFormatError(
         where,
-        int(query.line_numbers[position]),
+        line,
         f"label {label} is above the dataset's maximum relevance {max_relevance} "
         "(pass --max-relevance to change it)",
         str(label),
     )
+
+
+def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
+    """Raises ``LetorFormatError`` at the first label above ``max_relevance``."""
+    if query.labels.max() > max_relevance:
+        i = int(np.argmax(query.labels > max_relevance))
+        raise label_error(where, int(query.line_numbers[i]), int(query.labels[i]), max_relevance)
 
 
 def process_list(

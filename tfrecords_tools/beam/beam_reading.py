@@ -15,7 +15,7 @@ import numpy as np
 
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
-from tfrecords_tools.list_processing import check_labels
+from tfrecords_tools.list_processing import label_error
 from tfrecords_tools.normalization import FitPartial
 
 
@@ -103,16 +103,10 @@ def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
     high = parsed.labels > max_relevance
     if not high.any():
         return parsed, []
-    errors = []
-    for i in np.flatnonzero(high):
-        single = QueryList(
-            int(parsed.qids[i]), parsed.labels[i : i + 1], parsed.features[i : i + 1],
-            parsed.line_numbers[i : i + 1],
-        )  # fmt: skip
-        try:
-            check_labels(single, max_relevance, path)
-        except LetorFormatError as error:
-            errors.append(error)
+    errors = [
+        label_error(path, int(parsed.line_numbers[i]), int(parsed.labels[i]), max_relevance)
+        for i in np.flatnonzero(high)
+    ]
     keep = ~high
     kept = ParsedLines(
         parsed.labels[keep],

@@ -46,8 +46,9 @@ from pipelines.convert_option_groups import (
 from pipelines.flag_table import add_flag
 from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
 from pipelines.tf_log_level import add_verbose_flag, start_command
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
+from tfrecords_tools.convert import ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.normalization import NORMALIZATIONS

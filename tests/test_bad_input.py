@@ -19,7 +19,8 @@ import pytest
 
 from pipelines.convert_cli import main
 from tfrecords_tools.convert import ConvertConfig, convert
-from tfrecords_tools.letor.letor_parser import LetorFormatError, parse_dense_chunk
+from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk
+from tfrecords_tools.letor.letor_parser import LetorFormatError
 
 NUM_FEATURES = 3
 MAX_RELEVANCE = 2

@@ -9,13 +9,8 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_serving.apis import input_pb2
 
-from tfrecords_tools.elwc_writer import (
-    ElwcEncoder,
-    PartWriter,
-    ShardAssembler,
-    TFRecordWriter,
-    shard_of,
-)
+from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, TFRecordWriter, shard_of
+from tfrecords_tools.split_writer import SplitTarget
 
 EXPECTED = """
 examples {
@@ -116,10 +111,8 @@ def test_parts_are_appended_per_shard_in_the_order_given(tmp_path):
         for qid in chunk:
             part.write_list(qid, [str(qid).encode()])
         part.close()
-    shards = ShardAssembler(str(parts), str(out), "train", 3)
-    shards.append("000000.1")
-    shards.append("000001.1")
-    shards.append("000002.1")  # a part that wrote nothing
+    shards = SplitTarget(str(parts), str(out), "train", 3)
+    shards.append("000000.1", "000001.1", "000002.1")  # the last part wrote nothing
     names = shards.close()
     assert names == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
     assert os.listdir(parts) == []

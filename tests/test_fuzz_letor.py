@@ -30,11 +30,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from tfrecords_tools.letor.letor_parser import (
-    LetorFormatError,
-    parse_dense_chunk,
-    parse_letor_lines,
-)
+from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk
+from tfrecords_tools.letor.letor_parser import LetorFormatError, parse_letor_lines
 
 D = 3  # features
 R = 2  # maximum relevance

@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfrecords_tools.letor.letor_parser import (
-    LetorFormatError,
-    parse_dense_chunk,
-    parse_letor_lines,
-)
+from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk
+from tfrecords_tools.letor.letor_parser import LetorFormatError, parse_letor_lines
 
 
 def _reference(text: bytes, d: int):

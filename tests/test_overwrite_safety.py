@@ -1,8 +1,7 @@
 """``--overwrite`` replaces only tfr-convert's own output, and output failures name ``--output``.
 
-The rule is ``tfrecords_tools.converted_output``'s; the swap and the error
-messages are ``tfrecords_tools.atomic_output``'s. Permission failures are
-simulated (the tests may run as root, for whom ``chmod`` denies nothing).
+The rule, the swap and the error messages are ``tfrecords_tools.atomic_output``'s.
+Permission failures are simulated (the tests may run as root, for whom ``chmod`` denies nothing).
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ import tempfile
 import pytest
 
 from pipelines.convert_cli import main
-from tfrecords_tools.atomic_output import MountPointError, OutputError, scratch_directory
-from tfrecords_tools.converted_output import (
+from tfrecords_tools.atomic_output import (
     ForeignOutputError,
+    MountPointError,
+    OutputError,
     foreign_entries,
     foreign_entries_of,
-    is_converted_directory,
     manifest_is_ours,
+    scratch_directory,
 )
 
 OURS = json.dumps({"created_by": "tfr-convert 0.1.0", "num_features": 3})
@@ -84,8 +84,7 @@ def test_local_directories(tmp_path):
     _converted(ours)
     _converted(theirs, manifest=json.dumps({"created_by": "other-tool 2"}))
     os.makedirs(tmp_path / "empty")
-    assert is_converted_directory(ours) and is_converted_directory(tmp_path / "empty")
-    assert not is_converted_directory(theirs)
+    assert foreign_entries(ours) == foreign_entries(tmp_path / "empty") == []
     assert foreign_entries(theirs) == ["manifest.json", "source/", SHARD]
     (ours / "notes").mkdir()
     assert foreign_entries(ours) == ["notes/"]
@@ -300,7 +299,7 @@ def test_the_cli_replaces_its_own_folds(tmp_path, capsys):
 
 
 def test_beam_remote_outputs_follow_the_rule(tmp_path):
-    from tfrecords_tools.beam.beam_output import prepare_remote
+    from tfrecords_tools.beam.beam_convert import prepare_remote
 
     out = tmp_path / "out"
     _converted(out, extra=("notes.txt",))

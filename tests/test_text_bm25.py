@@ -51,7 +51,7 @@ def test_run_lists_matching_documents_by_score(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     lines = list(read_run(out))
     by_query = {}
-    for _, qid, docid, rank, score in lines:
+    for _, qid, docid, rank, score, _ in lines:
         by_query.setdefault(qid, []).append((rank, docid, score))
     # d3 holds both terms ("jaguar" and "fast"); d2 holds both too but is longer in "cars".
     assert [d for _, d, _ in by_query["1"]][0] in ("d2", "d3")

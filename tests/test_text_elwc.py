@@ -10,15 +10,15 @@ import pytest
 
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.elwc_writer import TFRecordWriter
-from tfrecords_tools.example_wire import decode_feature
+from tfrecords_tools.protobuf_wire import decode_feature
 from tfrecords_tools.text.text_elwc import (
-    TextElwcError,
     TextList,
     TextSplitWriter,
     decode_text_list,
     encode_text_list,
     read_text_split,
 )
+from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 LIST = TextList(
     query_id="q7",
@@ -109,7 +109,8 @@ def test_reader_names_file_and_record_of_a_bad_list(tmp_path):
     writer.write(good)
     writer.write(no_label)
     writer.close()
-    with pytest.raises(TextElwcError, match=r"test-00000-of-00001.tfrecord: record 2: item 1: "):
+    expected = r"test-00000-of-00001.tfrecord: record 2: item 1: "
+    with pytest.raises(TFRecordFormatError, match=expected):
         list(read_text_split(str(tmp_path), "test"))
 
 

@@ -1,12 +1,9 @@
-"""Turning learning-to-rank files into ELWC TFRecords.
-
-Streaming LETOR parsing with validation, TF-Ranking-style ELWC input, dataset
-layouts, implicit-click simulation, normalisation fitting, the ELWC writer and
-a synthetic generator.
-"""
+"""Turning learning-to-rank files into ELWC TFRecords: streaming LETOR, TREC and ELWC
+input with validation, dataset layouts, click simulation, normalisation fitting, the ELWC
+writer and synthetic generators."""
 
 from tfrecords_tools.click_simulation import ClickConfig, simulate_clicks
-from tfrecords_tools.convert import MANIFEST_NAME, ConvertConfig, convert
+from tfrecords_tools.convert import ConvertConfig, convert
 from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.elwc_input import ElwcConfig
 from tfrecords_tools.elwc_writer import ElwcEncoder, TFRecordWriter
@@ -24,7 +21,6 @@ __all__ = [
     "ElwcEncoder",
     "LetorFile",
     "LetorFormatError",
-    "MANIFEST_NAME",
     "NormalizationFitter",
     "QueryList",
     "SyntheticConfig",

@@ -1,50 +1,30 @@
-"""Publishing a converted directory: built in a scratch directory, then renamed.
+"""Publishing a converted directory: built in a scratch directory, then swapped in.
 
-Every local conversion writes into a scratch directory beside its output and
-only renames it into place when complete, so a failure leaves nothing partial:
-:func:`scratch_directory` does the whole of it; :func:`prepare` and
-:func:`publish` are its two ends, for a writer that must pick its working
-directory itself (the Beam converter's remote outputs).
-
-An existing output is replaced only when ``overwrite`` is on and it is an
-empty directory or tfr-convert's own (``converted_output``'s rule, checked
-before the work starts and again before the swap). The swap never leaves the
-path without a complete directory for longer than two renames: the old one is
-renamed aside, the new one renamed in, and only then is the old one deleted.
-
-Failures to create or move the output name the output as the caller gave it,
-not the hidden scratch directory. A mount point cannot be the output: nothing
-can be renamed onto it (``EBUSY``), so it is refused before any work, with the
-advice to give a directory inside it.
+``--overwrite`` replaces only what tfr-convert wrote: an empty directory, or one holding
+only its ``manifest.json``, TFRecord shards, ``source/`` and ``FoldN/`` directories of the
+same kind; anything else is refused, named. The swap renames the old output aside, the
+new one in, and deletes the old one last. A mount point cannot be renamed onto.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
-
-from tfrecords_tools.converted_output import (
-    ForeignOutputError,
-    foreign_entries,
-    foreign_output_message,
-)
-
-__all__ = [
-    "MountPointError",
-    "OutputError",
-    "check_replaceable",
-    "prepare",
-    "publish",
-    "scratch_directory",
-]
+from collections.abc import Callable, Iterable, Iterator
 
 logger = logging.getLogger(__name__)
+
+_SHARD = re.compile(r"(train|vali|test)-\d{5,}-of-\d{5,}\.tfrecord")
+_FOLD = re.compile(r"Fold\d+/")
+_MANIFEST, _SOURCE = "manifest.json", "source/"
+_SHOWN = 5
 
 
 class OutputError(OSError):
@@ -53,6 +33,115 @@ class OutputError(OSError):
 
 class MountPointError(OutputError):
     """The output is a mount point, which no rename can replace."""
+
+
+class ForeignOutputError(FileExistsError):
+    """The output exists and is not tfr-convert's own; the message names what it holds."""
+
+
+# === Whose output it is ===
+
+
+def manifest_is_ours(text: bytes | str) -> bool:
+    """Whether a ``manifest.json`` content comes from tfr-convert (text that is not JSON
+    counts as a damaged one of ours: rerunning with ``--overwrite`` repairs it).
+
+    >>> manifest_is_ours('{"created_by": "tfr-convert 0.3.0"}'), manifest_is_ours('{"a": 1}')
+    (True, False)
+    """
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        return True
+    created_by = manifest.get("created_by") if isinstance(manifest, dict) else None
+    return isinstance(created_by, str) and created_by.startswith("tfr-convert")
+
+
+def foreign_entries_of(paths: Iterable[str], is_ours: Callable[[str], bool]) -> list[str]:
+    """The sorted entries of a listing that tfr-convert never writes (empty: it is ours).
+
+    ``paths`` are ``/``-separated and relative to the output, directories ending in ``/``
+    (``FoldN/`` expanded); ``is_ours`` says whether the ``manifest.json`` at a relative
+    path is tfr-convert's.
+
+    >>> foreign_entries_of(["notes.txt", "Fold1/manifest.json", "Fold2/"], lambda p: True)
+    ['Fold2/', 'notes.txt']
+    """
+    top: set[str] = set()
+    folds: dict[str, set[str]] = {}
+    for path in paths:
+        head, sep, rest = path.partition("/")
+        top.add(head + sep)
+        if sep and _FOLD.fullmatch(head + sep):
+            entries = folds.setdefault(head + sep, set())
+            if rest:
+                child, child_sep, _ = rest.partition("/")
+                entries.add(child + child_sep)
+    if not top:
+        return []
+    foreign = _foreign_in_converted(top, "", is_ours)
+    if foreign is not None:
+        return foreign
+    foreign = []
+    for name in sorted(top):
+        inner = _foreign_in_converted(folds[name], name, is_ours) if name in folds else None
+        foreign += [name] if inner is None else inner
+    return foreign
+
+
+def _foreign_in_converted(names: set[str], prefix: str, is_ours) -> list[str] | None:
+    """Foreign entries of one converted directory; ``None`` when it has no manifest of ours."""
+    if _MANIFEST not in names or not is_ours(prefix + _MANIFEST):
+        return None
+    return [
+        prefix + name
+        for name in sorted(names)
+        if name not in (_MANIFEST, _SOURCE) and not _SHARD.fullmatch(name)
+    ]
+
+
+def _listing(directory: str, prefix: str = "") -> list[str]:
+    """One level of ``directory`` (directories with a trailing ``/``), ``FoldN/`` expanded."""
+    paths = []
+    for name in os.listdir(directory):
+        full = os.path.join(directory, name)
+        entry = prefix + name + ("/" if os.path.isdir(full) else "")
+        paths.append(entry)
+        if not prefix and _FOLD.fullmatch(entry):
+            paths += _listing(full, entry)
+    return paths
+
+
+def foreign_entries(directory: str) -> list[str]:
+    """The entries of a local ``directory`` that tfr-convert never writes."""
+
+    def is_ours(path: str) -> bool:
+        try:
+            with open(os.path.join(directory, path), "rb") as f:
+                return manifest_is_ours(f.read())
+        except OSError:
+            return False
+
+    return foreign_entries_of(_listing(directory), is_ours)
+
+
+def foreign_output_message(output: str, foreign: list[str] | None) -> str:
+    """Why ``output`` is refused; ``foreign`` lists what it holds (``None``: it is a file)."""
+    advice = (
+        "--overwrite replaces only a directory tfr-convert wrote (manifest.json, "
+        "TFRecord shards, source/, FoldN/), so move {} away or choose another --output"
+    )
+    if foreign is None:
+        return f"{output} is a file, not a directory written by tfr-convert; " + advice.format("it")
+    shown = ", ".join(foreign[:_SHOWN])
+    if len(foreign) > _SHOWN:
+        shown += f" and {len(foreign) - _SHOWN} more"
+    return f"{output} was not written by tfr-convert: it holds {shown}; " + advice.format(
+        "them" if len(foreign) > 1 else "it"
+    )
+
+
+# === The swap ===
 
 
 def _output_error(output: str, action: str, error: OSError, hidden: str) -> OutputError:
@@ -65,15 +154,7 @@ def _output_error(output: str, action: str, error: OSError, hidden: str) -> Outp
 
 
 def check_replaceable(output: str, *, overwrite: bool, final: str | None = None) -> None:
-    """Checks that ``output`` (absolute: ``final``) may become the new output.
-
-    Raises:
-      MountPointError: it is a mount point (the output is renamed onto its path,
-        which the kernel refuses for a mount point, even an empty one).
-      ForeignOutputError: it exists and is not an empty directory or tfr-convert's.
-      FileExistsError: it is tfr-convert's (and not empty) and ``overwrite`` is off.
-      OutputError: it cannot be listed.
-    """
+    """Checks that ``output`` (absolute: ``final``) may become the new output."""
     final = final or os.path.abspath(output)
     if not os.path.lexists(final):
         return
@@ -95,51 +176,31 @@ def check_replaceable(output: str, *, overwrite: bool, final: str | None = None)
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
 
 
-def _scratch_prefix(final: str) -> str:
-    """Scratch directories of ``final`` are ``.<name>.partial-<host>-<pid>-<random>``."""
-    return f".{os.path.basename(final)}.partial-"
-
-
-def _remove_dead_scratch(final: str) -> None:
-    """Deletes the scratch directories of conversions into ``final`` that were killed:
-    those of this host whose process (named in the directory) no longer runs."""
-    parent, prefix = os.path.dirname(final), _scratch_prefix(final)
-    for scratch in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+def _remove_dead_scratch(final: str, prefix: str) -> None:
+    """Deletes the scratch directories ``<prefix><host>-<pid>-<random>`` of conversions
+    into ``final`` on this host whose process no longer runs (killed)."""
+    parent = glob.escape(os.path.dirname(final))
+    for scratch in glob.glob(os.path.join(parent, glob.escape(prefix) + "*")):
         owner = os.path.basename(scratch)[len(prefix) :].rsplit("-", 2)
         if len(owner) != 3 or owner[0] != socket.gethostname() or not owner[1].isdigit():
             continue
-        if _alive(int(owner[1])):
-            continue
-        logger.info("removing %s, left by a conversion that was killed", scratch)
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        try:
+            os.kill(int(owner[1]), 0)
+        except ProcessLookupError:
+            logger.info("removing %s, left by a conversion that was killed", scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 def prepare(output: str, *, overwrite: bool) -> tuple[str, str]:
-    """Checks ``output`` (see :func:`check_replaceable`) and makes an empty scratch
-    directory beside it.
-
-    Returns:
-      ``(final path, scratch path)``, both absolute.
-
-    Raises:
-      ForeignOutputError, FileExistsError: see :func:`check_replaceable`.
-      OutputError: the scratch directory (or the output's parent) cannot be created.
-    """
+    """Checks ``output`` and makes an empty scratch directory beside it; returns
+    ``(final path, scratch path)``, both absolute."""
     check_replaceable(output, overwrite=overwrite)
     final = os.path.abspath(output)
     parent = os.path.dirname(final)
-    _remove_dead_scratch(final)
-    prefix = f"{_scratch_prefix(final)}{socket.gethostname()}-{os.getpid()}-"
+    _remove_dead_scratch(final, f".{os.path.basename(final)}.partial-")
+    prefix = f".{os.path.basename(final)}.partial-{socket.gethostname()}-{os.getpid()}-"
     try:
         os.makedirs(parent, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
@@ -155,16 +216,9 @@ def prepare(output: str, *, overwrite: bool) -> tuple[str, str]:
 
 
 def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = None) -> None:
-    """Makes the complete ``scratch`` the output ``final``, replacing the old one if any.
-
-    ``output`` is the path as the caller gave it, for messages (default ``final``).
-    The old output is checked again, renamed aside, the new one renamed in, and
-    the old one deleted last; if the second rename fails the old one is put back.
-
-    Raises:
-      ForeignOutputError, FileExistsError: see :func:`check_replaceable`.
-      OutputError: a rename fails (the old output, if any, is left in place).
-    """
+    """Makes the complete ``scratch`` the output ``final`` (``output`` as the caller gave
+    it, for messages): the old one is checked again, renamed aside, the new one renamed
+    in (else the old one is put back), and the old one deleted last."""
     output = output or final
     check_replaceable(output, overwrite=overwrite, final=final)
     if not os.path.lexists(final):
@@ -174,9 +228,8 @@ def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = N
             raise _output_error(output, "move the new output into place", e, scratch) from None
         return
     parent = os.path.dirname(final)
-    prefix = f".{os.path.basename(final)}.replaced-"
     try:
-        aside_dir = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        aside_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.replaced-", dir=parent)
     except OSError as e:
         raise _output_error(output, "replace the existing output", e, parent + os.sep) from None
     aside = os.path.join(aside_dir, "old")
@@ -199,14 +252,9 @@ def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = N
         with contextlib.suppress(OSError):
             os.rmdir(aside_dir)
         raise _output_error(output, "move the new output into place", e, scratch) from None
-    _remove_aside(output, aside_dir)
-
-
-def _remove_aside(output: str, aside_dir: str) -> None:
-    """Deletes the replaced output; the new one is in place, so a failure only warns."""
     try:
         shutil.rmtree(aside_dir)
-    except OSError as e:
+    except OSError as e:  # the new output is in place: only warn
         logger.warning(
             "%s: replaced, but the old output in %s was not deleted: %s", output, aside_dir, e
         )
@@ -214,12 +262,9 @@ def _remove_aside(output: str, aside_dir: str) -> None:
 
 @contextlib.contextmanager
 def scratch_directory(output: str, *, overwrite: bool) -> Iterator[str]:
-    """A scratch directory beside ``output`` that becomes ``output`` when the block
-    ends normally and is removed when it raises (see :func:`prepare` for the checks).
-
-    An ``OSError`` about a file inside the scratch directory (a full disk, say)
-    becomes an :class:`OutputError` naming ``output``.
-    """
+    """A scratch directory beside ``output`` that becomes ``output`` when the block ends
+    normally and is removed when it raises; an ``OSError`` about a file inside it (a full
+    disk, say) becomes an :class:`OutputError` naming ``output``."""
     final, scratch = prepare(output, overwrite=overwrite)
     try:
         yield scratch

@@ -1,21 +1,7 @@
-"""Implicit-feedback simulation of the RankFormer paper (Buyl et al., KDD 2023).
-
-Section 6.1, Eq. 10-12 and Appendix C. For each original list ``J`` the
-simulation is run ``N_b`` times (bootstraps):
-
-1. Selection: ``min(|J|, N_s)`` items are sampled without replacement.
-2. Intent: with ``rho(r) = (2^r - 1) / (2^r_max - 1)`` and ``m`` the highest
-   explicit label in the sample, the session's intent ``T`` is
-   ``P(T=0) = 1 - rho(m)``, ``P(T=1) = (1 - kappa) rho(m)``,
-   ``P(T=2) = kappa rho(m)`` (Eq. 11; the thresholds printed in the paper's
-   Algorithm 1 disagree with Eq. 11, and Eq. 11 is taken as the definition).
-3. Interaction (Eq. 12): under ``T = 2`` an item is purchased (label
-   ``purchase_label``) with probability ``rho(r_i)``; an item not purchased is,
-   under ``T >= 1``, clicked (label 1) with probability
-   ``eps + (1 - eps) rho(r_i)``; under ``T = 0`` nothing is clicked.
-
-The paper gives purchases the label 2; the authors' released code uses 4, so the
-value is a parameter. The explicit label ``r_i`` is kept beside ``y_i``.
+"""Implicit-feedback simulation of the RankFormer paper (Buyl et al., KDD 2023, Sec. 6.1),
+``N_b`` times per list: sample ``min(|J|, N_s)`` items; draw the intent from the sample's
+best label (Eq. 11, which Algorithm 1's printed thresholds contradict); then purchases
+(``purchase_label``: 2 in the paper, 4 in the authors' code) and clicks (Eq. 12).
 """
 
 from __future__ import annotations
@@ -26,15 +12,6 @@ import zlib
 import numpy as np
 
 from tfr_rankformer.core.config_io import require_positive_ints
-
-__all__ = [
-    "ClickConfig",
-    "SimulatedLists",
-    "relevance_probability",
-    "intent_probabilities",
-    "simulate_clicks",
-    "list_rng",
-]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +44,8 @@ class ClickConfig:
 
 @dataclasses.dataclass
 class SimulatedLists:
-    """The ``N_b`` simulated lists drawn from one original list.
-
-    Attributes:
-      indices: ``[N_b, k]`` int64 positions in the original list (ascending per row),
-        ``k = min(|J|, N_s)``.
-      labels: ``[N_b, k]`` int64 implicit labels ``y`` (0, 1 or ``purchase_label``).
-      intents: ``[N_b]`` int64 session intents ``T`` in {0, 1, 2}.
-    """
+    """The ``N_b`` lists drawn from one list: ``[N_b, k]`` positions in it (ascending,
+    ``k = min(|J|, N_s)``), ``[N_b, k]`` implicit labels and ``[N_b]`` intents ``T``."""
 
     indices: np.ndarray
     labels: np.ndarray
@@ -103,17 +74,13 @@ def list_rng(seed: int, split: str, qid: int) -> np.random.Generator:
 def simulate_clicks(
     relevance: np.ndarray, *, rng: np.random.Generator, config: ClickConfig, max_relevance: int
 ) -> SimulatedLists:
-    """Draws ``N_b`` simulated lists with implicit labels from one original list.
+    """Draws ``N_b`` simulated lists with implicit labels from one list's ``[n]`` explicit
+    labels, each in ``0..max_relevance``, with the list's generator (:func:`list_rng`).
 
-    Args:
-      relevance: ``[n]`` int explicit labels of the original list, each in
-        ``0..max_relevance``.
-      rng: the list's random generator (see :func:`list_rng`).
-      config: simulation parameters.
-      max_relevance: ``r_max``, the highest label of the dataset.
-
-    Returns:
-      The simulated lists.
+    With ``rho(r) = (2^r - 1) / (2^r_max - 1)`` and ``m`` the sample's best label:
+    ``P(T=0) = 1 - rho(m)``, ``P(T=1) = (1 - kappa) rho(m)``, ``P(T=2) = kappa rho(m)``;
+    under ``T = 2`` an item is purchased with probability ``rho(r_i)``; one not purchased is,
+    under ``T >= 1``, clicked with probability ``eps + (1 - eps) rho(r_i)``.
     """
     relevance = np.asarray(relevance, dtype=np.int64)
     n = relevance.shape[0]

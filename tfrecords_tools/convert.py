@@ -1,14 +1,8 @@
 """``tfr-convert``'s library function: LETOR folds to ELWC TFRecords and a manifest.
 
-Output of one fold (``--folds all`` writes one such directory per ``FoldN/``)::
-
-    manifest.json
-    train-00000-of-0000S.tfrecord ...
-    vali-...  test-...
-    source/            (synthetic input only: the generated LETOR text)
-
-Everything is written under a temporary name beside the output and renamed
-when complete, so a failed run leaves nothing behind.
+One fold's output (``--folds all`` writes one per ``FoldN/``) holds ``manifest.json``,
+the ``{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` shards and, for synthetic input, the
+generated LETOR text under ``source/``. It is built in a scratch directory and swapped in.
 """
 
 from __future__ import annotations
@@ -21,29 +15,20 @@ import shutil
 import time
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
-from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, write_manifest
+from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.datasets import SPLITS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
-from tfrecords_tools.progress import FileProgress
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
-
-__all__ = [
-    "ConvertConfig",
-    "convert",
-    "MANIFEST_NAME",
-    "fold_manifest",
-    "input_path",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -151,10 +136,48 @@ class ConvertConfig:
         return from_dict(cls, values, nested=nested, what="conversion settings")
 
 
+def list_policy(config: ConvertConfig, max_relevance: int) -> ListPolicy:
+    clicks = config.clicks if config.simulate_clicks else None
+    return ListPolicy(
+        config.max_list_size, config.min_list_size, clicks, max_relevance, config.seed
+    )
+
+
+def normalization_fitter(config: ConvertConfig, num_features: int) -> NormalizationFitter:
+    return NormalizationFitter(
+        num_features,
+        seed=config.seed,
+        sample_size=config.quantile_sample_size,
+        num_quantiles=config.num_quantiles,
+    )
+
+
 def input_path(path: str, scratch: str) -> str:
     """Generated inputs are recorded relative to the output, others absolute."""
     path = os.path.abspath(path)
     return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
+
+
+class _FileProgress:
+    """A tqdm bar over a file's bytes (on terminals) that also shows items and items/s."""
+
+    def __init__(self, description: str, total: int | None, enabled: bool):
+        from tqdm.auto import tqdm
+
+        disable = None if enabled else True
+        self._bar = tqdm(
+            total=total, desc=description, unit="B", unit_scale=True, disable=disable, leave=False
+        )
+        self._start, self._bytes = time.perf_counter(), 0
+
+    def __call__(self, bytes_read: int, items: int) -> None:
+        self._bar.update(bytes_read - self._bytes)
+        self._bytes = bytes_read
+        rate = items / max(time.perf_counter() - self._start, 1e-9)
+        self._bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 class _FoldWriter:
@@ -168,19 +191,8 @@ class _FoldWriter:
         # Two blocks per worker in flight keep them busy while bounding memory.
         self.window = 2 * workers
         self.num_features = sizes.num_features
-        self.policy = ListPolicy(
-            max_list_size=config.max_list_size,
-            min_list_size=config.min_list_size,
-            clicks=config.clicks if config.simulate_clicks else None,
-            max_relevance=sizes.max_relevance,
-            seed=config.seed,
-        )
-        self.fitter = NormalizationFitter(
-            self.num_features,
-            seed=config.seed,
-            sample_size=config.quantile_sample_size,
-            num_quantiles=config.num_quantiles,
-        )
+        self.policy = list_policy(config, sizes.max_relevance)
+        self.fitter = normalization_fitter(config, self.num_features)
         self.parts_dir = os.path.join(scratch, ".parts")
 
     def run(self, files: dict, out_dir: str) -> tuple[dict, dict]:
@@ -204,26 +216,18 @@ class _FoldWriter:
         fitter = self.fitter if split == "train" else None
         started = time.perf_counter()
         try:
-            if source.kind == "tfds":
+            lists = source.tfds or source.elwc
+            if lists is not None:
+                where = f"tfds:{lists.name}[{split}]" if source.tfds else source.dataset
                 stats = write_query_lists(
-                    source.tfds.lists(split),
+                    lists.lists(split),
                     num_features=self.num_features,
-                    where=f"tfds:{source.tfds.name}[{split}]",
+                    where=where,
                     target=target,
                     policy=self.policy,
                     fitter=fitter,
                 )
-                entry_input = source.tfds.describe(split)
-            elif source.kind == "elwc":
-                stats = write_query_lists(
-                    source.elwc.lists(split),
-                    num_features=self.num_features,
-                    where=source.dataset,
-                    target=target,
-                    policy=self.policy,
-                    fitter=fitter,
-                )
-                entry_input = source.elwc.describe(split)
+                entry_input = lists.describe(split)
             else:
                 stats, entry_input = self._letor(file, target, fitter)
         finally:
@@ -248,9 +252,8 @@ class _FoldWriter:
     def _letor(self, path: str, target: SplitTarget, fitter) -> tuple:
         """Writes one LETOR file's split; returns its counts and the manifest's input entry."""
         letor = LetorFile(path, chunk_bytes=self.config.chunk_bytes)
-        bar = FileProgress(
-            f"{target.split} {os.path.basename(path)}", letor.size_bytes, self.progress
-        )
+        name = f"{target.split} {os.path.basename(path)}"
+        bar = _FileProgress(name, letor.size_bytes, self.progress)
         try:
             stats, parsing = write_letor_split(
                 letor,
@@ -342,13 +345,8 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
 
 
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:
-    """Converts the input to ELWC shards and manifests; returns the manifests.
-
-    Raises:
-      LetorFormatError: invalid input lines (nothing is left in ``output``).
-      DatasetNotFoundError: the input cannot be found.
-      FileExistsError: ``output`` exists and ``overwrite`` is off.
-    """
+    """Converts the input to ELWC shards and manifests; returns the manifests. Nothing is
+    left in ``output`` when it raises."""
     # Only LETOR text uses parsing workers.
     reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
     workers = (config.workers or default_workers()) if reads_letor else 1

@@ -1,9 +1,6 @@
-"""Known learning-to-rank datasets and the LETOR directory layouts.
-
-A LETOR directory holds either ``Fold1..FoldN/{train,vali,test}.txt`` or a
-single ``{train,vali,test}.txt`` set (possibly one level down, as Istella-S's
-``sample/``). ``vali`` may be spelled ``valid``; Yahoo's ``set1.train.txt``
-style prefixes are accepted; every file may be ``.gz``.
+"""Known learning-to-rank datasets and the LETOR directory layouts: ``FoldN/`` directories
+of ``{train,vali,test}.txt`` or one such set (possibly one level down, as Istella-S's
+``sample/``); ``valid`` for ``vali``, Yahoo's ``set1.`` prefixes and ``.gz`` accepted.
 """
 
 from __future__ import annotations
@@ -12,30 +9,11 @@ import dataclasses
 import os
 import re
 
-from tfr_rankformer.core.elwc_schema import SPLITS
-
-__all__ = [
-    "DatasetInfo",
-    "DATASETS",
-    "SPLITS",
-    "get_dataset",
-    "find_dataset_dir",
-    "find_folds",
-    "DatasetNotFoundError",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """A public LETOR dataset.
-
-    Attributes:
-      name: canonical name, as given to ``--input``.
-      num_features: the feature count ``d``.
-      max_relevance: the highest explicit label.
-      dir_names: directory names it is commonly unpacked to.
-      url: where to download it.
-      file_prefix: prefix of its split files (Yahoo's ``set1.``), or "".
+    """A public LETOR dataset, the directory names it is unpacked to, where to download it
+    and the prefix of its split files (Yahoo's ``set1.``).
     """
 
     name: str
@@ -95,11 +73,7 @@ def get_dataset(name: str) -> DatasetInfo | None:
 
 
 def find_dataset_dir(info: DatasetInfo, roots: list[str]) -> str:
-    """The first ``root/<dir name>`` that exists, searching ``roots`` in order.
-
-    Raises:
-      DatasetNotFoundError: naming every place looked at and the download page.
-    """
+    """The first ``root/<dir name>`` that exists, searching ``roots`` in order."""
     for root in roots:
         for dir_name in info.dir_names:
             candidate = os.path.join(root, dir_name)
@@ -158,11 +132,7 @@ def _single_set(directory: str, prefix: str) -> dict[str, str]:
 
 
 def find_folds(directory: str, *, prefix: str = "") -> dict[int | None, dict[str, str]]:
-    """Maps fold number (``None`` for a single set) to ``{split: file}``.
-
-    Raises:
-      DatasetNotFoundError: if no train file is found.
-    """
+    """Maps fold number (``None`` for a single set) to ``{split: file}``."""
     if not os.path.isdir(directory):
         raise DatasetNotFoundError(f"{directory}: no such directory")
     folds: dict[int | None, dict[str, str]] = {}

@@ -1,16 +1,9 @@
 """What an ``elwc:`` input names: its files per split, and the item features to read.
 
-``--input`` takes three forms (see the README's "ELWC input" section):
-
-* ``elwc:DIR``: the files in ``DIR`` whose names start with ``train``,
-  ``vali`` / ``valid`` / ``eval``, or ``test``; other files are left out and
-  reported;
-* ``elwc:GLOB``: the matching files, assigned to splits by the same name
-  prefixes (a file that fits none is an error);
-* ``elwc:train=GLOB,vali=GLOB,test=GLOB``: each split named explicitly.
-
-Item features are named by a list whose entries are exact names, globs
-(``custom_features_*``) or numeric ranges (``custom_features_{1..136}``).
+``elwc:DIR`` takes the files whose names start with ``train``, ``vali``/``valid``/``eval``
+or ``test`` (others are reported and left out); ``elwc:GLOB`` assigns the matches by the
+same prefixes; ``elwc:train=GLOB,vali=GLOB,test=GLOB`` names each split. Item features are
+exact names, globs (``custom_features_*``) or ranges (``custom_features_{1..136}``).
 """
 
 from __future__ import annotations
@@ -22,15 +15,8 @@ import logging
 import os
 import re
 
-from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
-
-__all__ = [
-    "ElwcConfig",
-    "ELWC_PREFIX",
-    "NO_FEATURES_MESSAGE",
-    "elwc_split_files",
-    "resolve_feature_names",
-]
+from tfr_rankformer.core.elwc_schema import SPLITS
+from tfrecords_tools.datasets import DatasetNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +82,8 @@ def _natural_key(name: str):
 
 
 def resolve_feature_names(patterns: tuple[str, ...], available: set[str]) -> list[str]:
-    """Expands ranges and globs into the ordered list of item feature names.
-
-    Args:
-      patterns: the entries of ``ElwcConfig.features``.
-      available: the item feature names found in the records (globs match these).
-
-    Raises:
-      ValueError: no features, a glob that matches nothing, or a name given twice.
+    """Expands ranges and globs (matched against the ``available`` names) into the
+    ordered list of item feature names.
     """
     if not patterns:
         raise ValueError(NO_FEATURES_MESSAGE)
@@ -149,11 +129,7 @@ def _matches(pattern: str, what: str) -> list[str]:
 
 
 def elwc_split_files(spec: str) -> dict[str, list[str]]:
-    """The files of each split named by an ``elwc:`` input (see the module docstring).
-
-    Raises:
-      DatasetNotFoundError: nothing matches, a file fits no split, or no train split.
-    """
+    """The files of each split named by an ``elwc:`` input (see the module docstring)."""
     body = spec[len(ELWC_PREFIX) :] if spec.startswith(ELWC_PREFIX) else spec
     if re.match(r"(train|vali|test)=", body):
         files: dict[str, list[str]] = {}

@@ -1,16 +1,8 @@
-"""TF-Ranking-style ELWC as a ``tfr-convert`` input (``--input elwc:...``).
-
-TF-Ranking pipelines write ``ExampleListWithContext`` records whose items hold
-one feature per name (``custom_features_1`` ... ``custom_features_136``) and a
-label (``relevance``). This source reads them into query lists of the
-project's layout: ``features [n, d]`` in the order of ``ElwcConfig.features``,
-the label as both training label and relevance, the qid from a context
-feature or the list's number, and the named context features carried over.
-
-The files are read twice: a survey (item feature names, for globs; the highest
-label, when ``--max-relevance`` is not given; the context features' types),
-then the conversion. Every record is validated; an error names the file, the
-record, the item and the field. TensorFlow is imported for the protobuf classes.
+"""TF-Ranking-style ELWC as a ``tfr-convert`` input (``--input elwc:...``): records whose
+items hold one feature per name and a label, read into the project's layout. The files
+are read twice: a survey (feature names for globs, the highest label, the context
+features' types), then the conversion, validating every record; an error names the file,
+record, item and field. TensorFlow is imported for the protobuf classes.
 """
 
 from __future__ import annotations
@@ -31,8 +23,6 @@ from tfrecords_tools.elwc_input import (
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import QueryList
 from tfrecords_tools.tfrecord_reader import TFRecordFile
-
-__all__ = ["ElwcFormatError", "ElwcSource"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +62,6 @@ class _SplitCounts:
     unused: set = dataclasses.field(default_factory=set)
 
 
-def _proto_classes():
-    from tensorflow_serving.apis import input_pb2
-
-    return input_pb2
-
-
 def _parse(input_pb2, path: str, number: int, data: bytes):
     from google.protobuf.message import DecodeError
 
@@ -114,18 +98,8 @@ def _scalar(feature, path: str, number: int, item: int | None, name: str) -> flo
 
 
 class ElwcSource:
-    """An ``elwc:`` input, surveyed on creation.
-
-    Args:
-      spec: the ``--input`` value (``elwc:DIR``, ``elwc:GLOB`` or
-        ``elwc:train=GLOB,vali=GLOB,test=GLOB``).
-      config: the features, label, context and qid to read.
-      max_relevance: the highest label, or ``None`` to take the largest found.
-
-    Raises:
-      DatasetNotFoundError: files missing.
-      ElwcFormatError: an invalid record.
-      ValueError: feature names that match nothing.
+    """An ``elwc:`` input, surveyed on creation; ``max_relevance`` ``None`` takes the
+    largest label found.
     """
 
     def __init__(self, spec: str, config: ElwcConfig, *, max_relevance: int | None):
@@ -134,7 +108,9 @@ class ElwcSource:
             raise ValueError(NO_FEATURES_MESSAGE)  # before reading any file
         self.files = elwc_split_files(spec)
         self.splits = {split: split for split in self.files}
-        self._pb = _proto_classes()
+        from tensorflow_serving.apis import input_pb2
+
+        self._pb = input_pb2
         available, max_label, self.context_types = self._survey()
         self.feature_names = resolve_feature_names(config.features, available)
         self.num_features = len(self.feature_names)
@@ -180,10 +156,8 @@ class ElwcSource:
         }
 
     def lists(self, split: str) -> Iterator[QueryList]:
-        """Yields the split's lists, validating every record.
-
-        Items are numbered across the split (1, 2, ...), as lines are in a LETOR
-        file; the normalisation sample is keyed by these numbers.
+        """Yields the split's lists, validating every record; items are numbered across the
+        split as lines are in a LETOR file.
         """
         counts = self._counts[split] = _SplitCounts()
         position, ordinal, seen = 1, 0, {}

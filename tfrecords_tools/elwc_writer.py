@@ -1,18 +1,14 @@
 """Encoding query lists as ELWC protos and writing them to TFRecord shards.
 
-``ExampleListWithContext`` (tensorflow_serving ``input.proto``) is encoded by
-hand: every item of a dataset has the same features, so every item's
-``tf.train.Example`` has the same byte length and layout, and a whole list is
-assembled with numpy in one step instead of building one proto per item. Tests
-check the bytes against the protobuf classes and against TF's own parsers.
-TFRecord framing (length, masked CRC32C) is written directly, so conversion
-does not load TensorFlow.
+``ExampleListWithContext`` is encoded by hand: every item of a dataset has the same
+features, hence the same byte layout, so a whole list is assembled with numpy in one
+step. TFRecord framing is written directly too, so conversion does not load TensorFlow;
+tests check the bytes against the protobuf classes and TF's own parsers.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import zlib
 
@@ -22,24 +18,10 @@ import numpy as np
 from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 from tfrecords_tools.protobuf_wire import encode_varint, field_header
 
-__all__ = [
-    "ElwcEncoder",
-    "PartWriter",
-    "TFRecordWriter",
-    "ShardAssembler",
-    "frame_records",
-    "masked_crc",
-    "shard_names",
-    "shard_of",
-]
-
 
 def _feature_entry_header(key: str, kind_field: int, values_len: int) -> bytes:
-    """Bytes of one ``Features.feature`` map entry up to its packed values.
-
-    ``kind_field`` is 2 for ``float_list`` and 3 for ``int64_list``; the entry's
-    ``values_len`` bytes of packed values follow the header.
-    """
+    """Bytes of one ``Features.feature`` map entry up to its ``values_len`` bytes of
+    packed values; ``kind_field`` is 2 for ``float_list`` and 3 for ``int64_list``."""
     key_bytes = key.encode("utf-8")
     list_len = len(field_header(1, values_len)) + values_len  # FloatList / Int64List
     feature_len = len(field_header(kind_field, list_len)) + list_len  # Feature
@@ -56,11 +38,7 @@ def _feature_entry_header(key: str, kind_field: int, values_len: int) -> bytes:
 
 
 class ElwcEncoder:
-    """Serialises query lists of ``d`` float features as ELWC protos.
-
-    Args:
-      num_features: the feature count ``d``.
-    """
+    """Serialises query lists of ``num_features`` float features as ELWC protos."""
 
     def __init__(self, num_features: int):
         self.num_features = num_features
@@ -89,19 +67,9 @@ class ElwcEncoder:
         *,
         context: bytes = b"",
     ) -> bytes:
-        """Serialises one list.
-
-        Args:
-          qid: the query id (context feature).
-          features: ``[n, d]`` raw feature values.
-          labels: ``[n]`` training labels.
-          relevance: ``[n]`` explicit labels.
-          context: further context features, as a serialised ``tf.train.Features``
-            (whose bytes are its map entries) without ``qid``.
-
-        Returns:
-          The serialised ``ExampleListWithContext``.
-        """
+        """One list's ``ExampleListWithContext``: ``[n, d]`` raw features, ``[n]`` labels
+        and relevance; ``context`` holds further context features as a serialised
+        ``tf.train.Features`` without ``qid``."""
         return self.encode_lists(
             qid, features[None], labels[None], relevance[None], context=context
         )[0]
@@ -115,18 +83,8 @@ class ElwcEncoder:
         *,
         context: bytes = b"",
     ) -> list[bytes]:
-        """Serialises ``m`` lists of ``k`` items that share a qid, in one pass.
-
-        Args:
-          qid: the query id of every list.
-          features: ``[m, k, d]`` raw feature values.
-          labels: ``[m, k]`` training labels.
-          relevance: ``[m, k]`` explicit labels.
-          context: further context features (see :meth:`encode`).
-
-        Returns:
-          ``m`` serialised ``ExampleListWithContext`` protos.
-        """
+        """``m`` lists of ``k`` items that share a qid (``[m, k, d]`` features, ``[m, k]``
+        labels and relevance), serialised in one pass."""
         m, k = labels.shape
         rows = np.empty((m * k, self.item_bytes), dtype=np.uint8)
         values = {
@@ -191,7 +149,6 @@ class TFRecordWriter:
         self._file.write(b"".join(_frame(record)))
 
     def write_many(self, records: list[bytes]) -> None:
-        """Writes several records with one call."""
         self._file.write(frame_records(records))
 
     def close(self) -> None:
@@ -209,17 +166,8 @@ def shard_of(qid: int, num_shards: int) -> int:
 
 
 class PartWriter:
-    """Writes one part of a split: per shard, a file of TFRecords in list order.
-
-    Parts are appended to the split's shards, in input order, by
-    :class:`ShardAssembler`.
-
-    Args:
-      directory: where the parts go.
-      split: the split's name.
-      part: the part's sortable name.
-      num_shards: shards of the split.
-    """
+    """Writes one part of a split: per shard, a file of TFRecords in list order, to be
+    appended to the split's shards in input order (``split_writer.SplitTarget``)."""
 
     def __init__(self, directory: str, split: str, part: str, num_shards: int):
         self._prefix = os.path.join(directory, f"{split}.{part}.")
@@ -241,49 +189,3 @@ class PartWriter:
         for writer in self._writers.values():
             writer.close()
         return self.counts
-
-
-def _append_file(destination, source_path: str) -> None:
-    with open(source_path, "rb") as source:
-        remaining = os.fstat(source.fileno()).st_size
-        try:
-            while remaining > 0:  # copied inside the kernel where supported
-                copied = os.copy_file_range(source.fileno(), destination.fileno(), remaining)
-                if copied == 0:
-                    break
-                remaining -= copied
-        except (AttributeError, OSError):
-            source.seek(os.fstat(source.fileno()).st_size - remaining)
-            shutil.copyfileobj(source, destination, 1 << 22)
-
-
-class ShardAssembler:
-    """Appends finished parts to a split's shard files, in the order they are given.
-
-    Args:
-      parts_dir: where the parts are.
-      out_dir: where the shards go.
-      split: the split's name.
-      num_shards: shards of the split (every one is written, possibly empty).
-    """
-
-    def __init__(self, parts_dir: str, out_dir: str, split: str, num_shards: int):
-        self.parts_dir = parts_dir
-        self.split = split
-        self.names = shard_names(split, num_shards)
-        self._files = [open(os.path.join(out_dir, name), "wb") for name in self.names]
-
-    def append(self, part: str) -> None:
-        """Moves a part's records to the end of the shards and removes the part."""
-        for shard, destination in enumerate(self._files):
-            path = os.path.join(self.parts_dir, f"{self.split}.{part}.{shard:05d}.part")
-            if os.path.exists(path):
-                destination.flush()
-                _append_file(destination, path)
-                os.remove(path)
-
-    def close(self) -> list[str]:
-        """Closes the shards; returns their file names."""
-        for destination in self._files:
-            destination.close()
-        return self.names

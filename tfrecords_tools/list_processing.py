@@ -11,29 +11,12 @@ from tfrecords_tools.elwc_writer import ElwcEncoder
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import QueryList
 
-__all__ = [
-    "ListPolicy",
-    "Histogram",
-    "SplitStats",
-    "check_labels",
-    "process_list",
-    "reappearing_qid_error",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class ListPolicy:
-    """What happens to each list on its way to the shards.
-
-    Attributes:
-      max_list_size: lists longer than this are subsampled (seeded, file order
-        kept); ``None`` keeps every item.
-      min_list_size: lists shorter than this (after subsampling) are dropped and
-        counted.
-      clicks: the click simulation, or ``None`` to keep the file's labels.
-      max_relevance: the dataset's highest explicit label.
-      seed: the conversion's seed; each list draws from its own generator.
-    """
+    """What happens to each list on its way to the shards: longer lists are subsampled
+    (seeded, file order kept), shorter ones dropped (counted), and labels simulated
+    unless ``clicks`` is ``None``."""
 
     max_list_size: int | None
     min_list_size: int
@@ -154,19 +137,21 @@ def reappearing_qid_error(path: str, qid: int, line: int, first_line: int) -> Le
     )
 
 
-def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
-    """Raises ``LetorFormatError`` at the first label above ``max_relevance``."""
-    if query.labels.max() <= max_relevance:
-        return
-    position = int(np.argmax(query.labels > max_relevance))
-    label = int(query.labels[position])
-    raise LetorFormatError(
+def label_error(where: str, line: int, label: int, max_relevance: int) -> LetorFormatError:
+    return LetorFormatError(
         where,
-        int(query.line_numbers[position]),
+        line,
         f"label {label} is above the dataset's maximum relevance {max_relevance} "
         "(pass --max-relevance to change it)",
         str(label),
     )
+
+
+def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
+    """Raises ``LetorFormatError`` at the first label above ``max_relevance``."""
+    if query.labels.max() > max_relevance:
+        i = int(np.argmax(query.labels > max_relevance))
+        raise label_error(where, int(query.line_numbers[i]), int(query.labels[i]), max_relevance)
 
 
 def process_list(
@@ -180,11 +165,8 @@ def process_list(
 ) -> list[bytes]:
     """Subsamples, filters and (optionally) simulates one list; returns its ELWC records.
 
-    The list's random generator depends only on the seed, the split and the qid,
-    so the records do not depend on which process handles the list.
-
-    Raises:
-      LetorFormatError: if a label exceeds ``policy.max_relevance``.
+    The list's generator depends only on the seed, the split and the qid, so the records
+    do not depend on which process handles the list.
     """
     n = len(query)
     stats.input_lists += 1

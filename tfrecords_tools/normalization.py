@@ -1,19 +1,7 @@
-"""Fitting feature normalisation statistics from partial results, in bounded memory.
-
-Three transforms are fitted on the training split:
-
-* ``quantile``: the paper's quantile transform to a normal distribution. Its
-  quantiles come from a uniform sample of at most ``sample_size`` items (as
-  scikit-learn's ``QuantileTransformer`` subsamples). The sample is *bottom-k*:
-  every item gets a pseudo-random key hashed from the seed and its position in
-  the file, and the ``sample_size`` smallest keys are kept. The sample is thus
-  the same however the file is cut into blocks and whichever process handles a
-  block, and partial samples merge exactly.
-* ``log1p``: mean and standard deviation of ``sign(x) * log1p(|x|)``, exact.
-* ``standard``: mean and standard deviation of ``x``, exact.
-
-Moments are kept as (count, mean, sum of squared deviations) per block and
-merged with Chan et al.'s parallel update, accurate in float64.
+"""Fitting feature normalisation statistics on the train split, in bounded memory:
+``standard`` and ``log1p`` moments, exact (merged with Chan et al.'s update), and the
+paper's ``quantile`` transform from a bottom-k sample of items keyed by a hash of the seed
+and their position, so the sample does not depend on how the file is cut or read.
 """
 
 from __future__ import annotations
@@ -23,15 +11,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-__all__ = [
-    "NORMALIZATIONS",
-    "FitPartial",
-    "NormalizationFitter",
-    "rounded",
-    "sample_keys",
-    "signed_log1p",
-]
 
 NORMALIZATIONS = ("quantile", "log1p", "standard", "none")
 
@@ -85,16 +64,9 @@ class _Moments:
 
 @dataclasses.dataclass
 class FitPartial:
-    """Statistics of one block of items, to be merged by :class:`NormalizationFitter`.
-
-    Attributes:
-      raw: moments of the features.
-      log: moments of ``signed_log1p`` of the features.
-      minimum: ``[d]`` column minima.
-      maximum: ``[d]`` column maxima.
-      keys: ``[m]`` sample keys of the candidate rows.
-      rows: ``[m, d]`` float32 candidate rows for the quantile sample.
-    """
+    """Statistics of one block of items, to be merged by :class:`NormalizationFitter`:
+    moments of the raw and ``signed_log1p`` features, column extremes, and the sample
+    keys and float32 rows of the candidates for the quantile sample."""
 
     raw: _Moments
     log: _Moments
@@ -107,11 +79,8 @@ class FitPartial:
     def of(
         cls, features: np.ndarray, positions: np.ndarray, *, seed: int, threshold: float = 1.0
     ) -> FitPartial:
-        """Summarises ``[n, d]`` raw features of items at ``positions`` (e.g. line numbers).
-
-        Only rows whose key is at most ``threshold`` are kept as sample candidates;
-        any threshold at or above the fitter's current one gives the same result.
-        """
+        """Summarises ``[n, d]`` raw features of items at ``positions`` (line numbers);
+        only rows whose key is at most ``threshold`` are kept as sample candidates."""
         x = np.asarray(features, dtype=np.float32)
         keys = sample_keys(seed, positions)
         keep = keys <= threshold
@@ -126,10 +95,8 @@ class FitPartial:
 
 
 def _sorted_quantiles(sample: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """``[d, q]`` linearly interpolated quantiles of ``[n, d]`` (numpy's default method).
-
-    Columns are sorted in a few threads (numpy releases the GIL while sorting).
-    """
+    """``[d, q]`` linearly interpolated quantiles of ``[n, d]`` (numpy's default method),
+    columns sorted in a few threads (numpy releases the GIL while sorting)."""
     n, d = sample.shape
     position = levels * (n - 1)
     low = np.floor(position).astype(np.int64)
@@ -154,14 +121,7 @@ def rounded(values: np.ndarray) -> list[float]:
 
 
 class NormalizationFitter:
-    """Merges :class:`FitPartial` results, in order, into normalisation statistics.
-
-    Args:
-      num_features: the feature count ``d``.
-      seed: seed of the sample keys.
-      sample_size: items kept for the quantiles.
-      num_quantiles: quantiles stored per feature.
-    """
+    """Merges :class:`FitPartial` results, in order, into normalisation statistics."""
 
     def __init__(
         self, num_features: int, *, seed: int, sample_size: int = 100_000, num_quantiles: int = 1000
@@ -181,20 +141,15 @@ class NormalizationFitter:
         self._key_parts: list[np.ndarray] = []
         self._row_parts: list[np.ndarray] = []
         self._candidates = 0
-        self._threshold = 1.0
-
-    @property
-    def threshold(self) -> float:
-        """Keys above this can no longer enter the sample."""
-        return self._threshold
+        self.threshold = 1.0  # keys above it can no longer enter the sample
 
     def _compact(self) -> np.ndarray:
         """Keeps the ``sample_size`` candidates with the smallest keys; returns their rows."""
         keys = np.concatenate(self._key_parts) if self._key_parts else np.zeros(0)
         if len(keys) > self.sample_size:
-            self._threshold = float(np.partition(keys, self.sample_size - 1)[self.sample_size - 1])
+            self.threshold = float(np.partition(keys, self.sample_size - 1)[self.sample_size - 1])
             # Keys are distinct (hashes of distinct positions), so "<=" keeps exactly k.
-            masks = [part <= self._threshold for part in self._key_parts]
+            masks = [part <= self.threshold for part in self._key_parts]
             self._key_parts = [k[m] for k, m in zip(self._key_parts, masks)]
             self._row_parts = [r[m] for r, m in zip(self._row_parts, masks)]
         rows = (
@@ -217,7 +172,7 @@ class NormalizationFitter:
         self._log = self._log.merge(part.log)
         self._min = np.minimum(self._min, part.minimum)
         self._max = np.maximum(self._max, part.maximum)
-        keep = part.keys <= self._threshold
+        keep = part.keys <= self.threshold
         self._key_parts.append(part.keys[keep])
         self._row_parts.append(part.rows[keep])
         self._candidates += int(keep.sum())

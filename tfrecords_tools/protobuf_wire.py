@@ -1,26 +1,17 @@
-"""The protobuf wire format, as far as the hand-written ELWC encoders and decoder need it.
+"""The protobuf wire format and ``tf.train.Example`` protos, encoded and decoded by hand,
+so that converting and reading load no TensorFlow (tests check the bytes against the
+protobuf classes both ways). See https://protobuf.dev/programming-guides/encoding/.
 
-Varints (unsigned, with negative int64 values as their 64-bit two's
-complement), the header of a length-delimited field, and a walk over the
-fields of a message. See https://protobuf.dev/programming-guides/encoding/.
+>>> decode_example(encode_example({"x": int64_feature([3]), "s": float_feature([0.5])}))
+{'x': ('int64', [3]), 's': ('float', [0.5])}
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-__all__ = [
-    "LENGTH_DELIMITED",
-    "WireFormatError",
-    "decode_varint",
-    "encode_varint",
-    "field_header",
-    "iter_fields",
-]
+import struct
+from collections.abc import Iterator, Sequence
 
 LENGTH_DELIMITED = 2  # wire type of bytes, strings, sub-messages and packed lists
-
-_UINT64_MASK = (1 << 64) - 1
 
 
 class WireFormatError(ValueError):
@@ -33,7 +24,7 @@ def encode_varint(value: int) -> bytes:
     >>> encode_varint(300).hex(), encode_varint(-1).hex()
     ('ac02', 'ffffffffffffffffff01')
     """
-    value &= _UINT64_MASK
+    value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -47,9 +38,6 @@ def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
 
     >>> decode_varint(b"\\x00\\xac\\x02", 1)
     (300, 3)
-
-    Raises:
-      WireFormatError: ``data`` ends inside the varint.
     """
     value = shift = 0
     while True:
@@ -73,17 +61,11 @@ def field_header(number: int, length: int) -> bytes:
 
 
 def iter_fields(data: bytes) -> Iterator[tuple[int, int, object]]:
-    """Yields a message's ``(field number, wire type, value)`` in order.
-
-    The value is an int for varints (wire type 0), the payload bytes for
-    length-delimited fields (2) and the raw 8 or 4 bytes for fixed-width ones
-    (1, 5).
+    """Yields a message's ``(field number, wire type, value)``: an int for varints, the
+    payload for length-delimited fields and the raw bytes of fixed-width ones.
 
     >>> list(iter_fields(b"\\x08\\x96\\x01\\x12\\x02hi"))
     [(1, 0, 150), (2, 2, b'hi')]
-
-    Raises:
-      WireFormatError: truncated data or a group (wire types 3, 4).
     """
     pos = 0
     while pos < len(data):
@@ -102,3 +84,91 @@ def iter_fields(data: bytes) -> Iterator[tuple[int, int, object]]:
         else:
             raise WireFormatError(f"unsupported wire type {wire}")
         yield number, wire, value
+
+
+# === tf.train.Example ===
+# Example.features (1) -> Features.feature (1), map entries of key (1) and Feature (2);
+# a Feature is bytes_list (1), float_list (2) or int64_list (3), each holding value (1).
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    return field_header(number, len(payload)) + payload
+
+
+def bytes_feature(values: Sequence[bytes]) -> bytes:
+    return length_delimited(1, b"".join(length_delimited(1, v) for v in values))
+
+
+def int64_feature(values: Sequence[int]) -> bytes:
+    return length_delimited(3, length_delimited(1, b"".join(encode_varint(v) for v in values)))
+
+
+def float_feature(values: Sequence[float]) -> bytes:
+    """Packed little-endian float32 (a value beyond float32's range is an ``OverflowError``)."""
+    return length_delimited(2, length_delimited(1, struct.pack(f"<{len(values)}f", *values)))
+
+
+def encode_example(features: dict) -> bytes:
+    """``{name: encoded Feature}`` -> an ``Example``'s bytes."""
+    entries = b"".join(
+        length_delimited(1, length_delimited(1, key.encode("utf-8")) + length_delimited(2, value))
+        for key, value in features.items()
+    )
+    return length_delimited(1, entries)
+
+
+def _int64_values(data: bytes) -> list[int]:
+    """The values of an ``Int64List``, packed or not."""
+    values = []
+    for n, w, v in iter_fields(data):
+        if n == 1 and w == 2:  # packed
+            pos = 0
+            while pos < len(v):
+                item, pos = decode_varint(v, pos)
+                values.append(item - (1 << 64) if item >> 63 else item)
+        elif n == 1 and w == 0:
+            values.append(v - (1 << 64) if v >> 63 else v)
+    return values
+
+
+def _float_values(data: bytes) -> list[float]:
+    """The values of a ``FloatList``, packed (wire type 2) or not (wire type 5)."""
+    values = []
+    for n, w, v in iter_fields(data):
+        if n != 1 or w not in (2, 5):
+            continue
+        if len(v) % 4 or (w == 5 and len(v) != 4):
+            raise WireFormatError(f"a float list of {len(v)} bytes")
+        values.extend(struct.unpack(f"<{len(v) // 4}f", v))
+    return values
+
+
+def decode_feature(data: bytes) -> tuple[str, list]:
+    """A ``Feature`` as ``(kind, values)``: ``bytes``, ``float``, ``int64`` or ``empty``."""
+    for number, wire, value in iter_fields(data):
+        if number == 1 and wire == 2:
+            return "bytes", [v for n, w, v in iter_fields(value) if n == 1 and w == 2]
+        if number == 3 and wire == 2:
+            return "int64", _int64_values(value)
+        if number == 2 and wire == 2:
+            return "float", _float_values(value)
+    return "empty", []
+
+
+def decode_example(data: bytes) -> dict:
+    """An ``Example``'s bytes -> ``{name: (kind, values)}`` (see :func:`decode_feature`)."""
+    features = {}
+    for number, wire, value in iter_fields(data):
+        if number != 1 or wire != 2:
+            continue
+        for n, w, entry in iter_fields(value):
+            if n != 1 or w != 2:
+                continue
+            key, feature = "", b""
+            for en, ew, ev in iter_fields(entry):
+                if en == 1 and ew == 2:
+                    key = ev.decode("utf-8")
+                elif en == 2 and ew == 2:
+                    feature = ev
+            features[key] = decode_feature(feature)
+    return features

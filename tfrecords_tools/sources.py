@@ -6,9 +6,9 @@ import dataclasses
 import logging
 import os
 
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfrecords_tools.datasets import (
     DATASETS,
-    SPLITS,
     DatasetNotFoundError,
     find_dataset_dir,
     find_folds,
@@ -18,25 +18,14 @@ from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.feature_count import inferred_num_features, scan_letor_file
 from tfrecords_tools.synthetic import MAX_RELEVANCE, NUM_FEATURES, SyntheticConfig, generate_letor
 
-__all__ = ["Source", "DataSizes", "resolve_source", "select_folds", "dataset_sizes"]
-
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class Source:
-    """A resolved input.
-
-    Attributes:
-      kind: ``directory``, ``dataset``, ``tfds``, ``elwc`` or ``synthetic``.
-      dataset: the dataset's name, where known.
-      folds: fold number (``None`` for a single set) to ``{split: file}``; for
-        TFDS, ``{split: split}``.
-      num_features: the feature count, where known without reading the files.
-      max_relevance: the highest label, where known without reading the files.
-      tfds: the ``TfdsSource`` of a ``tfds:`` input.
-      elwc: the ``ElwcSource`` of an ``elwc:`` input.
-      feature_names: the features' names, where the input names them.
+    """A resolved input: its kind (``directory``, ``dataset``, ``tfds``, ``elwc`` or
+    ``synthetic``), ``{fold (None: a single set): {split: file}}``, the sizes where known
+    without reading the files, and the reader of a ``tfds:`` or ``elwc:`` input.
     """
 
     kind: str
@@ -64,14 +53,8 @@ def resolve_source(
     elwc: ElwcConfig | None = None,
     max_relevance: int | None = None,
 ) -> Source:
-    """Finds the input named by ``--input``.
-
-    ``synthetic`` is generated under ``scratch/source``; an ``elwc:`` input is
-    read with ``elwc`` (its highest label is ``max_relevance`` or the largest
-    found).
-
-    Raises:
-      DatasetNotFoundError: naming where it looked and where to download it.
+    """Finds the input named by ``--input``; ``synthetic`` is generated under
+    ``scratch/source``.
     """
     if name.lower() == "synthetic":
         directory = os.path.join(scratch, "source")
@@ -128,15 +111,8 @@ def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class DataSizes:
-    """The sizes every output of one conversion shares.
-
-    Attributes:
-      num_features: the feature count d of every item.
-      max_relevance: the highest explicit label.
-      num_features_source: where the count comes from: ``"given"``
-        (``--num-features``), ``"dataset"`` (known for the input) or
-        ``"PATH:LINE"``, the first line that reaches the highest feature index
-        of the scanned files.
+    """The sizes every output of one conversion shares; ``num_features_source`` is
+    ``"given"``, ``"dataset"`` or the ``PATH:LINE`` first reaching the highest index.
     """
 
     num_features: int
@@ -147,14 +123,8 @@ class DataSizes:
 def dataset_sizes(
     source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
 ) -> DataSizes:
-    """The feature count and highest label: given, known, or scanned from the files.
-
-    ``folds`` maps each fold to ``{split: path}`` or ``{split: [paths]}``. A
-    scanned feature count must pass ``feature_count``'s rule.
-
-    Raises:
-      LetorFormatError: the widest line breaks that rule (or a ``.gz`` is corrupt).
-      ValueError: the sizes cannot be known.
+    """The feature count and highest label: given, known, or scanned from the files
+    (``folds``: ``{fold: {split: path or [paths]}}``) under ``feature_count``'s rule.
     """
     if source.kind == "elwc" and num_features not in (None, source.num_features):
         raise ValueError(

@@ -1,9 +1,8 @@
 """Writing one split: blocks processed in order, boundary lists joined, counts merged.
 
-Workers write the lists that lie inside their block to part files; this
-process joins the lists that straddle blocks, writes them to parts of their
-own placed between the blocks' parts, and merges the counts. Parts are then
-joined per shard in input order, so the same input and seed give
+Workers write the lists inside their block to part files; this process joins the lists
+that straddle blocks and writes them to parts of their own, placed between the blocks'
+parts. Parts are appended to the shards in input order, so the same input and seed give
 byte-identical shards with or without workers.
 """
 
@@ -11,12 +10,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from tfr_rankformer.core import fault_points
-from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, ShardAssembler
+from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, shard_names
 from tfrecords_tools.letor.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import LetorFile, QueryList
@@ -28,21 +29,13 @@ from tfrecords_tools.list_processing import (
 )
 from tfrecords_tools.normalization import NormalizationFitter
 
-__all__ = ["ParseCounts", "SplitTarget", "write_letor_split", "write_query_lists"]
-
 _FIT_BATCH = 65_536
 
 
 @dataclasses.dataclass
 class ParseCounts:
-    """How a LETOR file's lines were parsed.
-
-    Attributes:
-      fast_items: items the dense fast path parsed.
-      unsorted_lines: lines whose feature indices were out of order (sorted).
-      duplicate_lines: lines that repeated a feature index and kept one value.
-      sparse_lines: lines that omitted some feature index (read as 0).
-    """
+    """How a LETOR file's lines were parsed: items of the dense fast path, and lines
+    sorted, resolving a repeated index, or omitting some index."""
 
     fast_items: int = 0
     unsorted_lines: int = 0
@@ -50,45 +43,58 @@ class ParseCounts:
     sparse_lines: int = 0
 
     def add(self, result: BlockResult) -> None:
-        """Adds the counts of one parsed block."""
         self.fast_items += result.num_items if result.fast else 0
         self.unsorted_lines += result.unsorted_lines
         self.duplicate_lines += result.duplicate_lines
         self.sparse_lines += result.sparse_lines
 
 
-class SplitTarget:
-    """Where a split's parts go, their assembly into shards, and record counts.
+def _append_file(destination, source_path: str) -> None:
+    with open(source_path, "rb") as source:
+        remaining = os.fstat(source.fileno()).st_size
+        try:
+            while remaining > 0:  # copied inside the kernel where supported
+                copied = os.copy_file_range(source.fileno(), destination.fileno(), remaining)
+                if copied == 0:
+                    break
+                remaining -= copied
+        except (AttributeError, OSError):
+            source.seek(os.fstat(source.fileno()).st_size - remaining)
+            shutil.copyfileobj(source, destination, 1 << 22)
 
-    Args:
-      parts_dir: directory of the part files.
-      out_dir: directory of the shards.
-      split: the split's name.
-      num_shards: shards of the split.
-    """
+
+class SplitTarget:
+    """A split's shard files (all written, possibly empty), to which finished parts are
+    appended in the order given, and its record counts per shard."""
 
     def __init__(self, parts_dir: str, out_dir: str, split: str, num_shards: int):
-        self.parts_dir = parts_dir
-        self.split = split
-        self.num_shards = num_shards
+        self.parts_dir, self.split, self.num_shards = parts_dir, split, num_shards
         self.counts = [0] * num_shards
-        self._shards = ShardAssembler(parts_dir, out_dir, split, num_shards)
+        self.names = shard_names(split, num_shards)
+        self._files = [open(os.path.join(out_dir, name), "wb") for name in self.names]
 
     def part(self, name: str) -> PartWriter:
         return PartWriter(self.parts_dir, self.split, name, self.num_shards)
 
+    def add_counts(self, counts: list[int]) -> None:
+        self.counts = [a + b for a, b in zip(self.counts, counts)]
+
     def append(self, *names: str) -> None:
-        """Appends finished parts to the shards, in the order given."""
+        """Moves the parts' records to the end of the shards and removes the parts."""
         for name in names:
-            self._shards.append(name)
+            for shard, destination in enumerate(self._files):
+                path = os.path.join(self.parts_dir, f"{self.split}.{name}.{shard:05d}.part")
+                if os.path.exists(path):
+                    destination.flush()
+                    _append_file(destination, path)
+                    os.remove(path)
             fault_points.reached("convert.shard")
 
     def close(self) -> list[str]:
         """Closes the shards; returns their file names."""
-        return self._shards.close()
-
-    def add_counts(self, counts: list[int]) -> None:
-        self.counts = [a + b for a, b in zip(self.counts, counts)]
+        for destination in self._files:
+            destination.close()
+        return self.names
 
 
 def _in_order(pool, tasks: Iterator[BlockTask], window: int) -> Iterator[BlockResult]:
@@ -112,8 +118,7 @@ class _ListJoiner:
         self._path = path
         self._emit = emit
         self._first_seen: dict[int, int] = {}
-        # Pieces of the open list; joined once when it closes, however many
-        # blocks it spans.
+        # Pieces of the open list, joined once when it closes.
         self._open: list[QueryList] = []
 
     def check_new(self, qid: int, line: int) -> None:
@@ -143,63 +148,20 @@ class _ListJoiner:
             self._open = []
 
 
-class _BoundaryParts:
-    """Parts for the lists this process closes, placed before each block's own part.
-
-    Lists closed while block ``i``'s result is handled go to part ``i.0``; the
-    worker wrote the block's inner lists to part ``i.1``. Once the result is
-    handled both are final and move to the shards.
-    """
-
-    def __init__(self, target: SplitTarget):
-        self._target = target
-        self._open(0)
-
-    def _open(self, index: int) -> None:
-        self._name = f"{index:06d}.0"
-        self._writer = self._target.part(self._name)
-
-    def write_list(self, qid: int, records: list[bytes]) -> None:
-        self._writer.write_list(qid, records)
-
-    def finish_block(self, index: int) -> None:
-        self._target.add_counts(self._writer.close())
-        self._target.append(self._name, f"{index:06d}.1")
-        self._open(index + 1)
-
-    def finish(self) -> None:
-        self._target.add_counts(self._writer.close())
-        self._target.append(self._name)
-
-    def abandon(self) -> None:
-        self._writer.close()
-
-
 class _BlockMerger:
-    """Takes the blocks' results in input order: joins boundary lists, merges counts.
+    """Takes the blocks' results in input order: the lists it closes while block ``i`` is
+    handled go to part ``i.0``, before the block's own part ``i.1``."""
 
-    Args:
-      where: the input file, for error messages.
-      target: where the parts and shards go.
-      policy: subsampling, filtering and simulation settings.
-      fitter: receives the blocks' normalisation statistics, or ``None``.
-      num_features: the feature count ``d``.
-    """
-
-    def __init__(
-        self,
-        where: str,
-        *,
-        target: SplitTarget,
-        policy: ListPolicy,
-        fitter: NormalizationFitter | None,
-        num_features: int,
-    ):
+    def __init__(self, where: str, *, target: SplitTarget, policy, fitter, num_features: int):
         self.stats, self.parsing, self.items = SplitStats(), ParseCounts(), 0
         self._where, self._target, self._policy, self._fitter = where, target, policy, fitter
         self._encoder = ElwcEncoder(num_features)
-        self._boundary = _BoundaryParts(target)
         self._joiner = _ListJoiner(where, self._write_joined)
+        self._open_part(0)
+
+    def _open_part(self, index: int) -> None:
+        self._part_name = f"{index:06d}.0"
+        self._part = self._target.part(self._part_name)
 
     def _write_joined(self, query: QueryList) -> None:
         records = process_list(
@@ -210,14 +172,11 @@ class _BlockMerger:
             policy=self._policy,
             stats=self.stats,
         )
-        self._boundary.write_list(query.qid, records)
+        self._part.write_list(query.qid, records)
 
     def merge(self, index: int, result: BlockResult) -> None:
-        """Handles block ``index``'s result; its parts then move to the shards.
-
-        Raises:
-          LetorFormatError: the block's own error, once the lists before it are checked.
-        """
+        """Handles block ``index``'s result (raising its error once the lists before it
+        are checked); its parts then move to the shards."""
         joiner = self._joiner
         if result.error is not None:
             joiner.check_before_error(result.group_qids, result.group_lines)
@@ -236,15 +195,18 @@ class _BlockMerger:
             self._target.add_counts(result.records_per_shard)
             self.stats.merge(result.stats)
             joiner.add(result.last)
-        self._boundary.finish_block(index)
+        self._target.add_counts(self._part.close())
+        self._target.append(self._part_name, f"{index:06d}.1")
+        self._open_part(index + 1)
 
     def finish(self) -> None:
         """Closes the last list and moves the last part to the shards."""
         self._joiner.close()
-        self._boundary.finish()
+        self._target.add_counts(self._part.close())
+        self._target.append(self._part_name)
 
     def abandon(self) -> None:
-        self._boundary.abandon()
+        self._part.close()
 
 
 def write_letor_split(
@@ -259,22 +221,9 @@ def write_letor_split(
     on_progress: Callable[[int, int], None] | None = None,
     duplicates: str = "error",
 ) -> tuple[SplitStats, ParseCounts]:
-    """Writes every list of a LETOR file to the split's shards.
-
-    Args:
-      letor: the split's file.
-      num_features: the feature count ``d``.
-      target: where the parts and shards go.
-      policy: subsampling, filtering and simulation settings.
-      fitter: receives the normalisation statistics of every item (train only).
-      pool: worker processes (see ``parse_workers``), or ``None``.
-      window: blocks in flight at once; bounds memory.
-      on_progress: called with ``(bytes read, items processed)`` after each block.
-      duplicates: what a repeated feature index on a line gives (see
-        ``letor_parser.DUPLICATE_POLICIES``).
-
-    Returns:
-      The split's counts and how its lines were parsed.
+    """Writes every list of a LETOR file to the split's shards, ``window`` blocks in
+    flight in ``pool`` (or in this process); ``fitter`` (train only) receives the
+    normalisation statistics; ``on_progress`` gets ``(bytes read, items)`` per block.
 
     Raises:
       LetorFormatError: invalid lines, labels, or a qid that reappears.
@@ -282,14 +231,22 @@ def write_letor_split(
     merger = _BlockMerger(
         letor.path, target=target, policy=policy, fitter=fitter, num_features=num_features
     )
-    tasks = _block_tasks(
-        letor,
-        num_features=num_features,
-        target=target,
-        policy=policy,
-        fitter=fitter,
-        in_worker=pool is not None,
-        duplicates=duplicates,
+    # Workers re-read plain files by offset rather than receive each block.
+    tasks = (
+        BlockTask(
+            block=block,
+            num_features=num_features,
+            split=target.split,
+            policy=policy,
+            parts_dir=target.parts_dir,
+            part=f"{index:06d}.1",
+            num_shards=target.num_shards,
+            fit_seed=fitter.seed if fitter is not None else None,
+            fit_threshold=fitter.threshold if fitter is not None else 1.0,
+            in_worker=pool is not None,
+            duplicates=duplicates,
+        )
+        for index, block in enumerate(letor.blocks(keep_data=pool is None))
     )
     try:
         for index, result in enumerate(_in_order(pool, tasks, window)):
@@ -306,34 +263,6 @@ def write_letor_split(
     return merger.stats, merger.parsing
 
 
-def _block_tasks(
-    letor: LetorFile,
-    *,
-    num_features: int,
-    target: SplitTarget,
-    policy: ListPolicy,
-    fitter: NormalizationFitter | None,
-    in_worker: bool,
-    duplicates: str,
-) -> Iterator[BlockTask]:
-    """One task per block of ``letor``; block ``i`` writes its inner lists to part ``i.1``."""
-    # Workers re-read plain files by offset rather than receive each block.
-    for index, block in enumerate(letor.blocks(keep_data=not in_worker)):
-        yield BlockTask(
-            block=block,
-            num_features=num_features,
-            split=target.split,
-            policy=policy,
-            parts_dir=target.parts_dir,
-            part=f"{index:06d}.1",
-            num_shards=target.num_shards,
-            fit_seed=fitter.seed if fitter is not None else None,
-            fit_threshold=fitter.threshold if fitter is not None else 1.0,
-            in_worker=in_worker,
-            duplicates=duplicates,
-        )
-
-
 def write_query_lists(
     lists: Iterable[QueryList],
     *,
@@ -343,19 +272,20 @@ def write_query_lists(
     policy: ListPolicy,
     fitter: NormalizationFitter | None,
 ) -> SplitStats:
-    """Writes lists that arrive already grouped (TFDS input) in this process."""
+    """Writes lists that arrive already grouped (TFDS and ELWC input) in this process."""
     stats, encoder = SplitStats(), ElwcEncoder(num_features)
     part = target.part("000000.0")
     pending: list[QueryList] = []
     pending_items = 0
 
     def fit_pending() -> None:
-        nonlocal pending, pending_items
+        nonlocal pending_items
         if fitter is not None and pending:
             features = np.concatenate([q.features for q in pending])
             positions = np.concatenate([q.line_numbers for q in pending])
             fitter.merge(fitter.partial(features, positions))
-        pending, pending_items = [], 0
+        pending.clear()
+        pending_items = 0
 
     try:
         for query in lists:

@@ -1,36 +1,7 @@
-"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects.
-
-The shape follows MSLR-WEB30K: 136 features, lists of varying length, skewed
-0-4 labels with many lists holding no relevant item. An item's relevance
-depends on the other items of its list: it falls with the item's price
-*relative to the prices in its list*, and each query has its own price level,
-so predicting the level of a list's labels (and its list label) needs the
-list. Within one list that effect orders items as their absolute prices do,
-so alone it would give listwise models no edge on within-list ranking.
-
-A second effect changes the order within a list. Each query is ambiguous
-between two intents; most of its results carry the query's intent as their
-category, so a list's majority category reveals it, and items of that
-category are more relevant. Each category is the majority in half of the
-lists, so an item's own category says nothing of its relevance: only a model
-that sees the list can use it (``pipelines.benchmarks.synthetic_ceiling``
-measures what it is worth).
-
-Per query ``q`` and item ``i``:
-
-* query difficulty ``b_q ~ N(-0.4, 0.7)`` and price level ``log P_q ~ N(3, 1)``;
-* item quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``;
-* intent ``m_q``, 0 or 1 with equal odds; item category ``c_i`` equals
-  ``m_q`` with probability 0.8;
-* utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8)
-  + N(0, 0.3)``;
-* label: ``u_i`` cut at 0.3, 1.3, 2.1, 2.8 (about 68/20/8/3/1 % of items).
-
-Features 1-40 are noisy views of ``g_i`` (every other one a count), 41-60
-noisy views of ``b_q`` shared by the list, 61 the price, 62 the category
-``c_i`` (0 or 1), 63-136 noise (two thirds integer counts, many of them
-zero). As in the MSLR files, integer features are printed as integers and the
-others with six decimals.
+"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects: 136
+features, skewed 0-4 labels, and relevance that depends on the list (a price relative
+to the list's, and a category that matters only as the list's majority). Integer
+features are printed as integers and the others with six decimals, as in the MSLR files.
 """
 
 from __future__ import annotations
@@ -42,17 +13,8 @@ import zlib
 
 import numpy as np
 
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import require_positive_ints
-
-__all__ = [
-    "LENGTH_SPREADS",
-    "SyntheticConfig",
-    "LatentList",
-    "draw_latent_list",
-    "list_sizes",
-    "generate_split",
-    "generate_letor",
-]
 
 _THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
 NUM_FEATURES = 136
@@ -98,10 +60,7 @@ class SyntheticConfig:
     def web30k_shaped(
         cls, num_items: int, *, seed: int = 0, length_spread: str = "default"
     ) -> SyntheticConfig:
-        """A train split of about ``num_items`` items in WEB30K-sized lists (mean 120).
-
-        ``length_spread="web30k"`` also gives the lists WEB30K's spread of lengths.
-        """
+        """A train split of about ``num_items`` items in WEB30K-sized lists (mean 120)."""
         queries = max(1, round(num_items / 120))
         return cls(
             train_queries=queries,
@@ -118,26 +77,10 @@ def list_sizes(
 ) -> np.ndarray:
     """``count`` list lengths with mean about ``mean``.
 
-    ``spread="default"``: log-normal with sigma 0.6, rounded and clipped to
-    [2, 6 x mean].
-
-    ``spread="web30k"``: MSLR-WEB30K's spread (31,531 queries of 1 to 1,251
-    documents, mean about 120, a right tail). Log-normal with sigma 0.75,
-    the spread at which the longest of 18,900 or 31,531 lists comes out near
-    WEB30K's 1,251 (with sigma 1.1 a twentieth of the lists would be over 400
-    items), truncated to [1, round(mean x 1251 / 120)] (1,251 at mean 120; the
-    bound scales with the mean): a draw that rounds outside is drawn again, so
-    no lengths pile up at the bounds. Its location is set so that the truncated
-    distribution's mean is ``mean``; the median is then about 0.76 x mean.
-    Measured at mean 120 with ``np.random.default_rng(0)`` (over seeds 0-2 the
-    mean lies in 118.6-120.5 and the longest list in 1,235-1,251):
-
-    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
-    lists         min  max    mean   p1  p5  p25 p50  p75  p95  p99
-    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
-    18,900        4    1,251  120.5  16  27  55  91   153  310  512
-    31,531        3    1,251  120.1  16  27  55  90   151  310  517
-    ============  ===  =====  =====  ==  ==  ==  ===  ===  ===  ===
+    ``"default"``: log-normal, sigma 0.6, rounded and clipped to [2, 6 x mean]. ``"web30k"``:
+    MSLR-WEB30K's right tail, log-normal with sigma 0.75 truncated to
+    [1, round(mean x 1251 / 120)] by redrawing, located so that the truncated mean is
+    ``mean`` (at mean 120 the longest of 18,900 lists comes out near WEB30K's 1,251).
     """
     if spread == "web30k":
         return _web30k_sizes(rng, count, mean)
@@ -193,17 +136,7 @@ _INTENT_EFFECT = 1.2
 
 @dataclasses.dataclass(frozen=True)
 class LatentList:
-    """The hidden variables of one generated list (for analyses of the data).
-
-    Attributes:
-      quality: ``g_i``.
-      difficulty: ``b_q``.
-      log_price: ``p_i``.
-      intent: ``m_q``.
-      category: ``c_i``.
-      utility: ``u_i``, noise included.
-      noise: the noise term of ``u_i``.
-    """
+    """The hidden variables of one generated list (see :func:`draw_latent_list`)."""
 
     quality: np.ndarray
     difficulty: float
@@ -219,7 +152,18 @@ class LatentList:
 
 
 def draw_latent_list(rng: np.random.Generator, n: int) -> LatentList:
-    """Draws the hidden variables of one list of ``n`` items."""
+    """Draws the hidden variables of one list of ``n`` items (query ``q``, item ``i``):
+
+    * difficulty ``b_q ~ N(-0.4, 0.7)``, price level ``log P_q ~ N(3, 1)``, intent ``m_q`` 0
+      or 1; quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``, category
+      ``c_i = m_q`` with probability 0.8;
+    * utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.3)``,
+      cut at 0.3, 1.3, 2.1, 2.8 into labels.
+
+    Each category is the majority in half the lists, so only a model that sees the list can
+    use it. Features (:func:`_list_features`): 1-40 noisy views of ``g_i``, 41-60 of
+    ``b_q``, 61 the price, 62 ``c_i``, 63-136 noise.
+    """
     difficulty = rng.normal(-0.4, 0.7)
     log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
     quality = rng.normal(0.0, 1.0, size=n)
@@ -270,7 +214,7 @@ def generate_split(
     """Writes one split as LETOR text; returns the number of items written."""
     sizes = list_sizes(rng, num_queries, mean_list_size, length_spread)
     items = 0
-    with open(path, "w", encoding="ascii", newline="\n") as f:
+    with atomic_write(path, "w", encoding="ascii", newline="\n") as f:
         for offset, n in enumerate(sizes.tolist()):
             x, labels = _list_features(rng, n)
             qid = first_qid + offset
@@ -283,9 +227,8 @@ def generate_split(
 
 
 def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) -> dict[str, str]:
-    """Writes ``train.txt``, ``vali.txt`` and ``test.txt`` into ``directory``.
-
-    Qids are disjoint across splits. Returns ``{split: path}``.
+    """Writes ``train.txt``, ``vali.txt`` and ``test.txt`` (qids disjoint across splits)
+    into ``directory``; returns ``{split: path}``.
     """
     os.makedirs(directory, exist_ok=True)
     paths, first_qid = {}, 1

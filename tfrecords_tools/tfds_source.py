@@ -1,8 +1,6 @@
-"""Reading learning-to-rank datasets through tensorflow-datasets (``tfds:NAME``).
-
-TFDS's ranking builders (``mslr_web``, ``istella``, ``yahoo_ltrc``) yield one
-example per query with ``float_features [n, d]``, ``label [n]`` and
-``query_id``. TensorFlow and TFDS are imported only when such an input is used.
+"""Reading learning-to-rank datasets through tensorflow-datasets (``tfds:NAME``): the
+ranking builders (``mslr_web``, ``istella``, ``yahoo_ltrc``) yield one example per query
+with ``float_features [n, d]``, ``label [n]`` and ``query_id``.
 """
 
 from __future__ import annotations
@@ -11,11 +9,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tfrecords_tools.datasets import DATASETS, SPLITS, DatasetNotFoundError
+from tfr_rankformer.core.elwc_schema import SPLITS
+from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import QueryList
-
-__all__ = ["TfdsSource", "TFDS_MAX_RELEVANCE"]
 
 # Highest label of the TFDS ranking builders, by name prefix.
 TFDS_MAX_RELEVANCE = {
@@ -27,15 +24,8 @@ _SPLIT_ALIASES = {"validation": "vali", "valid": "vali"}
 
 
 class TfdsSource:
-    """A TFDS ranking dataset, split by split.
-
-    Args:
-      name: TFDS name with config, e.g. ``mslr_web/30k_fold1``.
-      data_dir: TFDS data directory (``None``: TFDS's default).
-      download: let TFDS download and prepare the dataset when it is missing.
-
-    Raises:
-      DatasetNotFoundError: when the dataset is unknown to TFDS or not prepared.
+    """A TFDS ranking dataset (``mslr_web/30k_fold1``, ...), split by split; ``download``
+    lets TFDS download and prepare it.
     """
 
     def __init__(self, name: str, *, data_dir: str | None, download: bool):
@@ -81,12 +71,8 @@ class TfdsSource:
         }
 
     def lists(self, split: str) -> Iterator[QueryList]:
-        """Yields the split's lists; labels must be non-negative integers.
-
-        Items are numbered across the split (1, 2, ...), as lines are in a file,
-        and errors name the offending item by that number. A non-numeric
-        ``query_id`` becomes ``-(list number)``, which no numeric id in the
-        split can collide with unless ids are negative; a repeated qid is an error.
+        """Yields the split's lists; items are numbered across the split (errors name them so).
+        A non-numeric ``query_id`` becomes ``-(list number)``; a repeated qid is an error.
         """
         import tensorflow_datasets as tfds
 

@@ -1,23 +1,16 @@
-"""Reading TFRecord files record by record, checking their framing, without TensorFlow.
-
-A TFRecord file is a sequence of ``length (uint64) | masked CRC32C of length |
-data | masked CRC32C of data``. GZIP-compressed files (TF's ``GZIP`` option)
-are recognised by their magic bytes. Every record is checked, and a truncated
-or corrupt file raises an error naming the file and the record.
-"""
+"""Reading TFRecord files (plain or GZIP) record by record without TensorFlow, checking
+every record's framing: ``length (uint64) | masked CRC32C of length | data | masked CRC32C
+of data``."""
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import struct
 import zlib
 from collections.abc import Iterator
 
-from tfrecords_tools.compressed_files import decompressing, is_gzip
+from tfrecords_tools.compressed_files import HashingReader, is_gzip
 from tfrecords_tools.elwc_writer import masked_crc
-
-__all__ = ["TFRecordFormatError", "TFRecordFile"]
 
 
 class TFRecordFormatError(ValueError):
@@ -31,33 +24,8 @@ class TFRecordFormatError(ValueError):
         return (type(self), (self.path, self.record, self.message))
 
 
-class _HashingFile:
-    """A binary file whose stored bytes are hashed and counted as they are read."""
-
-    def __init__(self, path: str):
-        self._file = open(path, "rb")
-        self.sha256 = hashlib.sha256()
-        self.bytes_read = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._file.read(size)
-        self.sha256.update(data)
-        self.bytes_read += len(data)
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._file.close()
-
-
 class TFRecordFile:
-    """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it.
-
-    Args:
-      path: the file (plain or GZIP-compressed).
-    """
+    """One TFRecord file read once; afterwards ``sha256`` and ``size_bytes`` describe it."""
 
     def __init__(self, path: str):
         self.path = str(path)
@@ -66,14 +34,10 @@ class TFRecordFile:
         self.num_records = 0
 
     def records(self) -> Iterator[tuple[int, bytes]]:
-        """Yields ``(record number, data)``, numbered from 1.
-
-        Raises:
-          TFRecordFormatError: a truncated record or a CRC mismatch.
-        """
+        """Yields ``(record number, data)``, numbered from 1."""
         compressed = is_gzip(self.path)
-        raw = _HashingFile(self.path)
-        stream = decompressing(raw, compressed=compressed)
+        raw = HashingReader(open(self.path, "rb"))
+        stream = gzip.GzipFile(fileobj=raw) if compressed else raw
         number = 0
         try:
             while True:

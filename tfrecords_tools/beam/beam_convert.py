@@ -1,26 +1,9 @@
-"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline.
-
-The output has the local converter's layout (``manifest.json``, shards named
-``train-00000-of-0000S.tfrecord`` ...) and holds the same lists with the same
-labels, simulated labels and features for the same seed; see
-``beam_pipeline`` for how. Differences from the local converter:
-
-* Lists are grouped by qid, so a list may be split across files (the local
-  converter rejects a qid that reappears).
-* Invalid lines do not stop the run: each goes to a dead-letter text file
-  (``path<TAB>line<TAB>message``, the local parser's message), and the run
-  fails after the pipeline, with a summary, when there are more than
-  ``max_bad_lines`` of them.
-* Quantiles come from Beam's approximate quantile sketches over every train
-  item (rank error below ``quantile_epsilon * num_items``) instead of an exact
-  sample; moments and extremes are exact as locally.
-
-Local outputs are written under a temporary name beside the output and renamed
-when complete (``atomic_output``). Remote outputs (``gs://...``) cannot be
-renamed atomically: the shards are written in place and ``manifest.json``
-last, so a directory without a manifest is incomplete; a failed run deletes
-what it wrote (``beam_output``). Either way an existing output is replaced
-only when it is tfr-convert's (``converted_output``).
+"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline, with the local
+converter's layout and, for the same seed, the same lists, labels and features. Lists
+are grouped by qid (a list may span files), invalid lines go to a dead-letter file and
+fail the run only beyond ``max_bad_lines``, and quantiles come from Beam's sketches.
+Remote outputs (``gs://``) cannot be renamed: shards are written in place, the manifest
+last, and a failed run deletes what it wrote.
 """
 
 from __future__ import annotations
@@ -31,27 +14,34 @@ import shutil
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
-from tfrecords_tools.atomic_output import prepare, publish
-from tfrecords_tools.beam.beam_output import delete_quietly, prepare_remote, write_text
+from tfrecords_tools.atomic_output import (
+    ForeignOutputError,
+    foreign_entries_of,
+    foreign_output_message,
+    manifest_is_ours,
+    prepare,
+    publish,
+)
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import (
     ConvertConfig,
     fold_manifest,
     input_path,
+    list_policy,
     log_reordered_lines,
+    normalization_fitter,
 )
-from tfrecords_tools.datasets import SPLITS, DatasetNotFoundError
+from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
-from tfrecords_tools.list_processing import ListPolicy
-from tfrecords_tools.normalization import NormalizationFitter, rounded
+from tfrecords_tools.normalization import rounded
 from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
-
-__all__ = ["RUNNERS", "BeamConfig", "BadLinesError", "convert_on_beam"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,13 +158,7 @@ def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
 
 def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
     c = config.convert
-    policy = ListPolicy(
-        max_list_size=c.max_list_size,
-        min_list_size=c.min_list_size,
-        clicks=c.clicks if c.simulate_clicks else None,
-        max_relevance=sizes.max_relevance,
-        seed=c.seed,
-    )
+    policy = list_policy(c, sizes.max_relevance)
     jobs = []
     for fold, files in folds.items():
         out_dir = FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
@@ -240,12 +224,7 @@ def _spread(values: list[float], num_quantiles: int) -> list[float]:
 def _normalization(config: BeamConfig, num_features: int, fits, quantiles) -> dict:
     """The manifest's normalisation section: the local fitter's, with sketched quantiles."""
     c = config.convert
-    fitter = NormalizationFitter(
-        num_features,
-        seed=c.seed,
-        sample_size=c.quantile_sample_size,
-        num_quantiles=c.num_quantiles,
-    )
+    fitter = normalization_fitter(c, num_features)
     # Merged in input order, so the floating-point sums do not depend on scheduling.
     for _, part in sorted(fits, key=lambda fit: fit[0]):
         fitter.merge(part)
@@ -324,15 +303,8 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
 
 
 def convert_on_beam(config: BeamConfig) -> list[Manifest]:
-    """Converts the input on Apache Beam; returns the manifests (one per fold).
-
-    Raises:
-      BadLinesError: more invalid lines than ``max_bad_lines`` (no output is left).
-      DatasetNotFoundError: the input cannot be found.
-      FileExistsError: ``output`` exists and ``overwrite`` is off, or it is
-        not tfr-convert's (``ForeignOutputError``).
-      OSError: the output cannot be created or moved into place (naming it).
-    """
+    """Converts the input on Apache Beam; returns the manifests (one per fold). Nothing
+    is left in ``output`` when it raises."""
     c = config.convert
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":
@@ -356,13 +328,43 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
             out_dir = (
                 FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
             )
-            write_manifest(out_dir, manifest, write_text=write_text)
+            write_manifest(out_dir, manifest, write_text=_write_text)
         if not remote:
             publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:
         if remote:
-            delete_quietly(work_dir)
+            try:
+                FileSystems.delete([work_dir])
+            except Exception as error:  # noqa: BLE001 - the original error matters more
+                logger.warning("could not delete %s: %s", work_dir, error)
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise
     return manifests
+
+
+def prepare_remote(output: str, *, overwrite: bool) -> str:
+    """Checks a remote ``output`` and empties it when it may be replaced (object stores
+    cannot rename the old one aside); returns it without a trailing ``/``."""
+    root = output.rstrip("/")
+    existing = [m.path for m in FileSystems.match([root + "/**"])[0].metadata_list]
+    if existing:
+        relative = [path[len(root) + 1 :] for path in existing]
+        foreign = foreign_entries_of(relative, lambda name: _manifest_is_ours(root, name))
+        if foreign:
+            raise ForeignOutputError(foreign_output_message(output, foreign))
+        if not overwrite:
+            raise FileExistsError(f"{output} already holds files; pass --overwrite to replace them")
+        FileSystems.delete(existing)
+    return root
+
+
+def _manifest_is_ours(root: str, name: str) -> bool:
+    path = FileSystems.join(root, name)
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        return manifest_is_ours(stream.read())
+
+
+def _write_text(path: str, text: str) -> None:
+    with FileSystems.create(path) as stream:
+        stream.write(text.encode("utf-8"))

@@ -1,17 +1,10 @@
 """The Apache Beam transforms of one split: read, group by qid, process, write shards.
 
-A split's files are read one per element (see ``beam_reading``); pieces of
-lists are grouped by qid, so a list may be spread over several files. Each
-grouped list is put in input order (file order, then line number) and goes
-through the local converter's ``process_list``, whose random generator is
-seeded by (seed, split, qid): the records do not depend on which worker
-handles a list or in which order. Shards hold the lists whose qid hashes to
-them (``shard_of``, as locally), sorted by qid, so the shards are the same
-on every run and runner.
-
-What the driver needs back (counts, file descriptions, statistics) is
-gathered as ``((fold, split, kind), value)`` pairs and written as one pickle
-(see :class:`WriteResults`).
+Pieces of lists are grouped by qid, put in input order (file, then line) and go through
+the local converter's ``process_list``, seeded by (seed, split, qid), so the records do
+not depend on the worker or the order. Shards hold the lists whose qid hashes to them
+(``shard_of``, as locally), sorted by qid. What the driver needs back is gathered as
+``((fold, split, kind), value)`` pairs and written as one pickle.
 """
 
 from __future__ import annotations
@@ -29,8 +22,6 @@ from tfrecords_tools.elwc_writer import ElwcEncoder, frame_records, shard_names,
 from tfrecords_tools.letor.letor_reader import QueryList
 from tfrecords_tools.list_processing import ListPolicy, SplitStats, process_list
 
-__all__ = ["SplitJob", "WriteResults", "convert_split", "open_stored", "read_results"]
-
 
 def open_stored(path: str):
     """Opens a file's stored bytes (no decompression) through Beam's file systems."""
@@ -39,22 +30,8 @@ def open_stored(path: str):
 
 @dataclasses.dataclass(frozen=True)
 class SplitJob:
-    """One split of one fold to convert.
-
-    Attributes:
-      fold: the fold number, or ``None`` for a single set.
-      split: ``train``, ``vali`` or ``test``.
-      files: the split's files in input order.
-      out_dir: where its shards go.
-      num_shards: shards of the split.
-      num_features: the feature count ``d``.
-      policy: subsampling, filtering and simulation.
-      chunk_bytes: block size for reading.
-      fit_seed: seed of the normalisation statistics (train), else ``None``.
-      num_quantiles: quantiles per feature.
-      quantile_epsilon: the sketches' rank error bound, as a fraction of the items.
-      duplicates: what a repeated feature index on a line gives.
-    """
+    """One split of one fold (``None``: a single set) to convert; ``fit_seed`` is set
+    for the train split, whose normalisation statistics are fitted."""
 
     fold: int | None
     split: str
@@ -185,12 +162,8 @@ def _qid(item) -> int:
 
 
 def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:
-    """Adds one split's conversion to ``pipeline``.
-
-    Returns:
-      The results as PCollections of ``((fold, split, kind), value)`` pairs,
-      and the split's bad lines (``BadLine``).
-    """
+    """Adds one split's conversion to ``pipeline``; returns its results as PCollections of
+    ``((fold, split, kind), value)`` pairs, and its bad lines."""
     label = job.key
     files = pipeline | f"{label}/Files" >> beam.Create(list(enumerate(job.files)))
     read = (

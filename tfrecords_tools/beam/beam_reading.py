@@ -1,12 +1,9 @@
 """Reading LETOR files on Apache Beam: one file per element, bad lines set aside.
 
-Each file is read whole by one worker through Beam's file systems (local,
-``gs://``, ``hdfs://``, ...), so its SHA-256 and line count are known exactly
-as the local converter records them. Blocks are parsed with the local
-converter's parsers; a block that fails is parsed again line by line, and
-every invalid line becomes a :class:`BadLine` carrying the local parser's
-message instead of stopping the run. The items of each block leave as pieces
-of lists (runs of one qid), to be grouped by qid wherever they came from.
+Each file is read whole by one worker through Beam's file systems, so its SHA-256 and
+line count are recorded as locally. A block that fails to parse is parsed again line by
+line; each invalid line becomes a :class:`BadLine` with the local parser's message. The
+items leave as pieces of lists (runs of one qid), to be grouped by qid.
 """
 
 from __future__ import annotations
@@ -17,29 +14,15 @@ from collections.abc import Iterator
 import numpy as np
 
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
-from tfrecords_tools.letor.letor_reader import (
-    Block,
-    LetorFile,
-    QueryList,
-    group_bounds,
-    parse_block,
-    query_list,
-)
-from tfrecords_tools.list_processing import check_labels
+from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
+from tfrecords_tools.list_processing import label_error
 from tfrecords_tools.normalization import FitPartial
-
-__all__ = ["BadLine", "ListPiece", "parse_lenient", "read_letor_file"]
 
 
 @dataclasses.dataclass(frozen=True)
 class BadLine:
-    """A line that was set aside.
-
-    Attributes:
-      path: the file.
-      line: its 1-based line number (0 when the error concerns the whole file).
-      message: the local converter's message for it, with the offending token.
-    """
+    """A line set aside (line 0: the error concerns the whole file), with the local
+    converter's message."""
 
     path: str
     line: int
@@ -58,12 +41,7 @@ class BadLine:
 
 @dataclasses.dataclass
 class ListPiece:
-    """Consecutive items of one query in one file.
-
-    Attributes:
-      file_index: the file's position among its split's files (input order).
-      query: the items, with their line numbers in that file.
-    """
+    """Consecutive items of one query in one file (its index among the split's files)."""
 
     file_index: int
     query: QueryList
@@ -125,16 +103,10 @@ def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
     high = parsed.labels > max_relevance
     if not high.any():
         return parsed, []
-    errors = []
-    for i in np.flatnonzero(high):
-        single = QueryList(
-            int(parsed.qids[i]), parsed.labels[i : i + 1], parsed.features[i : i + 1],
-            parsed.line_numbers[i : i + 1],
-        )  # fmt: skip
-        try:
-            check_labels(single, max_relevance, path)
-        except LetorFormatError as error:
-            errors.append(error)
+    errors = [
+        label_error(path, int(parsed.line_numbers[i]), int(parsed.labels[i]), max_relevance)
+        for i in np.flatnonzero(high)
+    ]
     keep = ~high
     kept = ParsedLines(
         parsed.labels[keep],
@@ -158,27 +130,13 @@ def read_letor_file(
     opener=None,
     duplicates: str = "error",
 ) -> Iterator[tuple[str, object]]:
-    """Reads one LETOR file (plain or ``.gz``) leniently, block by block.
+    """Reads one LETOR file leniently, block by block; labels above ``max_relevance``
+    are bad lines.
 
-    Args:
-      path: the file.
-      file_index: its position among its split's files.
-      num_features: the feature count ``d``.
-      max_relevance: labels above it are bad lines.
-      fit_seed: seed of the normalisation statistics, or ``None`` not to fit.
-      chunk_bytes: block size; bounds memory.
-      opener: opens ``path`` as a raw binary stream (see ``LetorFile``).
-      duplicates: what a repeated feature index on a line gives (see
-        ``letor_parser.DUPLICATE_POLICIES``).
-
-    Yields:
-      ``(kind, value)`` pairs: ``("piece", ListPiece)`` in file order,
-      ``("bad", BadLine)``, and when fitting, per block, ``("fit", (order,
-      FitPartial))`` with the moments and extremes and ``("columns", [d, n]
-      float32 values)`` for the quantile sketches; last ``("file", info)`` with
-      the file's ``path``, ``sha256``, ``bytes`` and ``lines`` as stored, and
-      its ``unsorted_feature_lines``, ``duplicate_feature_lines`` and
-      ``items_with_missing_features`` (lines that omitted a feature index).
+    Yields ``("piece", ListPiece)`` in file order, ``("bad", BadLine)``, with a
+    ``fit_seed`` per block ``("fit", (order, FitPartial))`` (moments and extremes) and
+    ``("columns", [d, n] values)`` for the quantile sketches, and last ``("file", info)``:
+    the manifest's description of the file.
     """
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
     counts = _FileCounts()
@@ -225,7 +183,7 @@ class _FileCounts:
 
 
 def _read_block(
-    block: Block,
+    block,
     file_index: int,
     counts: _FileCounts,
     *,
@@ -246,8 +204,8 @@ def _read_block(
     if not len(parsed):
         return
     counts.items += len(parsed)
-    for begin, end in group_bounds(parsed.qids):
-        yield "piece", ListPiece(file_index, query_list(parsed, begin, end))
+    for query in query_lists(parsed):
+        yield "piece", ListPiece(file_index, query)
     if fit_seed is not None:
         order = (file_index, int(parsed.line_numbers[0]))
         # A threshold below every key: moments and extremes only, no sample rows.

@@ -1,13 +1,8 @@
-"""The work done on one block of a LETOR file, in a worker process or in-process.
-
-A block is parsed; its items' normalisation statistics are summarised (train
-only); every list that lies wholly inside the block is processed and encoded.
-The records go straight to the block's part files (see
-``elwc_writer.PartWriter``), so no encoded bytes travel between processes. The
-first and last lists may continue in the neighbouring blocks, so they are
-returned as items for the main process to join and process. Lists draw from
-their own seeded generators and the normalisation sample is keyed by line
-number, so the output does not depend on how the file is cut or scheduled.
+"""The work done on one block of a LETOR file, in a worker process or in-process: parse,
+summarise its normalisation statistics (train), and encode every list wholly inside it
+straight to the block's part files; its first and last lists go back to be joined. Lists
+draw from their own seeded generators and the sample is keyed by line number, so the
+output does not depend on how the file is cut or scheduled.
 """
 
 from __future__ import annotations
@@ -16,13 +11,7 @@ import dataclasses
 
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
 from tfrecords_tools.letor.letor_parser import LetorFormatError
-from tfrecords_tools.letor.letor_reader import (
-    Block,
-    QueryList,
-    group_bounds,
-    parse_block,
-    query_list,
-)
+from tfrecords_tools.letor.letor_reader import Block, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import (
     ListPolicy,
     SplitStats,
@@ -32,28 +21,12 @@ from tfrecords_tools.list_processing import (
 )
 from tfrecords_tools.normalization import FitPartial
 
-__all__ = ["BlockTask", "BlockResult", "process_block"]
-
 
 @dataclasses.dataclass(frozen=True)
 class BlockTask:
-    """One block and what to do with it.
-
-    Attributes:
-      block: the lines.
-      num_features: the feature count ``d``.
-      split: the split's name (part of every list's seed).
-      policy: subsampling, filtering and simulation.
-      parts_dir: where the block's part files go.
-      part: the block's sortable part name.
-      num_shards: shards of the split.
-      fit_seed: seed of the normalisation sample, or ``None`` to skip fitting.
-      fit_threshold: only rows whose sample key is at most this are returned.
-      in_worker: whether a worker process runs the task (pyarrow then parses
-        single-threaded, since the workers already occupy the cores).
-      duplicates: what a repeated feature index on a line gives (see
-        ``letor_parser.DUPLICATE_POLICIES``).
-    """
+    """One block and what to do with it: its lists go to part ``part`` of ``split``;
+    ``fit_seed`` ``None`` skips the normalisation statistics, whose sample keeps rows
+    with keys up to ``fit_threshold``; ``in_worker`` parses single-threaded."""
 
     block: Block
     num_features: int
@@ -70,26 +43,11 @@ class BlockTask:
 
 @dataclasses.dataclass
 class BlockResult:
-    """What a block gives back to the main process.
-
-    Attributes:
-      first: the block's first list (``None`` for a block without items, or on error).
-      last: its last list when it differs from the first, else ``None``.
-      records_per_shard: records written to each shard for the lists in between.
-      group_qids: qids of the block's lists in order (on error: of those that
-        start before the error's line).
-      group_lines: the first line number of each of those lists.
-      stats: counts for the lists in between.
-      fit: normalisation statistics of all the block's items, or ``None``.
-      num_items: items in the block.
-      fast: whether the dense fast path parsed it.
-      unsorted_lines: lines whose features were out of order (sorted).
-      duplicate_lines: lines that repeated a feature index (one value kept).
-      sparse_lines: lines that omitted some feature index (read as 0).
-      error: the block's first error, if any. It is returned rather than raised
-        so that the main process can first report an earlier qid that
-        reappears from a previous block.
-    """
+    """What a block gives back: its first and last lists (``last`` only when it differs),
+    records per shard and counts of the lists in between, the qids and first lines of
+    its lists, its normalisation statistics and parse counts. ``error`` is returned, not
+    raised, so that the main process can first report a qid reappearing from an earlier
+    block (``group_qids`` then holds the lists before the error)."""
 
     first: QueryList | None = None
     last: QueryList | None = None
@@ -132,7 +90,7 @@ def process_block(task: BlockTask) -> BlockResult:
         )
     except LetorFormatError as error:
         return BlockResult(error=error)
-    groups = [query_list(parsed, b, e) for b, e in group_bounds(parsed.qids)] if len(parsed) else []
+    groups = query_lists(parsed) if len(parsed) else []
     error = _first_error(groups, task)
     if error is not None:
         before = [q for q in groups if q.line_numbers[0] < error.line]

@@ -1,18 +1,9 @@
 """The feature count of LETOR files that do not state it, and the rule that guards it.
 
-Without ``--num-features`` (and for inputs whose count is not known in
-advance) the count is the highest feature index of any line, found by one
-quick pass over the files before they are converted. One line that reaches
-far beyond the others would then widen every item of the dataset, so the pass
-also records how wide each line is and :func:`inferred_num_features` refuses
-such a count:
-
-  Set aside the widest 1 % of the lines (rounded up, at least one line). The
-  widest line's highest feature index may be at most 4 times the highest
-  index of the lines that remain, or 100, whichever is larger.
-
-Sparse lines that stop early are short, not wide, and pass; a dataset whose
-lines really differ this much converts with ``--num-features``.
+Without ``--num-features`` the count is the highest feature index of any line, found by
+a quick pass. One line reaching far beyond the others would widen every item, so the
+count is refused when, with the widest 1 % of the lines set aside (at least one), the
+widest line's highest index exceeds 4 times the highest index of the rest, or 100.
 """
 
 from __future__ import annotations
@@ -27,15 +18,6 @@ from collections.abc import Iterable, Iterator
 from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, open_maybe_gzip
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 
-__all__ = [
-    "WIDTH_RATIO",
-    "WIDTH_FLOOR",
-    "SET_ASIDE_SHARE",
-    "FeatureScan",
-    "scan_letor_file",
-    "inferred_num_features",
-]
-
 logger = logging.getLogger(__name__)
 
 # The rule of the module docstring.
@@ -46,15 +28,8 @@ SET_ASIDE_SHARE = 0.01
 
 @dataclasses.dataclass
 class FeatureScan:
-    """What the quick pass found in one file.
-
-    Attributes:
-      path: the file.
-      max_label: the largest label.
-      widths: line count per highest feature index of a line.
-      widest_line: the (1-based) number of the first line that reaches the
-        file's largest feature index; 0 when no line has a feature.
-    """
+    """What the quick pass found in one file: the largest label, the count of lines per
+    highest feature index, and the first line reaching the largest index (0: none)."""
 
     path: str
     max_label: int = 0
@@ -63,7 +38,6 @@ class FeatureScan:
 
     @property
     def max_index(self) -> int:
-        """The largest feature index of the file (0 when it has none)."""
         return max(self.widths, default=0)
 
 
@@ -82,10 +56,8 @@ def _lines(path: str) -> Iterator[tuple[int, bytes]]:
 
 
 def scan_letor_file(path: str) -> FeatureScan:
-    """The largest label and every line's highest feature index, from a quick pass.
-
-    Used only to size the output when the caller knows neither; tokens that do
-    not parse are left for the validating pass to report.
+    """The largest label and every line's highest feature index; tokens that do not
+    parse are left for the validating pass to report.
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -93,9 +65,6 @@ def scan_letor_file(path: str) -> FeatureScan:
     >>> scan = scan_letor_file(f.name)
     >>> scan.max_index, scan.max_label, dict(scan.widths), scan.widest_line
     (115, 2, {115: 1, 3: 1}, 1)
-
-    Raises:
-      LetorFormatError: for truncated or corrupt gzip data.
     """
     scan = FeatureScan(path)
     widths, widest = scan.widths, 0
@@ -117,12 +86,8 @@ def scan_letor_file(path: str) -> FeatureScan:
 
 
 def inferred_num_features(scans: Iterable[FeatureScan]) -> tuple[int, str]:
-    """The feature count the scanned files imply, and the ``path:line`` that set it.
-
-    Raises:
-      ValueError: no line has a feature.
-      LetorFormatError: naming the widest line, when it breaks the module's rule.
-    """
+    """The feature count the scanned files imply and the ``path:line`` that set it;
+    :class:`LetorFormatError` names the widest line when it breaks the module's rule."""
     scans = list(scans)
     widths: collections.Counter = collections.Counter()
     for scan in scans:

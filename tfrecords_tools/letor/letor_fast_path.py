@@ -1,11 +1,6 @@
-"""The fast path for dense LETOR chunks: pyarrow's CSV reader parses the floats.
-
-:func:`parse_dense_chunk` parses a chunk whose every line lists features
-``1..d`` in order into the same :class:`ParsedLines` as the reference parser
-(``letor_parser.parse_letor_lines``), or returns ``None`` whenever the chunk is
-not a clean dense chunk, and the caller then runs the reference parser on it;
-:func:`warm_up_fast_path` pays pyarrow's one-time set-up before workers fork.
-``letor_parser`` re-exports both.
+"""The fast path for dense LETOR chunks (every line lists features ``1..d`` in order):
+pyarrow's CSV reader parses the floats. Any chunk that is not clean and dense gives
+``None`` and goes to the reference parser (``letor_parser``).
 """
 
 from __future__ import annotations
@@ -14,9 +9,7 @@ import functools
 
 import numpy as np
 
-from tfrecords_tools.letor.letor_types import ParsedLines
-
-__all__ = ["parse_dense_chunk", "warm_up_fast_path"]
+from tfrecords_tools.letor.letor_parser import ParsedLines
 
 
 def _dense_table(data, num_features: int, use_threads: bool):
@@ -66,11 +59,8 @@ _NOT_SEPARATORS = bytes(b for b in range(256) if b not in b" :\n")
 
 @functools.lru_cache(maxsize=8)
 def _separator_rows(num_features: int) -> tuple[bytes, bytes]:
-    """The separators of one clean dense line, without and with a trailing space.
-
-    ``2 qid:7 1:0.5 2:3`` has the separators ``" : : :"`` and a newline: a space
-    after the label, then a ':' in each of the ``d + 1`` tokens, spaces between.
-    """
+    """The separators of one dense line (``2 qid:7 1:0.5 2:3`` -> ``" : : :"`` and a
+    newline), without and with a trailing space."""
     body = b" " + (b": " * (num_features + 1))[:-1]
     return body + b"\n", body + b" \n"
 
@@ -78,9 +68,8 @@ def _separator_rows(num_features: int) -> tuple[bytes, bytes]:
 def _clean_separators(data: bytes, num_features: int, num_lines: int) -> bool:
     """Whether every line has exactly the spaces and colons of a dense line, in order.
 
-    Translating ':' to ' ' for pyarrow hides where each colon was; this check
-    (deleting all other bytes, then one comparison) keeps a line such as
-    ``1 qid:1:1 0.5 ...`` from passing as ``1 qid:1 1:0.5 ...``.
+    pyarrow reads ':' as ' '; this keeps ``1 qid:1:1 0.5 ...`` from passing as
+    ``1 qid:1 1:0.5 ...``.
     """
     separators = data.translate(None, _NOT_SEPARATORS)
     return any(separators == row * num_lines for row in _separator_rows(num_features))
@@ -103,19 +92,9 @@ def parse_dense_chunk(
     num_lines: int | None = None,
     use_threads: bool = True,
 ) -> ParsedLines | None:
-    """Parses a chunk of whole dense LETOR lines with pyarrow, or returns ``None``.
-
-    ``None`` means the chunk has blank or comment-only lines, sparse lines, or
-    anything the reference parser must look at; it is never a verdict on
-    validity.
-
-    Args:
-      data: whole lines (each ending in ``\\n`` except possibly the last).
-      num_features: the feature count ``d``.
-      first_line: 1-based line number of the chunk's first line.
-      num_lines: the number of lines in ``data``, when the caller has counted them.
-      use_threads: let pyarrow parse with its thread pool (off in worker processes,
-        which already use every core between them).
+    """Parses whole dense LETOR lines with pyarrow, or returns ``None``: never a verdict
+    on validity, only that the reference parser must look (blank, comment-only or
+    sparse lines, ...). ``use_threads`` is off in worker processes, which fill the cores.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -146,11 +125,8 @@ def parse_dense_chunk(
 def _prepared_chunk(
     data: bytes, num_features: int, num_lines: int | None
 ) -> tuple[bytes, int] | None:
-    """The chunk without comments, ending in a newline, and its line count.
-
-    ``None`` when it has blank or comment-only lines, or separators or digits
-    that pyarrow would read differently from the reference parser.
-    """
+    """The chunk without comments, ending in a newline, and its line count; ``None`` for
+    blank lines or anything pyarrow would read differently from the reference parser."""
     if b"#" in data:
         lines = [line.partition(b"#")[0].rstrip() for line in data.split(b"\n")]
         if lines and not lines[-1]:
@@ -173,12 +149,8 @@ def _prepared_chunk(
 
 
 def _feature_values(table, num_features: int, num_lines: int) -> np.ndarray | None:
-    """``[d, n]`` float32 feature values; ``None`` unless every line's ``j``-th index is ``j + 1``.
-
-    Filled feature by feature (float64 parsed, stored as float32, as the
-    reference parser does); ``None`` too for a value that overflows float32 or
-    is not finite, which the reference parser then reports.
-    """
+    """``[d, n]`` float32 values; ``None`` unless every line's ``j``-th index is ``j + 1``
+    and every value is a finite float32 (the reference parser reports the others)."""
     import pyarrow.compute as pc
 
     values = np.empty((num_features, num_lines), dtype=np.float32)
@@ -195,11 +167,7 @@ def _feature_values(table, num_features: int, num_lines: int) -> np.ndarray | No
 
 
 def warm_up_fast_path() -> None:
-    """Runs the fast path once on a tiny chunk.
-
-    pyarrow's first CSV read and compute calls cost about 0.2 s of one-time
-    set-up; done before worker processes are forked, they inherit it.
-    """
+    """Pays pyarrow's one-time set-up, so that workers forked afterwards inherit it."""
     parse_dense_chunk(
         b"1 qid:1 1:0.5 2:1\n0 qid:1 1:0 2:3\n", num_features=2, first_line=1, use_threads=False
     )

@@ -1,19 +1,9 @@
 """Parsing LETOR / SVMlight lines into arrays, with validation.
 
-A LETOR line is ``<label> qid:<int> <index>:<value> ... [# comment]``. Two
-parsers produce identical :class:`ParsedLines`:
-
-* :func:`parse_letor_lines`, the reference: pure Python, one line at a time,
-  handles sparse lines and names the file, line and token of any error;
-* :func:`parse_dense_chunk`, the fast path for the common dense layout (every
-  line lists features ``1..d`` in order): pyarrow's multi-threaded CSV reader
-  does the float parsing. It returns ``None`` whenever a chunk is not a clean
-  dense chunk, and the caller then runs the reference parser on it, which
-  either accepts the chunk (sparse lines) or raises the precise error.
-
-This module holds the reference parser; the fast path is in
-``letor_fast_path``, and the error and the items both return are in
-``letor_types``. Every name above is importable from here.
+A line is ``<label> qid:<int> <index>:<value> ... [# comment]``. This module holds the
+reference parser, pure Python, which handles sparse lines and names the file, line and
+token of any error; ``letor_fast_path`` parses clean dense chunks into the same
+:class:`ParsedLines` with pyarrow and leaves everything else to it.
 """
 
 from __future__ import annotations
@@ -23,17 +13,52 @@ import math
 
 import numpy as np
 
-from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk, warm_up_fast_path
-from tfrecords_tools.letor.letor_types import DUPLICATE_POLICIES, LetorFormatError, ParsedLines
+# What a line that repeats a feature index gives: an error, or the value that
+# comes last (TF-Ranking's LibSVM reader) or first on the line.
+DUPLICATE_POLICIES = ("error", "last", "first")
 
-__all__ = [
-    "DUPLICATE_POLICIES",
-    "LetorFormatError",
-    "ParsedLines",
-    "parse_dense_chunk",
-    "parse_letor_lines",
-    "warm_up_fast_path",
-]
+
+class LetorFormatError(ValueError):
+    """A LETOR file that cannot be converted; names the file, line and token."""
+
+    def __init__(self, path: str, line: int | None, message: str, token: bytes | str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.token = token.decode("utf-8", "replace") if isinstance(token, bytes) else token
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        detail = f" (offending token: {self.token!r})" if self.token is not None else ""
+        super().__init__(f"{where}: {message}{detail}")
+
+    def __reduce__(self):
+        # Rebuilt from its parts when it crosses a process boundary.
+        return (type(self), (self.path, self.line, self.message, self.token))
+
+
+@dataclasses.dataclass
+class ParsedLines:
+    """Items parsed from consecutive lines of one file.
+
+    Attributes:
+      labels, qids, line_numbers: ``[n]`` int64 (line numbers 1-based).
+      features: ``[n, d]`` float32 raw feature values; missing features are 0.
+      unsorted_lines: lines whose feature indices were out of order (sorted).
+      duplicate_lines: lines that repeated a feature index and kept one value.
+      sparse_lines: lines that omitted some feature index of ``1..d`` (read as 0).
+      last_features: ``[n]`` highest feature index of each line (reference parser only).
+    """
+
+    labels: np.ndarray
+    qids: np.ndarray
+    features: np.ndarray
+    line_numbers: np.ndarray
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+    last_features: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
 
 
 # The smallest magnitude that rounds to infinity in float32: the largest float32
@@ -133,12 +158,8 @@ def _duplicate_error(token: bytes, index: int, path: str, line_no: int) -> Letor
 def _line_features(
     tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
 ) -> tuple[list[int], list[float], bool, bool]:
-    """A line's ``index:value`` tokens as increasing indices and their values.
-
-    Returns:
-      ``(indices, values, in_order, repeated)``: whether the indices never
-      decreased, and whether one was repeated.
-    """
+    """``(indices, values, in_order, repeated)`` of a line's ``index:value`` tokens,
+    indices increasing."""
     pairs = [_parse_feature(t, num_features, path, line_no) for t in tokens]
     indices = [index for index, _ in pairs]
     if all(a < b for a, b in zip(indices, indices[1:])):
@@ -166,27 +187,12 @@ def parse_letor_lines(
     first_line: int,
     duplicates: str = "error",
 ) -> ParsedLines:
-    """Parses LETOR lines one at a time (the reference parser).
+    """Parses raw LETOR lines (without their newline) one at a time.
 
-    Blank and comment-only lines are skipped; CRLF endings and trailing
-    ``# comments`` are accepted. Features may come in any order (they are
-    sorted and the line counted); a repeated index follows ``duplicates``.
-
-    Args:
-      lines: raw lines without their ``\\n``.
-      num_features: the feature count ``d``; indices must lie in ``1..d``.
-      path: file name, for error messages.
-      first_line: 1-based line number of ``lines[0]``.
-      duplicates: one of ``DUPLICATE_POLICIES``: a repeated feature index is an
-        error, or keeps the value that comes last (as TF-Ranking's LibSVM
-        reader does) or first on the line.
-
-    Returns:
-      The parsed items.
-
-    Raises:
-      LetorFormatError: on the first invalid line.
-      ValueError: for an unknown ``duplicates`` policy.
+    Blank and comment-only lines are skipped; CRLF and trailing ``# comments`` are
+    accepted. Features may come in any order (sorted and counted); a repeated index
+    follows ``duplicates`` (one of ``DUPLICATE_POLICIES``). Raises
+    :class:`LetorFormatError` at the first invalid line.
     """
     if duplicates not in DUPLICATE_POLICIES:
         raise ValueError(
@@ -208,11 +214,8 @@ def parse_letor_lines(
 
 @dataclasses.dataclass
 class _ItemColumns:
-    """The items of the lines parsed so far, column by column.
-
-    Feature values are kept as coordinates (``rows``: item, ``cols``: 0-based
-    index) so sparse lines cost only the values they list.
-    """
+    """The items parsed so far; features as coordinates, so sparse lines cost only
+    the values they list."""
 
     labels: list[int] = dataclasses.field(default_factory=list)
     qids: list[int] = dataclasses.field(default_factory=list)
@@ -228,11 +231,7 @@ class _ItemColumns:
     def add_line(
         self, tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
     ) -> None:
-        """Parses one non-blank line's tokens and appends its item.
-
-        Raises:
-          LetorFormatError: the line is invalid.
-        """
+        """Parses one non-blank line's tokens and appends its item."""
         label = _parse_label(tokens[0], path, line_no)
         qid = _parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no)
         if len(tokens) < 3:

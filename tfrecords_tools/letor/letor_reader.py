@@ -1,55 +1,28 @@
-"""Streaming LETOR files (plain or ``.gz``) as blocks of whole lines, in bounded memory.
-
-:class:`LetorFile` reads a file once, hashing it, and cuts it into blocks of
-whole lines; :func:`parse_block` turns a block into items with the dense fast
-path or, failing that, the reference parser (see ``letor_parser``). Items are
-grouped into lists by contiguous ``qid`` (:func:`group_bounds`).
-"""
+"""Streaming LETOR files (plain or gzip) as blocks of whole lines, in bounded memory,
+and parsing a block into items grouped by contiguous ``qid``."""
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
-import io
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, decompressing, is_gzip
-from tfrecords_tools.letor.letor_parser import (
-    LetorFormatError,
-    ParsedLines,
-    parse_dense_chunk,
-    parse_letor_lines,
-)
-
-__all__ = [
-    "Block",
-    "LetorFile",
-    "QueryList",
-    "group_bounds",
-    "parse_block",
-    "query_list",
-    "read_letor_file",
-]
+from tfrecords_tools.compressed_files import GZIP_READ_ERRORS, HashingReader, is_gzip
+from tfrecords_tools.letor.letor_fast_path import parse_dense_chunk
+from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 
 DEFAULT_CHUNK_BYTES = 8 << 20
 
 
 @dataclasses.dataclass
 class QueryList:
-    """The items of one query, in file order.
-
-    Attributes:
-      qid: the query id.
-      labels: ``[n]`` int64 labels from the file.
-      features: ``[n, d]`` float32 raw features.
-      line_numbers: ``[n]`` 1-based line numbers of the items (for TFDS and
-        ELWC input, positions in the split).
-      context: further context features to write with the list, as a
-        serialised ``tf.train.Features`` (ELWC input carries them over).
-    """
+    """The items of one query in file order: ``[n]`` int64 labels, ``[n, d]`` float32
+    raw features, ``[n]`` line numbers (positions in the split for TFDS and ELWC input)
+    and further context features as a serialised ``tf.train.Features`` (ELWC input)."""
 
     qid: int
     labels: np.ndarray
@@ -76,17 +49,8 @@ class QueryList:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """Whole lines of a file, to be parsed.
-
-    Attributes:
-      path: the file.
-      data: the lines' bytes, or ``None`` when a worker should read them itself
-        from ``offset`` (plain files).
-      offset: byte offset in the file (plain files), else -1.
-      length: number of bytes.
-      first_line: 1-based number of the first line.
-      num_lines: number of lines.
-    """
+    """Whole lines of a file; ``data`` is ``None`` when a worker reads them itself from
+    ``offset`` (plain files; -1 for gzip)."""
 
     path: str
     data: bytes | None
@@ -105,45 +69,12 @@ class Block:
             return f.read(self.length)
 
 
-class _HashingReader(io.RawIOBase):
-    """Wraps a binary file and hashes every byte read through it."""
-
-    def __init__(self, raw):
-        self._raw = raw
-        self.sha256 = hashlib.sha256()
-        self.bytes_read = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self._raw.readinto(buffer)
-        if n:
-            self.sha256.update(memoryview(buffer)[:n])
-            self.bytes_read += n
-        return n
-
-    def read(self, size: int = -1) -> bytes:
-        # One copy instead of RawIOBase's bytearray-then-bytes.
-        block = self._raw.read(size)
-        self.sha256.update(block)
-        self.bytes_read += len(block)
-        return block
-
-
 class LetorFile:
-    """One LETOR file read once, as blocks of whole lines.
+    """One LETOR file read once, as blocks of about ``chunk_bytes``.
 
-    After :meth:`blocks` is exhausted, ``sha256`` and ``size_bytes`` describe the
-    file as stored on disk (compressed bytes for ``.gz``) and ``num_lines``
-    counts its lines.
-
-    Args:
-      path: plain or gzip-compressed LETOR file.
-      chunk_bytes: approximate block size; bounds memory.
-      opener: opens ``path`` as a raw binary stream of its stored bytes (e.g.
-        through a remote file system); ``None`` opens a local file. With an
-        opener, ``size_bytes`` is known once the file has been read.
+    Once :meth:`blocks` is exhausted, ``sha256`` and ``size_bytes`` describe the file as
+    stored and ``num_lines`` counts its lines. ``opener`` opens the stored bytes through
+    another file system (Beam's); ``None`` opens a local file.
     """
 
     def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, opener=None):
@@ -157,16 +88,9 @@ class LetorFile:
         self._hash = hashlib.sha256()
 
     def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
-        """Yields the file's blocks in order.
-
-        Args:
-          keep_data: attach each block's bytes. Without them (plain files only),
-            the file is read into one reused buffer, just to hash it and find
-            line boundaries, and whoever parses a block re-reads it by offset.
-
-        Raises:
-          LetorFormatError: for truncated or corrupt gzip data.
-        """
+        """Yields the file's blocks in order. Without ``keep_data`` (plain files only) the
+        file is read into one reused buffer to hash it and find line boundaries, and
+        whoever parses a block re-reads it by offset."""
         if keep_data or self._opener is not None or is_gzip(self.path):
             yield from self._blocks_with_data()
         else:
@@ -180,9 +104,9 @@ class LetorFile:
 
     def _blocks_with_data(self) -> Iterator[Block]:
         compressed = is_gzip(self.path, opener=self._opener)
-        hashing = _HashingReader(self._open_raw())
+        hashing = HashingReader(self._open_raw())
         self._hash = hashing.sha256
-        stream = decompressing(hashing, compressed=compressed)
+        stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
         next_line, pending, offset = 1, b"", 0
         try:
             while True:
@@ -252,11 +176,7 @@ class LetorFile:
 def parse_block(
     block: Block, num_features: int, *, use_threads: bool = True, duplicates: str = "error"
 ) -> tuple[ParsedLines, bool]:
-    """Parses a block; returns its items and whether the dense fast path took it.
-
-    Lines with features out of order (or, with ``duplicates`` other than
-    ``"error"``, repeated) are left by the fast path to the reference parser.
-    """
+    """Parses a block; returns its items and whether the dense fast path took it."""
     data = block.read()
     parsed = parse_dense_chunk(
         data,
@@ -287,21 +207,11 @@ def group_bounds(qids: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def query_list(parsed: ParsedLines, begin: int, end: int) -> QueryList:
-    """The items ``begin:end`` of a parsed block, which share one qid."""
-    return QueryList(
-        qid=int(parsed.qids[begin]),
-        labels=parsed.labels[begin:end],
-        features=parsed.features[begin:end],
-        line_numbers=parsed.line_numbers[begin:end],
-    )
-
-
-def read_letor_file(path: str) -> bytes:
-    """The whole content of a LETOR file, decompressed if it is gzip data.
-
-    Raises:
-      LetorFormatError: for truncated or corrupt gzip data, naming the line
-        where it broke off.
-    """
-    return b"".join(block.data for block in LetorFile(path).blocks())
+def query_lists(parsed: ParsedLines) -> list[QueryList]:
+    """The lists of a parsed block: its runs of one qid."""
+    return [
+        QueryList(
+            int(parsed.qids[b]), parsed.labels[b:e], parsed.features[b:e], parsed.line_numbers[b:e]
+        )
+        for b, e in group_bounds(parsed.qids)
+    ]

@@ -1,29 +1,18 @@
-"""BM25 from files: a TREC first-stage run from queries and a collection, and
-BM25's NDCG on a converted text dataset.
-
-The ranking itself is the library's (``tfr_rankformer.text.bm25``); this module
-reads the files it ranks.
-
-* :func:`write_bm25_run` indexes a whole collection and writes each query's
-  top ``k`` documents as a TREC run (the first stage a user without a run
-  needs for ``tfr-convert --input trec``).
-* :func:`evaluate_bm25` scores the lists of a text ELWC dataset. The index
-  statistics (document frequencies, average length) come from the documents
-  of the dataset's lists, over every split, each document once (by its
-  ``document_id``): the collection as the lists show it.
+"""BM25 from files: a TREC first-stage run from queries and a collection, and BM25's
+NDCG on a converted text dataset, whose index statistics come from the documents of its
+lists over every split, each document once. The ranking is ``tfr_rankformer.text.bm25``'s.
 """
 
 from __future__ import annotations
 
 import os
 
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.inputs.manifest import read_manifest
 from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index, bm25_list_metrics, top_documents
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.text.text_elwc import read_text_split
 from tfrecords_tools.text.trec_files import TrecFormatError, read_collection, read_queries
-
-__all__ = ["Bm25Config", "write_bm25_run", "evaluate_bm25", "evaluate_bm25_splits"]
 
 
 def write_bm25_run(
@@ -36,28 +25,10 @@ def write_bm25_run(
     tag: str = "bm25",
     progress: bool = True,
 ) -> dict:
-    """Writes a TREC run of each query's ``top_k`` BM25 documents.
+    """Writes a TREC run of each query's ``top_k`` BM25 documents; returns counts.
 
-    The collection is streamed into the index (token ids, not strings; the
-    docids are kept). Documents that share no term with a query are not listed
-    for it, so a query may get fewer than ``top_k`` (counted). The run is
-    written under a temporary name and renamed when complete.
-
-    Args:
-      queries: query files (``qid<TAB>text``).
-      collection: collection files (``docid<TAB>text...``).
-      output: the run file to write.
-      top_k: documents per query.
-      config: BM25's parameters.
-      tag: the run's tag column.
-      progress: show progress bars.
-
-    Returns:
-      Counts: ``queries``, ``documents``, ``run_lines``, ``queries_short_of_top_k``,
-      ``queries_without_match``.
-
-    Raises:
-      TrecFormatError: a malformed line, a qid or docid given twice.
+    Documents sharing no term with a query are not listed for it, so a query may get
+    fewer than ``top_k`` (counted). A qid or docid given twice is a ``TrecFormatError``.
     """
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
@@ -65,26 +36,19 @@ def write_bm25_run(
     index, doc_ids = _index_collection(collection, config, progress=progress)
     counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
     counts.update(queries_short_of_top_k=0, queries_without_match=0)
-    temporary = f"{output}.partial"
     from tqdm.auto import tqdm
 
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as f:
-            for qid, text in tqdm(query_list, desc="queries", disable=None if progress else True):
-                scores = index.scores(tokenize(text))
-                top = top_documents(scores, top_k)
-                counts["queries_short_of_top_k"] += len(top) < top_k
-                counts["queries_without_match"] += len(top) == 0
-                f.writelines(
-                    f"{qid} Q0 {doc_ids[j]} {rank} {scores[j]:.6f} {tag}\n"
-                    for rank, j in enumerate(top.tolist(), start=1)
-                )
-                counts["run_lines"] += len(top)
-        os.replace(temporary, output)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    with atomic_write(output, "w", newline="\n") as f:
+        for qid, text in tqdm(query_list, desc="queries", disable=None if progress else True):
+            scores = index.scores(tokenize(text))
+            top = top_documents(scores, top_k)
+            counts["queries_short_of_top_k"] += len(top) < top_k
+            counts["queries_without_match"] += len(top) == 0
+            f.writelines(
+                f"{qid} Q0 {doc_ids[j]} {rank} {scores[j]:.6f} {tag}\n"
+                for rank, j in enumerate(top.tolist(), start=1)
+            )
+            counts["run_lines"] += len(top)
     return counts
 
 
@@ -126,19 +90,7 @@ def evaluate_bm25(
     ks=(1, 5, 10),
     progress: bool = False,
 ) -> dict:
-    """NDCG@k x 100 of BM25 on one split of a text ELWC dataset.
-
-    Args:
-      directory: a dataset written by ``tfr-convert`` with a text input.
-      split: the split to score.
-      config: BM25's parameters.
-      ks: NDCG cut-offs.
-      progress: show bm25s's progress bars.
-
-    Returns:
-      ``{"ndcg@k": ..., "num_lists": ..., "num_lists_counted": ..., "index_documents":
-      ..., "split": ..., "bm25": {...}, "tokenizer": ..., "convention": ...}``.
-    """
+    """NDCG@k x 100 of BM25 on one split of a converted text dataset, with list counts."""
     found = evaluate_bm25_splits(directory, (split,), config=config, ks=ks, progress=progress)
     return found[split]
 

@@ -1,47 +1,7 @@
-"""A deterministic generator of text ranking lists whose relevance depends on the list.
-
-Each query is a few words; each list holds the query's candidate documents,
-made of pseudo-words. A document's relevance depends on the query terms it
-contains and on the *other documents of its list*:
-
-* **Query-term coverage.** A document's utility grows with the share of the
-  query's distinct terms it contains. How often it repeats them does not
-  matter, and some documents are keyword-stuffed (one query term repeated
-  many times), which favours scorers that weigh term frequency (BM25's
-  saturation, with k1 = 0.9, leaves them little weight).
-* **The list's majority topic.** Each query is ambiguous between two topics
-  (as "jaguar" is between cars and cats). Its intent is one of them, with
-  equal odds; 80% of its documents are about the intent's topic, recognisable
-  by the topic's own words, and those documents are more relevant. The query
-  says nothing about the intent, and each topic is the majority in half of
-  the lists where it occurs, so a document's own topic says nothing of its
-  relevance: only a scorer that sees the rest of the list (its majority
-  topic) can use it.
-
-Per list (query ``q``) and document ``i``:
-
-* two topics ``A, B`` of ``NUM_TOPICS``; intent ``m_q``, ``A`` or ``B`` with
-  equal odds; 2 to 4 query terms from the query vocabulary;
-* document topic ``c_i = m_q`` with probability 0.8, else the other one;
-* quality ``g_i ~ N(0, 1)``; each query term occurs in the document with
-  probability ``sigmoid(1.6 g_i - 0.3)``, 1 + Poisson(0.7) times; with
-  probability 0.15 the document is keyword-stuffed: one query term, chosen at
-  random, occurs 5 to 9 times (and counts as covered);
-* coverage ``v_i`` = distinct query terms present / query terms;
-* utility ``u_i = 3 v_i + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.35)``;
-* label: ``u_i`` cut at 1.0, 1.9, 2.6, 3.2 (0-4, about 38/24/16/11/10 %).
-
-A document has 20 + Poisson(30) further words: 30% from its topic's
-vocabulary, 5% from the other topic of the pair, the rest from a background
-vocabulary with Zipf-like frequencies; its words are shuffled. Lists have
-log-normal lengths (mean ``mean_list_size``, at least 2) and are written in a
-random order, so the position of a document says nothing.
-
-:func:`generate_trec_layout` writes the lists as the TREC-layout files that
-``tfrecords_tools.text.trec_convert`` reads (queries per split, a collection, qrels
-judging every document, and a run that lists each query's documents in that
-random order), so the synthetic text takes the same conversion path as real
-data.
+"""A deterministic generator of text ranking lists whose relevance depends on the list
+(:func:`draw_text_list`): each query is ambiguous between two topics, and only a scorer
+that sees the list's majority topic can tell its intent. :func:`generate_trec_layout`
+writes the lists as TREC-layout files, so they take the same conversion path as real data.
 """
 
 from __future__ import annotations
@@ -53,24 +13,9 @@ import zlib
 
 import numpy as np
 
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import require_positive_ints
 from tfrecords_tools.synthetic import list_sizes
-
-__all__ = [
-    "SyntheticTextConfig",
-    "SyntheticTextList",
-    "Vocabulary",
-    "VOCABULARY",
-    "draw_text_list",
-    "generate_text_lists",
-    "generate_trec_layout",
-    "THRESHOLDS",
-    "COVERAGE_WEIGHT",
-    "INTENT_EFFECT",
-    "query_coverage",
-    "majority_topic_match",
-    "oracle_scores",
-]
 
 NUM_TOPICS = 16
 TOPIC_WORDS = 40
@@ -113,13 +58,8 @@ class SyntheticTextConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Vocabulary:
-    """The pseudo-words of the generator (fixed: every seed uses the same words).
-
-    Attributes:
-      topics: ``[NUM_TOPICS][TOPIC_WORDS]`` each topic's words.
-      query: the words queries are made of.
-      background: words every document uses, most frequent first.
-    """
+    """The pseudo-words of the generator, the same for every seed: each topic's words,
+    the words of queries, and background words, most frequent first."""
 
     topics: tuple
     query: tuple
@@ -166,19 +106,7 @@ _ZIPF /= _ZIPF.sum()
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticTextList:
-    """One generated list, with its hidden variables (for analyses of the data).
-
-    Attributes:
-      query_tokens: the query's terms.
-      document_tokens: ``[n]`` each document's tokens.
-      labels: ``[n]`` int labels 0-4.
-      intent: ``m_q``, the intended topic.
-      topics: ``[n]`` ``c_i``, each document's topic.
-      quality: ``[n]`` ``g_i``.
-      coverage: ``[n]`` ``v_i``.
-      stuffed: ``[n]`` whether the document is keyword-stuffed.
-      utility: ``[n]`` ``u_i``, noise included.
-    """
+    """One generated list with its hidden variables (see the module docstring)."""
 
     query_tokens: list
     document_tokens: list
@@ -211,7 +139,21 @@ def _document(rng, query_terms, covered, stuffed_term, topic, other_topic) -> li
 
 
 def draw_text_list(rng: np.random.Generator, n: int) -> SyntheticTextList:
-    """Draws one list of ``n`` documents (see the module docstring)."""
+    """Draws one list of ``n`` documents for a query of 2 to 4 words whose intent ``m_q``
+    is one of two topics. Per document ``i``:
+
+    * topic ``c_i = m_q`` with probability 0.8, else the other one;
+    * quality ``g_i ~ N(0, 1)``; each query term occurs with probability
+      ``sigmoid(1.6 g_i - 0.3)``, 1 + Poisson(0.7) times; with probability 0.15 one query
+      term is stuffed 5 to 9 times (counted as covered);
+    * coverage ``v_i``, the share of the query's distinct terms present;
+    * utility ``u_i = 3 v_i + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.35)``, cut at 1.0, 1.9, 2.6,
+      3.2 into labels 0-4.
+
+    A document has 20 + Poisson(30) further words (30 % from its topic, 5 % from the other,
+    the rest Zipf-distributed background), shuffled. Each topic is the majority in half of
+    its lists, so a document's own topic says nothing of its relevance.
+    """
     pair = rng.choice(NUM_TOPICS, size=2, replace=False)
     intent = int(pair[rng.integers(2)])
     num_terms = int(rng.choice([2, 3, 4], p=[0.3, 0.4, 0.3]))
@@ -261,24 +203,16 @@ def query_coverage(query_tokens, document_tokens) -> np.ndarray:
 
 
 def majority_topic_match(document_tokens) -> np.ndarray:
-    """``[n]`` whether each document's topic is the most common topic of its list.
-
-    A document's topic is the topic whose words it holds most; the list's
-    majority topic estimates the query's intent ``m_q``.
-    """
+    """``[n]`` whether each document's topic (whose words it holds most) is the most
+    common of its list, which estimates the query's intent ``m_q``."""
     topics = np.array([-1 if t is None else t for t in map(VOCABULARY.topic_of, document_tokens)])
     values, counts = np.unique(topics, return_counts=True)
     return topics == values[counts.argmax()]
 
 
 def oracle_scores(query_tokens, document_tokens, *, sees_list: bool) -> np.ndarray:
-    """``[n]`` the expected utility of each document, as far as the text reveals it.
-
-    With ``sees_list`` the list's majority topic stands for the intent
-    (``3 v_i + 1.2 [c_i = majority]``); without, only the coverage counts
-    (``3 v_i``): a document's own topic matches the intent with the same odds
-    whichever topic it is, so the best document-at-a-time ranking ignores it.
-    """
+    """``[n]`` each document's expected utility as far as the text reveals it: ``3 v_i``,
+    plus with ``sees_list`` ``1.2 [c_i = the list's majority topic]``."""
     scores = COVERAGE_WEIGHT * query_coverage(query_tokens, document_tokens)
     if sees_list:
         scores = scores + INTENT_EFFECT * majority_topic_match(document_tokens)
@@ -295,16 +229,10 @@ SPLIT_FILES = {
 def generate_trec_layout(
     directory: str, config: SyntheticTextConfig = SyntheticTextConfig()
 ) -> dict[str, str]:
-    """Writes the lists as TREC-layout files into ``directory``.
-
-    Files: ``queries.{train,vali,test}.tsv`` (``qid<TAB>text``, qids 1, 2, ...
-    disjoint across splits), ``collection.tsv`` (``docid<TAB>text``, docids
-    ``D1``, ``D2``, ...), ``qrels.txt`` (every document judged) and
-    ``run.txt`` (a TREC run of each query's documents in random order).
-
-    Returns:
-      ``{"train_queries": path, ..., "collection": path, "qrels": path, "run": path}``.
-    """
+    """Writes the lists as ``queries.{train,vali,test}.tsv`` (qids disjoint across
+    splits), ``collection.tsv``, ``qrels.txt`` (every document judged) and ``run.txt``
+    (each query's documents in random order) into ``directory``; returns their paths as
+    ``TrecConfig`` fields."""
     os.makedirs(directory, exist_ok=True)
     paths = {
         f"{split}_queries": os.path.join(directory, name) for split, name in SPLIT_FILES.items()
@@ -321,14 +249,14 @@ def generate_trec_layout(
     }
     qid, docid = 0, 0
     with (
-        open(paths["collection"], "w", encoding="utf-8", newline="\n") as collection,
-        open(paths["qrels"], "w", encoding="utf-8", newline="\n") as qrels,
-        open(paths["run"], "w", encoding="utf-8", newline="\n") as run,
+        atomic_write(paths["collection"], newline="\n") as collection,
+        atomic_write(paths["qrels"], newline="\n") as qrels,
+        atomic_write(paths["run"], newline="\n") as run,
     ):
         for split, count in counts.items():
             rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
             lists = generate_text_lists(count, mean_list_size=config.mean_list_size, rng=rng)
-            with open(paths[f"{split}_queries"], "w", encoding="utf-8", newline="\n") as queries:
+            with atomic_write(paths[f"{split}_queries"], newline="\n") as queries:
                 for text_list in lists:
                     qid += 1
                     queries.write(f"{qid}\t{' '.join(text_list.query_tokens)}\n")

@@ -1,15 +1,5 @@
-"""A text dataset on disk: its manifest and its atomic writing.
-
-``DIR/manifest.json`` beside ``DIR/{train,vali,test}-NNNNN-of-NNNNN.tfrecord``
-(the text ELWC of ``text_elwc``). The manifest holds at least ``kind:
-"text"``, the feature names (``query_feature``, ``document_feature``,
-``label_feature``), ``splits`` (per split ``num_lists``, ``num_items`` and the
-files with their list counts), and also ``max_relevance``, the tokenizer,
-the source, the conversion's parameters and seed, and the ``filtered`` counts.
-Lists built from a first stage's run also name ``first_stage_feature`` and say
-where its values come from (``first_stage_score_source``: the run's scores,
-or minus the ranks of a run without scores).
-"""
+"""A text dataset on disk: ``manifest.json`` (``kind: "text"``) beside the text ELWC
+shards of ``text_elwc``, and its atomic writing."""
 
 from __future__ import annotations
 
@@ -29,38 +19,17 @@ from tfrecords_tools.text.text_elwc import (
     TEXT_KIND,
 )
 
-__all__ = [
-    "MANIFEST_NAME",
-    "RUN_SCORE",
-    "MINUS_RANK",
-    "RUN_SCORE_AND_MINUS_RANK",
-    "first_stage_score_source",
-    "is_text_dataset",
-    "text_manifest",
-    "write_atomically",
-    "relative_paths",
-]
-
 logger = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 
-# ``first_stage_score_source``: every document's run line had a score (TREC
-# runs), none had (MS MARCO's three columns: the score is minus the rank), or
-# some of each (the two scales are mixed in one feature).
-RUN_SCORE = "run score"
-MINUS_RANK = "minus rank"
-RUN_SCORE_AND_MINUS_RANK = "run score and minus rank"
-
 
 def first_stage_score_source(*, scored: int, unscored: int) -> str:
-    """The manifest's ``first_stage_score_source`` of ``scored`` documents whose run
-    line had a score and ``unscored`` whose line had none.
+    """The manifest's ``first_stage_score_source`` of ``scored`` documents whose run line
+    had a score and ``unscored`` whose line had none (MS MARCO's: minus the rank).
 
     >>> first_stage_score_source(scored=4, unscored=0)
     'run score'
-    >>> first_stage_score_source(scored=0, unscored=3)
-    'minus rank'
     """
     if scored and unscored:
         logger.warning(
@@ -70,16 +39,13 @@ def first_stage_score_source(*, scored: int, unscored: int) -> str:
             unscored,
             FIRST_STAGE_FEATURE,
         )
-        return RUN_SCORE_AND_MINUS_RANK
-    return MINUS_RANK if unscored else RUN_SCORE
+        return "run score and minus rank"
+    return "minus rank" if unscored else "run score"
 
 
 def is_text_dataset(directory: str) -> bool:
-    """Whether ``directory`` is a converted text dataset (its manifest says ``kind: "text"``).
-
-    A manifest that cannot be read answers ``False``: the feature-vector
-    reader then names what is wrong with it.
-    """
+    """Whether ``directory`` is a converted text dataset (``kind: "text"``); ``False`` for
+    a manifest that cannot be read: the feature-vector reader then names what is wrong."""
     try:
         return read_manifest(os.path.join(directory, MANIFEST_NAME), complete=False).is_text
     except (OSError, ValueError):
@@ -126,12 +92,8 @@ def text_manifest(
     seed: int,
     first_stage_source: str | None = None,
 ) -> Manifest:
-    """The ``manifest.json`` of a text dataset (see ``docs/text_data.md``).
-
-    Args:
-      first_stage_source: the ``first_stage_score_source`` of lists whose items
-        hold ``first_stage_score``; ``None``: they do not.
-    """
+    """The ``manifest.json`` of a text dataset; ``first_stage_source`` is ``None`` when
+    the items hold no ``first_stage_score``."""
     from tfr_rankformer import __version__
 
     first_stage = {}
@@ -164,14 +126,8 @@ def text_manifest(
 
 
 def write_atomically(output: str, *, overwrite: bool, build) -> Manifest:
-    """Runs ``build(scratch) -> manifest`` in a temporary directory beside ``output``.
-
-    The manifest is written into it, and it is renamed to ``output`` when
-    complete; on any error it is removed, so nothing partial is left.
-
-    Raises:
-      FileExistsError: ``output`` exists (and is not empty) and ``overwrite`` is off.
-    """
+    """Runs ``build(scratch) -> manifest`` in a scratch directory that, with the manifest
+    written, becomes ``output`` (see ``atomic_output``)."""
     with scratch_directory(output, overwrite=overwrite) as scratch:
         manifest = build(scratch)
         write_manifest(scratch, manifest)

@@ -1,25 +1,7 @@
-"""The text ELWC layout: writing and reading lists of tokenised queries and documents.
-
-The layout is the one TF-Ranking's own text examples use
-(``tensorflow_ranking/examples/keras/keras_dnn_tfrecord.py`` and the files of
-``tensorflow_ranking/examples/data/``): one ``ExampleListWithContext`` per
-query whose
-
-* context holds ``query_tokens`` (``bytes_list``, one UTF-8 entry per token);
-* items hold ``document_tokens`` (``bytes_list``, one entry per token) and
-  ``relevance`` (``int64_list``, one graded label).
-
-Our files add features a parser that does not ask for them never sees: the
-context's ``query_id`` and each item's ``document_id`` (``bytes_list``, one
-entry), so scores can be written back as a TREC run, and, in lists built from
-a first stage's run, each item's ``first_stage_score`` (``float_list``, one
-float32: the run's score of the document), so a re-ranker can use it. Splits
-are written to ``DIR/{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` beside
-``manifest.json`` (``kind: "text"``).
-
-The protos are encoded and decoded by hand (``example_wire``), so conversion
-and reading never load TensorFlow; tests check both directions against the
-protobuf classes and ``tf.io`` parsing.
+"""The text ELWC layout of TF-Ranking's text examples: per query, context
+``query_tokens`` and items ``document_tokens`` and ``relevance``; ours add ``query_id``,
+``document_id`` and, from a first stage's run, a float32 ``first_stage_score``. The protos
+are encoded by hand (``protobuf_wire``), so conversion and reading never load TensorFlow.
 """
 
 from __future__ import annotations
@@ -34,34 +16,17 @@ import zlib
 from collections.abc import Iterator
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
-from tfrecords_tools.example_wire import (
+from tfrecords_tools.protobuf_wire import (
+    WireFormatError,
     bytes_feature,
     decode_example,
     encode_example,
     float_feature,
     int64_feature,
+    iter_fields,
     length_delimited,
 )
-from tfrecords_tools.protobuf_wire import WireFormatError, iter_fields
-from tfrecords_tools.tfrecord_reader import TFRecordFile
-
-__all__ = [
-    "QUERY_FEATURE",
-    "DOCUMENT_FEATURE",
-    "LABEL_FEATURE",
-    "QUERY_ID_FEATURE",
-    "DOCUMENT_ID_FEATURE",
-    "FIRST_STAGE_FEATURE",
-    "TEXT_KIND",
-    "TextList",
-    "TextElwcError",
-    "to_float32",
-    "encode_text_list",
-    "decode_text_list",
-    "TextSplitWriter",
-    "text_split_files",
-    "read_text_split",
-]
+from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
 
 QUERY_FEATURE = "query_tokens"
 DOCUMENT_FEATURE = "document_tokens"
@@ -73,13 +38,11 @@ TEXT_KIND = "text"
 
 
 def to_float32(value: float) -> float:
-    """``value`` rounded to float32, as the ``float_list`` stores it.
+    """``value`` rounded to float32, as the ``float_list`` stores it; ``ValueError`` when
+    it is not finite or beyond float32's range.
 
     >>> to_float32(0.1), to_float32(-3)
     (0.10000000149011612, -3.0)
-
-    Raises:
-      ValueError: ``value`` is not finite, or beyond float32's range.
     """
     try:
         (rounded,) = struct.unpack("<f", struct.pack("<f", value))
@@ -94,18 +57,8 @@ def to_float32(value: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class TextList:
-    """One query's candidate documents, tokenised.
-
-    Attributes:
-      query_id: the query's id in the source files.
-      query_tokens: the query's tokens.
-      document_ids: ``[n]`` the documents' ids.
-      document_tokens: ``[n]`` each document's tokens.
-      relevance: ``[n]`` graded labels (non-negative ints).
-      first_stage_scores: ``[n]`` each document's score in the first stage's
-        run (written as ``first_stage_score``, so kept rounded to float32), or
-        ``None``: the list has no first stage's scores.
-    """
+    """One query's candidate documents, tokenised, with graded labels and, optionally,
+    each document's first-stage score (kept rounded to float32, as it is written)."""
 
     query_id: str
     query_tokens: tuple
@@ -133,20 +86,6 @@ class TextList:
         except ValueError as e:
             raise ValueError(f"list {self.query_id!r}: a first-stage score {e}") from None
         object.__setattr__(self, "first_stage_scores", scores)
-
-
-class TextElwcError(ValueError):
-    """A text ELWC record that does not follow the layout; names the file and record."""
-
-    def __init__(self, path: str, record: int, message: str):
-        self.path, self.record, self.message = str(path), record, message
-        super().__init__(f"{self.path}: record {record}: {message}")
-
-    def __reduce__(self):
-        return (type(self), (self.path, self.record, self.message))
-
-
-# === Encoding ===
 
 
 def _utf8(tokens) -> list[bytes]:
@@ -209,16 +148,8 @@ def _first_stage_scores(items: list[dict]) -> tuple | None:
 
 
 def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
-    """Parses one serialised list of the text layout.
-
-    Args:
-      data: a serialised ``ExampleListWithContext``.
-      default_query_id: the id of a list whose context has no ``query_id``.
-
-    Raises:
-      ValueError: a malformed proto, or a missing or mistyped feature (naming it),
-        such as a ``first_stage_score`` that some items lack.
-    """
+    """Parses one serialised list of the text layout; ``ValueError`` names a malformed
+    proto or a missing or mistyped feature."""
     try:
         items, context = [], {}
         for number, wire, value in iter_fields(data):
@@ -256,13 +187,8 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
 
 
 class TextSplitWriter:
-    """Writes a split's lists to ``--shards`` files, each list to the shard of its query id.
-
-    Args:
-      directory: the output directory.
-      split: ``train``, ``vali`` or ``test``.
-      num_shards: files of the split (all are written, possibly empty).
-    """
+    """Writes a split's lists to ``num_shards`` files (all written, possibly empty), each
+    list to the shard of its query id."""
 
     def __init__(self, directory: str, split: str, num_shards: int):
         self.names = shard_names(split, num_shards)
@@ -285,11 +211,7 @@ class TextSplitWriter:
             self.empty_list_lengths[length] += 1
 
     def length_histograms(self) -> dict:
-        """The manifest's ``list_length_histogram`` and ``empty_list_length_histogram``.
-
-        ``{str(length): lists}`` in increasing length, of every list written and
-        of the lists whose highest label (the list label) is 0.
-        """
+        """``{str(length): lists}`` of every list and of those whose list label is 0."""
         return {
             "list_length_histogram": _histogram(self.list_lengths),
             "empty_list_length_histogram": _histogram(self.empty_list_lengths),
@@ -306,20 +228,9 @@ def _histogram(counts: collections.Counter) -> dict:
     return {str(length): counts[length] for length in sorted(counts)}
 
 
-def text_split_files(directory: str, split: str) -> list[str]:
-    """The split's TFRecord files in ``directory``, sorted."""
-    return sorted(glob.glob(os.path.join(glob.escape(directory), f"{split}-*.tfrecord")))
-
-
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:
-    """Reads every list of a split written by :class:`TextSplitWriter`.
-
-    Raises:
-      FileNotFoundError: the split has no files in ``directory``.
-      TextElwcError: a record that is not a list of the text layout (naming
-        the file and the record).
-    """
-    paths = text_split_files(directory, split)
+    """Reads every list of a split written by :class:`TextSplitWriter`."""
+    paths = sorted(glob.glob(os.path.join(glob.escape(directory), f"{split}-*.tfrecord")))
     if not paths:
         raise FileNotFoundError(f"no {split}-*.tfrecord files in {directory}")
     for path in paths:
@@ -327,4 +238,4 @@ def read_text_split(directory: str, split: str) -> Iterator[TextList]:
             try:
                 yield decode_text_list(data, default_query_id=f"{split}:{number}")
             except ValueError as e:
-                raise TextElwcError(path, number, str(e)) from None
+                raise TFRecordFormatError(path, number, str(e)) from None

@@ -1,18 +1,10 @@
 """``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` and ``synthetic-text``.
 
-``trec:DIR`` looks its files up in ``DIR`` by these names (each may end in
-``.gz``); files given by flags take precedence:
-
-* queries: ``queries.tsv`` (split by a hash of the qid), or
-  ``queries.train.tsv``, ``queries.vali.tsv`` (or ``queries.dev.tsv``) and
-  ``queries.test.tsv``;
-* collection: ``collection.tsv``;
-* qrels: ``qrels.txt`` or ``qrels.tsv``;
-* run: ``run.txt`` or ``run.tsv``.
-
-``synthetic-text`` generates the files of ``synthetic_text`` under
-``OUTPUT/source/`` and converts them; its run lists each query's documents in
-random order, so its lists carry no ``first_stage_score``.
+``trec:DIR`` finds its files by their conventional names (each may end in ``.gz``;
+files given by flags take precedence): ``queries.tsv`` (split by a hash of the qid) or
+``queries.{train,vali|dev,test}.tsv``, ``collection.tsv``, ``qrels.{txt,tsv}`` and
+``run.{txt,tsv}``. ``synthetic-text`` converts the files of ``synthetic_text``, whose run
+is a random order and gives no ``first_stage_score``.
 """
 
 from __future__ import annotations
@@ -23,20 +15,11 @@ import os
 from tfr_rankformer.inputs.manifest import Manifest
 from tfrecords_tools.text.synthetic_text import SyntheticTextConfig, generate_trec_layout
 from tfrecords_tools.text.text_dataset import write_atomically
-from tfrecords_tools.text.trec_convert import TrecConfig, write_text_dataset
-
-__all__ = [
-    "TEXT_INPUTS",
-    "SYNTHETIC_TEXT",
-    "TREC_PREFIX",
-    "is_text_input",
-    "find_trec_files",
-    "convert_synthetic_text",
-]
+from tfrecords_tools.text.trec_config import TrecConfig
+from tfrecords_tools.text.trec_convert import write_text_dataset
 
 SYNTHETIC_TEXT = "synthetic-text"
 TREC_PREFIX = "trec"
-TEXT_INPUTS = (SYNTHETIC_TEXT, TREC_PREFIX, f"{TREC_PREFIX}:DIR")
 
 _NAMES = {
     "queries": ("queries.tsv",),
@@ -57,14 +40,8 @@ def is_text_input(name: str | None) -> bool:
 
 
 def find_trec_files(directory: str) -> dict[str, tuple]:
-    """The TREC-layout files found in ``directory`` by their conventional names.
-
-    Returns:
-      ``{field of TrecConfig: (path,)}`` for each file found.
-
-    Raises:
-      FileNotFoundError: ``directory`` is not a directory.
-    """
+    """``{field of TrecConfig: (path,)}`` of the files found in ``directory`` by their
+    conventional names."""
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"trec:{directory}: not a directory")
     found = {}
@@ -87,19 +64,8 @@ def convert_synthetic_text(
     progress: bool = True,
     **options,
 ) -> Manifest:
-    """Generates synthetic text data and converts it into ``output``.
-
-    Args:
-      synthetic: size and seed of the generated lists.
-      output: the output directory.
-      overwrite: replace an existing output directory.
-      progress: show progress bars.
-      **options: further ``TrecConfig`` fields (``max_list_size``, ``shards``, ...);
-        the files are the generated ones (under ``OUTPUT/source/``).
-
-    Returns:
-      The manifest.
-    """
+    """Generates synthetic text data under ``output/source/`` and converts it into
+    ``output``; ``options`` are further ``TrecConfig`` fields (``shards``, ...)."""
 
     def build(scratch: str) -> Manifest:
         paths = generate_trec_layout(os.path.join(scratch, "source"), synthetic)

@@ -7,8 +7,6 @@ import zlib
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 
-__all__ = ["FILE_FIELDS", "TrecConfig", "hash_split"]
-
 # The ``TrecConfig`` fields that name input files: the query files first.
 FILE_FIELDS = (
     "queries",

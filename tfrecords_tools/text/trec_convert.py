@@ -1,35 +1,9 @@
 """TREC-layout text ranking data (queries, collection, qrels, a run) to text ELWC.
 
-The run decides the lists: each query's documents in the run's order (rank,
-then score), cut to ``max_list_size``; the qrels give their labels (an
-unjudged document is 0), and the run its scores: each item's
-``first_stage_score`` (float32; ``-rank`` for an MS MARCO line without a score),
-with the manifest's ``first_stage_score_source`` telling which. The files are
-read in an order that keeps memory to what the lists need: the queries, then
-the run (so the needed docids are known), then the qrels, and the collection
-last, streamed, keeping only the documents of some list. Text is tokenised by
-``text_tokenizer.tokenize``.
-
-Refused (a :class:`~tfrecords_tools.text.trec_files.TrecFormatError` naming the
-file and line; nothing is written): a malformed line, a qid given twice in
-the queries or in the qid lists, a run line of a qid the queries lack, a document listed twice
-for one query in the run, a run score beyond float32's range (or infinite), a
-(qid, docid) judged twice in the qrels, a needed document given twice in the
-collection.
-
-Counted in the manifest's ``filtered`` entry and printed by ``tfr-convert``
-(never dropped silently): queries without run lines, queries without qrels
-(dropped), queries with no tokens (dropped), queries in no qid list (dropped,
-with their run and qrels lines), qids listed without a query, qrels lines of
-unknown queries (ignored),
-negative labels (read as 0), run documents missing from the collection
-(removed from their lists), lists cut to ``max_list_size``, lists left shorter
-than ``min_list_size`` (dropped), truncated queries and documents, unjudged
-list items, lists without a relevant document, relevant documents the run
-misses.
-
-Everything is written under a temporary name beside the output and renamed
-when complete.
+The run decides the lists (run order, cut to ``max_list_size``), the qrels their labels
+(unjudged: 0) and each item's ``first_stage_score`` (``-rank`` for an MS MARCO line). A
+:class:`TrecFormatError` names the file and line of anything refused; what is filtered is
+counted in the manifest's ``filtered`` entry. The collection is read last, streamed.
 """
 
 from __future__ import annotations
@@ -60,23 +34,13 @@ from tfrecords_tools.text.trec_files import (
     read_qid_list,
     read_qrels,
     read_queries,
-    read_run_with_score_flag,
+    read_run,
 )
-
-__all__ = [
-    "TrecConfig",
-    "convert_trec",
-    "hash_split",
-    "write_text_dataset",
-]
 
 logger = logging.getLogger(__name__)
 
 # What was read, as opposed to what was filtered (the manifest's ``input`` entry).
 _INPUT_COUNTS = ("queries", "run_lines", "qrels_lines", "documents_read")
-
-
-# === Reading ===
 
 
 def _check_float32(score: float, path: str, line: int) -> None:
@@ -89,10 +53,8 @@ def _check_float32(score: float, path: str, line: int) -> None:
 
 
 class _Reader:
-    """Reads the files into lists, counting what it filters.
-
-    With ``first_stage`` each run score must fit the float32 ``first_stage_score``.
-    """
+    """Reads the files into lists, counting what it filters; with ``first_stage`` each
+    run score must fit the float32 ``first_stage_score``."""
 
     def __init__(self, config: TrecConfig, *, first_stage: bool = True):
         self.config, self.first_stage = config, first_stage
@@ -153,7 +115,7 @@ class _Reader:
         order, runs = 0, self.config.run
         first: dict[tuple, tuple[int, int]] = {}  # (qid, docid) -> (file, line)
         for number, path in enumerate(runs):
-            for line, qid, docid, rank, score, given in read_run_with_score_flag(path):
+            for line, qid, docid, rank, score, given in read_run(path):
                 if qid in self.excluded:
                     self.counts["run_lines_of_queries_in_no_split_list"] += 1
                     continue
@@ -253,9 +215,6 @@ class _Reader:
         return documents
 
 
-# === Writing ===
-
-
 def _text_lists(reader: _Reader, lists: dict, documents: dict):
     """Yields ``(split, TextList)``, counting missing documents and short lists."""
     counts = reader.counts
@@ -332,17 +291,8 @@ def write_text_dataset(
     source: dict | None = None,
     first_stage: bool = True,
 ) -> Manifest:
-    """Converts the files into ``out_dir`` (which must exist); returns the manifest.
-
-    Args:
-      first_stage: write each document's run score as ``first_stage_score``
-        (``False``: the run is no first stage, e.g. the synthetic text's random
-        order, and the lists carry no such feature).
-
-    Raises:
-      TrecFormatError: a refused line (see the module docstring).
-      ValueError: no list is left to write.
-    """
+    """Converts the files into the existing ``out_dir``; returns the manifest. Without
+    ``first_stage`` (a run in random order) the lists carry no ``first_stage_score``."""
     reader = _Reader(config, first_stage=first_stage)
     reader.read_queries()
     reader.read_runs()
@@ -376,15 +326,8 @@ def write_text_dataset(
 
 
 def convert_trec(config: TrecConfig, *, progress: bool = True) -> Manifest:
-    """Converts TREC-layout files to a text ELWC dataset in ``config.output``.
-
-    Returns:
-      The manifest (also written to ``output/manifest.json``).
-
-    Raises:
-      TrecFormatError, ValueError, FileExistsError, OSError: nothing is left in
-        ``output``.
-    """
+    """Converts TREC-layout files to a text ELWC dataset in ``config.output``; returns the
+    manifest. Nothing is left in ``output`` when it raises."""
     return write_atomically(
         config.output,
         overwrite=config.overwrite,

@@ -1,20 +1,9 @@
-"""Streaming readers of the TREC-layout files text ranking data ships as.
-
-The layouts of MS MARCO and TripClick:
-
-* queries: ``qid<TAB>text`` per line;
-* collection: ``docid<TAB>text``, or ``docid<TAB>title<TAB>text`` and further
-  columns (all text columns after the id are joined with a space);
-* qrels: ``qid iteration docid relevance`` (TREC; whitespace-separated, the
-  iteration column is ignored), e.g. MS MARCO's ``qid<TAB>0<TAB>pid<TAB>1``;
-* run: ``qid Q0 docid rank score tag`` (TREC run) or ``qid<TAB>docid<TAB>rank``
-  (MS MARCO's run format), told apart line by line by their column count.
-
-Every reader yields lines with their number (counted from 1) and raises a
-:class:`TrecFormatError` naming the file and line of the first bad one. Files
-may be gzip-compressed (``.gz``). Blank lines are skipped. Bytes that are not
-UTF-8 are an error naming them (ids are never decoded leniently: a docid read
-with replacement characters could match another and no longer the qrels).
+"""Streaming readers of the TREC-layout files text ranking data ships as (MS MARCO,
+TripClick): queries ``qid<TAB>text``; a collection ``docid<TAB>text[<TAB>more text]``;
+qrels ``qid iteration docid relevance``; a run ``qid Q0 docid rank score tag`` (TREC) or
+``qid<TAB>docid<TAB>rank`` (MS MARCO). Files may be gzip; blank lines are skipped. A
+:class:`TrecFormatError` names the file and line of the first bad one, including bytes
+that are not UTF-8 (ids are never decoded leniently: they could then match another).
 """
 
 from __future__ import annotations
@@ -23,16 +12,6 @@ import os
 from collections.abc import Iterator
 
 from tfrecords_tools.compressed_files import open_maybe_gzip
-
-__all__ = [
-    "TrecFormatError",
-    "read_queries",
-    "read_collection",
-    "read_qrels",
-    "read_run",
-    "read_run_with_score_flag",
-    "read_qid_list",
-]
 
 
 class TrecFormatError(ValueError):
@@ -73,8 +52,7 @@ def _decode(path: str, number: int, raw: bytes) -> str:
 
 
 def _word_at(raw: bytes, at: int, limit: int = 40) -> bytes:
-    """The space- or tab-separated word of ``raw`` that holds byte ``at`` (its first
-    ``limit`` bytes), to show bytes that are not UTF-8 as they are.
+    """The first ``limit`` bytes of the word of ``raw`` holding byte ``at``.
 
     >>> _word_at(b"1 Q0 caf\\xe9 1 2.0 bm25", 8)
     b'caf\\xe9'
@@ -108,16 +86,8 @@ def read_queries(path: str) -> Iterator[tuple[int, str, str]]:
 
 
 def read_collection(path: str, wanted: set | None = None) -> Iterator[tuple[int, str, str]]:
-    """Yields ``(line, docid, text)`` of a collection, only for ``wanted`` docids if given.
-
-    The text of other documents is not decoded, so a large collection streams
-    quickly past them; their syntax is still checked (an id and a tab), and
-    their ids must be UTF-8 too.
-
-    Args:
-      path: a ``docid<TAB>text[<TAB>more text...]`` file.
-      wanted: docids (``str``) to yield; ``None`` yields all.
-    """
+    """Yields ``(line, docid, text)`` of a collection, only for ``wanted`` docids if
+    given; the text of others is not decoded, so a large collection streams past them."""
     wanted_bytes = None if wanted is None else {d.encode("utf-8") for d in wanted}
     for number, raw in _lines(path):
         docid, rest = _split_id(path, number, raw, "docid")
@@ -149,20 +119,9 @@ def read_qrels(path: str) -> Iterator[tuple[int, str, str, int]]:
         yield number, fields[0], fields[2], relevance
 
 
-def read_run(path: str) -> Iterator[tuple[int, str, str, int, float]]:
-    """Yields ``(line, qid, docid, rank, score)`` of a TREC run or an MS MARCO run.
-
-    MS MARCO's three-column lines have no score; it is ``-rank``, so that
-    ordering by score agrees with the rank.
-    """
-    for number, qid, docid, rank, score, _ in read_run_with_score_flag(path):
-        yield number, qid, docid, rank, score
-
-
-def read_run_with_score_flag(path: str) -> Iterator[tuple[int, str, str, int, float, bool]]:
-    """Yields ``(line, qid, docid, rank, score, score_given)``: :func:`read_run`'s
-    fields and whether the line gave its score (``False``: MS MARCO's three
-    columns, whose score is ``-rank``)."""
+def read_run(path: str) -> Iterator[tuple[int, str, str, int, float, bool]]:
+    """Yields ``(line, qid, docid, rank, score, score given)`` of a TREC or MS MARCO run;
+    MS MARCO's three columns give no score, which is then ``-rank``."""
     for number, raw in _lines(path):
         fields = _decode(path, number, raw).split()
         if len(fields) == 6:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from tfr_rankformer.core import fault_points
+from tfrecords_tools.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, shard_names
-from tfrecords_tools.letor.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import LetorFile, QueryList
 from tfrecords_tools.list_processing import (

@@ -1,19 +1,9 @@
 """Speed of the training input pipeline alone: lists/s in the first epoch and later ones.
 
-Writes WEB30K-shaped lists (``--lists`` lists of ``--items`` items and
-``--features`` features: heavy-tailed counts and scores, a third of them 0,
-labels 0 .. 4) as ELWC with the converter's encoder, with a manifest holding
-each feature's 1,000 quantiles, then iterates ``data.training_dataset`` with
-the quantile normalisation and no model: the first epoch parses and
-normalises the records, later ones serve what it kept. Each mode
-(``--mode``: ``memory``, the lists held in memory, as ``tfr-train
---lists-in-memory on``; ``stream``, the records read every epoch; ``raw``,
-held in memory without the normalisation, whose first epoch is the parsing
-alone, the anchor of the others' first) builds its
-pipeline afresh ``--repeats`` times, and the CPU, the core count and the load
-average are printed with the speeds, as other workers may share the machine.
-``--record FILE`` appends the run's figures to a JSON-lines record
-(``speed_records``).
+Writes WEB30K-shaped random lists as ELWC with a manifest of 1,000 quantiles per feature,
+then iterates ``data.training_dataset`` with no model, ``--repeats`` fresh pipelines per mode:
+``memory`` (lists held, as ``tfr-train --lists-in-memory on``), ``stream`` (records read
+every epoch) and ``raw`` (held, not normalised: its first epoch is the parsing alone).
 
 Run: ``python -m pipelines.benchmarks.input_bench --lists 50000``.
 """
@@ -28,17 +18,17 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions
-from pipelines.benchmarks.run_records import append_line
-from pipelines.benchmarks.speed_records import epoch_medians, input_line
-from pipelines.flag_table import add_flag
+from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, cpu_extensions
+from pipelines.benchmarks.speed_records import epoch_medians
+from tfr_rankformer.core.atomic_files import atomic_write
 
 MODES = ("memory", "stream", "raw")
 NUM_QUANTILES = 1000
 
 
 def write_lists(directory: str, *, lists: int, items: int, features: int, seed: int) -> str:
-    """``lists`` random lists as one ELWC shard and its ``manifest.json`` in ``directory``."""
+    """``lists`` random lists (heavy-tailed counts and scores, a third 0) as one ELWC shard
+    and its ``manifest.json`` in ``directory``."""
     import tensorflow as tf
 
     from tfr_rankformer.inputs.manifest import MANIFEST_NAME
@@ -77,7 +67,7 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
             }
         },
     }
-    with open(os.path.join(directory, MANIFEST_NAME), "w", encoding="utf-8") as f:
+    with atomic_write(os.path.join(directory, MANIFEST_NAME)) as f:
         json.dump(manifest, f)
     return directory
 
@@ -127,22 +117,26 @@ def _load() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flag(p, "lists", default=50_000, help="lists to write. Default: 50000")
-    add_flag(p, "items", help="items per list. Default: 16")
-    add_flag(p, "features", default=136, help="features per item. Default: 136")
-    add_flag(p, "epochs", default=3, help="epochs per pipeline. Default: 3")
-    add_flag(p, "repeats", default=3, help="pipelines per mode. Default: 3")
-    add_flag(p, "batch_items", default=32768, help="padded items per batch. Default: 32768")
-    p.add_argument("--mode", choices=(*MODES, "all"), default="all", help="Default: all")
-    add_flag(p, "seed", default=0, help="data and shuffle seed. Default: 0")
-    add_flag(
-        p,
-        "data",
-        help="a directory this benchmark (or tfr-convert) wrote before; else lists are "
-        "written to a temporary one",
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    add_flag(p, "record")
+    add = p.add_argument
+    add("--lists", type=int, default=50_000, help="lists to write")
+    add("--items", type=int, default=16, help="items per list")
+    add("--features", type=int, default=136, help="features per item")
+    add("--epochs", type=int, default=3, help="epochs per pipeline")
+    add("--repeats", type=int, default=3, help="pipelines per mode")
+    add("--batch-items", type=int, default=32768, help="padded items per batch")
+    add("--mode", choices=(*MODES, "all"), default="all", help="the pipelines timed")
+    add("--seed", type=int, default=0, help="data and shuffle seed")
+    add("--data", help="a directory this benchmark or tfr-convert wrote (None: write lists)")
+    add(
+        "--record",
+        metavar="FILE",
+        help="append the run's figures as a JSON line to FILE; python -m "
+        "pipelines.benchmarks.speed_records FILE prints them",
+    )
     return p
 
 
@@ -170,15 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         load["after"] = _load()
         print(f"load average after: {load['after']}")
     if args.record:
-        line = input_line(
-            rates, shape, args, cpu=cpu_extensions(), cores=os.cpu_count() or 0, load=load
-        )
+        line = {"kind": "input_pipeline", "cpu": cpu_extensions(), "cores": os.cpu_count() or 0}
+        line.update(load_average=load, **shape, batch_items=args.batch_items)
+        line["lists_per_second_by_epoch"] = {
+            mode: [[round(rate) for rate in run] for run in runs] for mode, runs in rates.items()
+        }
         append_line(args.record, line)
     return 0
 
 
 def _shape(data_dir: str) -> dict:
-    """The training split's list and item counts, longest list and feature count."""
     from tfr_rankformer.inputs.manifest import load_manifest
 
     manifest = load_manifest(data_dir)
@@ -192,19 +187,9 @@ def _shape(data_dir: str) -> dict:
 
 
 def _mode_rates(data_dir: str, scratch: str, mode: str, args) -> list:
-    """``--repeats`` pipelines' lists/s by epoch in ``mode``, each run printed, then
-    the medians."""
-    runs = [
-        epoch_rates(
-            data_dir,
-            scratch,
-            mode=mode,
-            epochs=args.epochs,
-            batch_items=args.batch_items,
-            seed=args.seed,
-        )
-        for _ in range(args.repeats)
-    ]
+    """``--repeats`` pipelines' lists/s by epoch in ``mode``; prints them and the medians."""
+    kwargs = dict(mode=mode, epochs=args.epochs, batch_items=args.batch_items, seed=args.seed)
+    runs = [epoch_rates(data_dir, scratch, **kwargs) for _ in range(args.repeats)]
     for i, rates in enumerate(runs, 1):
         print(f"{mode} run {i}: lists/s by epoch {', '.join(f'{r:,.0f}' for r in rates)}")
     first, later = epoch_medians(runs)

@@ -30,6 +30,7 @@ from pipelines.benchmarks.rerank_scorers import (
     Scorer,
     bm25_scorer,
     initial_scorer,
+    list_metrics,
     read_run_scores,
     train_variant,
     trained_scorer,
@@ -37,7 +38,6 @@ from pipelines.benchmarks.rerank_scorers import (
 from pipelines.convert_cli import main as convert_main
 from pipelines.experiment_summary import mean_se
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfrecords_tools.text.text_elwc import read_text_split
 
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "cranfield")
@@ -86,19 +86,10 @@ def query_folds(qids: Sequence[str], *, folds: int, seed: int) -> list[dict]:
 def fold_row(fold_dir: str, *, scorers: dict[str, Scorer], split: str = "test") -> dict:
     """NDCG@1, 5, 10 x 100 of each scorer (a column) on the split's lists, and its seconds."""
     lists = list(read_text_split(fold_dir, split))
-    size = max(len(t.document_ids) for t in lists)
-    labels = np.zeros([len(lists), size])
-    mask = np.zeros([len(lists), size], dtype=bool)
-    for row, t in enumerate(lists):
-        labels[row, : len(t.relevance)] = t.relevance
-        mask[row, : len(t.relevance)] = True
     out = {"split": split, "num_lists": len(lists), "columns": {}, "seconds": {}}
     for name, scorer in scorers.items():
         started = time.perf_counter()
-        scores = np.zeros([len(lists), size])
-        for row, values in enumerate(scorer(lists)):
-            scores[row, : len(values)] = values
-        metrics = evaluate_rankings(scores, labels, labels, mask, ks=KS)
+        metrics = list_metrics(lists, scorer(lists), KS)
         out["columns"][name] = {f"ndcg@{k}": metrics[f"ndcg_r@{k}"] for k in KS}
         out["seconds"][name] = round(time.perf_counter() - started, 2)
         out["num_lists_counted"] = metrics["num_lists_r"]

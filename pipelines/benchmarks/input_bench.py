@@ -26,7 +26,7 @@ MODES = ("memory", "stream", "raw")
 NUM_QUANTILES = 1000
 
 
-def write_lists(directory: str, *, lists: int, items: int, features: int, seed: int) -> str:
+def write_lists(directory: str, *, lists: int, items: int, features: int, seed: int) -> None:
     """``lists`` random lists (heavy-tailed counts and scores, a third 0) as one ELWC shard
     and its ``manifest.json`` in ``directory``."""
     import tensorflow as tf
@@ -69,13 +69,11 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
     }
     with atomic_write(os.path.join(directory, MANIFEST_NAME)) as f:
         json.dump(manifest, f)
-    return directory
 
 
-def epoch_rates(
-    data_dir: str, scratch: str, *, mode: str, epochs: int, batch_items: int, seed: int
-) -> list:
-    """Lists/s of each epoch of a pipeline built afresh (the first counts the build)."""
+def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]]:
+    """Lists/s by epoch of ``--repeats`` pipelines built afresh in ``mode`` (the first epoch
+    counts the build); prints them and the medians."""
     from tfr_rankformer.inputs import batching, data
     from tfr_rankformer.inputs.quantile_search import pipeline_normalization
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
@@ -83,29 +81,33 @@ def epoch_rates(
     manifest = data.load_manifest(data_dir)
     lengths = data.list_lengths(data_dir, manifest, "train")
     edges = batching.bucket_edges(manifest.split("train").longest_or(1))
-    plan = batching.plan_batches(lengths, edges=edges, batch_items=batch_items, max_lists=2048)
-    quantile = FeatureNormalization.from_manifest(manifest, "quantile")
-    began = time.perf_counter()
-    dataset = data.training_dataset(
-        data_dir,
-        manifest,
-        plan=plan,
-        list_cap=None,
-        include_empty_lists=True,
-        with_list_head=True,
-        seed=seed,
-        normalize=None if mode == "raw" else pipeline_normalization(quantile),
-        cache_file=os.path.join(scratch, f"cache-{time.monotonic_ns()}"),
-        lists_in_memory=mode != "stream",
-    )
-    rates = []
-    for _ in range(epochs):
-        lists = 0
-        for inputs, _targets in dataset:
-            lists += int(inputs["mask"].shape[0])
-        rates.append(lists / (time.perf_counter() - began))
+    plan = batching.plan_batches(lengths, edges=edges, batch_items=args.batch_items, max_lists=2048)
+    quantile = pipeline_normalization(FeatureNormalization.from_manifest(manifest, "quantile"))
+    runs = []
+    for i in range(args.repeats):
         began = time.perf_counter()
-    return rates
+        dataset = data.training_dataset(
+            data_dir,
+            manifest,
+            plan=plan,
+            list_cap=None,
+            include_empty_lists=True,
+            with_list_head=True,
+            seed=args.seed,
+            normalize=None if mode == "raw" else quantile,
+            cache_file=os.path.join(scratch, f"cache-{time.monotonic_ns()}"),
+            lists_in_memory=mode != "stream",
+        )
+        runs.append([])
+        for _ in range(args.epochs):
+            lists = sum(int(inputs["mask"].shape[0]) for inputs, _ in dataset)
+            runs[-1].append(lists / (time.perf_counter() - began))
+            began = time.perf_counter()
+        print(f"{mode} run {i + 1}: lists/s by epoch {', '.join(f'{r:,.0f}' for r in runs[-1])}")
+    first, later = epoch_medians(runs)
+    shown = "—" if later is None else f"{later:,.0f}"
+    print(f"{mode}: median epoch 1 {first:,.0f} lists/s, later epochs {shown}")
+    return runs
 
 
 def _load() -> str:
@@ -147,20 +149,24 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = args.data or scratch
         if not os.path.isfile(os.path.join(data_dir, "manifest.json")):
             os.makedirs(data_dir, exist_ok=True)
-            write_lists(
-                data_dir, lists=args.lists, items=args.items, features=args.features, seed=args.seed
-            )
+            sizes = dict(lists=args.lists, items=args.items, features=args.features)
+            write_lists(data_dir, **sizes, seed=args.seed)
         load = {"before": _load()}
         print(f"CPU: {cpu_extensions()}; {os.cpu_count()} cores; load average {load['before']}")
         # Imported before any timing, so that no mode's first epoch counts it.
         import tensorflow_ranking  # noqa: F401
 
-        shape = _shape(data_dir)
+        from tfr_rankformer.inputs.manifest import load_manifest
+
+        manifest = load_manifest(data_dir)
+        train = manifest.split("train")
+        shape = dict(lists=train.num_lists, items=train.num_items, longest=train.longest_list)
+        shape["features"] = manifest.num_features
         print(
             f"{shape['lists']:,} lists, {shape['items']:,} items (longest "
             f"{shape['longest']}) x {shape['features']} features"
         )
-        rates = {mode: _mode_rates(data_dir, scratch, mode, args) for mode in modes}
+        rates = {mode: mode_rates(data_dir, scratch, mode, args) for mode in modes}
         load["after"] = _load()
         print(f"load average after: {load['after']}")
     if args.record:
@@ -171,31 +177,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         append_line(args.record, line)
     return 0
-
-
-def _shape(data_dir: str) -> dict:
-    from tfr_rankformer.inputs.manifest import load_manifest
-
-    manifest = load_manifest(data_dir)
-    entry = manifest.split("train")
-    return {
-        "lists": entry.num_lists,
-        "items": entry.num_items,
-        "longest": entry.longest_list,
-        "features": manifest.num_features,
-    }
-
-
-def _mode_rates(data_dir: str, scratch: str, mode: str, args) -> list:
-    """``--repeats`` pipelines' lists/s by epoch in ``mode``; prints them and the medians."""
-    kwargs = dict(mode=mode, epochs=args.epochs, batch_items=args.batch_items, seed=args.seed)
-    runs = [epoch_rates(data_dir, scratch, **kwargs) for _ in range(args.repeats)]
-    for i, rates in enumerate(runs, 1):
-        print(f"{mode} run {i}: lists/s by epoch {', '.join(f'{r:,.0f}' for r in rates)}")
-    first, later = epoch_medians(runs)
-    shown = "—" if later is None else f"{later:,.0f}"
-    print(f"{mode}: median epoch 1 {first:,.0f} lists/s, later epochs {shown}")
-    return runs
 
 
 if __name__ == "__main__":

@@ -94,24 +94,18 @@ def _cell(value, fmt="{:,.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _added(result: dict):
-    peak = result["peak_rss_mb"]
-    return None if peak is None else peak - result["built_rss_mb"]
-
-
-def _table_head(*columns: str) -> None:
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-
-
-def _table_row(*cells) -> None:
+def _row(*cells, head: bool = False) -> None:
     print("| " + " | ".join(str(cell) for cell in cells) + " |", flush=True)
+    if head:
+        print("|" + "---|" * len(cells))
 
 
-def _time_cell(result: dict, value) -> str:
-    if value is not None:
-        return _cell(value)
-    return "did not run (killed)" if result["peak_rss_mb"] is None else "out of memory"
+def _figures(result: dict) -> list[str]:
+    """Peak and added MB, and ms per step or why there is none."""
+    peak, ms = result["peak_rss_mb"], result["ms_per_step"]
+    added = None if peak is None else peak - result["built_rss_mb"]
+    why = "did not run (killed)" if peak is None else "out of memory"
+    return [_cell(peak), _cell(added), why if ms is None else _cell(ms)]
 
 
 def features_sweep(args) -> dict:
@@ -172,16 +166,14 @@ def speed_table(args) -> list[dict]:
         f"\nSpeed: {lists} lists per step of {docs} documents of {tokens} tokens and a query "
         f"of {QUERY_TOKENS} tokens ({per_step:,} tokens per step); mean of {args.steps} steps"
     )
-    _table_head("attention", "tokens/s", "ms/step", "CPU ms/step", "peak MB", "added MB")
+    _row("attention", "tokens/s", "ms/step", "CPU ms/step", "peak MB", "added MB", head=True)
     rows = []
     for attention, label in SPEED_ATTENTIONS.items():
         result = run_configuration("text", [attention, lists, docs, tokens], args)
         ms = result["ms_per_step"]
         rate = None if ms is None else per_step / (ms / 1000)
-        cpu_ms = result.get("cpu_ms_per_step")
-        peak = result["peak_rss_mb"]
-        cells = [_cell(rate), _time_cell(result, ms), _cell(cpu_ms), _cell(peak)]
-        _table_row(label, *cells, _cell(_added(result)))
+        peak, added, time = _figures(result)
+        _row(label, _cell(rate), time, _cell(result.get("cpu_ms_per_step")), peak, added)
         rows.append(dict(result, attention=attention, tokens_per_second=rate))
     return rows
 
@@ -192,30 +184,15 @@ def memory_table(args) -> list[dict]:
         f"\nMemory: one list per step, query of {QUERY_TOKENS} tokens, documents of "
         f"{args.tokens} tokens; mean of {args.steps} steps"
     )
-    _table_head(
-        "documents", "tokens in the sequence", "attention", "peak MB", "added MB", "ms/step"
-    )
+    columns = ("documents", "tokens in the sequence", "attention", "peak MB", "added MB")
+    _row(*columns, "ms/step", head=True)
     rows = []
     for docs in [int(n) for n in args.documents.split(",") if n]:
         for attention, label in ATTENTIONS.items():
             result = run_configuration("text", [attention, 1, docs, args.tokens], args)
-            memory = [_cell(result["peak_rss_mb"]), _cell(_added(result))]
-            tokens = f"{sequence_tokens(docs, args.tokens):,}"
-            _table_row(docs, tokens, label, *memory, _time_cell(result, result["ms_per_step"]))
+            _row(docs, f"{sequence_tokens(docs, args.tokens):,}", label, *_figures(result))
             rows.append(dict(result, attention=attention, documents=docs))
     return rows
-
-
-def text_sweep(args, tables: set[str]) -> None:
-    print(f"CPU: {cpu_extensions()}")
-    print(
-        "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
-        "training steps (ApproxNDCG, AdamW)"
-    )
-    if "speed" in tables:
-        speed_table(args)
-    if "memory" in tables:
-        memory_table(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -251,7 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(args.tables.split(","))
     if not tables or tables - {"speed", "memory"}:
         raise SystemExit(f"--tables: speed and/or memory, got {args.tables!r}")
-    text_sweep(args, tables)
+    print(f"CPU: {cpu_extensions()}")
+    print(
+        "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
+        "training steps (ApproxNDCG, AdamW)"
+    )
+    if "speed" in tables:
+        speed_table(args)
+    if "memory" in tables:
+        memory_table(args)
     return 0
 
 

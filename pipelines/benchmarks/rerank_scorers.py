@@ -25,6 +25,19 @@ VARIANTS = {"listformer": [], "listformer_no_fs": ["--first-stage", "off"]}
 FIRST_STAGE = {"listformer": None, "listformer_no_fs": False}
 
 
+def list_metrics(lists: Sequence[TextList], scores: list, ks=(1, 5, 10)) -> dict:
+    """``ranking_metrics.evaluate_rankings`` of one score array per list on their labels."""
+    from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
+
+    size = max(len(t.relevance) for t in lists)
+    padded = np.zeros([3, len(lists), size])  # scores, labels, mask
+    for row, (t, values) in enumerate(zip(lists, scores)):
+        n = len(values)
+        padded[0, row, :n], padded[1, row, :n], padded[2, row, :n] = values, t.relevance, 1
+    labels = padded[1]
+    return evaluate_rankings(padded[0], labels, labels, padded[2].astype(bool), ks=ks)
+
+
 def read_run_scores(path: str) -> dict[tuple[str, str], float]:
     """``(qid, docid) -> score`` of a TREC run ``qid Q0 docid rank score tag``."""
     scores = {}

@@ -35,6 +35,7 @@ WEB30K_CLICKS = "web30k_clicks_3epochs"
 WEB30K_BATCHES = "web30k_clicks"
 CRANFIELD_DIR = "cranfield_rerank"
 PATH_MODEL = "rankformer"  # the model whose stages the README's path times
+MQ2008_LINK = "[results.md](docs/results.md#quality-on-mq2008)"
 _BLOCK = re.compile(
     r"(?P<open><!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
     r"(?P<close><!-- /results:(?P=name) -->)",
@@ -132,24 +133,18 @@ def run_record(root: str, directory: str, name: str) -> tuple[dict, list[dict]]:
 
 def parity_table(root: str, parity: Parity) -> str:
     """``reference_parity``'s tables of the record, with the CPUs its runs name."""
-    from pipelines.benchmarks.reference.parity_seed_noise import over_runs
-    from pipelines.benchmarks.reference.parity_tables import (
-        between_models,
-        fold_by_fold,
-        seed_by_seed,
-        summarize,
-        table,
-    )
+    from pipelines.benchmarks.reference import parity_seed_noise
+    from pipelines.benchmarks.reference import parity_tables as tables
 
     args, results, by_seed = parity_runs(root, parity)
-    fold_means, rows, paired = summarize(results, args.labels)
+    fold_means, rows, paired = tables.summarize(results, args.labels)
     runs = [run for sides in by_seed.values() for r in sides.values() for run in r.values()]
     parts = {
-        "table": lambda: table(rows, cpu_names(runs), args, paired),
-        "folds": lambda: fold_by_fold(paired),
-        "seeds": lambda: seed_by_seed(by_seed),
-        "noise": lambda: over_runs(by_seed),
-        "models": lambda: between_models(fold_means, results),
+        "table": lambda: tables.table(rows, cpu_names(runs), args, paired),
+        "folds": lambda: tables.fold_by_fold(paired),
+        "seeds": lambda: tables.seed_by_seed(by_seed),
+        "noise": lambda: parity_seed_noise.over_runs(by_seed),
+        "models": lambda: tables.between_models(fold_means, results),
     }
     text = "".join(parts[part]() for part in parity.parts)
     return f"Reprinted by `{parity.command}`:\n\n{text}"
@@ -245,9 +240,6 @@ def headline_mq2008_30(root: str) -> list[str]:
     )
     figure = "test NDCG_y@10, ours against theirs (Δ paired by fold): " + "; ".join(cells)
     return [what, figure, f"`{PARITY_30.command}` ({MQ2008_LINK})"]
-
-
-MQ2008_LINK = "[results.md](docs/results.md#quality-on-mq2008)"
 
 
 def headline_mq2008_200(root: str) -> list[str]:

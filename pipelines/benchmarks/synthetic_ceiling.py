@@ -18,7 +18,8 @@ import tempfile
 
 import numpy as np
 
-from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings, ndcg_at_k
+from pipelines.benchmarks.rerank_scorers import list_metrics
+from tfr_rankformer.ranking.ranking_metrics import ndcg_at_k
 from tfrecords_tools.synthetic import draw_latent_list, list_sizes
 
 KS = (1, 5, 10)
@@ -47,15 +48,7 @@ def ceilings(num_lists: int, *, mean_list_size: int = 40, seed: int = 0) -> dict
 
 
 def _ndcg(lists, scorer) -> dict:
-    size = max(len(t.relevance) for t in lists)
-    scores, labels = np.zeros((len(lists), size)), np.zeros((len(lists), size))
-    mask = np.zeros((len(lists), size), dtype=bool)
-    for row, t in enumerate(lists):
-        n = len(t.relevance)
-        scores[row, :n] = scorer(t)
-        labels[row, :n] = t.relevance
-        mask[row, :n] = True
-    metrics = evaluate_rankings(scores, labels, labels, mask, ks=KS)
+    metrics = list_metrics(lists, [scorer(t) for t in lists], KS)
     return {k: metrics[f"ndcg_r@{k}"] for k in KS}
 
 

@@ -126,7 +126,7 @@ class OfficialTimer:
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        self.ready = self._reply()
+        self._reply()  # ready
 
     def _reply(self) -> dict:
         line = self._process.stdout.readline()
@@ -353,11 +353,8 @@ def summarize(model: str, d: int, medians: dict, args) -> None:
                 "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "none"),
                 "model": model,
                 "features": d,
-                "batch_size": args.batch_size,
+                **{k: getattr(args, k) for k in ("batch_size", "items", "rounds", "steps")},
                 "official_batch_size": args.official_batch_size or args.batch_size,
-                "items": args.items,
-                "rounds": args.rounds,
-                "steps": args.steps,
                 "precision": args.precision,
                 "median_lists_per_second": {side: round(r, 1) for side, r in medians.items()},
                 "matmul_flops_per_list": per_list,

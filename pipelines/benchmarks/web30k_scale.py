@@ -35,6 +35,7 @@ from pipelines.benchmarks.reference.parity_sources import (
     official_setup,
     shared_lists,
 )
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
@@ -298,20 +299,6 @@ def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
     return models, _names(args.protocols, PROTOCOLS, "protocols", p)
 
 
-def _recorder(jsonl: str, run: dict, records: list[dict]):
-    """``done(record)``: records a finished stage and prints its row (and log tail)."""
-
-    def done(record: dict) -> dict:
-        records.append(record)
-        write_records(jsonl, run, records, kind="stage")
-        print(row(record), flush=True)
-        if record.get("tail"):
-            print(record["tail"], end="")
-        return record
-
-    return done
-
-
 def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, done) -> None:
     if done(convert(args, protocol, earlier)).get("failure"):
         return
@@ -334,15 +321,6 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
             done(record)
 
 
-def _finish(run: dict, records: list[dict], markdown: str, jsonl: str) -> int:
-    text = report(run, records)
-    with open(markdown, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"\n{text}wrote {markdown} and {jsonl}")
-    failed = [r for r in records if r.get("failure") and not r["stage"].startswith("released")]
-    return 1 if failed else 0
-
-
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
@@ -359,11 +337,23 @@ def main(argv: list[str] | None = None) -> int:
     earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
     setup = official_setup(args) if "clicks" in protocols and OURS in models else None
     records: list[dict] = []
-    done = _recorder(jsonl, run, records)
+
+    def done(record: dict) -> dict:  # a finished stage: recorded, its row printed
+        records.append(record)
+        write_records(jsonl, run, records, kind="stage")
+        print(row(record), flush=True)
+        print(record.get("tail", ""), end="")
+        return record
+
     print(f"| {HEAD.replace('|', ' | ')} |")
     for protocol in protocols:
         _run_protocol(args, protocol, models, setup, earlier, done)
-    return _finish(run, records, markdown, jsonl)
+    text = report(run, records)
+    with atomic_write(markdown) as f:
+        f.write(text)
+    print(f"\n{text}wrote {markdown} and {jsonl}")
+    failed = [r for r in records if r.get("failure") and not r["stage"].startswith("released")]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

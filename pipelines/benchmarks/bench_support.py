@@ -1,12 +1,7 @@
 """What the benchmarks share: the CPU, LETOR folds, a stand-in manifest, child runs, records.
 
-A record is a JSON-lines file: the speed benchmarks append a line a run; ``web30k_scale`` and
-``cranfield_rerank`` write the run's settings first, then a line per stage or fold, so that
-``--reprint`` prints their tables again without rerunning anything.
-
->>> record = run_stage(["true"], "/tmp/bench_support_doctest.log")
->>> record["returncode"], "failure" in record
-(0, False)
+A record is JSON lines: a line per speed run, or the run's settings then a line per stage or
+fold, so that ``--reprint`` prints a table again without rerunning anything.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Converter throughput on a WEB30K-shaped file, against a naive parse or the Beam pipeline.
 
-Generates a synthetic MSLR-WEB30K-shaped dataset (136 features, lists of about 120 items),
-then alternates ``--repeat`` times (a) and (b), each child process timed end to end:
-``--against naive`` (the default) times (a) a plain Python loop that only splits lines and
-converts tokens to floats against (b) ``tfr-convert --simulate-clicks`` (goal: a ratio of at
-least 2, peak RSS under 1 GB); ``--against beam`` times (a) ``tfr-convert`` against (b) the
-same conversion as an Apache Beam pipeline on the DirectRunner, what Beam costs on one machine.
-
-Run: ``make bench-convert`` or ``python -m pipelines.benchmarks.convert_bench [--against beam]``.
+Alternates (a) and (b), each timed end to end: ``--against naive``, a loop that only splits
+lines and parses floats against ``tfr-convert --simulate-clicks`` (goal: 2x, under 1 GB);
+``--against beam``, ``tfr-convert`` against the same conversion on Beam's DirectRunner.
 """
 
 from __future__ import annotations
@@ -120,45 +115,34 @@ def main(argv: list[str] | None = None) -> int:
     rates_b = [total / r["seconds"] for r in b]
     rates_a = [total / r["seconds"] for r in a] if beam else [n / s for n, s in a]
     ratios = sorted(y / x for x, y in zip(rates_a, rates_b))
-    rss = max(r["peak_rss_bytes"] for r in b) / 2**20
+    ratio, seconds = statistics.median(ratios), statistics.median(r["seconds"] for r in b)
+    rss, worker_rss = (
+        max(r[key] for r in b) / 2**20 for key in ("peak_rss_bytes", "worker_peak_rss_bytes")
+    )
     if beam:
+        labels = ["(a) tfr-convert --simulate-clicks", "(b) ... --runner DirectRunner"]
+        goal = f"; the local converter is {1 / ratio:,.0f}x faster"
         rss_a = max(r["peak_rss_bytes"] for r in a) / 2**20
-        rows = [
-            ("input", f"{total:,} items, train file {size_mb:,.0f} MB ({args.repeat} rounds)"),
-            (
-                "(a) tfr-convert --simulate-clicks",
-                rate_range(rates_a) + f"; {args.workers} worker(s)); peak RSS {rss_a:,.0f} MiB",
-            ),
-            ("(b) ... --runner DirectRunner", rate_range(rates_b) + f"); peak RSS {rss:,.0f} MiB"),
-            (
-                "ratio (b) / (a)",
-                f"{statistics.median(ratios):.3f}x median of rounds "
-                f"(the local converter is {1 / statistics.median(ratios):,.0f}x faster)",
-            ),
-        ]
+        memory = f"(a) {rss_a:,.0f} MiB, (b) {rss:,.0f} MiB"
     else:
-        worker_rss = max(r["worker_peak_rss_bytes"] for r in b) / 2**20
+        labels = ["(a) naive split + float()", "(b) tfr-convert --simulate-clicks"]
+        goal = "; goal >= 2"
         # Workers are forked and share pages with the main process, so the sum overstates.
         together = rss + (args.workers if args.workers > 1 else 0) * worker_rss
-        seconds = statistics.median(r["seconds"] for r in b)
-        rows = [
-            ("train file", f"{counts['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
-            ("(a) naive split + float()", rate_range(rates_a) + ")"),
-            (
-                "(b) tfr-convert --simulate-clicks",
-                rate_range(rates_b) + f"; {seconds:.2f} s for {total:,} items)",
-            ),
-            (
-                "ratio (b) / (a)",
-                f"{statistics.median(ratios):.2f}x median of rounds "
-                f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}; goal >= 2)",
-            ),
-            (
-                "converter peak RSS",
-                f"{rss:,.0f} MiB main process, {worker_rss:,.0f} MiB largest of "
-                f"{args.workers} worker(s); at most {together:,.0f} MiB together (goal < 1024)",
-            ),
-        ]
+        memory = (
+            f"{rss:,.0f} MiB main process, {worker_rss:,.0f} MiB largest of {args.workers} "
+            f"worker(s); at most {together:,.0f} MiB together (goal < 1024)"
+        )
+    rows = [
+        ("train file", f"{counts['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
+        (labels[0], rate_range(rates_a) + ")"),
+        (labels[1], rate_range(rates_b) + f"; {seconds:.2f} s for {total:,} items)"),
+        (
+            "ratio (b) / (a)",
+            f"{ratio:.3f}x median of rounds (min {ratios[0]:.3f}, max {ratios[-1]:.3f}{goal})",
+        ),
+        ("converter peak RSS", memory),
+    ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")

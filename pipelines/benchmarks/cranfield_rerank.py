@@ -1,12 +1,8 @@
 """Cranfield re-ranking in query folds: BM25's top 100, a zero-shot cosine and the Listformer.
 
-BM25 ranks the whole collection for each query; the queries are shuffled and cut into folds
-(test on part k, validate on part k + 1, train on the rest), each converted by ``tfr-convert
---input trec``; each column's NDCG@1, 5, 10 on the test lists (lists whose labels are all
-equal left out) is printed per fold with the mean ± standard error, and recorded in
-``OUTPUT/cranfield_rerank.jsonl`` (``--reprint`` prints the table from it).
-
-Run: ``python -m pipelines.benchmarks.cranfield_rerank --output results/cranfield``.
+Each fold tests on a part of the queries, validates on the next and trains on the rest; each
+column's NDCG on the test lists is printed per fold with the mean ± standard error and kept in
+``OUTPUT/cranfield_rerank.jsonl`` (``--reprint``). Run with ``--output results/cranfield``.
 """
 
 from __future__ import annotations
@@ -23,21 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pipelines.benchmarks import rerank_scorers as rerank
 from pipelines.benchmarks.bench_support import REPO, cpu_extensions, reprint, write_records
-from pipelines.benchmarks.rerank_scorers import (
-    VARIANTS,
-    CosineScorer,
-    Scorer,
-    bm25_scorer,
-    initial_scorer,
-    list_metrics,
-    read_run_scores,
-    train_variant,
-    trained_scorer,
-)
 from pipelines.convert_cli import main as convert_main
 from pipelines.experiment_summary import mean_se
 from pipelines.tf_log_level import add_verbose_flag, start_command
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfrecords_tools.text.text_elwc import read_text_split
 
 DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "cranfield")
@@ -83,13 +70,13 @@ def query_folds(qids: Sequence[str], *, folds: int, seed: int) -> list[dict]:
     return out
 
 
-def fold_row(fold_dir: str, *, scorers: dict[str, Scorer], split: str = "test") -> dict:
+def fold_row(fold_dir: str, *, scorers: dict[str, rerank.Scorer], split: str = "test") -> dict:
     """NDCG@1, 5, 10 x 100 of each scorer (a column) on the split's lists, and its seconds."""
     lists = list(read_text_split(fold_dir, split))
     out = {"split": split, "num_lists": len(lists), "columns": {}, "seconds": {}}
     for name, scorer in scorers.items():
         started = time.perf_counter()
-        metrics = list_metrics(lists, scorer(lists), KS)
+        metrics = rerank.list_metrics(lists, scorer(lists), KS)
         out["columns"][name] = {f"ndcg@{k}": metrics[f"ndcg_r@{k}"] for k in KS}
         out["seconds"][name] = round(time.perf_counter() - started, 2)
         out["num_lists_counted"] = metrics["num_lists_r"]
@@ -107,7 +94,7 @@ def prepare_fold(args, number: int, fold: dict, run_path: str) -> str:
     flags += ["--qrels", os.path.join(args.data, "qrels.txt")]
     for split, qids in fold.items():
         path = os.path.join(qid_dir, f"{split}.qids")
-        with open(path, "w", encoding="utf-8") as f:
+        with atomic_write(path) as f:
             f.writelines(q + "\n" for q in qids)
         flags += [f"--{split}-qids", path]
     fold_dir = os.path.join(args.output, f"Fold{number}")
@@ -186,8 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
 
-    def names(text: str) -> list[str]:
+    def names(text: str) -> list[str]:  # comma-separated; '' for none
         return [x for x in text.split(",") if x]
+
+    def numbers(text: str) -> set[int]:
+        return {int(x) for x in names(text)}
 
     add = p.add_argument
     add("--output", required=True, help="where the run, folds, logs and records go")
@@ -195,35 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--folds", type=int, default=5, help="query folds (>= 3)")
     add("--seed", type=int, default=0, help="seed of the folds")
     add("--top-k", type=int, default=100, help="BM25 documents per query")
-    add(
-        "--init-from",
-        metavar="DIR",
-        help="BERT-family checkpoint of the sentence embeddings and the Listformer (None: "
-        f"the installed {MINILM_PACKAGE} package's model/, all-MiniLM-L6-v2)",
-    )
+    add("--init-from", metavar="DIR", help=f"BERT checkpoint (None: {MINILM_PACKAGE}'s model/)")
     add("--max-query-tokens", type=int, default=32, help="WordPiece tokens of a query")
     add("--max-document-tokens", type=int, default=128, help="WordPiece tokens of a document")
     add("--batch-size", type=int, default=64, help="texts per call of the encoder")
-    add(
-        "--variants",
-        type=names,
-        default=list(VARIANTS),
-        help="Listformer variants scored (before training and trained), comma-separated, "
-        "or '' for none",
-    )
+    add("--variants", type=names, default=list(rerank.VARIANTS), help="Listformer variants scored")
     add("--train-variants", type=names, help="of --variants, those trained (None: all)")
-    add(
-        "--train-folds",
-        type=lambda v: {int(x) for x in names(v)},
-        help="folds on which the Listformer variants are trained, e.g. 1,3 (None: all)",
-    )
+    add("--train-folds", type=numbers, help="folds the variants are trained on (None: all)")
     add("--epochs", type=int, help="tfr-train --epochs of the Listformer (None: tfr-train's)")
-    add(
-        "--reuse-runs",
-        action="store_true",
-        help="score the Listformer runs an earlier run trained in OUTPUT/runs/ instead of "
-        "training them again (their peak RSS is then not measured)",
-    )
+    reuse = "score the Listformer runs in OUTPUT/runs/ instead of training (peak RSS unmeasured)"
+    add("--reuse-runs", action="store_true", help=reuse)
     add("--reprint", action="store_true", help="print the last run's table again")
     add_verbose_flag(p)
     return p
@@ -234,9 +205,9 @@ def checked_arguments(p: argparse.ArgumentParser, args) -> None:
     for name in ("queries.tsv", "collection.tsv", "qrels.txt"):
         if not os.path.isfile(os.path.join(args.data, name)):
             p.error(f"--data {args.data} holds no {name}")
-    unknown = sorted(set(args.variants) - set(VARIANTS))
+    unknown = sorted(set(args.variants) - set(rerank.VARIANTS))
     if unknown:
-        p.error(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS)}")
+        p.error(f"--variants: unknown {unknown}; choose from {sorted(rerank.VARIANTS)}")
     if args.train_variants is None:
         args.train_variants = list(args.variants)
     unknown = sorted(set(args.train_variants) - set(args.variants))
@@ -270,22 +241,22 @@ def run_benchmark(args, run: dict, path: str) -> list[dict]:
     write_bm25_run([queries], [collection], run_path, top_k=args.top_k, progress=False)
     with open(queries, encoding="utf-8") as f:
         qids = [line.split("\t", 1)[0].strip() for line in f if line.strip()]
-    cosine = CosineScorer(
+    cosine = rerank.CosineScorer(
         SentenceEncoder(args.init_from),
         max_query_tokens=args.max_query_tokens,
         max_document_tokens=args.max_document_tokens,
         batch_size=args.batch_size,
     )
-    shared = {"bm25": bm25_scorer(read_run_scores(run_path)), "cosine": cosine}
+    shared = {"bm25": rerank.bm25_scorer(rerank.read_run_scores(run_path)), "cosine": cosine}
     records: list[dict] = []
     for number, fold in enumerate(query_folds(qids, folds=args.folds, seed=args.seed), start=1):
         fold_dir = prepare_fold(args, number, fold, run_path)
         scorers, runs = dict(shared), {}
         for variant in args.variants:
-            scorers[f"{variant}@0"] = initial_scorer(args, fold_dir, variant)
+            scorers[f"{variant}@0"] = rerank.initial_scorer(args, fold_dir, variant)
             if number in args.train_folds and variant in args.train_variants:
-                runs[variant] = train_variant(args, fold_dir, number, variant)
-                scorers[variant] = trained_scorer(runs[variant]["model_dir"])
+                runs[variant] = rerank.train_variant(args, fold_dir, number, variant)
+                scorers[variant] = rerank.trained_scorer(runs[variant]["model_dir"])
         record = {"record": "fold", "fold": number, **fold_row(fold_dir, scorers=scorers)}
         record["runs"] = runs
         records.append(record)

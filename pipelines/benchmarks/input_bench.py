@@ -1,11 +1,8 @@
 """Speed of the training input pipeline alone: lists/s in the first epoch and later ones.
 
-Writes WEB30K-shaped random lists as ELWC with a manifest of 1,000 quantiles per feature,
-then iterates ``data.training_dataset`` with no model, ``--repeats`` fresh pipelines per mode:
-``memory`` (lists held, as ``tfr-train --lists-in-memory on``), ``stream`` (records read
-every epoch) and ``raw`` (held, not normalised: its first epoch is the parsing alone).
-
-Run: ``python -m pipelines.benchmarks.input_bench --lists 50000``.
+Random WEB30K-shaped lists, ``--repeats`` fresh pipelines per mode: ``memory`` (lists held, as
+``--lists-in-memory on``), ``stream`` (records read every epoch) and ``raw`` (held, not
+normalised: its first epoch is the parsing alone).
 """
 
 from __future__ import annotations

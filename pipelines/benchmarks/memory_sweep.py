@@ -1,12 +1,8 @@
 """Training speed and memory of a model family's attentions as lists grow.
 
-Each configuration runs in its own process, capped at ``--memory-gb`` of added address space
-(more is reported as out of memory), and reports its peak resident memory and its memory
-after building. ``--family features``: the RankFormer's full self-attention against the
-summary-token ranker at the same items per batch, with a PNG plot. ``--family text``: a small
-Listformer's blocked global-local attention against dense masked and full attention.
-
-Run: ``python -m pipelines.benchmarks.memory_sweep --family features`` (or ``text``).
+Each configuration runs in a process capped at ``--memory-gb`` of added address space.
+``--family features``: full self-attention against summary tokens, with a PNG plot;
+``--family text``: the Listformer's blocked global-local attention against dense ones.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Quality on MQ2008 (looked up under --data-dir, $TFR_DATA_DIR and the working directory).
+"""Quality on MQ2008: ``python -m pipelines.benchmarks.mq2008 quality|gbdt|losses``.
 
-Three studies, each training every run it needs unless finished under ``--output``:
-
-* ``quality``: the paper's model set on every fold with simulated clicks and one epoch budget;
-* ``gbdt``: the paper's GBDT presets, the RankFormer teacher (the run ``quality`` trains), its
-  distilled student and the GBDT with the student's settings on the labels, with training time
-  and the median latency of scoring one test list alone (LightGBM on one thread);
-* ``losses``: ``context_aware`` once per registered loss on the original labels, best first.
-
-Run: ``python -m pipelines.benchmarks.mq2008 quality --output results/mq2008``.
+``quality``: the paper's model set with simulated clicks; ``gbdt``: the GBDT presets beside the
+RankFormer teacher and its distilled student, with single-list latency; ``losses``:
+``context_aware`` once per loss on the original labels. Finished runs are reused.
 """
 
 from __future__ import annotations
@@ -95,14 +89,11 @@ def losses(args, folds: list[int]) -> None:
 
     results = {}
     for fold in folds:
-        longest = (
-            load_manifest(os.path.join(args.converted, f"Fold{fold}")).split("train").longest_list
-        )
+        train = load_manifest(os.path.join(args.converted, f"Fold{fold}")).split("train")
         for loss in args.losses.split(","):
-            settings = {"model": "context_aware", "loss": loss, "list_size": longest}
-            results.setdefault(loss, []).append(
-                metrics(train_fold(args, fold, loss, settings))["test"]
-            )
+            settings = {"model": "context_aware", "loss": loss, "list_size": train.longest_list}
+            run = train_fold(args, fold, loss, settings)
+            results.setdefault(loss, []).append(metrics(run)["test"])
     print(
         f"\nMQ2008 original labels, folds {args.folds}, context_aware, {args.epochs} epochs, "
         f"batch {args.batch_size}: test NDCG x 100 (mean over folds)\n"
@@ -144,24 +135,20 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
         model_dir = os.path.join(args.output, "runs", preset, f"Fold{fold}")
         if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
             data = os.path.join(args.converted, f"Fold{fold}")
-            rounds = args.early_stopping_rounds
-            config = gbdt.GBDTConfig(
-                model=preset,
-                data=data,
-                model_dir=model_dir,
-                seed=args.seed,
-                early_stopping_rounds=rounds,
+            config = dict(model=preset, data=data, model_dir=model_dir, seed=args.seed)
+            gbdt.train_gbdt(
+                gbdt.GBDTConfig(**config, early_stopping_rounds=args.early_stopping_rounds)
             )
-            gbdt.train_gbdt(config)
         found = metrics(model_dir)
         results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
         scorers[preset] = booster_scorer(model_dir)
     teacher_dir = train_fold(args, fold, TEACHER, MODELS[TEACHER])
     student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
     if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
-        distill(
-            DistillConfig(teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed)
+        config = DistillConfig(
+            teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed
         )
+        distill(config)
     comparison = metrics(student_dir)["comparison"]["test"]
     for name in ("teacher", "student", "gbdt_labels"):
         results[name].append(comparison[name])
@@ -207,19 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("gbdt", "GBDT baselines and the distilled RankFormer with simulated clicks"),
         ("losses", "context_aware with every registered loss on the original labels"),
     ):
-        p = found[study] = studies.add_parser(
-            study,
-            help=what,
-            description=what,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        )
+        formatter = argparse.ArgumentDefaultsHelpFormatter
+        p = found[study] = studies.add_parser(study, help=what, formatter_class=formatter)
         losses_study = study == "losses"
         add = p.add_argument
-        add(
-            "--output",
-            default="results/mq2008" + "_losses" * losses_study,
-            help="runs and converted data",
-        )
+        add("--output", default=f"results/mq2008{'_losses' * losses_study}", help="runs and data")
         add("--data-dir", help="where MQ2008/ is")
         add("--folds", default="1" if losses_study else "1,2,3,4,5", help="comma-separated folds")
         add("--epochs", type=int, default=30, help="epoch budget of every neural run")
@@ -236,14 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        converted = letor_folds(
-            "MQ2008",
-            args.output,
-            data_dir=args.data_dir,
-            seed=args.seed,
-            simulate=args.study != "losses",
-            progress=False,
-        )
+        simulate = args.study != "losses"  # losses: the original labels
+        where = dict(data_dir=args.data_dir, seed=args.seed, simulate=simulate, progress=False)
+        converted = letor_folds("MQ2008", args.output, **where)
     except (ValueError, OSError) as error:
         print(f"mq2008: error: {error}", file=sys.stderr)
         return 1

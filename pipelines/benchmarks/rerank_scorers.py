@@ -1,22 +1,17 @@
-"""Scorers of a re-ranking benchmark's text lists, and the Listformer's runs that make two.
-
-A :data:`Scorer` takes a split's lists (``text_elwc.TextList``) and returns one float array
-of scores per list. Here: a TREC run's own scores, the zero-shot cosine of sentence
-embeddings, and the Listformer's, before training and after ``tfr-train`` in a child process
-whose peak RSS is recorded.
-"""
+"""Scorers of a re-ranking benchmark's text lists: a TREC run's scores, the zero-shot cosine
+of sentence embeddings, and the Listformer's before and after ``tfr-train``."""
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import run_stage
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfrecords_tools.text.text_elwc import TextList
 
 Scorer = Callable[[Sequence[TextList]], list]
@@ -159,19 +154,12 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
         except (OSError, ValueError):
             peak = None  # not measured
         return run_figures(model_dir, peak=peak)
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "w", encoding="utf-8") as f:
-        f.write(shlex.join(["tfr-train", *flags]) + "\n")
-        f.flush()
-        command = [sys.executable, "-m", "pipelines.train_cli", *flags]
-        child = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-    if status != 0:
+    stage = run_stage([sys.executable, "-m", "pipelines.train_cli", *flags], log)
+    if stage["returncode"] != 0:
         raise RuntimeError(f"tfr-train failed on fold {number} ({variant}); see {log}")
-    peak = usage.ru_maxrss * 1024  # Linux reports KiB
-    with open(peak_file, "w", encoding="utf-8") as f:
-        f.write(f"{peak}\n")
-    return run_figures(model_dir, peak=peak)
+    with atomic_write(peak_file) as f:
+        f.write(f"{stage['peak_rss_bytes']}\n")
+    return run_figures(model_dir, peak=stage["peak_rss_bytes"])
 
 
 def run_figures(model_dir: str, *, peak: int | None) -> dict:

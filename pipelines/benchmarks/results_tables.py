@@ -1,9 +1,7 @@
 """The measured tables of README.md and docs/results.md, printed from docs/records/.
 
-Each table sits between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` and is
-printed here from a benchmark's record with that benchmark's own table functions, so a page
-cannot show a figure its record does not hold. ``make docs-results`` runs ``--write``;
-``--check`` exits 1 naming a stale block.
+Each sits between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, printed by its
+benchmark's own table functions, so that a page cannot show a figure no record holds.
 """
 
 from __future__ import annotations
@@ -17,13 +15,9 @@ import re
 import sys
 from collections import Counter
 
+from pipelines.benchmarks import speed_records
 from pipelines.benchmarks.bench_support import REPO, read_lines, read_records
-from pipelines.benchmarks.speed_records import (
-    INPUT_RECORD,
-    SERVING_RECORD,
-    STEP_RECORD,
-    record_table,
-)
+from tfr_rankformer.core.atomic_files import atomic_write
 
 README = "README.md"
 RESULTS = "docs/results.md"
@@ -174,7 +168,7 @@ def cranfield_table(root: str) -> str:
 
 def speed_table(root: str, name: str) -> str:
     record = f"{RECORDS}/{name}"
-    table = record_table(read_lines(os.path.join(root, record)))
+    table = speed_records.record_table(read_lines(os.path.join(root, record)))
     return f"`python -m pipelines.benchmarks.speed_records {record}` reprints it:\n\n{table}"
 
 
@@ -343,9 +337,9 @@ BLOCKS = {
     "cranfield": (RESULTS, cranfield_table),
     "web30k-clicks": (RESULTS, lambda root: web30k_table(root, WEB30K_CLICKS)),
     "web30k-clicks-batch-sizes": (RESULTS, lambda root: web30k_table(root, WEB30K_BATCHES)),
-    "train-step": (RESULTS, lambda root: speed_table(root, STEP_RECORD)),
-    "serving-latency": (RESULTS, lambda root: speed_table(root, SERVING_RECORD)),
-    "input-pipeline": (RESULTS, lambda root: speed_table(root, INPUT_RECORD)),
+    "train-step": (RESULTS, lambda root: speed_table(root, speed_records.STEP_RECORD)),
+    "serving-latency": (RESULTS, lambda root: speed_table(root, speed_records.SERVING_RECORD)),
+    "input-pipeline": (RESULTS, lambda root: speed_table(root, speed_records.INPUT_RECORD)),
     "mq2008-30": (RESULTS, lambda root: parity_table(root, PARITY_30)),
     "mq2008-200": (RESULTS, lambda root: parity_table(root, PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, lambda root: parity_table(root, PARITY_200_SEEDS)),
@@ -390,7 +384,7 @@ def stale_blocks(root: str = REPO, rendered: dict | None = None, *, write=False)
         new, changed = replace_blocks(text, {n: rendered[n] for n in names if n in present})
         found += [f"{page}: {name}" for name in changed]
         if write and changed:
-            with open(path, "w", encoding="utf-8") as f:
+            with atomic_write(path) as f:
                 f.write(new)
     return found
 
@@ -408,9 +402,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--root", default=REPO, help="the repository holding the pages and records")
     args = p.parse_args(argv)
-    from pipelines.tf_log_level import set_tensorflow_log_level
-
-    set_tensorflow_log_level(verbose=False)
     try:
         rendered = {name: render(name, args.root) for name in BLOCKS}
         if not args.check:

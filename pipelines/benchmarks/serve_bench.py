@@ -1,12 +1,8 @@
 """Serving latency of an exported RankFormer beside a 1,000-tree LightGBM model, on CPU.
 
-Saves the paper's RankFormer (untrained: latency does not depend on the weights) with the
-serving signatures and the converter's default normalisation, loads it back as TF Serving
-would, and times p50 / p99 of ``serving_default`` (serialized ELWC in) and of
-``predict_tensors`` on one list of 16 and of 128 items, and lists/s at batch 64, beside a
-LightGBM lambdarank model predicting the same items.
-
-Run: ``python -m pipelines.benchmarks.serve_bench``.
+p50 / p99 of the SavedModel's ELWC and tensor signatures on one list of 16 and of 128 items,
+and lists/s at batch 64, beside LightGBM predicting the same items (untrained weights: latency
+does not depend on them).
 """
 
 from __future__ import annotations
@@ -80,23 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    # Before TensorFlow starts its runtime (the first op), as a server's flags do.
-    if args.intra_op_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
-    if args.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+def measure(args) -> tuple[list[tuple], dict]:
+    """``(call, p50 ms, p99 ms)`` of each call at 16 and 128 items, and lists/s at batch 64."""
     d = args.features
-    model = build_model(
-        "rankformer", feature_manifest(d, args.normalization), ModelConfig(), levels=2
-    )
-    encoder = ElwcEncoder(d)
-    rng = np.random.default_rng(1)
+    manifest = feature_manifest(d, args.normalization)
+    model = build_model("rankformer", manifest, ModelConfig(), levels=2)
+    encoder, rng = ElwcEncoder(d), np.random.default_rng(1)
 
     def elwc(n):
-        x = rng.normal(size=(n, d)).astype(np.float32)
-        return encoder.encode(1, x, np.zeros(n), np.zeros(n))
+        return encoder.encode(
+            1, rng.normal(size=(n, d)).astype(np.float32), np.zeros(n), np.zeros(n)
+        )
 
     import lightgbm as lgb
 
@@ -108,11 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "1")
         save_servable(model, path, num_features=d, list_head=True, warmup=[elwc(16)])
-        loaded = tf.saved_model.load(path)
-        by_proto, by_tensor = (
-            loaded.signatures[SIGNATURE_ELWC],
-            loaded.signatures[SIGNATURE_TENSORS],
-        )
+        signatures = tf.saved_model.load(path).signatures
+        by_proto, by_tensor = signatures[SIGNATURE_ELWC], signatures[SIGNATURE_TENSORS]
         for n in (16, 128):
             proto = tf.constant([elwc(n)])
             features = tf.constant(rng.normal(size=(1, n, d)).astype(np.float32))
@@ -126,32 +113,44 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows += [(name, *percentiles(call, args.repeats)) for name, call in calls.items()]
         batch = tf.constant([elwc(16) for _ in range(64)])
-        proto_rate = throughput(lambda: by_proto(examples=batch), 64)
         batch_items = rng.normal(size=(64 * 16, d))
-        tree_rate = throughput(lambda: booster.predict(batch_items), 64)
+        rates = {
+            "rankformer_elwc": throughput(lambda: by_proto(examples=batch), 64),
+            "lightgbm": throughput(lambda: booster.predict(batch_items), 64),
+        }
+    return rows, rates
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Before TensorFlow starts its runtime (the first op), as a server's flags do.
+    if args.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    if args.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    rows, rates = measure(args)
     print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
-        f"{d} features, {args.normalization} normalisation, {args.repeats} calls "
+        f"{args.features} features, {args.normalization} normalisation, {args.repeats} calls "
         f"each; TensorFlow threads: intra-op {args.intra_op_threads or 'default'}, "
         f"inter-op {args.inter_op_threads or 'default'}"
     )
     print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
     for name, p50, p99 in rows:
         print(f"{name:<36} {p50:>8.2f} {p99:>8.2f}")
-    for elwc_row, tree in zip(rows[::3], rows[2::3]):  # each length: ELWC, tensors, LightGBM
-        print(f"{elwc_row[0]}: p50 {elwc_row[1] / tree[1]:.2f}x LightGBM's")
+    for elwc, tree in zip(rows[::3], rows[2::3]):  # each length: ELWC, tensors, LightGBM
+        print(f"{elwc[0]}: p50 {elwc[1] / tree[1]:.2f}x LightGBM's")
     print(
-        f"throughput, batch 64 lists of 16: rankformer ELWC {proto_rate:,.0f} lists/s, "
-        f"lightgbm {tree_rate:,.0f} lists/s"
+        f"throughput, batch 64 lists of 16: rankformer ELWC {rates['rankformer_elwc']:,.0f} "
+        f"lists/s, lightgbm {rates['lightgbm']:,.0f} lists/s"
     )
     if args.record:
-        line = {"kind": "serving", "cpu": cpu_extensions(), "features": d}
-        line.update(normalization=args.normalization, trees=args.trees, repeats=args.repeats)
+        line = {"kind": "serving", "cpu": cpu_extensions(), "features": args.features}
+        line.update({k: getattr(args, k) for k in ("normalization", "trees", "repeats")})
         line["threads"] = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
         line["calls"] = [
             {"call": c, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)} for c, p50, p99 in rows
         ]
-        rates = {"rankformer_elwc": proto_rate, "lightgbm": tree_rate}
         line["batch_64_lists_per_second"] = {k: round(v) for k, v in rates.items()}
         append_line(args.record, line)
     return 0

@@ -1,7 +1,4 @@
-"""The speed benchmarks' records (JSON lines) and the tables printed from them.
-
-``train_bench``, ``serve_bench`` and ``input_bench`` append a line a run with ``--record FILE``;
-every row of a table names the CPU it was measured on. No TensorFlow here.
+"""The speed benchmarks' records and their tables, every row naming its CPU.
 
 Reprint: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.jsonl``.
 """

@@ -1,13 +1,7 @@
-"""What a list-aware ranker can gain on the synthetic data, from rankings that know its truth.
+"""What a list-aware ranker can gain on synthetic data, from rankings that know its truth.
 
-Feature lists (the default): mean NDCG@10 on the explicit labels of rankings by the hidden
-variables: ``utility`` (without its noise, the list's intent included: the best any model can
-do), ``pointwise`` (the best from each item's own variables: the intent term drops out, quality
-and absolute price remain) and ``quality`` alone; lists with no relevant item are left out.
-``--text``: NDCG@1, 5, 10 of the run's order, BM25 and the text oracles (each document's
-query-term coverage, and that plus its list's majority topic) on one split of synthetic text.
-
-Run: ``python -m pipelines.benchmarks.synthetic_ceiling --lists 20000`` (``--text --lists 3000``).
+Feature lists: NDCG@10 of the noiseless utility, the best pointwise ranking and quality alone.
+``--text``: the run's order, BM25 and the document-at-a-time and list-aware text oracles.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Training speed of our models against the RankFormer authors' released code, in one run.
 
-It times full training steps (forward, losses, backward, AdamW) of the paper's settings on
-one in-memory batch of random lists, input pipeline left out. Given the released code and a
-Python with torch, it times their model in a subprocess (``reference_step_timer.py``) in
-rounds alternating with ours, so that load from other processes hits both alike.
-``--profile`` instead sums TensorFlow's profiler op times over ``--steps`` of our steps.
-
-Run: ``python -m pipelines.benchmarks.train_bench --official-dir DIR --official-python PYTHON``.
+Full training steps on one in-memory batch, ours in rounds alternating with the released
+code's (``reference_step_timer.py``) so that load hits both alike; ``--profile`` sums
+TensorFlow's profiler op times over our steps instead.
 """
 
 from __future__ import annotations
@@ -21,16 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.bench_support import (
-    MAX_LABEL,
-    append_line,
-    cpu_extensions,
-    feature_manifest,
-)
+from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.reference.parity_sources import SETUP, official_setup
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.precision import precision_policy
@@ -41,12 +34,6 @@ MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "reference", "reference_step_timer.py"
 )
-SETUP = """\
-The authors' released code is not set up, so only our side is timed. To compare:
-  git clone https://github.com/maartenbuyl/rankformer rankformer-official
-  python3.11 -m venv ref-venv && ref-venv/bin/pip install torch
-then pass --official-dir rankformer-official --official-python ref-venv/bin/python
-(or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
@@ -86,10 +73,10 @@ def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision=
     config = TrainConfig(model=model, data="-", model_dir="-")
     with precision_policy(precision):  # features arrive normalised, as in training
         _, compiled = build_compiled_model(
-            config, feature_manifest(d), steps_per_epoch=100, xla=xla
+            config, support.feature_manifest(d), steps_per_epoch=100, xla=xla
         )
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
+    labels = rng.integers(0, support.MAX_LABEL + 1, (batch, items)).astype(np.float32)
     inputs = {
         "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),
         "mask": tf.ones((batch, items), tf.bool),
@@ -102,19 +89,6 @@ def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision=
     return lambda: compiled.train_on_batch(inputs, targets)
 
 
-def official_setup(args) -> tuple[str, str] | None:
-    """``(official_dir, python)`` when the released code can be timed, else ``None``."""
-    directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
-    python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
-    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
-        return None
-    check = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
-    if check.returncode != 0:
-        print(f"{python} cannot import torch:\n{check.stderr[-300:]}")
-        return None
-    return directory, python
-
-
 class OfficialTimer:
     """The released model's training step in a ``reference_step_timer.py`` subprocess."""
 
@@ -122,7 +96,7 @@ class OfficialTimer:
         directory, python = setup
         command = [python, TIMER, "--official-dir", directory, "--model", model]
         command += ["--features", str(d), "--batch-size", str(batch), "--items", str(items)]
-        command += ["--max-label", str(MAX_LABEL), "--threads", str(threads)]
+        command += ["--max-label", str(support.MAX_LABEL), "--threads", str(threads)]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -163,15 +137,8 @@ def our_steps(model: str, d: int, args) -> dict:
     if args.compare_xla and not args.xla:
         sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))
     if args.compare_plain:
-        previous = os.environ.get(compiled_ops.ENV_SWITCH)
-        os.environ[compiled_ops.ENV_SWITCH] = "0"
-        try:
+        with mock.patch.dict(os.environ, {compiled_ops.ENV_SWITCH: "0"}):
             sides["ours, plain ops"] = prepare(model, d, **kwargs)
-        finally:
-            if previous is None:
-                os.environ.pop(compiled_ops.ENV_SWITCH)
-            else:
-                os.environ[compiled_ops.ENV_SWITCH] = previous
     return sides
 
 
@@ -273,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--profile", action="store_true", help="profile our steps instead of timing rounds")
     add("--top", type=int, default=12, help="--profile: ops listed one by one")
     add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    add("--official-python", help="a Python with torch")
+    add("--official-python", help="a Python with torch, pandas and scikit-learn")
     add("--official-batch-size", type=int, help="the released code's lists per step (None: ours)")
     add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")
     add(
@@ -302,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     setup = official_setup(args)
     if setup is None:
         print(SETUP)
-    print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
+    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
         f"batch {args.batch_size} lists of {args.items} items"
         + (f" (theirs {args.official_batch_size})" if args.official_batch_size else "")
@@ -345,11 +312,11 @@ def summarize(model: str, d: int, medians: dict, args) -> None:
             line += f", {ceiling / medians['authors']:.2f}x the authors'"
         print(line)
     if args.record:
-        append_line(
+        support.append_line(
             args.record,
             {
                 "kind": "train_step",
-                "cpu": cpu_extensions(),
+                "cpu": support.cpu_extensions(),
                 "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "none"),
                 "model": model,
                 "features": d,

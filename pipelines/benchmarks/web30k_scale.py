@@ -1,12 +1,8 @@
 """The pipeline at MSLR-WEB30K's size with default flags, each stage in its own process.
 
-Per protocol (``explicit`` labels or simulated ``clicks``): ``tfr-convert --input synthetic``
-(reused when present), ``tfr-train`` of each model (on explicit labels each neural model again
-with padded batches and no length buckets), ``tfr-eval`` and ``tfr-export``, and on clicks the
-authors' released RankFormer on the same lists, with each stage's wall time and peak memory.
-``OUTPUT/web30k_scale.jsonl`` holds the run's settings and a line per stage (``--reprint``).
-
-Run: ``python -m pipelines.benchmarks.web30k_scale --output results/web30k_scale [--quick]``.
+Per protocol: convert, train each model (on explicit labels also with padded batches), eval
+and export, and on clicks the released RankFormer on the same lists; each stage's wall time and
+peak memory go to ``OUTPUT/web30k_scale.jsonl`` (``--reprint``).
 """
 
 from __future__ import annotations
@@ -21,20 +17,8 @@ import shutil
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import (
-    cpu_extensions,
-    read_json,
-    read_records,
-    reprint,
-    run_stage,
-    write_records,
-)
-from pipelines.benchmarks.reference.parity_sources import (
-    RUNNER,
-    add_source_arguments,
-    official_setup,
-    shared_lists,
-)
+from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.reference import parity_sources
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
@@ -83,7 +67,7 @@ def convert(args, protocol: str, earlier: dict) -> dict:
     command += ["--synthetic-list-size", "120", "--synthetic-length-spread", "web30k"]
     command += ["--output", data, "--no-progress"]
     command += ["--simulate-clicks"] if protocol == "clicks" else []
-    record = {**key, **run_stage(command, _log(args, protocol, "convert", "-"))}
+    record = {**key, **support.run_stage(command, _log(args, protocol, "convert", "-"))}
     manifest = _manifest(data)
     if manifest is not None and not record["returncode"]:
         splits = manifest.splits.values()
@@ -114,8 +98,8 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     if padded_batch:
         command += ["--length-buckets", "off", "--batch-size", str(padded_batch)]
     record = {"protocol": protocol, "stage": stage, "model": model}
-    record.update(run_stage(command, _log(args, protocol, stage, model)))
-    metrics = read_json(os.path.join(run_dir, "metrics.json")) or {}
+    record.update(support.run_stage(command, _log(args, protocol, stage, model)))
+    metrics = support.read_json(os.path.join(run_dir, "metrics.json")) or {}
     record["training"] = training = metrics.get("training") or {}
     record["train_seconds"] = training.get("seconds")
     record["estimated_peak_bytes"] = training.get("estimated_peak_bytes")
@@ -219,19 +203,26 @@ def released(args, setup, ours: dict) -> list[dict]:
         return [{**record, "failure": "not set up"}]
     if manifest is None or ours.get("failure"):
         return [{**record, "failure": "no clicks data or no rankformer run of ours"}]
-    paths, (directory, python) = shared_lists(data), setup
+    paths, (directory, python) = parity_sources.shared_lists(data), setup
     records = []
     for batch in released_batches(args.official_batch_sizes, manifest):
         batch = min(batch, manifest.split("train").num_lists)
         stage = f"released-b{batch}"
         log = _log(args, "clicks", stage, OURS)
-        command = [python, RUNNER, "--official-dir", directory, "--train", paths["train"]]
+        command = [
+            python,
+            parity_sources.RUNNER,
+            "--official-dir",
+            directory,
+            "--train",
+            paths["train"],
+        ]
         command += ["--test", paths["test"], "--epochs", str(args.click_epochs)]
         command += ["--models", OURS, "--threads", str(args.official_threads)]
         command += ["--batch-size", str(batch)]
         result = {**record, "stage": stage, "batch_size": batch}
         result["estimated_peak_bytes"] = released_estimate(manifest, batch)
-        result.update(run_stage(command, log, timeout=args.official_timeout))
+        result.update(support.run_stage(command, log, timeout=args.official_timeout))
         with open(log, encoding="utf-8", errors="replace") as f:
             lines = [json.loads(x) for x in f if x.startswith("{")]
         results = [x for x in lines if "model" in x]
@@ -274,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="epochs of each neural model, and of the released code, on clicks",
     )
     group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
-    add_source_arguments(group)
+    parity_sources.add_source_arguments(group)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="seconds")
     group.add_argument("--official-threads", type=int, default=2, help="its threads")
     group.add_argument(
@@ -315,7 +306,7 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
             command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
             log = _log(args, protocol, stage, OURS)
             record = {"protocol": protocol, "stage": stage, "model": OURS}
-            done({**record, **run_stage(command, log)})
+            done({**record, **support.run_stage(command, log)})
     if protocol == "clicks" and OURS in models:
         for record in released(args, setup, ours):
             done(record)
@@ -327,20 +318,22 @@ def main(argv: list[str] | None = None) -> int:
     jsonl = os.path.join(args.output, "web30k_scale.jsonl")
     markdown = os.path.join(args.output, "web30k_scale.md")
     if args.reprint:
-        return reprint(p, jsonl, report)
+        return support.reprint(p, jsonl, report)
     models, protocols = _checked(p, args)
     words = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    run = dict(command=command, cpu=cpu_extensions(), date=date, lists=args.lists)
+    run = dict(command=command, cpu=support.cpu_extensions(), date=date, lists=args.lists)
     os.makedirs(args.output, exist_ok=True)
-    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
-    setup = official_setup(args) if "clicks" in protocols and OURS in models else None
+    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in support.read_records(jsonl)[1]}
+    setup = (
+        parity_sources.official_setup(args) if "clicks" in protocols and OURS in models else None
+    )
     records: list[dict] = []
 
     def done(record: dict) -> dict:  # a finished stage: recorded, its row printed
         records.append(record)
-        write_records(jsonl, run, records, kind="stage")
+        support.write_records(jsonl, run, records, kind="stage")
         print(row(record), flush=True)
         print(record.get("tail", ""), end="")
         return record

@@ -22,6 +22,15 @@ MAX_LABEL = 4  # the released code's purchase label
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default after its help, unless it is None or a switch's False."""
+
+    def _get_help_string(self, action) -> str:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def cpu_extensions() -> str:
     """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
     try:
@@ -47,17 +56,11 @@ def letor_folds(
     from pipelines.experiment_runner import convert_folds
     from tfrecords_tools.convert import ConvertConfig
 
-    config = ConvertConfig(
-        input=dataset,
-        output=os.path.join(output, "data"),
-        data_dir=data_dir,
-        all_folds=True,
-        simulate_clicks=simulate,
-        seed=seed,
-        overwrite=True,
-        **({} if clicks is None else {"clicks": clicks}),
-    )
-    return convert_folds(config, progress=progress)
+    settings = dict(input=dataset, output=os.path.join(output, "data"), data_dir=data_dir)
+    settings.update(all_folds=True, simulate_clicks=simulate, seed=seed, overwrite=True)
+    if clicks is not None:
+        settings["clicks"] = clicks
+    return convert_folds(ConvertConfig(**settings), progress=progress)
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 
+from pipelines.benchmarks.bench_support import HelpFormatter
 from tfrecords_tools.letor.parse_workers import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
@@ -70,15 +71,15 @@ def rate_range(rates: list[float]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--against", choices=sorted(DEFAULTS), default="naive", help="what tfr-convert meets")
-    add("--items", type=int, help="train items to generate (None: 200000; beam: 20000)")
-    add("--workdir", help="where to put the data (None: a temporary directory)")
+    add("--items", type=int, help="train items to generate (default: 200000; beam: 20000)")
+    add("--workdir", help="where to put the data (default: a temporary directory)")
     add("--seed", type=int, default=0, help="the data's and conversion's seed")
     add("--workers", type=int, default=default_workers(), help="the converter's processes")
-    add("--repeat", type=int, help="rounds alternating (a) and (b) (None: 3; beam: 2)")
+    add("--repeat", type=int, help="rounds alternating (a) and (b) (default: 3; beam: 2)")
     add(
         "--beam-arg",
         action="append",

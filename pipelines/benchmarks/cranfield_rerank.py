@@ -20,7 +20,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipelines.benchmarks import rerank_scorers as rerank
-from pipelines.benchmarks.bench_support import REPO, cpu_extensions, reprint, write_records
+from pipelines.benchmarks.bench_support import (
+    REPO,
+    HelpFormatter,
+    cpu_extensions,
+    reprint,
+    write_records,
+)
 from pipelines.convert_cli import main as convert_main
 from pipelines.experiment_summary import mean_se
 from pipelines.tf_log_level import add_verbose_flag, start_command
@@ -170,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cranfield_rerank",
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
 
     def names(text: str) -> list[str]:  # comma-separated; '' for none
@@ -185,14 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--folds", type=int, default=5, help="query folds (>= 3)")
     add("--seed", type=int, default=0, help="seed of the folds")
     add("--top-k", type=int, default=100, help="BM25 documents per query")
-    add("--init-from", metavar="DIR", help=f"BERT checkpoint (None: {MINILM_PACKAGE}'s model/)")
+    add("--init-from", metavar="DIR", help=f"BERT checkpoint (default: {MINILM_PACKAGE}'s model/)")
     add("--max-query-tokens", type=int, default=32, help="WordPiece tokens of a query")
     add("--max-document-tokens", type=int, default=128, help="WordPiece tokens of a document")
     add("--batch-size", type=int, default=64, help="texts per call of the encoder")
     add("--variants", type=names, default=list(rerank.VARIANTS), help="Listformer variants scored")
-    add("--train-variants", type=names, help="of --variants, those trained (None: all)")
-    add("--train-folds", type=numbers, help="folds the variants are trained on (None: all)")
-    add("--epochs", type=int, help="tfr-train --epochs of the Listformer (None: tfr-train's)")
+    add("--train-variants", type=names, help="of --variants, those trained (default: all)")
+    add("--train-folds", type=numbers, help="folds the variants are trained on (default: all)")
+    add("--epochs", type=int, help="tfr-train --epochs of the Listformer (default: tfr-train's)")
     reuse = "score the Listformer runs in OUTPUT/runs/ instead of training (peak RSS unmeasured)"
     add("--reuse-runs", action="store_true", help=reuse)
     add("--reprint", action="store_true", help="print the last run's table again")

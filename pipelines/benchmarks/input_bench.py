@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, cpu_extensions
+from pipelines.benchmarks.bench_support import MAX_LABEL, HelpFormatter, append_line, cpu_extensions
 from pipelines.benchmarks.speed_records import epoch_medians
 from tfr_rankformer.core.atomic_files import atomic_write
 
@@ -118,7 +118,7 @@ def _load() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = p.add_argument
     add("--lists", type=int, default=50_000, help="lists to write")
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--batch-items", type=int, default=32768, help="padded items per batch")
     add("--mode", choices=(*MODES, "all"), default="all", help="the pipelines timed")
     add("--seed", type=int, default=0, help="data and shuffle seed")
-    add("--data", help="a directory this benchmark or tfr-convert wrote (None: write lists)")
+    add("--data", help="a directory this benchmark or tfr-convert wrote (default: write lists)")
     add(
         "--record",
         metavar="FILE",

@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.benchmarks.bench_support import CAPPED_STEPS, cpu_extensions, run_child
+from pipelines.benchmarks.bench_support import (
+    CAPPED_STEPS,
+    HelpFormatter,
+    cpu_extensions,
+    run_child,
+)
 
 # argv: model, items per list, items per batch, steps, spare GiB.
 FEATURES_CHILD = """
@@ -194,12 +199,12 @@ def memory_table(args) -> list[dict]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--family", choices=sorted(FAMILIES), required=True, help="the models compared")
     add("--steps", type=int, default=3, help="timed steps per configuration")
-    add("--memory-gb", type=float, help="address space each run may add, GiB (None: 12, text 6)")
+    add("--memory-gb", type=float, help="address space each run may add, GiB (default: 12, text 6)")
     features = parser.add_argument_group("--family features").add_argument
     features("--lengths", default="256,1024,4096,16384", help="items per list")
     features("--items", type=int, default=16384, help="items per batch")

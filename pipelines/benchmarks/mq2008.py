@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import letor_folds
+from pipelines.benchmarks.bench_support import HelpFormatter, letor_folds
 from pipelines.experiment_summary import mean_se
 from tfr_rankformer.training.train_config import TrainConfig
 
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("gbdt", "GBDT baselines and the distilled RankFormer with simulated clicks"),
         ("losses", "context_aware with every registered loss on the original labels"),
     ):
-        formatter = argparse.ArgumentDefaultsHelpFormatter
+        formatter = HelpFormatter
         p = found[study] = studies.add_parser(study, help=what, formatter_class=formatter)
         losses_study = study == "losses"
         add = p.add_argument

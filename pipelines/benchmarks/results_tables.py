@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 
 from pipelines.benchmarks import speed_records
-from pipelines.benchmarks.bench_support import REPO, read_lines, read_records
+from pipelines.benchmarks.bench_support import REPO, HelpFormatter, read_lines, read_records
 from tfr_rankformer.core.atomic_files import atomic_write
 
 README = "README.md"
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="results_tables",
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     what = p.add_mutually_exclusive_group()
     what.add_argument("--write", action="store_true", help="rewrite the pages' blocks too")

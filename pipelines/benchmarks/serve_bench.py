@@ -16,7 +16,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.bench_support import append_line, cpu_extensions, feature_manifest
+from pipelines.benchmarks.bench_support import (
+    HelpFormatter,
+    append_line,
+    cpu_extensions,
+    feature_manifest,
+)
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.model.models import build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
@@ -46,7 +51,7 @@ def throughput(call, lists: int, repeats: int = 30) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--features", type=int, default=136, help="features per item")

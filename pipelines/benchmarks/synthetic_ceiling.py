@@ -12,6 +12,7 @@ import tempfile
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import HelpFormatter
 from pipelines.benchmarks.rerank_scorers import list_metrics
 from tfr_rankformer.ranking.ranking_metrics import ndcg_at_k
 from tfrecords_tools.synthetic import draw_latent_list, list_sizes
@@ -95,12 +96,12 @@ def print_text_baselines(args) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--text", action="store_true", help="synthetic text: BM25 and the oracles")
-    add("--lists", type=int, help="lists drawn (None: 20000; text: 3000 train, a third each)")
-    add("--list-size", type=int, help="mean list size (None: 40; text: 20)")
+    add("--lists", type=int, help="lists drawn (default: 20000; text: 3000 train, a third each)")
+    add("--list-size", type=int, help="mean list size (default: 40; text: 20)")
     add("--seed", type=int, default=0, help="random seed")
     add("--data", help="--text: score this converted dataset instead of generating one")
     add("--split", default="test", help="--text: the split scored")

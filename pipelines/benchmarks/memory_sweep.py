@@ -104,7 +104,7 @@ def _figures(result: dict) -> list[str]:
     return [_cell(peak), _cell(added), why if ms is None else _cell(ms)]
 
 
-def features_sweep(args) -> dict:
+def features_sweep(args) -> None:
     """Prints the ``features`` table and writes its plot."""
     lengths = [int(n) for n in args.lengths.split(",")]
     results = {model: {} for model in MODELS}
@@ -113,16 +113,11 @@ def features_sweep(args) -> dict:
         for model, label in MODELS.items():
             result = run_configuration("features", [model, length, args.items], args)
             results[model][length] = result
-            ms = result["ms_per_step"]
-            print(
-                f"{length:>7,} {label:<15} {max(args.items // length, 1):>6} "
-                f"{_cell(result['peak_rss_mb']):>9} "
-                f"{'out of memory' if ms is None else f'{ms:,.0f}':>10}",
-                flush=True,
-            )
+            ms = "out of memory" if result["ms_per_step"] is None else _cell(result["ms_per_step"])
+            lists, peak = max(args.items // length, 1), _cell(result["peak_rss_mb"])
+            print(f"{length:>7,} {label:<15} {lists:>6} {peak:>9} {ms:>10}", flush=True)
     _plot(results, lengths, args.output)
     print(f"wrote {args.output}")
-    return results
 
 
 def _plot(results: dict, lengths: list[int], path: str) -> None:

@@ -77,13 +77,8 @@ def print_text_baselines(args) -> None:
         if directory is None:
             directory = os.path.join(scratch, "data")
             third = max(1, args.lists // 3)
-            config = SyntheticTextConfig(
-                train_queries=args.lists,
-                vali_queries=third,
-                test_queries=third,
-                mean_list_size=args.list_size,
-                seed=args.seed,
-            )
+            sizes = dict(train_queries=args.lists, vali_queries=third, test_queries=third)
+            config = SyntheticTextConfig(**sizes, mean_list_size=args.list_size, seed=args.seed)
             convert_synthetic_text(config, output=directory, progress=False)
         result = text_baselines(directory, split=args.split)
     print(f"{result.pop('num_lists')} {args.split} lists; NDCG x 100")

@@ -37,21 +37,18 @@ def input_table(lines: list[dict]) -> str:
         }
         (held_first, held), (_, read), (raw, _) = cells["memory"], cells["stream"], cells["raw"]
         load = line["load_average"]
+        parsing = "—" if raw is None else f"{raw:,.0f} ({_ratio(held_first, raw)})"
         out.append(
             f"| {line['cpu']} ({line['cores']}; {load['before']}, {load['after']}) "
             f"| {line['lists']:,} x {line['items'] / line['lists']:.0f} ({line['longest']}) "
             f"x {line['features']} | {_rates(*cells['memory'])} | {_rates(*cells['stream'])} "
-            f"| {_ratio(held, read)} | {_parsing(raw, held_first)} |"
+            f"| {_ratio(held, read)} | {parsing} |"
         )
     return "\n".join(out)
 
 
 def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a and b else "—"
-
-
-def _parsing(raw: float | None, held_first: float | None) -> str:
-    return "—" if raw is None else f"{raw:,.0f} ({_ratio(held_first, raw)})"
 
 
 def _rates(first: float | None, later: float | None) -> str:
@@ -94,10 +91,6 @@ def step_table(lines: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _threads(count: int) -> str:
-    return str(count) if count else "default"
-
-
 def serving_table(lines: list[dict]) -> str:
     out = [
         "| CPU | normalisation | TensorFlow threads (intra-op, inter-op) | items "
@@ -108,7 +101,7 @@ def serving_table(lines: list[dict]) -> str:
     for line in lines:
         calls = line["calls"]  # each length's ELWC, tensors and LightGBM calls, in order
         threads = line["threads"]
-        pools = f"{_threads(threads['intra_op'])}, {_threads(threads['inter_op'])}"
+        pools = ", ".join(str(threads[k] or "default") for k in ("intra_op", "inter_op"))
         rates = line["batch_64_lists_per_second"]
         throughput = f"{rates['rankformer_elwc']:,}, {rates['lightgbm']:,}"
         for elwc, tensors, trees in zip(calls[::3], calls[1::3], calls[2::3]):

@@ -46,8 +46,7 @@ def test_a_run_of_one_epoch_or_without_a_mode_prints_dashes():
 
 def test_input_bench_reports_and_records_both_modes(tmp_path, capsys):
     from pipelines.benchmarks import input_bench
-    from pipelines.benchmarks.bench_support import cpu_extensions
-    from pipelines.benchmarks.run_records import read_lines
+    from pipelines.benchmarks.bench_support import cpu_extensions, read_lines
 
     record = tmp_path / "input.jsonl"
     flags = ["--lists", "40", "--items", "3", "--features", "5", "--epochs", "2"]

@@ -7,8 +7,7 @@ from pipelines.benchmarks import serve_bench  # noqa: E402
 
 def test_serve_bench_reports_and_records_both_models_at_the_default_normalisation(capsys, tmp_path):
     from pipelines.benchmarks import speed_records
-    from pipelines.benchmarks.bench_support import cpu_extensions
-    from pipelines.benchmarks.run_records import read_lines
+    from pipelines.benchmarks.bench_support import cpu_extensions, read_lines
     from tfrecords_tools.convert import ConvertConfig
 
     assert serve_bench.build_parser().parse_args([]).normalization == ConvertConfig.normalize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.benchmarks.train_bench import forward_flops  # noqa: E402
-from tfr_rankformer.model.models import ModelConfig  # noqa: E402
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
 
 
 def test_mlp_flops_by_hand():
@@ -62,10 +62,10 @@ def test_unknown_models_are_refused():
         main(["--models", "mlp,gbdt"])
 
 
-def test_step_profile_sums_op_time_by_type(capsys):
-    from pipelines.benchmarks.step_profile import main
+def test_profile_sums_op_time_by_type(capsys):
+    from pipelines.benchmarks.train_bench import main
 
-    assert main(["--model", "mlp", "--batch-size", "4", "--items", "3", "--steps", "1"]) == 0
+    assert main(["--profile", "--models", "mlp", "--batch-size", "4", "--items", "3"]) == 0
     out = capsys.readouterr().out
     assert "ms of op time per step" in out and "MatMul" in out and "largest ops:" in out
 
@@ -118,8 +118,7 @@ def test_their_own_batch_size_sets_their_steps_and_their_rate(capsys, monkeypatc
 
 def test_a_record_line_per_model_reprints_as_a_table_naming_the_cpu(capsys, monkeypatch, tmp_path):
     from pipelines.benchmarks import speed_records, train_bench
-    from pipelines.benchmarks.bench_support import cpu_extensions
-    from pipelines.benchmarks.run_records import read_lines
+    from pipelines.benchmarks.bench_support import cpu_extensions, read_lines
 
     class FakeTimer:  # the released code: 0.5 s per step of 2 lists
         def __init__(self, setup, model, d, *, batch, items, threads):
@@ -166,7 +165,7 @@ def test_a_broken_record_line_is_named(tmp_path, capsys):
 
 def test_our_other_steps_are_recorded_as_ratios_to_our_first(tmp_path, monkeypatch):
     from pipelines.benchmarks import speed_records, train_bench
-    from pipelines.benchmarks.run_records import read_lines
+    from pipelines.benchmarks.bench_support import read_lines
 
     monkeypatch.delenv("RANKFORMER_OFFICIAL_PYTHON", raising=False)
     record = tmp_path / "steps.jsonl"

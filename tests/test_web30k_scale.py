@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from pipelines.benchmarks import bench_support, web30k_released, web30k_scale  # noqa: E402
-from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
+from pipelines.benchmarks import bench_support, web30k_scale
+from tfr_rankformer.inputs.manifest import Manifest
 
 
 def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
@@ -74,9 +74,9 @@ def test_stage_peak_memory_is_its_own_and_failures_are_named(tmp_path):
 def test_released_batches_fit_half_the_memory_unless_listed():
     manifest = Manifest.coerce({"num_features": 136, "splits": {"train": {"longest_list": 16}}})
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    (auto,) = web30k_released.released_batches("auto", manifest)
-    assert web30k_released.released_estimate(manifest, auto) <= memory / 2
-    assert auto == 2048 or web30k_released.released_estimate(manifest, 2 * auto) > memory / 2
+    (auto,) = web30k_scale.released_batches("auto", manifest)
+    assert web30k_scale.released_estimate(manifest, auto) <= memory / 2
+    assert auto == 2048 or web30k_scale.released_estimate(manifest, 2 * auto) > memory / 2
     # 2048 lists of 16 with 136 features: about 34 GiB.
-    assert 33 < web30k_released.released_estimate(manifest, 2048) / 2**30 < 35
-    assert web30k_released.released_batches("128,1024", manifest) == [128, 1024]
+    assert 33 < web30k_scale.released_estimate(manifest, 2048) / 2**30 < 35
+    assert web30k_scale.released_batches("128,1024", manifest) == [128, 1024]

@@ -1,8 +1,5 @@
-"""Benchmarks run as modules (``python -m pipelines.benchmarks.NAME``).
-
-They import TensorFlow at module level, so TensorFlow's start-up notices are
-hidden here, before that import (set ``TF_CPP_MIN_LOG_LEVEL`` to see them).
-"""
+"""Benchmarks run as modules (``python -m pipelines.benchmarks.NAME``); TensorFlow's
+start-up notices are hidden before they import it (``TF_CPP_MIN_LOG_LEVEL`` shows them)."""
 
 from pipelines.tf_log_level import set_tensorflow_log_level
 

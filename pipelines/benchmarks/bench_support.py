@@ -1,26 +1,12 @@
-"""What the benchmarks share: the machine's CPU, LETOR folds, a stand-in manifest, child runs.
+"""What the benchmarks share: the CPU, LETOR folds, a stand-in manifest, child runs, records.
 
-* :func:`cpu_extensions`: the CPU's model and wide vector extensions, printed
-  and recorded beside every speed.
-* :func:`letor_folds`: a LETOR dataset's folds converted once under
-  ``output/data`` through the experiment runner's conversion
-  (``experiment_runner.convert_folds``).
-* :func:`feature_manifest`: the manifest of ``d`` features (standardised, or
-  with a quantile table) that the speed and memory benchmarks build their
-  models from, with no data.
-* :func:`run_child`: one configuration in a fresh Python process (its own peak
-  resident memory, a capped address space) that prints one JSON line;
-  :data:`CAPPED_STEPS` is the child's code that caps, times and measures.
-* :func:`run_stage`: one stage of a benchmark in a process of its own, with
-  its wall time, exit code and peak memory.
-
->>> record = run_stage(["true"], "/tmp/bench_support_doctest.log")
->>> record["returncode"], "failure" in record
-(0, False)
+A record is JSON lines: a line per speed run, or the run's settings then a line per stage or
+fold, so that ``--reprint`` prints a table again without rerunning anything.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -30,20 +16,19 @@ import subprocess
 import sys
 import time
 
-__all__ = [
-    "CAPPED_STEPS",
-    "MAX_LABEL",
-    "cpu_extensions",
-    "feature_manifest",
-    "letor_folds",
-    "read_json",
-    "run_child",
-    "run_stage",
-]
+from tfr_rankformer.core.atomic_files import atomic_write
 
 MAX_LABEL = 4  # the released code's purchase label
-TAIL_LINES = 20
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default after its help, unless it is None or a switch's False."""
+
+    def _get_help_string(self, action) -> str:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def cpu_extensions() -> str:
@@ -63,44 +48,26 @@ def cpu_extensions() -> str:
 
 
 def letor_folds(
-    dataset: str,
-    output: str,
-    *,
-    data_dir: str | None,
-    seed: int,
-    simulate: bool = True,
-    clicks=None,
-    progress: bool = True,
+    dataset: str, output: str, *, data_dir, seed: int, simulate=True, clicks=None, progress=True
 ) -> dict[int, str]:
-    """Fold number -> ``output/data/FoldN``: every fold of ``dataset``, converted once,
-    its clicks simulated with ``seed`` and ``clicks`` (a ``ClickConfig``; ``None``: the
-    default click model) unless not ``simulate``."""
+    """Fold number -> ``output/data/FoldN``: every fold of ``dataset``, converted once, with
+    clicks simulated (``clicks``: a ``ClickConfig``, ``None`` the default) unless not
+    ``simulate``."""
     from pipelines.experiment_runner import convert_folds
     from tfrecords_tools.convert import ConvertConfig
 
-    config = ConvertConfig(
-        input=dataset,
-        output=os.path.join(output, "data"),
-        data_dir=data_dir,
-        all_folds=True,
-        simulate_clicks=simulate,
-        seed=seed,
-        overwrite=True,
-        **({} if clicks is None else {"clicks": clicks}),
-    )
-    return convert_folds(config, progress=progress)
+    settings = dict(input=dataset, output=os.path.join(output, "data"), data_dir=data_dir)
+    settings.update(all_folds=True, simulate_clicks=simulate, seed=seed, overwrite=True)
+    if clicks is not None:
+        settings["clicks"] = clicks
+    return convert_folds(ConvertConfig(**settings), progress=progress)
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
-    """A ``Manifest`` of ``d`` features with labels up to the purchase label: what a
-    model needs to be built without data.
+    """A ``Manifest`` of ``d`` features, labels up to the purchase label, and no data.
 
-    ``normalization`` is the method the model applies: ``standard`` (mean 0, std
-    1) for the training benchmarks, whose features arrive normalised, or
-    ``quantile`` (the converter's default) with a table of ``num_quantiles``
-    knots per feature, each feature's quantiles of a log-normal sample rounded
-    to two decimals (so that some knots repeat, as counts and scores do in
-    LETOR data), for what serving pays.
+    ``quantile`` gives each feature the quantiles of a log-normal sample rounded to two
+    decimals, so that some knots repeat as counts and scores do in LETOR data.
     """
     import numpy as np
 
@@ -129,11 +96,10 @@ def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int
     return Manifest.coerce(content)
 
 
-# The end of a child's code: its ``model`` (a compiled Keras model), ``inputs``,
-# ``targets``, ``steps`` and ``spare`` (GiB) are defined before. It caps the address
-# space at what the process holds plus ``spare``, times ``steps`` training steps after
-# one of warm-up, and prints wall and CPU ms per step (``None`` out of memory), the
-# peak resident memory and the resident memory after building, in MB.
+# The end of a child's code, after its ``model``, ``inputs``, ``targets``, ``steps`` and
+# ``spare`` (GiB): it caps the address space at what the process holds plus ``spare``,
+# times ``steps`` steps after a warm-up one and prints ms per step (``None`` out of
+# memory), the peak resident memory and the resident memory after building, in MB.
 CAPPED_STEPS = """
 import json, resource, time
 statm = open("/proc/self/statm").read().split()
@@ -158,17 +124,11 @@ print(json.dumps(result))
 
 
 def run_child(code: str, argv: list[str]) -> dict:
-    """Runs ``python -c code *argv`` with the repository on the path; its last JSON line.
-
-    A child killed, or out of memory where TensorFlow could not report it, gives
-    ``ms_per_step`` and ``peak_rss_mb`` of ``None`` with its stderr's tail.
-    """
+    """Runs ``python -c code *argv`` with the repository on the path; its last JSON line
+    (``None`` figures and the stderr's tail when it printed none)."""
+    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        check=False,
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -190,21 +150,11 @@ with open(sys.argv[1], "w") as f:
 
 
 def run_stage(command: list[str], log: str, timeout: float | None = None) -> dict:
-    """Runs ``command`` with its output in ``log``, through :data:`LAUNCHER`.
+    """Runs ``command`` with its output in ``log``: its wall time, exit code, peak RSS and,
+    when it failed, why and the log's last lines.
 
-    A process's peak RSS as ``os.wait4`` reports it starts at its parent's own
-    peak (Linux carries the parent's high-water mark over ``fork`` and
-    ``exec``), so this process, which holds TensorFlow and the lists, does not
-    start the stage itself: a bare Python does, reaps it and reports its figure.
-
-    Args:
-        command: The program and its arguments.
-        log: File for its standard output and error (the command line first).
-        timeout: Seconds after which the stage's processes are killed; ``None``: never.
-
-    Returns:
-        ``command``, ``log``, ``returncode``, ``wall_seconds``, ``peak_rss_bytes``
-        and, when it failed, ``failure`` (why) and ``tail`` (the log's last lines).
+    Linux carries a parent's peak RSS over ``fork`` and ``exec``, so a bare Python
+    (:data:`LAUNCHER`) starts the stage, not this process that holds TensorFlow.
     """
     os.makedirs(os.path.dirname(log), exist_ok=True)
     usage_file, timed_out = log + ".rusage.json", False
@@ -242,7 +192,7 @@ def run_stage(command: list[str], log: str, timeout: float | None = None) -> dic
         record["failure"] = f"exit code {code}"
     if code:
         with open(log, encoding="utf-8", errors="replace") as f:
-            record["tail"] = "".join(f.readlines()[-TAIL_LINES:])
+            record["tail"] = "".join(f.readlines()[-20:])
     return record
 
 
@@ -252,3 +202,52 @@ def read_json(path: str) -> dict | None:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# === Records ===
+
+
+def write_records(path: str, run: dict, records: list[dict], *, kind: str) -> None:
+    """The run's settings (``{kind: "run", ...}``), then one line per record."""
+    with atomic_write(path) as f:
+        f.writelines(json.dumps(record) + "\n" for record in [{kind: "run", **run}, *records])
+
+
+def append_line(path: str, line: dict) -> None:
+    """Appends ``line`` to the JSON-lines file ``path`` (made if missing)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def read_lines(path: str) -> list[dict]:
+    """The JSON objects of ``path``, one a line; a bad line raises ``ValueError`` naming it."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}, line {number}: not JSON ({error.msg})") from None
+            if not isinstance(line, dict):
+                raise ValueError(f"{path}, line {number}: not a JSON object")
+            lines.append(line)
+    return lines
+
+
+def read_records(path: str) -> tuple[dict | None, list[dict]]:
+    """The run's settings and its records of ``path`` (``None, []`` if it does not exist)."""
+    if not os.path.isfile(path):
+        return None, []
+    run, *records = read_lines(path) or [None]
+    return run, records
+
+
+def reprint(parser: argparse.ArgumentParser, path: str, report) -> int:
+    """``--reprint``: prints ``report(run, records)`` of ``path``; 0, or a parser error."""
+    run, records = read_records(path)
+    if run is None:
+        parser.error(f"nothing to reprint: no {path}")
+    print(report(run, records), end="")
+    return 0

@@ -1,20 +1,8 @@
-"""Converter throughput against a naive parse, on a WEB30K-shaped file.
+"""Converter throughput on a WEB30K-shaped file, against a naive parse or the Beam pipeline.
 
-Generates a synthetic MSLR-WEB30K-shaped dataset (136 features, lists of about
-120 items) with at least ``--items`` items in its train file, then in one run
-times:
-
-(a) a plain Python loop that only splits lines and converts tokens to floats;
-(b) ``tfr-convert --input MSLR-WEB30K --simulate-clicks`` end to end (parse,
-    validate, simulate clicks, fit normalisation, write ELWC), in a child
-    process so that its peak resident memory is its own.
-
-The two alternate ``--repeat`` times (machines are noisy); it prints the
-median items/s of both with their range, the median of the per-round ratios
-and the converter's peak RSS. Goal: the ratio is at least 2 and peak RSS under
-1 GB.
-
-Run: ``make bench-convert`` or ``python -m pipelines.benchmarks.convert_bench``.
+Alternates (a) and (b), each timed end to end: ``--against naive``, a loop that only splits
+lines and parses floats against ``tfr-convert --simulate-clicks`` (goal: 2x, under 1 GB);
+``--against beam``, ``tfr-convert`` against the same conversion on Beam's DirectRunner.
 """
 
 from __future__ import annotations
@@ -28,11 +16,11 @@ import sys
 import tempfile
 import time
 
-from pipelines.flag_table import add_flag
+from pipelines.benchmarks.bench_support import HelpFormatter
 from tfrecords_tools.letor.parse_workers import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
-_CHILD = """
+CHILD = """
 import json, resource, sys, time
 from pipelines.convert_cli import main
 started = time.perf_counter()
@@ -43,6 +31,7 @@ worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 print("BENCH " + json.dumps({"code": code, "seconds": seconds, "peak_rss_bytes": rss,
                              "worker_peak_rss_bytes": worker_rss}))
 """
+DEFAULTS = {"naive": (200_000, 3), "beam": (20_000, 2)}  # --items, --repeat
 
 
 def naive_parse(path: str) -> tuple[int, float]:
@@ -59,45 +48,16 @@ def naive_parse(path: str) -> tuple[int, float]:
     return items, time.perf_counter() - started
 
 
-def run_converter(
-    data_dir: str, output: str, seed: int, workers: int, extra_flags: list[str] = ()
-) -> dict:
+def run_converter(data_dir: str, output: str, seed: int, workers: int, extra=()) -> dict:
+    """``tfr-convert`` of the dataset in a child process: its seconds and peak RSS."""
     flags = ["--input", "MSLR-WEB30K", "--data-dir", data_dir, "--output", output]
-    flags += ["--simulate-clicks", "--seed", str(seed), "--workers", str(workers), *extra_flags]
+    flags += ["--simulate-clicks", "--seed", str(seed), "--workers", str(workers), *extra]
     flags += ["--overwrite", "--no-progress", "--log-level", "WARNING"]
-    command = [sys.executable, "-c", _CHILD, *flags]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
+    done = subprocess.run([sys.executable, "-c", CHILD, *flags], capture_output=True, text=True)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("BENCH ")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"converter failed:\n{done.stdout}\n{done.stderr}")
-    result = json.loads(lines[-1][6:])
-    result["process_seconds"] = wall
-    return result
-
-
-def _measure(paths: dict, workdir: str, args) -> tuple[list, list]:
-    """Alternates (a) and (b) ``args.repeat`` times; returns both lists of results."""
-    naive, converter = [], []
-    for _ in range(args.repeat):
-        naive.append(naive_parse(paths["train"]))
-        converter.append(
-            run_converter(workdir, os.path.join(workdir, "elwc"), args.seed, args.workers)
-        )
-    return naive, converter
-
-
-def generate_dataset(workdir: str, items: int, seed: int) -> tuple[dict, dict, float]:
-    """The WEB30K-shaped dataset in ``workdir``: ``(paths, items per split, train MB)``."""
-    dataset = os.path.join(workdir, "MSLR-WEB30K")
-    print(f"generating a WEB30K-shaped dataset with ~{items:,} train items ...")
-    paths = generate_letor(dataset, SyntheticConfig.web30k_shaped(items, seed=seed))
-    counts = {}
-    for split, path in paths.items():
-        with open(path, "rb") as f:
-            counts[split] = sum(1 for _ in f)
-    return paths, counts, os.path.getsize(paths["train"]) / 1e6
+    return json.loads(lines[-1][6:])
 
 
 def rate_range(rates: list[float]) -> str:
@@ -108,73 +68,85 @@ def rate_range(rates: list[float]) -> str:
     )
 
 
-def print_rows(rows: list[tuple[str, str]]) -> None:
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
-
-
-def dataset_parser(description: str, *, items: int) -> argparse.ArgumentParser:
-    """A parser with the options of the generated dataset and the local converter."""
-    parser = argparse.ArgumentParser(description=description)
-    add_flag(parser, "items", default=items, help="train items to generate")
-    parser.add_argument("--workdir", help="where to put the data (default: a temporary dir)")
-    add_flag(parser, "seed", default=0, help="the data's and conversion's seed")
-    add_flag(
-        parser,
-        "workers",
-        default=default_workers(),
-        help="the local converter's parsing processes (default: one per core, at most 4)",
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=HelpFormatter,
+    )
+    add = parser.add_argument
+    add("--against", choices=sorted(DEFAULTS), default="naive", help="what tfr-convert meets")
+    add("--items", type=int, help="train items to generate (default: 200000; beam: 20000)")
+    add("--workdir", help="where to put the data (default: a temporary directory)")
+    add("--seed", type=int, default=0, help="the data's and conversion's seed")
+    add("--workers", type=int, default=default_workers(), help="the converter's processes")
+    add("--repeat", type=int, help="rounds alternating (a) and (b) (default: 3; beam: 2)")
+    add(
+        "--beam-arg",
+        action="append",
+        default=[],
+        help="a Beam pipeline option, e.g. --beam-arg=--direct_num_workers=2 (repeatable)",
     )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = dataset_parser(__doc__.split("\n\n")[0], items=200_000)
-    add_flag(
-        parser,
-        "repeat",
-        default=3,
-        help="alternate (a) and (b) this many times and report medians (default: 3)",
-    )
-    args = parser.parse_args(argv)
-
+    args = build_parser().parse_args(argv)
+    items, repeat = DEFAULTS[args.against]
+    args.items, args.repeat = args.items or items, args.repeat or repeat
+    beam = args.against == "beam"
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or scratch
-        paths, items, size_mb = generate_dataset(workdir, args.items, args.seed)
-        naive, converter = _measure(paths, workdir, args)
-        total_items = sum(items.values())
-
-    naive_rates = [n / s for n, s in naive]
-    converter_rates = [total_items / c["seconds"] for c in converter]
-    ratios = sorted(c / n for c, n in zip(converter_rates, naive_rates))
-    main_rss = max(c["peak_rss_bytes"] for c in converter) / 2**20
-    worker_rss = max(c["worker_peak_rss_bytes"] for c in converter) / 2**20
-    # Workers are forked and share pages with the main process, so the sum overstates.
-    total_rss = main_rss + (args.workers if args.workers > 1 else 0) * worker_rss
-    seconds = statistics.median(c["seconds"] for c in converter)
+        print(f"generating a WEB30K-shaped dataset with ~{args.items:,} train items ...")
+        config = SyntheticConfig.web30k_shaped(args.items, seed=args.seed)
+        paths = generate_letor(os.path.join(workdir, "MSLR-WEB30K"), config)
+        counts = {}
+        for split, path in paths.items():
+            with open(path, "rb") as f:
+                counts[split] = sum(1 for _ in f)
+        size_mb, total = os.path.getsize(paths["train"]) / 1e6, sum(counts.values())
+        a, b, output = [], [], os.path.join(workdir, "elwc")
+        for _ in range(args.repeat):
+            if beam:
+                a.append(run_converter(workdir, output, args.seed, args.workers))
+                flags = ["--runner", "DirectRunner", *args.beam_arg]
+                b.append(run_converter(workdir, output + "-beam", args.seed, 1, flags))
+            else:
+                a.append(naive_parse(paths["train"]))
+                b.append(run_converter(workdir, output, args.seed, args.workers))
+    rates_b = [total / r["seconds"] for r in b]
+    rates_a = [total / r["seconds"] for r in a] if beam else [n / s for n, s in a]
+    ratios = sorted(y / x for x, y in zip(rates_a, rates_b))
+    ratio, seconds = statistics.median(ratios), statistics.median(r["seconds"] for r in b)
+    rss, worker_rss = (
+        max(r[key] for r in b) / 2**20 for key in ("peak_rss_bytes", "worker_peak_rss_bytes")
+    )
+    if beam:
+        labels = ["(a) tfr-convert --simulate-clicks", "(b) ... --runner DirectRunner"]
+        goal = f"; the local converter is {1 / ratio:,.0f}x faster"
+        rss_a = max(r["peak_rss_bytes"] for r in a) / 2**20
+        memory = f"(a) {rss_a:,.0f} MiB, (b) {rss:,.0f} MiB"
+    else:
+        labels = ["(a) naive split + float()", "(b) tfr-convert --simulate-clicks"]
+        goal = "; goal >= 2"
+        # Workers are forked and share pages with the main process, so the sum overstates.
+        together = rss + (args.workers if args.workers > 1 else 0) * worker_rss
+        memory = (
+            f"{rss:,.0f} MiB main process, {worker_rss:,.0f} MiB largest of {args.workers} "
+            f"worker(s); at most {together:,.0f} MiB together (goal < 1024)"
+        )
     rows = [
-        ("train file", f"{items['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
-        (
-            "(a) naive split + float()",
-            rate_range(naive_rates) + ")",
-        ),
-        (
-            "(b) tfr-convert --simulate-clicks",
-            rate_range(converter_rates) + f"; {seconds:.2f} s for {total_items:,} items)",
-        ),
+        ("train file", f"{counts['train']:,} items, {size_mb:,.0f} MB ({args.repeat} rounds)"),
+        (labels[0], rate_range(rates_a) + ")"),
+        (labels[1], rate_range(rates_b) + f"; {seconds:.2f} s for {total:,} items)"),
         (
             "ratio (b) / (a)",
-            f"{statistics.median(ratios):.2f}x median of rounds "
-            f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f}; goal >= 2)",
+            f"{ratio:.3f}x median of rounds (min {ratios[0]:.3f}, max {ratios[-1]:.3f}{goal})",
         ),
-        (
-            "converter peak RSS",
-            f"{main_rss:,.0f} MiB main process, {worker_rss:,.0f} MiB largest of "
-            f"{args.workers} worker(s); at most {total_rss:,.0f} MiB together (goal < 1024)",
-        ),
+        ("converter peak RSS", memory),
     ]
-    print_rows(rows)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
     return 0
 
 

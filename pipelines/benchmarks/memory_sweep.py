@@ -1,41 +1,8 @@
 """Training speed and memory of a model family's attentions as lists grow.
 
-Each configuration runs in its own process, which reports its peak resident
-memory and its resident memory after building the model (their difference is
-what the steps added); a process may add at most ``--memory-gb`` of address
-space (default: 12 GiB for ``features``, 6 for ``text``), so a configuration
-that needs more is reported as out of memory rather than run. A training step
-is the forward pass, the loss, the backward pass and AdamW.
-
-``--family features``: the RankFormer (full self-attention over the list)
-against this project's ``summary_token_ranker`` (items attend to ``[CLS]``,
-learned summary tokens and themselves; the same encoder width, depth and
-heads), softmax loss, for lists of 256, 1,024, 4,096 and 16,384 items
-(``--lengths``) at the same number of items per batch (``--items``, 16,384:
-64 lists of 256 ... 1 list of 16,384), 46 features. Prints a table and writes
-a PNG plot (``--output``).
-
-``--family text``: the Listformer, kept small so the comparison runs on a CPU
-(2 layers, width 64, 2 heads, feed-forward 128, a vocabulary of 1,000 ids,
-dropout 0.1), ApproxNDCG; the CPU's model and vector extensions are printed
-with two tables (``--tables``):
-
-* Speed: steps of several lists each (``--speed-lists`` lists of
-  ``--speed-documents`` documents of ``--speed-tokens`` tokens and a query of 8
-  tokens: the batches of the synthetic text runs, 16 lists of about 20
-  documents cut at 64 tokens), the same sequences for every attention: the
-  Listformer's blocked global-local attention (``--attention blocked``), the
-  same attention through the full masked score matrix (``dense_masked``) and
-  plain full attention over the same tokens (``full``). Tokens per second
-  count every token of the sequences, ``[CLS]``, query and ``[SEP]`` tokens
-  included; CPU ms is the process's CPU time per step (all its threads),
-  steadier than wall time on a shared machine.
-* Memory: one list per step of 10, 50, 100 and 200 documents (``--documents``)
-  of 128 tokens (``--tokens``), blocked global-local against full attention.
-
-Run: ``python -m pipelines.benchmarks.memory_sweep --family features --output
-attention_memory.png`` or ``nice -n 10 python -m pipelines.benchmarks.memory_sweep
---family text``
+Each configuration runs in a process capped at ``--memory-gb`` of added address space.
+``--family features``: full self-attention against summary tokens, with a PNG plot;
+``--family text``: the Listformer's blocked global-local attention against dense ones.
 """
 
 from __future__ import annotations
@@ -43,8 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.benchmarks.bench_support import CAPPED_STEPS, cpu_extensions, run_child
-from pipelines.flag_table import add_flag
+from pipelines.benchmarks import bench_support as support
 
 # argv: model, items per list, items per batch, steps, spare GiB.
 FEATURES_CHILD = """
@@ -52,7 +18,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 from pipelines.benchmarks.bench_support import feature_manifest
-from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_setup import build_compiled_model
 
 name, length, items, steps, spare = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
 batch = max(items // length, 1)
@@ -76,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.ranking.losses import get_score_loss
-from tfr_rankformer.model.models import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
 
 attention = sys.argv[1]
 lists, docs, block, steps = map(int, sys.argv[2:6])
@@ -113,42 +80,32 @@ SPEED_ATTENTIONS = {
 
 
 def run_configuration(family: str, settings: list, args) -> dict:
-    """One configuration of ``family`` in its own capped process: its JSON result.
-
-    ``settings`` are the family's child arguments before the steps and the spare
-    GiB: ``[model, items per list, items per batch]`` for ``features``,
-    ``[attention, lists, documents, tokens]`` for ``text``.
-    """
+    """One configuration of ``family`` (its child's arguments before the steps and spare
+    GiB) in its own capped process: its JSON result."""
     argv = [str(value) for value in (*settings, args.steps, args.memory_gb)]
-    return run_child(FAMILIES[family] + CAPPED_STEPS, argv)
+    return support.run_child(FAMILIES[family] + support.CAPPED_STEPS, argv)
 
 
 def _cell(value, fmt="{:,.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _added(result: dict):
-    peak = result["peak_rss_mb"]
-    return None if peak is None else peak - result["built_rss_mb"]
-
-
-def _table_head(*columns: str) -> None:
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-
-
-def _table_row(*cells) -> None:
+def _row(*cells, head: bool = False) -> None:
     print("| " + " | ".join(str(cell) for cell in cells) + " |", flush=True)
+    if head:
+        print("|" + "---|" * len(cells))
 
 
-def _time_cell(result: dict, value) -> str:
-    if value is not None:
-        return _cell(value)
-    return "did not run (killed)" if result["peak_rss_mb"] is None else "out of memory"
+def _figures(result: dict) -> list[str]:
+    """Peak and added MB, and ms per step or why there is none."""
+    peak, ms = result["peak_rss_mb"], result["ms_per_step"]
+    added = None if peak is None else peak - result["built_rss_mb"]
+    why = "did not run (killed)" if peak is None else "out of memory"
+    return [_cell(peak), _cell(added), why if ms is None else _cell(ms)]
 
 
-def features_sweep(args) -> dict:
-    """Prints the ``features`` table and writes its plot; model -> length -> result."""
+def features_sweep(args) -> None:
+    """Prints the ``features`` table and writes its plot."""
     lengths = [int(n) for n in args.lengths.split(",")]
     results = {model: {} for model in MODELS}
     print(f"{'items':>7} {'attention':<15} {'lists':>6} {'peak MB':>9} {'ms/step':>10}")
@@ -156,16 +113,11 @@ def features_sweep(args) -> dict:
         for model, label in MODELS.items():
             result = run_configuration("features", [model, length, args.items], args)
             results[model][length] = result
-            ms = result["ms_per_step"]
-            print(
-                f"{length:>7,} {label:<15} {max(args.items // length, 1):>6} "
-                f"{_cell(result['peak_rss_mb']):>9} "
-                f"{'out of memory' if ms is None else f'{ms:,.0f}':>10}",
-                flush=True,
-            )
+            ms = "out of memory" if result["ms_per_step"] is None else _cell(result["ms_per_step"])
+            lists, peak = max(args.items // length, 1), _cell(result["peak_rss_mb"])
+            print(f"{length:>7,} {label:<15} {lists:>6} {peak:>9} {ms:>10}", flush=True)
     _plot(results, lengths, args.output)
     print(f"wrote {args.output}")
-    return results
 
 
 def _plot(results: dict, lengths: list[int], path: str) -> None:
@@ -198,86 +150,62 @@ def sequence_tokens(docs: int, tokens: int) -> int:
 
 
 def speed_table(args) -> list[dict]:
-    """Prints the ``text`` speed table; its rows (for callers and tests)."""
+    """Prints the ``text`` speed table (the synthetic text runs' batches); its rows."""
     lists, docs, tokens = args.speed_lists, args.speed_documents, args.speed_tokens
     per_step = lists * sequence_tokens(docs, tokens)
     print(
         f"\nSpeed: {lists} lists per step of {docs} documents of {tokens} tokens and a query "
         f"of {QUERY_TOKENS} tokens ({per_step:,} tokens per step); mean of {args.steps} steps"
     )
-    _table_head("attention", "tokens/s", "ms/step", "CPU ms/step", "peak MB", "added MB")
+    _row("attention", "tokens/s", "ms/step", "CPU ms/step", "peak MB", "added MB", head=True)
     rows = []
     for attention, label in SPEED_ATTENTIONS.items():
         result = run_configuration("text", [attention, lists, docs, tokens], args)
         ms = result["ms_per_step"]
         rate = None if ms is None else per_step / (ms / 1000)
-        cpu_ms = result.get("cpu_ms_per_step")
-        peak = result["peak_rss_mb"]
-        cells = [_cell(rate), _time_cell(result, ms), _cell(cpu_ms), _cell(peak)]
-        _table_row(label, *cells, _cell(_added(result)))
+        peak, added, time = _figures(result)
+        _row(label, _cell(rate), time, _cell(result.get("cpu_ms_per_step")), peak, added)
         rows.append(dict(result, attention=attention, tokens_per_second=rate))
     return rows
 
 
 def memory_table(args) -> list[dict]:
-    """Prints the ``text`` memory table (one list per step, long lists); its rows."""
+    """Prints the ``text`` memory table (one long list per step); its rows."""
     print(
         f"\nMemory: one list per step, query of {QUERY_TOKENS} tokens, documents of "
         f"{args.tokens} tokens; mean of {args.steps} steps"
     )
-    _table_head(
-        "documents", "tokens in the sequence", "attention", "peak MB", "added MB", "ms/step"
-    )
+    columns = ("documents", "tokens in the sequence", "attention", "peak MB", "added MB")
+    _row(*columns, "ms/step", head=True)
     rows = []
     for docs in [int(n) for n in args.documents.split(",") if n]:
         for attention, label in ATTENTIONS.items():
             result = run_configuration("text", [attention, 1, docs, args.tokens], args)
-            memory = [_cell(result["peak_rss_mb"]), _cell(_added(result))]
-            tokens = f"{sequence_tokens(docs, args.tokens):,}"
-            _table_row(docs, tokens, label, *memory, _time_cell(result, result["ms_per_step"]))
+            _row(docs, f"{sequence_tokens(docs, args.tokens):,}", label, *_figures(result))
             rows.append(dict(result, attention=attention, documents=docs))
     return rows
 
 
-def text_sweep(args, tables: set[str]) -> None:
-    """The ``text`` family's header and ``tables``."""
-    print(f"CPU: {cpu_extensions()}")
-    print(
-        "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
-        "training steps (ApproxNDCG, AdamW)"
-    )
-    if "speed" in tables:
-        speed_table(args)
-    if "memory" in tables:
-        memory_table(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--family", choices=sorted(FAMILIES), required=True, help="the models compared"
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=support.HelpFormatter,
     )
-    add_flag(parser, "steps")
-    add_flag(
-        parser,
-        "memory_gb",
-        help="address space each run may add, GiB. Default: 12 (features), 6 (text)",
-    )
-    features = parser.add_argument_group("--family features")
-    features.add_argument("--lengths", default="256,1024,4096,16384")
-    add_flag(features, "items", default=16384, help="items per batch")
-    add_flag(features, "output", default="attention_memory.png", help="the PNG plot")
-    text = parser.add_argument_group("--family text")
-    text.add_argument("--speed-lists", type=int, default=16, help="lists per speed step")
-    text.add_argument("--speed-documents", type=int, default=20, help="documents per list")
-    text.add_argument("--speed-tokens", type=int, default=64, help="tokens per document")
-    text.add_argument(
-        "--documents", default="10,50,100,200", help="documents per list of the memory table"
-    )
-    text.add_argument("--tokens", type=int, default=128, help="tokens per document (memory)")
-    text.add_argument(
-        "--tables", default="speed,memory", help="the tables to print: speed, memory or both"
-    )
+    add = parser.add_argument
+    add("--family", choices=sorted(FAMILIES), required=True, help="the models compared")
+    add("--steps", type=int, default=3, help="timed steps per configuration")
+    add("--memory-gb", type=float, help="address space each run may add, GiB (default: 12, text 6)")
+    features = parser.add_argument_group("--family features").add_argument
+    features("--lengths", default="256,1024,4096,16384", help="items per list")
+    features("--items", type=int, default=16384, help="items per batch")
+    features("--output", default="attention_memory.png", help="the PNG plot")
+    text = parser.add_argument_group("--family text").add_argument
+    text("--speed-lists", type=int, default=16, help="lists per speed step")
+    text("--speed-documents", type=int, default=20, help="documents per list")
+    text("--speed-tokens", type=int, default=64, help="tokens per document")
+    text("--documents", default="10,50,100,200", help="documents per list of the memory table")
+    text("--tokens", type=int, default=128, help="tokens per document (memory)")
+    text("--tables", default="speed,memory", help="the tables to print: speed, memory or both")
     return parser
 
 
@@ -291,7 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(args.tables.split(","))
     if not tables or tables - {"speed", "memory"}:
         raise SystemExit(f"--tables: speed and/or memory, got {args.tables!r}")
-    text_sweep(args, tables)
+    print(f"CPU: {support.cpu_extensions()}")
+    print(
+        "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
+        "training steps (ApproxNDCG, AdamW)"
+    )
+    if "speed" in tables:
+        speed_table(args)
+    if "memory" in tables:
+        memory_table(args)
     return 0
 
 

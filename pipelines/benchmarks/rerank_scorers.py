@@ -1,24 +1,36 @@
-"""Scorers of re-ranking benchmarks: each ranks a split's text lists.
-
-A :data:`Scorer` takes the lists (``text_elwc.TextList``) and returns one
-float array per list, a score per document; ``cranfield_rerank.fold_row``
-turns each into a column of NDCG figures. Here: the first stage's own scores
-(a TREC run's, :func:`bm25_scorer`) and the zero-shot cosine of sentence
-embeddings (:class:`CosineScorer`). A trained model's scorer is one more.
-"""
+"""Scorers of a re-ranking benchmark's text lists: a TREC run's scores, the zero-shot cosine
+of sentence embeddings, and the Listformer's before and after ``tfr-train``."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import run_stage
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfrecords_tools.text.text_elwc import TextList
 
-__all__ = ["Scorer", "read_run_scores", "bm25_scorer", "CosineScorer", "ModelScorer"]
-
-# A ranking of a split's lists: one float array of scores per list, a score per document.
 Scorer = Callable[[Sequence[TextList]], list]
+# Listformer variant -> tfr-train flags beside the defaults.
+VARIANTS = {"listformer": [], "listformer_no_fs": ["--first-stage", "off"]}
+FIRST_STAGE = {"listformer": None, "listformer_no_fs": False}
+
+
+def list_metrics(lists: Sequence[TextList], scores: list, ks=(1, 5, 10)) -> dict:
+    """``ranking_metrics.evaluate_rankings`` of one score array per list on their labels."""
+    from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
+
+    size = max(len(t.relevance) for t in lists)
+    padded = np.zeros([3, len(lists), size])  # scores, labels, mask
+    for row, (t, values) in enumerate(zip(lists, scores)):
+        n = len(values)
+        padded[0, row, :n], padded[1, row, :n], padded[2, row, :n] = values, t.relevance, 1
+    labels = padded[1]
+    return evaluate_rankings(padded[0], labels, labels, padded[2].astype(bool), ks=ks)
 
 
 def read_run_scores(path: str) -> dict[tuple[str, str], float]:
@@ -35,23 +47,14 @@ def read_run_scores(path: str) -> dict[tuple[str, str], float]:
 
 def bm25_scorer(run_scores: dict[tuple[str, str], float]) -> Scorer:
     """The run's own scores of each list's documents."""
-
-    def score(lists: Sequence[TextList]) -> list:
-        return [np.array([run_scores[t.query_id, d] for d in t.document_ids]) for t in lists]
-
-    return score
+    return lambda lists: [
+        np.array([run_scores[t.query_id, d] for d in t.document_ids]) for t in lists
+    ]
 
 
 class CosineScorer:
-    """The zero-shot cosine of each list's query and documents under a ``SentenceEncoder``;
-    every text is encoded once, however many lists and folds hold it.
-
-    Args:
-      encoder: a ``sentence_encoding.SentenceEncoder``.
-      max_query_tokens: WordPiece tokens kept of a query.
-      max_document_tokens: WordPiece tokens kept of a document.
-      batch_size: texts per call of the tower.
-    """
+    """The zero-shot cosine of each list's query and documents under a ``SentenceEncoder``
+    (texts cut at ``max_query_tokens`` / ``max_document_tokens``), each text encoded once."""
 
     def __init__(self, encoder, *, max_query_tokens: int, max_document_tokens: int, batch_size):
         self.encoder = encoder
@@ -83,12 +86,7 @@ class CosineScorer:
 
 
 class ModelScorer:
-    """A text model's scores of each list (the Listformer's, in this process).
-
-    Args:
-      model: the Keras text model (``text_family``'s build, or ``load_text_run``'s).
-      tokenizer: its ``TextTokenizer``.
-    """
+    """A text model's scores of each list, one list a call (a list of 100 is 12,800 tokens)."""
 
     def __init__(self, model, tokenizer):
         self.model = model
@@ -102,7 +100,7 @@ class ModelScorer:
 
         first_stage = takes_first_stage(self.model)
         scores = []
-        for t in lists:  # one list a call: a whole list of 100 is 12,800 tokens
+        for t in lists:
             batch = {
                 text_data.QUERY: tf.constant([" ".join(t.query_tokens)]),
                 text_data.DOCUMENTS: tf.constant([[" ".join(d) for d in t.document_tokens]]),
@@ -113,3 +111,67 @@ class ModelScorer:
             inputs = text_model_inputs(self.tokenizer, batch, first_stage=first_stage)
             scores.append(self.model(inputs, training=False)["scores"].numpy()[0])
         return scores
+
+
+def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
+    """The untrained Listformer's scorer: what training starts from."""
+    from tfr_rankformer.core.multi_worker import WorkerRole
+    from tfr_rankformer.text.text_family import TextFamily
+    from tfr_rankformer.training.train_config import TrainConfig
+
+    settings = dict(model="listformer", data=fold_dir, model_dir="unused", init_from=args.init_from)
+    settings.update(first_stage=FIRST_STAGE[variant], max_query_tokens=args.max_query_tokens)
+    settings["max_document_tokens"] = args.max_document_tokens
+    family = TextFamily()
+    run = family.prepare(TrainConfig.from_flat(settings), worker=WorkerRole())
+    model, _ = family.build(run, steps_per_epoch=1, xla=False)
+    return ModelScorer(model, run.extra.tokenizer)
+
+
+def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
+    """Trains ``variant`` on the fold in a child ``tfr-train`` (``--reuse-runs``: unless an
+    earlier run did); its run's figures. A ``RuntimeError`` names the log if it fails."""
+    model_dir = os.path.join(args.output, "runs", f"Fold{number}", variant)
+    flags = ["--model", "listformer", "--data", fold_dir, "--model-dir", model_dir]
+    flags += ["--init-from", args.init_from, "--no-export", "--overwrite", *VARIANTS[variant]]
+    flags += ["--evaluate-splits", "none"]  # the benchmark scores the test lists itself
+    flags += ["--max-query-tokens", str(args.max_query_tokens)]
+    flags += ["--max-document-tokens", str(args.max_document_tokens)]
+    if args.epochs:
+        flags += ["--epochs", str(args.epochs)]
+    log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")
+    peak_file = model_dir + ".peak_rss"  # beside the run: tfr-train owns its directory
+    if args.reuse_runs and os.path.isfile(os.path.join(model_dir, "metrics.json")):
+        try:
+            with open(peak_file, encoding="utf-8") as f:
+                peak = int(f.read())
+        except (OSError, ValueError):
+            peak = None  # not measured
+        return run_figures(model_dir, peak=peak)
+    stage = run_stage([sys.executable, "-m", "pipelines.train_cli", *flags], log)
+    if stage["returncode"] != 0:
+        raise RuntimeError(f"tfr-train failed on fold {number} ({variant}); see {log}")
+    with atomic_write(peak_file) as f:
+        f.write(f"{stage['peak_rss_bytes']}\n")
+    return run_figures(model_dir, peak=stage["peak_rss_bytes"])
+
+
+def run_figures(model_dir: str, *, peak: int | None) -> dict:
+    """A trained run's epochs, seconds per epoch and estimated peak, and ``peak`` RSS."""
+    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
+        training = json.load(f)["training"]
+    return {
+        "model_dir": model_dir,
+        "epochs": training["epochs_completed"],
+        "seconds_per_epoch": round(training["seconds"] / max(1, training["epochs_this_run"]), 1),
+        "peak_rss_bytes": peak,
+        "estimated_peak_bytes": training["estimated_peak_bytes"],
+    }
+
+
+def trained_scorer(model_dir: str) -> Scorer:
+    """The trained run's scorer, with its best weights."""
+    from tfr_rankformer.text.text_runs import load_text_run
+
+    _, tokenizer, model, _ = load_text_run(model_dir)
+    return ModelScorer(model, tokenizer)

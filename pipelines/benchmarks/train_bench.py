@@ -1,79 +1,44 @@
 """Training speed of our models against the RankFormer authors' released code, in one run.
 
-For the RankFormer (alpha > 0), the transformer (alpha = 0, the encoder
-alone) and the MLP, with the paper's settings (3 layers, 1 head, feed-forward
-512, heads of 128, dropout 0.25), it times full training steps (forward, the
-losses, backward, AdamW) on one in-memory batch of random lists (2048 lists of
-16 items, 46 features, labels 0 .. 4 as the released click simulation's; the
-input pipeline is left out on both sides). Where the authors' code and a
-Python with torch are given (``--official-dir`` and ``--official-python``, or
-``$RANKFORMER_OFFICIAL_DIR`` and ``$RANKFORMER_OFFICIAL_PYTHON``), it runs
-their model in a subprocess (``reference_step_timer.py``) and times it in
-alternating rounds with ours, so that load from other processes hits both
-alike: each round times ``--steps`` steps of each side, the order swapping
-every round, and only one side computes at a time. It prints the CPU's vector
-extensions, each round's lists/s, and per model the median round of each side
-with their ratio. ``--compare-plain`` adds our step traced without the
-XLA-compiled pieces (``tfr_rankformer.model.compiled_ops``) to the rounds,
-``--compare-xla`` our step compiled whole with XLA. ``--precision``, repeated,
-times our step in each compute precision given (``--precision float32
---precision bf16``), each one more side of the same rounds. ``--peak`` also times
-TensorFlow's float32 matmul alone on the step's own shapes and on a square
-2048 x 2048 product, in the same run, and prints how many lists/s a step
-could reach if every matmul ran at that best rate: a ceiling on any float32
-implementation of the same arithmetic on this machine, and so on its ratio to
-the authors' code. ``--record FILE`` appends each model and feature count's
-medians, CPU and peak to a JSON-lines record (``speed_records``).
-
-The released code's training step holds over 13 GB at batch 2048 (1.2 GB at
-512): on a smaller machine, lower ``--batch-size`` for both sides, or give
-theirs its own with ``--official-batch-size`` (each round then runs as many
-of their steps as make the same number of lists as ours), e.g. our default
-2048 lists against their fastest, 128.
-
-Run: ``python -m pipelines.benchmarks.train_bench --official-dir DIR
---official-python PYTHON``.
+Full training steps on one in-memory batch, ours in rounds alternating with the released
+code's (``reference_step_timer.py``) so that load hits both alike; ``--profile`` sums
+TensorFlow's profiler op times over our steps instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import glob
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, cpu_extensions, feature_manifest
-from pipelines.benchmarks.run_records import append_line
-from pipelines.benchmarks.speed_records import step_line
-from pipelines.flag_table import add_flag
-from tfr_rankformer.core import model_families
+from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.reference.parity_sources import SETUP, official_setup
 from tfr_rankformer.model import compiled_ops
-from tfr_rankformer.model.models import ModelConfig
-from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
+from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.precision import precision_policy
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_setup import build_compiled_model
 
 MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "reference", "reference_step_timer.py"
 )
-SETUP = """\
-The authors' released code is not set up, so only our side is timed. To compare:
-  git clone https://github.com/maartenbuyl/rankformer rankformer-official
-  python3.11 -m venv ref-venv && ref-venv/bin/pip install torch
-then pass --official-dir rankformer-official --official-python ref-venv/bin/python
-(or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     """Multiply-adds x 2 of one list's forward pass (matmuls only)."""
-    spec = model_families.get_model(model)
-    if not spec.attention:  # pointwise: the MLP's layers alone
+    if model == "mlp":  # pointwise: the MLP's layers alone
         widths = [d, *arch.mlp_units, 1]
         return 2.0 * items * sum(a * b for a, b in zip(widths[:-1], widths[1:]))
     tokens = items + 1  # with [CLS]
@@ -82,16 +47,14 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
     encoder = arch.num_layers * tokens * (per_token + attention)
     # Score head: [z_i, z_CLS] W = z_i W_i + z_CLS W_c, the second once per list.
     heads = items * (d * arch.head_hidden + arch.head_hidden) + d * arch.head_hidden
-    if spec.has_list_head:  # timed with its list head (alpha > 0)
+    if model == "rankformer":  # timed with its list head (alpha > 0)
         heads += d * arch.head_hidden + arch.head_hidden * 2
     return 2.0 * (encoder + heads)
 
 
 def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
-    """The best GFLOP/s of one float32 ``tf.linalg.matmul`` here, over the step's
-    shapes (``[rows, d] x [d, d]``, ``[rows, d] x [d, ff_dim]``,
-    ``[rows, ff_dim] x [ff_dim, d]``) and a square 2048 x 2048 product; each
-    shape's fastest of ``repeats`` calls after a warm-up call."""
+    """The best GFLOP/s of one float32 matmul here, over the step's shapes and a square
+    2048 x 2048 product; each shape's fastest of ``repeats`` calls after a warm-up."""
     best = 0.0
     for m, k, n in ((rows, d, d), (rows, d, ff_dim), (rows, ff_dim, d), (2048, 2048, 2048)):
         a = tf.random.stateless_normal((m, k), seed=(0, 1))
@@ -104,23 +67,16 @@ def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
     return best
 
 
-def prepare(
-    model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32", seed: int = 0
-):
-    """A compiled, warmed-up training step of ``model`` on one in-memory batch,
-    built in ``precision`` (see ``training.precision``).
-
-    Returns ``(step, architecture)``; ``step()`` runs one step (forward, losses,
-    backward, AdamW) and waits for it.
-    """
+def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32"):
+    """A compiled, warmed-up training step of ``model`` on one in-memory batch:
+    ``seconds(n)`` runs ``n`` steps and returns each one's seconds."""
     config = TrainConfig(model=model, data="-", model_dir="-")
-    # The ranker's step is what training runs (features arrive normalised).
-    with precision_policy(precision):
+    with precision_policy(precision):  # features arrive normalised, as in training
         _, compiled = build_compiled_model(
-            config, feature_manifest(d), steps_per_epoch=100, xla=xla
+            config, support.feature_manifest(d), steps_per_epoch=100, xla=xla
         )
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, support.MAX_LABEL + 1, (batch, items)).astype(np.float32)
     inputs = {
         "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),
         "mask": tf.ones((batch, items), tf.bool),
@@ -131,23 +87,15 @@ def prepare(
     for _ in range(2):  # tracing and warm-up
         compiled.train_on_batch(inputs, targets)
 
-    def step():
-        compiled.train_on_batch(inputs, targets)
+    def seconds(steps: int) -> list[float]:
+        durations = []
+        for _ in range(steps):
+            started = time.perf_counter()
+            compiled.train_on_batch(inputs, targets)
+            durations.append(time.perf_counter() - started)
+        return durations
 
-    return step, config.architecture
-
-
-def official_setup(args) -> tuple[str, str] | None:
-    """``(official_dir, python)`` when the released code can be timed, else ``None``."""
-    directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
-    python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
-    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
-        return None
-    check = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
-    if check.returncode != 0:
-        print(f"{python} cannot import torch:\n{check.stderr[-300:]}")
-        return None
-    return directory, python
+    return seconds
 
 
 class OfficialTimer:
@@ -157,11 +105,11 @@ class OfficialTimer:
         directory, python = setup
         command = [python, TIMER, "--official-dir", directory, "--model", model]
         command += ["--features", str(d), "--batch-size", str(batch), "--items", str(items)]
-        command += ["--max-label", str(MAX_LABEL), "--threads", str(threads)]
+        command += ["--max-label", str(support.MAX_LABEL), "--threads", str(threads)]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        self.ready = self._reply()
+        self._reply()  # ready
 
     def _reply(self) -> dict:
         line = self._process.stdout.readline()
@@ -181,75 +129,45 @@ class OfficialTimer:
             self._process.wait(timeout=60)
 
 
-def _our_seconds(step, steps: int) -> list[float]:
-    durations = []
-    for _ in range(steps):
-        started = time.perf_counter()
-        step()
-        durations.append(time.perf_counter() - started)
-    return durations
-
-
 def our_side(precision: str, first: str) -> str:
     """The name of our side in ``precision``: ``ours`` for the first precision asked."""
     return "ours" if precision == first else f"ours, {precision}"
 
 
-def _our_steps(model: str, d: int, args) -> dict:
-    """``{side: step}``: ours in each ``--precision``, and if asked ours compiled whole
-    with XLA and ours traced without the compiled pieces (in the first precision)."""
+def our_steps(model: str, d: int, args) -> dict:
+    """``{side: seconds}``: ours in each ``--precision``, and if asked compiled whole with XLA
+    and traced without the compiled pieces (in the first precision)."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
-    sides = {}
-    for precision in args.precision:
-        side = our_side(precision, args.precision[0])
-        sides[side] = prepare(model, d, **dict(kwargs, precision=precision))[0]
+    sides = {
+        our_side(p, args.precision[0]): prepare(model, d, **kwargs, precision=p)
+        for p in args.precision
+    }
     kwargs["precision"] = args.precision[0]
     if args.compare_xla and not args.xla:
-        sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))[0]
+        sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))
     if args.compare_plain:
-        previous = os.environ.get(compiled_ops.ENV_SWITCH)
-        os.environ[compiled_ops.ENV_SWITCH] = "0"
-        try:
-            sides["ours, plain ops"] = prepare(model, d, **kwargs)[0]
-        finally:
-            if previous is None:
-                os.environ.pop(compiled_ops.ENV_SWITCH)
-            else:
-                os.environ[compiled_ops.ENV_SWITCH] = previous
+        with mock.patch.dict(os.environ, {compiled_ops.ENV_SWITCH: "0"}):
+            sides["ours, plain ops"] = prepare(model, d, **kwargs)
     return sides
 
 
-def _their_batch(args) -> int:
-    """The released code's lists per step: ``--official-batch-size``, else ours."""
-    return args.official_batch_size or args.batch_size
-
-
 def compare(model: str, d: int, args, setup) -> dict:
-    """Each side's lists/s per round, timed in alternation; prints every round."""
-    timers = _our_steps(model, d, args)
-    official = None
+    """Each side's lists/s per round, the order swapping every round; prints every round."""
+    timers, official = our_steps(model, d, args), None
+    batches = dict.fromkeys(timers, args.batch_size)
     if setup is not None:
-        official = OfficialTimer(
-            setup,
-            model,
-            d,
-            batch=_their_batch(args),
-            items=args.items,
-            threads=args.official_threads,
-        )
+        batches["authors"] = batch = args.official_batch_size or args.batch_size
+        sizes = dict(batch=batch, items=args.items, threads=args.official_threads)
+        official = OfficialTimer(setup, model, d, **sizes)
         timers["authors"] = official.seconds
     rates = {side: [] for side in timers}
     try:
         for i in range(args.rounds):
-            order = list(timers) if i % 2 == 0 else list(reversed(timers))
-            for side in order:
-                timer = timers[side]
-                if side == "authors":
-                    batch = _their_batch(args)
-                    durations = timer(max(1, round(args.steps * args.batch_size / batch)))
-                else:
-                    batch, durations = args.batch_size, _our_seconds(timer, args.steps)
-                rates[side].append(batch * len(durations) / sum(durations))
+            for side in list(timers) if i % 2 == 0 else list(reversed(timers)):
+                # The released code runs as many of its steps as make our lists.
+                steps = max(1, round(args.steps * args.batch_size / batches[side]))
+                durations = timers[side](steps)
+                rates[side].append(batches[side] * len(durations) / sum(durations))
             shown = ", ".join(f"{side} {rates[side][-1]:,.0f}" for side in timers)
             print(f"{model:<12} {d:>4} round {i + 1}: {shown} lists/s", flush=True)
     finally:
@@ -258,57 +176,82 @@ def compare(model: str, d: int, args, setup) -> dict:
     return rates
 
 
+def op_times(logdir: str) -> collections.Counter:
+    """Milliseconds per op (``name:type``) summed over the CPU trace in ``logdir``; the
+    XLA-compiled pieces run as asynchronous kernels, shown as ``XlaLaunch``."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    totals = collections.Counter()
+    for path in glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in (p for p in space.planes if p.name == "/host:CPU"):
+            for event in (e for line in plane.lines for e in line.events):
+                name = plane.event_metadata[event.metadata_id].name
+                if name == "ExecutorState::ProcessAsync::Start":
+                    name = "compiled pieces:XlaLaunch"
+                elif "::" in name or not name.partition(":")[2].isidentifier():
+                    continue  # the runtime's own spans, which enclose the ops
+                totals[name] += event.duration_ps / 1e9
+    return totals
+
+
+def profile(model: str, d: int, args) -> None:
+    """Prints where ``--steps`` of our steps spend their op time, by op type and by op."""
+    steps = prepare(model, d, batch=args.batch_size, items=args.items, xla=args.xla)
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        steps(args.steps)
+        tf.profiler.experimental.stop()
+        totals = op_times(logdir)
+    by_type = collections.Counter()
+    for name, ms in totals.items():
+        by_type[name.rsplit(":", 1)[1]] += ms
+    total = sum(totals.values())
+    print(f"{model}: {total / args.steps:,.0f} ms of op time per step, all threads")
+    shown = [(kind, ms) for kind, ms in by_type.most_common() if ms / total >= 0.005]
+    for kind, ms in [*shown, ("largest ops:", None), *totals.most_common(args.top)]:
+        print(kind if ms is None else f"  {ms / args.steps:8.1f} ms {ms / total:6.1%}  {kind}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The benchmark's options."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flag(parser, "batch_size", default=2048, help=None)
-    add_flag(parser, "items")
-    add_flag(parser, "features", default="46", help="comma-separated feature counts", type=None)
-    add_flag(parser, "models", default=",".join(MODELS))
-    add_flag(parser, "steps", help="steps per side and round")
-    add_flag(
-        parser,
-        "precision",
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=support.HelpFormatter,
+    )
+    add = parser.add_argument
+    add("--batch-size", type=int, default=2048, help="our lists per step")
+    add("--items", type=int, default=16, help="items per list")
+    add("--features", default="46", help="comma-separated feature counts")
+    add("--models", default=",".join(MODELS), help="comma-separated models")
+    add("--steps", type=int, default=3, help="steps per side and round (profiled steps)")
+    add(
+        "--precision",
         action="append",
-        help="our step's compute precision (see tfr-train --precision); repeated, each "
-        "is one more side of the alternating rounds, named 'ours' for the first and "
-        "'ours, PRECISION' for the others. Default: float32",
+        choices=("float32", "bf16", "float16"),
+        help="our step's compute precision (see tfr-train --precision); repeated, each one "
+        "more side of the rounds, 'ours' for the first, 'ours, PRECISION' for the others. "
+        "Default: float32",
     )
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--xla", action="store_true", help="compile our whole step with XLA")
-    parser.add_argument(
-        "--compare-plain",
-        action="store_true",
-        help="also time our step without the XLA-compiled pieces (compiled_ops)",
+    add("--rounds", type=int, default=4, help="alternating rounds")
+    add("--xla", action="store_true", help="compile our whole step with XLA")
+    add("--compare-plain", action="store_true", help="also time our step without compiled_ops")
+    add("--compare-xla", action="store_true", help="also time our step compiled whole with XLA")
+    add("--peak", action="store_true", help="also time float32 matmuls alone: the lists/s cap")
+    add("--profile", action="store_true", help="profile our steps instead of timing rounds")
+    add("--top", type=int, default=12, help="--profile: ops listed one by one")
+    add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
+    add("--official-python", help="a Python with torch, pandas and scikit-learn")
+    add(
+        "--official-batch-size", type=int, help="the released code's lists per step (default: ours)"
     )
-    parser.add_argument(
-        "--compare-xla",
-        action="store_true",
-        help="also time our step compiled whole with XLA (as --xla does)",
-    )
-    parser.add_argument(
-        "--peak",
-        action="store_true",
-        help="also time float32 matmuls alone and print the lists/s they would allow",
-    )
-    add_flag(parser, "official_dir", help="checkout of github.com/maartenbuyl/rankformer")
-    add_flag(parser, "official_python")
-    parser.add_argument(
-        "--official-batch-size",
-        type=int,
-        help="the released code's lists per step (default: --batch-size)",
-    )
-    add_flag(
-        parser,
-        "official_threads",
-        default=os.cpu_count(),
-        help="torch's intra-op threads (default: the CPUs, as TensorFlow's)",
-    )
-    add_flag(
-        parser,
-        "record",
-        help="append one JSON line per model and feature count (CPU, oneDNN cap, medians, "
-        "peak) to FILE; python -m pipelines.benchmarks.speed_records FILE prints them",
+    add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")
+    add(
+        "--record",
+        metavar="FILE",
+        help="append a JSON line per model and feature count to FILE; python -m "
+        "pipelines.benchmarks.speed_records FILE prints them",
     )
     return parser
 
@@ -321,10 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(models) - set(MODELS))
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    features = [int(x) for x in args.features.split(",")]
+    if args.profile:
+        for d in features:
+            for model in models:
+                profile(model, d, args)
+        return 0
     setup = official_setup(args)
     if setup is None:
         print(SETUP)
-    print(f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs")
+    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
     print(
         f"batch {args.batch_size} lists of {args.items} items"
         + (f" (theirs {args.official_batch_size})" if args.official_batch_size else "")
@@ -333,51 +282,56 @@ def main(argv: list[str] | None = None) -> int:
         f"precision {', '.join(args.precision)}"
     )
     summary = []
-    for d in (int(x) for x in args.features.split(",")):
+    for d in features:
         for model in models:
             rates = compare(model, d, args, setup)
-            medians = {side: statistics.median(r) for side, r in rates.items()}
-            summary.append((model, d, medians))
-    print_summary(summary, args)
+            summary.append((model, d, {side: statistics.median(r) for side, r in rates.items()}))
+    print("\nmedian round, lists/s (ratio: ours / authors; our matmul GFLOP/s)")
+    for model, d, medians in summary:
+        summarize(model, d, medians, args)
     return 0
 
 
-def print_summary(summary: list, args) -> None:
-    """Each model and feature count's median round, its ratios and our matmul rate."""
-    print("\nmedian round, lists/s (ratio: ours / authors; our matmul GFLOP/s)")
-    for model, d, medians in summary:
-        shown = ", ".join(f"{side} {rate:,.0f}" for side, rate in medians.items())
-        if "authors" in medians:
-            shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
-        for precision in args.precision[1:]:
-            side = our_side(precision, args.precision[0])
-            shown += f"; {precision} / {args.precision[0]} {medians[side] / medians['ours']:.2f}"
-        arch = TrainConfig(model=model, data="-", model_dir="-").architecture
-        per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
-        print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")
-        peak = print_ceiling(d, arch, per_list, medians, args) if args.peak else None
-        if args.record:
-            line = step_line(
-                model, d, medians, args, cpu=cpu_extensions(), per_list=per_list, peak=peak
-            )
-            append_line(args.record, line)
-
-
-def print_ceiling(d: int, arch: ModelConfig, per_list: float, medians: dict, args) -> float:
-    """Prints the matmul peak measured now, our share of it, and the lists/s (and the
-    ratio to the authors' code) a step doing only matmuls at that peak would reach;
-    returns the peak (GFLOP/s)."""
-    rows = args.batch_size * (args.items + 1)
-    peak = matmul_peak(d, arch.ff_dim, rows)
-    ceiling = peak * 1e9 / per_list
-    line = (
-        f"{'':<12} {d:>4}: float32 matmul peak {peak:.1f} GFLOP/s; ours at "
-        f"{per_list * medians['ours'] / 1e9 / peak:.0%} of it; at the peak {ceiling:,.0f} lists/s"
-    )
+def summarize(model: str, d: int, medians: dict, args) -> None:
+    """Prints a model's median rounds, ratios and matmul rate (and ceiling); records them."""
+    shown = ", ".join(f"{side} {rate:,.0f}" for side, rate in medians.items())
     if "authors" in medians:
-        line += f", {ceiling / medians['authors']:.2f}x the authors'"
-    print(line)
-    return peak
+        shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
+    for precision in args.precision[1:]:
+        side = our_side(precision, args.precision[0])
+        shown += f"; {precision} / {args.precision[0]} {medians[side] / medians['ours']:.2f}"
+    arch = TrainConfig(model=model, data="-", model_dir="-").architecture
+    per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
+    print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")
+    peak = None
+    if args.peak:
+        peak = matmul_peak(d, arch.ff_dim, args.batch_size * (args.items + 1))
+        ceiling = peak * 1e9 / per_list
+        line = (
+            f"{'':<12} {d:>4}: float32 matmul peak {peak:.1f} GFLOP/s; ours at "
+            f"{per_list * medians['ours'] / 1e9 / peak:.0%} of it; at the peak "
+            f"{ceiling:,.0f} lists/s"
+        )
+        if "authors" in medians:
+            line += f", {ceiling / medians['authors']:.2f}x the authors'"
+        print(line)
+    if args.record:
+        support.append_line(
+            args.record,
+            {
+                "kind": "train_step",
+                "cpu": support.cpu_extensions(),
+                "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "none"),
+                "model": model,
+                "features": d,
+                **{k: getattr(args, k) for k in ("batch_size", "items", "rounds", "steps")},
+                "official_batch_size": args.official_batch_size or args.batch_size,
+                "precision": args.precision,
+                "median_lists_per_second": {side: round(r, 1) for side, r in medians.items()},
+                "matmul_flops_per_list": per_list,
+                "peak_gflops": None if peak is None else round(peak, 1),
+            },
+        )
 
 
 if __name__ == "__main__":

@@ -1,42 +1,8 @@
 """The pipeline at MSLR-WEB30K's size with default flags, each stage in its own process.
 
-Per protocol (``explicit`` labels or simulated ``clicks``) it runs this
-environment's console scripts, one process per stage, and measures each one's
-wall time and peak resident memory (its own and its descendants', ``os.wait4``):
-
-1. ``tfr-convert --input synthetic``: ``--lists`` train queries (WEB30K's train
-   fold holds about 60% of its 31,531) of 120 items on average, spread as
-   WEB30K's; vali and test get a third each. Existing data is reused.
-2. ``tfr-train``, one epoch of each model (the GBDT: its whole fit; on clicks,
-   ``--click-epochs`` epochs), reading the training's items/s, seconds and
-   estimated peak memory from the run's ``metrics.json``, and its lists/s:
-   the median of its epochs' rates in ``history.csv``.
-3. On explicit labels, each neural model again with ``--length-buckets off``
-   and batches of ``32768 // longest train list`` lists (the same worst-case
-   items per batch, unbucketed): bucketed lists/s / padded lists/s.
-4. ``tfr-eval`` and 5. ``tfr-export`` of the rankformer run.
-6. On clicks, when set up (see ``reference_parity``), the authors' released
-   rankformer on the very same lists for as many epochs, once per
-   ``--official-batch-sizes`` entry (``web30k_released``): the ratio of our
-   lists/s to theirs. Our first epoch parses the records and applies the
-   quantile transform, which theirs does before its epochs and outside their
-   timing; our later epochs read the parsed, normalised lists from a cache.
-   With ``--click-epochs 3`` each side's median epoch is one of its steady
-   epochs, and our first epoch's rate is printed too.
-
-The table also goes to ``OUTPUT/web30k_scale.md`` with the command line;
-``OUTPUT/web30k_scale.jsonl`` holds the run's settings, then one JSON object
-per stage (``--reprint`` prints the table from it). Stage logs go to
-``OUTPUT/logs/``; a failing stage's record keeps the log's last lines.
-
-Usage::
-
-    python -m pipelines.benchmarks.web30k_scale --output results/web30k_scale \\
-        [--lists 18900] [--models rankformer,transformer,mlp,gbdt] \\
-        [--protocols explicit,clicks] [--official-dir D --official-python P] \\
-        [--official-batch-sizes 128,1024] [--click-epochs 3]
-
-``--quick`` (600 queries) is a smoke run of a few minutes.
+Per protocol: convert, train each model (on explicit labels also with padded batches), eval
+and export, and on clicks the released RankFormer on the same lists; each stage's wall time and
+peak memory go to ``OUTPUT/web30k_scale.jsonl`` (``--reprint``).
 """
 
 from __future__ import annotations
@@ -44,25 +10,23 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import os
 import shlex
 import shutil
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import cpu_extensions, read_json, run_stage
-from pipelines.benchmarks.reference.parity_sources import official_setup
-from pipelines.benchmarks.run_records import read_records, reprint, write_records
-from pipelines.benchmarks.web30k_released import add_released_options, released
-from pipelines.flag_table import add_flag
-from tfr_rankformer.core import model_families
+from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.reference import parity_sources
+from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
-MODELS = ("rankformer", "transformer", "mlp", "gbdt")
-NEURAL = tuple(m for m in MODELS if model_families.is_neural(m))
-# The model timed against the authors' released code, and evaluated and exported.
-OURS = "rankformer"
+NEURAL = ("rankformer", "transformer", "mlp")
+MODELS = (*NEURAL, "gbdt")
+OURS = "rankformer"  # timed against the released code, evaluated and exported
+RELEASED_BATCH = 2_048  # the released code's lists per batch
 PROTOCOLS = ("explicit", "clicks")
 WEB30K_TRAIN_QUERIES = 18_900
 QUICK_QUERIES = 600
@@ -77,12 +41,11 @@ HEAD += "|train s|note"
 
 
 def tool(name: str) -> str:
-    """A console script of this project, from the running Python's environment."""
+    """A console script of this project, beside the running Python."""
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def _manifest(data: str) -> Manifest | None:
-    """The manifest of the converted ``data``, or ``None`` when there is none yet."""
     path = os.path.join(data, MANIFEST_NAME)
     return read_manifest(path) if os.path.isfile(path) else None
 
@@ -104,7 +67,7 @@ def convert(args, protocol: str, earlier: dict) -> dict:
     command += ["--synthetic-list-size", "120", "--synthetic-length-spread", "web30k"]
     command += ["--output", data, "--no-progress"]
     command += ["--simulate-clicks"] if protocol == "clicks" else []
-    record = {**key, **run_stage(command, _log(args, protocol, "convert", "-"))}
+    record = {**key, **support.run_stage(command, _log(args, protocol, "convert", "-"))}
     manifest = _manifest(data)
     if manifest is not None and not record["returncode"]:
         splits = manifest.splits.values()
@@ -121,9 +84,9 @@ def _log(args, protocol: str, stage: str, model: str) -> str:
 
 
 def train(args, protocol: str, model: str, padded_batch: int | None = None) -> dict:
-    """Stages 2 and 3: one epoch of ``model`` (on clicks ``--click-epochs``; the GBDT:
-    its whole fit) with default flags, or with ``padded_batch`` lists per batch
-    and no length buckets."""
+    """One epoch of ``model`` (clicks: ``--click-epochs``; the GBDT: its fit) with default
+    flags, or with ``padded_batch`` lists per batch and no length buckets; lists/s is the
+    median epoch's."""
     stage = "train" if padded_batch is None else "train-padded"
     run_dir = os.path.join(args.output, "runs", protocol, model + ("-padded" * bool(padded_batch)))
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -135,8 +98,8 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     if padded_batch:
         command += ["--length-buckets", "off", "--batch-size", str(padded_batch)]
     record = {"protocol": protocol, "stage": stage, "model": model}
-    record.update(run_stage(command, _log(args, protocol, stage, model)))
-    metrics = read_json(os.path.join(run_dir, "metrics.json")) or {}
+    record.update(support.run_stage(command, _log(args, protocol, stage, model)))
+    metrics = support.read_json(os.path.join(run_dir, "metrics.json")) or {}
     record["training"] = training = metrics.get("training") or {}
     record["train_seconds"] = training.get("seconds")
     record["estimated_peak_bytes"] = training.get("estimated_peak_bytes")
@@ -153,7 +116,6 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
 
 
 def _epoch_rates(run_dir: str) -> list[float]:
-    """Each epoch's training lists/s from the run's ``history.csv`` (none for the GBDT)."""
     path = os.path.join(run_dir, HISTORY_NAME)
     if not os.path.isfile(path):
         return []
@@ -168,7 +130,6 @@ def _fmt(value, spec: str, scale: float = 1.0) -> str:
 
 
 def row(r: dict) -> str:
-    """A stage's row of the table (markdown)."""
     estimate, peak = r.get("estimated_peak_bytes"), r.get("peak_rss_bytes")
     r = {**r, "estimate_share": estimate / peak if estimate and peak else None}
     cells = [r["protocol"], r["stage"], r["model"]]
@@ -179,7 +140,7 @@ def row(r: dict) -> str:
 
 
 def report(run: dict, records: list[dict]) -> str:
-    """The markdown report: header, per-stage table, bucketed/padded and ours/theirs."""
+    """The stages' table, bucketed against padded lists/s and ours against theirs."""
     lines = [f"# Pipeline at MSLR-WEB30K's size ({run['lists']:,} train queries)", ""]
     lines += [f"CPU: {run['cpu']}; {run['date']}", "", f"Command: `{run['command']}`", ""]
     lines += [f"| {HEAD.replace('|', ' | ')} |", "|---|---|---|" + "---:|" * 7 + "---|"]
@@ -212,6 +173,69 @@ def report(run: dict, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def released_estimate(manifest: Manifest, batch: int) -> int:
+    """Bytes the released RankFormer's training holds at ``batch`` lists: its backward
+    pass holds a gradient the size of the whole padded batch per list."""
+    longest = manifest.split("train").longest_list
+    return batch * batch * longest * manifest.num_features * 4
+
+
+def released_batches(text: str, manifest: Manifest) -> list[int]:
+    """``--official-batch-sizes``: the sizes listed, or for ``auto`` the released 2048
+    halved until :func:`released_estimate` fits in half of this machine's memory."""
+    if text != "auto":
+        return [int(x) for x in text.split(",") if x]
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    batch = RELEASED_BATCH
+    while batch > 1 and released_estimate(manifest, batch) > memory / 2:
+        batch //= 2
+    return [batch]
+
+
+def released(args, setup, ours: dict) -> list[dict]:
+    """The released RankFormer on our clicks run's lists, once per batch size, for as many
+    epochs, with a time limit; its lists/s is its median epoch's (after it loads the data)."""
+    record = {"protocol": "clicks", "stage": "released", "model": OURS}
+    data = os.path.join(args.output, "data", "clicks")
+    manifest = _manifest(data)
+    if setup is None:
+        print("released code: not set up (--official-dir, --official-python: see reference_parity)")
+        return [{**record, "failure": "not set up"}]
+    if manifest is None or ours.get("failure"):
+        return [{**record, "failure": "no clicks data or no rankformer run of ours"}]
+    paths, (directory, python) = parity_sources.shared_lists(data), setup
+    records = []
+    for batch in released_batches(args.official_batch_sizes, manifest):
+        batch = min(batch, manifest.split("train").num_lists)
+        stage = f"released-b{batch}"
+        log = _log(args, "clicks", stage, OURS)
+        command = [
+            python,
+            parity_sources.RUNNER,
+            "--official-dir",
+            directory,
+            "--train",
+            paths["train"],
+        ]
+        command += ["--test", paths["test"], "--epochs", str(args.click_epochs)]
+        command += ["--models", OURS, "--threads", str(args.official_threads)]
+        command += ["--batch-size", str(batch)]
+        result = {**record, "stage": stage, "batch_size": batch}
+        result["estimated_peak_bytes"] = released_estimate(manifest, batch)
+        result.update(support.run_stage(command, log, timeout=args.official_timeout))
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = [json.loads(x) for x in f if x.startswith("{")]
+        results = [x for x in lines if "model" in x]
+        loads = [x["load_seconds"] for x in lines if "load_seconds" in x]
+        if loads:
+            result["load_seconds"] = loads[0]
+        if results:
+            result["lists_per_sec"] = results[-1].get("lists_per_sec")  # the median epoch's
+            result["train_seconds"] = results[-1].get("train_seconds")
+        records.append(result)
+    return records
+
+
 def _names(text: str, allowed: tuple[str, ...], what: str, p) -> list[str]:
     names = [n for n in text.split(",") if n]
     bad = [n for n in names if n not in allowed]
@@ -221,30 +245,40 @@ def _names(text: str, allowed: tuple[str, ...], what: str, p) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The benchmark's options: what runs, and the released code's group."""
     p = argparse.ArgumentParser(
-        prog="web30k_scale", description=__doc__.split("\n\n")[0], epilog=__doc__
+        prog="web30k_scale",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=support.HelpFormatter,
     )
-    add_flag(p, "output", required=True, help="where data, runs, logs and the table go")
-    add_flag(p, "lists", help=f"train queries. Default: {WEB30K_TRAIN_QUERIES:,}")
-    p.add_argument("--quick", action="store_true", help=f"--lists {QUICK_QUERIES}: a smoke run")
-    add_flag(p, "models", default=",".join(MODELS), help="Default: %(default)s")
-    p.add_argument("--protocols", default=",".join(PROTOCOLS), help="Default: %(default)s")
-    p.add_argument("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
-    add_flag(p, "reprint")
-    p.add_argument(
+    add = p.add_argument
+    add("--output", required=True, help="where data, runs, logs and the table go")
+    add("--lists", type=int, help=f"train queries (default: WEB30K's {WEB30K_TRAIN_QUERIES:,})")
+    add("--quick", action="store_true", help=f"--lists {QUICK_QUERIES}: a smoke run")
+    add("--models", default=",".join(MODELS), help="comma-separated models")
+    add("--protocols", default=",".join(PROTOCOLS), help="comma-separated protocols")
+    add("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
+    add("--reprint", action="store_true", help="print the last run's table again")
+    add(
         "--click-epochs",
         type=int,
         default=1,
-        help="epochs of each neural model, and of the released code, on clicks. Default: 1",
+        help="epochs of each neural model, and of the released code, on clicks",
     )
-    add_released_options(p)
+    group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
+    parity_sources.add_source_arguments(group)
+    group.add_argument("--official-timeout", type=float, default=1800.0, help="seconds")
+    group.add_argument("--official-threads", type=int, default=2, help="its threads")
+    group.add_argument(
+        "--official-batch-sizes",
+        default="auto",
+        help="lists per batch of the released code, comma-separated: one run each; auto: "
+        "its 2048 halved until its estimated memory fits in half of this machine's",
+    )
     return p
 
 
 def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
-    """Settles ``args.lists`` (``--quick``, ``--lists`` or WEB30K's); the models and
-    protocols to run. Bad values end the program through ``p.error``."""
+    """Settles ``args.lists``; the models and protocols to run, or a parser error."""
     if args.quick and args.lists is not None:
         p.error("--quick sets --lists; give one of them")
     args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
@@ -256,23 +290,7 @@ def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
     return models, _names(args.protocols, PROTOCOLS, "protocols", p)
 
 
-def _recorder(jsonl: str, run: dict, records: list[dict]):
-    """``done(record)``: appends a finished stage's record to ``records``, rewrites
-    ``jsonl`` and prints the stage's row (and a failing stage's log tail)."""
-
-    def done(record: dict) -> dict:
-        records.append(record)
-        write_records(jsonl, run, records, kind="stage")
-        print(row(record), flush=True)
-        if record.get("tail"):
-            print(record["tail"], end="")
-        return record
-
-    return done
-
-
 def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, done) -> None:
-    """Every stage of one protocol, in order; each record goes to ``done``."""
     if done(convert(args, protocol, earlier)).get("failure"):
         return
     manifest = _manifest(os.path.join(args.output, "data", protocol))
@@ -288,25 +306,10 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
             command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
             log = _log(args, protocol, stage, OURS)
             record = {"protocol": protocol, "stage": stage, "model": OURS}
-            done({**record, **run_stage(command, log)})
+            done({**record, **support.run_stage(command, log)})
     if protocol == "clicks" and OURS in models:
-        data = os.path.join(args.output, "data", "clicks")
-
-        def log(stage: str) -> str:
-            return _log(args, "clicks", stage, OURS)
-
-        for record in released(args, setup, ours, data, _manifest(data), log):
+        for record in released(args, setup, ours):
             done(record)
-
-
-def _finish(run: dict, records: list[dict], markdown: str, jsonl: str) -> int:
-    """Writes and prints the report; 1 when one of our stages failed."""
-    text = report(run, records)
-    with open(markdown, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"\n{text}wrote {markdown} and {jsonl}")
-    failed = [r for r in records if r.get("failure") and not r["stage"].startswith("released")]
-    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,21 +318,35 @@ def main(argv: list[str] | None = None) -> int:
     jsonl = os.path.join(args.output, "web30k_scale.jsonl")
     markdown = os.path.join(args.output, "web30k_scale.md")
     if args.reprint:
-        return reprint(p, jsonl, report)
+        return support.reprint(p, jsonl, report)
     models, protocols = _checked(p, args)
     words = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    run = dict(command=command, cpu=cpu_extensions(), date=date, lists=args.lists)
+    run = dict(command=command, cpu=support.cpu_extensions(), date=date, lists=args.lists)
     os.makedirs(args.output, exist_ok=True)
-    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in read_records(jsonl)[1]}
-    setup = official_setup(args) if "clicks" in protocols and OURS in models else None
+    earlier = {(r["stage"], r["protocol"], r["model"]): r for r in support.read_records(jsonl)[1]}
+    setup = (
+        parity_sources.official_setup(args) if "clicks" in protocols and OURS in models else None
+    )
     records: list[dict] = []
-    done = _recorder(jsonl, run, records)
+
+    def done(record: dict) -> dict:  # a finished stage: recorded, its row printed
+        records.append(record)
+        support.write_records(jsonl, run, records, kind="stage")
+        print(row(record), flush=True)
+        print(record.get("tail", ""), end="")
+        return record
+
     print(f"| {HEAD.replace('|', ' | ')} |")
     for protocol in protocols:
         _run_protocol(args, protocol, models, setup, earlier, done)
-    return _finish(run, records, markdown, jsonl)
+    text = report(run, records)
+    with atomic_write(markdown) as f:
+        f.write(text)
+    print(f"\n{text}wrote {markdown} and {jsonl}")
+    failed = [r for r in records if r.get("failure") and not r["stage"].startswith("released")]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

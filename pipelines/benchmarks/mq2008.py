@@ -1,0 +1,231 @@
+"""Quality on MQ2008: ``python -m pipelines.benchmarks.mq2008 quality|gbdt|losses``.
+
+``quality``: the paper's model set with simulated clicks; ``gbdt``: the GBDT presets beside the
+RankFormer teacher and its distilled student, with single-list latency; ``losses``:
+``context_aware`` once per loss on the original labels. Finished runs are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from pipelines.benchmarks.bench_support import HelpFormatter, letor_folds
+from pipelines.experiment_summary import mean_se
+from tfr_rankformer.training.train_config import TrainConfig
+
+MODELS = {
+    "mlp": {"model": "mlp"},
+    "transformer": {"model": "transformer"},
+    # alpha on the released code's scale: 1 and 4 stand for the paper's 0.25 and 1.
+    "rankformer alpha=1": {"model": "rankformer", "alpha": 1.0},
+    "rankformer alpha=4": {"model": "rankformer", "alpha": 4.0},
+}
+TEACHER = "rankformer alpha=1"
+GBDT_ROWS = {
+    "gbdt-1k": "gbdt-1k",
+    "gbdt-10k": "gbdt-10k",
+    "teacher": "RankFormer alpha=1 (teacher)",
+    "student": "distilled student",
+    "gbdt_labels": "GBDT on labels, student's settings",
+}
+
+
+def metrics(model_dir: str) -> dict:
+    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def train_fold(args, fold: int, name: str, settings: dict) -> str:
+    """Trains ``settings`` (``TrainConfig`` fields) as ``runs/<name>/Fold<fold>`` unless that
+    run is complete (an interrupted one resumes); returns its directory."""
+    from tfr_rankformer.training.loop import train
+
+    model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
+    if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
+        started = time.perf_counter()
+        config = TrainConfig(
+            data=os.path.join(args.converted, f"Fold{fold}"),
+            model_dir=model_dir,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            patience=args.epochs,
+            seed=args.seed,
+            **settings,
+        )
+        train(config, verbose=0, existing="resume")
+        print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
+    return model_dir
+
+
+def ndcg_cells(runs: list[dict]) -> list[str]:
+    """Test NDCG_y@10 and NDCG_r@10 of ``runs`` as ``mean ± standard error`` cells."""
+    return [
+        "{:.2f} ± {:.2f}".format(*mean_se([r[k] for r in runs])) for k in ("ndcg_y@10", "ndcg_r@10")
+    ]
+
+
+def quality(args, folds: list[int]) -> None:
+    results: dict[str, list[dict]] = {name: [] for name in MODELS}
+    for fold in folds:
+        for name, settings in MODELS.items():
+            results[name].append(metrics(train_fold(args, fold, name, settings))["test"])
+    print(
+        f"\nMQ2008, simulated clicks, {len(folds)} folds, {args.epochs} epochs, batch "
+        f"{args.batch_size}: test NDCG x 100, mean ± standard error over folds\n"
+    )
+    print("| model | NDCG_y@10 | NDCG_r@10 |\n|---|---|---|")
+    for name, runs in results.items():
+        print("| {} | {} | {} |".format(name, *ndcg_cells(runs)))
+
+
+def losses(args, folds: list[int]) -> None:
+    from tfr_rankformer.inputs.data import load_manifest
+
+    results = {}
+    for fold in folds:
+        train = load_manifest(os.path.join(args.converted, f"Fold{fold}")).split("train")
+        for loss in args.losses.split(","):
+            settings = {"model": "context_aware", "loss": loss, "list_size": train.longest_list}
+            run = train_fold(args, fold, loss, settings)
+            results.setdefault(loss, []).append(metrics(run)["test"])
+    print(
+        f"\nMQ2008 original labels, folds {args.folds}, context_aware, {args.epochs} epochs, "
+        f"batch {args.batch_size}: test NDCG x 100 (mean over folds)\n"
+    )
+    print("| loss | NDCG@5 | NDCG@10 |\n|---|---|---|")
+    rows = [
+        (np.mean([r["ndcg_y@10"] for r in runs]), np.mean([r["ndcg_y@5"] for r in runs]), loss)
+        for loss, runs in results.items()
+    ]
+    for ten, five, loss in sorted(rows, reverse=True):
+        print(f"| {loss} | {five:.2f} | {ten:.2f} |")
+
+
+def latency_ms(score, arrays, lists: int) -> float:
+    """Median milliseconds to score one list, over the first ``lists`` lists."""
+    times = []
+    score(arrays.slice_lists(0, 1))  # warm-up (tracing)
+    for i in range(min(lists, arrays.num_lists)):
+        one = arrays.slice_lists(i, i + 1)
+        started = time.perf_counter()
+        score(one)
+        times.append(time.perf_counter() - started)
+    return 1000 * float(np.median(times))
+
+
+def gbdt_fold(args, fold: int, results: dict) -> dict:
+    """The GBDT presets, the teacher, its student and the GBDT on labels on one fold:
+    appends their test metrics to ``results``; returns their scorers."""
+    from tfr_rankformer.distill.distillation import DistillConfig, distill
+    from tfr_rankformer.distill.distillation_teacher import load_teacher
+    from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+
+    def booster_scorer(model_dir: str):
+        booster = gbdt.load_booster(model_dir)
+        return lambda arrays: gbdt.score_arrays(booster, arrays, num_threads=1)
+
+    scorers = {}
+    for preset in ("gbdt-1k", "gbdt-10k"):
+        model_dir = os.path.join(args.output, "runs", preset, f"Fold{fold}")
+        if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
+            data = os.path.join(args.converted, f"Fold{fold}")
+            config = dict(model=preset, data=data, model_dir=model_dir, seed=args.seed)
+            gbdt.train_gbdt(
+                gbdt.GBDTConfig(**config, early_stopping_rounds=args.early_stopping_rounds)
+            )
+        found = metrics(model_dir)
+        results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
+        scorers[preset] = booster_scorer(model_dir)
+    teacher_dir = train_fold(args, fold, TEACHER, MODELS[TEACHER])
+    student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
+    if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
+        config = DistillConfig(
+            teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed
+        )
+        distill(config)
+    comparison = metrics(student_dir)["comparison"]["test"]
+    for name in ("teacher", "student", "gbdt_labels"):
+        results[name].append(comparison[name])
+    scorers["teacher"] = load_teacher(teacher_dir).score
+    scorers["student"] = booster_scorer(student_dir)
+    scorers["gbdt_labels"] = booster_scorer(os.path.join(student_dir, "gbdt_labels"))
+    return scorers
+
+
+def gbdt_study(args, folds: list[int]) -> None:
+    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.list_arrays import read_split
+
+    results: dict[str, list[dict]] = {name: [] for name in GBDT_ROWS}
+    for fold in folds:
+        fold_data = os.path.join(args.converted, f"Fold{fold}")
+        test = read_split(fold_data, load_manifest(fold_data), "test")
+        for name, score in gbdt_fold(args, fold, results).items():
+            results[name][-1]["latency_ms"] = latency_ms(score, test, args.latency_lists)
+        print(f"Fold{fold} done", flush=True)
+    print(
+        f"\nMQ2008, simulated clicks, {len(folds)} folds: test NDCG x 100, mean ± standard "
+        f"error over folds; training seconds and single-list latency, means over folds\n"
+    )
+    print("| model | NDCG_y@10 | NDCG_r@10 | training s | latency ms/list |\n|---|---|---|---|---|")
+    for name, label in GBDT_ROWS.items():
+        rows = results[name]
+        seconds = np.mean([r["training_seconds"] for r in rows])
+        latency = np.mean([r["latency_ms"] for r in rows])
+        print(
+            "| {} | {} | {} | {:,.1f} | {:.3f} |".format(label, *ndcg_cells(rows), seconds, latency)
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tfr_rankformer.ranking.losses import SCORE_LOSSES
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    studies = parser.add_subparsers(dest="study", required=True)
+    found = {}
+    for study, what in (
+        ("quality", "the paper's model set with simulated clicks"),
+        ("gbdt", "GBDT baselines and the distilled RankFormer with simulated clicks"),
+        ("losses", "context_aware with every registered loss on the original labels"),
+    ):
+        formatter = HelpFormatter
+        p = found[study] = studies.add_parser(study, help=what, formatter_class=formatter)
+        losses_study = study == "losses"
+        add = p.add_argument
+        add("--output", default=f"results/mq2008{'_losses' * losses_study}", help="runs and data")
+        add("--data-dir", help="where MQ2008/ is")
+        add("--folds", default="1" if losses_study else "1,2,3,4,5", help="comma-separated folds")
+        add("--epochs", type=int, default=30, help="epoch budget of every neural run")
+        add("--batch-size", type=int, default=32 if losses_study else 256, help="lists per batch")
+        add("--seed", type=int, default=0, help="seed of the conversion and the runs")
+    gbdt = found["gbdt"].add_argument
+    gbdt("--trees", type=int, default=2000, help="the student's trees")
+    gbdt("--latency-lists", type=int, default=200, help="lists timed one by one")
+    gbdt("--early-stopping-rounds", type=int, default=0, help="of the presets (0: none)")
+    found["losses"].add_argument("--losses", default=",".join(SCORE_LOSSES), help="comma-separated")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        simulate = args.study != "losses"  # losses: the original labels
+        where = dict(data_dir=args.data_dir, seed=args.seed, simulate=simulate, progress=False)
+        converted = letor_folds("MQ2008", args.output, **where)
+    except (ValueError, OSError) as error:
+        print(f"mq2008: error: {error}", file=sys.stderr)
+        return 1
+    args.converted = os.path.dirname(converted[min(converted)])
+    folds = [int(f) for f in args.folds.split(",")]
+    {"quality": quality, "gbdt": gbdt_study, "losses": losses}[args.study](args, folds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,7 +102,9 @@ def source_default(module: str, class_name: str, field: str):
 
 
 def _train_default(field: str):
-    return source_default("tfr_rankformer.training.train_config", "TrainConfig", field)
+    from tfr_rankformer.training.train_config import TrainConfig
+
+    return TrainConfig.__dataclass_fields__[field].default
 
 
 _RANKFORMER = model_families.get_model("rankformer").training

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -22,6 +23,7 @@ from tfr_rankformer.core.atomic_files import atomic_write
 
 __all__ = [
     "add_options",
+    "check_fields",
     "check_types",
     "from_dict",
     "from_args",
@@ -84,7 +86,7 @@ def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) 
     that has a help text (in field order; ``only`` picks and orders). Every option's
     parsed default is ``None`` (not given), so flags override ``--config`` values only when
     given; ``overrides`` maps a field to ``add_argument`` keywords replacing its own."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if "help" in f.metadata}
     for name in only or fields:
         if name in skip:
@@ -100,6 +102,8 @@ def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) 
         elif kind in (int, float) and "action" not in options:
             options.setdefault("type", kind)
         default = field.default if field.default is not dataclasses.MISSING else None
+        if options.get("action") == "store_false":  # the flag turns the default off
+            default = None
         options["help"] = _stated(options.get("help") or "", default)
         options.setdefault("default", None)
         off_flag, off_help = options.pop("off_flag", None), options.pop("off_help", None)
@@ -111,7 +115,8 @@ def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) 
 
 def given(args: argparse.Namespace, cls) -> dict:
     """Field name -> value of the options of ``cls``'s fields given on the command line."""
-    values = {f.name: getattr(args, _dest(f), None) for f in dataclasses.fields(cls)}
+    fields = [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+    values = {f.name: getattr(args, _dest(f), None) for f in fields}
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -171,23 +176,36 @@ def _describe(hint) -> str:
     return {tuple: "a list", list: "a list", dict: "an object"}.get(origin, "an object")
 
 
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def check_fields(config) -> None:
+    """Raises ``ValueError`` naming the field unless each value of the dataclass ``config``
+    has its annotated type and, where the field lists ``choices``, is one of them."""
+    hints = _hints(type(config))
+    for field in dataclasses.fields(config):
+        value, hint = getattr(config, field.name), hints[field.name]
+        if dataclasses.is_dataclass(hint):
+            continue
+        if not _matches(hint, value):
+            raise ValueError(f"`{field.name}` must be {_describe(hint)}, got {value!r}")
+        choices = field.metadata.get("choices")
+        if value is not None and choices and not callable(choices) and value not in choices:
+            raise ValueError(f"`{field.name}` must be one of {list(choices)}, got {value!r}")
+
+
 def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
     """Raises ``ValueError`` naming ``where`` and the field unless each value of ``values``
     has its field's annotated type (nested dataclasses are checked within; ``flat``: keys
     of nested classes may also stand at the top). Unknown keys are left to the class."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     nested = {n: h for n, h in hints.items() if dataclasses.is_dataclass(h)}
     for name, value in values.items():
         hint = hints.get(name)
-        if hint is None and flat:
-            hint = next(
-                (
-                    typing.get_type_hints(c)[name]
-                    for c in nested.values()
-                    if name in typing.get_type_hints(c)
-                ),
-                None,
-            )
+        for section in nested.values() if hint is None and flat else ():
+            hint = hint or _hints(section).get(name)
         if hint is None:
             continue
         if name in nested and isinstance(value, dict):

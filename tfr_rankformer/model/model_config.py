@@ -12,7 +12,7 @@ import dataclasses
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
-from tfr_rankformer.core.config_io import on_off, require_positive_ints, setting
+from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
 
 __all__ = [
     "ModelConfig",
@@ -158,14 +158,10 @@ class ModelConfig:
     )
 
     def __post_init__(self):
+        check_fields(self)
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
-        names += ("width", "attention_window")
-        require_positive_ints(self, *names, optional=True)
-        if self.global_tokens is not None and (
-            isinstance(self.global_tokens, bool)
-            or not isinstance(self.global_tokens, int)
-            or self.global_tokens < 0
-        ):
+        require_positive_ints(self, *names, "width", "attention_window", optional=True)
+        if self.global_tokens is not None and self.global_tokens < 0:
             raise ValueError(f"`global_tokens` must be an int >= 0, got {self.global_tokens!r}")
         for name in ("dropout", "head_dropout"):
             rate = getattr(self, name)
@@ -173,26 +169,8 @@ class ModelConfig:
                 raise ValueError(f"`{name}` must lie in [0, 1), got {rate!r}")
         if self.cls_stddev is not None and not self.cls_stddev > 0:
             raise ValueError(f"`cls_stddev` must be > 0, got {self.cls_stddev!r}")
-        if self.init is not None and self.init not in INITIALIZATIONS:
-            raise ValueError(f"`init` must be one of {list(INITIALIZATIONS)}, got {self.init!r}")
-        if self.attention is not None and self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"`attention` must be one of {list(ATTENTIONS)}, got {self.attention!r}"
-            )
-        if self.similarity is not None and self.similarity not in SIMILARITIES:
-            raise ValueError(
-                f"`similarity` must be one of {list(SIMILARITIES)}, got {self.similarity!r}"
-            )
-        if self.first_stage is not None and not isinstance(self.first_stage, bool):
-            raise ValueError(f"`first_stage` must be true or false, got {self.first_stage!r}")
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
-        encoding = self.positional_encoding
-        if encoding is not None and encoding not in POSITIONAL_ENCODINGS:
-            raise ValueError(
-                f"`positional_encoding` must be one of {list(POSITIONAL_ENCODINGS)}, "
-                f"got {encoding!r}"
-            )
 
     def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
         """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one)."""

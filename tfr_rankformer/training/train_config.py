@@ -25,7 +25,7 @@ from tfr_rankformer.core.command_names import (
     PRECISIONS,
 )
 from tfr_rankformer.core.config_io import (
-    check_types,
+    check_fields,
     from_dict,
     on_off,
     require_positive_ints,
@@ -246,6 +246,7 @@ class TrainConfig:
     text: TextConfig = TextConfig()
 
     def __post_init__(self):
+        check_fields(self)
         if not model_families.is_neural(self.model):
             choices = sorted(model_families.model_names(model_families.NEURAL_KINDS))
             raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
@@ -273,38 +274,21 @@ class TrainConfig:
         """Counts, batching switches and the memory limit."""
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
-        if not isinstance(self.length_buckets, bool):
-            raise ValueError(f"`length_buckets` must be true or false, got {self.length_buckets!r}")
-        if self.lists_in_memory is None:
+        if self.lists_in_memory is None:  # on where a GPU is visible
             import tensorflow as tf
 
             gpu = bool(tf.config.list_physical_devices("GPU"))
             object.__setattr__(self, "lists_in_memory", gpu)
-        if not isinstance(self.lists_in_memory, bool):
-            raise ValueError(
-                f"`lists_in_memory` must be true or false, got {self.lists_in_memory!r}"
-            )
         if not self.length_buckets and self.batch_items is not None:
             raise ValueError(
                 "`length_buckets` off batches fixed lists: set `batch_size`, not `batch_items`"
             )
-        if self.memory_limit is not None and not (
-            isinstance(self.memory_limit, (int, float)) and self.memory_limit > 0
-        ):
+        if self.memory_limit is not None and not self.memory_limit > 0:
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
 
     def _check_optimization(self) -> None:
-        """The optimizer, its epsilon placement, schedule, kept weights and rates."""
-        for name, choices in (
-            ("optimizer", OPTIMIZERS),
-            ("adam_epsilon", ADAM_EPSILONS),
-            ("lr_schedule", LR_SCHEDULES),
-            ("keep_weights", KEEP_WEIGHTS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(
-                    f"`{name}` must be one of {list(choices)}, got {getattr(self, name)!r}"
-                )
+        """The resolved rates (the choices are checked with the fields)."""
+        check_fields(self)
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
@@ -421,7 +405,6 @@ class TrainConfig:
           ValueError: naming unknown keys or a bad value.
         """
         nested = {"architecture": ModelConfig, "text": TextConfig}
-        check_types(cls, values, where="training settings")
         return from_dict(cls, values, nested=nested, what="training settings")
 
     @classmethod

@@ -35,20 +35,13 @@ _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One row of the table.
-
-    Attributes:
-      label: as given on the command line (the row's name).
-      model: a neural model or a GBDT (``model_families``), or ``bm25``.
-      settings: overrides: training settings or LightGBM parameters.
-      tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
-        (the experiment sets data, run directory and seed).
-    """
+    """One row of the table: its label as given, the model (neural, GBDT or ``bm25``), its
+    settings (training settings or LightGBM parameters) or a ``tfr-tune`` result's."""
 
     label: str
     model: str
     settings: tuple = ()
-    tuned: dict | None = None
+    tuned: dict | None = None  # best_config.json's settings; data, run and seed are set here
 
     @property
     def slug(self) -> str:

@@ -108,20 +108,12 @@ _DENSE = "its training data gave every feature on every line"
 
 @dataclasses.dataclass
 class _Filled:
-    """Items read with 0s for features their input omitted, for the summary.
+    """Items read with 0s for features their input omitted, for the summary."""
 
-    Attributes:
-      items: LETOR items whose lines omitted some of the model's features.
-      num_features: the model's feature count.
-      density: what the model's training data records (``TrainingDensity``).
-      converted: items of a converted split whose input lacked features
-        (its manifest's count; tfr-convert filled them).
-    """
-
-    items: int = 0
+    items: int = 0  # LETOR items whose lines omitted some of the model's features
     num_features: int = 0
-    density: TrainingDensity | None = None
-    converted: int = 0
+    density: TrainingDensity | None = None  # what the model's training data records
+    converted: int = 0  # items of a converted split whose input lacked features
 
 
 def _elwc_files(args, filled: _Filled) -> list[str] | None:

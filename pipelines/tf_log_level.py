@@ -3,20 +3,27 @@
 Importing TensorFlow prints lines about CUDA factories, drivers, oneDNN and CPU
 instructions that a newcomer reads as failures. TensorFlow's C++ side reads its level
 (``TF_CPP_MIN_LOG_LEVEL``) once, when it loads, so each command parses its arguments
-(no TensorFlow), calls :func:`start_command`, and only then imports TensorFlow.
+(no TensorFlow), calls :func:`start_command`, and only then imports TensorFlow. A few
+Abseil lines ignore that level (XLA's "Compiled cluster" notice, grappler's
+"Error in PredictCost()", Abseil's banner): :class:`NativeLogFilter` drops those alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import logging
 import os
+import re
+import sys
+import threading
 
 from tfr_rankformer.core.config_io import add_options, setting
 
 __all__ = [
     "Display",
+    "NativeLogFilter",
     "add_verbose_flag",
     "configure_command_logging",
     "set_tensorflow_log_level",
@@ -57,6 +64,8 @@ def set_tensorflow_log_level(*, verbose: bool) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LEVEL)
     for name in ("tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    if os.environ["TF_CPP_MIN_LOG_LEVEL"] == QUIET_LEVEL:
+        NativeLogFilter.install()
 
 
 def start_command(
@@ -76,3 +85,85 @@ def start_command(
 def configure_command_logging(level: str) -> None:
     """The root logger at ``level``, writing ``LEVEL module: message`` lines to stderr."""
     logging.basicConfig(level=level, format=LOG_FORMAT)
+
+
+_BANNER = b"WARNING: All log messages before absl::InitializeLog() is called"
+# Abseil's prefix: severity, MMDD, time, thread, file:line].
+_ABSL_LINE = re.compile(rb"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\]]+\] ")
+
+
+def is_native_noise(line: bytes) -> bool:
+    """Whether a whole line of standard error is one of the native lines hidden.
+
+    >>> is_native_noise(b"I0000 00:00:1795.5   25 device_compiler.h:186] Compiled cluster")
+    True
+    >>> is_native_noise(b"E0000 00:00:1795.5   25 session.cc:1] something failed")
+    False
+    """
+    match = _ABSL_LINE.match(line)
+    if line.startswith(_BANNER):
+        return True
+    return match is not None and (match.group(1) == b"I" or b"PredictCost()" in line)
+
+
+class NativeLogFilter:
+    """Standard error (descriptor 2) through a pipe whose thread drops native noise lines
+    and copies the rest at once, holding back only a line's start that may still be noise
+    (up to its end or 64 bytes). At exit the original descriptor is restored."""
+
+    _installed = False
+
+    def __init__(self, output: int):
+        self.output, self.pending, self.passing = output, b"", False
+
+    @classmethod
+    def install(cls) -> None:
+        """Installs the filter once, where standard error is the process's own."""
+        try:
+            if cls._installed or sys.stderr is not sys.__stderr__ or sys.stderr.fileno() != 2:
+                return
+        except (AttributeError, OSError, ValueError):
+            return
+        cls._installed = True
+        sys.stderr.flush()
+        original = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        thread = threading.Thread(target=cls(original).run, args=(read_end,), daemon=True)
+        thread.start()
+
+        def restore() -> None:
+            sys.stderr.flush()
+            os.dup2(original, 2)  # the pipe's last writer in this process
+            thread.join(timeout=2.0)  # forked children may still hold the pipe
+
+        atexit.register(restore)
+
+    def run(self, read_end: int) -> None:
+        while chunk := os.read(read_end, 65536):
+            self.feed(chunk)
+        if self.pending and not is_native_noise(self.pending):
+            self._write(self.pending)
+
+    def feed(self, chunk: bytes) -> None:
+        """Copies what ``chunk`` completes, keeping back an undecided line start."""
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        for line in lines:
+            if self.passing or not is_native_noise(line):
+                self._write(line + b"\n")
+            self.passing = False
+        if self.pending and (self.passing or self._decided(self.pending)):
+            self._write(self.pending)
+            self.pending, self.passing = b"", True
+
+    @staticmethod
+    def _decided(start: bytes) -> bool:
+        """Whether a line that starts with ``start`` cannot be a noise line."""
+        if _BANNER.startswith(start[: len(_BANNER)]) or _ABSL_LINE.match(start):
+            return False  # the banner or its start, or a native line: decided at its end
+        return len(start) >= 64 or start[:1] not in b"IWEF" or b"\r" in start
+
+    def _write(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self.output, data) :]

@@ -142,38 +142,28 @@ def require_positive_ints(config, *names: str, optional: bool = False) -> None:
             raise ValueError(f"`{name}` must be a positive int, got {value!r}")
 
 
+# Annotation -> the JSON values it takes, and how an error names them.
+_KINDS = {bool: bool, int: int, float: (int, float), str: str, type(None): type(None)}
+_KINDS |= {tuple: (list, tuple), list: (list, tuple), dict: dict}
+_NAMES = {bool: "true or false", int: "an int", float: "a number", str: "a string"}
+_NAMES |= {type(None): "null", tuple: "a list", list: "a list"}
+
+
 def _matches(hint, value) -> bool:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return any(_matches(arm, value) for arm in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint in (int, float):
-        return isinstance(value, (int, float) if hint is float else int) and not isinstance(
-            value, bool
-        )
-    if hint is str:
-        return isinstance(value, str)
-    if hint is tuple or origin is tuple or hint is list or origin is list:
-        return isinstance(value, (list, tuple))
-    if hint is dict or origin is dict:
-        return isinstance(value, dict)
     if dataclasses.is_dataclass(hint):
         return isinstance(value, (dict, hint))
-    return True
+    kinds = _KINDS.get(typing.get_origin(hint) or hint)
+    if kinds is None:
+        return True
+    return isinstance(value, kinds) and not (isinstance(value, bool) and hint in (int, float))
 
 
 def _describe(hint) -> str:
-    names = {int: "an int", float: "a number", str: "a string", bool: "true or false"}
-    names[type(None)] = "null"
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_describe(arm) for arm in typing.get_args(hint))
-    if hint in names:
-        return names[hint]
-    origin = typing.get_origin(hint) or hint
-    return {tuple: "a list", list: "a list", dict: "an object"}.get(origin, "an object")
+    return _NAMES.get(typing.get_origin(hint) or hint, "an object")
 
 
 @functools.cache

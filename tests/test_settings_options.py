@@ -100,6 +100,20 @@ def test_a_config_file_of_the_wrong_type_names_file_and_field(tmp_path, capsys):
     assert "`num_layers` must be an int or null, got 2.5" in capsys.readouterr().err
 
 
+def test_convert_checks_its_config_file_too(tmp_path, capsys):
+    from pipelines.convert_cli import main as convert
+
+    path = tmp_path / "convert.json"
+    path.write_text(json.dumps({"shards": "2", "clicks": {"kappa": "high"}}))
+    args = ["--input", "synthetic", "--output", str(tmp_path / "out"), "--config", str(path)]
+    assert convert(args) == 1
+    assert f"{path}: `shards` must be an int, got '2'" in capsys.readouterr().err
+    path.write_text(json.dumps({"clicks": {"kappa": "high"}}))
+    assert convert(args) == 1
+    assert f"{path}: `kappa` must be a number, got 'high'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_generator_keeps_names_defaults_and_help():
     @dataclasses.dataclass(frozen=True)
     class Demo:

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
             group,
             Display,
             overrides={"no_progress": {"help": "hide the progress bars"}},
-            skip=("log_level",),
+            only=("no_progress", "verbose"),
         )
     return p
 

@@ -131,8 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_options(beam, BeamOptions)
     display = p.add_argument_group("display")
-    add_options(display, Display, overrides={"no_progress": {"help": "hide the progress bars"}})
+    shown = ("no_progress", "log_level", "verbose")
+    add_options(display, Display, only=shown, overrides={"no_progress": {"help": _BARS}})
     return p
+
+
+_BARS = "hide the progress bars"
 
 
 def _all_folds(text: str) -> bool:

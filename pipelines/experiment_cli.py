@@ -16,38 +16,14 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.experiment_specs import ExperimentConfig
-from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfr_rankformer.core.config_io import add_options, from_args, setting
+from pipelines.tf_log_level import Display, start_command
+from tfr_rankformer.core.config_io import add_options, from_args
 
 __all__ = ["build_parser", "main"]
-
-
-@dataclasses.dataclass(frozen=True)
-class ExperimentDisplay:
-    """What ``tfr-experiment`` shows while it runs."""
-
-    no_progress: bool = setting(
-        False,
-        "hide the conversion's and training's progress (bars on a terminal, progress lines "
-        "elsewhere); the lines that mark each stage's start and end stay",
-    )
-    progress_seconds: float = setting(
-        30.0,
-        "where standard output or error is not a terminal, each neural run logs a progress "
-        "line (step, lists/s, the epoch's ETA) this often, and one at each epoch's end, as "
-        "tfr-train does; a terminal shows Keras's progress bar",
-    )
-    log_level: str = setting(
-        "INFO",
-        "INFO (the default) shows each stage's start and end and the runs' progress lines; "
-        "WARNING only problems",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,15 +40,26 @@ def build_parser() -> argparse.ArgumentParser:
         __doc__,
     )
     add_options(p, ExperimentConfig)
-    add_options(p, ExperimentDisplay)
-    add_verbose_flag(p)
+    add_options(p, Display, overrides=_DISPLAY)
     return p
+
+
+_DISPLAY = {
+    "no_progress": {
+        "help": "hide the conversion's and training's progress (bars on a terminal, progress "
+        "lines elsewhere); the lines that mark each stage's start and end stay"
+    },
+    "log_level": {
+        "help": "INFO (the default) shows each stage's start and end and the runs' progress "
+        "lines; WARNING only problems"
+    },
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    display = from_args(args, ExperimentDisplay)
+    display = from_args(args, Display)
     if not display.progress_seconds > 0:
         parser.error(f"--progress-seconds must be > 0, got {display.progress_seconds}")
     start_command(args)

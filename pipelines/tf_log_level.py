@@ -41,6 +41,12 @@ class Display:
     """What a command shows while it runs."""
 
     no_progress: bool = setting(False, "hide the progress bar")
+    progress_seconds: float = setting(
+        30.0,
+        "where standard output or error is not a terminal, a progress line (step, lists/s, "
+        "the epoch's ETA) is logged this often, and one at each epoch's end; a terminal "
+        "shows Keras's progress bar",
+    )
     log_level: str = setting("INFO", "logging level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     verbose: bool = setting(
         False,

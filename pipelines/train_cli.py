@@ -62,12 +62,6 @@ class TrainCommand:
     """``tfr-train``'s options that are not the run's settings."""
 
     config: str | None = setting(None, "JSON file of settings (TrainConfig fields); flags override")
-    progress_seconds: float = setting(
-        30.0,
-        "where standard output or error is not a terminal, a progress line (step, lists/s, "
-        "the epoch's ETA) is logged this often, and one at each epoch's end; a terminal "
-        "shows Keras's progress bar. Default: 30",
-    )
     resume: bool = setting(
         False,
         "continue the run in MODEL_DIR from its last completed epoch (the neural "
@@ -100,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         __doc__,
     )
     add_options(p, TrainConfig)
-    add_options(p, TrainCommand, only=("config", "progress_seconds"))
+    add_options(p, TrainCommand, only=("config",))
+    add_options(p, Display, only=("progress_seconds",))
     add_options(
         p.add_argument_group(
             "architecture (defaults: each model's paper and released code; context_aware: 4 "
@@ -253,7 +248,7 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
         config,
         verbose=0 if args.quiet else 1,
         final_weights=args.final_weights,
-        progress_seconds=args.progress_seconds or TrainCommand.progress_seconds,
+        progress_seconds=args.progress_seconds or Display.progress_seconds,
         existing=existing,
     )
     if not worker.is_chief:

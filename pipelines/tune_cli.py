@@ -52,6 +52,9 @@ class TuneOptions:
     no_pruning: bool = setting(False, "run every trial to its end")
 
 
+_SHOWN = ("no_progress", "log_level", "verbose")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = make_parser(
         "tfr-tune",
@@ -73,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(
         p,
         Display,
+        only=_SHOWN,
         overrides={"log_level": {"help": "logging level. Default: WARNING"}},
     )
     return p

@@ -14,29 +14,45 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.tf_log_level import Display, start_command
+from tfr_rankformer.core.config_io import add_options, from_args, setting
+from tfr_rankformer.text.bm25 import Bm25Config
 
 __all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("tfr-bm25")
 
-_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """``tfr-bm25 run``'s options."""
 
-def _add_bm25_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("BM25 (bm25s)")
-    group.add_argument("--k1", type=float, default=0.9, help="k1. Default: 0.9 (Anserini's)")
-    group.add_argument("--b", type=float, default=0.4, help="b. Default: 0.4 (Anserini's)")
-    group.add_argument(
-        "--method", choices=_METHODS, default="lucene", help="BM25 variant. Default: lucene"
+    queries: list | None = setting(
+        None, "'qid<TAB>text' (repeatable)", action="append", metavar="FILE"
     )
-    add_flag(group, "no_progress", help="hide the progress bars")
-    add_verbose_flag(group)
+    collection: list | None = setting(
+        None,
+        "'docid<TAB>text' (further columns joined to the text; repeatable)",
+        action="append",
+        metavar="FILE",
+    )
+    output: str | None = setting(None, "the run file to write")
+    top_k: int = setting(100, "documents per query")
+    tag: str = setting("bm25", "the run's tag column")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+    """``tfr-bm25 eval``'s options."""
+
+    data: str | None = setting(None, "the dataset directory (its manifest.json at the top)")
+    split: str = setting("test", "the split to score")
+    output: str | None = setting(None, "also write the metrics to this JSON file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,19 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
         "a TREC run 'qid Q0 docid rank score tag' (documents sharing no term with the query "
         "are left out).",
     )
-    run.add_argument(
-        "--queries", action="append", metavar="FILE", help="'qid<TAB>text' (repeatable)"
-    )
-    run.add_argument(
-        "--collection",
-        action="append",
-        metavar="FILE",
-        help="'docid<TAB>text' (further columns joined to the text; repeatable)",
-    )
-    add_flag(run, "output", help="the run file to write")
-    add_flag(run, "top_k")
-    add_flag(run, "tag", default="bm25", help="the run's tag column. Default: bm25")
-    _add_bm25_options(run)
     evaluate = commands.add_parser(
         "eval",
         help="BM25's NDCG@1,5,10 on a text dataset's lists",
@@ -76,20 +79,27 @@ def build_parser() -> argparse.ArgumentParser:
         "equal left out). BM25's index statistics come from the documents of the dataset's "
         "lists, every split, each document once.",
     )
-    add_flag(evaluate, "data", help="the dataset directory (its manifest.json at the top)")
-    add_flag(evaluate, "split", help="the split to score. Default: test")
-    add_flag(evaluate, "output", help="also write the metrics to this JSON file")
-    _add_bm25_options(evaluate)
+    for parser, options in ((run, RunOptions), (evaluate, EvalOptions)):
+        add_options(parser, options)
+        group = parser.add_argument_group("BM25 (bm25s)")
+        add_options(group, Bm25Config)
+        add_options(
+            group,
+            Display,
+            overrides={"no_progress": {"help": "hide the progress bars"}},
+            only=("no_progress", "verbose"),
+        )
     return p
 
 
-def _run(args) -> None:
-    from tfrecords_tools.text.bm25_run import Bm25Config, write_bm25_run
+def _run(parsed) -> None:
+    from tfrecords_tools.text.bm25_run import write_bm25_run
 
+    args = from_args(parsed, RunOptions)
     missing = [f for f in ("queries", "collection", "output") if not getattr(args, f)]
     if missing:
         raise ValueError(f"missing {' and '.join('--' + m for m in missing)}")
-    config = Bm25Config(k1=args.k1, b=args.b, method=args.method)
+    config = from_args(parsed, Bm25Config)
     counts = write_bm25_run(
         args.queries,
         args.collection,
@@ -97,7 +107,7 @@ def _run(args) -> None:
         top_k=args.top_k,
         config=config,
         tag=args.tag,
-        progress=not args.no_progress,
+        progress=not parsed.no_progress,
     )
     print(
         f"wrote {args.output}: {counts['run_lines']:,} lines for {counts['queries']:,} queries "
@@ -110,12 +120,13 @@ def _run(args) -> None:
         )
 
 
-def _eval(args) -> None:
-    from tfrecords_tools.text.bm25_run import Bm25Config, evaluate_bm25
+def _eval(parsed) -> None:
+    from tfrecords_tools.text.bm25_run import evaluate_bm25
 
+    args = from_args(parsed, EvalOptions)
     if not args.data:
         raise ValueError("missing --data")
-    config = Bm25Config(k1=args.k1, b=args.b, method=args.method)
+    config = from_args(parsed, Bm25Config)
     metrics = evaluate_bm25(args.data, split=args.split, config=config)
     ndcg = "  ".join(f"{k.upper()} {v:.2f}" for k, v in metrics.items() if k.startswith("ndcg@"))
     print(

@@ -1,19 +1,19 @@
-"""Pieces the command lines share: JSON settings with flag overrides, metric tables, the
+"""Pieces the command lines share: the parser, LightGBM's options, metric tables, and the
 data checks run before reading a converted dataset."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 
-from pipelines.flag_table import add_flag
+from tfr_rankformer.core.config_io import setting
 
 __all__ = [
+    "LightGBMOptions",
     "make_parser",
-    "merge_settings",
     "format_metrics",
-    "add_lightgbm_options",
     "parse_lgb_params",
     "check_converted_data",
     "data_loss_message",
@@ -30,33 +30,33 @@ def make_parser(prog: str, description: str, module_doc: str) -> argparse.Argume
     )
 
 
-def merge_settings(config_file: str | None, flags: dict, nested: dict[str, str]) -> dict:
-    """Settings from ``config_file`` (JSON), overridden by the flags that were given.
+@dataclasses.dataclass(frozen=True)
+class LightGBMOptions:
+    """The options of the GBDTs' LightGBM (``tfr-train``, ``tfr-distill``)."""
 
-    Args:
-      config_file: path of a JSON file of settings, or ``None``.
-      flags: parsed flags; ``None`` values were not given and do not override.
-      nested: flag name -> section name, for flags that belong to a nested
-        settings object (e.g. ``{"num_layers": "architecture"}``).
-    """
-    values: dict = {}
-    if config_file:
-        with open(config_file, encoding="utf-8") as f:
-            values = json.load(f)
-    for name, value in flags.items():
-        if value is None:
-            continue
-        if name in nested:
-            values.setdefault(nested[name], {})[name] = value
-        else:
-            values[name] = value
-    return values
+    trees: int | None = setting(
+        None,
+        "trees to grow (all kept unless --early-stopping-rounds). Default: the preset's "
+        "(1,000 or 10,000)",
+    )
+    lgb_param: list | None = setting(
+        None,
+        "any LightGBM parameter over the preset's (repeatable), e.g. num_leaves=255; a "
+        'config file\'s "params" object does the same',
+        action="append",
+        metavar="KEY=VALUE",
+    )
+    early_stopping_rounds: int = setting(
+        0,
+        "stop when the validation score has not improved for this many trees, keeping the "
+        "best tree count (0: never; the whole budget is kept). Default: 0",
+    )
+    num_threads: int | None = setting(None, "LightGBM threads. Default: one per core")
 
 
 def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
     """A plain-text table: one row per split, one column per metric key."""
-    header = ["split", *keys]
-    rows = [header]
+    rows = [["split", *keys]]
     for split, values in metrics.items():
         row = [split]
         for key in keys:
@@ -66,28 +66,8 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
             else:
                 row.append("-" if value is None else str(value))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
-
-
-def add_lightgbm_options(group, which: str, *, early_stopping: int) -> None:
-    """``--lgb-param``, ``--early-stopping-rounds`` (whose default is ``early_stopping``)
-    and ``--num-threads`` for ``which`` GBDTs."""
-    group.add_argument(
-        "--lgb-param",
-        action="append",
-        metavar="KEY=VALUE",
-        help=f"any LightGBM parameter over the preset's, for {which} (repeatable), e.g. "
-        'num_leaves=255; a config file\'s "params" object does the same',
-    )
-    add_flag(
-        group,
-        "early_stopping_rounds",
-        help="stop when the validation score has not improved for this many "
-        "trees, keeping the best tree count (0: never; the whole budget is kept). "
-        f"Default: {early_stopping}",
-    )
-    add_flag(group, "num_threads")
 
 
 def parse_lgb_params(pairs: list[str] | None) -> dict:
@@ -105,8 +85,8 @@ def parse_lgb_params(pairs: list[str] | None) -> dict:
 
 
 def check_converted_data(data_dir: str, splits: list[str] | None = None) -> None:
-    """Checks a converted dataset before a command reads it: its manifest parses and
-    every shard of ``splits`` (default: all) is whole, with the manifest's record count.
+    """Checks a converted dataset before a command reads it: its manifest parses and every
+    shard of ``splits`` (default: all) is whole, with the manifest's record count.
 
     Raises:
       ValueError: naming the file (and line, or record) at fault.

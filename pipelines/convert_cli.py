@@ -31,48 +31,70 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.convert_option_groups import (
-    BEAM_FLAGS,
-    add_beam_arguments,
-    add_click_arguments,
-    add_elwc_arguments,
-    add_synthetic_arguments,
-)
-from pipelines.flag_table import add_flag
-from pipelines.text_convert_options import add_text_arguments, check_text_flags, text_main
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, text_main
+from pipelines.tf_log_level import Display, start_command
+from tfr_rankformer.core.config_io import add_options, from_args, given, load_settings, setting
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import ConvertConfig, convert
-from tfrecords_tools.datasets import DATASETS, DatasetNotFoundError
+from tfrecords_tools.datasets import DatasetNotFoundError
+from tfrecords_tools.elwc_input import ElwcConfig
 from tfrecords_tools.letor.letor_parser import LetorFormatError
-from tfrecords_tools.normalization import NORMALIZATIONS
+from tfrecords_tools.synthetic import SyntheticConfig
 from tfrecords_tools.text.text_sources import is_text_input
+from tfrecords_tools.text.trec_config import TrecConfig
 from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("tfr-convert")
 
-# Flags whose values go into ClickConfig / SyntheticConfig rather than ConvertConfig.
-_CLICK_FLAGS = {f.name for f in dataclasses.fields(ClickConfig)}
-_ELWC_FLAGS = {
-    "elwc_features": "features",
-    "elwc_label": "label",
-    "elwc_context": "context",
-    "elwc_qid": "qid",
-    "elwc_missing_value": "missing_value",
-}
-_SYNTHETIC_FLAGS = {
-    "synthetic_lists": "train_queries",
-    "synthetic_list_size": "mean_list_size",
-    "synthetic_length_spread": "length_spread",
-}
+
+@dataclasses.dataclass(frozen=True)
+class BeamOptions:
+    """The Beam converter's options (``BeamConfig``'s module loads Apache Beam)."""
+
+    runner: str | None = setting(
+        None,
+        "convert with an Apache Beam pipeline on this runner instead of locally (same "
+        "output; lists are grouped by qid across files; invalid lines are set aside). Only "
+        "with --runner are unknown options accepted, as Beam pipeline options (--project, "
+        "--region, --temp_location, --flink_master, --environment_type, ...)",
+        choices=["DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner"],
+    )
+    train_files: list | None = setting(
+        None,
+        "with --runner, instead of --input: train files as a glob (local, gs://, ...; .gz "
+        "accepted), repeatable; files are read in pattern order, sorted within a pattern",
+        action="append",
+        metavar="GLOB",
+    )
+    vali_files: list | None = setting(None, "vali files, as above", action="append", metavar="GLOB")
+    test_files: list | None = setting(None, "test files, as above", action="append", metavar="GLOB")
+    max_bad_lines: int = setting(
+        0,
+        "with --runner: invalid lines allowed (each is set aside in the dead-letter file); "
+        "more fail the run, leaving no output",
+    )
+    bad_lines: str | None = setting(
+        None,
+        "with --runner: the dead-letter file (path, line, message per line). Default: "
+        "OUTPUT.bad_lines.txt",
+        metavar="FILE",
+    )
+    quantile_epsilon: float | None = setting(
+        None,
+        "with --runner: rank error bound of the quantile sketches as a share of the train "
+        "items. Default: 1 / --num-quantiles",
+    )
+
+
+_LISTS = ("max_list_size", "min_list_size", "num_features", "max_relevance")
+_LISTS += ("duplicate_features", "normalize", "quantile_sample_size", "num_quantiles")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,190 +107,67 @@ def build_parser() -> argparse.ArgumentParser:
         "paper does.",
         __doc__,
     )
-    _add_io_arguments(p)
-    _add_list_arguments(p)
-    add_elwc_arguments(p)
-    add_click_arguments(p)
-    add_synthetic_arguments(p)
-    add_text_arguments(p)
-    _add_resource_arguments(p)
-    add_beam_arguments(p)
-    _add_display_arguments(p)
+    io = p.add_argument_group("input and output")
+    add_options(io, ConvertConfig, only=("input", "output", "data_dir", "overwrite"))
+    io.add_argument(
+        "--config",
+        help="JSON file of settings (ConvertConfig fields); flags given on the command line "
+        "override it",
+    )
+    folds = io.add_mutually_exclusive_group()
+    add_options(folds, ConvertConfig, only=("fold", "all_folds"), overrides=_ALL_FOLDS)
+    add_options(io, ConvertConfig, only=("shards", "tfds_download"))
+    add_options(p.add_argument_group("lists and features"), ConvertConfig, only=_LISTS)
+    elwc = p.add_argument_group("ELWC input (--input elwc:...), one feature per name per item")
+    add_options(elwc, ElwcConfig)
+    clicks = p.add_argument_group("click simulation (RankFormer paper, Sec. 6.1 and App. C)")
+    add_options(clicks, ConvertConfig, only=("simulate_clicks",))
+    add_options(clicks, ClickConfig)
+    add_options(clicks, ConvertConfig, only=("seed",))
+    add_options(p.add_argument_group("synthetic data (--input synthetic)"), SyntheticConfig)
+    add_options(p.add_argument_group(TEXT_GROUP), TrecConfig)
+    add_options(p.add_argument_group("resources"), ConvertConfig, only=("workers", "chunk_bytes"))
+    beam = p.add_argument_group(
+        "Apache Beam (pip install .[beam]); any further options go to Beam's PipelineOptions"
+    )
+    add_options(beam, BeamOptions)
+    display = p.add_argument_group("display")
+    shown = ("no_progress", "log_level", "verbose")
+    add_options(display, Display, only=shown, overrides={"no_progress": {"help": _BARS}})
     return p
 
 
-_INPUT_HELP = (
-    "a directory in LETOR layout (Fold1..N/{train,vali,test}.txt or one such set; "
-    ".gz accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the "
-    f"working directory ({', '.join(DATASETS)}), tfds:NAME read through "
-    "tensorflow-datasets (e.g. tfds:mslr_web/30k_fold1), or 'synthetic' (generated "
-    "WEB30K-shaped data with list-context effects), or elwc:DIR, elwc:GLOB or "
-    "elwc:train=GLOB,vali=GLOB,test=GLOB for TF-Ranking-style ELWC TFRecords (files are "
-    "placed in splits by their names' prefix train, vali/valid/eval, test; see --elwc-*); "
-    "text ranking data to the text ELWC: 'trec' (files given by --queries, --collection, "
-    "--qrels, --run), trec:DIR (those files found in DIR by their usual names) or "
-    "'synthetic-text' (generated lists whose relevance depends on the list)"
-)
+_BARS = "hide the progress bars"
 
 
-def _add_io_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``input and output`` group: what is read, where it goes, which folds."""
-    io = p.add_argument_group("input and output")
-    add_flag(io, "input", help=_INPUT_HELP)
-    add_flag(
-        io,
-        "output",
-        help="output directory (must not exist, or be empty, unless --overwrite; a "
-        "failure leaves it as it was)",
-    )
-    add_flag(io, "data_dir", help="where dataset names and TFDS data are looked up first")
-    add_flag(
-        io,
-        "overwrite",
-        default=None,
-        help="replace an existing output directory, but only one tfr-convert wrote "
-        "(its manifest.json, shards, source/, FoldN/): anything else in it is "
-        "refused, never deleted",
-    )
-    add_flag(
-        io,
-        "config",
-        help="JSON file of settings (ConvertConfig fields); flags "
-        "given on the command line override it",
-    )
-    _add_fold_arguments(io)
+def _all_folds(text: str) -> bool:
+    if text != "all":
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'all')")
+    return True
 
 
-def _add_fold_arguments(io: argparse._ArgumentGroup) -> None:
-    """``--fold`` or ``--folds``, ``--shards`` and ``--tfds-download`` (in ``io``)."""
-    folds = io.add_mutually_exclusive_group()
-    add_flag(folds, "fold", help="fold to convert (default: 1)")
-    add_flag(
-        folds,
-        "folds",
-        choices=["all"],
-        help="'all': convert every fold, each into OUTPUT/FoldN",
-        default=None,
-    )
-    io.add_argument("--shards", type=int, help="TFRecord files per split (default: 1)")
-    io.add_argument(
-        "--tfds-download",
-        action="store_true",
-        default=None,
-        help="let tensorflow-datasets download and prepare a missing tfds: dataset",
-    )
-
-
-def _add_list_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``lists and features`` group: list sizes, feature count, labels, normalisation."""
-    lists = p.add_argument_group("lists and features")
-    lists.add_argument(
-        "--max-list-size",
-        type=int,
-        help="subsample longer lists to this many items (seeded; counted in the "
-        "manifest); for text inputs, keep the run's first N documents. Default: keep every item",
-    )
-    lists.add_argument(
-        "--min-list-size",
-        type=int,
-        help="drop lists with fewer items (counted in the manifest). Default: 1",
-    )
-    lists.add_argument(
-        "--num-features",
-        type=int,
-        help="feature count d (lines beyond it are errors). Default: the dataset's, else the "
-        "largest index in the files, which may be at most 4 x the largest index left after "
-        "setting aside the widest line of every 100 (or 100): one far wider line is an error",
-    )
-    lists.add_argument(
-        "--max-relevance",
-        type=int,
-        help="highest explicit label. Default: the dataset's, else the largest label in the files",
-    )
-    add_flag(
-        lists,
-        "duplicate_features",
-        help="a LETOR line that repeats a feature index: 'error', or keep the value "
-        "that comes 'last' (what TF-Ranking's LibSVM reader does) or 'first'; "
-        "such lines are counted in the manifest. Features listed out of order "
-        "are always accepted (sorted and counted). Default: error",
-    )
-    _add_normalization_arguments(lists)
-
-
-def _add_normalization_arguments(lists: argparse._ArgumentGroup) -> None:
-    """``--normalize`` and its quantiles (in the ``lists and features`` group)."""
-    lists.add_argument(
-        "--normalize",
-        choices=NORMALIZATIONS,
-        help="normalisation the models apply in-graph (all are fitted on train "
-        "and stored). Default: quantile, the paper's",
-    )
-    lists.add_argument(
-        "--quantile-sample-size",
-        type=int,
-        help="train items sampled (reservoir) for the quantiles. Default: 100000",
-    )
-    lists.add_argument("--num-quantiles", type=int, help="quantiles per feature. Default: 1000")
-
-
-def _add_resource_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``resources`` group: parallel workers and block size."""
-    run = p.add_argument_group("resources")
-    add_flag(
-        run,
-        "workers",
-        help="processes that parse and encode LETOR blocks in parallel (1: all in "
-        "this process). Default: one per core, at most 4",
-    )
-    run.add_argument(
-        "--chunk-mb",
-        type=int,
-        help="size of the blocks read at once, in MiB; bounds memory. Default: 8",
-    )
-
-
-def _add_display_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``display`` group: progress bars and logging."""
-    out = p.add_argument_group("display")
-    add_flag(out, "no_progress", help="hide the progress bars")
-    add_flag(out, "log_level", help="logging level")
-    add_verbose_flag(out)
+_ALL_FOLDS = {"all_folds": {"type": _all_folds, "metavar": "{all}"}}
 
 
 def _settings(args: argparse.Namespace) -> ConvertConfig:
-    values: dict = {}
-    if args.config:
-        with open(args.config, encoding="utf-8") as f:
-            values = json.load(f)
-    flags = {k: v for k, v in vars(args).items() if v is not None}
-    clicks = dict(values.get("clicks") or {})
-    synthetic = dict(values.get("synthetic") or {})
-    elwc = dict(values.get("elwc") or {})
-    for flag, field in _ELWC_FLAGS.items():
-        if flag in flags:
-            elwc[field] = flags.pop(flag)
-    for name in _CLICK_FLAGS & flags.keys():
-        clicks[name] = flags.pop(name)
-    for flag, field in _SYNTHETIC_FLAGS.items():
-        if flag in flags:
-            synthetic[field] = flags.pop(flag)
+    """The ``--config`` file's settings with the flags given over them."""
+    values = load_settings(args.config, ConvertConfig) if args.config else {}
+    values.update(given(args, ConvertConfig))
+    if args.chunk_mb is not None:
+        values["chunk_bytes"] = args.chunk_mb << 20  # --chunk-mb is in MiB
+    for name, cls in (
+        ("clicks", ClickConfig),
+        ("synthetic", SyntheticConfig),
+        ("elwc", ElwcConfig),
+    ):
+        values[name] = {**(values.get(name) or {}), **given(args, cls)}
+    synthetic = values["synthetic"]
     if "train_queries" in synthetic and "vali_queries" not in synthetic:
         synthetic["vali_queries"] = synthetic["test_queries"] = max(
             1, synthetic["train_queries"] // 3
         )
-    if "chunk_mb" in flags:
-        flags["chunk_bytes"] = flags.pop("chunk_mb") << 20
-    if flags.pop("folds", None) == "all":
-        values["all_folds"] = True
-    for name in ("config", "no_progress", "log_level", "verbose", *BEAM_FLAGS):
-        flags.pop(name, None)
-    if args.train_files and not values.get("input") and "input" not in flags:
-        flags["input"] = "files"
-    values.update(flags)
-    values["clicks"] = clicks
-    values["synthetic"] = synthetic
-    values["elwc"] = elwc
+    if args.train_files and not values.get("input"):
+        values["input"] = "files"
     missing = [name for name in ("input", "output") if not values.get(name)]
     if missing:
         raise ValueError(f"missing {' and '.join('--' + m for m in missing)}")
@@ -284,16 +183,17 @@ def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args:
             f"--runner needs Apache Beam, which is not installed ({e}); "
             "install the extra: pip install .[beam]"
         ) from None
+    options = from_args(args, BeamOptions)
     beam_config = BeamConfig(
         convert=config,
-        runner=args.runner,
+        runner=options.runner,
         pipeline_args=tuple(beam_args),
-        max_bad_lines=args.max_bad_lines or 0,
-        bad_lines_output=args.bad_lines,
-        train_files=tuple(args.train_files or ()),
-        vali_files=tuple(args.vali_files or ()),
-        test_files=tuple(args.test_files or ()),
-        quantile_epsilon=args.quantile_epsilon,
+        max_bad_lines=options.max_bad_lines,
+        bad_lines_output=options.bad_lines,
+        train_files=tuple(options.train_files or ()),
+        vali_files=tuple(options.vali_files or ()),
+        test_files=tuple(options.test_files or ()),
+        quantile_epsilon=options.quantile_epsilon,
     )
     manifests = convert_on_beam(beam_config)
     bad = sum(s.input["bad_lines"] for m in manifests for s in m.splits.values())
@@ -307,9 +207,9 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
     """Without --runner, Beam's options and flags are errors."""
     if beam_args:
         parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
-    given = [f"--{n.replace('_', '-')}" for n in BEAM_FLAGS[1:] if getattr(args, n) is not None]
-    if given:
-        parser.error(f"{', '.join(given)} need --runner (the local converter stops at an error)")
+    beam = [f"--{n.replace('_', '-')}" for n in list(given(args, BeamOptions))]
+    if beam:
+        parser.error(f"{', '.join(beam)} need --runner (the local converter stops at an error)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,23 +10,52 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 
-from pipelines.cli_common import (
-    add_lightgbm_options,
-    make_parser,
-    merge_settings,
-    parse_lgb_params,
-)
-from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.cli_common import LightGBMOptions, make_parser, parse_lgb_params
+from pipelines.tf_log_level import Display, start_command
 from tfr_rankformer.core.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
+from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
 
 __all__ = ["build_parser", "main", "format_comparison"]
 
 _COLUMNS = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10")
 _NAMES = {"teacher": "teacher", "student": "student", "gbdt_labels": "GBDT on labels"}
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillOptions:
+    """``tfr-distill``'s options (``DistillConfig``'s fields, whose module loads LightGBM)."""
+
+    teacher: str | None = setting(None, "a tfr-train run directory, export/<version>, or GBDT")
+    output: str | None = setting(None, "where the student goes (must not exist unless --overwrite)")
+    data: str | None = setting(
+        None,
+        "a converted dataset. Default: the teacher's training data (an exported SavedModel "
+        "does not record it)",
+    )
+    config: str | None = setting(
+        None, "JSON file of settings (DistillConfig fields); flags override"
+    )
+    trees: int = setting(2000, "trees of the student and the label GBDT")
+    target: str = setting(
+        "scores",
+        "scores: regression on the teacher's scores centred per list; graded: lambdarank on "
+        "grades from the teacher's ranking of each list",
+        choices=["scores", "graded"],
+    )
+    grades: int = setting(5, "grade levels of --target graded")
+    preset: str = setting(
+        "gbdt-1k",
+        "LightGBM settings of both GBDTs (gbdt: LightGBM's usual lambdarank settings; "
+        "gbdt-1k, gbdt-10k: the paper's Table 5)",
+        choices=sorted(GBDT_PRESET_NAMES),
+    )
+    seed: int = setting(0, "LightGBM's seed")
+    batch_size: int = setting(256, "lists per teacher call")
+    overwrite: bool = setting(False, "replace --output")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,36 +68,23 @@ def build_parser() -> argparse.ArgumentParser:
         "it serves wherever a LightGBM model runs.",
         __doc__,
     )
-    p.add_argument("--teacher", help="a tfr-train run directory, export/<version>, or GBDT")
-    add_flag(p, "output", help="where the student goes (must not exist unless --overwrite)")
-    add_flag(
+    add_options(p, DistillOptions, only=_FIRST)
+    add_options(
         p,
-        "data",
-        help="a converted dataset. Default: the teacher's training data (an exported "
-        "SavedModel does not record it)",
+        LightGBMOptions,
+        skip=("trees",),
+        overrides={"early_stopping_rounds": {"help": _EARLY_STOPPING}},
     )
-    add_flag(p, "config", help="JSON file of settings (DistillConfig fields); flags override")
-    add_flag(p, "trees", help="trees of the student and the label GBDT. Default: 2000")
-    p.add_argument(
-        "--target",
-        choices=["scores", "graded"],
-        help="scores: regression on the teacher's scores centred per list; graded: lambdarank "
-        "on grades from the teacher's ranking of each list. Default: scores",
-    )
-    p.add_argument("--grades", type=int, help="grade levels of --target graded. Default: 5")
-    p.add_argument(
-        "--preset",
-        choices=sorted(GBDT_PRESET_NAMES),
-        help="LightGBM settings of both GBDTs (gbdt: LightGBM's usual lambdarank settings; "
-        "gbdt-1k, gbdt-10k: the paper's Table 5). Default: gbdt-1k",
-    )
-    add_lightgbm_options(p, "both GBDTs", early_stopping=100)
-    add_flag(p, "seed", help="LightGBM's seed. Default: 0")
-    add_flag(p, "batch_size", help="lists per teacher call. Default: 256")
-    add_flag(p, "overwrite", default=None, help="replace --output")
-    add_flag(p, "log_level")
-    add_verbose_flag(p)
+    add_options(p, DistillOptions, only=("seed", "batch_size", "overwrite"))
+    add_options(p, Display, only=("log_level", "verbose"))
     return p
+
+
+_FIRST = ("teacher", "output", "data", "config", "trees", "target", "grades", "preset")
+_EARLY_STOPPING = (
+    "stop when the validation score has not improved for this many trees, keeping the best "
+    "tree count (0: never; the whole budget is kept). Default: 100"
+)
 
 
 def _cell(value, digits: int) -> str:
@@ -104,10 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     start_command(args)
     from tfr_rankformer.distill.distillation import DistillConfig, distill
 
-    skip = ("config", "log_level", "lgb_param", "verbose")
-    flags = {k: v for k, v in vars(args).items() if k not in skip}
+    flags = {**given(args, DistillOptions), **given(args, LightGBMOptions)}
+    flags.pop("config", None)
+    flags.pop("lgb_param", None)
     try:
-        values = merge_settings(args.config, flags, {})
+        values = {**(load_settings(args.config, DistillConfig) if args.config else {}), **flags}
         params = dict(values.pop("params", {}))
         params.update(parse_lgb_params(args.lgb_param))
         config = DistillConfig.from_json({**values, "params": params})

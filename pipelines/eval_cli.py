@@ -10,14 +10,24 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from pipelines.cli_common import data_loss_message, format_metrics, make_parser
-from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
 from pipelines.train_cli import REPORTED
+from tfr_rankformer.core.config_io import add_options, setting
 
 __all__ = ["build_parser", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+    """``tfr-eval``'s options."""
+
+    model_dir: str = setting(None, "a tfr-train output directory", required=True)
+    data: str | None = setting(None, "a converted dataset. Default: the one the run trained on")
+    split: str = setting("test", "a split name, or 'all'")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         "are merged into MODEL_DIR/metrics.json.",
         __doc__,
     )
-    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
-    add_flag(p, "data", help="a converted dataset. Default: the one the run trained on")
-    add_flag(p, "split", help="a split name, or 'all'. Default: test")
+    add_options(p, EvalOptions)
     add_verbose_flag(p)
     return p
 
@@ -42,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     start_command(args)
     from tfr_rankformer.runner import evaluate
 
-    splits = None if args.split == "all" else [args.split]
+    split = args.split or EvalOptions.split
+    splits = None if split == "all" else [split]
     import tensorflow as tf
 
     try:

@@ -21,6 +21,7 @@ from tfr_rankformer.core.command_names import (
     DEFAULT_EXPERIMENT_MODELS,
     DEFAULT_TEXT_EXPERIMENT_MODELS,
 )
+from tfr_rankformer.core.config_io import setting
 from tfr_rankformer.core.run_layout import is_text_model
 from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.training.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
@@ -34,20 +35,13 @@ _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One row of the table.
-
-    Attributes:
-      label: as given on the command line (the row's name).
-      model: a neural model or a GBDT (``model_families``), or ``bm25``.
-      settings: overrides: training settings or LightGBM parameters.
-      tuned: a ``tfr-tune`` ``best_config.json``'s settings, used as they are
-        (the experiment sets data, run directory and seed).
-    """
+    """One row of the table: its label as given, the model (neural, GBDT or ``bm25``), its
+    settings (training settings or LightGBM parameters) or a ``tfr-tune`` result's."""
 
     label: str
     model: str
     settings: tuple = ()
-    tuned: dict | None = None
+    tuned: dict | None = None  # best_config.json's settings; data, run and seed are set here
 
     @property
     def slug(self) -> str:
@@ -141,49 +135,61 @@ def parse_folds(text: str) -> list[int]:
     return sorted(set(folds))
 
 
+_MODELS_HELP = (
+    "comma-separated NAME[:KEY=VALUE...]: neural models with tfr-train settings (e.g. "
+    "rankformer:alpha=4:loss=lambdarank) or GBDTs with LightGBM parameters (e.g. "
+    "gbdt-1k:num_leaves=63); on text data bm25 (k1, b, method) and listformer (tfr-train "
+    "settings, e.g. listformer:width=64:max_document_tokens=64). Default: "
+    f"{DEFAULT_EXPERIMENT_MODELS}; on text data {DEFAULT_TEXT_EXPERIMENT_MODELS}"
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-    """Settings of one experiment.
+    """Settings of one experiment (each field's help says what it is)."""
 
-    Attributes:
-      dataset: a LETOR directory or dataset name (converted here), ``synthetic``,
-        a text input (``synthetic-text`` or ``trec:DIR``, converted here), or a
-        ``tfr-convert`` output (used as it is).
-      output: the experiment's directory.
-      models: model specs, as ``parse_models`` takes them; ``None``: the
-        default grid of the dataset's kind (``DEFAULT_EXPERIMENT_MODELS``, or
-        ``DEFAULT_TEXT_EXPERIMENT_MODELS`` on text data).
-      folds: fold numbers, as ``parse_folds`` takes them (a dataset without
-        folds has fold 1 only).
-      seeds: runs per model and fold, with seeds 0 .. seeds - 1.
-      epochs: neural models' epochs; ``None``: each model's default (200; 100
-        for ``context_aware``).
-      batch_size: neural models' lists per batch; ``None``: each model's
-        default (2048; 64 for ``context_aware``).
-      patience: epochs without a better validation NDCG_y@10 before stopping;
-        ``None``: ``tfr-train``'s default.
-      simulate_clicks: convert with the paper's click simulation (off: the
-        original labels, the paper's Appendix A); text data keeps its relevance
-        judgements, and turning this off there is an error.
-      data_dir: where dataset names are looked up.
-      synthetic_lists: train lists of a ``synthetic`` or ``synthetic-text``
-        dataset (vali and test a third each).
-      tuned: a ``tfr-tune`` output (or a directory of them) whose best
-        configurations join the table as ``tuned <model>`` rows (see ``tuned_specs``).
-    """
-
-    dataset: str
-    output: str
-    models: str | None = None
-    folds: str = "1-5"
-    seeds: int = 1
-    epochs: int | None = None
-    batch_size: int | None = None
-    patience: int | None = None
-    simulate_clicks: bool = True
-    data_dir: str | None = None
-    synthetic_lists: int = 300
-    tuned: str | None = None
+    dataset: str = setting(
+        dataclasses.MISSING,
+        "a LETOR directory, a dataset name (looked up under --data-dir, $TFR_DATA_DIR, the "
+        "working directory), synthetic, text data (synthetic-text, or trec:DIR: the TREC "
+        "layout's files found in DIR by their usual names), or a tfr-convert output to use "
+        "as it is",
+        required=True,
+    )
+    output: str = setting(dataclasses.MISSING, "the experiment's directory", required=True)
+    models: str | None = setting(None, _MODELS_HELP)
+    folds: str = setting("1-5", "e.g. 1-5 or 1,3")
+    seeds: int = setting(1, "runs per model and fold (seeds 0 .. seeds - 1)")
+    epochs: int | None = setting(
+        None,
+        "neural models' epochs. Default: each model's (200, the RankFormer paper; "
+        "context_aware: 100, allRank; listformer: 20)",
+    )
+    batch_size: int | None = setting(
+        None,
+        "lists per batch. Default: each model's (2048; context_aware: 64; listformer: 16)",
+    )
+    patience: int | None = setting(
+        None, "early-stopping patience in epochs. Default: tfr-train's (20)"
+    )
+    simulate_clicks: bool = setting(
+        True,
+        "keep the original labels (the paper's Appendix A) instead of simulating clicks "
+        "(text data always keeps its relevance judgements, and refuses this)",
+        flag="--no-simulation",
+        action="store_false",
+    )
+    data_dir: str | None = setting(None, "where dataset names are looked up")
+    synthetic_lists: int = setting(
+        300,
+        "train lists of --dataset synthetic or synthetic-text (vali and test get a third each)",
+    )
+    tuned: str | None = setting(
+        None,
+        "a tfr-tune output, or a directory of them: each best_config.json joins the table "
+        "as a 'tuned <model>' row, trained on every fold with its tuned settings",
+        metavar="DIR",
+    )
 
     def __post_init__(self):
         if self.models is not None:

@@ -12,15 +12,35 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
+from tfr_rankformer.core.config_io import add_options, from_args, setting
 
 __all__ = ["build_parser", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """``tfr-export``'s options."""
+
+    model_dir: str = setting(None, "a tfr-train output directory", required=True)
+    version: int | None = setting(
+        None, "version number. Default: one more than the highest existing"
+    )
+    invalid_items: str = setting(
+        "reject",
+        "what the signatures do with an item they cannot score (features missing, of the "
+        "wrong length, or NaN/inf): 'reject' fails the request with a message naming the "
+        "list, item, field and the expected and found length (or the value); 'score-last' "
+        "gives such items the padding score (-1e9, ranked last) and adds an 'invalid_items' "
+        "[batch, list] output",
+        choices=INVALID_ITEM_POLICIES,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,20 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/serving.md).",
         __doc__,
     )
-    add_flag(p, "model_dir", required=True, help="a tfr-train output directory")
-    p.add_argument(
-        "--version", type=int, help="version number. Default: one more than the highest existing"
-    )
-    p.add_argument(
-        "--invalid-items",
-        choices=INVALID_ITEM_POLICIES,
-        default="reject",
-        help="what the signatures do with an item they cannot score (features missing, of "
-        "the wrong length, or NaN/inf): 'reject' fails the request with a message naming "
-        "the list, item, field and the expected and found length (or the value); "
-        "'score-last' gives such items the padding score (-1e9, ranked last) and adds an "
-        "'invalid_items' [batch, list] output. Default: reject",
-    )
+    add_options(p, ExportOptions)
     add_verbose_flag(p)
     return p
 
@@ -64,10 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args)
+    options = from_args(args, ExportOptions)
     from tfr_rankformer.runner import export_run
 
     try:
-        path = export_run(args.model_dir, version=args.version, invalid_items=args.invalid_items)
+        path = export_run(
+            options.model_dir, version=options.version, invalid_items=options.invalid_items
+        )
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
         print(f"tfr-export: error: {e}", file=sys.stderr)
         return 1
@@ -75,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if token_ids:
         print(f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)")
     else:
-        print(f"exported {path} (invalid items: {args.invalid_items})")
+        print(f"exported {path} (invalid items: {options.invalid_items})")
     return 0
 
 

@@ -22,9 +22,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
-from pipelines.flag_table import add_flag
 from pipelines.tf_log_level import add_verbose_flag, start_command
-from tfrecords_tools.letor.letor_parser import LetorFormatError
+from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.config_io import add_options, from_args, setting
+from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
 
 if TYPE_CHECKING:
     from tfr_rankformer.inputs.training_density import TrainingDensity
@@ -32,33 +33,53 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    """``--model``, or ``--server`` and its ``--timeout``."""
-    where = p.add_mutually_exclusive_group(required=True)
-    add_flag(
-        where,
-        "model",
-        help="an export/<version> directory, a run directory (its newest export), or "
-        "a GBDT directory (tfr-train --model gbdt, tfr-distill: its model.txt). "
-        "This or --server",
-        choices=None,
+@dataclasses.dataclass(frozen=True)
+class PredictOptions:
+    """``tfr-predict``'s options."""
+
+    model: str | None = setting(
+        None,
+        "an export/<version> directory, a run directory (its newest export), or a GBDT "
+        "directory (tfr-train --model gbdt, tfr-distill: its model.txt). This or --server",
     )
-    where.add_argument(
-        "--server",
-        metavar="URL",
-        help="score with the feature-vector export a running TF Serving serves, instead of "
+    server: str | None = setting(
+        None,
+        "score with the feature-vector export a running TF Serving serves, instead of "
         "--model: http://host:8501/v1/models/NAME (REST) or grpc://host:8500/NAME (gRPC), "
         "optionally ending /versions/N or /labels/LABEL. LETOR lists are sent to its "
-        "predict_tensors signature, ELWC records to serving_default, --batch-size lists "
-        "a request",
+        "predict_tensors signature, ELWC records to serving_default, --batch-size lists a "
+        "request",
+        metavar="URL",
     )
-    add_flag(
-        p,
-        "timeout",
-        default=60.0,
+    timeout: float = setting(
+        60.0,
+        "with --server: the longest wait for each request's answer. Default: 60",
         metavar="SECONDS",
-        help="with --server: the longest wait for each request's answer. Default: 60",
     )
+    input: str = setting(
+        None,
+        "a LETOR text file (.txt or .gz, raw features), a .tfrecord ELWC shard, or a "
+        "tfr-convert output directory (the shards of --split); for a Listformer export, a "
+        "text dataset directory",
+        required=True,
+    )
+    split: str = setting("test", "the split scored from a tfr-convert directory")
+    output: str = setting(None, "the file to write", required=True)
+    format: str = setting("trec", "output format", choices=["trec", "csv"])
+    tag: str = setting("tfr-rankformer", "the run tag of TREC output")
+    batch_size: int | None = setting(
+        None,
+        "lists per model call at most (a SavedModel's batches also hold at most 65,536 "
+        "padded items, lists grouped by length). Default: 256 (Listformer: 16, as its "
+        "evaluation)",
+    )
+    duplicate_features: str = setting(
+        "error",
+        "a LETOR line that repeats a feature index: 'error', or keep the 'last' value "
+        "(TF-Ranking's LibSVM reader) or the 'first'. Features in any order are accepted",
+        choices=DUPLICATE_POLICIES,
+    )
+    no_progress: bool = setting(False, "hide the progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,33 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(tfr-convert --input trec or synthetic-text), with their own query and document ids.",
         __doc__,
     )
-    _add_model_options(p)
-    add_flag(
-        p,
-        "input",
-        required=True,
-        help="a LETOR text file (.txt or .gz, raw features), a .tfrecord ELWC "
-        "shard, or a tfr-convert output directory (the shards of --split); for a "
-        "Listformer export, a text dataset directory",
-    )
-    add_flag(p, "split", help="the split scored from a tfr-convert directory. Default: test")
-    add_flag(p, "output", required=True, help="the file to write")
-    p.add_argument(
-        "--format", choices=["trec", "csv"], default="trec", help="output format. Default: trec"
-    )
-    add_flag(p, "tag", default="tfr-rankformer", help="the run tag of TREC output")
-    add_flag(p, "eval_batch_size")
-    add_flag(
-        p,
-        "duplicate_features",
-        default="error",
-        help="a LETOR line that repeats a feature index: 'error', or keep the 'last' "
-        "value (TF-Ranking's LibSVM reader) or the 'first'. Features in any "
-        "order are accepted. Default: error",
-    )
-    add_flag(p, "no_progress")
+    add_options(p.add_mutually_exclusive_group(required=True), PredictOptions, only=_WHERE)
+    add_options(p, PredictOptions, skip=_WHERE)
     add_verbose_flag(p)
     return p
+
+
+_WHERE = ("model", "server")
 
 
 # Why a dense model refuses a LETOR line that stops short.
@@ -107,20 +108,12 @@ _DENSE = "its training data gave every feature on every line"
 
 @dataclasses.dataclass
 class _Filled:
-    """Items read with 0s for features their input omitted, for the summary.
+    """Items read with 0s for features their input omitted, for the summary."""
 
-    Attributes:
-      items: LETOR items whose lines omitted some of the model's features.
-      num_features: the model's feature count.
-      density: what the model's training data records (``TrainingDensity``).
-      converted: items of a converted split whose input lacked features
-        (its manifest's count; tfr-convert filled them).
-    """
-
-    items: int = 0
+    items: int = 0  # LETOR items whose lines omitted some of the model's features
     num_features: int = 0
-    density: TrainingDensity | None = None
-    converted: int = 0
+    density: TrainingDensity | None = None  # what the model's training data records
+    converted: int = 0  # items of a converted split whose input lacked features
 
 
 def _elwc_files(args, filled: _Filled) -> list[str] | None:
@@ -272,16 +265,17 @@ def _output_error(error: OSError, output: str, partial: str) -> OSError:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    parsed = parser.parse_args(argv)
+    args = from_args(parsed, PredictOptions)
     if not args.timeout > 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    start_command(args)
+    start_command(parsed)
     server_errors = ()
     if args.server:  # the client imports TensorFlow: only when it is used
         from tfr_rankformer.serving.serving_client import ServingError
 
         server_errors = (ServingError,)
-    partial = args.output + ".partial"
+    partial = args.output + ".partial"  # atomic_write's temporary name
     try:
         _check_output(args.output)
         from tqdm.auto import tqdm
@@ -297,12 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             unit=" lists",
             disable=True if args.no_progress else None,
         )
-        with open(partial, "w", encoding="utf-8", newline="") as out:
+        with atomic_write(args.output, newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
-        os.replace(partial, args.output)
     except (LetorFormatError, FileNotFoundError, ValueError, OSError, *server_errors) as e:
-        if os.path.exists(partial):
-            os.remove(partial)
         if isinstance(e, OSError):
             e = _output_error(e, args.output, partial)
         print(f"tfr-predict: error: {e}", file=sys.stderr)

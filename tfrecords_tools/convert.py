@@ -14,12 +14,13 @@ import os
 import shutil
 import time
 
-from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints, setting
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
+from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
@@ -37,64 +38,93 @@ MANIFEST_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class ConvertConfig:
-    """Settings of one conversion.
+    """Settings of one conversion (each field's help says what it is)."""
 
-    Attributes:
-      input: a LETOR directory, a known dataset name, ``tfds:NAME``, ``elwc:FILES``
-        (TF-Ranking-style ELWC, see ``elwc_input``) or ``synthetic``.
-      output: the output directory.
-      data_dir: where known dataset names (and TFDS data) are looked up, before
-        ``$TFR_DATA_DIR`` and the working directory.
-      fold: the fold to convert (default 1) in a ``FoldN`` layout.
-      all_folds: convert every fold, each into ``output/FoldN``.
-      shards: TFRecord files per split.
-      max_list_size: lists longer than this are subsampled; ``None`` keeps all items.
-      min_list_size: shorter lists are dropped (and counted).
-      num_features: the feature count; ``None``: the dataset's, else the largest
-        index found in the files, refused when a few lines reach far beyond the
-        rest (``feature_count``'s rule).
-      max_relevance: the highest explicit label; ``None``: the dataset's, else the
-        largest label found in the files.
-      simulate_clicks: replace labels by the paper's simulated implicit feedback.
-      clicks: the simulation's parameters.
-      normalize: the normalisation models apply by default (all are fitted).
-      quantile_sample_size: reservoir size for the quantile statistics.
-      num_quantiles: quantiles stored per feature.
-      seed: seed of every random step.
-      overwrite: replace an existing output directory.
-      synthetic: size of the generated data for ``input="synthetic"``.
-      tfds_download: let TFDS download and prepare a missing dataset.
-      chunk_bytes: bytes parsed per block; bounds memory.
-      workers: processes that parse blocks in parallel; ``None``: one per core
-        (at most 4); 1 parses in the main process.
-      duplicate_features: a LETOR line that repeats a feature index is an error
-        (``"error"``), or keeps the value that comes ``"last"`` (TF-Ranking's
-        LibSVM reader) or ``"first"``; such lines are counted in the manifest.
-      elwc: how an ``elwc:`` input is read (features, label, context, qid).
-    """
-
-    input: str
-    output: str
-    data_dir: str | None = None
-    fold: int | None = None
-    all_folds: bool = False
-    shards: int = 1
-    max_list_size: int | None = None
-    min_list_size: int = 1
-    num_features: int | None = None
-    max_relevance: int | None = None
-    simulate_clicks: bool = False
+    input: str = setting(
+        dataclasses.MISSING,
+        "a directory in LETOR layout (Fold1..N/{train,vali,test}.txt or one such set; .gz "
+        "accepted), a dataset name looked up under --data-dir, $TFR_DATA_DIR and the working "
+        f"directory ({', '.join(DATASETS)}), tfds:NAME read through tensorflow-datasets (e.g. "
+        "tfds:mslr_web/30k_fold1), or 'synthetic' (generated WEB30K-shaped data with "
+        "list-context effects), or elwc:DIR, elwc:GLOB or elwc:train=GLOB,vali=GLOB,test=GLOB "
+        "for TF-Ranking-style ELWC TFRecords (files are placed in splits by their names' "
+        "prefix train, vali/valid/eval, test; see --elwc-*); text ranking data to the text "
+        "ELWC: 'trec' (files given by --queries, --collection, --qrels, --run), trec:DIR "
+        "(those files found in DIR by their usual names) or 'synthetic-text' (generated lists "
+        "whose relevance depends on the list)",
+    )
+    output: str = setting(
+        dataclasses.MISSING,
+        "output directory (must not exist, or be empty, unless --overwrite; a failure leaves "
+        "it as it was)",
+    )
+    data_dir: str | None = setting(
+        None, "where dataset names and TFDS data are looked up first (then $TFR_DATA_DIR)"
+    )
+    fold: int | None = setting(None, "fold to convert. Default: 1")
+    all_folds: bool = setting(
+        False, "'all': convert every fold, each into OUTPUT/FoldN", flag="--folds"
+    )
+    shards: int = setting(1, "TFRecord files per split")
+    max_list_size: int | None = setting(
+        None,
+        "subsample longer lists to this many items (seeded; counted in the manifest); for "
+        "text inputs, keep the run's first N documents. Default: keep every item",
+    )
+    min_list_size: int = setting(1, "drop lists with fewer items (counted in the manifest)")
+    num_features: int | None = setting(
+        None,
+        "feature count d (lines beyond it are errors). Default: the dataset's, else the "
+        "largest index in the files, which may be at most 4 x the largest index left after "
+        "setting aside the widest line of every 100 (or 100): one far wider line is an error",
+    )
+    max_relevance: int | None = setting(
+        None,
+        "highest explicit label. Default: the dataset's, else the largest label in the files",
+    )
+    simulate_clicks: bool = setting(
+        False,
+        "replace labels with simulated implicit feedback; the explicit label stays in 'relevance'",
+    )
     clicks: ClickConfig = ClickConfig()
-    normalize: str = "quantile"
-    quantile_sample_size: int = 100_000
-    num_quantiles: int = 1000
-    seed: int = 0
-    overwrite: bool = False
+    normalize: str = setting(
+        "quantile",
+        "normalisation the models apply in-graph (all are fitted on train and stored). "
+        "Default: quantile, the paper's",
+        choices=NORMALIZATIONS,
+    )
+    quantile_sample_size: int = setting(
+        100_000, "train items sampled (reservoir) for the quantiles. Default: 100000"
+    )
+    num_quantiles: int = setting(1000, "quantiles per feature")
+    seed: int = setting(0, "seed of every random step")
+    overwrite: bool = setting(
+        False,
+        "replace an existing output directory, but only one tfr-convert wrote (its "
+        "manifest.json, shards, source/, FoldN/): anything else in it is refused, never "
+        "deleted",
+    )
     synthetic: SyntheticConfig = SyntheticConfig()
-    tfds_download: bool = False
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    workers: int | None = None
-    duplicate_features: str = "error"
+    tfds_download: bool = setting(
+        False, "let tensorflow-datasets download and prepare a missing tfds: dataset"
+    )
+    chunk_bytes: int = setting(
+        DEFAULT_CHUNK_BYTES,
+        "size of the blocks read at once, in MiB; bounds memory. Default: 8",
+        flag="--chunk-mb",
+    )
+    workers: int | None = setting(
+        None,
+        "processes that parse and encode LETOR blocks in parallel (1: all in this process). "
+        "Default: one per core, at most 4",
+    )
+    duplicate_features: str = setting(
+        "error",
+        "a LETOR line that repeats a feature index: 'error', or keep the value that comes "
+        "'last' (what TF-Ranking's LibSVM reader does) or 'first'; such lines are counted in "
+        "the manifest. Features listed out of order are always accepted (sorted and counted)",
+        choices=DUPLICATE_POLICIES,
+    )
     elwc: ElwcConfig = ElwcConfig()
 
     def __post_init__(self):

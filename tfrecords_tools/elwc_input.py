@@ -15,6 +15,7 @@ import logging
 import os
 import re
 
+from tfr_rankformer.core.config_io import setting
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfrecords_tools.datasets import DatasetNotFoundError
 
@@ -40,27 +41,41 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 @dataclasses.dataclass(frozen=True)
 class ElwcConfig:
-    """How to read TF-Ranking-style ELWC (one feature per name per item).
+    """How to read TF-Ranking-style ELWC (one feature per name per item)."""
 
-    Attributes:
-      features: the item features, in order: exact names, globs
-        (``custom_features_*``, matched against the names found in the
-        records and ordered by their numbers) or ranges
-        (``custom_features_{1..136}``).
-      label: the item feature holding the graded relevance label (float or
-        int64, a non-negative integer).
-      context: context features copied into every output list's context.
-      qid: an int64 context feature holding the query id; ``None`` numbers the
-        lists of each split 1, 2, ... in file order.
-      missing_value: the value of an item feature a record lacks (counted in
-        the manifest); TF-Ranking's examples use 0 as the default too.
-    """
-
-    features: tuple[str, ...] = ()
-    label: str = "relevance"
-    context: tuple[str, ...] = ()
-    qid: str | None = None
-    missing_value: float = 0.0
+    features: tuple[str, ...] = setting(
+        (),
+        "the item features to read, in order, comma-separated: names, globs "
+        "('custom_features_*', ordered by number) or ranges ('custom_features_{1..136}')",
+        flag="--elwc-features",
+        metavar="LIST",
+    )
+    label: str = setting(
+        "relevance",
+        "item feature holding the graded label (float or int64)",
+        flag="--elwc-label",
+        metavar="NAME",
+    )
+    context: tuple[str, ...] = setting(
+        (),
+        "context features to copy into each output list's context, comma-separated (lists "
+        "that lack one are counted in the manifest)",
+        flag="--elwc-context",
+        metavar="LIST",
+    )
+    qid: str | None = setting(
+        None,
+        "int64 context feature holding the query id. Default: lists are numbered 1, 2, ... "
+        "per split in file order",
+        flag="--elwc-qid",
+        metavar="NAME",
+    )
+    missing_value: float = setting(
+        0.0,
+        "value of an item feature a record lacks (counted in the manifest). Default: 0",
+        flag="--elwc-missing-value",
+        metavar="X",
+    )
 
     def __post_init__(self):
         for name in ("features", "context"):

@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 
 from tfr_rankformer.core.atomic_files import atomic_write
-from tfr_rankformer.core.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import require_positive_ints, setting
 
 _THRESHOLDS = (0.3, 1.3, 2.1, 2.8)
 NUM_FEATURES = 136
@@ -25,26 +25,28 @@ LENGTH_SPREADS = ("default", "web30k")
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticConfig:
-    """Size and seed of a synthetic dataset.
+    """Size and seed of a synthetic dataset; the same config gives byte-identical files."""
 
-    Attributes:
-      train_queries: lists in the train split.
-      vali_queries: lists in the vali split.
-      test_queries: lists in the test split.
-      mean_list_size: mean items per list (WEB30K: about 120).
-      seed: the random seed; the same config gives byte-identical files.
-      length_spread: how list lengths spread around ``mean_list_size``:
-        ``"default"`` (log-normal, sigma 0.6, within [2, 6 x mean]) or
-        ``"web30k"`` (MSLR-WEB30K's heavy right tail: 1 to 1,251 items at mean
-        120); see :func:`list_sizes`.
-    """
-
-    train_queries: int = 300
+    train_queries: int = setting(
+        300, "train lists (vali and test get a third each)", flag="--synthetic-lists"
+    )
     vali_queries: int = 100
     test_queries: int = 100
-    mean_list_size: int = 40
+    mean_list_size: int = setting(
+        40,
+        "mean list size. Default: 40 (synthetic-text: 20 documents)",
+        flag="--synthetic-list-size",
+    )
     seed: int = 0
-    length_spread: str = "default"
+    length_spread: str = setting(
+        "default",
+        "how list lengths spread around their mean: 'default' (the default; log-normal, "
+        "sigma 0.6, within 2 and 6 x the mean) or 'web30k' (MSLR-WEB30K's heavy right tail: "
+        "log-normal, sigma 0.75, within 1 and 10.4 x the mean, i.e. 1 to 1,251 items at "
+        "--synthetic-list-size 120, median about 0.76 x the mean)",
+        flag="--synthetic-length-spread",
+        choices=LENGTH_SPREADS,
+    )
 
     def __post_init__(self):
         require_positive_ints(

@@ -1,12 +1,6 @@
-"""The names the commands offer besides the models, importable without TensorFlow.
-
-``--help`` and argument parsing must not load TensorFlow (several seconds), so
-the command lines take their choices from here rather than from the
-registries, which import it; the model names are ``model_families``' (no
-TensorFlow either). Where a registry holds more than names (``gbdt.PRESETS``),
-the names are repeated here and ``tests/test_quiet_start.py`` checks that both
-agree; the rest is defined here once and imported by the library.
-"""
+"""The names the commands offer besides the models, importable without TensorFlow so that
+``--help`` stays quick. Names a TensorFlow-side registry also holds (``gbdt.PRESETS``) are
+repeated here, and ``tests/test_quiet_start.py`` checks that both agree."""
 
 from __future__ import annotations
 

@@ -1,13 +1,128 @@
-"""Validation, JSON loading and JSON writing shared by the commands."""
+"""Settings declared once, on dataclass fields: validation, JSON loading and writing, and
+the command-line options generated from the fields (no TensorFlow here: ``--help`` is quick).
+
+>>> @dataclasses.dataclass(frozen=True)
+... class Demo:
+...     list_size: int | None = setting(None, "items a list keeps at most")
+>>> parser = argparse.ArgumentParser()
+>>> add_options(parser, Demo)
+>>> given(parser.parse_args(["--list-size", "3"]), Demo)
+{'list_size': 3}
+"""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import functools
 import json
+import types
+import typing
 
 from tfr_rankformer.core.atomic_files import atomic_write
 
-__all__ = ["require_positive_ints", "from_dict", "write_json"]
+__all__ = [
+    "add_options",
+    "check_fields",
+    "check_types",
+    "from_dict",
+    "from_args",
+    "given",
+    "load_settings",
+    "on_off",
+    "require_positive_ints",
+    "setting",
+    "write_json",
+]
+
+
+def setting(default=None, help: str = "", **options):
+    """A dataclass field with its command-line option: ``help`` and ``add_argument``
+    keywords (``choices``, ``metavar``, ``type``, ``action``; ``flag`` renames the option).
+    The help states the default unless it says ``Default`` itself."""
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(
+            default_factory=lambda: type(default)(default), metadata={"help": help, **options}
+        )
+    return dataclasses.field(default=default, metadata={"help": help, **options})
+
+
+def on_off(text: str) -> bool | None:
+    """An ``on``/``off``/``auto`` option's value: ``True``, ``False``, or ``None`` (auto)."""
+    values = {"on": True, "off": False, "auto": None}
+    if text not in values:
+        raise argparse.ArgumentTypeError(f"expected on, off or auto, got {text!r}")
+    return values[text]
+
+
+def _flag(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _dest(field: dataclasses.Field) -> str:
+    """The option's attribute in the parsed namespace: its flag's name, so that fields of
+    several classes may share one option (``--seed``) and renamed ones do not collide."""
+    return _flag(field)[2:].replace("-", "_")
+
+
+def _base_type(hint):
+    """``int`` of ``int | None``; ``None`` for containers and unions of several types."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        hint = args[0]
+    return hint if hint in (int, float, str, bool) else None
+
+
+def _stated(text: str, default) -> str:
+    if "Default" in text or default is None or default is False or default in ("", ()):
+        return text
+    if isinstance(default, bool):
+        default = "on"
+    return f"{text}{'' if text.endswith('.') else '.'} Default: {default}"
+
+
+def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) -> None:
+    """Adds to ``group`` (a parser or an argument group) one option per field of ``cls``
+    that has a help text (in field order; ``only`` picks and orders). Every option's
+    parsed default is ``None`` (not given), so flags override ``--config`` values only when
+    given; ``overrides`` maps a field to ``add_argument`` keywords replacing its own."""
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if "help" in f.metadata}
+    for name in only or fields:
+        if name in skip:
+            continue
+        field = fields[name]
+        options = {k: v for k, v in field.metadata.items() if k != "flag"}
+        options.update((overrides or {}).get(name, {}))
+        if callable(options.get("choices")):  # e.g. the models registered when parsing
+            options["choices"] = options["choices"]()
+        kind = _base_type(hints[name])
+        if kind is bool and "action" not in options and "type" not in options:
+            options["action"] = "store_true"
+        elif kind in (int, float) and "action" not in options:
+            options.setdefault("type", kind)
+        default = field.default if field.default is not dataclasses.MISSING else None
+        if options.get("action") == "store_false":  # the flag turns the default off
+            default = None
+        options["help"] = _stated(options.get("help") or "", default)
+        options.setdefault("default", None)
+        off_flag, off_help = options.pop("off_flag", None), options.pop("off_help", None)
+        where = group.add_mutually_exclusive_group() if off_flag else group
+        where.add_argument(_flag(field), dest=_dest(field), **options)
+        if off_flag:  # a pair such as --include-empty-lists / --exclude-empty-lists
+            where.add_argument(off_flag, dest=_dest(field), action="store_false", help=off_help)
+
+
+def given(args: argparse.Namespace, cls) -> dict:
+    """Field name -> value of the options of ``cls``'s fields given on the command line."""
+    fields = [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+    values = {f.name: getattr(args, _dest(f), None) for f in fields}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def from_args(args: argparse.Namespace, cls):
+    """A ``cls`` of the options given, its defaults for the rest."""
+    return cls(**given(args, cls))
 
 
 def write_json(path: str, values: dict) -> None:
@@ -27,14 +142,89 @@ def require_positive_ints(config, *names: str, optional: bool = False) -> None:
             raise ValueError(f"`{name}` must be a positive int, got {value!r}")
 
 
-def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "settings"):
-    """Builds the dataclass ``cls`` from JSON-like ``values``.
+# Annotation -> the JSON values it takes, and how an error names them.
+_KINDS = {bool: bool, int: int, float: (int, float), str: str, type(None): type(None)}
+_KINDS |= {tuple: (list, tuple), list: (list, tuple), dict: dict}
+_NAMES = {bool: "true or false", int: "an int", float: "a number", str: "a string"}
+_NAMES |= {type(None): "null", tuple: "a list", list: "a list"}
 
-    Args:
-      cls: a dataclass.
-      values: field values; nested dataclasses may be given as dicts.
-      nested: field name -> dataclass of that field.
-      what: how errors name these settings.
+
+def _matches(hint, value) -> bool:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_matches(arm, value) for arm in typing.get_args(hint))
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, (dict, hint))
+    kinds = _KINDS.get(typing.get_origin(hint) or hint)
+    if kinds is None:
+        return True
+    return isinstance(value, kinds) and not (isinstance(value, bool) and hint in (int, float))
+
+
+def _describe(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arm) for arm in typing.get_args(hint))
+    return _NAMES.get(typing.get_origin(hint) or hint, "an object")
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def check_fields(config) -> None:
+    """Raises ``ValueError`` naming the field unless each value of the dataclass ``config``
+    has its annotated type and, where the field lists ``choices``, is one of them."""
+    hints = _hints(type(config))
+    for field in dataclasses.fields(config):
+        value, hint = getattr(config, field.name), hints[field.name]
+        if dataclasses.is_dataclass(hint):
+            continue
+        if not _matches(hint, value):
+            raise ValueError(f"`{field.name}` must be {_describe(hint)}, got {value!r}")
+        choices = field.metadata.get("choices")
+        if value is not None and choices and not callable(choices) and value not in choices:
+            raise ValueError(f"`{field.name}` must be one of {list(choices)}, got {value!r}")
+
+
+def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
+    """Raises ``ValueError`` naming ``where`` and the field unless each value of ``values``
+    has its field's annotated type (nested dataclasses are checked within; ``flat``: keys
+    of nested classes may also stand at the top). Unknown keys are left to the class."""
+    hints = _hints(cls)
+    nested = {n: h for n, h in hints.items() if dataclasses.is_dataclass(h)}
+    for name, value in values.items():
+        hint = hints.get(name)
+        for section in nested.values() if hint is None and flat else ():
+            hint = hint or _hints(section).get(name)
+        if hint is None:
+            continue
+        if name in nested and isinstance(value, dict):
+            check_types(nested[name], value, where=where)
+        elif not _matches(hint, value):
+            raise ValueError(f"{where}: `{name}` must be {_describe(hint)}, got {value!r}")
+
+
+def load_settings(path: str, cls, *, flat: bool = False) -> dict:
+    """The JSON object of settings in ``path``, each checked against ``cls``'s field types.
+
+    Raises:
+      ValueError: the file is not a JSON object, or a value has the wrong type (naming
+        the file and the field).
+    """
+    with open(path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: must hold an object of settings")
+    check_types(cls, values, where=path, flat=flat)
+    return values
+
+
+def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "settings"):
+    """Builds the dataclass ``cls`` from JSON-like ``values`` (nested dataclasses, named by
+    ``nested``, may be dicts).
 
     Raises:
       ValueError: naming keys that are not fields of ``cls``.

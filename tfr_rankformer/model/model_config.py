@@ -1,23 +1,18 @@
 """Architecture settings: ``ModelConfig``, resolved with each model's defaults.
 
-A ``ModelConfig`` field left ``None`` takes the model's default
-(``ModelConfig.resolved``): its ``model_families.ModelSpec``'s
-``loss_architecture`` where allRank published a setting for the loss, else its
-``architecture``, else the value every model shares. The RankFormer family's
-defaults follow the authors' released code; ``ModelConfig`` fields bring back
-the other variants (see ``models``).
-
-No TensorFlow here: the settings are checked and resolved without building
-anything.
+A field left ``None`` takes the model's default (``ModelConfig.resolved``): its
+``ModelSpec``'s ``loss_architecture`` for the loss, else its ``architecture``, else the
+value every model shares. No TensorFlow here.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
-from tfr_rankformer.core.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
 
 __all__ = [
     "ModelConfig",
@@ -55,94 +50,118 @@ _BASE = dict(
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
 
 
+_SWITCH = {"action": argparse.BooleanOptionalAction}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``).
+    """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``). Each
+    field's help says what it is; ``models`` builds them."""
 
-    Attributes:
-      num_layers: encoder layers (blocks).
-      num_heads: attention heads (the width must be divisible by it).
-      ff_dim: feed-forward width in each encoder layer.
-      dropout: dropout rate throughout.
-      head_hidden: hidden width of the score and list heads (one hidden layer).
-      mlp_units: hidden widths of the pointwise ``mlp`` baseline.
-      d_fc: width of ``context_aware``'s shared input projection (its encoder width).
-      positional_encoding: ``context_aware`` only: ``none``, ``fixed``
-        (sinusoidal over the input order) or ``learned``.
-      max_positions: positions a ``learned`` encoding has embeddings for; the
-        ``listformer``'s position table (queries and documents must be shorter).
-      global_tokens: ``summary_token_ranker``'s learned summary tokens besides ``[CLS]``.
-      cls_token: listwise encoders: prepend the learnable ``[CLS]`` and score
-        ``h_s(z_i || z_CLS)``; off, the encoder alone scores ``h_s(z_i)`` (the
-        released code's alpha = 0). A list head needs it.
-      final_norm: a LayerNorm after the last encoder layer (the released code has
-        none).
-      head_dropout: dropout in the score and list heads, between their ReLU and
-        their output layer; ``None``: ``dropout``, as the released code.
-      cls_stddev: the ``[CLS]`` vector's initial values are ``N(0, cls_stddev^2)``
-        (released: 1, a ``torch.nn.Embedding``).
-      init: weight initialisation, ``pytorch`` (``torch.nn.Linear``'s, the
-        released code's) or ``keras`` (Glorot-uniform, zero biases); see
-        ``initializers``.
-      copied_layers: every encoder layer starts from the first one's initial
-        weights, as in the released code (``torch.nn.TransformerEncoder``
-        deep-copies the one layer it is given) and allRank (whose ``clones``
-        deep-copy too); off, each layer draws its own (this project's earlier
-        variant; the ``listformer``'s default).
-      width: ``listformer``: the embedding and encoder width (the numeric
-        models' width is their feature count).
-      attention_window: ``listformer``: a document's token attends to its
-        document's tokens at most this many positions away (on each side).
-      attention: ``listformer``: ``blocked`` (per-document blocks, memory linear
-        in the documents), ``dense_masked`` (the same attention through the
-        full masked matrix, for checking) or ``full`` (plain full attention over
-        the same sequence: a baseline, not the Listformer).
-      match_marks: ``listformer``: exact-match marks, as MarkedBERT's (Boualili
-        et al., SIGIR 2020) but as embeddings rather than marker tokens: query
-        token ``i`` and every document token equal to it get a learned vector
-        ``m_i`` (zero at first, so a pretrained start is unchanged). Not in the
-        thesis; off by default.
-      similarity: ``listformer``: ``checkpoint``: a frozen copy of the
-        ``--init-from`` checkpoint scores each document by its own cosine, and
-        the score is a residual over it (``score_mixture``); ``none``. Not in
-        the thesis; ``checkpoint`` by default with ``--init-from``.
-      first_stage: ``listformer``: the first stage's score of each document
-        (the run's, which ``tfr-convert --input trec`` keeps) joins that
-        residual. Not in the thesis; ``None``: on where the data has the scores.
-    """
-
-    num_layers: int | None = None
-    num_heads: int | None = None
-    ff_dim: int | None = None
-    dropout: float | None = None
-    head_hidden: int | None = None
-    mlp_units: tuple | None = None
-    d_fc: int | None = None
-    positional_encoding: str | None = None
-    max_positions: int | None = None
-    global_tokens: int | None = None
-    cls_token: bool | None = None
-    final_norm: bool | None = None
-    head_dropout: float | None = None
-    cls_stddev: float | None = None
-    init: str | None = None
-    copied_layers: bool | None = None
-    width: int | None = None
-    attention_window: int | None = None
-    attention: str | None = None
-    match_marks: bool | None = None
-    similarity: str | None = None
-    first_stage: bool | None = None
+    num_layers: int | None = setting(None, "encoder layers (blocks)")
+    num_heads: int | None = setting(None, "attention heads")
+    ff_dim: int | None = setting(None, "feed-forward width")
+    dropout: float | None = setting(None, "dropout rate")
+    head_hidden: int | None = setting(None, "hidden width of the heads")
+    mlp_units: tuple | None = None  # the mlp baseline's hidden widths
+    d_fc: int | None = setting(None, "context_aware: width of the input projection. Default: 144")
+    positional_encoding: str | None = setting(
+        None,
+        "context_aware: encode each item's position in the input order (fixed: sinusoidal), "
+        "for re-ranking a first stage's order; training lists are then cut to their first "
+        "items, never sampled. Default: none (permutation-equivariant)",
+        choices=list(POSITIONAL_ENCODINGS),
+    )
+    max_positions: int | None = setting(
+        None,
+        "longest list a learned positional encoding takes (context_aware), or the "
+        "listformer's position embeddings (its token caps must stay below it). Default: "
+        "1024; listformer: 512",
+    )
+    global_tokens: int | None = setting(
+        None, "summary_token_ranker: learned summary tokens besides [CLS]. Default: 4"
+    )
+    cls_token: bool | None = setting(
+        None,
+        "rankformer, transformer: prepend the learnable [CLS] and score h_s(z_i || z_CLS) "
+        "(needed by a list head). Default: only with a list head (alpha > 0), as the "
+        "authors' code; --cls-token gives the transformer a [CLS] without a list head",
+        **_SWITCH,
+    )
+    final_norm: bool | None = setting(
+        None,
+        "a LayerNorm after the last encoder layer. Default: none (the authors' code)",
+        **_SWITCH,
+    )
+    head_dropout: float | None = setting(
+        None,
+        "dropout between the heads' ReLU and output layer. Default: --dropout (the authors' "
+        "code); 0: none",
+    )
+    cls_stddev: float | None = setting(
+        None,
+        "standard deviation of the [CLS] vector's initial values. Default: 1 (the authors' "
+        "torch.nn.Embedding)",
+    )
+    init: str | None = setting(
+        None,
+        "weight initialisation: pytorch (torch.nn.Linear's, the authors' code) or keras "
+        "(Glorot-uniform, zero biases). Default: pytorch; context_aware: keras (allRank's "
+        "Xavier)",
+        choices=list(INITIALIZATIONS),
+    )
+    copied_layers: bool | None = setting(
+        None,
+        "every encoder layer starts from the first layer's initial weights, as in the "
+        "authors' code (torch.nn.TransformerEncoder deep-copies its layer) and allRank (its "
+        "clones). Default: on; listformer: off. --no-copied-layers draws each layer's "
+        "weights on its own",
+        **_SWITCH,
+    )
+    width: int | None = setting(None, "listformer: embedding and encoder width. Default: 128")
+    attention_window: int | None = setting(
+        None,
+        "listformer: a document's token attends to its document's tokens at most this many "
+        "positions away on each side (Longformer's sliding window, cut at the document's "
+        "borders). Default: 256",
+    )
+    attention: str | None = setting(
+        None,
+        "listformer: blocked (per-document blocks, memory linear in the documents), "
+        "dense_masked (the same attention through the full masked matrix, for checking) or "
+        "full (plain full attention over the same sequence: a baseline, not the "
+        "Listformer). Default: blocked",
+        choices=list(ATTENTIONS),
+    )
+    match_marks: bool | None = setting(
+        None,
+        "listformer: exact-match marks (MarkedBERT's, as embeddings): query token i and "
+        "every document token equal to it get a learned vector m_i, zero at first. Not in "
+        "the thesis. Default: off",
+        **_SWITCH,
+    )
+    similarity: str | None = setting(
+        None,
+        "listformer: checkpoint: a frozen copy of the --init-from checkpoint scores each "
+        "document by its own cosine (mean-pooled embeddings), and the model's score is a "
+        "residual over it, so it ranks as the checkpoint does before its first step; none. "
+        "Not in the thesis. Default: checkpoint with --init-from, else none",
+        choices=list(SIMILARITIES),
+    )
+    first_stage: bool | None = setting(
+        None,
+        "listformer: add the first stage's score of each document (the run's, kept by "
+        "tfr-convert --input trec) to that residual, standardised per list with a learned "
+        "weight. Not in the thesis. Default: auto (on where the data has the scores)",
+        type=on_off,
+        metavar="{auto,on,off}",
+    )
 
     def __post_init__(self):
+        check_fields(self)
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
-        names += ("width", "attention_window")
-        require_positive_ints(self, *names, optional=True)
-        if self.global_tokens is not None and (
-            isinstance(self.global_tokens, bool)
-            or not isinstance(self.global_tokens, int)
-            or self.global_tokens < 0
-        ):
+        require_positive_ints(self, *names, "width", "attention_window", optional=True)
+        if self.global_tokens is not None and self.global_tokens < 0:
             raise ValueError(f"`global_tokens` must be an int >= 0, got {self.global_tokens!r}")
         for name in ("dropout", "head_dropout"):
             rate = getattr(self, name)
@@ -150,26 +169,8 @@ class ModelConfig:
                 raise ValueError(f"`{name}` must lie in [0, 1), got {rate!r}")
         if self.cls_stddev is not None and not self.cls_stddev > 0:
             raise ValueError(f"`cls_stddev` must be > 0, got {self.cls_stddev!r}")
-        if self.init is not None and self.init not in INITIALIZATIONS:
-            raise ValueError(f"`init` must be one of {list(INITIALIZATIONS)}, got {self.init!r}")
-        if self.attention is not None and self.attention not in ATTENTIONS:
-            raise ValueError(
-                f"`attention` must be one of {list(ATTENTIONS)}, got {self.attention!r}"
-            )
-        if self.similarity is not None and self.similarity not in SIMILARITIES:
-            raise ValueError(
-                f"`similarity` must be one of {list(SIMILARITIES)}, got {self.similarity!r}"
-            )
-        if self.first_stage is not None and not isinstance(self.first_stage, bool):
-            raise ValueError(f"`first_stage` must be true or false, got {self.first_stage!r}")
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
-        encoding = self.positional_encoding
-        if encoding is not None and encoding not in POSITIONAL_ENCODINGS:
-            raise ValueError(
-                f"`positional_encoding` must be one of {list(POSITIONAL_ENCODINGS)}, "
-                f"got {encoding!r}"
-            )
 
     def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
         """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one)."""

@@ -21,6 +21,7 @@ import logging
 
 import numpy as np
 
+from tfr_rankformer.core.config_io import setting
 from tfr_rankformer.ranking.ranking_metrics import CONVENTION, evaluate_rankings
 from tfr_rankformer.text.word_tokens import TOKENIZER_DESCRIPTION
 
@@ -31,18 +32,11 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 @dataclasses.dataclass(frozen=True)
 class Bm25Config:
-    """BM25's parameters.
+    """BM25's parameters (bm25s's)."""
 
-    Attributes:
-      k1: term-frequency saturation (>= 0).
-      b: document-length normalisation, in ``[0, 1]``.
-      method: bm25s's variant: ``lucene`` (default), ``robertson``, ``atire``,
-        ``bm25l`` or ``bm25+``.
-    """
-
-    k1: float = 0.9
-    b: float = 0.4
-    method: str = "lucene"
+    k1: float = setting(0.9, "k1, term-frequency saturation (>= 0). Default: 0.9 (Anserini's)")
+    b: float = setting(0.4, "b, document-length normalisation in [0, 1]. Default: 0.4 (Anserini's)")
+    method: str = setting("lucene", "BM25 variant", choices=METHODS)
 
     def __post_init__(self):
         if not self.k1 >= 0:

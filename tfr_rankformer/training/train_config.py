@@ -1,16 +1,13 @@
-"""``TrainConfig``: the settings of one ``tfr-train`` run, with each model family's defaults.
-
-Flat settings (an experiment's ``rankformer:num_layers=2``, a search's sampled
-values, the command line's flags) become a ``TrainConfig`` in one place,
-``TrainConfig.from_flat``, which sends each key to the section whose dataclass
-has it (``ARCHITECTURE_FIELDS``, ``TEXT_FIELDS``).
+"""``TrainConfig``: the settings of one ``tfr-train`` run, each declared once on its field
+(``tfr-train``'s options are generated from them). ``TrainConfig.from_flat`` sends flat
+keys (flags, an experiment's ``rankformer:num_layers=2``, a search's values) to their
+section. Imports no TensorFlow, so ``--help`` stays quick.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-
-import tensorflow as tf
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.builtin_families import (
@@ -18,12 +15,24 @@ from tfr_rankformer.core.builtin_families import (
     PRETRAINED_TEXT_TRAINING,
     RELEASED_TRAINING,
 )
-from tfr_rankformer.core.command_names import ADAM_EPSILONS, KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
-from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.command_names import (
+    ADAM_EPSILONS,
+    KEEP_WEIGHTS,
+    LOSS_SCALINGS,
+    LOSS_SUMMARIES,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PRECISIONS,
+)
+from tfr_rankformer.core.config_io import (
+    check_fields,
+    from_dict,
+    on_off,
+    require_positive_ints,
+    setting,
+)
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.model.model_config import ModelConfig
-from tfr_rankformer.ranking.losses import check_scaling, get_score_loss
-from tfr_rankformer.training.precision import check_precision
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
@@ -34,137 +43,210 @@ TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
 _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 
 
-# Settings whose default depends on the model are its ``model_families.ModelSpec``'s
-# ``training`` (and ``alpha``): the RankFormer family follows the authors'
-# released code, context_aware allRank's published configurations.
+def _split_names(value: str) -> tuple[str, ...]:
+    """``--evaluate-splits``: split names, comma-separated, or ``none``."""
+    if value == "none":
+        return ()
+    splits = tuple(s.strip() for s in value.split(","))
+    unknown = [s for s in splits if s not in SPLITS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown}: choose from train, vali, test, or none")
+    return splits
+
+
+_LOSS_HELP = "; ".join(f"{name}: {summary}" for name, summary in LOSS_SUMMARIES.items())
+_SWITCH = {"type": on_off, "metavar": "{auto,on,off}"}
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Settings of one training run; fields left ``None`` take the model's defaults.
+    """Settings of one training run; fields left ``None`` take the model's defaults
+    (the RankFormer family: the authors' released code; ``context_aware``: allRank's
+    configurations). Each field's help says what it is; ``config.json`` records the
+    resolved values."""
 
-    The RankFormer family (``rankformer``, ``transformer``, ``mlp``,
-    ``summary_token_ranker``) defaults to the authors' released code;
-    ``context_aware`` to allRank's configurations; the ``listformer`` (text) to
-    ApproxNDCG with small batches. The resolved values are what ``config.json``
-    records.
-
-    Attributes:
-      model: a neural model of ``model_families`` (feature vectors or text).
-      data: a converted dataset (``tfr-convert --output``).
-      model_dir: where everything is written.
-      epochs: maximum epochs (RankFormer: 200; allRank: 100).
-      batch_size: lists per batch, over all replicas and workers together
-        (each of ``n`` workers takes ``batch_size / n`` lists per step). Set
-        without ``batch_items``: exactly this many lists in every batch. Left
-        ``None``: at most this many (RankFormer: 2048; allRank: 64) under the
-        ``batch_items`` budget.
-      batch_items: budget of padded items per batch: lists are grouped by
-        length (see ``batching``) and each bucket's batches hold about this
-        many items (RankFormer: 2048 x 16 = 32,768, the released batch of
-        lists of 16; allRank: 64 x 240). ``None`` with ``batch_size`` set:
-        fixed lists per batch.
-      list_size: items a training list keeps at most; longer lists are
-        sampled afresh each epoch (cut to their first items when the model has
-        a positional encoding, so the input order stays), and the items left
-        out are counted. ``None``: whole lists (the simulation's sample size
-        for simulated data, whose lists are never longer; 240 for
-        ``context_aware``, allRank's slates; 100 documents for the ``listformer``).
-      memory_limit: GiB the run may use; ``None``: what the machine has
-        available at the start. A run whose estimated peak is above it is
-        refused before its first step.
-      length_buckets: group lists by length (see ``batching``); off, every
-        batch of ``batch_size`` lists in shuffled order is padded to its
-        longest list (the baseline ``web30k_scale`` measures buckets against).
-      lists_in_memory: parse and normalise the training lists once and serve
-        every epoch from memory (``inputs.resident_lists``); off, the records
-        are read every epoch (cached on disk after the first when large).
-        ``None``: on only where a GPU is visible. A CPU step is far slower than
-        reading the records, so holding them there costs memory and buys nothing.
-      alpha: weight of the listwide loss, on the scale of ``loss_scaling``:
-        under ``released`` it is the released code's ``list_pred_strength``
-        (default 1, which its README equates with the paper's alpha 0.25),
-        under ``paper`` the paper's alpha (default 0.25). 0 for the others.
-      loss: the item-score loss (see ``losses.SCORE_LOSSES``); ``None``:
-        ``softmax``, ``approx_ndcg`` for the ``listformer``.
-      loss_scaling: ``released`` or ``paper`` (see ``losses.LOSS_SCALINGS``).
-      optimizer: ``adamw`` (decoupled weight decay) or ``adam``.
-      adam_epsilon: where Adam's epsilon is added: ``pytorch`` (to the
-        bias-corrected root of the second moment, as ``torch.optim`` and so
-        both reference implementations) or ``keras`` (Keras's placement,
-        this project's before); see ``optimizers``.
-      learning_rate: the optimizer's rate: 1e-3; 1e-4 for a ``listformer``
-        started from a checkpoint (``text.init_from``), which also keeps 32
-        documents per training list, batches 8,192 padded tokens, trains 10
-        epochs and stops after 3 without a better validation NDCG.
-      weight_decay: AdamW's decoupled weight decay (RankFormer: 0.1).
-      lr_schedule: ``epoch_inverse_sqrt``: constant, then from epoch
-        ``decay_after_epoch`` on ``(epoch - decay_after_epoch + 1) ** -0.5``,
-        per epoch (the released code); ``step_inverse_sqrt``: ``sqrt(start /
-        step)`` per step after that epoch; ``step_decay``: x0.1 every
-        ``decay_after_epoch`` epochs (allRank's StepLR).
-      decay_after_epoch: where the schedule starts decaying; ``None``: 20 for
-        the inverse-square-root schedules, half of ``epochs`` for ``step_decay``.
-      include_empty_lists: train on lists whose list label t is 0; ``None``:
-        under ``released`` every list (the released code; their softmax loss is
-        zero and left out of the mean), under ``paper`` the paper's policy (only
-        a model with a list head and alpha > 0 sees them).
-      keep_weights: ``best``: the weights with the best validation NDCG_y@10
-        (with early stopping after ``patience`` epochs); ``last``: the weights
-        after the last epoch, no early stopping (the released code's protocol).
-      patience: epochs without a better validation NDCG_y@10 before stopping
-        (20; 3 for a pretrained ``listformer``).
-      precision: ``float32``, or mixed precision (float32 weights, float32
-        outputs, losses and metrics) with ``bf16`` or ``float16`` compute (see
-        ``precision``); ``None``: what ``mixed_precision`` says, else float16
-        when a GPU is visible and float32 otherwise.
-      mixed_precision: an alias: on is ``precision`` float16, off float32; it
-        may be given beside ``precision`` only if they agree. ``None``: see
-        ``precision``.
-      xla: compile with XLA; ``None``: on when a GPU is visible.
-      eval_batch_size: lists per evaluation batch; ``None``: 256, 16 for the
-        ``listformer`` (whose evaluation batches hold every document's tokens).
-      seed: seed of initialisation, shuffling and dropout.
-      evaluate_splits: the splits evaluated into ``metrics.json`` once training
-        ends (``None``: every split the data has; ``()``: none).
-      architecture: the model's settings.
-      text: the ``listformer``'s text settings (features, token caps, vocabulary,
-        and ``init_from``, a pretrained checkpoint whose sizes replace the
-        architecture's when training starts).
-    """
-
-    model: str = "rankformer"
-    data: str = ""
-    model_dir: str = ""
-    epochs: int | None = None
-    batch_size: int | None = None
-    batch_items: int | None = None
-    list_size: int | None = None
-    memory_limit: float | None = None
-    length_buckets: bool = True
-    lists_in_memory: bool | None = None
-    alpha: float | None = None
-    loss: str | None = None
-    loss_scaling: str | None = None
-    optimizer: str | None = None
-    adam_epsilon: str = "pytorch"
-    learning_rate: float | None = None
-    weight_decay: float | None = None
-    lr_schedule: str | None = None
-    decay_after_epoch: int | None = None
-    include_empty_lists: bool | None = None
-    keep_weights: str = "best"
-    patience: int | None = None
-    precision: str | None = None
-    mixed_precision: bool | None = None
-    xla: bool | None = None
-    eval_batch_size: int | None = None
-    seed: int = 0
-    evaluate_splits: tuple[str, ...] | None = None
+    model: str = setting(
+        "rankformer",
+        "rankformer (listwise encoder + list head), transformer (same encoder, no list "
+        "head: the paper's alpha = 0), mlp (pointwise), context_aware (allRank's "
+        "self-attention ranker), summary_token_ranker (this project's: items attend only to "
+        "[CLS] and learned summary tokens, RankFormer heads), listformer (Reuter's text "
+        "re-ranker on text ELWC: one sequence [CLS] q [SEP] d_1 [SEP] ..., document-wise "
+        "global-local attention, [SEP] scoring, ApproxNDCG), or a LightGBM lambdarank GBDT: "
+        "gbdt (LightGBM's usual settings: 1,000 trees, learning rate 0.05, 63 leaves, "
+        "min_data_in_leaf 50) or the paper's Table 5, gbdt-1k (1,000 trees) and gbdt-10k "
+        "(10,000 trees)",
+        choices=model_families.trainable_names,
+    )
+    data: str = setting(
+        "",
+        "a tfr-convert output directory (or one of its FoldN/); listformer: a directory of "
+        "text ELWC, {train,vali,test}-*.tfrecord with or without a manifest.json",
+    )
+    model_dir: str = setting("", "where config, checkpoints, logs and metrics go")
+    epochs: int | None = setting(
+        None,
+        "maximum epochs. Default: 200 (the RankFormer paper); context_aware: 100 (allRank); "
+        "listformer: 20, 10 from a checkpoint (--init-from)",
+    )
+    batch_size: int | None = setting(
+        None,
+        "lists per batch, over all workers together when TF_CONFIG names several (each "
+        "takes its share). Set alone, every batch holds exactly this many lists. Default: at "
+        "most 2048 (the RankFormer paper) under the --batch-items budget; context_aware: 64 "
+        "(allRank); listformer: 16 (at most 16 under the budget from a checkpoint)",
+    )
+    batch_items: int | None = setting(
+        None,
+        "budget of padded items per batch: lists are grouped by length into buckets (16, 24, "
+        "32, 48, ... up to the longest list) and each bucket's batches hold about this many "
+        "items, fewer for lists over 256 items (attention grows with the square of the "
+        "length). Text models count padded tokens (documents x --max-document-tokens). "
+        "Default: 32768 (the paper's 2048 lists of 16); context_aware: 15360 (64 x 240); "
+        "listformer from a checkpoint: 8192 tokens",
+    )
+    list_size: int | None = setting(
+        None,
+        "items a training list keeps at most; longer lists are sampled afresh each epoch (cut "
+        "to their first items under a positional encoding) and the items left out are "
+        "counted in the log and metrics.json. Default: whole lists (simulated data: the "
+        "simulation's sample size, 16); context_aware: 240 (allRank); listformer: 100 "
+        "documents, 32 from a checkpoint (judged relevant documents are kept first)",
+    )
+    memory_limit: float | None = setting(
+        None,
+        "GiB the run may use. Before its first step the run's peak memory is estimated from "
+        "the model, the buckets and the batch budget; above the limit the run is refused "
+        "with the flags that would make it fit. Default: the memory available at the start",
+        metavar="GB",
+    )
+    length_buckets: bool = setting(
+        True,
+        "on: group training lists by length (see --batch-items); off: batches of "
+        "--batch-size lists in shuffled order, each padded to its longest list (a baseline "
+        "for benchmarks). Default: on",
+        type=on_off,
+        metavar="{on,off}",
+    )
+    lists_in_memory: bool | None = setting(
+        None,
+        "on: the feature-vector models' training lists are parsed and normalised once and "
+        "every epoch is served from memory (counted in the memory estimate); off: records "
+        "are read every epoch (those of a split over 1 GiB are cached on disk after the "
+        "first), which costs less memory and, on a CPU, no speed. Default: auto (on where a "
+        "GPU is visible, else off)",
+        **_SWITCH,
+    )
+    alpha: float | None = setting(
+        None,
+        "weight of the listwide ordinal loss (rankformer, summary_token_ranker, listformer: "
+        "on [CLS]), on the scale of --loss-scaling: with 'released' it is the authors' "
+        "code's list_pred_strength, whose 1 their README equates with the paper's alpha 0.25 "
+        "(under the paper's unpublished loss balancing); with 'paper' it is Eq. 9's alpha "
+        "read literally. Default: 1 (released) or 0.25 (paper) for the rankformer, 0 "
+        "otherwise. alpha 0 builds no list head and, for the rankformer, no [CLS] (the "
+        "released code's strength 0)",
+    )
+    loss: str | None = setting(
+        None,
+        f"item-score loss: {_LOSS_HELP}. Default: softmax; listformer: approx_ndcg",
+        choices=sorted(LOSS_SUMMARIES),
+    )
+    loss_scaling: str | None = setting(
+        None,
+        "how per-list losses make the batch's loss. released: as the authors' code, each "
+        "list's item loss is a mean over its items, lists whose loss is exactly 0 (t = 0 for "
+        "the softmax) leave the average, the listwide loss is a mean over its levels; paper: "
+        "Eq. 9 as printed, sums within a list and over the levels, averaged over every list. "
+        "Default: released; context_aware: paper (per-list sums averaged over lists, as "
+        "allRank's ListNet)",
+        choices=list(LOSS_SCALINGS),
+    )
+    optimizer: str | None = setting(
+        None,
+        "adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see "
+        "--adam-epsilon). Default: adamw; context_aware: adam (allRank)",
+        choices=list(OPTIMIZERS),
+    )
+    adam_epsilon: str = setting(
+        "pytorch",
+        "where Adam's epsilon is added: pytorch, to the bias-corrected sqrt(v) as torch.optim "
+        "(the authors' code and allRank); keras, to the uncorrected sqrt(v) as Keras's Adam "
+        "(up to 32x more damping early on)",
+        choices=list(ADAM_EPSILONS),
+    )
+    learning_rate: float | None = setting(
+        None, "the optimizer's rate. Default: 1e-3; listformer from a checkpoint: 1e-4"
+    )
+    weight_decay: float | None = setting(
+        None, "AdamW's decoupled weight decay. Default: 0.1; context_aware: 0; listformer: 0.01"
+    )
+    lr_schedule: str | None = setting(
+        None,
+        "epoch_inverse_sqrt: constant, then x (epoch - E + 1)^-0.5 per epoch from epoch E = "
+        "--decay-after-epoch (the authors' code); step_inverse_sqrt: x sqrt(start / step) per "
+        "step after epoch E; step_decay: x0.1 every E epochs (allRank's StepLR). Default: "
+        "epoch_inverse_sqrt; context_aware: step_decay",
+        choices=list(LR_SCHEDULES),
+    )
+    decay_after_epoch: int | None = setting(
+        None,
+        "the epoch the schedule starts decaying at (step_decay: its period). Default: 20; "
+        "step_decay: half of --epochs",
+    )
+    include_empty_lists: bool | None = setting(
+        None,
+        "train on lists whose list label t is 0 too. Default with --loss-scaling released: "
+        "every list is trained on, as the authors' code",
+        off_flag="--exclude-empty-lists",
+        off_help="train only on lists with t > 0. Default with --loss-scaling paper: the "
+        "paper's policy (only a model with a list head and alpha > 0 sees t = 0 lists)",
+    )
+    keep_weights: str = setting(
+        "best",
+        "best: the weights of the best validation NDCG_y@10, with early stopping; last: the "
+        "last epoch's, no early stopping (the authors' protocol)",
+        choices=list(KEEP_WEIGHTS),
+    )
+    patience: int | None = setting(
+        None,
+        "epochs without better validation NDCG_y@10 before stopping (--keep-weights best). "
+        "Default: 20; listformer from a checkpoint: 3",
+    )
+    precision: str | None = setting(
+        None,
+        "compute precision: float32, or mixed precision with bf16 (bfloat16) or float16 "
+        "compute, the weights, the model's outputs, the losses and the metrics staying "
+        "float32; bf16 runs in hardware on CPUs with AVX512-BF16 or AMX and on recent GPUs. "
+        "Default: float16 when a GPU is visible, else float32",
+        choices=list(PRECISIONS),
+    )
+    mixed_precision: bool | None = setting(
+        None,
+        "an alias: on is --precision float16, off float32 (given with --precision, the two "
+        "must agree). Default: auto (--precision's default)",
+        **_SWITCH,
+    )
+    xla: bool | None = setting(
+        None, "XLA compilation. Default: auto (on when a GPU is visible)", **_SWITCH
+    )
+    eval_batch_size: int | None = setting(
+        None, "lists per evaluation batch. Default: 256; listformer: 16"
+    )
+    seed: int = setting(0, "seed of initialisation and shuffling")
+    evaluate_splits: tuple[str, ...] | None = setting(
+        None,
+        "the splits evaluated into MODEL_DIR/metrics.json once training ends, comma-separated "
+        "(e.g. test), or 'none' (tfr-eval evaluates any split later). Default: every split "
+        "the data has",
+        type=_split_names,
+        metavar="SPLITS",
+    )
     architecture: ModelConfig = ModelConfig()
     text: TextConfig = TextConfig()
 
     def __post_init__(self):
+        check_fields(self)
         if not model_families.is_neural(self.model):
             choices = sorted(model_families.model_names(model_families.NEURAL_KINDS))
             raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
@@ -174,6 +256,9 @@ class TrainConfig:
             raise ValueError("`data` and `model_dir` must be given")
         self._resolve_model_defaults()
         self._check_batching()
+        from tfr_rankformer.ranking.losses import get_score_loss
+        from tfr_rankformer.training.precision import check_precision
+
         get_score_loss(self.loss)  # an unknown name fails here
         check_precision(self.precision, self.mixed_precision)
         self._check_evaluate_splits()
@@ -189,36 +274,21 @@ class TrainConfig:
         """Counts, batching switches and the memory limit."""
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
-        if not isinstance(self.length_buckets, bool):
-            raise ValueError(f"`length_buckets` must be true or false, got {self.length_buckets!r}")
-        if self.lists_in_memory is None:
+        if self.lists_in_memory is None:  # on where a GPU is visible
+            import tensorflow as tf
+
             gpu = bool(tf.config.list_physical_devices("GPU"))
             object.__setattr__(self, "lists_in_memory", gpu)
-        if not isinstance(self.lists_in_memory, bool):
-            raise ValueError(
-                f"`lists_in_memory` must be true or false, got {self.lists_in_memory!r}"
-            )
         if not self.length_buckets and self.batch_items is not None:
             raise ValueError(
                 "`length_buckets` off batches fixed lists: set `batch_size`, not `batch_items`"
             )
-        if self.memory_limit is not None and not (
-            isinstance(self.memory_limit, (int, float)) and self.memory_limit > 0
-        ):
+        if self.memory_limit is not None and not self.memory_limit > 0:
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
 
     def _check_optimization(self) -> None:
-        """The optimizer, its epsilon placement, schedule, kept weights and rates."""
-        for name, choices in (
-            ("optimizer", OPTIMIZERS),
-            ("adam_epsilon", ADAM_EPSILONS),
-            ("lr_schedule", LR_SCHEDULES),
-            ("keep_weights", KEEP_WEIGHTS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(
-                    f"`{name}` must be one of {list(choices)}, got {getattr(self, name)!r}"
-                )
+        """The resolved rates (the choices are checked with the fields)."""
+        check_fields(self)
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
@@ -264,6 +334,8 @@ class TrainConfig:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
+        from tfr_rankformer.ranking.losses import check_scaling
+
         check_scaling(self.loss_scaling)
         if self.alpha is None:
             alpha = spec.alpha.get(self.loss_scaling, 0.0)

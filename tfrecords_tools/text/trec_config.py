@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-from tfr_rankformer.core.config_io import from_dict, require_positive_ints
+from tfr_rankformer.core.config_io import from_dict, require_positive_ints, setting
 
 # The ``TrecConfig`` fields that name input files: the query files first.
 FILE_FIELDS = (
@@ -22,6 +22,9 @@ FILE_FIELDS = (
 )
 
 
+_FILE = {"action": "append", "metavar": "FILE"}
+
+
 def _files(value) -> tuple:
     if value is None:
         return ()
@@ -30,50 +33,57 @@ def _files(value) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class TrecConfig:
-    """Settings of one TREC-layout conversion.
-
-    Attributes:
-      output: the output directory.
-      queries: query files whose queries are split by a seeded hash of the qid
-        (``split_fractions``); exclusive with the per-split files.
-      train_queries: query files of the train split.
-      vali_queries: query files of the vali split.
-      test_queries: query files of the test split.
-      train_qids: files listing the qids of the train split (the first column of
-        each line), splitting ``queries`` instead of the hash; queries in no
-        list are dropped (counted).
-      vali_qids: files listing the qids of the vali split.
-      test_qids: files listing the qids of the test split.
-      collection: collection files.
-      qrels: qrels files.
-      run: run files (TREC or MS MARCO format).
-      split_fractions: train, vali and test shares for ``queries``.
-      max_list_size: each list keeps the run's first this many documents;
-        ``None`` keeps all.
-      min_list_size: shorter lists (after removing missing documents) are dropped.
-      max_query_tokens: queries are cut to this many tokens; ``None``: no limit.
-      max_document_tokens: documents are cut to this many tokens; ``None``: no limit.
-      shards: TFRecord files per split.
-      seed: seed of the hash split.
-      overwrite: replace an existing output directory.
-    """
+    """Settings of one TREC-layout conversion (text lists to the text ELWC). Every file
+    option is repeatable and reads .gz too."""
 
     output: str
-    queries: tuple = ()
-    train_queries: tuple = ()
-    vali_queries: tuple = ()
-    test_queries: tuple = ()
-    train_qids: tuple = ()
-    vali_qids: tuple = ()
-    test_qids: tuple = ()
-    collection: tuple = ()
-    qrels: tuple = ()
-    run: tuple = ()
-    split_fractions: tuple = (0.8, 0.1, 0.1)
+    queries: tuple = setting(
+        (),
+        "queries 'qid<TAB>text', split into train/vali/test by a seeded hash of the qid "
+        "(--split-fractions)",
+        **_FILE,
+    )
+    train_queries: tuple = setting((), "queries of the train split (instead of --queries)", **_FILE)
+    vali_queries: tuple = setting((), "queries of the vali split", **_FILE)
+    test_queries: tuple = setting((), "queries of the test split", **_FILE)
+    train_qids: tuple = setting(
+        (),
+        "qids of the train split, one a line (the first column; a queries TSV serves "
+        "too), splitting --queries instead of the hash; queries in no list are dropped "
+        "and counted",
+        **_FILE,
+    )
+    vali_qids: tuple = setting((), "qids of the vali split, likewise", **_FILE)
+    test_qids: tuple = setting((), "qids of the test split, likewise", **_FILE)
+    collection: tuple = setting(
+        (),
+        "documents 'docid<TAB>text' (further tab-separated columns, e.g. a title, are "
+        "joined to the text); streamed, only the run's documents are kept",
+        **_FILE,
+    )
+    qrels: tuple = setting(
+        (),
+        "judgements 'qid iteration docid relevance' (TREC qrels); unjudged run documents "
+        "get label 0",
+        **_FILE,
+    )
+    run: tuple = setting(
+        (),
+        "the first-stage ranking to re-rank: TREC run 'qid Q0 docid rank score tag' or MS "
+        "MARCO 'qid<TAB>docid<TAB>rank' (tfr-bm25 run writes one)",
+        **_FILE,
+    )
+    split_fractions: tuple = setting(
+        (0.8, 0.1, 0.1),
+        "shares of the hash split of --queries. Default: 0.8,0.1,0.1",
+        metavar="TRAIN,VALI,TEST",
+    )
     max_list_size: int | None = None
     min_list_size: int = 1
-    max_query_tokens: int | None = None
-    max_document_tokens: int | None = None
+    max_query_tokens: int | None = setting(None, "cut longer queries (counted). Default: no limit")
+    max_document_tokens: int | None = setting(
+        None, "cut longer documents (counted). Default: no limit"
+    )
     shards: int = 1
     seed: int = 0
     overwrite: bool = False

@@ -43,7 +43,7 @@ from pipelines.train_options import (
     TEXT_ARCHITECTURE,
 )
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
+from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 
 __all__ = ["build_parser", "main", "REPORTED"]
 
@@ -85,7 +85,7 @@ def _neural_config(args, flags: dict):
     given = ["--" + k.replace("_", "-") for k in _GBDT_FLAGS if flags[k] is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for the GBDT models only")
-    text_model = is_text_model(_model_name(args) or "")
+    text_model = model_families.is_text(_model_name(args) or "")
     wrong = (*TEXT_FIELDS, *TEXT_ARCHITECTURE) if not text_model else NUMERIC_ARCHITECTURE
     given = ["--" + k.replace("_", "-") for k in wrong if flags.get(k) is not None]
     if given:

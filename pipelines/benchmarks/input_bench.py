@@ -87,8 +87,8 @@ def epoch_rates(
 ) -> list:
     """Lists/s of each epoch of a pipeline built afresh (the first counts the build)."""
     from tfr_rankformer.inputs import batching, data
-    from tfr_rankformer.inputs.quantile_search import pipeline_normalization
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
+    from tfr_rankformer.model.table_search import pipeline_normalization
 
     manifest = data.load_manifest(data_dir)
     lengths = data.list_lengths(data_dir, manifest, "train")

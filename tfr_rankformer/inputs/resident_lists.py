@@ -1,24 +1,14 @@
-"""A training split's parsed, normalised lists held in memory as tensors.
+"""A training split's parsed, normalised lists held in memory, and the batches served from
+them by index shuffles and gathers.
 
-The records are parsed and normalised once (``load_lists``), with the parse
-calls and the transform of the streaming pipeline (``list_parsing``), so the
-held values are those it would yield; every epoch then serves batches by
-shuffling list indices and gathering rows (``resident_batches``), without
-parsing or cache reads.
-
-Two layouts:
-
-* padded (the split's lists all fit one bucket, e.g. the click protocol's
-  lists of at most 16): ``features [lists, edge, d]`` and ``label
-  [lists, edge]``, a batch being one gather of whole lists;
-* flat (anything else): ``features [items + 1, d]`` and ``label [items + 1]``
-  with each list's first row and length; the last row is padding (zeros,
-  label -1), which padded slots of a batch point at.
-
-Memory is ``resident_bytes``: 4 bytes per feature and label of every held
-item, plus 16 bytes per list. While loading, the values are held twice for a
-moment (the parse calls' outputs, then their join), which ``run_plan``
-counts.
+``load_lists`` parses and normalises the records once, with the streaming pipeline's parse
+calls and transform. ``resident_batches`` then takes the streaming pipeline's steps
+(``data.training_dataset``) on list indices: the same shuffle, per-list sampling keys,
+buckets and batch sizes, so an epoch's batches hold the same lists and items in the same
+order for a seed, without parsing or cache reads. Two layouts: *padded* (every list fits
+one bucket) ``features [lists, edge, d]``, a batch one gather of whole lists; *flat*
+``features [items + 1, d]`` with each list's first row and length, the last row padding
+(zeros, label -1) that padded slots of a batch point at.
 """
 
 from __future__ import annotations
@@ -31,9 +21,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.inputs.list_parsing import LENGTHS, MASK, WorkerShard, parse_batches
-
-__all__ = ["ResidentLists", "load_lists", "resident_bytes"]
+from tfr_rankformer.core.elwc_schema import MASK
+from tfr_rankformer.inputs import list_parsing
+from tfr_rankformer.inputs.batching import BatchPlan
+from tfr_rankformer.inputs.list_parsing import LENGTHS, WorkerShard, parse_batches
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +34,7 @@ _PER_LIST = 16  # a list's first row and length, int64 each
 
 def resident_bytes(items: int, lists: int, num_features: int) -> int:
     """Bytes ``ResidentLists`` takes for ``items`` held items (padding included in the
-    padded layout) of ``lists`` lists.
+    padded layout) of ``lists`` lists; loading holds the values twice for a moment.
 
     >>> resident_bytes(2_270_296, 18_919, 136) / 2**30  # doctest: +ELLIPSIS
     1.15...
@@ -53,16 +44,9 @@ def resident_bytes(items: int, lists: int, num_features: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ResidentLists:
-    """The lists of a split (or a worker's shard of it), in file order.
-
-    Attributes:
-      features: normalised features, ``[lists, edge, d]`` (padded) or
-        ``[items + 1, d]`` (flat) float32.
-      label: ``[lists, edge]`` or ``[items + 1]`` float32 labels (padding -1).
-      starts: ``[lists]`` int64, each list's first row (flat; zeros when padded).
-      lengths: ``[lists]`` int64 valid items per list.
-      list_labels: ``[lists]`` float32 ``t = max_i y_i`` (0 for an empty list).
-    """
+    """The lists of a split (or a worker's shard), in file order: normalised ``features``
+    and ``label`` in either layout, each list's first row (``starts``, flat layout),
+    ``lengths`` and ``list_labels`` ``t = max_i y_i``."""
 
     features: tf.Tensor
     label: tf.Tensor
@@ -96,20 +80,8 @@ def load_lists(
     edge: int | None,
     normalize=None,
 ) -> ResidentLists:
-    """Parses and normalises every list of ``files`` into memory.
-
-    Each parse call's output is kept as it comes and all are joined once at
-    the end (one copy, the moment the lists are held twice).
-
-    Args:
-      files: the split's files (or a worker's shard).
-      num_features: ``d``.
-      edge: every list is at most this long: the padded layout, lists padded
-        to ``edge`` items as ``parsed_lists(list_size=edge)`` pads them;
-        ``None``: the flat layout, each list's own items.
-      normalize: applied to each parse call's valid items (``parsed_lists``'
-        ``transform``), e.g. the model's normalisation layer.
-    """
+    """Parses every list of ``files`` into memory, ``normalize`` applied to its features:
+    the padded layout when every list is at most ``edge`` items, else (``None``) flat."""
     began = time.perf_counter()
     batches = parse_batches(
         files,
@@ -148,8 +120,7 @@ def _lengths(mask: tf.Tensor) -> tf.Tensor:
 
 
 def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) -> ResidentLists:
-    """The parse calls' outputs as one ``ResidentLists`` (the flat layout's last row
-    is padding)."""
+    """The parse calls' outputs as one ``ResidentLists``."""
     label_t = tf.concat(label, 0)
     labels = label_t.numpy()
     starts = np.zeros_like(lengths)
@@ -172,3 +143,104 @@ def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) 
         lengths=tf.constant(lengths),
         list_labels=t,
     )
+
+
+def resident_batches(
+    store: ResidentLists,
+    *,
+    plan: BatchPlan,
+    include_empty_lists: bool,
+    shuffle_buffer: int,
+    list_cap: int | None,
+    keep_order: bool,
+    seed: int,
+    pad_to_longest: bool,
+    finish=None,
+) -> tf.data.Dataset:
+    """Batches of ``{features [B, L, d], mask [B, L], label [B, L]}``, one epoch per pass,
+    as ``data.training_dataset``'s; ``finish`` maps each batch in the step of its gather."""
+    finish = finish or (lambda batch: batch)
+    kept = _kept_lists(store, include_empty_lists)
+    # Positions shuffled as the streaming pipeline shuffles its lists: a shuffle's order
+    # depends on the seed and the count alone.
+    ids = tf.data.Dataset.range(store.num_lists if kept is None else int(kept.shape[0]))
+    ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+
+    def listed(positions):
+        """Positions among the kept lists -> the lists' indices."""
+        return positions if kept is None else tf.gather(kept, positions)
+
+    if store.padded:
+        # Every list fits the one bucket: whole padded lists, gathered a batch at a time.
+        batches = ids.batch(plan.lists_per_batch[0])
+        return batches.map(
+            lambda p: finish(_whole_lists(store, listed(p))), num_parallel_calls=tf.data.AUTOTUNE
+        )
+    longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
+    sampled = list_cap is not None and longest > list_cap
+    padding = tf.constant(store.padding_row, tf.int64)
+
+    def list_rows(position, key=None):
+        """One list's rows: sampled when longer than the cap, padded to its bucket."""
+        i = listed(position)
+        if sampled:
+            rows = _sampled_rows(store, i, key, list_cap, keep_order)
+        else:
+            rows = _own_rows(store, i)
+        return (
+            rows
+            if pad_to_longest
+            else list_parsing.pad_to_bucket(rows, plan.edges, {MASK: padding})
+        )
+
+    if sampled:
+        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        ids = tf.data.Dataset.zip((ids, keys))
+    rows = ids.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
+    if pad_to_longest:
+        rows = rows.padded_batch(plan.lists_per_batch[0], padding_values=padding)
+    else:
+        rows = list_parsing.group_by_bucket(rows, plan)
+    return rows.map(lambda r: finish(_gathered(store, r)), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _kept_lists(store: ResidentLists, include_empty_lists: bool) -> tf.Tensor | None:
+    """The indices of the lists an epoch serves; ``None``: every list."""
+    if include_empty_lists:
+        return None
+    return tf.constant(np.flatnonzero(store.list_labels > 0).astype(np.int64))
+
+
+def _whole_lists(store: ResidentLists, ids: tf.Tensor) -> dict:
+    """``[B]`` list indices -> the padded layout's lists ``[B, edge, ...]``."""
+    edge = store.features.shape[1]
+    lengths = tf.gather(store.lengths, ids)  # [B]
+    return {
+        elwc_schema.FEATURES: tf.gather(store.features, ids),
+        # [B] -> [B, edge]
+        MASK: tf.range(edge, dtype=tf.int64)[tf.newaxis, :] < lengths[:, tf.newaxis],
+        elwc_schema.LABEL: tf.gather(store.label, ids),
+    }
+
+
+def _own_rows(store: ResidentLists, i: tf.Tensor) -> dict:
+    """A list's ``[n]`` int64 rows, under the ``mask`` key that ``group_by_bucket`` reads."""
+    start, n = store.starts[i], store.lengths[i]
+    return {MASK: start + tf.range(n)}
+
+
+def _sampled_rows(store, i, key, cap: int, keep_order: bool) -> dict:
+    """A list's rows cut to ``cap`` as ``sample_long_lists`` cuts it from the same ``key``."""
+    start, n = store.starts[i], tf.cast(store.lengths[i], tf.int32)
+    keep = list_parsing.kept_items(n, cap, key, keep_order=keep_order)
+    return {MASK: start + tf.cast(keep, tf.int64)}
+
+
+def _gathered(store: ResidentLists, rows: dict) -> dict:
+    """``[B, L]`` row indices (padding row for padded slots) -> the batch's lists."""
+    r = rows[MASK]
+    return {
+        elwc_schema.FEATURES: tf.gather(store.features, r),  # [B, L] -> [B, L, d]
+        MASK: tf.not_equal(r, store.padding_row),
+        elwc_schema.LABEL: tf.gather(store.label, r),
+    }

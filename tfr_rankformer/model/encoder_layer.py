@@ -1,14 +1,6 @@
-"""The listwise models' Transformer encoder layer (pre-LayerNorm, no positional encoding).
-
-The layer follows PyTorch's ``TransformerEncoderLayer(norm_first=True)``, as
-the RankFormer paper does: ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
-``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``. There is no
-positional encoding, so it is permutation-equivariant over items.
-
-In training with ``packed_items`` on (``tfr-train`` over length buckets), the
-item-wise parts (layer norms, projections, feed-forward block) run on the
-valid items alone (``[N, D]``) and only the attention sees the padded
-``[B, L, D]`` lists; the function is the same (tested).
+"""The listwise models' Transformer encoder layer: PyTorch's
+``TransformerEncoderLayer(norm_first=True)``, as the RankFormer paper's, with no positional
+encoding (permutation-equivariant over items).
 """
 
 from __future__ import annotations
@@ -24,24 +16,17 @@ from tfr_rankformer.model.layers import (
     uses_compiled_ops,
 )
 from tfr_rankformer.model.projections import Dense, matmul_last_axis
-
-__all__ = ["PreNormEncoderLayer"]
-
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+from tfr_rankformer.model.serializable import serializable
 
 
-@_serializable
+@serializable
 class PreNormEncoderLayer(tf.keras.layers.Layer):
-    """One pre-LayerNorm Transformer encoder layer over a masked list.
+    """One pre-LayerNorm encoder layer over a masked list:
+    ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
+    ``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``.
 
-    Args:
-      num_heads: attention heads; the width must be divisible by it.
-      ff_dim: hidden width of the feed-forward block.
-      dropout: dropout rate on attention output and in the feed-forward block.
-      activation: the feed-forward block's activation, ``"gelu"`` (exact, the
-        RankFormer's) or a Keras activation name.
-      init: ``initializers.INITIALIZATIONS``: ``pytorch`` as
-        ``torch.nn.TransformerEncoderLayer`` (the released code's), or ``keras``.
+    ``activation`` is ``"gelu"`` (exact) or a Keras activation name; ``init``
+    ``pytorch`` initialises as ``torch.nn.TransformerEncoderLayer``, ``keras`` as Keras.
     """
 
     def __init__(
@@ -65,13 +50,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         if dim % self.num_heads:
             raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
         self.norm_attention = LayerNorm(epsilon=1e-5)
-        # Self-attention as PyTorch's MultiheadAttention computes it: one input
-        # projection to queries, keys and values, scaled dot products, dropout on
-        # the attention weights, an output projection. Written out, it issues far
-        # fewer ops than Keras's MultiHeadAttention, which matters for latency.
-        # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
-        # MultiheadAttention sets them so); the output projection's weights
-        # follow the scheme.
+        # PyTorch's MultiheadAttention written out (far fewer ops than Keras's, for
+        # latency): Xavier-uniform input projection with zero biases, as PyTorch sets.
         self.qkv = Dense(3 * dim, name="qkv")
         self.dropout_weights = FastDropout(self.dropout)
         self.attention_out = Dense(
@@ -149,12 +129,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return x + self._feed_forward(x, training)
 
     def _packed_call(self, x, mask, training):
-        """``call`` with the item-wise parts on the valid items only (``packed_items``).
-
-        The valid items travel as one list padded to a multiple of
-        ``packed_items.ROW_BLOCK`` rows, ``[1, R, D]``, so that the sublayers
-        built for ``[B, L, D]`` take them unchanged and see few shapes: their
-        dropout and feed-forward activation run as XLA's compiled pieces, while
+        """``call`` with the item-wise parts on the valid items only (``packed_items``),
+        as one ``[1, R, D]`` list that sees few shapes and so runs the compiled pieces;
         the attention, whose shape follows the bucket, keeps plain ops."""
         rows, shape = packed_items.valid_rows(mask), tf.shape(mask)
 
@@ -173,14 +149,3 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             items = items + h
             items = items + self._feed_forward(items, training)
         return unpacked(items)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            ff_dim=self.ff_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            init=self.init,
-        )
-        return config

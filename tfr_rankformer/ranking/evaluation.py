@@ -11,28 +11,16 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.inputs.bucketed_batches import INDEX
-from tfr_rankformer.inputs.data import MASK
+from tfr_rankformer.core.elwc_schema import MASK
+from tfr_rankformer.inputs.list_parsing import INDEX
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
-
-__all__ = ["predict_lists", "evaluate_model", "EvaluationCallback", "RunEvaluator"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RunEvaluator:
-    """A trained run, reloaded to be evaluated on one dataset (``runner.evaluate``).
-
-    ``feature_runs`` and ``text_runs`` make them; the runner evaluates the
-    splits asked for and records the results alike for every kind of run.
-
-    Attributes:
-      trained_on: the dataset the run trained on.
-      data_dir: the dataset evaluated.
-      splits: that dataset's splits.
-      evaluate: ``evaluate(split)``: the split's metrics.
-      check: ``check(splits)`` raises, before any metric is computed, when
-        one of ``splits`` cannot be read whole; ``None``: nothing to check.
-    """
+    """A trained run reloaded to be evaluated on the dataset ``data_dir`` (``runner.evaluate``):
+    ``evaluate(split)`` gives a split's metrics, and ``check(splits)``, if any, raises
+    before any metric is computed when one of them cannot be read whole."""
 
     trained_on: str
     data_dir: str
@@ -47,8 +35,8 @@ _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _predict_step(model: tf.keras.Model):
-    """The model's inference call as one ``tf.function`` for any batch size and list
-    length, made once per model (evaluation after every epoch reuses its trace)."""
+    """The model's inference call as one ``tf.function`` for any batch and list length,
+    made once per model so that evaluation after every epoch reuses its trace."""
     step = _PREDICT_STEPS.get(model)
     if step is None:
         num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
@@ -66,23 +54,12 @@ def _predict_step(model: tf.keras.Model):
 
 
 def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
-    """Runs ``model`` over an evaluation dataset (see ``data.evaluation_dataset``).
-
-    Returns:
-      Padded numpy arrays ``scores``, ``label``, ``relevance``, ``mask``
-      (``[num_lists, max_list]``) and, for models with a list head,
-      ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``), with the lists in
-      file order (batches grouped by length are put back in it).
-    """
+    """``model`` over an evaluation dataset (``data.evaluation_dataset``): padded arrays
+    ``scores``, ``label``, ``relevance``, ``mask`` ``[num_lists, max_list]`` and, with a
+    list head, ``list_probs`` ``[num_lists, K]``, the lists in file order."""
     step = _predict_step(model)
-    parts: dict[str, list] = {
-        "scores": [],
-        "label": [],
-        "relevance": [],
-        "mask": [],
-        "probs": [],
-        "index": [],
-    }
+    parts: dict[str, list] = {k: [] for k in ("scores", "label", "relevance", "mask", "probs")}
+    parts["index"] = []
     for batch in dataset:
         if INDEX in batch:
             parts["index"].append(batch[INDEX].numpy())
@@ -96,8 +73,7 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
             parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
     if not parts["mask"]:
         raise ValueError("the evaluation split holds no lists")
-    # Each batch's rows are written straight into their place in file order:
-    # one array per field, no padded copies to concatenate and reorder.
+    # Each batch's rows are written straight into their place in file order.
     rows = sum(m.shape[0] for m in parts["mask"])
     width = max(m.shape[1] for m in parts["mask"])
     fills = {
@@ -141,10 +117,8 @@ LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "l
 
 
 class EvaluationCallback(tf.keras.callbacks.Callback):
-    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch.
-
-    Placed before checkpointing and early stopping, which then monitor them.
-    """
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch, for
+    the checkpointing and early stopping placed after it."""
 
     def __init__(
         self,

@@ -1,11 +1,7 @@
-"""A run directory's life: what it holds, its state, and who may write into it.
-
-Every run records its state in ``run_state.json``: ``running``, then ``failed`` (with the
-error) or ``complete``. A directory that holds something is refused unless ``existing``
-says: ``"resume"`` continues the same run (same settings, ``epochs`` aside) from its backup;
-``"overwrite"`` moves the old run aside (``.<name>.replaced-*``), deletes it when the new one
-completes and puts it back if the new one fails. A directory holding anything a run never
-writes is always refused: no command deletes a file it did not write.
+"""A run directory's life: its state (``run_state.json``: ``running``, ``failed`` or
+``complete``) and who may write into it. A non-empty directory is refused unless told to
+``resume`` the same run or to ``overwrite`` it (the old run is moved aside, deleted when the
+new one completes, put back if it fails); one holding files no run writes always is.
 
 >>> describe_entries(["metrics.json", "checkpoints/", "a", "b", "c", "d", "e", "f"])
 'metrics.json, checkpoints/, a, b, c and 3 more'
@@ -93,12 +89,6 @@ class RunDirectory:
         """E.g. ``a complete mlp run (config.json, metrics.json, export/)``."""
         article = "an" if self.state[0] in "aeiou" else "a"
         return f"{article} {self.state} {self.model} run ({describe_entries(self.entries)})"
-
-    def exports(self) -> list[str]:
-        folder = os.path.join(self.path, run_layout.EXPORT_NAME)
-        if not os.path.isdir(folder):
-            return []
-        return sorted(n for n in os.listdir(folder) if n.isdigit())
 
     def live_process(self) -> int | None:
         """The pid of the process running this run on this host, if it still lives."""

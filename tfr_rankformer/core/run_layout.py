@@ -1,6 +1,5 @@
-"""A run directory's layout: the files a run writes, its state file, and whether it is a
-text run (decided by its model's family, or for an export by its signature's inputs). No
-TensorFlow is imported unless an export is read.
+"""A run directory's layout: the files a run writes, and whether a run or an export is a
+text model's (by its model's family, or by the inputs of an export's signature).
 
 >>> BEST_WEIGHTS.replace(os.sep, "/")
 'checkpoints/best'

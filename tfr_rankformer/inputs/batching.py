@@ -1,11 +1,7 @@
-"""Length buckets: which padded length each list gets, and how many lists share a batch.
-
-A list of ``n`` items is padded to the smallest bucket edge ``>= n``; edges grow by about
-sqrt(2) up to the longest list (or the cap), so padding adds at most ~50% to a list, and a
-compiled step sees at most two batch shapes per bucket. Lists per batch are fixed
-(``--batch-size``) or fill a budget of padded items, at most ``max_lists``, with a batch's
-attention entries kept within a full batch of 256-item lists' (``batch_items * 256``).
-The released code's 2048 lists of 16 items is the budget's reference point.
+"""Length buckets: the padded length of each list (the smallest bucket edge ``>= n``; edges
+grow by about sqrt(2), so padding adds at most ~50%) and the lists per batch: fixed
+(``--batch-size``) or filling a budget of padded items, at most ``max_lists``, with
+attention entries kept within a full batch of 256-item lists'.
 
 >>> bucket_edges(100)
 (16, 24, 32, 48, 64, 96, 100)

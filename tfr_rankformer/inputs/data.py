@@ -1,14 +1,9 @@
 """Reading the converter's ELWC shards into ``tf.data`` for training and evaluation.
 
-Training lists longer than ``list_size`` are sampled down to it afresh each epoch (cut to
-their first items with ``keep_order``), may be filtered by their list label
-``t = max_i y_i``, and are batched by length buckets; by default they are parsed once and
-held in memory (``resident_lists``), else streamed. Evaluation keeps every item of every
-list. In a multi-worker job each worker reads its own part of the training split.
-
-Model inputs are ``{"features": [B, L, d] float32, "mask": [B, L] bool}``; targets
-``{"scores": [B, L]}`` (padding -1, which TF-Ranking's losses ignore) and, for list
-heads, ``{"list_quality": [B, 1]}`` holding ``t``.
+Training lists are sampled down to ``list_size``, filtered by their label ``t`` if asked,
+and batched by length buckets, by default from lists held in memory (``resident_lists``);
+evaluation keeps every item. Inputs are ``{"features", "mask"}``; targets ``{"scores"}``
+(padding -1) and, for list heads, ``{"list_quality": t}``.
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.list_parsing import (
     INDEX,
     PARSE_BATCH,
+    EpochSteps,
     WorkerShard,
     padding_values,
     parsed_lists,
@@ -50,23 +46,15 @@ def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
         return WorkerShard(tuple(files))
     if len(files) >= worker.count:
         mine = files[worker.index :: worker.count]
-        logger.info(
-            "worker %d of %d reads %d of %d files: %s",
-            worker.index,
-            worker.count,
-            len(mine),
-            len(files),
-            ", ".join(os.path.basename(f) for f in mine),
-        )
+        names = ", ".join(os.path.basename(f) for f in mine)
+        counts = f"{worker.index} of {worker.count} reads {len(mine)} of {len(files)}"
+        logger.info(f"worker {counts} files: {names}")
         return WorkerShard(tuple(mine))
+    n = worker.count
     logger.warning(
-        "%d training file(s) for %d workers: every worker reads all of them and keeps every "
-        "%d-th record; convert with `tfr-convert --shards N` (N a multiple of %d) to shard "
-        "by file",
-        len(files),
-        worker.count,
-        worker.count,
-        worker.count,
+        f"{len(files)} training file(s) for {n} workers: every worker reads all of them and "
+        f"keeps every {n}-th record; convert with `tfr-convert --shards N` (N a multiple of "
+        f"{n}) to shard by file"
     )
     return WorkerShard(tuple(files), record_stride=worker.count, record_offset=worker.index)
 
@@ -162,22 +150,18 @@ def training_dataset(
     finish = functools.partial(
         _to_model_io, with_list_head=with_list_head, with_item_levels=with_item_levels
     )
-    steps = dict(
-        include_empty_lists=include_empty_lists,
-        shuffle_buffer=shuffle_buffer,
-        list_cap=list_cap,
-        keep_order=keep_order,
-        seed=seed,
-        pad_to_longest=pad_to_longest,
+    steps = EpochSteps(
+        include_empty_lists, shuffle_buffer, list_cap, keep_order, seed, pad_to_longest
     )
     if lists_in_memory:
         store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
-        batches = resident_batches(store, plan=plan, finish=finish, **steps)
+        batches = resident_batches(store, plan, steps, finish)
     else:
         lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
         size = entry.num_items * (manifest.num_features + 3) * 4
-        lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
-        batches = _streamed_batches(lists, entry, plan, bucket, **steps)
+        if size <= cache_bytes or cache_file:  # cached after the first epoch
+            lists = lists.cache() if size <= cache_bytes else lists.cache(cache_file)
+        batches = _streamed_batches(lists, entry, plan, bucket, steps)
         batches = batches.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
@@ -209,34 +193,19 @@ def _parsed_training_lists(
     )
 
 
-def _cached(
-    lists: tf.data.Dataset, size: int, *, cache_bytes: int, cache_file: str | None
-) -> tf.data.Dataset:
-    """``lists`` cached after the first epoch (see ``training_dataset``)."""
-    if size <= cache_bytes:
-        return lists.cache()
-    if cache_file:
-        return lists.cache(cache_file)
-    return lists
-
-
-def _streamed_batches(
-    lists: tf.data.Dataset,
-    entry: SplitEntry,
-    plan: BatchPlan,
-    bucket: int | None,
-    *,
-    include_empty_lists: bool,
-    shuffle_buffer: int,
-    list_cap: int | None,
-    keep_order: bool,
-    seed: int,
-    pad_to_longest: bool,
-) -> tf.data.Dataset:
-    """Batches of ``lists`` (``_shuffled``): padded to their longest list, already of the
-    one ``bucket``'s size, or padded to their length bucket and grouped by it."""
-    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
-    if pad_to_longest:
+def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: EpochSteps):
+    """Batches of ``lists`` shuffled afresh each epoch, filtered and sampled as
+    ``training_dataset`` says: padded to their longest list, already of the one
+    ``bucket``'s size, or padded to their length bucket and grouped by it."""
+    if not steps.include_empty_lists:
+        lists = lists.filter(lambda element: _list_label(element) > 0)
+    lists = lists.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
+    cap, longest = steps.list_cap, entry.longest_list
+    if cap is not None and (longest is None or longest > cap):
+        lists = list_parsing.sample_long_lists(
+            lists, cap, seed=steps.seed, keep_order=steps.keep_order
+        )
+    if steps.pad_to_longest:
         return lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
     if bucket is not None:
         return lists.batch(plan.lists_per_batch[0])
@@ -245,25 +214,6 @@ def _streamed_batches(
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     return list_parsing.group_by_bucket(lists, plan)
-
-
-def _shuffled(
-    lists: tf.data.Dataset,
-    entry: SplitEntry,
-    include_empty_lists: bool,
-    shuffle_buffer: int,
-    list_cap: int | None,
-    keep_order: bool,
-    seed: int,
-) -> tf.data.Dataset:
-    """``lists`` shuffled afresh each epoch, filtered and sampled as ``training_dataset`` says."""
-    if not include_empty_lists:
-        lists = lists.filter(lambda element: _list_label(element) > 0)
-    lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    longest = entry.longest_list
-    if list_cap is not None and (longest is None or longest > list_cap):
-        lists = list_parsing.sample_long_lists(lists, list_cap, seed=seed, keep_order=keep_order)
-    return lists
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:

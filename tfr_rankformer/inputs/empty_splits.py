@@ -1,9 +1,7 @@
-"""Splits a conversion left without lists (``tfr-convert --min-list-size``): warned about
-by tfr-convert, refused for training, left out of evaluation with a warning, refused by
-``tfr-eval`` when asked for by name.
+"""Splits a conversion left without lists (``--min-list-size``): warned about by
+tfr-convert, refused for training, left out of evaluation, refused by ``tfr-eval`` by name.
 
->>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3},
-...          "files": {}}
+>>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3}}
 >>> manifest = Manifest.coerce({"parameters": {"min_list_size": 5}, "splits": {"vali": entry}})
 >>> why_empty(manifest, "vali")
 '--min-list-size 5 dropped all 3 of its lists: see lists_dropped in its manifest.json'

@@ -76,10 +76,6 @@ class ListArrays:
         out[mask] = values
         return out
 
-    def unpadded(self, values: np.ndarray) -> np.ndarray:
-        """The inverse of :meth:`padded`: ``[num_lists, max_list, ...]`` to per-item rows."""
-        return values[self.mask()]
-
 
 def read_split(
     data_dir: str, manifest: Manifest, split: str, *, batch_size: int = 512

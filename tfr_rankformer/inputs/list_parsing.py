@@ -1,11 +1,6 @@
-"""ELWC records parsed into one ``tf.data`` element per list, and the per-list steps that
-batch whole lists by length (``batching``'s buckets).
-
-Records are parsed ``parse_batch(list_size)`` at a time with TF-Ranking's ELWC parser and
-unbatched: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]`` and ``qid``.
-The steps cut each list back to its own items, sample a list longer than the cap, pad it to
-its bucket's edge and group lists of one bucket into batches; every list lands in exactly
-one batch per pass.
+"""ELWC records parsed into one ``tf.data`` element per list (``features [L, d]``, ``mask``,
+``label``, ``relevance``, ``qid``), and the per-list steps that cut, sample, pad and group
+lists into ``batching``'s length buckets; every list lands in one batch per pass.
 """
 
 from __future__ import annotations
@@ -35,6 +30,18 @@ INDEX = "index"  # a list's position in its file order (evaluation)
 PARSE_BATCH = 64
 PARSE_ITEMS = 8192
 _ITEM_PADDING = {FEATURES: 0.0, MASK: False, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL}
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochSteps:
+    """How an epoch draws its training lists (see ``data.training_dataset``)."""
+
+    include_empty_lists: bool
+    shuffle_buffer: int
+    list_cap: int | None
+    keep_order: bool
+    seed: int
+    pad_to_longest: bool
 
 
 def parse_batch(list_size: int | None) -> int:

@@ -1,9 +1,6 @@
-"""The manifest that ``tfr-convert`` writes beside its shards, typed, read and written.
-
-:class:`Manifest` and :class:`SplitEntry` have a field for every key the code reads; other
-keys are kept in ``extra``, so ``Manifest.from_json(d).to_json() == d``. The readers name
-the file and field at fault. Histograms map a value (a JSON string key) to its count; a
-field that is ``None`` was not recorded.
+"""The manifest ``tfr-convert`` writes beside its shards, typed (other keys are kept, so
+``Manifest.from_json(d).to_json() == d``), read with errors that name file and field, and
+written. Histograms map a value (a JSON string key) to its count; ``None`` is unrecorded.
 
 >>> m = Manifest.coerce({"num_features": 3, "max_relevance": 2, "splits": {
 ...     "train": {"files": {"train-00000-of-00001.tfrecord": 4}, "longest_list": 7}}})

@@ -1,14 +1,8 @@
-"""A training split's parsed, normalised lists held in memory, and the batches served from
-them by index shuffles and gathers.
-
-``load_lists`` parses and normalises the records once, with the streaming pipeline's parse
-calls and transform. ``resident_batches`` then takes the streaming pipeline's steps
-(``data.training_dataset``) on list indices: the same shuffle, per-list sampling keys,
-buckets and batch sizes, so an epoch's batches hold the same lists and items in the same
-order for a seed, without parsing or cache reads. Two layouts: *padded* (every list fits
-one bucket) ``features [lists, edge, d]``, a batch one gather of whole lists; *flat*
-``features [items + 1, d]`` with each list's first row and length, the last row padding
-(zeros, label -1) that padded slots of a batch point at.
+"""A training split's lists parsed and normalised once and held in memory, and the batches
+served from them by index shuffles and gathers: the streaming pipeline's steps taken on list
+indices, so an epoch holds the same lists and items in the same order for a seed. Lists are
+held *padded* (``[lists, edge, d]``) when all fit one bucket, else *flat* (``[items + 1,
+d]``, the last row padding, with each list's first row and length).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from tfr_rankformer.core import elwc_schema
 from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.inputs import list_parsing
 from tfr_rankformer.inputs.batching import BatchPlan
-from tfr_rankformer.inputs.list_parsing import LENGTHS, WorkerShard, parse_batches
+from tfr_rankformer.inputs.list_parsing import LENGTHS, EpochSteps, WorkerShard, parse_batches
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +67,7 @@ class ResidentLists:
         return resident_bytes(held, self.num_lists, int(self.features.shape[-1]))
 
 
-def load_lists(
-    files: WorkerShard,
-    num_features: int,
-    *,
-    edge: int | None,
-    normalize=None,
-) -> ResidentLists:
+def load_lists(files: WorkerShard, num_features: int, *, edge: int | None, normalize=None):
     """Parses every list of ``files`` into memory, ``normalize`` applied to its features:
     the padded layout when every list is at most ``edge`` items, else (``None``) flat."""
     began = time.perf_counter()
@@ -96,9 +84,11 @@ def load_lists(
     for batch in batches.prefetch(tf.data.AUTOTUNE):
         features.append(batch[elwc_schema.FEATURES])
         label.append(batch[elwc_schema.LABEL])
-        lengths.append(batch[LENGTHS] if edge is None else _lengths(batch[MASK]))
-    if edge is None:
-        # The padding row, last.
+        # [B, L] -> [B] in the padded layout
+        lengths.append(
+            batch[LENGTHS] if edge is None else tf.reduce_sum(tf.cast(batch[MASK], tf.int64), 1)
+        )
+    if edge is None:  # the padding row, last
         features.append(tf.zeros([1, num_features]))
         label.append(tf.constant([elwc_schema.PADDING_LABEL]))
     else:
@@ -106,17 +96,10 @@ def load_lists(
         label.append(tf.zeros([0, edge]))
     lengths.append(tf.zeros([0], tf.int64))
     store = _joined(features, label, tf.concat(lengths, 0).numpy(), edge)
-    logger.info(
-        "%d training lists held in memory (%.2f GiB), parsed in %.1f s",
-        store.num_lists,
-        store.nbytes / 2**30,
-        time.perf_counter() - began,
-    )
+    seconds, gib = time.perf_counter() - began, store.nbytes / 2**30
+    message = "%d training lists held in memory (%.2f GiB), parsed in %.1f s"
+    logger.info(message, store.num_lists, gib, seconds)
     return store
-
-
-def _lengths(mask: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)  # [B, L] -> [B]
 
 
 def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) -> ResidentLists:
@@ -146,25 +129,18 @@ def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) 
 
 
 def resident_batches(
-    store: ResidentLists,
-    *,
-    plan: BatchPlan,
-    include_empty_lists: bool,
-    shuffle_buffer: int,
-    list_cap: int | None,
-    keep_order: bool,
-    seed: int,
-    pad_to_longest: bool,
-    finish=None,
+    store: ResidentLists, plan: BatchPlan, steps: EpochSteps, finish=None
 ) -> tf.data.Dataset:
     """Batches of ``{features [B, L, d], mask [B, L], label [B, L]}``, one epoch per pass,
     as ``data.training_dataset``'s; ``finish`` maps each batch in the step of its gather."""
     finish = finish or (lambda batch: batch)
-    kept = _kept_lists(store, include_empty_lists)
+    kept = None
+    if not steps.include_empty_lists:
+        kept = tf.constant(np.flatnonzero(store.list_labels > 0).astype(np.int64))
     # Positions shuffled as the streaming pipeline shuffles its lists: a shuffle's order
     # depends on the seed and the count alone.
     ids = tf.data.Dataset.range(store.num_lists if kept is None else int(kept.shape[0]))
-    ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ids = ids.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
 
     def listed(positions):
         """Positions among the kept lists -> the lists' indices."""
@@ -177,38 +153,35 @@ def resident_batches(
             lambda p: finish(_whole_lists(store, listed(p))), num_parallel_calls=tf.data.AUTOTUNE
         )
     longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
-    sampled = list_cap is not None and longest > list_cap
+    cap = steps.list_cap
+    sampled = cap is not None and longest > cap
     padding = tf.constant(store.padding_row, tf.int64)
 
     def list_rows(position, key=None):
-        """One list's rows: sampled when longer than the cap, padded to its bucket."""
+        """One list's rows, under the ``mask`` key that ``group_by_bucket`` reads: sampled
+        as ``sample_long_lists`` samples with the same key, padded to its bucket."""
         i = listed(position)
+        start, n = store.starts[i], store.lengths[i]
         if sampled:
-            rows = _sampled_rows(store, i, key, list_cap, keep_order)
+            keep = list_parsing.kept_items(
+                tf.cast(n, tf.int32), cap, key, keep_order=steps.keep_order
+            )
+            rows = {MASK: start + tf.cast(keep, tf.int64)}
         else:
-            rows = _own_rows(store, i)
-        return (
-            rows
-            if pad_to_longest
-            else list_parsing.pad_to_bucket(rows, plan.edges, {MASK: padding})
-        )
+            rows = {MASK: start + tf.range(n)}
+        if steps.pad_to_longest:
+            return rows
+        return list_parsing.pad_to_bucket(rows, plan.edges, {MASK: padding})
 
     if sampled:
-        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        keys = tf.data.Dataset.random(seed=steps.seed, rerandomize_each_iteration=True)
         ids = tf.data.Dataset.zip((ids, keys))
     rows = ids.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
-    if pad_to_longest:
+    if steps.pad_to_longest:
         rows = rows.padded_batch(plan.lists_per_batch[0], padding_values=padding)
     else:
         rows = list_parsing.group_by_bucket(rows, plan)
     return rows.map(lambda r: finish(_gathered(store, r)), num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def _kept_lists(store: ResidentLists, include_empty_lists: bool) -> tf.Tensor | None:
-    """The indices of the lists an epoch serves; ``None``: every list."""
-    if include_empty_lists:
-        return None
-    return tf.constant(np.flatnonzero(store.list_labels > 0).astype(np.int64))
 
 
 def _whole_lists(store: ResidentLists, ids: tf.Tensor) -> dict:
@@ -221,19 +194,6 @@ def _whole_lists(store: ResidentLists, ids: tf.Tensor) -> dict:
         MASK: tf.range(edge, dtype=tf.int64)[tf.newaxis, :] < lengths[:, tf.newaxis],
         elwc_schema.LABEL: tf.gather(store.label, ids),
     }
-
-
-def _own_rows(store: ResidentLists, i: tf.Tensor) -> dict:
-    """A list's ``[n]`` int64 rows, under the ``mask`` key that ``group_by_bucket`` reads."""
-    start, n = store.starts[i], store.lengths[i]
-    return {MASK: start + tf.range(n)}
-
-
-def _sampled_rows(store, i, key, cap: int, keep_order: bool) -> dict:
-    """A list's rows cut to ``cap`` as ``sample_long_lists`` cuts it from the same ``key``."""
-    start, n = store.starts[i], tf.cast(store.lengths[i], tf.int32)
-    keep = list_parsing.kept_items(n, cap, key, keep_order=keep_order)
-    return {MASK: start + tf.cast(keep, tf.int64)}
 
 
 def _gathered(store: ResidentLists, rows: dict) -> dict:

@@ -1,11 +1,8 @@
-"""XLA-compiled element-wise pieces of the training step: dropout, bias + GELU + dropout.
-
-Compiled (``jit_compile=True``), each piece is one loop over its input instead of a dozen
-kernels. Dropout masks are a hash of a key and each element's position, so the backward
-pass recomputes the mask instead of storing it; an element is kept when its hash is at
-least ``rate * 2**32``. For training only: inference and SavedModels use plain ops.
-``TFR_RANKFORMER_COMPILED_OPS=0``/``1`` overrides :func:`default`; ``tfr-train`` uses them
-only when its batches take one shape, since XLA keeps memory per compiled shape.
+"""XLA-compiled element-wise pieces of the training step (dropout; bias + GELU + dropout),
+each one loop instead of a dozen kernels. Masks hash a key and each element's position, so
+the backward pass recomputes them. Training only; ``TFR_RANKFORMER_COMPILED_OPS=0``/``1``
+overrides :func:`default` (``tfr-train`` uses them only for batches of one shape, since XLA
+keeps memory per compiled shape).
 """
 
 from __future__ import annotations

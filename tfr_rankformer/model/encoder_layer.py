@@ -8,15 +8,27 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops, packed_items
-from tfr_rankformer.model.initializers import check_init, dense, kernel_initializer
 from tfr_rankformer.model.layers import (
     FastDropout,
     LayerNorm,
     gelu,
     uses_compiled_ops,
 )
-from tfr_rankformer.model.projections import Dense, matmul_last_axis
+from tfr_rankformer.model.projections import (
+    Dense,
+    check_init,
+    dense,
+    kernel_initializer,
+    matmul_last_axis,
+)
 from tfr_rankformer.model.serializable import serializable
+
+
+def mask_bias(mask, dtype):
+    """``[B, L]`` valid-item mask -> ``[B, 1, 1, L]`` additive attention bias."""
+    lowest = -1e9 if dtype == tf.float32 else float(dtype.min)
+    bias = tf.where(mask, tf.constant(0.0, dtype), tf.constant(lowest, dtype))
+    return bias[:, tf.newaxis, tf.newaxis, :]
 
 
 @serializable
@@ -70,32 +82,36 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         """Self-attention of ``h`` ``[B, L, D]`` over the valid items: ``[B, L, D]``."""
         return self.attention_out(self._attend(self.qkv(h), mask, training))
 
-    def _attend(self, qkv, mask, training):
-        """Attention from the input projection ``[B, L, 3 D]``: the heads' context,
-        merged, before the output projection: ``[B, L, D]``."""
-        batch, length, dim = tf.shape(qkv)[0], tf.shape(qkv)[1], qkv.shape[-1] // 3
-        heads, head_dim = self.num_heads, dim // self.num_heads
+    def _split_heads(self, qkv):
+        """The input projection ``[B, L, 3 D]`` as ``q, k, v`` ``[B, H, L, D / H]`` and the
+        scale of their products."""
+        batch, length, heads = tf.shape(qkv)[0], tf.shape(qkv)[1], self.num_heads
+        head_dim = qkv.shape[-1] // 3 // heads
 
-        def split(t):  # [B, L, D] -> [B, H, L, D / H]
+        def split(t):
             if heads == 1:  # a reshape, not a transposed copy (nor a slice, whose
                 return tf.expand_dims(t, 1)  # gradient zero-fills a copy)
             return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
 
         q, k, v = (split(t) for t in tf.split(qkv, 3, axis=-1))
-        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(head_dim**-0.5, qkv.dtype)
-        # Only valid positions are attended to: [B, L] -> [B, 1, 1, L] additive bias.
-        lowest = -1e9 if qkv.dtype == tf.float32 else float(qkv.dtype.min)
-        bias = tf.where(mask, tf.constant(0.0, qkv.dtype), tf.constant(lowest, qkv.dtype))
-        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
-        weights = self.dropout_weights(weights, training=training)
-        context = tf.matmul(weights, v)  # [B, H, L, D / H]
-        return self._merge_heads(context, batch, length, dim)
+        return q, k, v, tf.cast(head_dim**-0.5, qkv.dtype)
 
-    def _merge_heads(self, context, batch, length, dim):
+    def _attend(self, qkv, mask, training):
+        """The heads' context from the input projection ``[B, L, 3 D]``, merged, before the
+        output projection: ``[B, L, D]``."""
+        q, k, v, scale = self._split_heads(qkv)
+        scores = tf.matmul(q, k, transpose_b=True) * scale + mask_bias(mask, qkv.dtype)
+        weights = self.dropout_weights(tf.nn.softmax(scores, axis=-1), training=training)
+        return self._merge_heads(tf.matmul(weights, v))  # [B, H, L, D / H] -> [B, L, D]
+
+    def _merge_heads(self, context):
         """``[B, H, L, D / H] -> [B, L, D]``."""
         if self.num_heads == 1:
             return tf.squeeze(context, 1)
-        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
+        shape = tf.shape(context)
+        merged = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [shape[0], shape[2], -1])
+        merged.set_shape([None, None, context.shape[1] * context.shape[3]])
+        return merged
 
     def _compiled_feed_forward_hidden(self, h):
         """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:

@@ -1,12 +1,8 @@
-"""In-graph feature normalisation from the statistics in a dataset's ``manifest.json``.
-
-The converter writes raw features and fits the normalisations on the training split;
-models apply one as their first layer, so exported models take raw features. Per feature:
-``none``; ``standard`` ``(x - mean) / std``; ``log1p`` the same on ``sign(x) log1p(|x|)``;
-``quantile``, the RankFormer paper's transform with the semantics of scikit-learn's
-``QuantileTransformer(output_distribution="normal")``. A ``std`` of 0 (or below float32's
-resolution of its mean) counts as 1, as scikit-learn's. Outputs are clipped to
-``±OUTPUT_BOUND`` so that raw values near float32's limit cannot overflow the encoder.
+"""In-graph feature normalisation from the statistics in a dataset's manifest, so exported
+models take raw features: ``none``, ``standard``, ``log1p`` (standard on the signed log) or
+``quantile``, the paper's transform as scikit-learn's
+``QuantileTransformer(output_distribution="normal")``. A ``std`` below float32's resolution
+counts as 1; outputs are clipped to ``±OUTPUT_BOUND`` so extreme raw values cannot overflow.
 """
 
 from __future__ import annotations

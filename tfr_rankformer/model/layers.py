@@ -14,13 +14,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops
-from tfr_rankformer.model.initializers import (
+from tfr_rankformer.model.projections import (
     bias_initializer,
     check_init,
+    column_sums,
     dense,
     kernel_initializer,
+    matmul_last_axis,
 )
-from tfr_rankformer.model.projections import column_sums, matmul_last_axis
 from tfr_rankformer.model.serializable import serializable
 
 # Score given to padding items: far below any real score, finite in float32.

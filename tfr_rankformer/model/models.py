@@ -1,12 +1,9 @@
 """The feature-vector models, the RankFormer and its peers, as Keras functional models.
 
-Every model takes ``{"features": [B, L, d] float32 raw, "mask": [B, L] bool}`` and returns
-``{"scores": [B, L] float32}`` (padding at ``PADDING_SCORE``); models with a list head add
-``list_quality`` ``[B, K]``, logits of ``P(t >= k)``, and models built for the item-level
-ordinal loss ``item_levels`` ``[B, L, K]``. A model is its normalisation layer followed by
-the *ranker* (``ranker_of``) on normalised features: training fits the ranker on features
-normalised once in the input pipeline; checkpoints and serving use the whole model.
-Which models there are and their defaults are registered in ``builtin_families``.
+They map ``{"features": [B, L, d] raw, "mask": [B, L]}`` to ``{"scores": [B, L]}``, with
+``list_quality`` ``[B, K]`` logits for list heads and ``item_levels`` ``[B, L, K]`` for the
+ordinal loss. A model is its normalisation layer, then the *ranker* (``ranker_of``), which
+training fits on features normalised once in the input pipeline.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from tfr_rankformer.core.elwc_schema import FEATURES, MASK
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.feature_normalization import FeatureNormalization
-from tfr_rankformer.model.initializers import dense
 from tfr_rankformer.model.layers import (
     ClsToken,
     FastDropout,
@@ -37,6 +33,7 @@ from tfr_rankformer.model.peer_layers import (
     PostNormEncoderLayer,
     SinusoidalPositionalEncoding,
 )
+from tfr_rankformer.model.projections import dense
 
 
 def copy_first_layer(layers: list) -> None:

@@ -1,12 +1,9 @@
-"""Padded lists packed to their valid items, for the item-wise parts of an encoder.
+"""Padded lists packed to their valid items, so the item-wise parts of an encoder skip the
+padding of length-bucketed batches (only attention sees ``[batch, list, dim]``); valid items'
+values are unchanged. ``tfr-train`` packs bucketed runs (:func:`default`);
+``TFR_RANKFORMER_PACKED_ITEMS`` (``0``/``1``) overrides it.
 
-Packed, the feed-forward block, projections and layer norms run on ``[valid items, dim]``
-and skip the padding of length-bucketed batches; only attention sees ``[batch, list,
-dim]``. Valid items' values are unchanged. ``tfr-train`` turns packing on for bucketed runs
-(:func:`default`); ``TFR_RANKFORMER_PACKED_ITEMS`` (``0``/``1``) overrides it.
-
->>> x = tf.reshape(tf.range(6.0), [1, 3, 2])
->>> mask = tf.constant([[True, False, True]])
+>>> x, mask = tf.reshape(tf.range(6.0), [1, 3, 2]), tf.constant([[True, False, True]])
 >>> rows = valid_rows(mask)
 >>> pack(x, rows, block=1).numpy().tolist()
 [[0.0, 1.0], [4.0, 5.0]]

@@ -9,7 +9,7 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer, mask_bias
 from tfr_rankformer.model.serializable import serializable
 
 
@@ -42,21 +42,11 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         self.num_global = num_global
 
     def _attention(self, h, mask, training):
-        batch, length, dim = tf.shape(h)[0], tf.shape(h)[1], h.shape[-1]
-        heads, head_dim, g = self.num_heads, h.shape[-1] // self.num_heads, self.num_global
-        scale = tf.cast(head_dim**-0.5, h.dtype)
-
-        def split(t):  # [B, T, D] -> [B, H, T, D / H]
-            if heads == 1:
-                return t[:, tf.newaxis]
-            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
-
-        q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
+        g = self.num_global
+        q, k, v, scale = self._split_heads(self.qkv(h))  # [B, H, T, D / H]
         # Global tokens attend to every valid token: [B, H, g, T].
-        lowest = -1e9 if h.dtype == tf.float32 else float(h.dtype.min)
-        bias = tf.where(mask, tf.constant(0.0, h.dtype), tf.constant(lowest, h.dtype))
         scores = tf.matmul(q[:, :, :g], k, transpose_b=True) * scale
-        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
+        weights = tf.nn.softmax(scores + mask_bias(mask, h.dtype), axis=-1)
         weights = self.dropout_weights(weights, training=training)
         global_context = tf.matmul(weights, v)  # [B, H, g, D / H]
         # Items attend to the global tokens and to themselves: [B, H, N, g + 1].
@@ -67,7 +57,7 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         weights = self.dropout_weights(weights, training=training)
         item_context = tf.matmul(weights[..., :g], v[:, :, :g]) + weights[..., g:] * v_items
         context = tf.concat([global_context, item_context], axis=2)  # [B, H, T, D / H]
-        return self.attention_out(self._merge_heads(context, batch, length, dim))
+        return self.attention_out(self._merge_heads(context))
 
 
 @serializable

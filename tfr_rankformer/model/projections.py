@@ -1,14 +1,17 @@
-"""Dense products over the last axis whose weight and bias gradients take the faster route
-on CPU: the kernel's gradient ``x^T @ upstream`` transposes the narrower operand
-(:func:`matmul_last_axis`), and a bias's gradient, a sum over rows, is a product with a row
-of ones (:func:`column_sums`), several times faster than TensorFlow's row reduction.
-:class:`Dense` is Keras's ``Dense`` (same weights and config) on them.
+"""Dense layers of the models: :class:`Dense`, Keras's ``Dense`` (same weights and config)
+whose kernel and bias gradients take the faster route on CPU (:func:`matmul_last_axis`,
+:func:`column_sums`), and the initialisation schemes: ``pytorch`` (``torch.nn.Linear``'s,
+the released code's) or ``keras`` (Glorot-uniform, zero biases). Every call makes new
+initializers: one unseeded initializer reused gives several weights identical values.
 """
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 
+from tfr_rankformer.core.command_names import INITIALIZATIONS
 from tfr_rankformer.model.serializable import serializable
 
 
@@ -76,3 +79,40 @@ class Dense(tf.keras.layers.Dense):
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
+
+
+def check_init(init: str) -> str:
+    """``init`` if it is a known scheme, else a ``ValueError``."""
+    if init not in INITIALIZATIONS:
+        raise ValueError(f"Unknown initialisation {init!r}; choose from {list(INITIALIZATIONS)}")
+    return init
+
+
+def kernel_initializer(fan_in: int, init: str) -> tf.keras.initializers.Initializer:
+    """A dense kernel's initializer under ``init``."""
+    if check_init(init) == "pytorch":
+        return _uniform(fan_in)
+    return tf.keras.initializers.GlorotUniform()
+
+
+def bias_initializer(fan_in: int, init: str) -> tf.keras.initializers.Initializer:
+    """A dense bias's initializer under ``init``."""
+    if check_init(init) == "pytorch":
+        return _uniform(fan_in)
+    return tf.keras.initializers.Zeros()
+
+
+def _uniform(fan_in: int) -> tf.keras.initializers.Initializer:
+    # Given, not read off the shape: a kernel may be part of a larger Linear.
+    bound = 1.0 / math.sqrt(fan_in)
+    return tf.keras.initializers.RandomUniform(-bound, bound)
+
+
+def dense(units: int, *, fan_in: int, init: str, **kwargs) -> Dense:
+    """A ``projections.Dense`` of ``units`` outputs on ``fan_in`` inputs under ``init``."""
+    return Dense(
+        units,
+        kernel_initializer=kernel_initializer(fan_in, init),
+        bias_initializer=bias_initializer(fan_in, init),
+        **kwargs,
+    )

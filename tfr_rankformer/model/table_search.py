@@ -1,12 +1,7 @@
 """Faster equivalents of ``tf.searchsorted(table, x, side="right")`` for the quantile
-transform's ``[d, Q]`` table: the same indices, so the normalised features are bit for bit
-the same (``docs/results.md`` has the speeds).
-
-- :func:`row_chunked_search` splits a large search into row chunks that TensorFlow's
-  executor runs side by side (the normalisation layer: no XLA in exported models).
-- :func:`upper_bound` is a branch-free binary search compiled by XLA, for the input
-  pipeline (:func:`pipeline_normalization`); only the search is compiled, never the
-  floating-point part (XLA's ``ndtri`` differs in its tails).
+transform, with the same indices, so the features stay bit for bit the same:
+:func:`row_chunked_search` runs row chunks side by side (the layer: no XLA in exports);
+:func:`upper_bound` is a compiled branch-free search for the input pipeline.
 
 >>> table = np.array([[0.0, 1.0], [5.0, 6.0]], np.float32)
 >>> search = row_chunked_search(table, chunks=2, split_from=1)

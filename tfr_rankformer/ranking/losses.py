@@ -1,15 +1,8 @@
 """Losses: a registry of item-score losses, the RankFormer's listwide loss, and how both are
-averaged over a batch.
-
-The RankFormer minimises ``L = L_softmax(s, y) + alpha * L_ordinal(d, t)``; any registered
-item-score loss (``--loss``, TF-Ranking's wherever it has one) can take the softmax's
-place. Padding items carry negative labels, which every loss ignores. ``LOSS_SCALINGS``:
-
-* ``released`` (default), as the authors' released code: an item-score loss is a mean over
-  the list's items, lists whose loss is exactly zero (for the softmax, ``t = 0``) are left
-  out of the mean over lists, and the listwide loss is a mean over the ``K`` levels. Their
-  ``alpha`` 1 stands for the paper's 0.25.
-* ``paper``: Eq. 9 as printed: sums within a list and over the levels, means over lists.
+averaged over a batch. ``LOSS_SCALINGS``: ``released`` (default), as the authors' code: item
+losses are means over the list's items, lists whose loss is exactly 0 are left out of the
+mean over lists, and the listwide loss is a mean over levels (their ``alpha`` 1 is the
+paper's 0.25); ``paper``: Eq. 9 as printed, sums within lists, means over lists.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Offline ranking evaluation shared by every model of the project (numpy only), as the
-RankFormer paper evaluates: NDCG@k x 100 on the training labels ``y`` (``NDCG_y``) and on
-the explicit relevance ``r`` (``NDCG_r``), leaving out lists whose labels are all equal;
-``NDCG_y@10`` on the lists whose ``t = max_i y_i`` is the highest label; for list heads,
-accuracy and ROC-AUC of ``P(t >= k)``.
-
-DCG@k = sum_{rank < k} gain(y) / log2(rank + 2), as ``tfr.keras.metrics.NDCGMetric``. Tied
-scores share their block's mean gain, as scikit-learn's ``ndcg_score(ignore_ties=False)``,
-so the result never depends on the input order.
+"""Offline ranking metrics shared by every model (numpy only), as the RankFormer paper
+evaluates: NDCG@k x 100 on the labels ``y`` and on the relevance ``r``, leaving out lists of
+equal labels; ``NDCG_y@10`` on lists of the highest ``t``; accuracy and ROC-AUC of list
+heads. Tied scores share their block's mean gain (scikit-learn's ``ignore_ties=False``),
+so results never depend on the input order.
 """
 
 from __future__ import annotations
@@ -191,27 +187,14 @@ def _list_head_metrics(list_probs, y_max, nonempty) -> dict:
 
 def _roc_auc(target, probs) -> float:
     """ROC-AUC by the Mann-Whitney U statistic, with ranks averaged over ties."""
+    from scipy.stats import rankdata
+
     num_pos = int(target.sum())
     num_neg = target.size - num_pos
     if num_pos == 0 or num_neg == 0:
         return float("nan")
-    ranks = _average_ranks(probs)
-    u = ranks[target].sum() - num_pos * (num_pos + 1) / 2.0
+    u = rankdata(probs)[target].sum() - num_pos * (num_pos + 1) / 2.0
     return float(u / (num_pos * num_neg))
-
-
-def _average_ranks(values) -> np.ndarray:
-    """1-based ranks of a 1-D array, tied values sharing their mean rank."""
-    order = np.argsort(values, kind="stable")
-    sorted_values = values[order]
-    starts = np.ones(values.shape, dtype=bool)
-    starts[1:] = sorted_values[1:] != sorted_values[:-1]
-    ids = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], values.size)  # exclusive
-    ranks = np.empty(values.shape, dtype=np.float64)
-    ranks[order] = ((first + 1 + last) / 2.0)[ids]
-    return ranks
 
 
 # === Validation ===

@@ -1,12 +1,8 @@
-"""The optimizers and learning-rate schedules of ``tfr-train`` runs.
-
-``adamw`` (the RankFormer's, weight decay 0.1) or ``adam`` (allRank's), epsilon 1e-8 added
-where ``adam_epsilon`` says: ``pytorch`` (default) to the bias-corrected ``sqrt(v_hat)``,
-as ``torch.optim`` and so both reference implementations; ``keras`` to the uncorrected
-``sqrt(v)``, in effect a larger epsilon early on that damps small gradients' steps.
-Schedules (``lr_schedule``): ``epoch_inverse_sqrt`` (the released code's ``(e - start +
-1) ** -0.5`` from epoch ``start``, once per epoch), ``step_inverse_sqrt`` (the same per
-step) and ``step_decay`` (allRank's StepLR, x0.1 every ``start`` epochs).
+"""The optimizers and learning-rate schedules of ``tfr-train`` runs: ``adamw`` (the
+RankFormer's) or ``adam`` (allRank's), epsilon added as ``torch.optim`` adds it
+(``adam_epsilon`` ``pytorch``, as both reference implementations) or as Keras does; the
+released code's ``epoch_inverse_sqrt``, its per-step ``step_inverse_sqrt``, and allRank's
+``step_decay``.
 """
 
 from __future__ import annotations

@@ -209,11 +209,7 @@ def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: 
         return lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
     if bucket is not None:
         return lists.batch(plan.lists_per_batch[0])
-    lists = lists.map(
-        lambda element: list_parsing.pad_to_bucket(element, plan.edges),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return list_parsing.group_by_bucket(lists, plan)
+    return list_parsing.bucketed(lists, plan)
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:
@@ -254,8 +250,4 @@ def evaluation_dataset(
         batch_items=batch_items or batch_size * edges[-1],
         max_lists=batch_size,
     )
-    lists = lists.map(
-        lambda element: list_parsing.pad_to_bucket(element, plan.edges),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return list_parsing.group_by_bucket(lists, plan).prefetch(tf.data.AUTOTUNE)
+    return list_parsing.bucketed(lists, plan).prefetch(tf.data.AUTOTUNE)

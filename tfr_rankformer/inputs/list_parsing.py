@@ -216,6 +216,12 @@ def pad_to_bucket(element, edges: tuple[int, ...], padding: dict | None = None):
     return out
 
 
+def bucketed(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
+    """``lists`` padded to their buckets and grouped by them (``group_by_bucket``)."""
+    lists = lists.map(lambda e: pad_to_bucket(e, plan.edges), num_parallel_calls=tf.data.AUTOTUNE)
+    return group_by_bucket(lists, plan)
+
+
 def group_by_bucket(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
     """Batches of ``pad_to_bucket``'s lists, each of one bucket and of that bucket's
     ``plan.lists_per_batch`` (the last of a bucket may hold fewer)."""

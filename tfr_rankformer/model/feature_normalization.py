@@ -105,9 +105,7 @@ def run_starts(table: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(new_run, index, 0), axis=1).astype(np.int32)
 
 
-def _levels(
-    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search=None
-) -> tuple[tf.Tensor, tf.Tensor]:
+def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
     """scikit-learn's ``u`` (the mean of ``np.interp`` on the table and on its mirror)
     and ``1 - u`` for ``[d, n]`` values ``x`` inside the ``[d, Q]`` table's range.
 
@@ -120,7 +118,7 @@ def _levels(
     per_level, per_two_levels = np.float32(1.0) / np.float32([last, 2.0 * last])
     # The last knot <= x serves both interpolations; on a run of knots equal to x,
     # sklearn's mean of the two is the run's middle.
-    upper = search(table, x) if search else tf.searchsorted(table, x, side="right")  # [d, n]
+    upper = search(table, x)  # [d, n]
     low = tf.clip_by_value(upper - 1, 0, table.shape[-1] - 2)
     below = tf.gather(table, low, batch_dims=1)  # [d, Q] -> [d, n]
     above = tf.gather(table, low + 1, batch_dims=1)
@@ -140,18 +138,12 @@ def _levels(
     return u, complement
 
 
-def quantile_to_normal(
-    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None = None, *, search=None
-):
+def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
     """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` of ``[d, n]``
-    values, one row per feature, with ``[d, Q]`` quantiles at ``linspace(0, 1, Q)``.
-
-    ``starts`` is ``run_starts(table)`` (computed from a constant table when not given);
-    ``search`` an exact equivalent of ``tf.searchsorted(table, x, side="right")``.
+    values, one row per feature, with ``[d, Q]`` quantiles at ``linspace(0, 1, Q)``, their
+    ``run_starts`` and an exact equivalent of ``tf.searchsorted(table, x, side="right")``.
     Returns ``[d, n]`` float32 normal scores within about ±5.2; NaN stays NaN.
     """
-    if starts is None:
-        starts = tf.constant(run_starts(tf.get_static_value(table)))
     u, complement = _levels(x, table, starts, search)
     # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
     # lower end winning for a constant feature.
@@ -251,7 +243,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
         table, starts = tf.constant(self._table), tf.constant(self._starts)
         search = search or row_chunked_search(self._table)
-        normal = quantile_to_normal(rows, table, starts, search=search)
+        normal = quantile_to_normal(rows, table, starts, search)
         # [d, n] -> [n, d] -> [..., d]
         outputs = tf.reshape(tf.transpose(normal), tf.shape(features))
         outputs.set_shape(features.shape)

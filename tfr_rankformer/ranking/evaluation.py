@@ -10,8 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.core.elwc_schema import MASK
+from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, MASK, PADDING_LABEL, RELEVANCE
 from tfr_rankformer.inputs.list_parsing import INDEX
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
@@ -41,7 +40,7 @@ def _predict_step(model: tf.keras.Model):
     if step is None:
         num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
         signature = {
-            elwc_schema.FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
+            FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
             MASK: tf.TensorSpec([None, None], tf.bool),
         }
         # A weak reference: the function must not keep its model (its key) alive.
@@ -63,12 +62,10 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     for batch in dataset:
         if INDEX in batch:
             parts["index"].append(batch[INDEX].numpy())
-        inputs = {elwc_schema.FEATURES: batch[elwc_schema.FEATURES], MASK: batch[MASK]}
-        outputs = step(inputs)
+        outputs = step({FEATURES: batch[FEATURES], MASK: batch[MASK]})
         parts["scores"].append(outputs["scores"].numpy())
-        parts["label"].append(batch[elwc_schema.LABEL].numpy())
-        parts["relevance"].append(batch[elwc_schema.RELEVANCE].numpy())
-        parts["mask"].append(batch[MASK].numpy())
+        for key in (LABEL, RELEVANCE, MASK):
+            parts[key].append(batch[key].numpy())
         if "list_quality" in outputs:
             parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
     if not parts["mask"]:
@@ -76,12 +73,7 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     # Each batch's rows are written straight into their place in file order.
     rows = sum(m.shape[0] for m in parts["mask"])
     width = max(m.shape[1] for m in parts["mask"])
-    fills = {
-        "scores": -np.inf,
-        "label": elwc_schema.PADDING_LABEL,
-        "relevance": elwc_schema.PADDING_LABEL,
-        "mask": False,
-    }
+    fills = {"scores": -np.inf, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL, MASK: False}
     result = {k: np.full((rows, width), v, dtype=parts[k][0].dtype) for k, v in fills.items()}
     if parts["probs"]:
         result["list_probs"] = np.empty((rows, parts["probs"][0].shape[1]), np.float32)
@@ -102,14 +94,9 @@ def evaluate_model(
 ) -> dict:
     """The paper's metrics for ``model`` on ``dataset`` (NDCG x 100, list-head metrics)."""
     predicted = predict_lists(model, dataset)
-    return evaluate_rankings(
-        predicted["scores"],
-        predicted["label"],
-        predicted["relevance"],
-        predicted["mask"],
-        max_label=max_label,
-        list_probs=predicted.get("list_probs") if list_head else None,
-    )
+    probs = predicted.get("list_probs") if list_head else None
+    arrays = (predicted[k] for k in ("scores", LABEL, RELEVANCE, MASK))
+    return evaluate_rankings(*arrays, max_label=max_label, list_probs=probs)
 
 
 # Validation metrics shown per epoch and written to history.csv.
@@ -135,11 +122,9 @@ class EvaluationCallback(tf.keras.callbacks.Callback):
         self.evaluated = model  # the model on raw features; default: the one being fit
 
     def on_epoch_end(self, epoch, logs=None):
+        model = self.evaluated or self.model
         metrics = evaluate_model(
-            self.evaluated or self.model,
-            self.dataset,
-            max_label=self.max_label,
-            list_head=self.list_head,
+            model, self.dataset, max_label=self.max_label, list_head=self.list_head
         )
         if logs is not None:
             for key in LOGGED:

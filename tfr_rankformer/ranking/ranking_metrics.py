@@ -33,8 +33,7 @@ def ndcg_at_k(scores, labels, k: int | None, *, gain: str = "exponential") -> fl
     >>> round(ndcg_at_k([0.3, 0.2, 0.1], [0, 1, 2], None), 3)
     0.587
     """
-    scores = np.asarray(scores)
-    labels = np.asarray(labels)
+    scores, labels = np.asarray(scores), np.asarray(labels)
     if scores.ndim != 1 or labels.shape != scores.shape:
         raise ValueError(
             f"`scores` and `labels` must be 1-D arrays of the same length, got shapes "
@@ -206,25 +205,21 @@ def _check_k(k) -> int:
     return int(k)
 
 
-def _check_batch(scores, labels, relevance, mask):
-    arrays = {
-        "scores": np.asarray(scores),
-        "labels": np.asarray(labels),
-        "relevance": np.asarray(relevance),
-        "mask": np.asarray(mask),
-    }
-    shapes = {name: a.shape for name, a in arrays.items()}
-    if arrays["scores"].ndim != 2 or len(set(shapes.values())) != 1:
+def _check_batch(*arrays):
+    scores, labels, relevance, mask = arrays = [np.asarray(a) for a in arrays]
+    names = ("scores", "labels", "relevance", "mask")
+    shapes = {name: a.shape for name, a in zip(names, arrays)}
+    if scores.ndim != 2 or len(set(shapes.values())) != 1:
         raise ValueError(
             "`scores`, `labels`, `relevance` and `mask` must share one shape "
             f"[num_lists, list_size], got {shapes}"
         )
-    if arrays["mask"].dtype != bool:
-        raise ValueError(f"`mask` must be a bool array, got dtype {arrays['mask'].dtype}")
-    _check_scores(arrays["scores"], arrays["mask"])
-    _check_labels(arrays["labels"], arrays["mask"], "labels")
-    _check_labels(arrays["relevance"], arrays["mask"], "relevance")
-    return arrays["scores"], arrays["labels"], arrays["relevance"], arrays["mask"]
+    if mask.dtype != bool:
+        raise ValueError(f"`mask` must be a bool array, got dtype {mask.dtype}")
+    _check_scores(scores, mask)
+    _check_labels(labels, mask, "labels")
+    _check_labels(relevance, mask, "relevance")
+    return scores, labels, relevance, mask
 
 
 def _check_scores(scores, mask):

@@ -157,7 +157,12 @@ def training_dataset(
         store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
         batches = resident_batches(store, plan, steps, finish)
     else:
-        lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+        if bucket is None:
+            lists = whole_lists(manifest, files, normalize=normalize)
+        else:  # parsed straight to the one bucket's size
+            lists = parsed_lists(
+                files, manifest.num_features, list_size=bucket, transform=normalize
+            )
         size = entry.num_items * (manifest.num_features + 3) * 4
         if size <= cache_bytes or cache_file:  # cached after the first epoch
             lists = lists.cache() if size <= cache_bytes else lists.cache(cache_file)
@@ -174,23 +179,6 @@ def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> i
     edge = plan.edges[0]
     longest = entry.longest_list
     return edge if longest is not None and longest <= edge else None
-
-
-def _parsed_training_lists(
-    manifest: Manifest, files: WorkerShard, bucket: int | None, *, seed: int, normalize
-) -> tf.data.Dataset:
-    """The lists of ``files`` with normalised features: padded or cut to ``bucket``
-    items, or (``None``) each cut to its own items."""
-    if bucket is None:
-        return whole_lists(manifest, files, normalize=normalize)
-    return parsed_lists(
-        files,
-        manifest.num_features,
-        list_size=bucket,
-        shuffle_items=False,
-        seed=seed,
-        transform=normalize,
-    )
 
 
 def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: EpochSteps):

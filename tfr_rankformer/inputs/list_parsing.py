@@ -61,27 +61,12 @@ class WorkerShard:
     record_offset: int = 0
 
 
-def parsed_lists(
-    files: list[str] | WorkerShard,
-    num_features: int,
-    *,
-    list_size: int | None,
-    shuffle_items: bool,
-    seed: int,
-    transform=None,
-) -> tf.data.Dataset:
-    """One element per list of ``files``: padded or cut to ``list_size`` (after shuffling
-    its items when ``shuffle_items``), or with ``None`` padded to its parse batch's longest
-    list. ``transform`` maps a parse batch's valid items' features (``[1, items, d]``;
-    padding stays 0), e.g. the model's normalisation."""
-    return parse_batches(
-        files,
-        num_features,
-        list_size=list_size,
-        shuffle_items=shuffle_items,
-        seed=seed,
-        transform=transform,
-    ).unbatch()
+def parsed_lists(files, num_features: int, *, list_size: int | None, transform=None):
+    """One element per list of ``files`` (or a ``WorkerShard``): padded or cut to its first
+    ``list_size`` items, or with ``None`` padded to its parse batch's longest list.
+    ``transform`` maps a parse batch's valid items' features (``[1, items, d]``; padding
+    stays 0), e.g. the model's normalisation."""
+    return parse_batches(files, num_features, list_size=list_size, transform=transform).unbatch()
 
 
 def parse_batches(
@@ -89,8 +74,6 @@ def parse_batches(
     num_features: int,
     *,
     list_size: int | None,
-    shuffle_items: bool,
-    seed: int,
     transform=None,
     items_only: bool = False,
 ) -> tf.data.Dataset:
@@ -105,8 +88,6 @@ def parse_batches(
             context_feature_spec=context_feature_spec(),
             example_feature_spec=example_feature_spec(num_features),
             mask_feature_name=MASK,
-            shuffle_examples=shuffle_items,
-            seed=seed,
         )
         features = parsed[FEATURES]
         label = tf.squeeze(parsed[LABEL], axis=-1)  # [B, L, 1] -> [B, L]
@@ -137,14 +118,7 @@ def parse_batches(
 
 def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset:
     """Every list of ``files`` cut to its own items, features mapped by ``normalize``."""
-    lists = parsed_lists(
-        files,
-        manifest.num_features,
-        list_size=None,
-        shuffle_items=False,
-        seed=0,
-        transform=normalize,
-    )
+    lists = parsed_lists(files, manifest.num_features, list_size=None, transform=normalize)
     return lists.map(own_items, num_parallel_calls=tf.data.AUTOTUNE)
 
 

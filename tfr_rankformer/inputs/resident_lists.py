@@ -71,14 +71,9 @@ def load_lists(files: WorkerShard, num_features: int, *, edge: int | None, norma
     """Parses every list of ``files`` into memory, ``normalize`` applied to its features:
     the padded layout when every list is at most ``edge`` items, else (``None``) flat."""
     began = time.perf_counter()
+    flat = edge is None
     batches = parse_batches(
-        files,
-        num_features,
-        list_size=edge,
-        shuffle_items=False,
-        seed=0,
-        transform=normalize,
-        items_only=edge is None,
+        files, num_features, list_size=edge, transform=normalize, items_only=flat
     )
     features, label, lengths = [], [], []
     for batch in batches.prefetch(tf.data.AUTOTUNE):

@@ -132,14 +132,10 @@ def training_dataset(
 
     Args:
       plan: the length buckets and their lists per batch over all replicas and workers.
-      list_cap: lists longer than this are sampled down to it (``None``: whole lists).
-      with_item_levels: add the ``item_levels`` target, for the item-level ordinal loss.
       keep_order: cut long lists to their first items (for positional encodings).
-      normalize: applied once to each list's features (``[1, n, d]``), e.g. the model's
-        normalisation layer, so training steps skip it.
+      normalize: applied once to each list's features (``[1, n, d]``), so steps skip it.
       cache_bytes, cache_file: streamed lists are cached after the first epoch in memory
         up to ``cache_bytes``, else in ``cache_file`` if given (no other process may use it).
-      worker: this worker's place in a multi-worker job; it reads its ``shard_for_worker``.
       pad_to_longest: no buckets: batches padded to their longest list (a baseline).
       lists_in_memory: serve every epoch from lists parsed once (``resident_lists``).
     """

@@ -33,13 +33,9 @@ def mask_bias(mask, dtype):
 
 @serializable
 class PreNormEncoderLayer(tf.keras.layers.Layer):
-    """One pre-LayerNorm encoder layer over a masked list:
-    ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
-    ``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``.
-
-    ``activation`` is ``"gelu"`` (exact) or a Keras activation name; ``init``
-    ``pytorch`` initialises as ``torch.nn.TransformerEncoderLayer``, ``keras`` as Keras.
-    """
+    """One pre-LayerNorm encoder layer over a masked list: ``x + Dropout(SelfAttention(
+    LayerNorm(x)))``, then ``x + Dropout(Linear(Dropout(activation(Linear(LayerNorm(x))))))``
+    (``"gelu"``: exact GELU); ``init`` ``pytorch`` as ``torch.nn.TransformerEncoderLayer``."""
 
     def __init__(
         self,

@@ -106,12 +106,9 @@ def run_starts(table: np.ndarray) -> np.ndarray:
 
 
 def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
-    """scikit-learn's ``u`` (the mean of ``np.interp`` on the table and on its mirror)
-    and ``1 - u`` for ``[d, n]`` values ``x`` inside the ``[d, Q]`` table's range.
-
-    The complement is interpolated from the other end of the bracket, so values near
-    either end keep float32 precision, which the tails of ``ndtri`` magnify.
-    """
+    """scikit-learn's ``u`` (the mean of ``np.interp`` on the table and its mirror) and
+    ``1 - u``, interpolated from the other end so that both keep float32 precision, for
+    ``[d, n]`` values inside the ``[d, Q]`` table's range."""
     last = float(table.shape[-1] - 1)
     # Multiplied by reciprocals: the graph optimiser turns a division by a constant into
     # that in traced functions only, which would round training and serving apart.
@@ -159,12 +156,9 @@ def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search
 
 @serializable
 class FeatureNormalization(tf.keras.layers.Layer):
-    """Normalises ``[..., d]`` raw features with statistics fitted on the training split.
-
-    ``mean`` and ``std`` (``[d]``, of ``x`` or of the signed log) or ``quantiles``
-    (``[d, Q]``) are plain numbers in the config, so a saved model reloads alone. It
-    computes in float32 under any policy: the quantile transform's tails need it.
-    """
+    """Normalises ``[..., d]`` raw features with ``mean`` and ``std`` (``[d]``) or
+    ``quantiles`` (``[d, Q]``) fitted on the training split: plain numbers in the config,
+    so a saved model reloads alone. Float32 under any policy, for the transform's tails."""
 
     def __init__(
         self,

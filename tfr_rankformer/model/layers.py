@@ -72,14 +72,10 @@ def stream_key(seed: int) -> int:
 
 @serializable
 class FastDropout(tf.keras.layers.Layer):
-    """Inverted dropout whose masks come from 16 random bits per element (the rate
-    rounded to a multiple of 1/65536), or in float32 training ``compiled_ops.dropout``.
-
-    The generator is a variable, so a resumed run continues the same stream; each layer
-    has a Philox stream of its own, keyed by :func:`stream_key` (``Generator.from_seed``
-    would give every layer key 0 and overlapping windows of one stream). ``seed``
-    ``None`` draws one from numpy's global state.
-    """
+    """Inverted dropout with masks from 16 random bits per element (the rate rounded to
+    1/65536), or in float32 training ``compiled_ops.dropout``. Each layer's generator is a
+    checkpointed Philox stream of its own, keyed by :func:`stream_key` from ``seed`` (``None``:
+    drawn from numpy's global state), so a resumed run continues the same stream."""
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -124,11 +120,9 @@ class KeyedDropout(tf.keras.layers.Dropout):
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
-    """Layer normalisation over the last axis with its gradient written out.
-
-    Keras differentiates ``moments`` op by op (about 20 passes over ``x``); here
-    ``dx = (g - mean(g) - x^ mean(g x^)) / sigma`` with ``g = upstream * gamma``.
-    """
+    """Layer normalisation over the last axis with its gradient written out (Keras's takes
+    about 20 passes over ``x``): ``dx = (g - mean(g) - x^ mean(g x^)) / sigma``, ``g =
+    upstream * gamma``."""
 
     @tf.custom_gradient
     def apply(x, gamma, beta):
@@ -171,10 +165,8 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
 
 @serializable
 class ClsToken(tf.keras.layers.Layer):
-    """Prepends a learnable ``[CLS]`` vector drawn from ``N(0, stddev^2)`` to every list.
-
-    ``call(items [B, L, D], mask [B, L])`` returns ``([B, L + 1, D], [B, L + 1])``.
-    """
+    """Prepends a learnable ``[CLS]`` vector drawn from ``N(0, stddev^2)`` to every list:
+    ``(items [B, L, D], mask [B, L]) -> ([B, L + 1, D], [B, L + 1])``."""
 
     def __init__(self, stddev: float = 1.0, **kwargs):
         super().__init__(**kwargs)
@@ -199,13 +191,8 @@ class ClsToken(tf.keras.layers.Layer):
 @serializable
 class ItemAndContextHead(tf.keras.layers.Layer):
     """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer and dropout on each item's
-    vector joined with its list's ``[CLS]`` vector.
-
-    The hidden product is split into ``z_i W_i + z_CLS W_c`` and ``z_CLS W_c`` computed
-    once per list: the same function, without building ``[B, L, 2d]``. Under ``pytorch``
-    init the two kernels are the halves of one ``Linear(2d, hidden)``.
-    ``call(items [B, L, d], context [B, d])`` returns ``[B, L, outputs]`` float32.
-    """
+    vector ``[B, L, d]`` joined with its list's ``[CLS]`` vector ``[B, d]``, computed as
+    ``z_i W_i + z_CLS W_c`` with ``z_CLS W_c`` once per list (no ``[B, L, 2d]`` tensor)."""
 
     def __init__(
         self, hidden: int, outputs: int, dropout: float = 0.0, init: str = "pytorch", **kwargs

@@ -218,13 +218,9 @@ def build_model(
     *,
     item_levels: int | None = None,
 ) -> tf.keras.Model:
-    """The feature-vector model ``name`` for a dataset: normalisation, then the ranker.
-
-    ``manifest`` may be a mapping such as ``{"num_features": d, "normalization":
-    {"method": "none"}}``; ``config``'s ``None`` fields take the model's defaults;
-    ``levels`` is ``K`` (``Manifest.label_levels``); ``item_levels`` gives each item
-    that many level logits, for the item-level ordinal loss.
-    """
+    """The feature-vector model ``name`` for a dataset (``manifest`` may be a mapping such
+    as ``{"num_features": d, "normalization": {"method": "none"}}``): normalisation, then
+    the ranker with ``K = levels`` list levels and ``item_levels`` logits per item."""
     check_model_name(name)
     if model_families.is_text(name):
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")

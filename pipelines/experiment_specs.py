@@ -22,7 +22,6 @@ from tfr_rankformer.core.command_names import (
     DEFAULT_TEXT_EXPERIMENT_MODELS,
 )
 from tfr_rankformer.core.config_io import setting
-from tfr_rankformer.core.run_layout import is_text_model
 from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.training.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
 
@@ -59,7 +58,7 @@ class ModelSpec:
     @property
     def is_text(self) -> bool:
         """Whether the model ranks text lists (BM25, the Listformer), not feature vectors."""
-        return self.is_bm25 or is_text_model(self.model)
+        return self.is_bm25 or model_families.is_text(self.model)
 
     @property
     def is_neural(self) -> bool:
@@ -95,7 +94,7 @@ def parse_models(text: str) -> list[ModelSpec]:
             if name == BM25_MODEL and key not in _BM25_FIELDS:
                 raise ValueError(f"{item!r}: {key!r} is not a BM25 setting {sorted(_BM25_FIELDS)}")
             known = _TRAIN_FIELDS | set(ARCHITECTURE_FIELDS)
-            known |= set(TEXT_FIELDS) if is_text_model(name) else set()
+            known |= set(TEXT_FIELDS) if model_families.is_text(name) else set()
             if model_families.is_neural(name) and key not in known:
                 raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
             settings.append((key, _value(value)))

@@ -39,7 +39,7 @@ from pipelines.cli_common import (
 from pipelines.tf_log_level import Display, start_command
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
-from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, is_text_model
+from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.text_config import TextConfig
 from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
@@ -153,7 +153,7 @@ def _neural_config(args, flags: dict, gbdt: dict) -> TrainConfig:
     given over them (``TrainConfig.from_flat`` puts each in its section)."""
     if gbdt:
         raise ValueError(f"{_as_flags(gbdt)}: for the GBDT models only")
-    text_model = is_text_model(_model_name(args) or "")
+    text_model = model_families.is_text(_model_name(args) or "")
     wrong = NUMERIC_ARCHITECTURE if text_model else (*TEXT_FIELDS, *TEXT_ARCHITECTURE)
     wrong = [k for k in wrong if k in flags]
     if wrong:

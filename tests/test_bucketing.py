@@ -158,7 +158,7 @@ def test_the_click_protocol_keeps_its_batches(dataset, tmp_path, batch_size):
     )
     files = manifest.split_files(dataset, "train")
     before = (
-        data.parsed_lists(files, manifest.num_features, list_size=16, shuffle_items=False, seed=5)
+        data.parsed_lists(files, manifest.num_features, list_size=16)
         .shuffle(10_000, seed=5, reshuffle_each_iteration=True)
         .batch(lists)
     )
@@ -178,9 +178,7 @@ def test_parse_calls_of_any_size_give_the_same_lists(dataset, monkeypatch):
     files = manifest.split_files(dataset, "train")
 
     def lists():
-        parsed = data.parsed_lists(
-            files, manifest.num_features, list_size=16, shuffle_items=False, seed=5
-        )
+        parsed = data.parsed_lists(files, manifest.num_features, list_size=16)
         return [{k: v.numpy() for k, v in element.items()} for element in parsed]
 
     assert list_parsing.parse_batch(16) == 512 and list_parsing.parse_batch(None) == 64

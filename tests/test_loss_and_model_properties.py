@@ -11,7 +11,9 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer.model.models import MODELS, ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.core.model_families import get_model, model_names
+from tfr_rankformer.core.model_spec import FEATURES_KIND
+from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.ranking.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 4
@@ -46,14 +48,14 @@ def _loss(model_name, loss_name, outputs, labels):
     """The training loss: the item loss plus, with a list head, the listwide term."""
     spec = get_score_loss(loss_name)
     total = spec.build(LEVELS)(labels, outputs[spec.output])
-    if has_list_head(model_name):
+    if get_model(model_name).has_list_head:
         valid = tf.where(labels >= 0, labels, 0.0)
         t = tf.reduce_max(valid, axis=-1, keepdims=True)
         total += 0.25 * OrdinalListLoss(LEVELS)(t, outputs["list_quality"])
     return total
 
 
-PAIRS = [(m, loss) for m in sorted(MODELS) for loss in sorted(SCORE_LOSSES)]
+PAIRS = [(m, loss) for m in model_names(FEATURES_KIND) for loss in sorted(SCORE_LOSSES)]
 
 
 @pytest.mark.parametrize("model_name,loss_name", PAIRS)
@@ -119,7 +121,7 @@ def test_the_ideal_ranking_costs_less_than_the_reversed_one(loss_name):
     assert best < worst
 
 
-@pytest.mark.parametrize("model_name", sorted(MODELS))
+@pytest.mark.parametrize("model_name", model_names(FEATURES_KIND))
 def test_models_without_positional_encoding_are_permutation_equivariant(model_name):
     model = _model(model_name)
     features = np.random.default_rng(3).normal(size=(2, 6, D)).astype(np.float32)
@@ -131,7 +133,7 @@ def test_models_without_positional_encoding_are_permutation_equivariant(model_na
     np.testing.assert_allclose(
         after["scores"].numpy(), before["scores"].numpy()[:, order], rtol=1e-4, atol=1e-5
     )
-    if has_list_head(model_name):
+    if get_model(model_name).has_list_head:
         np.testing.assert_allclose(
             after["list_quality"].numpy(), before["list_quality"].numpy(), atol=1e-5
         )

@@ -20,7 +20,6 @@ from tfr_rankformer.inputs.manifest import (
     MANIFEST_NAME,
     Manifest,
     SplitEntry,
-    label_levels,
     load_manifest,
     read_manifest,
     write_manifest,
@@ -207,7 +206,7 @@ def test_a_hand_made_dict_is_coerced_and_builds_a_model():
     minimal = {"num_features": 3, "normalization": {"method": "none"}}
     manifest = Manifest.coerce(minimal)
     assert manifest.to_json() == minimal and Manifest.coerce(manifest) is manifest
-    assert label_levels({"max_relevance": 4}) == 4
+    assert Manifest.coerce({"max_relevance": 4}).label_levels == 4
     with pytest.raises(TypeError, match="not int"):
         Manifest.coerce(3)
     with pytest.raises(ValueError, match="manifest: the manifest's 'num_features' is not a"):

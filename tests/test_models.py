@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.model.models import ModelConfig, build_model, has_list_head  # noqa: E402
+from tfr_rankformer.core.model_families import get_model
+from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 3
@@ -53,7 +54,7 @@ def test_permuting_items_permutes_scores_and_keeps_the_list_output(name):
     order = np.array([4, 2, 0, 1, 3])
     after = _run(model, features[:, order], mask[:, order])
     np.testing.assert_allclose(after["scores"], before["scores"][:, order], rtol=1e-5, atol=1e-5)
-    if has_list_head(name):
+    if get_model(name).has_list_head:
         np.testing.assert_allclose(after["list_quality"], before["list_quality"], atol=1e-5)
         assert before["list_quality"].shape == (2, 2)
 
@@ -71,7 +72,7 @@ def test_padding_items_change_no_valid_score(name):
     )
     np.testing.assert_allclose(padded["scores"][:, :5][mask], before["scores"][mask], atol=1e-5)
     assert (padded["scores"][:, 5:] == -1e9).all() and (before["scores"][~mask] == -1e9).all()
-    if has_list_head(name):
+    if get_model(name).has_list_head:
         np.testing.assert_allclose(padded["list_quality"], before["list_quality"], atol=1e-5)
 
 

@@ -82,7 +82,7 @@ def sharded(tmp_path_factory):
 
 
 def _qids(shard, num_features) -> collections.Counter:
-    lists = data.parsed_lists(shard, num_features, list_size=16, shuffle_items=False, seed=0)
+    lists = data.parsed_lists(shard, num_features, list_size=16)
     return collections.Counter(int(e[elwc_schema.QID]) for e in lists.as_numpy_iterator())
 
 

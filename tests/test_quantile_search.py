@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.inputs.quantile_search import (  # noqa: E402
+from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
+from tfr_rankformer.model.table_search import (  # noqa: E402
     pipeline_normalization,
     upper_bound,
 )
-from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
 
 
 def _table(rng, d: int, q: int) -> np.ndarray:

@@ -11,9 +11,9 @@ import pytest
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.inputs import batching, data  # noqa: E402
-from tfr_rankformer.inputs.quantile_search import pipeline_normalization  # noqa: E402
 from tfr_rankformer.inputs.resident_lists import resident_bytes  # noqa: E402
 from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
+from tfr_rankformer.model.table_search import pipeline_normalization  # noqa: E402
 from tfr_rankformer.training.run_plan import (  # noqa: E402
     SAFETY_MARGIN,
     MemoryLimitError,

@@ -1,25 +1,9 @@
-"""The ELWC layout shared by the converter (writer) and the models (reader).
-
-Context feature ``qid`` (int64). Per item: ``features`` (float32, fixed length
-``d``, raw values), ``label`` (float32 training label: the simulated implicit
-label when clicks are simulated, else the file's label) and ``relevance``
-(float32, the file's explicit label). ``d`` and the feature names live in the
-dataset's ``manifest.json``.
+"""The ELWC layout shared by the converter (writer) and the models (reader): context
+``qid`` (int64); per item ``features`` (float32, ``d`` raw values), ``label`` (the training
+label: simulated clicks or the file's label) and ``relevance`` (the file's label).
 """
 
 from __future__ import annotations
-
-__all__ = [
-    "SPLITS",
-    "QID",
-    "FEATURES",
-    "LABEL",
-    "RELEVANCE",
-    "PADDING_LABEL",
-    "FIRST_STAGE_INPUT",
-    "context_feature_spec",
-    "example_feature_spec",
-]
 
 # The splits of a converted dataset, in the order they are written and read.
 SPLITS = ("train", "vali", "test")
@@ -28,6 +12,8 @@ QID = "qid"
 FEATURES = "features"
 LABEL = "label"
 RELEVANCE = "relevance"
+# The valid-item mask of parsed lists: ``[L]`` or ``[B, L]`` bool.
+MASK = "mask"
 # TF-Ranking's convention: padded items carry a negative label.
 PADDING_LABEL = -1.0
 # A Listformer export's input holding each document's first-stage score (``--first-stage``).

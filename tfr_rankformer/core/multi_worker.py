@@ -1,15 +1,8 @@
 """Multi-worker training: this process's place in the job, and values shared from the chief.
 
-``TF_CONFIG`` (set by hand, by a Kubernetes manifest or by a managed service)
-is JSON such as::
-
-    {"cluster": {"worker": ["host0:2222", "host1:2222"]},
-     "task": {"type": "worker", "index": 1}}
-
-The training workers are the ``chief`` task, if any, then the ``worker``
-tasks, in the order ``MultiWorkerMirroredStrategy`` numbers them; the chief is
-the ``chief`` task or, without one, worker 0. Other task types (``evaluator``,
-``ps``) do not train.
+The training workers of ``TF_CONFIG`` are the ``chief`` task, if any, then the ``worker``
+tasks, as ``MultiWorkerMirroredStrategy`` numbers them; the chief is the ``chief`` task or
+worker 0. Other task types do not train.
 """
 
 from __future__ import annotations
@@ -20,19 +13,12 @@ import os
 
 import tensorflow as tf
 
-__all__ = ["WorkerRole", "worker_role", "chief_values", "SharedValidation"]
-
 _TRAINING_TASKS = ("chief", "worker")
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkerRole:
-    """One training worker's place among all of them.
-
-    Attributes:
-      index: position among the training workers, the chief first (0).
-      count: training workers in the job (1 without ``TF_CONFIG``).
-    """
+    """One training worker's ``index`` among the job's ``count`` (the chief is 0)."""
 
     index: int = 0
     count: int = 1
@@ -52,11 +38,8 @@ class WorkerRole:
 
 
 def worker_role(tf_config: str | dict | None = None) -> WorkerRole:
-    """This worker's role in ``tf_config`` (default: the ``TF_CONFIG`` environment variable).
-
-    Raises:
-      ValueError: if ``TF_CONFIG`` is not JSON, or names a task outside its cluster.
-    """
+    """This worker's role in ``tf_config`` (default: the ``TF_CONFIG`` environment
+    variable); a ``ValueError`` when it is not JSON or names a task outside its cluster."""
     if tf_config is None:
         tf_config = os.environ.get("TF_CONFIG", "")
     if isinstance(tf_config, str):
@@ -82,11 +65,8 @@ def worker_role(tf_config: str | dict | None = None) -> WorkerRole:
 
 
 def chief_values(strategy: tf.distribute.Strategy, values: list[float]) -> list[float]:
-    """The chief's ``values``, on every worker (collective: all workers must call it).
-
-    An all-reduce in which only the chief's first replica contributes (every
-    other replica adds zeros) hands the chief's exact values to all.
-    """
+    """The chief's ``values`` on every worker (all must call it): an all-reduce to which
+    only the chief's first replica contributes."""
     local = tf.constant(values, tf.float64)
     contributions = strategy.experimental_distribute_values_from_function(
         lambda context: local if context.replica_id_in_sync_group == 0 else tf.zeros_like(local)
@@ -95,12 +75,8 @@ def chief_values(strategy: tf.distribute.Strategy, values: list[float]) -> list[
 
 
 class SharedValidation(tf.keras.callbacks.Callback):
-    """Gives every worker the chief's validation values (``val_*`` logs).
-
-    Each worker evaluates the validation split itself; should two machines round
-    differently, early stopping and best-weight saving would decide differently
-    and the workers' collective steps would stop matching.
-    """
+    """Gives every worker the chief's ``val_*`` logs: workers that rounded differently
+    could otherwise stop early apart, and their collective steps would stop matching."""
 
     def __init__(self, strategy: tf.distribute.Strategy):
         super().__init__()

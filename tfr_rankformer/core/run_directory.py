@@ -1,19 +1,7 @@
-"""A run directory's life: what it holds, its state, and who may write into it.
-
-Every run (``tfr-train`` of any model, ``tfr-distill``'s student) records its
-state in ``run_state.json``: ``running`` from its start, then ``failed`` (with
-the error) or ``complete`` once its metrics are written. A command refuses a
-directory that already holds something unless told what to do with it:
-
-- ``existing="refuse"`` (the default): an absent or empty directory only;
-- ``"resume"``: the same run (the same settings, ``epochs`` aside) continues
-  from its last backup; a complete run has nothing left to train;
-- ``"overwrite"``: the run is replaced. The old one is moved aside
-  (``.<name>.replaced-*``) and deleted only when the new one is complete; a new
-  run that fails in the process puts the old one back.
-
-A directory holding anything a run never writes is refused whatever the flag,
-naming a few of those entries: no command deletes a file it did not write.
+"""A run directory's life: its state (``run_state.json``: ``running``, ``failed`` or
+``complete``) and who may write into it. A non-empty directory is refused unless told to
+``resume`` the same run or to ``overwrite`` it (the old run is moved aside, deleted when the
+new one completes, put back if it fails); one holding files no run writes always is.
 
 >>> describe_entries(["metrics.json", "checkpoints/", "a", "b", "c", "d", "e", "f"])
 'metrics.json, checkpoints/, a, b, c and 3 more'
@@ -37,24 +25,10 @@ from tfr_rankformer.core import run_layout
 from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.core.run_layout import CONFIG_NAME, METRICS_NAME, RUN_STATE_NAME, RUN_STATES
 
-__all__ = [
-    "EXISTING_RUN",
-    "RUN_ENTRIES",
-    "RUN_STATE_NAME",
-    "RunDirectory",
-    "RunExistsError",
-    "describe_entries",
-    "inspect_run",
-    "check_run_directory",
-    "run_session",
-]
-
 logger = logging.getLogger(__name__)
 
 EXISTING_RUN = ("refuse", "resume", "overwrite")
-# Everything a run writes at its top level (tfr-train's feature-vector, text and
-# GBDT runs, tfr-export's versions, tfr-distill's student), and those files'
-# partial forms (``<name>.partial``, written then renamed).
+# Everything a run writes at its top level (and ``<name>.partial`` while writing it).
 RUN_ENTRIES = frozenset(
     {
         CONFIG_NAME,
@@ -67,8 +41,7 @@ RUN_ENTRIES = frozenset(
         RUN_STATE_NAME,
         run_layout.VOCAB_NAME,
         run_layout.TEXT_RUN_NAME,
-        # A GBDT's booster (``gbdt_booster.MODEL_FILE``; that module loads
-        # LightGBM) and tfr-distill's label GBDT.
+        # A GBDT's booster (``gbdt_booster.MODEL_FILE``) and tfr-distill's label GBDT.
         "model.txt",
         "gbdt_labels",
     }
@@ -96,18 +69,10 @@ def _is_run_entry(name: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class RunDirectory:
-    """What an existing, non-empty run directory holds.
-
-    Attributes:
-      path: the directory as given.
-      entries: its top-level names, directories with a trailing ``/``.
-      foreign: those a run never writes.
-      state: ``running``, ``failed`` or ``complete``; for runs older than
-        ``run_state.json``, ``complete`` when ``metrics.json`` exists, else
-        ``interrupted``.
-      settings: its ``config.json`` (``{}`` if none or unreadable).
-      record: its ``run_state.json`` (``{}`` if none).
-    """
+    """What an existing, non-empty run directory holds: its top-level ``entries``
+    (directories with a trailing ``/``), the ``foreign`` ones a run never writes, its
+    ``state`` (``interrupted`` without ``run_state.json`` and ``metrics.json``), its
+    ``config.json`` ``settings`` and ``run_state.json`` ``record`` (``{}`` if none)."""
 
     path: str
     entries: list[str]
@@ -124,12 +89,6 @@ class RunDirectory:
         """E.g. ``a complete mlp run (config.json, metrics.json, export/)``."""
         article = "an" if self.state[0] in "aeiou" else "a"
         return f"{article} {self.state} {self.model} run ({describe_entries(self.entries)})"
-
-    def exports(self) -> list[str]:
-        folder = os.path.join(self.path, run_layout.EXPORT_NAME)
-        if not os.path.isdir(folder):
-            return []
-        return sorted(n for n in os.listdir(folder) if n.isdigit())
 
     def live_process(self) -> int | None:
         """The pid of the process running this run on this host, if it still lives."""
@@ -158,11 +117,7 @@ def _read_json(path: str) -> dict:
 
 
 def inspect_run(path: str) -> RunDirectory | None:
-    """What ``path`` holds; ``None`` when it is absent or an empty directory.
-
-    Raises:
-      RunExistsError: ``path`` is a file.
-    """
+    """What ``path`` holds; ``None`` when absent or empty; ``RunExistsError`` for a file."""
     if not os.path.lexists(path):
         return None
     if not os.path.isdir(path):
@@ -265,16 +220,9 @@ def _move_aside(path: str) -> str:
 def check_run_directory(
     path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
 ) -> str:
-    """How a run with ``settings`` would start in ``path``, without writing anything.
-
-    Returns:
-      ``"new"`` (absent or empty), ``"resume"``, ``"complete"`` (``--resume``
-      of a finished run: nothing to train) or ``"overwrite"``.
-
-    Raises:
-      RunExistsError: see the module docstring.
-      ValueError: an unknown ``existing``.
-    """
+    """How a run with ``settings`` would start in ``path``, without writing anything:
+    ``"new"``, ``"resume"``, ``"complete"`` (``--resume`` of a finished run) or
+    ``"overwrite"``; a ``RunExistsError`` as the module docstring says."""
     if existing not in EXISTING_RUN:
         raise ValueError(f"existing must be one of {EXISTING_RUN}, got {existing!r}")
     run = inspect_run(path)
@@ -301,18 +249,10 @@ def check_run_directory(
 def run_session(
     path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
 ) -> Iterator[str]:
-    """Opens ``path`` for a run with ``settings`` (its ``config.json``), records its state.
-
-    Yields:
-      ``"new"`` (start in an empty directory), ``"resume"`` (continue the run
-      there) or ``"complete"`` (``--resume`` of a finished run: nothing to
-      train). The block writes the run; when it ends normally the run is
-      ``complete`` (and a run it replaced is deleted); when it raises,
-      ``failed``, or, for an ``--overwrite`` that fails, the old run is put back.
-
-    Raises:
-      RunExistsError, ValueError: see :func:`check_run_directory`.
-    """
+    """Opens ``path`` for a run with ``settings`` and records its state; yields ``"new"``,
+    ``"resume"`` or ``"complete"`` (nothing to train). When the block ends normally the run
+    is ``complete`` (a run it replaced is deleted); when it raises, ``failed``, or after a
+    failed ``--overwrite`` the old run is put back."""
     start = check_run_directory(path, settings, existing=existing, resumable=resumable)
     replaced, earlier = None, []
     if start == "overwrite":
@@ -323,8 +263,7 @@ def run_session(
         start = "new"
     os.makedirs(path, exist_ok=True)
     if start != "complete":
-        # The runs this one replaces: the one moved aside now, and any an
-        # interrupted --overwrite of the old one had moved aside.
+        # The run moved aside now, and any an interrupted --overwrite had moved aside.
         details = {"replaces": [replaced, *earlier]} if replaced else {}
         if start == "new":
             with contextlib.suppress(FileNotFoundError):

@@ -1,33 +1,13 @@
-"""Length buckets: which padded length each list gets, and how many lists share a batch.
-
-A list of ``n`` items is padded to the smallest bucket edge ``>= n``. The
-edges grow by about sqrt(2) (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
-768, 1024, 1536, ...) and the last one is the longest list (or the list-size
-cap), so padding adds at most ~50% to a list and ~20% over WEB30K's lengths,
-where padding every list to 200 added 66% and padding a batch to its longest
-list several times that. Each bucket has one padded length, so a compiled
-training step sees at most two batch shapes per bucket (full batches and the
-epoch's last, partial one) and reuses its traces.
-
-Lists per batch, per bucket (``BatchPlan``):
-
-* a fixed number (``lists_per_batch``), when the user sets the batch size in
-  lists: ``--batch-size`` keeps its meaning in every bucket;
-* else as many as fit a budget of padded items (``batch_items``), at most
-  ``max_lists``, and at most what the attention budget allows: a batch's
-  attention matrices hold no more entries than a full batch of 256-item lists
-  would (``batch_items * 256``), so long lists come in small batches.
-
-The released code's protocol (2048 lists of 16 sampled items) is the budget's
-reference point: 32,768 items, which gives 2048 lists of 16 (one bucket, the
-same batches as before buckets existed), 256 lists of 128, 128 of 256, 16 of
-720 and 5 of 1,251. allRank's 64 slates of 240 are a budget of 15,360 items.
+"""Length buckets: the padded length of each list (the smallest bucket edge ``>= n``; edges
+grow by about sqrt(2), so padding adds at most ~50%) and the lists per batch: fixed
+(``--batch-size``) or filling a budget of padded items, at most ``max_lists``, with
+attention entries kept within a full batch of 256-item lists'.
 
 >>> bucket_edges(100)
 (16, 24, 32, 48, 64, 96, 100)
 >>> plan = plan_batches({"10": 3000, "100": 500}, edges=bucket_edges(100),
 ...                     batch_items=32768, max_lists=2048)
->>> plan.lists_per_batch, plan.counts, plan.steps
+>>> plan.lists_per_batch[::6], plan.counts[::6], plan.steps
 ((2048, 327), (3000, 500), 4)
 """
 
@@ -37,15 +17,6 @@ import bisect
 import dataclasses
 import math
 
-__all__ = [
-    "BASE_EDGES",
-    "ATTENTION_REFERENCE_LENGTH",
-    "bucket_edges",
-    "BatchPlan",
-    "plan_batches",
-    "clipped_lengths",
-]
-
 # Powers of two and the midpoints between them (x1.5), from 16 up to 2^20.
 BASE_EDGES = tuple(sorted({16 << k for k in range(17)} | {24 << k for k in range(17)}))
 # A batch's attention entries (sum of its padded lengths squared) stay within
@@ -54,18 +25,9 @@ ATTENTION_REFERENCE_LENGTH = 256
 
 
 def bucket_edges(longest: int, *, cap: int | None = None, smallest: int = 16) -> tuple[int, ...]:
-    """The padded lengths of the buckets for lists up to ``longest`` items.
-
-    Args:
-      longest: the longest list of the split(s) to batch.
-      cap: lists longer than this are sampled down to it (``--list-size``);
-        the last edge is ``min(longest, cap)``.
-      smallest: no bucket is shorter (16: the click protocol's lists of at most
-        16 items share one bucket, as the released code batches them).
-
-    Returns:
-      Ascending edges; the last is the longest padded length.
-    """
+    """The ascending padded lengths of the buckets for lists up to ``longest`` items, or
+    ``cap`` (``--list-size``); none is below ``smallest``, so the click protocol's lists of
+    at most 16 share one bucket, as the released code batches them."""
     if longest < 1:
         raise ValueError(f"`longest` must be >= 1, got {longest}")
     top = min(longest, cap) if cap else longest
@@ -87,13 +49,8 @@ def clipped_lengths(histogram: dict, cap: int | None) -> dict[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class BatchPlan:
-    """How one epoch's lists are batched.
-
-    Attributes:
-      edges: each bucket's padded length, ascending.
-      lists_per_batch: each bucket's lists per (full) batch.
-      counts: each bucket's lists in an epoch.
-    """
+    """How one epoch's lists are batched: each bucket's padded length (``edges``,
+    ascending), lists per full batch and lists in an epoch (``counts``)."""
 
     edges: tuple[int, ...]
     lists_per_batch: tuple[int, ...]
@@ -149,17 +106,9 @@ def plan_batches(
     max_lists: int | None = None,
     lists_per_batch: int | None = None,
 ) -> BatchPlan:
-    """Lists per batch for each bucket, and each bucket's lists in an epoch.
-
-    Args:
-      lengths: ``{length: lists}`` (keys may be strings, as in the manifest),
-        after any cap (``clipped_lengths``).
-      edges: ``bucket_edges``.
-      batch_items: budget of padded items per batch (with ``max_lists``).
-      max_lists: at most this many lists per batch under the budget.
-      lists_per_batch: a fixed number of lists per batch in every bucket
-        (the user's ``--batch-size``); overrides the budget.
-    """
+    """The plan for ``{length: lists}`` (after any cap; string keys as in the manifest):
+    ``lists_per_batch`` in every bucket (the user's ``--batch-size``), else a budget of
+    ``batch_items`` padded items and at most ``max_lists`` lists per batch."""
     counts = [0] * len(edges)
     for length, count in lengths.items():
         n = int(length)

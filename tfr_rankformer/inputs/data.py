@@ -1,28 +1,9 @@
 """Reading the converter's ELWC shards into ``tf.data`` for training and evaluation.
 
-Records are parsed in batches with TF-Ranking's ELWC parser (``tfr.data``; one
-element per list, see ``list_parsing``), then handled one list at a time:
-
-* training: lists are padded or cut to a fixed ``list_size``; a longer list
-  has its items shuffled first, so the kept items are a random sample, not the
-  file's first ones; lists may be filtered by their list label
-  ``t = max_i y_i``; batches are shuffled;
-* evaluation: every item of every list is kept (lists are padded to the
-  longest list of their batch), so no list is silently cut.
-
-By default the training lists are parsed and normalised once, held in memory
-(``resident_lists``) and every epoch is served from them by index shuffles and
-gathers (``resident_batches``): the batches of the steps above, in the same
-order for a seed, without parsing or cache reads.
-
-In a multi-worker job each worker reads its own part of the training split
-(``shard_for_worker``): whole files when there are enough of them, else every
-``count``-th record.
-
-Model inputs are ``{"features": [B, L, d] float32, "mask": [B, L] bool}``;
-targets are ``{"scores": [B, L] float32}`` (padding items carry -1, which
-TF-Ranking's losses ignore) and, for models with a list head,
-``{"list_quality": [B, 1] float32}`` holding ``t``.
+Training lists are sampled down to ``list_size``, filtered by their label ``t`` if asked,
+and batched by length buckets, by default from lists held in memory (``resident_lists``);
+evaluation keeps every item. Inputs are ``{"features", "mask"}``; targets ``{"scores"}``
+(padding -1) and, for list heads, ``{"list_quality": t}``.
 """
 
 from __future__ import annotations
@@ -35,72 +16,45 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from tfr_rankformer.core import elwc_schema
+from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.multi_worker import WorkerRole
-from tfr_rankformer.inputs import batching, bucketed_batches
+from tfr_rankformer.inputs import batching, list_parsing
 from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.list_parsing import (
-    MASK,
+    INDEX,
+    PARSE_BATCH,
+    EpochSteps,
     WorkerShard,
     padding_values,
     parsed_lists,
     whole_lists,
 )
-from tfr_rankformer.inputs.list_parsing import PARSE_BATCH as _PARSE_BATCH
-from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest
-from tfr_rankformer.inputs.resident_batches import resident_batches
-from tfr_rankformer.inputs.resident_lists import load_lists
-
-__all__ = [
-    "MASK",
-    "load_manifest",
-    "WorkerShard",
-    "shard_for_worker",
-    "parsed_lists",
-    "list_lengths",
-    "single_bucket",
-    "training_dataset",
-    "evaluation_dataset",
-]
+from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest  # noqa: F401
+from tfr_rankformer.inputs.resident_lists import load_lists, resident_batches
 
 logger = logging.getLogger(__name__)
 
-# Read every epoch (``lists_in_memory`` off), the parsed, normalised training
-# lists are kept in memory after the first epoch up to this size (MQ2008's folds
-# take megabytes); larger ones (WEB30K's 2.3M training items take 1.26 GB) go to
-# a cache file instead, if given one, so later epochs skip parsing and the
-# quantile transform without holding them.
+# Streamed (``lists_in_memory`` off), the parsed, normalised training lists are cached
+# in memory after the first epoch up to this size, larger ones in a cache file if given.
 CACHE_BYTES = 1 << 30
 
 
 def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
-    """The disjoint part of ``files`` that ``worker`` trains on.
-
-    Files are dealt round-robin (worker ``i`` of ``n`` opens files ``i``,
-    ``i + n``, ...), so no worker reads another's records. With fewer files
-    than workers every worker reads all of them and keeps every ``n``-th record,
-    which spends ``n`` times the reading and parsing; a warning says so.
-    """
+    """The disjoint part of ``files`` that ``worker`` trains on: files dealt round-robin,
+    or with fewer files than workers every ``n``-th record of all (a warning says so)."""
     if worker.count == 1:
         return WorkerShard(tuple(files))
     if len(files) >= worker.count:
         mine = files[worker.index :: worker.count]
-        logger.info(
-            "worker %d of %d reads %d of %d files: %s",
-            worker.index,
-            worker.count,
-            len(mine),
-            len(files),
-            ", ".join(os.path.basename(f) for f in mine),
-        )
+        names = ", ".join(os.path.basename(f) for f in mine)
+        counts = f"{worker.index} of {worker.count} reads {len(mine)} of {len(files)}"
+        logger.info(f"worker {counts} files: {names}")
         return WorkerShard(tuple(mine))
+    n = worker.count
     logger.warning(
-        "%d training file(s) for %d workers: every worker reads all of them and keeps every "
-        "%d-th record; convert with `tfr-convert --shards N` (N a multiple of %d) to shard "
-        "by file",
-        len(files),
-        worker.count,
-        worker.count,
-        worker.count,
+        f"{len(files)} training file(s) for {n} workers: every worker reads all of them and "
+        f"keeps every {n}-th record; convert with `tfr-convert --shards N` (N a multiple of "
+        f"{n}) to shard by file"
     )
     return WorkerShard(tuple(files), record_stride=worker.count, record_offset=worker.index)
 
@@ -124,12 +78,8 @@ def _to_model_io(element, with_list_head: bool, with_item_levels: bool = False):
 def list_lengths(
     data_dir: str, manifest: Manifest, split: str, *, include_empty_lists: bool = True
 ) -> dict[int, int]:
-    """``{items: lists}`` of ``split`` (without t = 0 lists unless ``include_empty_lists``).
-
-    From the manifest's ``list_length_histogram`` and
-    ``empty_list_length_histogram``; a dataset converted before they existed is
-    read once instead (its labels only).
-    """
+    """``{items: lists}`` of ``split`` (without t = 0 lists unless ``include_empty_lists``),
+    from the manifest's histograms, or read once when it has none."""
     lengths = manifest.split(split, data_dir).list_lengths(include_empty_lists=include_empty_lists)
     if lengths is not None:
         return lengths
@@ -150,7 +100,7 @@ def _scan_lengths(files: list[str], include_empty_lists: bool) -> dict[int, int]
         return tf.reduce_sum(tf.cast(parsed[MASK], tf.int64), -1), tf.reduce_max(labels, -1)
 
     lengths: dict[int, int] = {}
-    dataset = tf.data.TFRecordDataset(files).batch(_PARSE_BATCH).map(parse)
+    dataset = tf.data.TFRecordDataset(files).batch(PARSE_BATCH).map(parse)
     for sizes, list_labels in dataset.as_numpy_iterator():
         for n, t in zip(sizes.tolist(), list_labels.tolist()):
             if include_empty_lists or t > 0:
@@ -181,35 +131,13 @@ def training_dataset(
     """Batches of ``(inputs, targets)`` for ``model.fit``, grouped by list length.
 
     Args:
-      data_dir: a converted dataset.
-      manifest: its manifest (a ``Manifest``, or its JSON object).
-      split: the split to read.
-      plan: the length buckets and their lists per batch (``batching``), over
-        all replicas and workers: under a ``tf.distribute`` strategy ``fit``
-        splits every batch among the replicas.
-      list_cap: lists longer than this are sampled down to it, afresh each
-        epoch (``None``: whole lists).
-      include_empty_lists: keep lists whose list label ``t`` is 0.
-      with_list_head: add the ``list_quality`` target.
-      seed: seed of the list shuffle and the item sampling.
-      with_item_levels: add the ``item_levels`` target (the labels again), for
-        the item-level ordinal loss.
-      keep_order: cut a longer list to its first ``list_cap`` items instead of
-        a random sample, keeping the input order (for positional encodings).
-      shuffle_buffer: lists held for shuffling.
-      normalize: applied to each list's features once (``[1, n, d]``), e.g. the
-        model's normalisation layer, so training steps skip it.
-      cache_bytes, cache_file: streamed lists only: the parsed lists (unpadded,
-        before sampling) are kept in memory after the first epoch if they take
-        at most ``cache_bytes``, else written to ``cache_file`` if given
-        (``tf.data``'s cache: no other process may use the file).
-      worker: this worker's place in a multi-worker job (default: the only
-        worker); it reads only its ``shard_for_worker`` of the split.
-      pad_to_longest: no buckets: batches of ``plan.lists_per_batch[0]`` lists
-        in shuffled order, each padded to its longest list (a baseline).
-      lists_in_memory: parse and normalise the lists once, here, and serve every
-        epoch from memory (``resident_lists``, ``resident_batches``): the same
-        batches as the streaming pipeline, without parsing or cache reads.
+      plan: the length buckets and their lists per batch over all replicas and workers.
+      keep_order: cut long lists to their first items (for positional encodings).
+      normalize: applied once to each list's features (``[1, n, d]``), so steps skip it.
+      cache_bytes, cache_file: streamed lists are cached after the first epoch in memory
+        up to ``cache_bytes``, else in ``cache_file`` if given (no other process may use it).
+      pad_to_longest: no buckets: batches padded to their longest list (a baseline).
+      lists_in_memory: serve every epoch from lists parsed once (``resident_lists``).
     """
     worker, manifest = worker or WorkerRole(), Manifest.coerce(manifest)
     entry = manifest.split(split, data_dir)
@@ -218,33 +146,30 @@ def training_dataset(
     finish = functools.partial(
         _to_model_io, with_list_head=with_list_head, with_item_levels=with_item_levels
     )
-    steps = dict(
-        include_empty_lists=include_empty_lists,
-        shuffle_buffer=shuffle_buffer,
-        list_cap=list_cap,
-        keep_order=keep_order,
-        seed=seed,
-        pad_to_longest=pad_to_longest,
+    steps = EpochSteps(
+        include_empty_lists, shuffle_buffer, list_cap, keep_order, seed, pad_to_longest
     )
     if lists_in_memory:
         store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
-        batches = resident_batches(store, plan=plan, finish=finish, **steps)
+        batches = resident_batches(store, plan, steps, finish)
     else:
-        lists = _parsed_training_lists(manifest, files, bucket, seed=seed, normalize=normalize)
+        if bucket is None:
+            lists = whole_lists(manifest, files, normalize=normalize)
+        else:  # parsed straight to the one bucket's size
+            lists = parsed_lists(
+                files, manifest.num_features, list_size=bucket, transform=normalize
+            )
         size = entry.num_items * (manifest.num_features + 3) * 4
-        lists = _cached(lists, size, cache_bytes=cache_bytes, cache_file=cache_file)
-        batches = _streamed_batches(lists, entry, plan, bucket, **steps)
+        if size <= cache_bytes or cache_file:  # cached after the first epoch
+            lists = lists.cache() if size <= cache_bytes else lists.cache(cache_file)
+        batches = _streamed_batches(lists, entry, plan, bucket, steps)
         batches = batches.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
     return _for_fit(batches, worker, plan.steps).prefetch(tf.data.AUTOTUNE)
 
 
 def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
-    """The edge of the plan's only bucket if it holds every list of the split whole, else ``None``.
-
-    Such lists (the click protocol's lists of at most 16) are parsed straight to
-    that size, sparing the per-list cutting and padding (1,327 against 1,213
-    lists/s on 189,000 lists of 16).
-    """
+    """The edge of the plan's only bucket if it holds every list of the split whole (the
+    lists are then parsed straight to that size), else ``None``."""
     if len(plan.edges) != 1 or pad_to_longest:
         return None
     edge = plan.edges[0]
@@ -252,101 +177,34 @@ def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> i
     return edge if longest is not None and longest <= edge else None
 
 
-def _parsed_training_lists(
-    manifest: Manifest, files: WorkerShard, bucket: int | None, *, seed: int, normalize
-) -> tf.data.Dataset:
-    """The lists of ``files`` with normalised features: padded or cut to ``bucket``
-    items, or (``None``) each cut to its own items."""
-    if bucket is None:
-        return whole_lists(manifest, files, normalize=normalize)
-    return parsed_lists(
-        files,
-        manifest.num_features,
-        list_size=bucket,
-        shuffle_items=False,
-        seed=seed,
-        transform=normalize,
-    )
-
-
-def _cached(
-    lists: tf.data.Dataset, size: int, *, cache_bytes: int, cache_file: str | None
-) -> tf.data.Dataset:
-    """``lists`` kept after the first epoch: in memory if their ``size`` in bytes is
-    at most ``cache_bytes``, else in ``cache_file`` if given (see ``training_dataset``)."""
-    if size <= cache_bytes:
-        return lists.cache()
-    if cache_file:
-        return lists.cache(cache_file)
-    return lists
-
-
-def _streamed_batches(
-    lists: tf.data.Dataset,
-    entry: SplitEntry,
-    plan: BatchPlan,
-    bucket: int | None,
-    *,
-    include_empty_lists: bool,
-    shuffle_buffer: int,
-    list_cap: int | None,
-    keep_order: bool,
-    seed: int,
-    pad_to_longest: bool,
-) -> tf.data.Dataset:
-    """Batches of ``lists`` (``_shuffled``): padded to their longest list with
-    ``pad_to_longest``, already of the one ``bucket``'s size, or else padded to their
-    length bucket and grouped by it (see ``training_dataset``)."""
-    lists = _shuffled(lists, entry, include_empty_lists, shuffle_buffer, list_cap, keep_order, seed)
-    if pad_to_longest:
+def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: EpochSteps):
+    """Batches of ``lists`` shuffled afresh each epoch, filtered and sampled as
+    ``training_dataset`` says: padded to their longest list, already of the one
+    ``bucket``'s size, or padded to their length bucket and grouped by it."""
+    if not steps.include_empty_lists:
+        lists = lists.filter(lambda element: _list_label(element) > 0)
+    lists = lists.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
+    cap, longest = steps.list_cap, entry.longest_list
+    if cap is not None and (longest is None or longest > cap):
+        lists = list_parsing.sample_long_lists(
+            lists, cap, seed=steps.seed, keep_order=steps.keep_order
+        )
+    if steps.pad_to_longest:
         return lists.padded_batch(plan.lists_per_batch[0], padding_values=padding_values())
     if bucket is not None:
         return lists.batch(plan.lists_per_batch[0])
-    lists = lists.map(
-        lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return bucketed_batches.group_by_bucket(lists, plan)
-
-
-def _shuffled(
-    lists: tf.data.Dataset,
-    entry: SplitEntry,
-    include_empty_lists: bool,
-    shuffle_buffer: int,
-    list_cap: int | None,
-    keep_order: bool,
-    seed: int,
-) -> tf.data.Dataset:
-    """``lists`` shuffled afresh each epoch, without those of list label 0 unless
-    ``include_empty_lists``, those longer than ``list_cap`` sampled down to it (cut
-    to their first items with ``keep_order``)."""
-    if not include_empty_lists:
-        lists = lists.filter(lambda element: _list_label(element) > 0)
-    lists = lists.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    longest = entry.longest_list
-    if list_cap is not None and (longest is None or longest > list_cap):
-        lists = bucketed_batches.sample_long_lists(
-            lists, list_cap, seed=seed, keep_order=keep_order
-        )
-    return lists
+    return list_parsing.bucketed(lists, plan)
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:
     """``batches`` ready for ``fit``: in a multi-worker job without tf.distribute's
-    auto-sharding, else asserted to number ``steps``."""
+    auto-sharding, else asserted to number ``steps`` (a mismatch fails loudly)."""
     if worker.multi_worker:
-        # The shard is cut where the files are read (``shard_for_worker``),
-        # explicitly, rather than by tf.distribute's auto-sharding: that rewrite
-        # falls back silently to reading everything and dropping records at the
-        # end of the pipeline when it cannot shard by file. With it off, fit
-        # still re-batches each worker's batches into per-replica batches, so a
-        # step spans a whole batch over all workers.
+        # Sharded where the files are read: auto-sharding silently falls back to reading
+        # everything and dropping records when it cannot shard by file.
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return batches.with_options(options)
-    # The plan counts the batches exactly; fit's progress shows them, and a
-    # mismatch fails loudly instead of skewing the schedule.
     return batches.apply(tf.data.experimental.assert_cardinality(steps))
 
 
@@ -359,21 +217,15 @@ def evaluation_dataset(
     batch_items: int | None = None,
     by_length: bool = True,
 ) -> tf.data.Dataset:
-    """Batches of whole lists with everything evaluation needs.
-
-    Each element is a dict with ``features``, ``mask``, ``label``,
-    ``relevance``, ``qid`` and ``index`` (the list's position in file order).
-    ``by_length``: lists are grouped by length (``batching``'s buckets), at
-    most ``batch_size`` lists and (with ``batch_items``) about that many padded
-    items per batch, so memory stays bounded whatever the longest list; the
-    batches come out of file order (``index`` restores it). Otherwise batches
-    of ``batch_size`` lists in file order, padded to their longest list.
-    """
+    """Batches of whole lists: ``features``, ``mask``, ``label``, ``relevance``, ``qid``
+    and ``index`` (the list's place in file order). ``by_length``: grouped by length
+    buckets, at most ``batch_size`` lists and about ``batch_items`` padded items a batch,
+    so memory stays bounded; else ``batch_size`` lists in file order, padded."""
     manifest = Manifest.coerce(manifest)
     lists = whole_lists(manifest, manifest.split_files(data_dir, split))
-    lists = lists.enumerate().map(lambda i, element: {**element, bucketed_batches.INDEX: i})
+    lists = lists.enumerate().map(lambda i, element: {**element, INDEX: i})
     if not by_length:
-        padding = {**padding_values(), bucketed_batches.INDEX: tf.constant(-1, tf.int64)}
+        padding = {**padding_values(), INDEX: tf.constant(-1, tf.int64)}
         return lists.padded_batch(batch_size, padding_values=padding).prefetch(tf.data.AUTOTUNE)
     edges = batching.bucket_edges(manifest.split(split, data_dir).longest_or(1))
     plan = batching.plan_batches(
@@ -382,8 +234,4 @@ def evaluation_dataset(
         batch_items=batch_items or batch_size * edges[-1],
         max_lists=batch_size,
     )
-    lists = lists.map(
-        lambda element: bucketed_batches.pad_to_bucket(element, plan.edges),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return bucketed_batches.group_by_bucket(lists, plan).prefetch(tf.data.AUTOTUNE)
+    return list_parsing.bucketed(lists, plan).prefetch(tf.data.AUTOTUNE)

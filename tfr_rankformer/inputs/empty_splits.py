@@ -1,17 +1,7 @@
-"""Splits a conversion left without lists: warned about, refused for training,
-left out of evaluation.
+"""Splits a conversion left without lists (``--min-list-size``): warned about by
+tfr-convert, refused for training, left out of evaluation, refused by ``tfr-eval`` by name.
 
-``tfr-convert --min-list-size N`` drops shorter lists (each split's manifest
-entry counts them in ``lists_dropped``), which can leave a split with none.
-tfr-convert warns, naming the split and the option; ``tfr-train`` refuses an
-empty ``train`` split before anything is written, naming the data directory,
-the split and what to change, and leaves an empty ``vali`` or ``test`` split out
-of the run (a warning says so): no validation metrics without ``vali``, no
-metrics of a split without lists. ``tfr-eval`` refuses an empty split asked for
-by name.
-
->>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3},
-...          "files": {}}
+>>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3}}
 >>> manifest = Manifest.coerce({"parameters": {"min_list_size": 5}, "splits": {"vali": entry}})
 >>> why_empty(manifest, "vali")
 '--min-list-size 5 dropped all 3 of its lists: see lists_dropped in its manifest.json'
@@ -24,15 +14,6 @@ import logging
 import os
 
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest
-
-__all__ = [
-    "EmptySplitError",
-    "empty_split_error",
-    "empty_splits",
-    "log_empty_splits",
-    "why_empty",
-    "without_empty_splits",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +32,7 @@ def empty_splits(manifest: Manifest) -> list[str]:
 
 
 def why_empty(manifest: Manifest, split: str, *, manifest_path: str = "its manifest.json") -> str:
-    """Why ``split`` holds no lists, as its manifest records it.
-
-    Args:
-      manifest: the dataset's manifest.
-      split: a split whose entry records 0 lists.
-      manifest_path: how the message names the manifest.
-    """
+    """Why ``split`` holds no lists, as its manifest (named ``manifest_path``) records it."""
     entry = manifest.split(split)
     dropped = {reason: n for reason, n in (entry.lists_dropped or {}).items() if n}
     if not dropped:
@@ -101,13 +76,8 @@ def empty_split_error(
 
 
 def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
-    """``manifest`` without its empty ``vali`` and ``test`` splits, each left out
-    with a warning; an empty ``train`` split is refused.
-
-    Raises:
-      EmptySplitError: the ``train`` split holds no lists; the message names
-        ``data_dir``, why it is empty and what to change.
-    """
+    """``manifest`` without its empty ``vali`` and ``test`` splits (a warning for each);
+    an empty ``train`` split raises ``EmptySplitError``, naming why and what to change."""
     empty = empty_splits(manifest)
     if not empty:
         return manifest

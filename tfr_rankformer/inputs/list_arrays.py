@@ -1,9 +1,6 @@
-"""A converted split as flat numpy arrays: one row per item, lists as offsets.
-
-Tree models (LightGBM) take items as rows with the list sizes as query
-groups; the shared metrics take padded ``[num_lists, max_list]`` arrays.
-:class:`ListArrays` holds a split in the first form and pads any per-item
-array into the second.
+"""A converted split as flat numpy arrays: one row per item, lists as offsets, as tree
+models (LightGBM) take them; the shared metrics take padded ``[num_lists, max_list]``
+arrays, which :meth:`ListArrays.padded` makes.
 """
 
 from __future__ import annotations
@@ -12,24 +9,15 @@ import dataclasses
 
 import numpy as np
 
-from tfr_rankformer.core import elwc_schema
+from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, MASK, QID, RELEVANCE
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
-
-__all__ = ["ListArrays", "read_split"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ListArrays:
-    """Items of consecutive lists.
-
-    Attributes:
-      features: ``[num_items, d]`` float32 raw feature values.
-      label: ``[num_items]`` training labels ``y``.
-      relevance: ``[num_items]`` explicit relevance ``r``.
-      qid: ``[num_lists]`` query ids.
-      offsets: ``[num_lists + 1]``; list ``i`` is rows ``offsets[i]:offsets[i + 1]``.
-    """
+    """Items of consecutive lists: ``[num_items]`` rows of raw ``features``, ``label`` and
+    ``relevance``, ``[num_lists]`` ``qid``; list ``i`` is rows ``offsets[i]:offsets[i + 1]``."""
 
     features: np.ndarray
     label: np.ndarray
@@ -88,10 +76,6 @@ class ListArrays:
         out[mask] = values
         return out
 
-    def unpadded(self, values: np.ndarray) -> np.ndarray:
-        """The inverse of :meth:`padded`: ``[num_lists, max_list, ...]`` to per-item rows."""
-        return values[self.mask()]
-
 
 def read_split(
     data_dir: str, manifest: Manifest, split: str, *, batch_size: int = 512
@@ -102,11 +86,11 @@ def read_split(
     for batch in data.evaluation_dataset(
         data_dir, manifest, split=split, batch_size=batch_size, by_length=False
     ):
-        mask = batch[data.MASK].numpy()
-        parts["features"].append(batch[elwc_schema.FEATURES].numpy()[mask])
-        parts["label"].append(batch[elwc_schema.LABEL].numpy()[mask])
-        parts["relevance"].append(batch[elwc_schema.RELEVANCE].numpy()[mask])
-        parts["qid"].append(batch[elwc_schema.QID].numpy())
+        mask = batch[MASK].numpy()
+        parts["features"].append(batch[FEATURES].numpy()[mask])
+        parts["label"].append(batch[LABEL].numpy()[mask])
+        parts["relevance"].append(batch[RELEVANCE].numpy()[mask])
+        parts["qid"].append(batch[QID].numpy())
         parts["size"].append(mask.sum(axis=1))
     if not parts["qid"]:
         return ListArrays(

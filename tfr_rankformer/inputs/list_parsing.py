@@ -1,10 +1,6 @@
-"""ELWC records parsed into one ``tf.data`` element per list.
-
-Records are parsed ``parse_batch(list_size)`` at a time with TF-Ranking's ELWC parser
-(``tfr.data``) and unbatched, so each element is one list: ``features [L, d]``,
-``mask [L]``, ``label [L]``, ``relevance [L]`` and ``qid``. ``data`` builds the
-training and evaluation pipelines on these elements (and re-exports ``MASK``,
-``WorkerShard`` and ``parsed_lists``).
+"""ELWC records parsed into one ``tf.data`` element per list (``features [L, d]``, ``mask``,
+``label``, ``relevance``, ``qid``), and the per-list steps that cut, sample, pad and group
+lists into ``batching``'s length buckets; every list lands in one batch per pass.
 """
 
 from __future__ import annotations
@@ -13,32 +9,39 @@ import dataclasses
 
 import tensorflow as tf
 
-from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.inputs import bucketed_batches
+from tfr_rankformer.core.elwc_schema import (
+    FEATURES,
+    LABEL,
+    MASK,
+    PADDING_LABEL,
+    QID,
+    RELEVANCE,
+    context_feature_spec,
+    example_feature_spec,
+)
+from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.manifest import Manifest
 
-__all__ = [
-    "MASK",
-    "LENGTHS",
-    "PARSE_BATCH",
-    "PARSE_ITEMS",
-    "WorkerShard",
-    "parse_batch",
-    "parse_batches",
-    "parsed_lists",
-    "whole_lists",
-    "padding_values",
-]
-
-MASK = "mask"
 LENGTHS = "lengths"  # valid items per list (``parse_batches(items_only=True)``)
+INDEX = "index"  # a list's position in its file order (evaluation)
 # Records per parse call (``run_plan``'s memory estimate counts them): at least
-# PARSE_BATCH, and for lists parsed to a fixed size as many as hold PARSE_ITEMS
-# items. Larger calls share the per-call cost of the parser and the quantile
-# transform's ops: on the click protocol's lists of 16 (512 a call) the input
-# pipeline ran 15% faster than with 64 lists a call.
+# PARSE_BATCH, and for lists of a fixed size as many as hold PARSE_ITEMS items, since
+# larger calls share the per-call cost of the parser and the quantile transform.
 PARSE_BATCH = 64
 PARSE_ITEMS = 8192
+_ITEM_PADDING = {FEATURES: 0.0, MASK: False, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL}
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochSteps:
+    """How an epoch draws its training lists (see ``data.training_dataset``)."""
+
+    include_empty_lists: bool
+    shuffle_buffer: int
+    list_cap: int | None
+    keep_order: bool
+    seed: int
+    pad_to_longest: bool
 
 
 def parse_batch(list_size: int | None) -> int:
@@ -50,45 +53,20 @@ def parse_batch(list_size: int | None) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class WorkerShard:
-    """The part of a split that one worker reads.
-
-    Attributes:
-      files: the TFRecord files it opens.
-      record_stride: it keeps every ``record_stride``-th record of them (1: all).
-      record_offset: the first record it keeps, below ``record_stride``.
-    """
+    """The part of a split one worker reads: every ``record_stride``-th record of ``files``
+    from ``record_offset`` on."""
 
     files: tuple[str, ...]
     record_stride: int = 1
     record_offset: int = 0
 
 
-def parsed_lists(
-    files: list[str] | WorkerShard,
-    num_features: int,
-    *,
-    list_size: int | None,
-    shuffle_items: bool,
-    seed: int,
-    transform=None,
-) -> tf.data.Dataset:
-    """One element per list: ``features [L, d]``, ``mask [L]``, ``label [L]``, ``relevance [L]``.
-
-    ``files`` are read whole, or a ``WorkerShard`` of them. With ``list_size``
-    every list is padded or cut to it (after shuffling its items when
-    ``shuffle_items``); with ``None`` each parse batch is padded to its longest
-    list and nothing is cut. ``transform`` maps the features of a parse batch's
-    valid items (``[1, items, d]``; padding stays 0), e.g. the model's
-    normalisation.
-    """
-    return parse_batches(
-        files,
-        num_features,
-        list_size=list_size,
-        shuffle_items=shuffle_items,
-        seed=seed,
-        transform=transform,
-    ).unbatch()
+def parsed_lists(files, num_features: int, *, list_size: int | None, transform=None):
+    """One element per list of ``files`` (or a ``WorkerShard``): padded or cut to its first
+    ``list_size`` items, or with ``None`` padded to its parse batch's longest list.
+    ``transform`` maps a parse batch's valid items' features (``[1, items, d]``; padding
+    stays 0), e.g. the model's normalisation."""
+    return parse_batches(files, num_features, list_size=list_size, transform=transform).unbatch()
 
 
 def parse_batches(
@@ -96,45 +74,38 @@ def parse_batches(
     num_features: int,
     *,
     list_size: int | None,
-    shuffle_items: bool,
-    seed: int,
     transform=None,
     items_only: bool = False,
 ) -> tf.data.Dataset:
-    """``parsed_lists`` before it is unbatched: one element per parse call of
-    ``parse_batch(list_size)`` records, each field ``[B, L, ...]`` (``qid [B]``).
-
-    ``items_only``: each element holds only the valid items, as ``transform``
-    sees them (``features [items, d]``, ``label [items]``, in list order), and
-    each list's ``LENGTHS [B]``.
-    """
+    """``parsed_lists`` before it is unbatched, each field ``[B, L, ...]``; ``items_only``:
+    only the valid items (``features [items, d]``, ``label [items]``) and ``LENGTHS [B]``."""
     import tensorflow_ranking as tfr
 
     def parse(serialized):
         parsed = tfr.data.parse_from_example_list(
             serialized,
             list_size=list_size,
-            context_feature_spec=elwc_schema.context_feature_spec(),
-            example_feature_spec=elwc_schema.example_feature_spec(num_features),
+            context_feature_spec=context_feature_spec(),
+            example_feature_spec=example_feature_spec(num_features),
             mask_feature_name=MASK,
-            shuffle_examples=shuffle_items,
-            seed=seed,
         )
-        features = parsed[elwc_schema.FEATURES]
-        if items_only:
-            return _valid_items(parsed, transform)
-        if transform is not None:
+        features = parsed[FEATURES]
+        label = tf.squeeze(parsed[LABEL], axis=-1)  # [B, L, 1] -> [B, L]
+        if items_only or transform is not None:
             valid = tf.where(parsed[MASK])  # [items, 2]
-            # [B, L, d] -> [1, items, d] -> [B, L, d]: padding is not transformed.
-            items = transform(tf.gather_nd(features, valid)[tf.newaxis])[0]
+            items = tf.gather_nd(features, valid)  # [B, L, d] -> [items, d]
+            if transform is not None:
+                items = transform(items[tf.newaxis])[0]  # padding is not transformed
+            if items_only:
+                lengths = tf.reduce_sum(tf.cast(parsed[MASK], tf.int64), axis=1)
+                return {FEATURES: items, LABEL: tf.gather_nd(label, valid), LENGTHS: lengths}
             features = tf.scatter_nd(valid, items, tf.shape(features, out_type=tf.int64))
         return {
-            elwc_schema.FEATURES: features,
+            FEATURES: features,
             MASK: parsed[MASK],
-            # [B, L, 1] -> [B, L]
-            elwc_schema.LABEL: tf.squeeze(parsed[elwc_schema.LABEL], axis=-1),
-            elwc_schema.RELEVANCE: tf.squeeze(parsed[elwc_schema.RELEVANCE], axis=-1),
-            elwc_schema.QID: tf.squeeze(parsed[elwc_schema.QID], axis=-1),
+            LABEL: label,
+            RELEVANCE: tf.squeeze(parsed[RELEVANCE], axis=-1),
+            QID: tf.squeeze(parsed[QID], axis=-1),
         }
 
     shard = files if isinstance(files, WorkerShard) else WorkerShard(tuple(files))
@@ -145,43 +116,93 @@ def parse_batches(
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _valid_items(parsed: dict, transform) -> dict:
-    """A parse call's valid items, transformed as ``parse_batches`` transforms them."""
-    valid = tf.where(parsed[MASK])  # [items, 2]
-    # [B, L, d] -> [items, d]
-    items = tf.gather_nd(parsed[elwc_schema.FEATURES], valid)
-    if transform is not None:
-        items = transform(items[tf.newaxis])[0]
-    return {
-        elwc_schema.FEATURES: items,
-        # [B, L, 1] -> [items]
-        elwc_schema.LABEL: tf.gather_nd(tf.squeeze(parsed[elwc_schema.LABEL], axis=-1), valid),
-        LENGTHS: tf.reduce_sum(tf.cast(parsed[MASK], tf.int64), axis=1),
-    }
-
-
 def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset:
-    """Every list of ``files`` cut to its own items (``[n, d]``, ``[n]``...), its
-    features mapped by ``normalize`` (see ``parsed_lists``' ``transform``)."""
-    lists = parsed_lists(
-        files,
-        manifest.num_features,
-        list_size=None,
-        shuffle_items=False,
-        seed=0,
-        transform=normalize,
-    )
-    return lists.map(bucketed_batches.own_items, num_parallel_calls=tf.data.AUTOTUNE)
+    """Every list of ``files`` cut to its own items, features mapped by ``normalize``."""
+    lists = parsed_lists(files, manifest.num_features, list_size=None, transform=normalize)
+    return lists.map(own_items, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def padding_values() -> dict:
-    """Padding values of a list's fields, for ``padded_batch`` (built on use: a
-    constant made at import would start TensorFlow's runtime before a
-    multi-worker strategy can configure it)."""
-    return {
-        elwc_schema.FEATURES: 0.0,
-        MASK: False,
-        elwc_schema.LABEL: elwc_schema.PADDING_LABEL,
-        elwc_schema.RELEVANCE: elwc_schema.PADDING_LABEL,
-        elwc_schema.QID: tf.constant(-1, tf.int64),
-    }
+    """Padding values of a list's fields for ``padded_batch`` (built on use: a constant
+    made at import would start TensorFlow before a multi-worker strategy configures it)."""
+    return {**_ITEM_PADDING, QID: tf.constant(-1, tf.int64)}
+
+
+def _length(element) -> tf.Tensor:
+    return tf.shape(element[MASK], out_type=tf.int64)[0]
+
+
+def _gathered(element, keep):
+    return {k: tf.gather(v, keep) if k in _ITEM_PADDING else v for k, v in element.items()}
+
+
+def own_items(element):
+    """One list cut to its valid items, ``[L, ...] -> [n, ...]``: a copy, since a slice
+    could keep the whole padded parse batch alive in a cache or buffer."""
+    return _gathered(element, tf.range(tf.reduce_sum(tf.cast(element[MASK], tf.int32))))
+
+
+def kept_items(n: tf.Tensor, cap: int, key: tf.Tensor, *, keep_order: bool) -> tf.Tensor:
+    """The ``[min(n, cap)]`` int32 positions kept of a list of ``n`` items: the first
+    ``cap`` with ``keep_order``, else a uniform subset drawn from the list's int64 ``key``,
+    in the list's order."""
+    if keep_order:
+        return tf.range(tf.minimum(n, cap))
+
+    def sample():
+        noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
+        return tf.sort(tf.math.top_k(noise, k=cap).indices)
+
+    return tf.cond(n > cap, sample, lambda: tf.range(n))
+
+
+def sample_long_lists(
+    lists: tf.data.Dataset, cap: int, *, seed: int, keep_order: bool
+) -> tf.data.Dataset:
+    """Cuts every list longer than ``cap`` to ``cap`` items (``kept_items``), drawn afresh
+    every epoch from ``seed``."""
+
+    def cut(element, key):
+        n = tf.shape(element[MASK])[0]
+        return _gathered(element, kept_items(n, cap, key, keep_order=keep_order))
+
+    keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    return tf.data.Dataset.zip((lists, keys)).map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _bucket(n: tf.Tensor, edges: tf.Tensor) -> tf.Tensor:
+    """The bucket of a list of ``n`` items: the smallest edge ``>= n``, else the last."""
+    found = tf.searchsorted(edges, n[tf.newaxis], out_type=tf.int64)[0]
+    return tf.minimum(found, tf.cast(tf.size(edges), tf.int64) - 1)
+
+
+def pad_to_bucket(element, edges: tuple[int, ...], padding: dict | None = None):
+    """Pads one list to its bucket's edge, ``[n, ...] -> [edge, ...]``; ``padding`` names
+    the keys padded and their values (default: a parsed list's item fields)."""
+    edges_t = tf.constant(edges, tf.int64)
+    n = _length(element)
+    extra = edges_t[_bucket(n, edges_t)] - n
+    out = dict(element)
+    for key, value in (_ITEM_PADDING if padding is None else padding).items():
+        tensor = element[key]
+        pads = [[0, extra]] + [[0, 0]] * (tensor.shape.rank - 1)
+        out[key] = tf.pad(tensor, pads, constant_values=tf.cast(value, tensor.dtype))
+    return out
+
+
+def bucketed(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
+    """``lists`` padded to their buckets and grouped by them (``group_by_bucket``)."""
+    lists = lists.map(lambda e: pad_to_bucket(e, plan.edges), num_parallel_calls=tf.data.AUTOTUNE)
+    return group_by_bucket(lists, plan)
+
+
+def group_by_bucket(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
+    """Batches of ``pad_to_bucket``'s lists, each of one bucket and of that bucket's
+    ``plan.lists_per_batch`` (the last of a bucket may hold fewer)."""
+    edges = tf.constant(plan.edges, tf.int64)
+    sizes = tf.constant(plan.lists_per_batch, tf.int64)
+    return lists.group_by_window(
+        key_func=lambda element: _bucket(_length(element), edges),
+        reduce_func=lambda key, window: window.batch(sizes[key]),
+        window_size_func=lambda key: sizes[key],
+    )

@@ -1,21 +1,11 @@
-"""The manifest that ``tfr-convert`` writes beside its shards: its typed form,
-read and written here.
-
-It names the feature count, the splits and their shard files, and their counts
-and histograms (labels, list labels, list lengths). :class:`Manifest` and
-:class:`SplitEntry` are frozen dataclasses with a field for every key the code
-reads; the other keys are kept in ``extra``, so ``Manifest.from_json(d).to_json()
-== d``. One reader (:func:`read_manifest`, :func:`load_manifest`) checks it,
-naming the file and the field at fault; one writer (:func:`write_manifest`)
-writes every converter's. Histograms map a value, as JSON's string key, to its
-count; a field that is ``None`` was not recorded.
+"""The manifest ``tfr-convert`` writes beside its shards, typed (other keys are kept, so
+``Manifest.from_json(d).to_json() == d``), read with errors that name file and field, and
+written. Histograms map a value (a JSON string key) to its count; ``None`` is unrecorded.
 
 >>> m = Manifest.coerce({"num_features": 3, "max_relevance": 2, "splits": {
 ...     "train": {"files": {"train-00000-of-00001.tfrecord": 4}, "longest_list": 7}}})
 >>> m.num_features, m.label_levels, m.longest_list, m.is_text
 (3, 2, 7, False)
->>> m.split_files("data", "train")
-['data/train-00000-of-00001.tfrecord']
 """
 
 from __future__ import annotations
@@ -26,27 +16,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfr_rankformer.inputs.manifest_fields import (
-    EMPTY,
-    JsonRecord,
-    Origin,
-    dumps,
-    is_int,
-    typed,
-)
-
-__all__ = [
-    "MANIFEST_NAME",
-    "MISSING_FEATURES",
-    "TEXT_KIND",
-    "Manifest",
-    "SplitEntry",
-    "load_manifest",
-    "read_manifest",
-    "write_manifest",
-    "manifest_text",
-    "label_levels",
-]
+from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.inputs.manifest_fields import EMPTY, JsonRecord, Origin, dumps, is_int, typed
 
 MANIFEST_NAME = "manifest.json"
 # ``kind`` of a text dataset's manifest (feature-vector manifests have none).
@@ -127,16 +98,10 @@ def _read_splits(value, origin: Origin, name: str) -> dict[str, SplitEntry]:
 
 @dataclasses.dataclass(frozen=True)
 class Manifest(JsonRecord):
-    """A converted dataset's ``manifest.json`` (see ``docs/tfr-convert.md``).
-
-    Feature-vector datasets have ``num_features``, ``feature_names`` and the
-    ``normalization`` statistics fitted on train; text datasets have ``kind:
-    "text"`` and the names of their query, document and label features, and,
-    when built from a first stage's run, of the per-item float32 feature holding
-    its scores (``first_stage_feature``) with where they come from
-    (``first_stage_score_source``: ``"run score"``, ``"minus rank"`` for a run
-    without scores, or ``"run score and minus rank"``).
-    """
+    """A converted dataset's ``manifest.json`` (see ``docs/tfr-convert.md``): feature-vector
+    datasets have ``num_features``, ``feature_names`` and the ``normalization`` fitted on
+    train; text datasets ``kind: "text"`` and their features' names, with a first stage's
+    scores feature and where its scores come from (``first_stage_score_source``)."""
 
     manifest_version: int | None = typed("int")
     created_by: str | None = typed("str")
@@ -170,26 +135,16 @@ class Manifest(JsonRecord):
 
     @classmethod
     def from_json(cls, data, *, path: str | None = None, complete: bool = True) -> Manifest:
-        """The manifest of the parsed JSON ``data``.
-
-        Args:
-          data: the JSON object.
-          path: the file it was read from, named by the errors (``None``: in memory).
-          complete: require what every dataset reader needs: ``splits`` whose
-            entries list their ``files``, and (unless ``kind`` is ``"text"``)
-            ``num_features``.
-
-        Raises:
-          ValueError: naming the file and the field that is missing or of the wrong type.
-        """
+        """The manifest of the parsed JSON ``data`` read from ``path``; ``complete`` requires
+        ``splits`` listing their ``files`` and (unless text) ``num_features``. A
+        ``ValueError`` names the file and the field missing or of the wrong type."""
         origin = Origin(path, "; rerun tfr-convert") if path else Origin()
         _check_manifest(origin, data, complete=complete)
         return cls(**cls.fields_of(data, origin))
 
     @classmethod
     def coerce(cls, value: Manifest | Mapping) -> Manifest:
-        """``value`` as a ``Manifest``: itself, or a mapping (such as a hand-made
-        ``{"num_features": 3, "normalization": {...}}``) checked field by field."""
+        """``value`` as a ``Manifest``: itself, or a mapping checked field by field."""
         if isinstance(value, Manifest):
             return value
         if isinstance(value, Mapping):
@@ -215,11 +170,8 @@ class Manifest(JsonRecord):
 
     @property
     def label_levels(self) -> int:
-        """Levels of the list label above 0: the highest training label value.
-
-        With simulated clicks the labels are 0, 1 and the purchase label, and the
-        list head predicts ``P(t >= k)`` for ``k = 1 .. purchase label``.
-        """
+        """Levels of the list label above 0: the highest training label value (with
+        simulated clicks, the purchase label)."""
         if self.clicks is not None:
             return int(self.clicks["purchase_label"])
         if self.max_relevance is None:
@@ -248,8 +200,7 @@ class Manifest(JsonRecord):
 
 
 def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
-    """What every dataset reader relies on, with its type (the other fields are
-    checked as they are read)."""
+    """What every dataset reader relies on (the other fields are checked as read)."""
     if not isinstance(data, Mapping):
         raise origin.error("the manifest is not a JSON object")
     if not complete:
@@ -264,13 +215,8 @@ def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
 
 
 def read_manifest(path: str, *, complete: bool = True) -> Manifest:
-    """The manifest in the file ``path`` (``complete``: see ``Manifest.from_json``).
-
-    Raises:
-      OSError: the file cannot be read.
-      ValueError: naming the file (and line and column) when it is not JSON,
-        and the field that is missing or of the wrong type.
-    """
+    """The manifest in the file ``path``; a ``ValueError`` names the file (line and column
+    when it is not JSON) and the field at fault."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -287,13 +233,8 @@ def read_manifest(path: str, *, complete: bool = True) -> Manifest:
 
 
 def load_manifest(data_dir: str) -> Manifest:
-    """The ``manifest.json`` of a converted feature-vector dataset.
-
-    Raises:
-      FileNotFoundError: naming the directory and the command that makes it.
-      ValueError: naming the file (and line and column) when it is not JSON
-        or lacks what every reader needs (``num_features`` among it).
-    """
+    """The ``manifest.json`` of a converted feature-vector dataset (errors as
+    ``read_manifest``'s; a missing file names the command that makes it)."""
     path = os.path.join(data_dir, MANIFEST_NAME)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -326,11 +267,6 @@ def write_manifest(
     if write_text is not None:
         write_text(path, text)
         return path
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         f.write(text)
     return path
-
-
-def label_levels(manifest: Manifest | Mapping) -> int:
-    """``Manifest.label_levels`` of a manifest or of a mapping holding one."""
-    return Manifest.coerce(manifest).label_levels

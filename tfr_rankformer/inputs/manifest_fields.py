@@ -1,12 +1,9 @@
 """The manifest's JSON fields: their checks, their read-only form and their text.
 
-``manifest.py`` declares the typed fields of ``Manifest`` and ``SplitEntry``
-with :func:`typed`; :class:`JsonRecord` reads such a dataclass from a JSON
-object and writes it back. A key without a field is kept in ``extra``, and the
-order of the keys read is kept too, so writing gives back the JSON read.
-Objects become read-only mappings and arrays tuples (:func:`frozen`); writing
-turns them back (:func:`thawed`). :func:`dumps` is the manifest's text:
-JSON that stays readable with thousands of numbers inside.
+:class:`JsonRecord` reads a dataclass of :func:`typed` fields from a JSON object and writes
+it back, keeping unknown keys (``extra``) and the keys' order. Objects are held as
+read-only mappings and arrays as tuples (:func:`frozen`); :func:`dumps` keeps lists of
+numbers on one line.
 """
 
 from __future__ import annotations
@@ -16,8 +13,6 @@ import json
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
-
-__all__ = ["EMPTY", "Origin", "JsonRecord", "typed", "frozen", "thawed", "dumps", "is_int"]
 
 EMPTY: Mapping = types.MappingProxyType({})
 _SCALARS = frozenset({int, float, str, bool, type(None)})
@@ -58,11 +53,8 @@ _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 
 def typed(kind: str, *, default=None, read=None, **options) -> dataclasses.Field:
-    """A field read from the JSON key of its name and checked as ``kind``.
-
-    ``default`` (``None``: the key is absent) is what an absent key gives;
-    ``read(value, origin, name)`` replaces the check (for nested records).
-    """
+    """A field read from the JSON key of its name and checked as ``kind``; ``default`` is
+    what an absent key gives, ``read(value, origin, name)`` replaces the check."""
     metadata = {"kind": kind, "read": read, "default": default}
     if isinstance(default, Mapping):  # a dataclass default must be hashable
         return dataclasses.field(default_factory=lambda: default, metadata=metadata, **options)

@@ -1,11 +1,9 @@
 """Checking TFRecord shards before a command reads them.
 
-``tf.data`` reports a shard cut short or corrupted only when it reaches the bad
-record, mid-training, as ``DataLossError: truncated record at 464`` without the
-file's name. :func:`check_tfrecord_file` walks a shard's framing first (each
-record is ``length: uint64, masked crc32c(length): uint32, data, masked
-crc32c(data): uint32``), verifying every checksum, so the commands stop before
-writing anything, with one line naming the file and the record.
+``tf.data`` reports a shard cut short or corrupted only when it reaches the bad record,
+without the file's name. :func:`check_tfrecord_file` walks a shard's framing first
+(``length: uint64, masked crc32c(length): uint32, data, masked crc32c(data): uint32``), so
+commands stop before writing anything, naming the file and the record.
 """
 
 from __future__ import annotations
@@ -15,8 +13,6 @@ import struct
 from collections.abc import Iterator
 
 from tfr_rankformer.inputs.manifest import Manifest
-
-__all__ = ["RecordFileError", "check_tfrecord_file", "check_split_files", "read_records"]
 
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
@@ -43,17 +39,8 @@ def _masked_crc(data: bytes) -> int:
 
 
 def check_tfrecord_file(path: str, *, expected_records: int | None = None) -> int:
-    """Verifies a TFRecord file's framing and checksums; returns its number of records.
-
-    Args:
-      path: an uncompressed TFRecord file.
-      expected_records: the count its manifest lists, if known.
-
-    Raises:
-      RecordFileError: a record cut short or failing its checksum, or another
-        record count than expected.
-      FileNotFoundError: the file is missing.
-    """
+    """Verifies an uncompressed TFRecord file's framing and checksums (and its manifest's
+    ``expected_records``); returns its number of records, else a ``RecordFileError``."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such TFRecord file (listed by the manifest)")
     size = os.path.getsize(path)
@@ -109,12 +96,8 @@ def check_split_files(data_dir: str, manifest: Manifest, splits: list[str] | Non
 
 
 def read_records(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(record number from 1, serialized record)`` of one TFRecord file, via ``tf.data``.
-
-    Raises:
-      RecordFileError: naming the file and record where ``tf.data`` finds
-        truncated or corrupt data.
-    """
+    """``(record number from 1, serialized record)`` of one TFRecord file, via ``tf.data``;
+    a ``RecordFileError`` names the record where it finds bad data."""
     import tensorflow as tf
 
     number = 0

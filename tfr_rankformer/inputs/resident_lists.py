@@ -1,24 +1,8 @@
-"""A training split's parsed, normalised lists held in memory as tensors.
-
-The records are parsed and normalised once (``load_lists``), with the parse
-calls and the transform of the streaming pipeline (``list_parsing``), so the
-held values are those it would yield; every epoch then serves batches by
-shuffling list indices and gathering rows (``resident_batches``), without
-parsing or cache reads.
-
-Two layouts:
-
-* padded (the split's lists all fit one bucket, e.g. the click protocol's
-  lists of at most 16): ``features [lists, edge, d]`` and ``label
-  [lists, edge]``, a batch being one gather of whole lists;
-* flat (anything else): ``features [items + 1, d]`` and ``label [items + 1]``
-  with each list's first row and length; the last row is padding (zeros,
-  label -1), which padded slots of a batch point at.
-
-Memory is ``resident_bytes``: 4 bytes per feature and label of every held
-item, plus 16 bytes per list. While loading, the values are held twice for a
-moment (the parse calls' outputs, then their join), which ``run_plan``
-counts.
+"""A training split's lists parsed and normalised once and held in memory, and the batches
+served from them by index shuffles and gathers: the streaming pipeline's steps taken on list
+indices, so an epoch holds the same lists and items in the same order for a seed. Lists are
+held *padded* (``[lists, edge, d]``) when all fit one bucket, else *flat* (``[items + 1,
+d]``, the last row padding, with each list's first row and length).
 """
 
 from __future__ import annotations
@@ -31,9 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.inputs.list_parsing import LENGTHS, MASK, WorkerShard, parse_batches
-
-__all__ = ["ResidentLists", "load_lists", "resident_bytes"]
+from tfr_rankformer.core.elwc_schema import MASK
+from tfr_rankformer.inputs import list_parsing
+from tfr_rankformer.inputs.batching import BatchPlan
+from tfr_rankformer.inputs.list_parsing import LENGTHS, EpochSteps, WorkerShard, parse_batches
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +28,7 @@ _PER_LIST = 16  # a list's first row and length, int64 each
 
 def resident_bytes(items: int, lists: int, num_features: int) -> int:
     """Bytes ``ResidentLists`` takes for ``items`` held items (padding included in the
-    padded layout) of ``lists`` lists.
+    padded layout) of ``lists`` lists; loading holds the values twice for a moment.
 
     >>> resident_bytes(2_270_296, 18_919, 136) / 2**30  # doctest: +ELLIPSIS
     1.15...
@@ -53,16 +38,9 @@ def resident_bytes(items: int, lists: int, num_features: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ResidentLists:
-    """The lists of a split (or a worker's shard of it), in file order.
-
-    Attributes:
-      features: normalised features, ``[lists, edge, d]`` (padded) or
-        ``[items + 1, d]`` (flat) float32.
-      label: ``[lists, edge]`` or ``[items + 1]`` float32 labels (padding -1).
-      starts: ``[lists]`` int64, each list's first row (flat; zeros when padded).
-      lengths: ``[lists]`` int64 valid items per list.
-      list_labels: ``[lists]`` float32 ``t = max_i y_i`` (0 for an empty list).
-    """
+    """The lists of a split (or a worker's shard), in file order: normalised ``features``
+    and ``label`` in either layout, each list's first row (``starts``, flat layout),
+    ``lengths`` and ``list_labels`` ``t = max_i y_i``."""
 
     features: tf.Tensor
     label: tf.Tensor
@@ -89,44 +67,23 @@ class ResidentLists:
         return resident_bytes(held, self.num_lists, int(self.features.shape[-1]))
 
 
-def load_lists(
-    files: WorkerShard,
-    num_features: int,
-    *,
-    edge: int | None,
-    normalize=None,
-) -> ResidentLists:
-    """Parses and normalises every list of ``files`` into memory.
-
-    Each parse call's output is kept as it comes and all are joined once at
-    the end (one copy, the moment the lists are held twice).
-
-    Args:
-      files: the split's files (or a worker's shard).
-      num_features: ``d``.
-      edge: every list is at most this long: the padded layout, lists padded
-        to ``edge`` items as ``parsed_lists(list_size=edge)`` pads them;
-        ``None``: the flat layout, each list's own items.
-      normalize: applied to each parse call's valid items (``parsed_lists``'
-        ``transform``), e.g. the model's normalisation layer.
-    """
+def load_lists(files: WorkerShard, num_features: int, *, edge: int | None, normalize=None):
+    """Parses every list of ``files`` into memory, ``normalize`` applied to its features:
+    the padded layout when every list is at most ``edge`` items, else (``None``) flat."""
     began = time.perf_counter()
+    flat = edge is None
     batches = parse_batches(
-        files,
-        num_features,
-        list_size=edge,
-        shuffle_items=False,
-        seed=0,
-        transform=normalize,
-        items_only=edge is None,
+        files, num_features, list_size=edge, transform=normalize, items_only=flat
     )
     features, label, lengths = [], [], []
     for batch in batches.prefetch(tf.data.AUTOTUNE):
         features.append(batch[elwc_schema.FEATURES])
         label.append(batch[elwc_schema.LABEL])
-        lengths.append(batch[LENGTHS] if edge is None else _lengths(batch[MASK]))
-    if edge is None:
-        # The padding row, last.
+        # [B, L] -> [B] in the padded layout
+        lengths.append(
+            batch[LENGTHS] if edge is None else tf.reduce_sum(tf.cast(batch[MASK], tf.int64), 1)
+        )
+    if edge is None:  # the padding row, last
         features.append(tf.zeros([1, num_features]))
         label.append(tf.constant([elwc_schema.PADDING_LABEL]))
     else:
@@ -134,22 +91,14 @@ def load_lists(
         label.append(tf.zeros([0, edge]))
     lengths.append(tf.zeros([0], tf.int64))
     store = _joined(features, label, tf.concat(lengths, 0).numpy(), edge)
-    logger.info(
-        "%d training lists held in memory (%.2f GiB), parsed in %.1f s",
-        store.num_lists,
-        store.nbytes / 2**30,
-        time.perf_counter() - began,
-    )
+    seconds, gib = time.perf_counter() - began, store.nbytes / 2**30
+    message = "%d training lists held in memory (%.2f GiB), parsed in %.1f s"
+    logger.info(message, store.num_lists, gib, seconds)
     return store
 
 
-def _lengths(mask: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)  # [B, L] -> [B]
-
-
 def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) -> ResidentLists:
-    """The parse calls' outputs as one ``ResidentLists`` (the flat layout's last row
-    is padding)."""
+    """The parse calls' outputs as one ``ResidentLists``."""
     label_t = tf.concat(label, 0)
     labels = label_t.numpy()
     starts = np.zeros_like(lengths)
@@ -172,3 +121,81 @@ def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) 
         lengths=tf.constant(lengths),
         list_labels=t,
     )
+
+
+def resident_batches(
+    store: ResidentLists, plan: BatchPlan, steps: EpochSteps, finish=None
+) -> tf.data.Dataset:
+    """Batches of ``{features [B, L, d], mask [B, L], label [B, L]}``, one epoch per pass,
+    as ``data.training_dataset``'s; ``finish`` maps each batch in the step of its gather."""
+    finish = finish or (lambda batch: batch)
+    kept = None
+    if not steps.include_empty_lists:
+        kept = tf.constant(np.flatnonzero(store.list_labels > 0).astype(np.int64))
+    # Positions shuffled as the streaming pipeline shuffles its lists: a shuffle's order
+    # depends on the seed and the count alone.
+    ids = tf.data.Dataset.range(store.num_lists if kept is None else int(kept.shape[0]))
+    ids = ids.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
+
+    def listed(positions):
+        """Positions among the kept lists -> the lists' indices."""
+        return positions if kept is None else tf.gather(kept, positions)
+
+    if store.padded:
+        # Every list fits the one bucket: whole padded lists, gathered a batch at a time.
+        batches = ids.batch(plan.lists_per_batch[0])
+        return batches.map(
+            lambda p: finish(_whole_lists(store, listed(p))), num_parallel_calls=tf.data.AUTOTUNE
+        )
+    longest = int(tf.reduce_max(store.lengths)) if store.num_lists else 0
+    cap = steps.list_cap
+    sampled = cap is not None and longest > cap
+    padding = tf.constant(store.padding_row, tf.int64)
+
+    def list_rows(position, key=None):
+        """One list's rows, under the ``mask`` key that ``group_by_bucket`` reads: sampled
+        as ``sample_long_lists`` samples with the same key, padded to its bucket."""
+        i = listed(position)
+        start, n = store.starts[i], store.lengths[i]
+        if sampled:
+            keep = list_parsing.kept_items(
+                tf.cast(n, tf.int32), cap, key, keep_order=steps.keep_order
+            )
+            rows = {MASK: start + tf.cast(keep, tf.int64)}
+        else:
+            rows = {MASK: start + tf.range(n)}
+        if steps.pad_to_longest:
+            return rows
+        return list_parsing.pad_to_bucket(rows, plan.edges, {MASK: padding})
+
+    if sampled:
+        keys = tf.data.Dataset.random(seed=steps.seed, rerandomize_each_iteration=True)
+        ids = tf.data.Dataset.zip((ids, keys))
+    rows = ids.map(list_rows, num_parallel_calls=tf.data.AUTOTUNE)
+    if steps.pad_to_longest:
+        rows = rows.padded_batch(plan.lists_per_batch[0], padding_values=padding)
+    else:
+        rows = list_parsing.group_by_bucket(rows, plan)
+    return rows.map(lambda r: finish(_gathered(store, r)), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _whole_lists(store: ResidentLists, ids: tf.Tensor) -> dict:
+    """``[B]`` list indices -> the padded layout's lists ``[B, edge, ...]``."""
+    edge = store.features.shape[1]
+    lengths = tf.gather(store.lengths, ids)  # [B]
+    return {
+        elwc_schema.FEATURES: tf.gather(store.features, ids),
+        # [B] -> [B, edge]
+        MASK: tf.range(edge, dtype=tf.int64)[tf.newaxis, :] < lengths[:, tf.newaxis],
+        elwc_schema.LABEL: tf.gather(store.label, ids),
+    }
+
+
+def _gathered(store: ResidentLists, rows: dict) -> dict:
+    """``[B, L]`` row indices (padding row for padded slots) -> the batch's lists."""
+    r = rows[MASK]
+    return {
+        elwc_schema.FEATURES: tf.gather(store.features, r),  # [B, L] -> [B, L, d]
+        MASK: tf.not_equal(r, store.padding_row),
+        elwc_schema.LABEL: tf.gather(store.label, r),
+    }

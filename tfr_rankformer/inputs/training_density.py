@@ -1,13 +1,8 @@
 """Whether a model's training data gave every feature on every item.
 
-``tfr-convert`` counts, per split, the items whose input lacked some feature
-(``splits.<split>.input.items_with_missing_features``: LETOR lines that
-omitted a feature index, ELWC items that lacked a named feature); those
-features hold 0 (or ``--elwc-missing-value``). A model whose training data
-counts none never saw a filled-in feature, so ``tfr-predict`` refuses input
-lines that stop short for it. A model that does not lead to such a count (an
-export copied out of its run, training data moved or converted before the
-count existed) is ``unknown``.
+``tfr-convert`` counts per split the items whose input lacked a feature
+(``input.items_with_missing_features``); a model whose training data counts none never saw
+a filled-in feature, so ``tfr-predict`` refuses input lines that stop short for it.
 """
 
 from __future__ import annotations
@@ -18,28 +13,21 @@ import os
 
 from tfr_rankformer.inputs.manifest import MISSING_FEATURES, Manifest, load_manifest
 
-__all__ = ["MISSING_FEATURES", "TrainingDensity", "manifest_density", "training_density"]
-
 # What tfr-train, tfr-train --model gbdt and tfr-distill write in the run directory.
 _RUN_CONFIG = "config.json"
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingDensity:
-    """What is known of the feature coverage of a model's training data.
-
-    Attributes:
-      dense: ``True``: no item of any split lacked a feature; ``False``: some
-        did; ``None``: unknown.
-      reason: why it is unknown (``""`` when known).
-    """
+    """Whether no item of the training data lacked a feature (``None``: unknown, and
+    ``reason`` says why)."""
 
     dense: bool | None
     reason: str = ""
 
 
 def manifest_density(manifest: Manifest) -> TrainingDensity:
-    """The density a converted dataset's manifest records, over all its splits.
+    """The density a converted dataset's manifest records over all its splits.
 
     >>> manifest_density(Manifest.coerce({"splits": {"train": {"input": {MISSING_FEATURES: 0}}}}))
     TrainingDensity(dense=True, reason='')
@@ -56,8 +44,7 @@ def manifest_density(manifest: Manifest) -> TrainingDensity:
 
 
 def _run_directory(model: str) -> str | None:
-    """The run that holds ``model``: the directory itself (a tfr-train run, a GBDT,
-    a tfr-distill student), or the run of an ``<run>/export/<version>`` SavedModel."""
+    """The run that holds ``model``: the directory itself or an export's run."""
     if os.path.isfile(os.path.join(model, _RUN_CONFIG)):
         return model
     parent = os.path.dirname(os.path.abspath(model))
@@ -68,11 +55,8 @@ def _run_directory(model: str) -> str | None:
 
 
 def training_density(model: str) -> TrainingDensity:
-    """The density of the data ``model`` (a run, a GBDT directory or an export) was
-    trained on, read from its run's ``config.json`` and that data's manifest.
-
-    Never raises for what it cannot read: the answer is then unknown, with the reason.
-    """
+    """The density of the data ``model`` (a run or an export) was trained on, from its
+    run's ``config.json`` and that data's manifest; unknown, never an error, when unreadable."""
     run = _run_directory(model)
     if run is None:
         return TrainingDensity(None, f"{model} is not inside the run that trained it")

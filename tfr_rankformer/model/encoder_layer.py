@@ -1,14 +1,6 @@
-"""The listwise models' Transformer encoder layer (pre-LayerNorm, no positional encoding).
-
-The layer follows PyTorch's ``TransformerEncoderLayer(norm_first=True)``, as
-the RankFormer paper does: ``x + Dropout(SelfAttention(LayerNorm(x)))``, then
-``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``. There is no
-positional encoding, so it is permutation-equivariant over items.
-
-In training with ``packed_items`` on (``tfr-train`` over length buckets), the
-item-wise parts (layer norms, projections, feed-forward block) run on the
-valid items alone (``[N, D]``) and only the attention sees the padded
-``[B, L, D]`` lists; the function is the same (tested).
+"""The listwise models' Transformer encoder layer: PyTorch's
+``TransformerEncoderLayer(norm_first=True)``, as the RankFormer paper's, with no positional
+encoding (permutation-equivariant over items).
 """
 
 from __future__ import annotations
@@ -16,33 +8,34 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops, packed_items
-from tfr_rankformer.model.initializers import check_init, dense, kernel_initializer
 from tfr_rankformer.model.layers import (
     FastDropout,
     LayerNorm,
     gelu,
     uses_compiled_ops,
 )
-from tfr_rankformer.model.projections import Dense, matmul_last_axis
+from tfr_rankformer.model.projections import (
+    Dense,
+    check_init,
+    dense,
+    kernel_initializer,
+    matmul_last_axis,
+)
+from tfr_rankformer.model.serializable import serializable
 
-__all__ = ["PreNormEncoderLayer"]
 
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+def mask_bias(mask, dtype):
+    """``[B, L]`` valid-item mask -> ``[B, 1, 1, L]`` additive attention bias."""
+    lowest = -1e9 if dtype == tf.float32 else float(dtype.min)
+    bias = tf.where(mask, tf.constant(0.0, dtype), tf.constant(lowest, dtype))
+    return bias[:, tf.newaxis, tf.newaxis, :]
 
 
-@_serializable
+@serializable
 class PreNormEncoderLayer(tf.keras.layers.Layer):
-    """One pre-LayerNorm Transformer encoder layer over a masked list.
-
-    Args:
-      num_heads: attention heads; the width must be divisible by it.
-      ff_dim: hidden width of the feed-forward block.
-      dropout: dropout rate on attention output and in the feed-forward block.
-      activation: the feed-forward block's activation, ``"gelu"`` (exact, the
-        RankFormer's) or a Keras activation name.
-      init: ``initializers.INITIALIZATIONS``: ``pytorch`` as
-        ``torch.nn.TransformerEncoderLayer`` (the released code's), or ``keras``.
-    """
+    """One pre-LayerNorm encoder layer over a masked list: ``x + Dropout(SelfAttention(
+    LayerNorm(x)))``, then ``x + Dropout(Linear(Dropout(activation(Linear(LayerNorm(x))))))``
+    (``"gelu"``: exact GELU); ``init`` ``pytorch`` as ``torch.nn.TransformerEncoderLayer``."""
 
     def __init__(
         self,
@@ -65,13 +58,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         if dim % self.num_heads:
             raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
         self.norm_attention = LayerNorm(epsilon=1e-5)
-        # Self-attention as PyTorch's MultiheadAttention computes it: one input
-        # projection to queries, keys and values, scaled dot products, dropout on
-        # the attention weights, an output projection. Written out, it issues far
-        # fewer ops than Keras's MultiHeadAttention, which matters for latency.
-        # Both schemes: Xavier-uniform input projection, zero biases (PyTorch's
-        # MultiheadAttention sets them so); the output projection's weights
-        # follow the scheme.
+        # PyTorch's MultiheadAttention written out (far fewer ops than Keras's, for
+        # latency): Xavier-uniform input projection with zero biases, as PyTorch sets.
         self.qkv = Dense(3 * dim, name="qkv")
         self.dropout_weights = FastDropout(self.dropout)
         self.attention_out = Dense(
@@ -90,32 +78,36 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         """Self-attention of ``h`` ``[B, L, D]`` over the valid items: ``[B, L, D]``."""
         return self.attention_out(self._attend(self.qkv(h), mask, training))
 
-    def _attend(self, qkv, mask, training):
-        """Attention from the input projection ``[B, L, 3 D]``: the heads' context,
-        merged, before the output projection: ``[B, L, D]``."""
-        batch, length, dim = tf.shape(qkv)[0], tf.shape(qkv)[1], qkv.shape[-1] // 3
-        heads, head_dim = self.num_heads, dim // self.num_heads
+    def _split_heads(self, qkv):
+        """The input projection ``[B, L, 3 D]`` as ``q, k, v`` ``[B, H, L, D / H]`` and the
+        scale of their products."""
+        batch, length, heads = tf.shape(qkv)[0], tf.shape(qkv)[1], self.num_heads
+        head_dim = qkv.shape[-1] // 3 // heads
 
-        def split(t):  # [B, L, D] -> [B, H, L, D / H]
+        def split(t):
             if heads == 1:  # a reshape, not a transposed copy (nor a slice, whose
                 return tf.expand_dims(t, 1)  # gradient zero-fills a copy)
             return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
 
         q, k, v = (split(t) for t in tf.split(qkv, 3, axis=-1))
-        scores = tf.matmul(q, k, transpose_b=True) * tf.cast(head_dim**-0.5, qkv.dtype)
-        # Only valid positions are attended to: [B, L] -> [B, 1, 1, L] additive bias.
-        lowest = -1e9 if qkv.dtype == tf.float32 else float(qkv.dtype.min)
-        bias = tf.where(mask, tf.constant(0.0, qkv.dtype), tf.constant(lowest, qkv.dtype))
-        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
-        weights = self.dropout_weights(weights, training=training)
-        context = tf.matmul(weights, v)  # [B, H, L, D / H]
-        return self._merge_heads(context, batch, length, dim)
+        return q, k, v, tf.cast(head_dim**-0.5, qkv.dtype)
 
-    def _merge_heads(self, context, batch, length, dim):
+    def _attend(self, qkv, mask, training):
+        """The heads' context from the input projection ``[B, L, 3 D]``, merged, before the
+        output projection: ``[B, L, D]``."""
+        q, k, v, scale = self._split_heads(qkv)
+        scores = tf.matmul(q, k, transpose_b=True) * scale + mask_bias(mask, qkv.dtype)
+        weights = self.dropout_weights(tf.nn.softmax(scores, axis=-1), training=training)
+        return self._merge_heads(tf.matmul(weights, v))  # [B, H, L, D / H] -> [B, L, D]
+
+    def _merge_heads(self, context):
         """``[B, H, L, D / H] -> [B, L, D]``."""
         if self.num_heads == 1:
             return tf.squeeze(context, 1)
-        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, length, dim])
+        shape = tf.shape(context)
+        merged = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [shape[0], shape[2], -1])
+        merged.set_shape([None, None, context.shape[1] * context.shape[3]])
+        return merged
 
     def _compiled_feed_forward_hidden(self, h):
         """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:
@@ -149,12 +141,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return x + self._feed_forward(x, training)
 
     def _packed_call(self, x, mask, training):
-        """``call`` with the item-wise parts on the valid items only (``packed_items``).
-
-        The valid items travel as one list padded to a multiple of
-        ``packed_items.ROW_BLOCK`` rows, ``[1, R, D]``, so that the sublayers
-        built for ``[B, L, D]`` take them unchanged and see few shapes: their
-        dropout and feed-forward activation run as XLA's compiled pieces, while
+        """``call`` with the item-wise parts on the valid items only (``packed_items``),
+        as one ``[1, R, D]`` list that sees few shapes and so runs the compiled pieces;
         the attention, whose shape follows the bucket, keeps plain ops."""
         rows, shape = packed_items.valid_rows(mask), tf.shape(mask)
 
@@ -173,14 +161,3 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
             items = items + h
             items = items + self._feed_forward(items, training)
         return unpacked(items)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            ff_dim=self.ff_dim,
-            dropout=self.dropout,
-            activation=self.activation,
-            init=self.init,
-        )
-        return config

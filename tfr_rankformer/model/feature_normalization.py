@@ -1,31 +1,8 @@
-"""In-graph feature normalisation from the statistics in a dataset's ``manifest.json``.
-
-The converter writes raw features and fits every normalisation on the training
-split (:mod:`tfrecords_tools.normalization`). Models apply the chosen one as
-their first layer, so an exported SavedModel takes raw features and serving
-clients never reimplement preprocessing.
-
-Methods, per feature ``j`` of ``x``:
-
-* ``none``: ``x``.
-* ``standard``: ``(x - mean_j) / std_j``.
-* ``log1p``: ``(sign(x) * log1p(|x|) - mean_j) / std_j`` with the moments of the
-  signed log.
-* ``quantile``: the RankFormer paper's quantile transform to a normal
-  distribution (Buyl et al., KDD 2023), with the semantics of
-  scikit-learn's ``QuantileTransformer(output_distribution="normal")``: ``x``
-  is mapped to ``u`` in ``[0, 1]`` by piecewise-linear interpolation of the
-  feature's quantiles against ``levels = linspace(0, 1, Q)``, then
-  ``z = ndtri(u)``.
-
-A ``std`` of 0 (or below the float32 resolution of its mean) counts as 1, as
-scikit-learn's ``StandardScaler`` does, so constant features map to 0.
-
-Outputs are clipped to ``±OUTPUT_BOUND`` (1e9; only ``none`` and ``standard``
-can reach it): finite raw values near float32's limit (3.4e38) would otherwise
-overflow the encoder's LayerNorm variances and matrix products to inf and
-score NaN. No realistic feature is changed: the quantile transform stays within
-±5.2, and 1e9 standard deviations or raw units is far beyond LETOR features.
+"""In-graph feature normalisation from the statistics in a dataset's manifest, so exported
+models take raw features: ``none``, ``standard``, ``log1p`` (standard on the signed log) or
+``quantile``, the paper's transform as scikit-learn's
+``QuantileTransformer(output_distribution="normal")``. A ``std`` below float32's resolution
+counts as 1; outputs are clipped to ``±OUTPUT_BOUND`` so extreme raw values cannot overflow.
 """
 
 from __future__ import annotations
@@ -36,15 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.model.table_search import row_chunked_search
-
-__all__ = [
-    "METHODS",
-    "OUTPUT_BOUND",
-    "FeatureNormalization",
-    "quantile_to_normal",
-    "run_starts",
-]
 
 # The same names as `tfrecords_tools.normalization.NORMALIZATIONS` (the fitter).
 METHODS = ("quantile", "log1p", "standard", "none")
@@ -52,12 +22,10 @@ METHODS = ("quantile", "log1p", "standard", "none")
 # scikit-learn `preprocessing._data.BOUNDS_THRESHOLD`: inputs this close to the
 # outermost quantiles map to u = 0 or 1, and u is kept this far from 0 and 1.
 BOUNDS_THRESHOLD = 1e-7
-# The largest magnitude a normalised feature keeps (see the module docstring).
 OUTPUT_BOUND = 1e9
 _TAIL = np.float32(BOUNDS_THRESHOLD - np.spacing(1))
 
-# P. J. Acklam's rational approximation of ndtri below p = 0.02425 (relative
-# error 1.2e-9), in t = sqrt(-2 log p), highest degree first.
+# P. J. Acklam's rational approximation of ndtri below p = 0.02425, in t = sqrt(-2 log p).
 _ACKLAM_SPLIT = 0.02425
 _ACKLAM_NUMERATOR = (
     -7.784894002430293e-03,
@@ -117,12 +85,8 @@ def _safe_scale(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
 
 
 def _ndtri(p: tf.Tensor) -> tf.Tensor:
-    """``ndtri(p)`` for float32 ``p`` in ``(0, 0.5]``, within ~2e-6 with or without XLA.
-
-    Under XLA (``jit_compile=True``) ``tf.math.ndtri`` is 0.03 off at p = 1e-7 in
-    float32 (as if from ``erfinv(2p - 1)``, whose ``2p - 1`` rounds away the
-    tail). Acklam's approximation works in ``log p`` and stays accurate there.
-    """
+    """``ndtri(p)`` for float32 ``p`` in ``(0, 0.5]``, with or without XLA, whose own
+    ``ndtri`` loses the tail; Acklam's approximation works in ``log p``."""
     t = tf.sqrt(-2.0 * tf.math.log(tf.minimum(p, _ACKLAM_SPLIT)))
     tail = tf.math.polyval(list(_ACKLAM_NUMERATOR), t) / tf.math.polyval(
         list(_ACKLAM_DENOMINATOR), t
@@ -141,36 +105,17 @@ def run_starts(table: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(new_run, index, 0), axis=1).astype(np.int32)
 
 
-def _levels(
-    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search=None
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """scikit-learn's ``u``, the mean of ``np.interp`` on the table and on its mirror,
-    and its complement ``1 - u``, for ``x`` inside the table's range.
-
-    Args:
-      x: ``[d, n]`` float32 values, one row per feature.
-      table: ``[d, Q]`` float32 quantiles, each row non-decreasing.
-      starts: ``run_starts(table)``.
-      search: ``tf.searchsorted(table, x, side="right")`` or an exact equivalent.
-
-    Returns:
-      ``(u, 1 - u)``: two ``[d, n]`` float32 tensors in ``[0, 1]``. The complement
-      is interpolated from the other end of the bracket, not taken as ``1 - u``,
-      so that values near either end of the table keep float32 precision: the
-      tails of ``ndtri`` magnify any error there. Values outside the range are
-      left to the caller.
-    """
+def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
+    """scikit-learn's ``u`` (the mean of ``np.interp`` on the table and its mirror) and
+    ``1 - u``, interpolated from the other end so that both keep float32 precision, for
+    ``[d, n]`` values inside the ``[d, Q]`` table's range."""
     last = float(table.shape[-1] - 1)
-    # Levels are scaled by multiplying with float32 reciprocals, not by dividing
-    # by constants: TensorFlow's graph optimiser turns a division by a constant
-    # into that multiplication in a traced function but not in eager or tf.data
-    # code, which would round some values differently in training and serving.
+    # Multiplied by reciprocals: the graph optimiser turns a division by a constant into
+    # that in traced functions only, which would round training and serving apart.
     per_level, per_two_levels = np.float32(1.0) / np.float32([last, 2.0 * last])
-    # The last knot <= x (np.interp's bracket): one search serves both
-    # interpolations. Between two different knots they agree; on a run of
-    # knots equal to x, np.interp lands on the run's highest level and the
-    # mirrored one on its lowest, so sklearn's mean is the run's middle.
-    upper = search(table, x) if search else tf.searchsorted(table, x, side="right")  # [d, n]
+    # The last knot <= x serves both interpolations; on a run of knots equal to x,
+    # sklearn's mean of the two is the run's middle.
+    upper = search(table, x)  # [d, n]
     low = tf.clip_by_value(upper - 1, 0, table.shape[-1] - 2)
     below = tf.gather(table, low, batch_dims=1)  # [d, Q] -> [d, n]
     above = tf.gather(table, low + 1, batch_dims=1)
@@ -190,25 +135,12 @@ def _levels(
     return u, complement
 
 
-def quantile_to_normal(
-    x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor | None = None, *, search=None
-):
-    """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` transform.
-
-    Args:
-      x: ``[d, n]`` float32 raw values, one row per feature.
-      table: ``[d, Q]`` float32 quantiles at levels ``linspace(0, 1, Q)``, each
-        row non-decreasing.
-      starts: ``run_starts(table)``; computed from a constant ``table`` when not given.
-      search: an exact equivalent of ``tf.searchsorted(table, x, side="right")``
-        (``None``: that).
-
-    Returns:
-      ``[d, n]`` float32 normal scores, clipped to about ``[-5.2, 5.2]``; NaN
-      stays NaN.
+def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
+    """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` of ``[d, n]``
+    values, one row per feature, with ``[d, Q]`` quantiles at ``linspace(0, 1, Q)``, their
+    ``run_starts`` and an exact equivalent of ``tf.searchsorted(table, x, side="right")``.
+    Returns ``[d, n]`` float32 normal scores within about ±5.2; NaN stays NaN.
     """
-    if starts is None:
-        starts = tf.constant(run_starts(tf.get_static_value(table)))
     u, complement = _levels(x, table, starts, search)
     # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
     # lower end winning for a constant feature.
@@ -222,33 +154,11 @@ def quantile_to_normal(
     return tf.where(tf.math.is_nan(x), x, z)
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+@serializable
 class FeatureNormalization(tf.keras.layers.Layer):
-    """Normalises raw features in the graph with statistics fitted on the training split.
-
-    The statistics are plain Python numbers in the layer's config, so a saved
-    model needs nothing else to reload. The layer computes in float32 whatever
-    the global mixed-precision policy, since the quantile transform's tails need it.
-
-    Args:
-      method: one of :data:`METHODS`.
-      num_features: the feature count ``d``.
-      mean: ``[d]`` floats, the mean of ``x`` (``standard``) or of
-        ``sign(x) * log1p(|x|)`` (``log1p``).
-      std: ``[d]`` floats, the matching standard deviations.
-      quantiles: ``[d, Q]`` floats, each feature's quantiles at levels
-        ``linspace(0, 1, Q)`` (``quantile``).
-      **kwargs: passed to ``tf.keras.layers.Layer``.
-
-    Raises:
-      ValueError: for an unknown method or statistics that do not fit it.
-
-    Call args:
-      features: ``[..., d]`` float32 raw features, e.g. ``[batch, list, d]``.
-
-    Returns:
-      ``[..., d]`` float32 normalised features.
-    """
+    """Normalises ``[..., d]`` raw features with ``mean`` and ``std`` (``[d]``) or
+    ``quantiles`` (``[d, Q]``) fitted on the training split: plain numbers in the config,
+    so a saved model reloads alone. Float32 under any policy, for the transform's tails."""
 
     def __init__(
         self,
@@ -273,35 +183,18 @@ class FeatureNormalization(tf.keras.layers.Layer):
         self.mean = _vector(mean, "mean", self.num_features) if moments else None
         self.std = _vector(std, "std", self.num_features) if moments else None
         self.quantiles = _table(quantiles, self.num_features) if method == "quantile" else None
-        # float32 constants, turned into graph constants when `call` is traced.
-        if moments:
+        if moments:  # a multiplication, not a division: see `_levels`
             self._offset = np.float32(self.mean)
-            # A multiplication, as the graph optimiser would make a division by
-            # the constant scale (see `_levels`).
             self._inverse_scale = np.float32(1) / _safe_scale(self.mean, self.std)
         if method == "quantile":
-            # sklearn makes its quantiles non-decreasing the same way (rounding in
-            # np.percentile can break monotonicity); searchsorted needs it.
+            # Non-decreasing, as sklearn makes them (searchsorted needs it).
             self._table = np.maximum.accumulate(np.float32(self.quantiles), axis=1)
             self._starts = run_starts(self._table)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest | Mapping, method: str | None = None, **kwargs):
-        """The layer for a dataset, from its ``manifest.json``.
-
-        Args:
-          manifest: the ``Manifest`` (or its JSON object), with ``num_features``
-            and the ``normalization`` section written by the converter.
-          method: the normalisation to apply; ``None``: the manifest's default
-            (``manifest.normalization["method"]``).
-          **kwargs: passed to the constructor (``name=...``).
-
-        Returns:
-          A :class:`FeatureNormalization` holding only the statistics ``method`` uses.
-
-        Raises:
-          ValueError: for an unknown method or a manifest lacking its statistics.
-        """
+        """The layer of ``method`` (``None``: the manifest's) with only its statistics,
+        from a dataset's manifest; a ``ValueError`` names what the manifest lacks."""
         manifest = Manifest.coerce(manifest)
         try:
             stats, num_features = manifest.normalization, manifest.num_features
@@ -312,20 +205,9 @@ class FeatureNormalization(tf.keras.layers.Layer):
             _check_method(method)
             if method in ("standard", "log1p"):
                 moments = stats[method]
-                return cls(
-                    method,
-                    num_features=num_features,
-                    mean=moments["mean"],
-                    std=moments["std"],
-                    **kwargs,
-                )
-            if method == "quantile":
-                return cls(
-                    method,
-                    num_features=num_features,
-                    quantiles=_manifest_quantiles(stats["quantile"]),
-                    **kwargs,
-                )
+                kwargs.update(mean=moments["mean"], std=moments["std"])
+            elif method == "quantile":
+                kwargs.update(quantiles=_manifest_quantiles(stats["quantile"]))
         except KeyError as missing:
             raise ValueError(f"The manifest lacks {missing.args[0]!r} for {method!r}") from None
         return cls(method, num_features=num_features, **kwargs)
@@ -354,8 +236,8 @@ class FeatureNormalization(tf.keras.layers.Layer):
         # [..., d] -> [n, d] -> [d, n]: one row per feature for the batched searchsorted.
         rows = tf.transpose(tf.reshape(features, [-1, self.num_features]))
         table, starts = tf.constant(self._table), tf.constant(self._starts)
-        search = search or row_chunked_search(self._table)  # searched side by side
-        normal = quantile_to_normal(rows, table, starts, search=search)
+        search = search or row_chunked_search(self._table)
+        normal = quantile_to_normal(rows, table, starts, search)
         # [d, n] -> [n, d] -> [..., d]
         outputs = tf.reshape(tf.transpose(normal), tf.shape(features))
         outputs.set_shape(features.shape)
@@ -363,19 +245,6 @@ class FeatureNormalization(tf.keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
-
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update(
-            {
-                "method": self.method,
-                "num_features": self.num_features,
-                "mean": None if self.mean is None else list(self.mean),
-                "std": None if self.std is None else list(self.std),
-                "quantiles": None if self.quantiles is None else [list(r) for r in self.quantiles],
-            }
-        )
-        return config
 
 
 def _manifest_quantiles(section: dict) -> list:

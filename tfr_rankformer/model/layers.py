@@ -1,14 +1,8 @@
 """Keras layers of the listwise models: the [CLS] token, dropout, GELU, heads, masked scores.
 
-The encoder layer built from them is ``encoder_layer.PreNormEncoderLayer``.
-Two pieces are written for speed on CPU, where they dominated a training step
-far more than the matrix products: :func:`gelu` (exact GELU with its
-closed-form gradient instead of TensorFlow's autodiff of ``erf``, 2x faster)
-and :class:`FastDropout` (masks from 16 random bits per element, 1.6x faster).
-In training, both give way to XLA-compiled loops (``compiled_ops``): the
-feed-forward block's bias, GELU and dropout run as one, each other dropout as
-another, with masks hashed from a key so that the backward passes recompute
-them instead of storing them.
+GELU, dropout and layer norm have hand-written gradients (or XLA-compiled loops in
+training, ``compiled_ops``) because on CPU they, not the matrix products, dominated a
+training step (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -20,61 +14,43 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.model import compiled_ops
-from tfr_rankformer.model.initializers import (
+from tfr_rankformer.model.projections import (
     bias_initializer,
     check_init,
+    column_sums,
     dense,
     kernel_initializer,
+    matmul_last_axis,
 )
-from tfr_rankformer.model.projections import column_sums, matmul_last_axis
-
-__all__ = [
-    "ClsToken",
-    "ItemAndContextHead",
-    "LayerNorm",
-    "FastDropout",
-    "layer_norm",
-    "KeyedDropout",
-    "MaskedScores",
-    "PADDING_SCORE",
-    "gelu",
-    "stream_key",
-    "uses_compiled_ops",
-]
+from tfr_rankformer.model.serializable import serializable
 
 # Score given to padding items: far below any real score, finite in float32.
 PADDING_SCORE = -1e9
-
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
-
-
-def _in_save_context() -> bool:
-    """Whether ``tf.saved_model.save`` is tracing (it traces layers' training calls too)."""
-    try:
-        from tensorflow.python.saved_model import save_context
-    except ImportError:  # moved in some TensorFlow version: assume saving is possible
-        return True
-    return save_context.in_save_context()
-
-
 # The compute dtypes the compiled pieces run in (float16 keeps plain ops).
 COMPILED_DTYPES = (tf.float32, tf.bfloat16)
 
 
-def uses_compiled_ops(training, dtype) -> bool:
-    """Whether a training-mode call runs the XLA-compiled pieces of ``compiled_ops``.
+def _in_save_context() -> bool:
+    """Whether ``tf.saved_model.save`` is tracing (it traces layers' training calls too)."""
+    from tensorflow.python.saved_model import save_context
 
-    Only in training, in float32 or bfloat16 (``bf16`` mixed precision), and while
-    ``compiled_ops.enabled()``.
-    Inference keeps plain TensorFlow ops, and so do SavedModels (which trace
-    the training branch too), so that serving never compiles anything.
-    """
+    return save_context.in_save_context()
+
+
+def _fast_training(training, dtype) -> bool:
+    """A training call in float32 or bfloat16 outside a SavedModel's trace: the calls that
+    may take the hand-written paths (serving never compiles anything)."""
     if tf.is_tensor(training) or not training or tf.as_dtype(dtype) not in COMPILED_DTYPES:
         return False
-    return compiled_ops.enabled() and not _in_save_context()
+    return not _in_save_context()
 
 
-@_serializable
+def uses_compiled_ops(training, dtype) -> bool:
+    """Whether a call runs the XLA-compiled pieces of ``compiled_ops``."""
+    return _fast_training(training, dtype) and compiled_ops.enabled()
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 @tf.custom_gradient
 def gelu(x):
     """Exact GELU ``x Phi(x)`` (PyTorch's default); gradient ``Phi(x) + x phi(x)``."""
@@ -88,35 +64,18 @@ def gelu(x):
 
 
 def stream_key(seed: int) -> int:
-    """A Philox key (a non-negative int64) hashed from a seed.
-
-    Different seeds give unrelated keys, and so independent streams (Philox's
-    streams are indexed by key); the same seed gives the same key everywhere.
-    """
+    """A Philox key (a non-negative int64) hashed from a seed: unrelated keys, and so
+    independent streams, for different seeds."""
     digest = hashlib.blake2b(b"FastDropout/%d" % int(seed), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
-@_serializable
+@serializable
 class FastDropout(tf.keras.layers.Layer):
-    """Inverted dropout whose masks come from 16 random bits per element.
-
-    Same as ``tf.keras.layers.Dropout`` with the rate rounded to a multiple of
-    1/65536 (0.25 is exact). The generator's state is a variable, so it is
-    checkpointed with the model and a resumed run continues the same stream.
-    In float32 training, one key per call is drawn from the generator instead
-    and ``compiled_ops.dropout`` hashes it into the mask (rate exact to 2^-32).
-
-    Each layer's generator is a Philox stream of its own: its key is hashed
-    from the seed (:func:`stream_key`), and each layer draws its own seed.
-    (``Generator.from_seed`` would give every layer the key 0 and move only
-    the counter, so layers would read overlapping windows of one stream.)
-
-    Args:
-      rate: fraction of elements zeroed in training.
-      seed: generator seed; ``None`` draws one from numpy's global state (set by
-        ``tf.keras.utils.set_random_seed``).
-    """
+    """Inverted dropout with masks from 16 random bits per element (the rate rounded to
+    1/65536), or in float32 training ``compiled_ops.dropout``. Each layer's generator is a
+    checkpointed Philox stream of its own, keyed by :func:`stream_key` from ``seed`` (``None``:
+    drawn from numpy's global state), so a resumed run continues the same stream."""
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -147,20 +106,11 @@ class FastDropout(tf.keras.layers.Layer):
         keep = tf.reshape(keep, tf.shape(x))
         return tf.where(keep, x * tf.cast(1.0 / (1.0 - self.rate), x.dtype), tf.zeros_like(x))
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(rate=self.rate, seed=self.seed)
-        return config
 
-
-@_serializable
+@serializable
 class KeyedDropout(tf.keras.layers.Dropout):
-    """Keras's ``Dropout``; in float32 training, ``compiled_ops.dropout`` with a key
-    drawn from TensorFlow's seeded global random stream.
-
-    Unlike :class:`FastDropout` it holds no generator variable, so a model built
-    with Keras's ``Dropout`` keeps the same checkpoint variables.
-    """
+    """Keras's ``Dropout`` (the same checkpoint variables: none); in float32 training,
+    ``compiled_ops.dropout`` with a key from TensorFlow's seeded global stream."""
 
     def call(self, inputs, training=None):
         if self.noise_shape is None and self.rate > 0 and uses_compiled_ops(training, inputs.dtype):
@@ -170,17 +120,9 @@ class KeyedDropout(tf.keras.layers.Dropout):
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
-    """Layer normalisation over the last axis, ``gamma (x - mean) / sqrt(var + epsilon) + beta``,
-    with its gradient written out.
-
-    Keras's ``LayerNormalization`` (with PyTorch's epsilon, below the fused
-    kernel's floor) differentiates its ``moments`` and ``batch_normalization``
-    op by op: about 20 passes over ``x`` in the backward pass. Here the
-    backward pass is ``dx = (g - mean(g) - x^ mean(g x^)) / sigma`` with ``g =
-    upstream * gamma`` and the saved ``x^``, and the weights' gradients are
-    :func:`projections.column_sums` (1.5x faster forward and backward on
-    ``[34816, 136]``; the same values up to rounding, tested).
-    """
+    """Layer normalisation over the last axis with its gradient written out (Keras's takes
+    about 20 passes over ``x``): ``dx = (g - mean(g) - x^ mean(g x^)) / sigma``, ``g =
+    upstream * gamma``."""
 
     @tf.custom_gradient
     def apply(x, gamma, beta):
@@ -200,28 +142,20 @@ def layer_norm(x, gamma, beta, epsilon: float):
     return apply(x, gamma, beta)
 
 
-@_serializable
+@serializable
 class LayerNorm(tf.keras.layers.LayerNormalization):
-    """Keras's ``LayerNormalization`` (its own name, which saved models record).
-
-    In float32 or bfloat16 training over the last axis it runs :func:`layer_norm`
-    (in float32), whose backward pass is shorter; inference and saved models keep Keras's ops.
-    """
+    """Keras's ``LayerNormalization`` (its own name, which saved models record) that runs
+    :func:`layer_norm` in float32 or bfloat16 training over the last axis."""
 
     def call(self, inputs, training=None):
         written_out = (
-            not tf.is_tensor(training)
-            and bool(training)
-            and inputs.dtype in COMPILED_DTYPES
+            _fast_training(training, inputs.dtype)
             and self.axis == [inputs.shape.rank - 1]
             and self.gamma is not None
             and self.beta is not None
-            and not _in_save_context()
         )
         if written_out:
-            # Normalised in float32 whatever the compute dtype, as Keras's layer
-            # does (gamma and beta are float32 variables; the casts are no-ops
-            # in float32).
+            # In float32 whatever the compute dtype, as Keras's layer normalises.
             normalized = layer_norm(
                 tf.cast(inputs, tf.float32), self.gamma, self.beta, self.epsilon
             )
@@ -229,22 +163,10 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
         return super().call(inputs)
 
 
-@_serializable
+@serializable
 class ClsToken(tf.keras.layers.Layer):
-    """Prepends a learnable ``[CLS]`` vector to every list.
-
-    Args:
-      stddev: the vector's initial values are drawn from ``N(0, stddev^2)``; 1
-        is the released code's (a ``torch.nn.Embedding``).
-
-    Call args:
-      items: ``[batch, list, dim]`` float tensor.
-      mask: ``[batch, list]`` bool tensor, True for real items.
-
-    Returns:
-      ``([batch, list + 1, dim], [batch, list + 1])``: the [CLS] vector first,
-      always valid.
-    """
+    """Prepends a learnable ``[CLS]`` vector drawn from ``N(0, stddev^2)`` to every list:
+    ``(items [B, L, D], mask [B, L]) -> ([B, L + 1, D], [B, L + 1])``."""
 
     def __init__(self, stddev: float = 1.0, **kwargs):
         super().__init__(**kwargs)
@@ -265,36 +187,12 @@ class ClsToken(tf.keras.layers.Layer):
         valid = tf.concat([tf.ones([batch, 1], tf.bool), mask], axis=1)  # [B, L + 1]
         return tokens, valid
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(stddev=self.stddev)
-        return config
 
-
-@_serializable
+@serializable
 class ItemAndContextHead(tf.keras.layers.Layer):
-    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer (then dropout, as the
-    released code's heads) on each item's vector joined with its list's ``[CLS]``
-    vector.
-
-    The hidden layer's product with ``[z_i, z_CLS]`` is split into
-    ``z_i W_i + z_CLS W_c``, and ``z_CLS W_c`` is computed once per list
-    instead of once per item: the same function as a Dense layer on the
-    concatenation, without building the ``[B, L, 2d]`` tensor.
-
-    Args:
-      hidden: hidden width.
-      outputs: outputs per item.
-      dropout: dropout rate on the hidden layer.
-      init: ``initializers.INITIALIZATIONS``; under ``pytorch`` the two kernels
-        are the halves of one ``Linear(2d, hidden)``.
-
-    Call args:
-      items: ``[B, L, d]``; context: ``[B, d]``.
-
-    Returns:
-      ``[B, L, outputs]`` float32.
-    """
+    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer and dropout on each item's
+    vector ``[B, L, d]`` joined with its list's ``[CLS]`` vector ``[B, d]``, computed as
+    ``z_i W_i + z_CLS W_c`` with ``z_CLS W_c`` once per list (no ``[B, L, 2d]`` tensor)."""
 
     def __init__(
         self, hidden: int, outputs: int, dropout: float = 0.0, init: str = "pytorch", **kwargs
@@ -309,21 +207,15 @@ class ItemAndContextHead(tf.keras.layers.Layer):
         dim = input_shape[-1]
         # Keras's Glorot draws each half on its own; PyTorch's fan-in is the whole 2d.
         fan_in = 2 * dim if self.init == "pytorch" else dim
-        self.item_kernel = self.add_weight(
-            name="item_kernel",
-            shape=(dim, self.hidden),
-            initializer=kernel_initializer(fan_in, self.init),
-        )
-        self.context_kernel = self.add_weight(
-            name="context_kernel",
-            shape=(dim, self.hidden),
-            initializer=kernel_initializer(fan_in, self.init),
-        )
-        self.hidden_bias = self.add_weight(
-            name="hidden_bias",
-            shape=(self.hidden,),
-            initializer=bias_initializer(fan_in, self.init),
-        )
+
+        def weight(name, shape, initializer):
+            return self.add_weight(
+                name=name, shape=shape, initializer=initializer(fan_in, self.init)
+            )
+
+        self.item_kernel = weight("item_kernel", (dim, self.hidden), kernel_initializer)
+        self.context_kernel = weight("context_kernel", (dim, self.hidden), kernel_initializer)
+        self.hidden_bias = weight("hidden_bias", (self.hidden,), bias_initializer)
         self.hidden_dropout = FastDropout(self.dropout)
         self.output_layer = dense(
             self.num_outputs, fan_in=self.hidden, init=self.init, dtype="float32", name="output"
@@ -338,7 +230,7 @@ class ItemAndContextHead(tf.keras.layers.Layer):
         hidden = tf.nn.relu(per_item + per_list[:, tf.newaxis, :])  # [B, L, h]
         return self.output_layer(self.hidden_dropout(hidden, training=training))
 
-    def get_config(self):
+    def get_config(self):  # `outputs` is kept as `num_outputs`
         config = super().get_config()
         config.update(
             hidden=self.hidden, outputs=self.num_outputs, dropout=self.dropout, init=self.init
@@ -346,14 +238,10 @@ class ItemAndContextHead(tf.keras.layers.Layer):
         return config
 
 
-@_serializable
+@serializable
 class MaskedScores(tf.keras.layers.Layer):
-    """Scores ``[batch, list, 1]`` to ``[batch, list]`` float32; padding gets ``PADDING_SCORE``.
-
-    A float32 layer under any mixed-precision policy: Keras casts a layer's
-    inputs to its compute dtype, which would round the scores to bfloat16 or
-    float16 before the losses and metrics read them.
-    """
+    """Scores ``[B, L, 1]`` to ``[B, L]`` float32, padding at ``PADDING_SCORE``; a float32
+    layer under any policy, so the losses never read scores rounded to 16 bits."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("dtype", "float32")

@@ -1,35 +1,9 @@
-"""The feature-vector models: the RankFormer and its peers as Keras functional models.
+"""The feature-vector models, the RankFormer and its peers, as Keras functional models.
 
-Every model takes ``{"features": [B, L, d] float32 raw, "mask": [B, L] bool}``,
-normalises the features in-graph from the manifest's statistics, and returns
-``{"scores": [B, L] float32}`` (padding items score ``PADDING_SCORE``); models
-with a list head also return ``{"list_quality": [B, K]}`` logits of
-``P(t >= k)`` for ``k = 1 .. K``, and models built for the item-level ordinal
-loss ``{"item_levels": [B, L, K]}`` logits (their score is the sum of the
-level probabilities).
-
-Models: ``rankformer``, ``transformer`` (no list head), ``mlp`` (pointwise),
-``context_aware`` (allRank's post-LayerNorm encoder, optional positional
-encoding) and ``summary_token_ranker`` (this project's item-level ranker:
-``[CLS]`` and learned summary tokens are the only tokens items attend to, so
-items never see each other and cost is linear in the list length).
-
-Which models there are, their defaults and their traits are registered in
-``model_families`` (``builtin_families``), which names each builder here. The
-Listformer (Reuter, 2022) is a text model over token ids: it lives in
-``listformer``; its settings are ``ModelConfig`` fields too.
-
-The RankFormer family's defaults follow the authors' released code: no final
-LayerNorm, heads ``Linear, ReLU, Dropout, Linear``, ``[CLS]`` drawn from
-``N(0, 1)``, PyTorch's initialisation, and without a list head (alpha = 0,
-``transformer``) the encoder alone with ``h_s(z_i)`` and no ``[CLS]``.
-``ModelConfig`` fields bring back the other variants; the settings and each
-model's defaults live in ``builtin_families``.
-
-A model is the normalisation layer followed by a nested model, the *ranker*
-(``ranker_of``), which takes normalised features. Training fits the ranker on
-features normalised once in the input pipeline; checkpoints, evaluation and
-serving use the whole model on raw features.
+They map ``{"features": [B, L, d] raw, "mask": [B, L]}`` to ``{"scores": [B, L]}``, with
+``list_quality`` ``[B, K]`` logits for list heads and ``item_levels`` ``[B, L, K]`` for the
+ordinal loss. A model is its normalisation layer, then the *ranker* (``ranker_of``), which
+training fits on features normalised once in the input pipeline.
 """
 
 from __future__ import annotations
@@ -39,12 +13,10 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.elwc_schema import FEATURES
-from tfr_rankformer.inputs.data import MASK
+from tfr_rankformer.core.elwc_schema import FEATURES, MASK
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.feature_normalization import FeatureNormalization
-from tfr_rankformer.model.initializers import dense
 from tfr_rankformer.model.layers import (
     ClsToken,
     FastDropout,
@@ -53,7 +25,7 @@ from tfr_rankformer.model.layers import (
     LayerNorm,
     MaskedScores,
 )
-from tfr_rankformer.model.model_config import POSITIONAL_ENCODINGS, ModelConfig, check_model_name
+from tfr_rankformer.model.model_config import ModelConfig, check_model_name
 from tfr_rankformer.model.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
@@ -61,16 +33,7 @@ from tfr_rankformer.model.peer_layers import (
     PostNormEncoderLayer,
     SinusoidalPositionalEncoding,
 )
-
-__all__ = [
-    "ModelConfig",
-    "POSITIONAL_ENCODINGS",
-    "build_model",
-    "has_list_head",
-    "normalization_of",
-    "ranker_of",
-    "score_outputs",
-]
+from tfr_rankformer.model.projections import dense
 
 
 def copy_first_layer(layers: list) -> None:
@@ -100,9 +63,8 @@ def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras
 
 
 def score_outputs(raw, mask, item_levels: int | None) -> dict:
-    """``scores`` from a score layer's ``[B, L, 1]`` output or, with ``item_levels``
-    ``K``, from ``[B, L, K]`` level logits: the sum of the level probabilities
-    (the ordinal loss's score), with the logits as ``item_levels``."""
+    """``scores`` from a ``[B, L, 1]`` output or, with ``item_levels`` ``K``, the sum of
+    the level probabilities of ``[B, L, K]`` logits, which are ``item_levels``."""
     if not item_levels:
         return {"scores": MaskedScores(name="scores")(raw, mask)}
     logits = tf.keras.layers.Activation("linear", dtype="float32", name="item_levels")(raw)
@@ -111,13 +73,9 @@ def score_outputs(raw, mask, item_levels: int | None) -> dict:
 
 
 def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str, *, glob=0):
-    """The RankFormer encoder with score head, and the list head when ``levels``.
-
-    With ``glob`` > 0, ``glob`` learned summary tokens join ``[CLS]`` and the
-    encoder layers use global-local attention (Listformer). Without
-    ``config.cls_token`` the encoder runs on the items alone and scores
-    ``h_s(z_i)``.
-    """
+    """The RankFormer encoder with score head, and the list head when ``levels``; with
+    ``glob`` > 0, ``glob`` summary tokens join ``[CLS]`` under global-local attention.
+    Without ``config.cls_token`` the encoder sees the items alone and scores ``h_s(z_i)``."""
     if levels and not config.cls_token:
         raise ValueError("a list head reads the [CLS] token: it needs `cls_token`")
     # === Inputs (normalised features) ===
@@ -125,8 +83,8 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     # === Encoder ===
     x, valid, lead = _with_leading_tokens(features, mask, config, glob)
     x = _encoder(x, valid, config, glob)
-    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, not sliced: a slice's
-    # gradient zero-fills a copy of the whole tensor, which cost 5% of a step.
+    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, as a slice's gradient
+    # zero-fills a copy of the whole tensor.
     leading, z_items = tf.split(x, [lead, -1], axis=1) if lead else (None, x)
     # === Heads ===
     z_cls = leading[:, glob, :] if config.cls_token else None  # [B, d]
@@ -142,12 +100,8 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
 
 
 def _with_leading_tokens(features, mask, config: ModelConfig, glob: int):
-    """The items after ``[CLS]`` (with ``config.cls_token``) and ``glob`` summary tokens.
-
-    Returns:
-      The tokens ``[B, lead + L, d]``, their mask ``[B, lead + L]`` and ``lead``,
-      the number of tokens before the items.
-    """
+    """The tokens ``[B, lead + L, d]``, their mask and ``lead``: the items after
+    ``[CLS]`` (with ``config.cls_token``) and ``glob`` summary tokens."""
     x, valid, lead = features, mask, 0
     if config.cls_token:
         cls = ClsToken(config.cls_stddev, name="cls_token")
@@ -160,17 +114,12 @@ def _with_leading_tokens(features, mask, config: ModelConfig, glob: int):
 
 
 def _encoder(x, valid, config: ModelConfig, glob: int):
-    """``config.num_layers`` encoder layers over the tokens ``x`` ``[B, T, d]`` (shape
-    kept), global-local ones with ``glob`` summary tokens, then the final LayerNorm
-    when ``config.final_norm``."""
+    """``config.num_layers`` encoder layers over ``x`` ``[B, T, d]``, then the final
+    LayerNorm when ``config.final_norm``."""
     encoder = []
     for i in range(config.num_layers):
-        settings = dict(
-            num_heads=config.num_heads,
-            ff_dim=config.ff_dim,
-            dropout=config.dropout,
-            init=config.init,
-        )
+        settings = dict(num_heads=config.num_heads, ff_dim=config.ff_dim)
+        settings.update(dropout=config.dropout, init=config.init)
         if glob:
             layer = GlobalLocalEncoderLayer(num_global=glob + 1, name=f"encoder_{i}", **settings)
         else:
@@ -185,41 +134,32 @@ def _encoder(x, valid, config: ModelConfig, glob: int):
 
 
 def _score_head(z_items, z_cls, num_features: int, config: ModelConfig, outs: int):
-    """The score head's ``[B, L, outs]`` output: ``h_s(z_i || z_CLS)`` given ``z_cls``
-    ``[B, d]``, else ``h_s(z_i)``."""
+    """``h_s(z_i || z_CLS)`` given ``z_cls`` ``[B, d]``, else ``h_s(z_i)``: ``[B, L, outs]``."""
     if z_cls is not None:
         # h_s(z_i || z_CLS): [B, L, d] and [B, d] -> [B, L, outs]
-        score_head = ItemAndContextHead(
-            config.head_hidden,
-            outs,
-            dropout=config.head_dropout,
-            init=config.init,
-            name="score_head",
+        head = ItemAndContextHead(
+            config.head_hidden, outs, config.head_dropout, config.init, name="score_head"
         )
-        return score_head(z_items, z_cls)
+        return head(z_items, z_cls)
     # h_s(z_i): [B, L, d] -> [B, L, outs]
     return _head(num_features, config, outs, "score_head")(z_items)
 
 
 def build_rankformer(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """The RankFormer: listwise encoder with [CLS], score head and listwide ordinal head.
-
-    ``levels`` ``None`` or 0 (alpha = 0) builds no list head.
-    """
+    """The RankFormer: encoder with [CLS], score head and (``levels`` > 0) list head."""
     return _listwise(num_features, config, levels, item_levels, "rankformer")
 
 
 def build_transformer(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """The same encoder without the list head (the paper's alpha = 0): by default,
-    as the released code, without ``[CLS]`` either, scoring ``h_s(z_i)``."""
+    """The encoder without list head (alpha = 0); by default, as the released code,
+    without ``[CLS]`` either."""
     del levels
     return _listwise(num_features, config, None, item_levels, "transformer")
 
 
 def build_summary_token_ranker(num_features, config: ModelConfig, levels: int, item_levels=None):
-    """This project's item-level ranker: the RankFormer's heads on an encoder whose
-    items attend only to ``[CLS]``, ``global_tokens`` learned summary tokens and
-    themselves (never to each other), so cost grows linearly with the list."""
+    """The RankFormer's heads on an encoder whose items attend only to ``[CLS]``, the
+    ``global_tokens`` summary tokens and themselves: cost linear in the list length."""
     glob = config.global_tokens
     return _listwise(num_features, config, levels, item_levels, "summary_token_ranker", glob=glob)
 
@@ -243,7 +183,7 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
     encoder blocks over the list, a shared linear scoring layer."""
     del levels
     features, mask = _inputs(num_features)
-    # The projection is linear, as in allRank's published configuration (our reading).
+    # Linear, as in allRank's published configuration (our reading).
     projection = dense(config.d_fc, fan_in=num_features, init=config.init, name="input_projection")
     x = projection(features)  # [B, L, d] -> [B, L, d_fc]
     if config.positional_encoding == "fixed":
@@ -270,11 +210,6 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
 RANKER = "ranker"
 
 
-def has_list_head(name: str) -> bool:
-    """Whether the model ``name`` predicts the list label (``model_families``)."""
-    return model_families.has_list_head(name)
-
-
 def build_model(
     name: str,
     manifest: Manifest | Mapping,
@@ -283,18 +218,9 @@ def build_model(
     *,
     item_levels: int | None = None,
 ) -> tf.keras.Model:
-    """Builds the model ``name`` for a converted dataset: normalisation, then the ranker.
-
-    Args:
-      name: a feature-vector model of ``model_families`` (``MODELS``).
-      manifest: the dataset's ``Manifest`` (feature count, normalisation
-        statistics), or a mapping holding them (``{"num_features": d,
-        "normalization": {"method": "none"}}``).
-      config: architecture settings (``None`` fields take the model's defaults).
-      levels: ``K``, list-label levels above 0 (see ``Manifest.label_levels``).
-      item_levels: for the item-level ordinal loss, the label levels each item
-        gets a logit for (the ``item_levels`` output); ``None``: one score.
-    """
+    """The feature-vector model ``name`` for a dataset (``manifest`` may be a mapping such
+    as ``{"num_features": d, "normalization": {"method": "none"}}``): normalisation, then
+    the ranker with ``K = levels`` list levels and ``item_levels`` logits per item."""
     check_model_name(name)
     if model_families.is_text(name):
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
@@ -303,9 +229,8 @@ def build_model(
     num_features = manifest.num_features
     if num_features is None:
         raise ValueError("the manifest gives no 'num_features'")
-    ranker = model_families.get_model(name).load_builder()(
-        num_features, config, levels, item_levels
-    )
+    builder = model_families.get_model(name).load_builder()
+    ranker = builder(num_features, config, levels, item_levels)
     ranker._name = RANKER
     features, mask = _inputs(num_features)
     normalised = FeatureNormalization.from_manifest(manifest, name="normalization")(features)
@@ -321,12 +246,3 @@ def ranker_of(model: tf.keras.Model) -> tf.keras.Model:
 def normalization_of(model: tf.keras.Model) -> tf.keras.layers.Layer:
     """The model's normalisation layer."""
     return model.get_layer("normalization")
-
-
-def __getattr__(name: str):
-    """``MODELS`` (feature-vector model name -> builder), read from ``model_families``
-    when asked (PEP 562)."""
-    if name == "MODELS":
-        names = model_families.model_names(model_families.FEATURES_KIND)
-        return {n: model_families.get_model(n).load_builder() for n in names}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,23 +1,9 @@
-"""Padded lists packed to their valid items, for the position-wise parts of an encoder.
+"""Padded lists packed to their valid items, so the item-wise parts of an encoder skip the
+padding of length-bucketed batches (only attention sees ``[batch, list, dim]``); valid items'
+values are unchanged. ``tfr-train`` packs bucketed runs (:func:`default`);
+``TFR_RANKFORMER_PACKED_ITEMS`` (``0``/``1``) overrides it.
 
-A batch of lists padded to one length spends the item-wise work (the
-feed-forward block, the attention's projections, the layer norms: nine
-tenths of a RankFormer step's products on WEB30K's lengths) on padding too:
-about a fifth of the items in length-bucketed batches of WEB30K-shaped lists.
-Packed, those parts run on ``[valid items, dim]`` and only attention, which
-needs the list axis, sees the padded ``[batch, list, dim]`` shape. Valid
-items' values are the same either way (padding never reaches them); padding
-positions hold zeros after :func:`unpack`.
-
-Packing pays where batches carry padding and take many shapes (length
-buckets); a run of one shape (the click protocol's lists of 16, which XLA's
-compiled pieces serve) keeps the padded path, whose dropout masks it keeps.
-``tfr-train`` turns packing on for bucketed runs with :func:`default`; the
-``TFR_RANKFORMER_PACKED_ITEMS`` switch (``0``/``1``) overrides it.
-
->>> import tensorflow as tf
->>> x = tf.reshape(tf.range(6.0), [1, 3, 2])
->>> mask = tf.constant([[True, False, True]])
+>>> x, mask = tf.reshape(tf.range(6.0), [1, 3, 2]), tf.constant([[True, False, True]])
 >>> rows = valid_rows(mask)
 >>> pack(x, rows, block=1).numpy().tolist()
 [[0.0, 1.0], [4.0, 5.0]]
@@ -31,37 +17,20 @@ import tensorflow as tf
 
 from tfr_rankformer.core.switches import Switch
 
-__all__ = [
-    "ENV_SWITCH",
-    "ROW_BLOCK",
-    "default",
-    "enabled",
-    "pack",
-    "padded_count",
-    "unpack",
-    "valid_rows",
-]
-
 ENV_SWITCH = "TFR_RANKFORMER_PACKED_ITEMS"
 
-# Packed items are padded to a multiple of this many rows, so that the item-wise
-# parts see few shapes (a training batch holds at most about 35,000 items: at
-# most 9 shapes) and XLA's compiled pieces compile once for each.
+# Packed items are padded to a multiple of this many rows, so that the item-wise parts
+# see few shapes and XLA's compiled pieces compile once for each.
 ROW_BLOCK = 4096
 
+# Whether encoder layers pack their items (read when they trace).
 _SWITCH = Switch(ENV_SWITCH, initial=False)
-# Whether encoder layers pack their items (read when they trace): the switch when
-# it is set, else the innermost ``default(on)`` block's value.
 enabled = _SWITCH.enabled
 default = _SWITCH.default
 
 
 def valid_rows(mask):
-    """``[N]`` int32 positions of the valid items in the flattened ``[B * L]`` list axis.
-
-    Args:
-      mask: ``[B, L]`` bool, True for valid items.
-    """
+    """``[N]`` int32 positions of the valid items of a ``[B, L]`` mask, flattened."""
     return tf.cast(tf.where(tf.reshape(mask, [-1]))[:, 0], tf.int32)
 
 
@@ -74,9 +43,8 @@ def padded_count(count, block: int = ROW_BLOCK):
     return (count + block - 1) // block * block
 
 
-# Both directions are written with their gradients, so that neither the
-# padding rows nor the valid rows go through a strided slice's gradient (a
-# zero-filled copy of the whole tensor on CPU).
+# Both directions have written-out gradients: a strided slice's gradient is a
+# zero-filled copy of the whole tensor.
 @tf.custom_gradient
 def _gather_rows(flat, rows, size):
     count = tf.shape(rows)[0]
@@ -100,14 +68,8 @@ def _scatter_rows(packed, rows, shape):
 
 
 def pack(x, rows, block: int = ROW_BLOCK):
-    """``[B, L, D] -> [R, D]``: the rows of ``valid_rows``, in order, then zero rows
-    up to ``R = padded_count(N, block)``.
-
-    Args:
-      x: ``[B, L, D]`` float tensor.
-      rows: ``valid_rows(mask)``, ``[N]``.
-      block: ``R`` is a multiple of it (1: no zero rows).
-    """
+    """``[B, L, D] -> [R, D]``: the ``valid_rows``, in order, then zero rows up to
+    ``R = padded_count(N, block)``."""
     dim = tf.shape(x)[-1]
     flat = tf.reshape(x, _flat_shape(tf.shape(x), dim))  # [B, L, D] -> [B * L, D]
     out = _gather_rows(flat, rows, padded_count(tf.shape(rows)[0], block))
@@ -116,14 +78,8 @@ def pack(x, rows, block: int = ROW_BLOCK):
 
 
 def unpack(packed, rows, list_shape):
-    """``[R, D] -> [B, L, D]``, zeros at padding; the inverse of :func:`pack` (rows
-    past the ``N`` valid ones are left out).
-
-    Args:
-      packed: ``[R, D]`` float tensor, ``R >= N``.
-      rows: ``valid_rows(mask)``, ``[N]``.
-      list_shape: ``[2]`` int32, the mask's shape ``[B, L]``.
-    """
+    """``[R, D] -> [B, L, D]`` for the mask's shape ``list_shape``, zeros at padding:
+    the inverse of :func:`pack`."""
     dim = tf.shape(packed)[-1]
     flat = _scatter_rows(packed, rows, _flat_shape(list_shape, dim))  # [B * L, D]
     out = tf.reshape(flat, tf.concat([list_shape, [dim]], axis=0))

@@ -1,21 +1,6 @@
-"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker and the
-summary-token ranker.
-
-* :class:`PostNormEncoderLayer`: the context-aware ranker's block (Pobrotyn et
-  al., 2020), post-LayerNorm as in Vaswani et al.:
-  ``z = LayerNorm(x + Dropout(MultiHead(x)))``, then
-  ``LayerNorm(z + Dropout(FF(z)))`` with a ReLU feed-forward block.
-* :class:`GlobalLocalEncoderLayer`: this project's ``summary_token_ranker``
-  attention over item vectors: the first ``num_global`` tokens (``[CLS]`` and
-  the learned summary tokens) attend to every valid token; every item attends to the global tokens
-  and to itself only, never directly to another item. Time and memory grow
-  linearly with the list length, and the layer stays permutation-equivariant
-  over items.
-* :class:`GlobalTokens`, :class:`SinusoidalPositionalEncoding`,
-  :class:`LearnedPositionalEncoding`.
-
-Both encoder layers reuse the RankFormer encoder layer's projections,
-dropout and feed-forward block, and differ in how they are wired.
+"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker (post-LayerNorm
+block, positional encodings) and the summary-token ranker (global-local attention). Both
+encoder layers reuse the RankFormer encoder layer's projections, dropout and feed-forward.
 """
 
 from __future__ import annotations
@@ -24,28 +9,14 @@ import math
 
 import tensorflow as tf
 
-from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
-
-__all__ = [
-    "PostNormEncoderLayer",
-    "GlobalLocalEncoderLayer",
-    "GlobalTokens",
-    "SinusoidalPositionalEncoding",
-    "LearnedPositionalEncoding",
-]
-
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer, mask_bias
+from tfr_rankformer.model.serializable import serializable
 
 
-@_serializable
+@serializable
 class PostNormEncoderLayer(PreNormEncoderLayer):
-    """The context-aware ranker's encoder block (post-LayerNorm, ReLU feed-forward).
-
-    Args:
-      num_heads: attention heads; the width must be divisible by it.
-      ff_dim: hidden width of the feed-forward block.
-      dropout: dropout rate on the attention weights and after each sublayer.
-    """
+    """The context-aware ranker's block (Pobrotyn et al., 2020), post-LayerNorm as Vaswani
+    et al.: ``z = LayerNorm(x + Dropout(MultiHead(x)))``, ``LayerNorm(z + Dropout(FF(z)))``."""
 
     def __init__(self, num_heads: int = 2, ff_dim: int = 512, dropout: float = 0.4, **kwargs):
         kwargs.setdefault("activation", "relu")
@@ -58,17 +29,11 @@ class PostNormEncoderLayer(PreNormEncoderLayer):
         return self.norm_ff(x + self.dropout_out(h, training=training), training=training)
 
 
-@_serializable
+@serializable
 class GlobalLocalEncoderLayer(PreNormEncoderLayer):
-    """A pre-LayerNorm encoder layer where items attend only to the global tokens and
-    themselves (``summary_token_ranker``; the Listformer's text attention is
-    ``listformer_layers.GlobalLocalTextEncoderLayer``).
-
-    Args:
-      num_global: the leading tokens that are global (``[CLS]`` and the summary
-        tokens); they must always be valid.
-      num_heads, ff_dim, dropout: as :class:`PreNormEncoderLayer`.
-    """
+    """A pre-LayerNorm encoder layer whose ``num_global`` leading tokens (``[CLS]`` and the
+    summary tokens, always valid) attend to every token, while each item attends only to
+    them and to itself: cost linear in the list length, still permutation-equivariant."""
 
     def __init__(self, num_global: int = 1, **kwargs):
         super().__init__(**kwargs)
@@ -77,21 +42,11 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         self.num_global = num_global
 
     def _attention(self, h, mask, training):
-        batch, length, dim = tf.shape(h)[0], tf.shape(h)[1], h.shape[-1]
-        heads, head_dim, g = self.num_heads, h.shape[-1] // self.num_heads, self.num_global
-        scale = tf.cast(head_dim**-0.5, h.dtype)
-
-        def split(t):  # [B, T, D] -> [B, H, T, D / H]
-            if heads == 1:
-                return t[:, tf.newaxis]
-            return tf.transpose(tf.reshape(t, [batch, length, heads, head_dim]), [0, 2, 1, 3])
-
-        q, k, v = (split(t) for t in tf.split(self.qkv(h), 3, axis=-1))
+        g = self.num_global
+        q, k, v, scale = self._split_heads(self.qkv(h))  # [B, H, T, D / H]
         # Global tokens attend to every valid token: [B, H, g, T].
-        lowest = -1e9 if h.dtype == tf.float32 else float(h.dtype.min)
-        bias = tf.where(mask, tf.constant(0.0, h.dtype), tf.constant(lowest, h.dtype))
         scores = tf.matmul(q[:, :, :g], k, transpose_b=True) * scale
-        weights = tf.nn.softmax(scores + bias[:, tf.newaxis, tf.newaxis, :], axis=-1)
+        weights = tf.nn.softmax(scores + mask_bias(mask, h.dtype), axis=-1)
         weights = self.dropout_weights(weights, training=training)
         global_context = tf.matmul(weights, v)  # [B, H, g, D / H]
         # Items attend to the global tokens and to themselves: [B, H, N, g + 1].
@@ -102,20 +57,12 @@ class GlobalLocalEncoderLayer(PreNormEncoderLayer):
         weights = self.dropout_weights(weights, training=training)
         item_context = tf.matmul(weights[..., :g], v[:, :, :g]) + weights[..., g:] * v_items
         context = tf.concat([global_context, item_context], axis=2)  # [B, H, T, D / H]
-        return self.attention_out(self._merge_heads(context, batch, length, dim))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_global=self.num_global)
-        return config
+        return self.attention_out(self._merge_heads(context))
 
 
-@_serializable
+@serializable
 class GlobalTokens(tf.keras.layers.Layer):
-    """Prepends ``count`` learned vectors to every list (always valid).
-
-    Call args / returns: as :class:`tfr_rankformer.model.layers.ClsToken`.
-    """
+    """Prepends ``count`` learned vectors to every list (always valid), as ``ClsToken``."""
 
     def __init__(self, count: int, **kwargs):
         super().__init__(**kwargs)
@@ -134,13 +81,8 @@ class GlobalTokens(tf.keras.layers.Layer):
         valid = tf.concat([tf.ones([batch, self.count], tf.bool), mask], axis=1)
         return tf.concat([tokens, items], axis=1), valid
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(count=self.count)
-        return config
 
-
-@_serializable
+@serializable
 class SinusoidalPositionalEncoding(tf.keras.layers.Layer):
     """Adds Vaswani et al.'s fixed encoding of each item's position in the input order:
     ``sin(p / 10000^(2i/d))`` in even and ``cos`` in odd dimensions."""
@@ -156,13 +98,9 @@ class SinusoidalPositionalEncoding(tf.keras.layers.Layer):
         return x + tf.cast(encoding, x.dtype)[tf.newaxis]
 
 
-@_serializable
+@serializable
 class LearnedPositionalEncoding(tf.keras.layers.Layer):
-    """Adds a learned vector per position; lists longer than ``max_positions`` are an error.
-
-    Args:
-      max_positions: positions with an embedding.
-    """
+    """Adds a learned vector per position; lists longer than ``max_positions`` are an error."""
 
     def __init__(self, max_positions: int, **kwargs):
         super().__init__(**kwargs)
@@ -187,8 +125,3 @@ class LearnedPositionalEncoding(tf.keras.layers.Layer):
         with tf.control_dependencies([check]):
             encoding = tf.cast(self.embeddings[:length], x.dtype)
         return x + encoding[tf.newaxis]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(max_positions=self.max_positions)
-        return config

@@ -1,32 +1,22 @@
-"""Dense products over the last axis whose weight and bias gradients take the faster route on CPU.
-
-A dense layer on ``[rows, n_in]`` inputs with ``[rows, n_out]`` upstream
-gradients gets its kernel's gradient from ``x^T @ upstream``, a product over
-the ``rows`` (tens of thousands of items in a training batch). TensorFlow's
-CPU matmul runs it twice as fast when the transposed operand is the narrower
-of the two: for the feed-forward block's 512 -> 46 projection, ``(upstream^T @
-x)^T`` took half the time of ``x^T @ upstream``. :func:`matmul_last_axis`
-picks the order by the widths, and :class:`Dense` (Keras's ``Dense`` with the
-same weights, config and results) uses it.
-
-A bias's gradient is the upstream gradient summed over the rows.
-TensorFlow's CPU reduction over rows (``BiasAddGrad``, ``reduce_sum`` over
-axis 0) reads a ``[34816, 512]`` tensor at a quarter of the speed of a matrix
-product with a row of ones, so :func:`column_sums` takes the product: float32
-``Dense`` layers use it for their bias (:func:`bias_add`), and training's
-layer norms for their weights.
+"""Dense layers of the models: :class:`Dense`, Keras's ``Dense`` (same weights and config)
+whose kernel and bias gradients take the faster route on CPU (:func:`matmul_last_axis`,
+:func:`column_sums`), and the initialisation schemes: ``pytorch`` (``torch.nn.Linear``'s,
+the released code's) or ``keras`` (Glorot-uniform, zero biases). Every call makes new
+initializers: one unseeded initializer reused gives several weights identical values.
 """
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 
-__all__ = ["Dense", "bias_add", "column_sums", "matmul_last_axis"]
+from tfr_rankformer.core.command_names import INITIALIZATIONS
+from tfr_rankformer.model.serializable import serializable
 
 
 def column_sums(t):
-    """``t`` summed over every axis but the last, ``[..., n] -> [n]``, as
-    ``ones[1, rows] @ t[rows, n]`` (float32)."""
+    """``t`` summed over every axis but the last, ``[..., n] -> [n]``, as a product."""
     flat = tf.reshape(t, [-1, t.shape[-1]])
     ones = tf.ones(tf.stack([1, tf.shape(flat)[0]]), t.dtype)
     return tf.reshape(tf.matmul(ones, flat), [-1])
@@ -62,15 +52,8 @@ def _matmul_2d(x, kernel):
 
 
 def matmul_last_axis(x, kernel):
-    """``x @ kernel`` over ``x``'s last axis, as one 2-D product.
-
-    Args:
-      x: ``[..., n_in]`` float tensor.
-      kernel: ``[n_in, n_out]``, ``x``'s dtype.
-
-    Returns:
-      ``[..., n_out]``; the same values and gradients as ``tf.tensordot(x, kernel, 1)``.
-    """
+    """``[..., n_in] @ [n_in, n_out]`` as one 2-D product: ``tf.tensordot(x, kernel, 1)``'s
+    values and gradients."""
     n_out = kernel.shape[-1]
     if x.shape.rank == 2:
         return _matmul_2d(x, kernel)
@@ -79,7 +62,7 @@ def matmul_last_axis(x, kernel):
     return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [n_out]], axis=0))  # -> [..., n_out]
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+@serializable
 class Dense(tf.keras.layers.Dense):
     """``tf.keras.layers.Dense`` whose product is :func:`matmul_last_axis` (dense inputs)."""
 
@@ -90,10 +73,46 @@ class Dense(tf.keras.layers.Dense):
             inputs = tf.cast(inputs, self.compute_dtype)
         outputs = matmul_last_axis(inputs, tf.cast(self.kernel, inputs.dtype))
         if self.use_bias:
-            # column_sums sums in the tensor's dtype: float16 keeps BiasAddGrad
-            # (bfloat16 has float32's range, and the product accumulates in float32).
+            # column_sums sums in the tensor's dtype: float16 keeps BiasAddGrad.
             add = bias_add if outputs.dtype in (tf.float32, tf.bfloat16) else tf.nn.bias_add
             outputs = add(outputs, tf.cast(self.bias, outputs.dtype))
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
+
+
+def check_init(init: str) -> str:
+    """``init`` if it is a known scheme, else a ``ValueError``."""
+    if init not in INITIALIZATIONS:
+        raise ValueError(f"Unknown initialisation {init!r}; choose from {list(INITIALIZATIONS)}")
+    return init
+
+
+def kernel_initializer(fan_in: int, init: str) -> tf.keras.initializers.Initializer:
+    """A dense kernel's initializer under ``init``."""
+    if check_init(init) == "pytorch":
+        return _uniform(fan_in)
+    return tf.keras.initializers.GlorotUniform()
+
+
+def bias_initializer(fan_in: int, init: str) -> tf.keras.initializers.Initializer:
+    """A dense bias's initializer under ``init``."""
+    if check_init(init) == "pytorch":
+        return _uniform(fan_in)
+    return tf.keras.initializers.Zeros()
+
+
+def _uniform(fan_in: int) -> tf.keras.initializers.Initializer:
+    # Given, not read off the shape: a kernel may be part of a larger Linear.
+    bound = 1.0 / math.sqrt(fan_in)
+    return tf.keras.initializers.RandomUniform(-bound, bound)
+
+
+def dense(units: int, *, fan_in: int, init: str, **kwargs) -> Dense:
+    """A ``projections.Dense`` of ``units`` outputs on ``fan_in`` inputs under ``init``."""
+    return Dense(
+        units,
+        kernel_initializer=kernel_initializer(fan_in, init),
+        bias_initializer=bias_initializer(fan_in, init),
+        **kwargs,
+    )

@@ -10,29 +10,16 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.inputs.bucketed_batches import INDEX
-from tfr_rankformer.inputs.data import MASK
+from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, MASK, PADDING_LABEL, RELEVANCE
+from tfr_rankformer.inputs.list_parsing import INDEX
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
-
-__all__ = ["predict_lists", "evaluate_model", "EvaluationCallback", "RunEvaluator"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RunEvaluator:
-    """A trained run, reloaded to be evaluated on one dataset (``runner.evaluate``).
-
-    ``feature_runs`` and ``text_runs`` make them; the runner evaluates the
-    splits asked for and records the results alike for every kind of run.
-
-    Attributes:
-      trained_on: the dataset the run trained on.
-      data_dir: the dataset evaluated.
-      splits: that dataset's splits.
-      evaluate: ``evaluate(split)``: the split's metrics.
-      check: ``check(splits)`` raises, before any metric is computed, when
-        one of ``splits`` cannot be read whole; ``None``: nothing to check.
-    """
+    """A trained run reloaded to be evaluated on the dataset ``data_dir`` (``runner.evaluate``):
+    ``evaluate(split)`` gives a split's metrics, and ``check(splits)``, if any, raises
+    before any metric is computed when one of them cannot be read whole."""
 
     trained_on: str
     data_dir: str
@@ -47,13 +34,13 @@ _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _predict_step(model: tf.keras.Model):
-    """The model's inference call as one ``tf.function`` for any batch size and list
-    length, made once per model (evaluation after every epoch reuses its trace)."""
+    """The model's inference call as one ``tf.function`` for any batch and list length,
+    made once per model so that evaluation after every epoch reuses its trace."""
     step = _PREDICT_STEPS.get(model)
     if step is None:
         num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
         signature = {
-            elwc_schema.FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
+            FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
             MASK: tf.TensorSpec([None, None], tf.bool),
         }
         # A weak reference: the function must not keep its model (its key) alive.
@@ -66,46 +53,27 @@ def _predict_step(model: tf.keras.Model):
 
 
 def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
-    """Runs ``model`` over an evaluation dataset (see ``data.evaluation_dataset``).
-
-    Returns:
-      Padded numpy arrays ``scores``, ``label``, ``relevance``, ``mask``
-      (``[num_lists, max_list]``) and, for models with a list head,
-      ``list_probs`` (``[num_lists, K]``, ``P(t >= k)``), with the lists in
-      file order (batches grouped by length are put back in it).
-    """
+    """``model`` over an evaluation dataset (``data.evaluation_dataset``): padded arrays
+    ``scores``, ``label``, ``relevance``, ``mask`` ``[num_lists, max_list]`` and, with a
+    list head, ``list_probs`` ``[num_lists, K]``, the lists in file order."""
     step = _predict_step(model)
-    parts: dict[str, list] = {
-        "scores": [],
-        "label": [],
-        "relevance": [],
-        "mask": [],
-        "probs": [],
-        "index": [],
-    }
+    parts: dict[str, list] = {k: [] for k in ("scores", "label", "relevance", "mask", "probs")}
+    parts["index"] = []
     for batch in dataset:
         if INDEX in batch:
             parts["index"].append(batch[INDEX].numpy())
-        inputs = {elwc_schema.FEATURES: batch[elwc_schema.FEATURES], MASK: batch[MASK]}
-        outputs = step(inputs)
+        outputs = step({FEATURES: batch[FEATURES], MASK: batch[MASK]})
         parts["scores"].append(outputs["scores"].numpy())
-        parts["label"].append(batch[elwc_schema.LABEL].numpy())
-        parts["relevance"].append(batch[elwc_schema.RELEVANCE].numpy())
-        parts["mask"].append(batch[MASK].numpy())
+        for key in (LABEL, RELEVANCE, MASK):
+            parts[key].append(batch[key].numpy())
         if "list_quality" in outputs:
             parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
     if not parts["mask"]:
         raise ValueError("the evaluation split holds no lists")
-    # Each batch's rows are written straight into their place in file order:
-    # one array per field, no padded copies to concatenate and reorder.
+    # Each batch's rows are written straight into their place in file order.
     rows = sum(m.shape[0] for m in parts["mask"])
     width = max(m.shape[1] for m in parts["mask"])
-    fills = {
-        "scores": -np.inf,
-        "label": elwc_schema.PADDING_LABEL,
-        "relevance": elwc_schema.PADDING_LABEL,
-        "mask": False,
-    }
+    fills = {"scores": -np.inf, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL, MASK: False}
     result = {k: np.full((rows, width), v, dtype=parts[k][0].dtype) for k, v in fills.items()}
     if parts["probs"]:
         result["list_probs"] = np.empty((rows, parts["probs"][0].shape[1]), np.float32)
@@ -126,14 +94,9 @@ def evaluate_model(
 ) -> dict:
     """The paper's metrics for ``model`` on ``dataset`` (NDCG x 100, list-head metrics)."""
     predicted = predict_lists(model, dataset)
-    return evaluate_rankings(
-        predicted["scores"],
-        predicted["label"],
-        predicted["relevance"],
-        predicted["mask"],
-        max_label=max_label,
-        list_probs=predicted.get("list_probs") if list_head else None,
-    )
+    probs = predicted.get("list_probs") if list_head else None
+    arrays = (predicted[k] for k in ("scores", LABEL, RELEVANCE, MASK))
+    return evaluate_rankings(*arrays, max_label=max_label, list_probs=probs)
 
 
 # Validation metrics shown per epoch and written to history.csv.
@@ -141,10 +104,8 @@ LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "l
 
 
 class EvaluationCallback(tf.keras.callbacks.Callback):
-    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch.
-
-    Placed before checkpointing and early stopping, which then monitor them.
-    """
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch, for
+    the checkpointing and early stopping placed after it."""
 
     def __init__(
         self,
@@ -161,11 +122,9 @@ class EvaluationCallback(tf.keras.callbacks.Callback):
         self.evaluated = model  # the model on raw features; default: the one being fit
 
     def on_epoch_end(self, epoch, logs=None):
+        model = self.evaluated or self.model
         metrics = evaluate_model(
-            self.evaluated or self.model,
-            self.dataset,
-            max_label=self.max_label,
-            list_head=self.list_head,
+            model, self.dataset, max_label=self.max_label, list_head=self.list_head
         )
         if logs is not None:
             for key in LOGGED:

@@ -1,25 +1,8 @@
-"""Losses: a registry of item-score losses, the RankFormer's listwide loss, and how
-both are averaged over a batch.
-
-The RankFormer (Buyl et al., KDD 2023) minimises
-``L = L_softmax(s, y) + alpha * L_ordinal(d, t)``: ``L_softmax = -y^T log softmax(s)``
-is TF-Ranking's ``SoftmaxLoss``, and the ordinal listwide loss is defined here.
-Any registered item-score loss (``--loss``) can take the softmax's place; they
-are TF-Ranking's wherever TF-Ranking has the loss. Padding items carry
-negative labels, which every loss ignores.
-
-Two loss scalings (``LOSS_SCALINGS``) decide how the per-list values become
-the batch's loss:
-
-* ``released`` (default), as the authors' released code: each list's item-score
-  loss is a mean over the list's items (``-(y * log softmax(s)).mean()``), lists
-  whose loss is exactly zero (for the softmax, lists with ``t = 0``) are left out
-  of the mean over lists (none left: loss 0, zero gradient), and the listwide
-  loss is the mean of its binary cross-entropies over the ``K`` levels, averaged
-  over every list. Their ``alpha`` (``list_pred_strength``) 1 stands for the
-  paper's 0.25 (their README).
-* ``paper``: Eq. 9 as printed: the item-score loss summed within a list, the
-  listwide loss summed over the levels, both averaged over every list.
+"""Losses: a registry of item-score losses, the RankFormer's listwide loss, and how both are
+averaged over a batch. ``LOSS_SCALINGS``: ``released`` (default), as the authors' code: item
+losses are means over the list's items, lists whose loss is exactly 0 are left out of the
+mean over lists, and the listwide loss is a mean over levels (their ``alpha`` 1 is the
+paper's 0.25); ``paper``: Eq. 9 as printed, sums within lists, means over lists.
 """
 
 from __future__ import annotations
@@ -30,21 +13,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from tfr_rankformer.core.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
-
-__all__ = [
-    "LOSS_SCALINGS",
-    "ListAverage",
-    "ListNetLoss",
-    "OrdinalListLoss",
-    "PerListLoss",
-    "ScaledSigmoidRMSE",
-    "ScoreLoss",
-    "SCORE_LOSSES",
-    "get_score_loss",
-    "check_scaling",
-]
-
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
+from tfr_rankformer.model.serializable import serializable
 
 
 def check_scaling(scaling: str) -> str:
@@ -54,30 +23,21 @@ def check_scaling(scaling: str) -> str:
     return scaling
 
 
-@_serializable
+def _tfr():
+    import tensorflow_ranking as tfr
+
+    return tfr.keras.losses
+
+
+@serializable
 class OrdinalListLoss(tf.keras.losses.Loss):
-    """The RankFormer's ordinal listwide loss on the list label ``t = max_i y_i``.
-
-    Per list, the binary cross-entropies ``BCE(sigmoid(d_k), 1[t >= k])`` of the
-    ``K`` logits ``d_k``, one per label level above 0 (paper Sec. 4.2), are
-    averaged over the levels (``level_mean``, the released code's
-    ``binary_cross_entropy_with_logits``) or summed (Eq. 9 as printed).
-
-    Args:
-      num_levels: ``K``, the highest label value.
-      level_mean: average over the levels rather than sum.
-
-    Call args:
-      y_true: ``[batch, 1]`` float list labels ``t``.
-      y_pred: ``[batch, K]`` logits.
-    """
+    """The RankFormer's ordinal listwide loss: per list, ``BCE(sigmoid(d_k), 1[t >= k])``
+    of the ``K = num_levels`` logits ``d_k`` (``y_pred`` ``[B, K]``) against the list label
+    ``t`` (``y_true`` ``[B, 1]``), averaged over the levels (``level_mean``, the released
+    code's) or summed (Eq. 9 as printed)."""
 
     def __init__(
-        self,
-        num_levels: int,
-        level_mean: bool = True,
-        name: str = "ordinal_list_loss",
-        **kwargs,
+        self, num_levels: int, level_mean: bool = True, name: str = "ordinal_list_loss", **kwargs
     ):
         super().__init__(name=name, **kwargs)
         self.num_levels = num_levels
@@ -91,24 +51,11 @@ class OrdinalListLoss(tf.keras.losses.Loss):
         reduce = tf.reduce_mean if self.level_mean else tf.reduce_sum
         return reduce(losses, axis=-1)  # [B, K] -> [B]
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_levels=self.num_levels, level_mean=self.level_mean)
-        return config
-
 
 class _LambdaWeights:
-    """A sum of TF-Ranking's NDCG lambda weights, ``sum_k factor_k * w_k``, for
-    ``PairwiseLogisticLoss``.
-
-    TF-Ranking scales its DCG lambda weights by the padded list size (a
-    heuristic that keeps their magnitude near the unweighted loss's); here each
-    list is scaled by its own number of valid items instead, so padding a list
-    changes nothing.
-
-    Args:
-      parts: ``(factor, lambda_weight)`` pairs.
-    """
+    """``sum_k factor_k * w_k`` of TF-Ranking's lambda weights for ``PairwiseLogisticLoss``,
+    each list scaled by its own number of valid items rather than the padded size
+    (TF-Ranking's), so that padding a list changes nothing."""
 
     def __init__(self, parts):
         self.parts = list(parts)
@@ -124,34 +71,10 @@ class _LambdaWeights:
         return labels
 
 
-def _lambdarank_weights():
-    """LambdaRank's NDCG swap weights ``|G_i - G_j| |1/D(r_i) - 1/D(r_j)| / maxDCG``."""
-    return _LambdaWeights([(1.0, _tfr().NDCGLambdaWeight())])
-
-
-def _ndcg_loss2pp_weights(mu: float):
-    """LambdaLoss's NDCG-Loss2++ weights (Wang et al., CIKM 2018):
-    ``|G_i - G_j| (rho_ij + mu * delta_ij) / maxDCG``, with ``rho`` LambdaRank's
-    discount difference (TF-Ranking's ``NDCGLambdaWeight``) and
-    ``delta_ij = |1/D(|r_i - r_j|) - 1/D(|r_i - r_j| + 1)|`` NDCG-Loss2's
-    (``NDCGLambdaWeightV2``)."""
-    tfr = _tfr()
-    return _LambdaWeights([(1.0, tfr.NDCGLambdaWeight()), (mu, tfr.NDCGLambdaWeightV2())])
-
-
-@_serializable
+@serializable
 class ScaledSigmoidRMSE(tf.keras.losses.Loss):
-    """RMSE of ``max_label * sigmoid(s)`` against the labels, per list (allRank's ``rmse``).
-
-    ``sqrt(mean_i (y_i - max_label * sigmoid(s_i))^2)`` over the list's valid
-    items (labels >= 0), averaged over lists. The sigmoid squashes the score
-    into the label range; the ranking uses ``s`` itself (same order). A list
-    without valid items contributes 0 with zero gradient.
-
-    Call args:
-      y_true: ``[batch, list]`` labels, negative for padding.
-      y_pred: ``[batch, list]`` scores.
-    """
+    """allRank's ``rmse``: per list, ``sqrt(mean_i (y_i - max_label * sigmoid(s_i))^2)``
+    over the valid items (labels >= 0); a list without error or items gives 0."""
 
     def __init__(self, max_label: float, name: str = "rmse_loss", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -168,31 +91,13 @@ class ScaledSigmoidRMSE(tf.keras.losses.Loss):
         safe = tf.where(mse > 0.0, mse, 1.0)
         return tf.where(mse > 0.0, tf.sqrt(safe), 0.0)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(max_label=self.max_label)
-        return config
 
-
-def _tfr():
-    import tensorflow_ranking as tfr
-
-    return tfr.keras.losses
-
-
-@_serializable
+@serializable
 class PerListLoss(tf.keras.losses.Loss):
-    """A TF-Ranking loss summed within each list, then averaged over lists.
+    """A TF-Ranking loss summed within each list over its valid items or pairs: TF-Ranking
+    averages over every element, padding included, so padding would shrink a list's loss."""
 
-    TF-Ranking's Keras losses average over every element of their unreduced
-    loss: over ``batch * list`` items (ordinal) or ``batch * list * list``
-    pairs (pairwise), padding included, so padding a list would shrink its
-    loss. Summed per list (over valid items or pairs only), a padded item
-    changes nothing. Listwise losses (one value per list) are unchanged.
-
-    Args:
-      loss: a TF-Ranking Keras loss; it is called with ``Reduction.NONE``.
-    """
+    get_config = tf.keras.losses.Loss.get_config  # the wrapped loss is not serialised
 
     def __init__(self, loss, name: str | None = None, **kwargs):
         super().__init__(name=name or loss.name, **kwargs)
@@ -205,23 +110,11 @@ class PerListLoss(tf.keras.losses.Loss):
         return tf.reduce_sum(per_element, axis=list(range(1, rank))) if rank > 1 else per_element
 
 
-@_serializable
+@serializable
 class ListNetLoss(tf.keras.losses.Loss):
-    """ListNet's top-one cross-entropy (Cao et al., ICML 2007; allRank's ``listNet``).
-
-    Per list, ``-sum_i softmax(y)_i log softmax(s)_i`` over the valid items
-    (labels >= 0): the target is the labels' softmax, where TF-Ranking's
-    ``SoftmaxLoss`` (``softmax``) uses the labels themselves. A list whose
-    labels are all equal has a uniform target, so unlike the softmax loss it
-    still has a loss; a list without valid items has 0.
-
-    Call args:
-      y_true: ``[batch, list]`` labels, negative for padding.
-      y_pred: ``[batch, list]`` scores.
-
-    Returns:
-      ``[batch]`` per-list losses.
-    """
+    """ListNet's top-one cross-entropy (Cao et al., ICML 2007; allRank's ``listNet``):
+    ``-sum_i softmax(y)_i log softmax(s)_i`` over the valid items, per list. Unlike the
+    softmax loss, a list of equal labels has a (uniform) target."""
 
     def __init__(self, name: str = "listnet_loss", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -237,21 +130,12 @@ class ListNetLoss(tf.keras.losses.Loss):
         return tf.where(any_valid, -tf.reduce_sum(terms, axis=-1), 0.0)
 
 
-@_serializable
+@serializable
 class ListAverage(tf.keras.losses.Loss):
-    """A per-list loss averaged over a batch's lists, as a loss scaling asks.
-
-    Args:
-      per_list: a loss whose ``call`` gives one value per list, ``[batch]``.
-      item_mean: divide each list's value by its number of valid items (labels
-        >= 0), turning a sum over the list into a mean.
-      skip_zero_lists: average over the lists whose loss is not exactly zero
-        only; with none, the loss is 0 with a zero gradient. Otherwise over every
-        list.
-
-    Under a ``tf.distribute`` strategy each replica averages its own lists, and
-    Keras divides by the number of replicas before the gradients are summed.
-    """
+    """A per-list loss averaged over a batch's lists: with ``item_mean`` each list's value
+    is divided by its valid items; with ``skip_zero_lists`` lists whose loss is exactly 0
+    are left out of the mean (none left: 0, zero gradient). Under ``tf.distribute`` each
+    replica averages its own lists."""
 
     def __init__(
         self,
@@ -284,7 +168,7 @@ class ListAverage(tf.keras.losses.Loss):
             counted = tf.reduce_sum(tf.cast(tf.not_equal(values, 0.0), tf.float32))
             return tf.reduce_sum(values) / tf.maximum(counted, 1.0)
 
-    def get_config(self):
+    def get_config(self):  # the per-list loss is not serialised
         config = super().get_config()
         config.update(item_mean=self.item_mean, skip_zero_lists=self.skip_zero_lists)
         return config
@@ -295,14 +179,12 @@ class ScoreLoss:
     """A registered item-score loss.
 
     Attributes:
-      per_list: ``max_label -> tf.keras.losses.Loss`` whose ``call`` gives one
-        value per list.
-      output: the model output it reads: ``"scores"`` ``[B, L]``, or
-        ``"item_levels"`` ``[B, L, K]`` (one logit per label level above 0;
-        the model's score is then the sum of the level probabilities).
-      item_sum: the per-list value is a sum over the list's items (or pairs),
-        which the ``released`` scaling turns into a mean over its items.
-      summary: one line for ``--help`` and the README.
+      per_list: ``max_label -> Loss`` whose ``call`` gives one value per list.
+      output: the model output it reads: ``"scores"`` ``[B, L]``, or ``"item_levels"``
+        ``[B, L, K]`` (the model's score is then the sum of the level probabilities).
+      item_sum: the per-list value is a sum over items or pairs, which the ``released``
+        scaling turns into a mean over the list's items.
+      summary: one line for ``--help`` (``command_names.LOSS_SUMMARIES``).
     """
 
     per_list: Callable[[int], tf.keras.losses.Loss]
@@ -320,63 +202,43 @@ class ScoreLoss:
         )
 
 
-def _tfr_loss(class_name: str, **kwargs) -> Callable[[int], tf.keras.losses.Loss]:
+def _tfr_loss(class_name: str, name: str, **kwargs) -> Callable[[int], tf.keras.losses.Loss]:
     """A registry entry: TF-Ranking's ``class_name`` loss summed within each list."""
+    return lambda max_label: PerListLoss(getattr(_tfr(), class_name)(name=name, **kwargs))
+
+
+def _pairwise(name: str, *weights) -> Callable[[int], tf.keras.losses.Loss]:
+    """TF-Ranking's pairwise logistic loss weighted by ``(factor, lambda weight class)``."""
 
     def build(max_label: int) -> tf.keras.losses.Loss:
-        del max_label
-        return PerListLoss(getattr(_tfr(), class_name)(**kwargs))
+        parts = [(factor, getattr(_tfr(), weight)()) for factor, weight in weights]
+        return _tfr_loss("PairwiseLogisticLoss", name, lambda_weight=_LambdaWeights(parts))(0)
 
     return build
 
 
-# Losses on item scores, TF-Ranking's own wherever it has the loss.
-SCORE_LOSSES = {
-    "softmax": ScoreLoss(
-        _tfr_loss("SoftmaxLoss", name="softmax_loss"),
-        summary=LOSS_SUMMARIES["softmax"],
-    ),
-    "listnet": ScoreLoss(
-        lambda _: ListNetLoss(),
-        summary=LOSS_SUMMARIES["listnet"],
-    ),
+_LOSSES = {
+    "softmax": ScoreLoss(_tfr_loss("SoftmaxLoss", "softmax_loss")),
+    "listnet": ScoreLoss(lambda _: ListNetLoss()),
     "ordinal": ScoreLoss(
         lambda k: PerListLoss(_tfr().OrdinalLoss(name="ordinal_loss", ordinal_size=k)),
         output="item_levels",
-        summary=LOSS_SUMMARIES["ordinal"],
     ),
-    "approx_ndcg": ScoreLoss(
-        _tfr_loss("ApproxNDCGLoss", name="approx_ndcg_loss"),
-        item_sum=False,
-        summary=LOSS_SUMMARIES["approx_ndcg"],
-    ),
-    "listmle": ScoreLoss(
-        _tfr_loss("ListMLELoss", name="listmle_loss"),
-        summary=LOSS_SUMMARIES["listmle"],
-    ),
-    "ranknet": ScoreLoss(
-        _tfr_loss("PairwiseLogisticLoss", name="ranknet_loss"),
-        summary=LOSS_SUMMARIES["ranknet"],
-    ),
-    "lambdarank": ScoreLoss(
-        lambda _: PerListLoss(
-            _tfr().PairwiseLogisticLoss(name="lambdarank_loss", lambda_weight=_lambdarank_weights())
-        ),
-        summary=LOSS_SUMMARIES["lambdarank"],
-    ),
+    "approx_ndcg": ScoreLoss(_tfr_loss("ApproxNDCGLoss", "approx_ndcg_loss"), item_sum=False),
+    "listmle": ScoreLoss(_tfr_loss("ListMLELoss", "listmle_loss")),
+    "ranknet": ScoreLoss(_tfr_loss("PairwiseLogisticLoss", "ranknet_loss")),
+    # LambdaRank's NDCG swap weights |G_i - G_j| |1/D(r_i) - 1/D(r_j)| / maxDCG.
+    "lambdarank": ScoreLoss(_pairwise("lambdarank_loss", (1.0, "NDCGLambdaWeight"))),
+    # LambdaLoss's NDCG-Loss2++ (Wang et al., CIKM 2018): LambdaRank's weights plus
+    # mu = 10 times NDCG-Loss2's |1/D(|r_i - r_j|) - 1/D(|r_i - r_j| + 1)|.
     "ndcg_loss2pp": ScoreLoss(
-        lambda _: PerListLoss(
-            _tfr().PairwiseLogisticLoss(
-                name="ndcg_loss2pp_loss", lambda_weight=_ndcg_loss2pp_weights(mu=10.0)
-            )
-        ),
-        summary=LOSS_SUMMARIES["ndcg_loss2pp"],
+        _pairwise("ndcg_loss2pp_loss", (1.0, "NDCGLambdaWeight"), (10.0, "NDCGLambdaWeightV2"))
     ),
-    "rmse": ScoreLoss(
-        lambda k: ScaledSigmoidRMSE(k),
-        item_sum=False,
-        summary=LOSS_SUMMARIES["rmse"],
-    ),
+    "rmse": ScoreLoss(lambda k: ScaledSigmoidRMSE(k), item_sum=False),
+}
+# Losses on item scores, each with its one-line summary.
+SCORE_LOSSES = {
+    name: dataclasses.replace(loss, summary=LOSS_SUMMARIES[name]) for name, loss in _LOSSES.items()
 }
 
 

@@ -1,34 +1,13 @@
-"""Offline ranking evaluation shared by every model of the project (numpy only).
-
-Follows the evaluation of the RankFormer paper (Buyl et al., "RankFormer: Listwise
-Learning-to-Rank Using Listwide Labels", KDD 2023):
-
-* NDCG@k x 100 on the training labels ``y`` (``NDCG_y``) and on the explicit
-  relevance ``r`` (``NDCG_r``). Lists whose labels are all equal are left out,
-  separately for ``y`` and ``r``, since every ranking of such a list is ideal.
-* ``NDCG_y@10`` on the lists whose list label ``t = max_i y_i`` is the highest
-  label value (e.g. lists with a purchase).
-* For models with a list-quality head: accuracy and ROC-AUC of ``P(t >= k)``.
-
-NDCG@k = DCG@k / IDCG@k with DCG@k = sum_{rank < k} gain(y) / log2(rank + 2)
-(ranks counted from 0), as in Jarvelin & Kekalainen (2002) and
-``tfr.keras.metrics.NDCGMetric``. Tied scores are handled as scikit-learn's
-``ndcg_score(ignore_ties=False)`` does (McSherry & Najork, ECIR 2008): each item
-of a tied block gets the block's mean gain, so the result never depends on the
-input order.
+"""Offline ranking metrics shared by every model (numpy only), as the RankFormer paper
+evaluates: NDCG@k x 100 on the labels ``y`` and on the relevance ``r``, leaving out lists of
+equal labels; ``NDCG_y@10`` on lists of the highest ``t``; accuracy and ROC-AUC of list
+heads. Tied scores share their block's mean gain (scikit-learn's ``ignore_ties=False``),
+so results never depend on the input order.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-__all__ = [
-    "CONVENTION",
-    "GAINS",
-    "dcg_gains",
-    "ndcg_at_k",
-    "evaluate_rankings",
-]
 
 CONVENTION = "NDCG x 100; lists whose labels are all equal are left out (RankFormer paper)"
 GAINS = ("exponential", "linear")
@@ -37,19 +16,8 @@ _CHUNK_ITEMS = 1 << 21
 
 
 def dcg_gains(labels, *, gain: str = "exponential") -> np.ndarray:
-    """Gains of graded labels.
-
-    Args:
-      labels: A numeric array of any shape.
-      gain: ``"exponential"`` for ``2**y - 1`` (TF-Ranking's and the LTR
-        literature's default) or ``"linear"`` for ``y``.
-
-    Returns:
-      A float64 array of the shape of ``labels``.
-
-    Raises:
-      ValueError: If ``gain`` is unknown.
-    """
+    """float64 gains of graded labels: ``exponential`` ``2**y - 1`` (TF-Ranking's
+    default) or ``linear`` ``y``."""
     labels = np.asarray(labels, dtype=np.float64)
     if gain == "exponential":
         return np.exp2(labels) - 1.0
@@ -59,24 +27,13 @@ def dcg_gains(labels, *, gain: str = "exponential") -> np.ndarray:
 
 
 def ndcg_at_k(scores, labels, k: int | None, *, gain: str = "exponential") -> float:
-    """NDCG@k of one unpadded list, with tie-averaged gains.
+    """NDCG@k in ``[0, 1]`` of one unpadded list (``k`` ``None``: the whole list), with
+    tie-averaged gains; ``nan`` when every label is 0.
 
-    Args:
-      scores: A ``[list_size]`` float array of predicted scores (finite).
-      labels: A ``[list_size]`` numeric array of graded labels (non-negative).
-      k: The cut-off, a positive int, or ``None`` for the whole list.
-      gain: ``"exponential"`` (``2**y - 1``) or ``"linear"`` (``y``).
-
-    Returns:
-      NDCG@k in ``[0, 1]`` as a Python float (not x 100); ``nan`` if the ideal
-      DCG is 0 (all labels 0), so that callers can leave the list out.
-
-    Raises:
-      ValueError: If the arrays are not 1-D of the same length, ``k`` is not
-        positive, scores are not finite or labels are negative or not finite.
+    >>> round(ndcg_at_k([0.3, 0.2, 0.1], [0, 1, 2], None), 3)
+    0.587
     """
-    scores = np.asarray(scores)
-    labels = np.asarray(labels)
+    scores, labels = np.asarray(scores), np.asarray(labels)
     if scores.ndim != 1 or labels.shape != scores.shape:
         raise ValueError(
             f"`scores` and `labels` must be 1-D arrays of the same length, got shapes "
@@ -102,38 +59,16 @@ def evaluate_rankings(
     list_probs=None,
     gain: str = "exponential",
 ) -> dict:
-    """The RankFormer paper's metrics over padded lists.
+    """The RankFormer paper's metrics over padded ``[num_lists, list_size]`` arrays.
 
-    Args:
-      scores: A ``[num_lists, list_size]`` float array of predicted scores,
-        finite where ``mask`` is True.
-      labels: A ``[num_lists, list_size]`` numeric array of training labels ``y``,
-        non-negative where ``mask`` is True (padding values are ignored).
-      relevance: A ``[num_lists, list_size]`` numeric array of explicit
-        relevance labels ``r``, non-negative where ``mask`` is True.
-      mask: A ``[num_lists, list_size]`` bool array, True for real items.
-      ks: Positive int cut-offs of the NDCG values.
-      max_label: The highest label value; if given, ``ndcg_y@10_tmax`` is
-        reported over the counted lists whose max valid ``y`` equals it.
-      list_probs: Optional ``[num_lists, K]`` float array of probabilities in
-        ``[0, 1]``, column ``k - 1`` being the predicted ``P(t >= k)`` with
-        ``t`` the max valid ``y`` of the list. Columns after the 2nd are ignored.
-      gain: ``"exponential"`` (``2**y - 1``) or ``"linear"`` (``y``).
-
-    Returns:
-      A dict of Python floats (counts are ints): ``ndcg_y@{k}`` and
-      ``ndcg_r@{k}`` (means x 100 over the lists whose valid labels, ``y`` resp.
-      ``r``, are not all equal; ``nan`` if none), ``ndcg_y@10_tmax`` (with
-      ``max_label``), ``num_lists`` (lists with at least one real item; empty
-      lists are ignored everywhere), ``num_lists_y``, ``num_lists_r``,
-      ``list_acc_t>={k}`` (``P > 0.5`` as Keras' ``BinaryAccuracy``) and
-      ``list_auc_t>={k}`` (``nan`` if one class only) over all non-empty lists
-      for ``k`` in ``1..min(K, 2)`` (with ``list_probs``), and ``convention``.
-
-    Raises:
-      ValueError: On mismatched shapes (naming the arrays), a non-bool mask,
-        non-positive ``ks``, non-finite scores or probabilities, or negative or
-        non-finite labels at real items.
+    ``scores`` must be finite and ``labels`` (``y``) and ``relevance`` (``r``)
+    non-negative where ``mask`` is True. Returns ``ndcg_y@{k}`` and ``ndcg_r@{k}`` (x 100
+    over the lists whose ``y`` resp. ``r`` differ; ``nan`` if none), with ``max_label``
+    ``ndcg_y@10_tmax`` over the lists whose max ``y`` equals it, ``num_lists`` (lists with
+    an item; empty lists count nowhere), ``num_lists_y``, ``num_lists_r`` and
+    ``convention``; with ``list_probs`` (``[num_lists, K]``, column ``k - 1`` the predicted
+    ``P(t >= k)``) ``list_acc_t>={k}`` (``P > 0.5``) and ``list_auc_t>={k}`` for ``k`` in
+    ``1..min(K, 2)``. Bad shapes, dtypes or values raise a ``ValueError`` naming the array.
     """
     scores, labels, relevance, mask = _check_batch(scores, labels, relevance, mask)
     ks = tuple(_check_k(k) for k in ks)
@@ -145,7 +80,8 @@ def evaluate_rankings(
 
     tmax = None if max_label is None else y_counted & (y_max == max_label)
     out = _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax)
-    out.update(_list_counts(nonempty, y_counted, r_counted))
+    counts = {"num_lists": nonempty, "num_lists_y": y_counted, "num_lists_r": r_counted}
+    out.update({name: int(lists.sum()) for name, lists in counts.items()})
     if list_probs is not None:
         out.update(_list_head_metrics(list_probs, y_max, nonempty))
     out["convention"] = CONVENTION
@@ -207,9 +143,8 @@ def _label_range(labels, mask):
 
 
 def _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax) -> dict:
-    """``ndcg_y@{k}`` and ``ndcg_r@{k}`` for ``k`` in ``ks``, and ``ndcg_y@10_tmax``
-    unless ``tmax`` is None: per-list NDCG (``ndcg``, ``[2, len(all_ks), num_lists]``)
-    averaged x 100 over the counted lists of each."""
+    """The per-list NDCG ``[2, len(all_ks), num_lists]`` averaged x 100 over the counted
+    lists: ``ndcg_y@{k}``, ``ndcg_r@{k}`` and (unless ``tmax`` is None) ``ndcg_y@10_tmax``."""
     out = {}
     for name, counted, per_label in (("y", y_counted, ndcg[0]), ("r", r_counted, ndcg[1])):
         for k in ks:
@@ -217,15 +152,6 @@ def _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax) -> dict:
     if tmax is not None:
         out["ndcg_y@10_tmax"] = _mean_x100(ndcg[0, all_ks.index(10)], tmax)
     return out
-
-
-def _list_counts(nonempty, y_counted, r_counted) -> dict:
-    """Lists with a real item, and those whose ``y`` resp. ``r`` labels differ."""
-    return {
-        "num_lists": int(nonempty.sum()),
-        "num_lists_y": int(y_counted.sum()),
-        "num_lists_r": int(r_counted.sum()),
-    }
 
 
 def _mean_x100(values, counted) -> float:
@@ -260,27 +186,14 @@ def _list_head_metrics(list_probs, y_max, nonempty) -> dict:
 
 def _roc_auc(target, probs) -> float:
     """ROC-AUC by the Mann-Whitney U statistic, with ranks averaged over ties."""
+    from scipy.stats import rankdata
+
     num_pos = int(target.sum())
     num_neg = target.size - num_pos
     if num_pos == 0 or num_neg == 0:
         return float("nan")
-    ranks = _average_ranks(probs)
-    u = ranks[target].sum() - num_pos * (num_pos + 1) / 2.0
+    u = rankdata(probs)[target].sum() - num_pos * (num_pos + 1) / 2.0
     return float(u / (num_pos * num_neg))
-
-
-def _average_ranks(values) -> np.ndarray:
-    """1-based ranks of a 1-D array, tied values sharing their mean rank."""
-    order = np.argsort(values, kind="stable")
-    sorted_values = values[order]
-    starts = np.ones(values.shape, dtype=bool)
-    starts[1:] = sorted_values[1:] != sorted_values[:-1]
-    ids = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], values.size)  # exclusive
-    ranks = np.empty(values.shape, dtype=np.float64)
-    ranks[order] = ((first + 1 + last) / 2.0)[ids]
-    return ranks
 
 
 # === Validation ===
@@ -292,25 +205,21 @@ def _check_k(k) -> int:
     return int(k)
 
 
-def _check_batch(scores, labels, relevance, mask):
-    arrays = {
-        "scores": np.asarray(scores),
-        "labels": np.asarray(labels),
-        "relevance": np.asarray(relevance),
-        "mask": np.asarray(mask),
-    }
-    shapes = {name: a.shape for name, a in arrays.items()}
-    if arrays["scores"].ndim != 2 or len(set(shapes.values())) != 1:
+def _check_batch(*arrays):
+    scores, labels, relevance, mask = arrays = [np.asarray(a) for a in arrays]
+    names = ("scores", "labels", "relevance", "mask")
+    shapes = {name: a.shape for name, a in zip(names, arrays)}
+    if scores.ndim != 2 or len(set(shapes.values())) != 1:
         raise ValueError(
             "`scores`, `labels`, `relevance` and `mask` must share one shape "
             f"[num_lists, list_size], got {shapes}"
         )
-    if arrays["mask"].dtype != bool:
-        raise ValueError(f"`mask` must be a bool array, got dtype {arrays['mask'].dtype}")
-    _check_scores(arrays["scores"], arrays["mask"])
-    _check_labels(arrays["labels"], arrays["mask"], "labels")
-    _check_labels(arrays["relevance"], arrays["mask"], "relevance")
-    return arrays["scores"], arrays["labels"], arrays["relevance"], arrays["mask"]
+    if mask.dtype != bool:
+        raise ValueError(f"`mask` must be a bool array, got dtype {mask.dtype}")
+    _check_scores(scores, mask)
+    _check_labels(labels, mask, "labels")
+    _check_labels(relevance, mask, "relevance")
+    return scores, labels, relevance, mask
 
 
 def _check_scores(scores, mask):

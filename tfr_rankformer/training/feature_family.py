@@ -16,9 +16,9 @@ import tensorflow as tf
 
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
-from tfr_rankformer.inputs.quantile_search import pipeline_normalization
 from tfr_rankformer.model import compiled_ops, packed_items
 from tfr_rankformer.model.models import normalization_of
+from tfr_rankformer.model.table_search import pipeline_normalization
 from tfr_rankformer.ranking.evaluation import EvaluationCallback
 from tfr_rankformer.training.run_family import PreparedRun
 from tfr_rankformer.training.run_plan import plan_run, shuffle_lists

@@ -1,54 +1,22 @@
-"""The optimizers and learning-rate schedules of ``tfr-train`` runs.
-
-``adamw`` (the RankFormer's: AdamW, weight decay 0.1) or ``adam`` (allRank's),
-with epsilon 1e-8 added where ``adam_epsilon`` says:
-
-* ``pytorch`` (default): to the bias-corrected ``sqrt(v_hat)``, as
-  ``torch.optim`` (and so both reference implementations) does:
-  ``step = lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``;
-* ``keras``: to the uncorrected ``sqrt(v)``, as Keras's Adam does
-  (``lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``): in effect an
-  epsilon ``1 / sqrt(1 - b2^t)`` times larger, 32 times at the first step and
-  1.35 times after 1,000 steps. It damps the steps of weights whose gradients
-  are small (a quarter of the first step at a gradient of 1e-6): with the
-  released code's initial weights and no dropout, 30 full-batch steps of our
-  ``mlp`` ended 0.20 away from the released code's scores under ``keras``
-  and agreed with them to 5e-5 under ``pytorch``
-  (``pipelines/benchmarks/reference/reference_equivalence.py``). This project's
-  optimizers added it so before.
-
-Schedules (``lr_schedule``):
-``epoch_inverse_sqrt`` (the RankFormer's released code: a factor ``(e - start
-+ 1) ** -0.5`` from epoch ``start`` on, changed once per epoch),
-``step_inverse_sqrt`` (this project's earlier per-step decay) and
-``step_decay`` (allRank's StepLR, x0.1 every ``start`` epochs).
+"""The optimizers and learning-rate schedules of ``tfr-train`` runs: ``adamw`` (the
+RankFormer's) or ``adam`` (allRank's), epsilon added as ``torch.optim`` adds it
+(``adam_epsilon`` ``pytorch``, as both reference implementations) or as Keras does; the
+released code's ``epoch_inverse_sqrt``, its per-step ``step_inverse_sqrt``, and allRank's
+``step_decay``.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.training.train_config import TrainConfig
-
-__all__ = [
-    "InverseSqrtDecay",
-    "EpochSchedule",
-    "PyTorchAdam",
-    "PyTorchAdamW",
-    "learning_rate_schedule",
-    "build_optimizer",
-]
-
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 
 
 class _PyTorchEpsilon:
     """Adam's update with epsilon added to the bias-corrected ``sqrt(v_hat)``, as
-    ``torch.optim.Adam``/``AdamW`` (see the module docstring); the rest (moment
-    updates, AdamW's decoupled weight decay, which Keras applies before this
-    step as PyTorch does) is Keras's. A sparse gradient (``IndexedSlices``) is
-    made dense: Keras's sparse branch decays every row's moments too, so the
-    update is the same."""
+    ``torch.optim``; the rest (AdamW's decoupled decay among it) is Keras's. Sparse
+    gradients are made dense: Keras's sparse branch decays every row's moments too."""
 
     def update_step(self, gradient, variable):
         if self.amsgrad:
@@ -67,18 +35,23 @@ class _PyTorchEpsilon:
         variable.assign_sub(m * step_size / (corrected_sqrt_v + self.epsilon))
 
 
-@_serializable
+@serializable
 class PyTorchAdam(_PyTorchEpsilon, tf.keras.optimizers.Adam):
     """Keras's ``Adam`` with ``torch.optim.Adam``'s epsilon placement."""
 
 
-@_serializable
+@serializable
 class PyTorchAdamW(_PyTorchEpsilon, tf.keras.optimizers.AdamW):
     """Keras's ``AdamW`` with ``torch.optim.AdamW``'s epsilon placement."""
 
 
-@_serializable
-class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
+class _Schedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    def get_config(self):  # the base raises; subclasses add their arguments
+        return {}
+
+
+@serializable
+class InverseSqrtDecay(_Schedule):
     """Constant rate, then ``rate * sqrt(start / step)`` from step ``start`` on, per step
     (``lr_schedule="step_inverse_sqrt"``)."""
 
@@ -92,25 +65,12 @@ class InverseSqrtDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
         factor = tf.minimum(1.0, tf.sqrt(start / tf.maximum(step, 1.0)))
         return self.learning_rate * factor
 
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "start_step": self.start_step}
 
-
-@_serializable
-class EpochSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """A rate that changes once per epoch, as a PyTorch ``LambdaLR``/``StepLR`` stepped
-    after each epoch; epoch ``e`` (from 0) covers steps ``[e * steps_per_epoch,
-    (e + 1) * steps_per_epoch)``.
-
-    Args:
-      learning_rate: the initial rate.
-      steps_per_epoch: optimizer steps in one epoch.
-      kind: ``epoch_inverse_sqrt``: factor 1 before epoch ``start``, then
-        ``(e - start + 1) ** -0.5`` (the RankFormer's released code: 1 at epoch
-        20, 21 ** -0.5 = 0.218 at epoch 40); ``step_decay``: ``0.1 ** (e //
-        start)`` (allRank's StepLR with gamma 0.1).
-      start: the epoch the decay starts at (``step_decay``: its period).
-    """
+@serializable
+class EpochSchedule(_Schedule):
+    """A rate that changes once per epoch (from 0), as a PyTorch ``LambdaLR``/``StepLR``
+    stepped after each: ``epoch_inverse_sqrt`` 1 before epoch ``start``, then
+    ``(e - start + 1) ** -0.5``; ``step_decay`` ``0.1 ** (e // start)``."""
 
     def __init__(self, learning_rate: float, steps_per_epoch: int, kind: str, start: int):
         if kind not in ("epoch_inverse_sqrt", "step_decay"):
@@ -129,14 +89,6 @@ class EpochSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         else:
             factor = tf.where(epoch < start, 1.0, tf.math.rsqrt(tf.maximum(epoch - start + 1, 1)))
         return self.learning_rate * factor
-
-    def get_config(self):
-        return {
-            "learning_rate": self.learning_rate,
-            "steps_per_epoch": self.steps_per_epoch,
-            "kind": self.kind,
-            "start": self.start,
-        }
 
 
 def learning_rate_schedule(config: TrainConfig, steps_per_epoch: int):

@@ -1,26 +1,9 @@
-"""Scoring lists with an exported SavedModel or a GBDT.
+"""Scoring lists with an exported SavedModel or a GBDT, and writing the results.
 
-Lists of raw feature arrays (``(qid, docids, [n, d] features)``, the model
-normalises them) go through the tensor signature; reading them from LETOR
-text is the converter's job (``tfrecords_tools.letor.letor_lists``), so the library
-takes them from any source. ELWC records go through the proto signature; their
-items are numbered in list order. Results are written as a TREC run (``qid Q0
-docid rank score tag``) or as CSV with the list-quality prediction of each
-query.
-
-A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
-item on its own features; ELWC records are then parsed with ``tfr.data``.
-
-A Listformer export, raw-string or token-id, scores text lists (``(qid, docids,
-query text, document texts)``) through its default signature
-(``text_signature``, ``score_text_lists``).
-
-Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
-record: a TFRecord shard cut short (``record_checks``), or a record the
-signature rejects (an item whose features are missing, of the wrong length,
-or NaN/inf). With a
-model exported with ``--invalid-items score-last`` such items are ranked last
-and counted instead (``ScoredList.num_invalid``).
+Lists of raw features ``(qid, docids, [n, d] features)`` from any source go through the
+tensor signature, ELWC records through the proto signature (their items numbered in list
+order). Bad ELWC input stops scoring with a ``RecordFileError`` naming file and record;
+items of an export with ``--invalid-items score-last`` are ranked last and counted instead.
 """
 
 from __future__ import annotations
@@ -56,16 +39,8 @@ __all__ = [
 
 @dataclasses.dataclass
 class ScoredList:
-    """One query's documents and the model's outputs.
-
-    Attributes:
-      qid: the query id (a string for text lists).
-      docids: document ids, in input order.
-      scores: ``[n]`` scores, in input order.
-      list_probs: ``[K]`` ``P(t >= k)``, or ``None`` without a list head.
-      num_invalid: items the model could not score and ranked last (models
-        exported with ``--invalid-items score-last``).
-    """
+    """One query's documents and the model's outputs, in input order; ``list_probs`` is
+    ``P(t >= k)`` (``None`` without a list head), ``num_invalid`` the items ranked last unscored."""
 
     qid: int | str
     docids: list[str]
@@ -75,11 +50,8 @@ class ScoredList:
 
 
 def resolve_export(path: str) -> str:
-    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``.
-
-    Raises:
-      FileNotFoundError: if neither is there.
-    """
+    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``;
+    ``FileNotFoundError`` if neither is there."""
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     export = os.path.join(path, EXPORT_NAME)
@@ -105,7 +77,7 @@ def batched(items: Iterator, size: int) -> Iterator[list]:
         yield batch
 
 
-# Padded items per prediction batch: as evaluation's (see ``batching``).
+# Padded items per prediction batch, as evaluation's.
 BATCH_ITEMS = 2 * 32768
 _WINDOW = 8  # batches' worth of lists sorted by length at a time
 
@@ -113,14 +85,10 @@ _WINDOW = 8  # batches' worth of lists sorted by length at a time
 def _by_length(
     items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
 ) -> Iterator:
-    """``score_batch``'s results for ``items``, in their input order, from batches of
-    lists of similar length.
-
-    A window of ``_WINDOW * size`` lists is sorted by length and cut into
-    batches of at most ``size`` lists, ``max_items`` padded items and
-    ``max_items * ATTENTION_REFERENCE_LENGTH`` attention entries (always at
-    least one list), so memory stays bounded whatever the longest list, and
-    short lists are not padded to a long neighbour's length.
+    """``score_batch``'s results for ``items`` in input order, from batches of lists of
+    similar length: a window of lists is sorted by length and cut into batches of at most ``size``
+    lists, ``max_items`` padded items and as many attention entries as ``batching`` allows, so
+    memory stays bounded and short lists are not padded to a long neighbour's length.
     """
     for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
@@ -159,8 +127,8 @@ def opened_export(export):
 
 
 def tensor_signature(export):
-    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``);
-    ``export``: its directory or the loaded SavedModel."""
+    """The export's ``predict_tensors`` signature; ``export``: its directory or the loaded
+    SavedModel."""
     return opened_export(export).signatures[SIGNATURE_TENSORS]
 
 
@@ -172,13 +140,9 @@ def signature_num_features(signature) -> int:
 def score_lists(
     signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
-
-    The lists may come from anywhere: a LETOR file read by the converter
-    (``tfrecords_tools.letor.letor_lists``), a feature store, a test. ``signature``
-    may also be a TF Serving's (``serving_client.connect``). They are
-    scored in batches of similar length (at most ``batch_size`` lists and
-    ``BATCH_ITEMS`` padded items) and come out in their input order.
+    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``
+    (a local one, or a TF Serving's: ``serving_client.connect``), in batches of similar length;
+    they come out in input order.
     """
     num_features = signature_num_features(signature)
 
@@ -217,13 +181,12 @@ def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
 
 
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records (the converter's shards) through the proto signature of
-    ``export`` (its directory, the loaded SavedModel, or a TF Serving's
-    ``serving_client.RemoteModel``).
+    """Scores ELWC records through the proto signature of ``export`` (its directory, the
+    loaded SavedModel, or a ``serving_client.RemoteModel``).
 
     Raises:
-      RecordFileError: a ``ValueError`` naming the file and record of a list
-        the signature rejects, or of truncated or corrupt TFRecord data.
+      RecordFileError: naming the file and record of a list the signature rejects, or of
+        truncated or corrupt TFRecord data.
     """
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
@@ -284,11 +247,7 @@ def score_lists_gbdt(
 
 def _item_features(path: str, number: int, record: bytes, num_features: int):
     """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
-    signature checks it.
-
-    Raises:
-      RecordFileError: an item's features missing, of another length, or not finite.
-    """
+    signature checks it (``RecordFileError`` otherwise)."""
     from tensorflow_serving.apis import input_pb2
 
     elwc = input_pb2.ExampleListWithContext.FromString(record)
@@ -315,11 +274,7 @@ def _item_features(path: str, number: int, record: bytes, num_features: int):
 
 
 def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records with a LightGBM booster; items are numbered in list order.
-
-    Raises:
-      RecordFileError: as ``score_elwc`` with the ``reject`` policy.
-    """
+    """Scores ELWC records with a LightGBM booster; errors as ``score_elwc``'s."""
     num_features = booster.num_feature()
     for batch in batched(_elwc_records(files), batch_size):
         rows = []

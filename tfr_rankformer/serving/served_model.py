@@ -15,19 +15,14 @@ __all__ = ["ServedModel"]
 
 @dataclasses.dataclass(frozen=True)
 class ServedModel:
-    """A trained model opened to score lists (``runner.load_served``).
+    """A trained model opened to score lists.
 
     Attributes:
-      path: the SavedModel directory, the GBDT's ``model.txt``, or the URL of
-        a TF Serving's model (``runner.load_remote``).
-      kind: the ``model_families`` kind that scores it: ``features`` (a
-        feature-vector run's export), ``text`` (either of a text run's
-        exports) or ``gbdt``.
+      path: the SavedModel directory, the GBDT's ``model.txt``, or a TF Serving model's URL.
+      kind: the ``model_families`` kind that scores it.
       num_features: the feature count the model takes (``None`` for text).
-      model: the loaded SavedModel (or a ``serving_client.RemoteModel``, whose
-        signatures are called alike), or the LightGBM booster.
-      tokenizer: a token-id text export's client tokenizer, read from its
-        ``assets.extra/`` (``None``: the export takes raw strings, or no text).
+      model: the loaded SavedModel, a ``serving_client.RemoteModel`` or a LightGBM booster.
+      tokenizer: a token-id text export's client tokenizer (``None``: none needed).
     """
 
     path: str

@@ -1,8 +1,4 @@
-"""Scoring text lists through a Listformer export (raw strings or token ids).
-
-``runner.predict`` and ``tfr-predict`` score a text dataset's lists here; the
-feature-vector and GBDT scoring is ``prediction``'s.
-"""
+"""Scoring text lists through a Listformer export (raw strings or token ids)."""
 
 from __future__ import annotations
 
@@ -11,27 +7,20 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
-from tfr_rankformer.core.run_layout import is_text_run
 from tfr_rankformer.serving.export import SIGNATURE_ELWC
 from tfr_rankformer.serving.prediction import ScoredList, batched, opened_export, unpacked
 
-__all__ = ["is_text_export", "text_signature", "text_inputs", "score_text_lists"]
-
-
-def is_text_export(export: str) -> bool:
-    """Whether ``export`` is a text model's (a Listformer's): ``run_layout.is_text_run``."""
-    return is_text_run(export)
+__all__ = ["text_signature", "text_inputs", "score_text_lists"]
 
 
 def text_signature(export):
-    """The raw-text signature of a Listformer export (``query [B]``, ``documents [B, L]``);
-    ``export``: its directory or the loaded SavedModel."""
+    """The default signature of a Listformer export (its directory or the loaded SavedModel)."""
     return opened_export(export).signatures[SIGNATURE_ELWC]
 
 
 def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
-    """A batch's inputs to a raw-string ``text_signature``: ``query [B]`` and
-    ``documents [B, L]``, shorter lists padded with empty strings (the export tokenises)."""
+    """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
+    padded with empty strings."""
     width = max(map(len, documents))
     padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
     return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
@@ -45,11 +34,10 @@ def score_text_lists(
     inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
 ) -> Iterator[ScoredList]:
     """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
-    through a Listformer export's ``text_signature`` (the scores are needed by a model
-    that takes them, ``FIRST_STAGE_INPUT``); ``inputs`` makes a batch's inputs
-    (``text_inputs``, or a token-id export's ids: ``runner.predict``). A document whose
-    text is empty cannot be told from padding: it gets the padding score, is ranked
-    last and is counted in ``ScoredList.num_invalid``."""
+    through a Listformer export's ``signature``; ``inputs`` makes a batch's inputs (``text_inputs``,
+    or a token-id export's ids). An empty document cannot be told from padding: it gets the
+    padding score, is ranked last and is counted in ``ScoredList.num_invalid``.
+    """
     first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
     for batch in batched(lists, batch_size):
         queries = [item[2] for item in batch]
@@ -63,8 +51,7 @@ def score_text_lists(
 
 
 def _first_stage_scores(batch: list) -> np.ndarray:
-    """``[B, L]`` float32 first-stage scores of a batch's lists (their fifth entry),
-    0 after a list's documents."""
+    """``[B, L]`` float32 first-stage scores of a batch's lists, 0 after their documents."""
     width = max(len(item[1]) for item in batch)
     scores = np.zeros([len(batch), width], np.float32)
     for i, item in enumerate(batch):

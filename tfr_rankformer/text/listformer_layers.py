@@ -19,7 +19,6 @@ from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 
 __all__ = [
-    "ATTENTIONS",
     "ListformerEmbedding",
     "GlobalLocalTextEncoderLayer",
     "DocumentReadout",

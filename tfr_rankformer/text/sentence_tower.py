@@ -176,10 +176,7 @@ class SentenceTower(tf.keras.layers.Layer):
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
     """Sets every weight of ``tower`` to the checkpoint's; token type 0's embedding is added
     to every token. Raises ``ValueError`` naming a setting or weight that does not fit."""
-    settings = {"num_layers": checkpoint.num_layers, "num_heads": checkpoint.num_heads}
-    settings.update(cls_id=checkpoint.token_id(CLS), sep_id=checkpoint.token_id(SEP))
-    settings.update(epsilon=checkpoint.layer_norm_epsilon, activation=checkpoint.activation)
-    for name, value in settings.items():
+    for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(
                 f"{checkpoint.directory}: the checkpoint's {name} is {value!r}, the "

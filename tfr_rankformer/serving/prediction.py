@@ -1,9 +1,11 @@
-"""Scoring lists with an exported SavedModel or a GBDT, and writing the results.
+"""Scoring lists with an exported SavedModel, a Listformer export or a GBDT, and writing
+the results.
 
 Lists of raw features ``(qid, docids, [n, d] features)`` from any source go through the
 tensor signature, ELWC records through the proto signature (their items numbered in list
-order). Bad ELWC input stops scoring with a ``RecordFileError`` naming file and record;
-items of an export with ``--invalid-items score-last`` are ranked last and counted instead.
+order), text lists through a Listformer export's default signature. Bad ELWC input stops
+scoring with a ``RecordFileError`` naming file and record; items of an export with
+``--invalid-items score-last`` are ranked last and counted instead.
 """
 
 from __future__ import annotations
@@ -12,19 +14,26 @@ import csv
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.serving.serving_requests import padded_tensors
 
+if TYPE_CHECKING:
+    from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
+
 __all__ = [
     "ScoredList",
+    "ServedModel",
     "resolve_export",
     "load_export",
     "tensor_signature",
@@ -33,6 +42,9 @@ __all__ = [
     "score_elwc",
     "score_lists_gbdt",
     "score_elwc_gbdt",
+    "text_signature",
+    "text_inputs",
+    "score_text_lists",
     "write_results",
 ]
 
@@ -47,6 +59,29 @@ class ScoredList:
     scores: np.ndarray
     list_probs: np.ndarray | None = None
     num_invalid: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """A trained model opened to score lists.
+
+    Attributes:
+      path: the SavedModel directory, the GBDT's ``model.txt``, or a TF Serving model's URL.
+      kind: the ``model_families`` kind that scores it.
+      num_features: the feature count the model takes (``None`` for text).
+      model: the loaded SavedModel, a ``serving_client.RemoteModel`` or a LightGBM booster.
+      tokenizer: a token-id text export's client tokenizer (``None``: none needed).
+    """
+
+    path: str
+    kind: str
+    num_features: int | None
+    model: object
+    tokenizer: ClientTokenizer | None = None
+
+    @property
+    def is_text(self) -> bool:
+        return self.kind == TEXT_KIND
 
 
 def resolve_export(path: str) -> str:
@@ -282,6 +317,57 @@ def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iter
             qid, features = _item_features(path, number, record, num_features)
             rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
         yield from _gbdt_lists(booster, rows)
+
+
+def text_signature(export):
+    """The default signature of a Listformer export (its directory or the loaded SavedModel)."""
+    return opened_export(export).signatures[SIGNATURE_ELWC]
+
+
+def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
+    """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
+    padded with empty strings."""
+    width = max(map(len, documents))
+    padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
+    return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
+
+
+def score_text_lists(
+    signature,
+    lists: Iterable[tuple],
+    *,
+    batch_size: int = 16,
+    inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
+    through a Listformer export's ``signature``; ``inputs`` makes a batch's inputs (``text_inputs``,
+    or a token-id export's ids). An empty document cannot be told from padding: it gets the
+    padding score, is ranked last and is counted in ``ScoredList.num_invalid``.
+    """
+    first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
+    for batch in batched(lists, batch_size):
+        queries = [item[2] for item in batch]
+        given = inputs(queries, [list(item[3]) for item in batch])
+        if first_stage:
+            given[FIRST_STAGE_INPUT] = _first_stage_scores(batch)
+        outputs = signature(**given)
+        for i, (qid, docids, _, texts, *_) in enumerate(batch):
+            empty = sum(1 for text in texts if not text)
+            yield ScoredList(qid, docids, *unpacked(outputs, i, len(docids)), num_invalid=empty)
+
+
+def _first_stage_scores(batch: list) -> np.ndarray:
+    """``[B, L]`` float32 first-stage scores of a batch's lists, 0 after their documents."""
+    width = max(len(item[1]) for item in batch)
+    scores = np.zeros([len(batch), width], np.float32)
+    for i, item in enumerate(batch):
+        if len(item) < 5 or item[4] is None:
+            raise ValueError(
+                f"query {item[0]}: the model takes the first stage's scores, and the list "
+                "has none (convert the lists from a run: tfr-convert --input trec --run)"
+            )
+        scores[i, : len(item[4])] = item[4]
+    return scores
 
 
 def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> int:

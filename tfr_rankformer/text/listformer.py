@@ -132,10 +132,10 @@ def build_listformer(
       config: resolved settings (``ModelConfig.resolved("listformer")``).
       levels: ``K`` levels of the list head; ``None`` or 0: no list head.
       item_levels: per-document level logits for the ordinal loss; ``None``: one score.
-      form: the layers' form; ``None``: ``ListformerForm.from_scratch()``.
+      form: the layers' form; ``None``: the from-scratch form, ``ListformerForm()``.
       tower: ``SentenceTower``'s settings when ``config.similarity`` is ``checkpoint``.
     """
-    form = form or ListformerForm.from_scratch()
+    form = form or ListformerForm()
     # === Inputs ===
     inputs = text_inputs(bool(config.first_stage))
     mask = inputs[MASK]

@@ -44,11 +44,6 @@ class ListformerForm:
             )
 
     @classmethod
-    def from_scratch(cls) -> ListformerForm:
-        """The form of a Listformer trained from random weights (the default)."""
-        return cls()
-
-    @classmethod
     def bert(cls, *, layer_norm_epsilon: float, activation: str = "gelu") -> ListformerForm:
         """The form of a BERT checkpoint's layers.
 

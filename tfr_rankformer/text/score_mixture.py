@@ -26,7 +26,8 @@ def standardized(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """``values [B, N]`` standardised over each list's valid documents (``mask [B, N]``):
     mean 0, deviation 1 (a list whose values are all equal: 0); 0 on padding.
 
-    >>> standardized(tf.constant([[1.0, 3.0, 9.0]]), tf.constant([[True, True, False]])).numpy()
+    >>> values, mask = tf.constant([[1.0, 3.0, 9.0]]), tf.constant([[True, True, False]])
+    >>> standardized(values, mask).numpy().round(4)
     array([[-1.,  1.,  0.]], dtype=float32)
     """
     weights = tf.cast(mask, values.dtype)

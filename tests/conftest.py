@@ -112,9 +112,9 @@ def tiny_servables(tmp_path_factory):
     import numpy as np
     import tensorflow as tf
 
+    from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
     from tfr_rankformer.model.models import ModelConfig, build_model
     from tfr_rankformer.serving.export import save_servable
-    from tfr_rankformer.serving.serving_checks import INVALID_ITEM_POLICIES
     from tfrecords_tools.elwc_writer import ElwcEncoder
 
     tf.keras.utils.set_random_seed(0)

@@ -8,14 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from tfr_rankformer.distill.distillation import (
-    ROWS,
-    DistillConfig,
-    centred_scores,
-    distill,
-    graded_targets,
-    list_spearman,
-)
+from tfr_rankformer.core.command_names import DISTILL_ROWS
+from tfr_rankformer.distill.distillation import DistillConfig, distill, list_spearman
+from tfr_rankformer.distill.distillation_targets import centred_scores, graded_targets
 from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
@@ -66,7 +61,7 @@ def test_list_spearman_skips_lists_it_cannot_rank():
 def test_student_follows_the_teacher_and_the_table_has_three_rows(distilled, trained, capsys):
     output, metrics = distilled
     for split in ("vali", "test"):
-        assert set(metrics["comparison"][split]) == set(ROWS)
+        assert set(metrics["comparison"][split]) == set(DISTILL_ROWS)
         for row in metrics["comparison"][split].values():
             assert {"ndcg_y@10", "ndcg_r@10", "training_seconds", "scoring_ms_per_list"} <= set(row)
     # The teacher also uses each list's majority intent (see the synthetic data),

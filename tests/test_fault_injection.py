@@ -185,7 +185,7 @@ def test_training_killed_while_checkpointing_resumes(dataset, config, tmp_path):
 def test_training_killed_while_exporting_exports_on_resume(dataset, config, tmp_path):
     model_dir = tmp_path / "run"
     _killed(_train(dataset, model_dir, config, kill_at="export.saved"))
-    assert _state(model_dir) == "complete" and os.listdir(model_dir / "export") == [".1.partial"]
+    assert _state(model_dir) == "complete" and os.listdir(model_dir / "export") == ["1.partial"]
     again = _train(dataset, model_dir, config)
     assert again.returncode == 1 and "complete rankformer run" in again.stderr
     resumed = _train(dataset, model_dir, config, "--resume")

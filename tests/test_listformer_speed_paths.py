@@ -24,6 +24,7 @@ from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import evaluate_text_model, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
+from tfr_rankformer.training.text_config import TextConfig
 from tfr_rankformer.training.train_config import TrainConfig
 
 WORDS = ["apple", "banana", "cherry", "delta", "echo", "fox", "golf", "hotel", "india"]
@@ -46,7 +47,7 @@ def _write_lists(directory, count=37, seed=0):
     # The same lists for training.
     source = os.path.join(directory, "vali-00000-of-00001.tfrecord")
     tf.io.gfile.copy(source, os.path.join(directory, "train-00000-of-00001.tfrecord"))
-    return text_data.load_text_data(directory, text_data.TextConfig())
+    return text_data.load_text_data(directory, TextConfig())
 
 
 @pytest.fixture(scope="module")

@@ -136,10 +136,11 @@ def _serve_inputs():
 def test_exported_listformer_scores_raw_strings(tmp_path):
     from tfr_rankformer.model.models import ModelConfig
     from tfr_rankformer.text.listformer import build_text_model
-    from tfr_rankformer.text.text_data import TextConfig, load_text_data
+    from tfr_rankformer.text.text_data import load_text_data
     from tfr_rankformer.text.text_export import save_text_servable
     from tfr_rankformer.text.text_runs import text_model_inputs
     from tfr_rankformer.text.text_tokenizer import SPECIAL_TOKENS, TextTokenizer
+    from tfr_rankformer.training.text_config import TextConfig
 
     data = load_text_data(
         write_text_lists(str(tmp_path / "text"), lists=(("train", 2),)), TextConfig()

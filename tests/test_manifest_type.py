@@ -233,7 +233,8 @@ def test_a_manifest_is_read_only_and_replace_keeps_the_key_order(tmp_path):
 
 
 def test_a_text_directory_without_a_manifest_still_loads(tmp_path):
-    from tfr_rankformer.text.text_data import TextConfig, load_text_data
+    from tfr_rankformer.text.text_data import load_text_data
+    from tfr_rankformer.training.text_config import TextConfig
 
     (tmp_path / "train-00000-of-00001.tfrecord").write_bytes(b"")
     data = load_text_data(str(tmp_path), TextConfig())

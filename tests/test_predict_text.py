@@ -80,11 +80,11 @@ def test_kinds_of_model_and_data_must_match(text_run, dataset, tiny_servables, c
     numeric = os.path.join(dataset, "test-00000-of-00001.tfrecord")
     assert predict_main(["--model", model_dir, "--input", numeric, "--output", output]) == 1
     assert "is a Listformer export: --input must be a text dataset" in capsys.readouterr().err
-    from tfr_rankformer.serving.text_prediction import is_text_export
+    from tfr_rankformer.core.run_layout import is_text_run
 
     numeric_export = tiny_servables["reject"]
-    assert is_text_export(os.path.join(model_dir, "export", "1"))
-    assert not is_text_export(numeric_export)
+    assert is_text_run(os.path.join(model_dir, "export", "1"))
+    assert not is_text_run(numeric_export)
     assert predict_main(["--model", numeric_export, "--input", data, "--output", output]) == 1
     assert "holds text lists: score it with a Listformer export" in capsys.readouterr().err
     assert not os.path.exists(output) and not os.path.exists(output + ".partial")

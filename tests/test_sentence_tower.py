@@ -13,7 +13,7 @@ import tensorflow as tf
 from tests.bert_checkpoints import EPS, minilm_directory, write_checkpoint
 from tests.bert_checkpoints import reference_bert as numpy_bert
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
-from tfr_rankformer.text.sentence_encoding import SentenceEncoder, encode_texts
+from tfr_rankformer.text.sentence_encoding import SentenceEncoder
 from tfr_rankformer.text.sentence_tower import (
     SentenceTower,
     load_tower_weights,
@@ -169,12 +169,12 @@ def test_a_tower_of_other_sizes_is_refused(checkpoint):
         SentenceTower(10, 8, 1, 2, 16, 12, cls_id=10, sep_id=3)
 
 
-def test_encode_texts_keeps_the_order_and_cuts_to_max_tokens(checkpoint, tower):
+def test_encode_keeps_the_order_and_cuts_to_max_tokens(checkpoint, tower):
     texts = ["the quick brown fox jumps over the lazy dog", "hello", "", "search engine rank"]
     encoder = SentenceEncoder(checkpoint[0].directory)
     ids = encoder.token_ids(texts, max_tokens=5)
     assert [len(i) for i in ids] == [5, 1, 0, 3]
-    got = encode_texts(checkpoint[0].directory, texts, batch_size=2, max_tokens=5)
+    got = encoder.encode(texts, batch_size=2, max_tokens=5)
     for text_ids, row in zip(ids, got):
         want = _numpy_embedding(checkpoint[1], text_ids) if text_ids else np.zeros(32)
         np.testing.assert_allclose(row, want, atol=1e-5)

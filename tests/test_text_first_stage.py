@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tests.test_text_trec_convert import config_for, write_files
 from tfr_rankformer.text import text_data
+from tfr_rankformer.training.text_config import TextConfig
 from tfrecords_tools.text.text_elwc import TextList, TextSplitWriter, read_text_split
 from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
 from tfrecords_tools.tfrecord_reader import TFRecordFile
@@ -145,7 +146,7 @@ def scored(tmp_path_factory):
         run=paths["run"],
     )
     convert_trec(config, progress=False)
-    return text_data.load_text_data(str(root / "out"), text_data.TextConfig())
+    return text_data.load_text_data(str(root / "out"), TextConfig())
 
 
 def _lists(data, **options):
@@ -225,7 +226,7 @@ def test_data_without_the_feature_parses_as_before(tmp_path, scored):
     writer = TextSplitWriter(str(tmp_path), "train", 1)
     writer.write(TextList("q", ("a",), ("d1", "d2"), (("x",), ("y", "z")), (1, 0)))
     writer.close()
-    plain = text_data.load_text_data(str(tmp_path), text_data.TextConfig())
+    plain = text_data.load_text_data(str(tmp_path), TextConfig())
     assert plain.first_stage_feature is None and not plain.has_first_stage
     [element] = list(_lists(plain, list_size=3))
     assert set(element) == CORE

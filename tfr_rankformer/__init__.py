@@ -63,8 +63,7 @@ _MODULES = {
     "tfr_rankformer.core.run_results": ("RunMetrics",),
     "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings",),
     # === Serving ===
-    "tfr_rankformer.serving.model_export": ("export_model",),
-    "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS"),
+    "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS", "export_model"),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -112,8 +111,7 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss
     from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
     from tfr_rankformer.runner import evaluate, export_run, predict, train
-    from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
-    from tfr_rankformer.serving.model_export import export_model
+    from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_model
     from tfr_rankformer.training.text_config import TextConfig
     from tfr_rankformer.training.train_config import TrainConfig
 

@@ -21,17 +21,19 @@ from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving import export
 from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.serving.prediction import (
+    ServedModel,
     load_export,
     resolve_export,
     score_elwc,
     score_elwc_gbdt,
     score_lists,
     score_lists_gbdt,
+    score_text_lists,
     signature_num_features,
     tensor_signature,
+    text_inputs,
+    text_signature,
 )
-from tfr_rankformer.serving.served_model import ServedModel
-from tfr_rankformer.serving.text_prediction import score_text_lists, text_inputs, text_signature
 from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_runs import text_run_evaluator
 from tfr_rankformer.text.text_tokenizer import register_text_ops

@@ -33,8 +33,7 @@ from tfr_rankformer.core.run_layout import METRICS_NAME
 from tfr_rankformer.core.run_results import RunMetrics, SplitMetrics
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.ranking.evaluation import RunEvaluator
-from tfr_rankformer.serving.prediction import ScoredList
-from tfr_rankformer.serving.served_model import ServedModel
+from tfr_rankformer.serving.prediction import ScoredList, ServedModel
 from tfr_rankformer.serving.serving_checks import check_policy
 from tfr_rankformer.serving.serving_client import DEFAULT_TIMEOUT, ServingError, connect
 from tfr_rankformer.training.train_config import TrainConfig

@@ -1,35 +1,12 @@
-"""``tfr-distill``: a LightGBM student trained on a teacher's scores.
+"""``tfr-distill``: a pointwise LightGBM student trained on a teacher's scores, which serves
+wherever a LightGBM model runs.
 
-The teacher (a RankFormer run's best checkpoint, an exported SavedModel, or
-any run ``tfr-predict`` takes) scores every list of the training split; a
-GBDT student is fitted to those scores, and a GBDT with identical settings is
-fitted to the training labels for comparison. Student, teacher and the label
-GBDT are evaluated with the shared metrics on the held-out splits.
-
-The student is pointwise: it scores an item from the item's own features, so
-it serves wherever a LightGBM model runs, with no list context at serving time.
-
-Targets (``--target``):
-
-* ``scores`` (default): regression on the teacher's scores minus their list
-  mean. The softmax loss the teacher was trained with is blind to a constant
-  added to a list's scores, so that offset carries no ranking information; it
-  depends on the whole list, which a pointwise student cannot see, and fitting
-  it would waste trees. (The paper trains the student on the scores and says
-  no more; the centring is our choice.)
-* ``graded``: lambdarank on grades derived from the teacher's ranking of each
-  list: the item at rank ``r`` (0 = best) of ``n`` gets
-  ``floor(G * (n - 1 - r) / n)``, so the top ``1/G`` of every list gets grade
-  ``G - 1`` and the bottom ``1/G`` grade 0.
-
-``output/`` holds the student as a GBDT run (``model.txt``, ``config.json``,
-``metrics.json``: the student's metrics per split, plus ``comparison`` and
-``fidelity``), and the label GBDT under ``gbdt_labels/``.
-
-This module holds the settings and the run; loading a teacher and scoring
-lists with it is in ``distillation_teacher`` (``Teacher`` and ``load_teacher``
-are re-exported here), the targets in ``distillation_targets``
-(``centred_scores`` and ``graded_targets`` likewise).
+The teacher (any run or export ``tfr-predict`` takes) scores the training lists; the student
+is fitted to those scores and a GBDT of the same settings to the labels, and all three are
+compared on the held-out splits. Targets: ``scores`` (default), regression on the teacher's
+scores minus their list mean, an offset the softmax loss is blind to and a pointwise student
+cannot see; ``graded``, lambdarank on grades from the teacher's ranking of each list.
+``output/`` holds the student as a GBDT run, and the label GBDT under ``gbdt_labels/``.
 """
 
 from __future__ import annotations
@@ -42,14 +19,10 @@ import time
 
 import numpy as np
 
-from tfr_rankformer.core.command_names import DISTILL_ROWS
+from tfr_rankformer.core.atomic_files import atomic_path
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.core.run_directory import RunExistsError, describe_entries, inspect_run
-from tfr_rankformer.distill.distillation_targets import (
-    centred_scores,
-    graded_targets,
-    student_targets,
-)
+from tfr_rankformer.distill.distillation_targets import student_targets
 from tfr_rankformer.distill.distillation_teacher import Teacher, load_teacher
 from tfr_rankformer.gbdt.gbdt_booster import (
     evaluate_arrays,
@@ -63,22 +36,11 @@ from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 from tfr_rankformer.inputs.manifest import Manifest
 
-__all__ = [
-    "DistillConfig",
-    "Teacher",
-    "load_teacher",
-    "graded_targets",
-    "centred_scores",
-    "list_spearman",
-    "distill",
-    "ROWS",
-]
+__all__ = ["DistillConfig", "distill", "list_spearman"]
 
 logger = logging.getLogger(__name__)
 
 TARGETS = ("scores", "graded")
-# The comparison's rows, in table order.
-ROWS = DISTILL_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,11 +109,8 @@ class DistillConfig:
 
 
 def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
-    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list.
-
-    Lists of fewer than 2 items, or where either is constant, are left out;
-    ``nan`` if none remain.
-    """
+    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list; lists
+    of fewer than 2 items or where either is constant are left out (``nan`` if none remain)."""
     from scipy.stats import spearmanr
 
     values = []
@@ -171,12 +130,8 @@ def _timed(score, arrays: ListArrays) -> tuple[np.ndarray, float]:
 
 
 def distill(config: DistillConfig) -> dict:
-    """Scores the training lists with the teacher, fits the student and the label GBDT,
-    evaluates all three; returns ``metrics.json``'s content.
-
-    Everything is written to ``output + ".partial"`` and renamed to ``output``
-    once complete, so a failed run leaves no partial student behind.
-    """
+    """Scores the training lists with the teacher, fits the student and the label GBDT and
+    evaluates all three; returns ``metrics.json``'s content. A failed run leaves no output."""
     final = os.path.abspath(config.output)
     existing = inspect_run(final)  # None: absent or empty
     if existing is not None and existing.foreign:
@@ -187,21 +142,14 @@ def distill(config: DistillConfig) -> dict:
         )
     if existing is not None and not config.overwrite:
         raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
-    work = final + ".partial"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    with atomic_path(final) as work:
         metrics = _distill(config, work)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    if os.path.isdir(final):
-        shutil.rmtree(final)
-    os.replace(work, final)
+        if os.path.isdir(final):  # --overwrite: the old run goes once the new one is complete
+            shutil.rmtree(final)
     return metrics
 
 
 def _distill(config: DistillConfig, work: str) -> dict:
-    """``distill``'s work, written into ``work``; returns ``metrics.json``'s content."""
     teacher, config, manifest = _teacher_and_manifest(config)
     os.makedirs(work)
     write_json(os.path.join(work, CONFIG_NAME), config.to_json())
@@ -252,12 +200,8 @@ def _distill(config: DistillConfig, work: str) -> dict:
 
 
 def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, Manifest]:
-    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest.
-
-    Raises:
-      ValueError: if neither ``config`` nor the teacher names the dataset, or
-        the dataset's feature count is not the teacher's.
-    """
+    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest;
+    ``ValueError`` if no dataset is named or its feature count is not the teacher's."""
     teacher = load_teacher(config.teacher, batch_size=config.batch_size)
     data_dir = config.data or teacher.data
     if not data_dir:
@@ -273,11 +217,7 @@ def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig
 
 
 def _read_splits(data_dir: str, manifest: Manifest) -> dict[str, ListArrays]:
-    """Every split of the dataset, in the manifest's order.
-
-    Raises:
-      ValueError: if the train split holds no lists.
-    """
+    """Every split of the dataset; ``ValueError`` if the train split holds no lists."""
     splits = {split: read_split(data_dir, manifest, split) for split in manifest.splits}
     if not splits["train"].num_lists:
         raise ValueError(f"{data_dir}: the train split holds no lists")
@@ -285,7 +225,7 @@ def _read_splits(data_dir: str, manifest: Manifest) -> dict[str, ListArrays]:
 
 
 def _timed_fit(params: dict, train: ListArrays, targets: np.ndarray, **options):
-    """The booster ``fit_booster`` fits (``options`` are its keywords) and the seconds it took."""
+    """The booster ``fit_booster`` fits and the seconds it took."""
     started = time.perf_counter()
     booster, _ = fit_booster(params, train, targets, **options)
     return booster, time.perf_counter() - started
@@ -299,13 +239,9 @@ def _evaluations(
     seconds: dict,
     max_label: int,
 ) -> dict:
-    """The evaluations of ``metrics.json``: the student's metrics per split and, on
-    every split but train, the ``comparison`` of teacher, student and label GBDT and
-    the student's ``fidelity`` to the teacher.
-
-    ``teacher_timed`` holds the teacher's ``(scores, scoring seconds)`` by split,
-    ``seconds`` the training time of each model by row name, ``max_label`` the
-    highest label value (``Manifest.label_levels``).
+    """``metrics.json``'s evaluations: the student's metrics per split and, on every split
+    but train, the ``comparison`` of teacher, student and label GBDT (``teacher_timed``: the
+    teacher's scores and scoring seconds by split) and the student's ``fidelity`` to the teacher.
     """
     metrics: dict = {"comparison": {}, "fidelity": {}}
     for split, arrays in splits.items():
@@ -331,8 +267,7 @@ def _evaluations(
 
 
 def _comparison_rows(scored: dict, seconds: dict, arrays: ListArrays, max_label: int) -> dict:
-    """One split's comparison: each model's metrics, training time and scoring time
-    per list, from its ``(scores, scoring seconds)`` in ``scored``."""
+    """One split's comparison: each model's metrics, training time and scoring time per list."""
     rows = {}
     for name, (scores, took) in scored.items():
         rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)

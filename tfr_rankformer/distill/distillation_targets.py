@@ -1,10 +1,4 @@
-"""The distillation student's targets, derived from the teacher's scores.
-
-``scores``: the teacher's scores minus their list mean, fitted by regression;
-``graded``: grades from the teacher's ranking of each list, fitted by
-lambdarank (the module docstring of ``distillation`` says why and how).
-``distillation`` re-exports ``centred_scores`` and ``graded_targets``.
-"""
+"""The distillation student's targets, derived from the teacher's scores."""
 
 from __future__ import annotations
 
@@ -45,24 +39,9 @@ def student_targets(
     target: str,
     grades: int,
 ) -> tuple[dict, np.ndarray, np.ndarray | None]:
-    """The student's LightGBM parameters and targets.
-
-    Args:
-      params: the LightGBM parameters both GBDTs share.
-      teacher_scores: the teacher's per-item scores by split (``"train"``, and
-        ``"vali"`` when ``vali`` is given).
-      train: the training lists.
-      vali: the validation lists, if any.
-      target: ``"scores"`` or ``"graded"``.
-      grades: grade levels of the ``graded`` target.
-
-    Returns:
-      The student's parameters, its training targets ``[train items]`` and its
-      validation targets ``[vali items]`` (``None`` without ``vali``).
-    """
-    # The student stops early on how well it fits the teacher on the validation
-    # lists (the teacher was already selected on the labels); the label GBDT on
-    # the labels' NDCG_y@10.
+    """The student's LightGBM parameters (``params`` with its objective), its training
+    targets and its validation targets (``None`` without ``vali``); ``teacher_scores`` by split."""
+    # The student stops early on its fit to the teacher (selected on the labels already).
     if target == "scores":
         student_params = {**params, "objective": "regression", "metric": "l2"}
         targets = centred_scores(teacher_scores["train"], train)

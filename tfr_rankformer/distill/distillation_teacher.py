@@ -1,6 +1,5 @@
-"""The teacher of a distillation: any model that scores lists (a GBDT directory,
-a tfr-train run's best checkpoint, or an exported SavedModel), loaded as one
-scoring function over ``ListArrays``."""
+"""The teacher of a distillation: a GBDT directory, a tfr-train run's best checkpoint or
+an exported SavedModel, loaded as one scoring function over ``ListArrays``."""
 
 from __future__ import annotations
 
@@ -24,16 +23,8 @@ __all__ = ["Teacher", "load_teacher"]
 
 @dataclasses.dataclass
 class Teacher:
-    """A model that scores lists.
-
-    Attributes:
-      path: where it was loaded from.
-      kind: ``"checkpoint"``, ``"saved_model"`` or ``"gbdt"``.
-      data: the dataset it was trained on, when it records one.
-      num_features: features it takes.
-      score: per-item scores ``[num_items]`` of the lists of a ``ListArrays``.
-      training_seconds: its training time, when its run recorded one.
-    """
+    """A model that scores lists: ``kind`` is ``checkpoint``, ``saved_model`` or ``gbdt``;
+    ``data`` and ``training_seconds`` are what its run recorded, if anything."""
 
     path: str
     kind: str
@@ -67,12 +58,7 @@ def _recorded_seconds(model_dir: str) -> float | None:
 
 
 def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
-    """Loads a teacher: a GBDT directory, a tfr-train run (its best checkpoint), or an
-    exported SavedModel (a directory with ``saved_model.pb``).
-
-    Raises:
-      FileNotFoundError: if ``path`` is missing or none of these.
-    """
+    """Loads a teacher from ``path``; ``FileNotFoundError`` if it is none of the three."""
     if not os.path.isdir(path):
         raise FileNotFoundError(f"teacher {path}: no such directory")
     if is_gbdt_run(path):

@@ -1,48 +1,39 @@
-"""Exporting a trained run as a SavedModel that TF Serving loads.
+"""Exporting a feature-vector ranking model as a SavedModel that TF Serving loads.
 
-``model_dir/export/<version>/`` (versions numbered 1, 2, ...) holds a SavedModel
-with two signatures:
-
-* ``serving_default`` (also ``predict``): ``examples``, a ``tf.string [batch]``
-  of serialized ``ExampleListWithContext`` protos with raw feature values;
-* ``predict_tensors``: ``features [batch, list, d] float32`` (raw) and
-  ``mask [batch, list] bool``.
-
-Both return ``scores [batch, list]`` (padding items score ``PADDING_SCORE``)
-and, for models with a list head, ``list_probs [batch, K]`` (``P(t >= k)``)
-and ``expected_list_label [batch]`` (``E[t] = sum_k P(t >= k)``). Lists of any
-length work: the proto signature pads each batch to its longest list.
-
-Items are checked in the graph (``serving_checks``): an item whose
-``features`` field is missing, holds another number of values than ``d``, or
-holds NaN or an infinity fails the request with a message naming the list,
-the item, the field and the expected and found length (or the bad value) --
-or, exported with ``invalid_items="score-last"``, gets the padding score and
-is flagged in an extra ``invalid_items [batch, list] bool`` output.
+``model_dir/export/<version>/`` (1, 2, ..., never overwritten) holds two signatures:
+``serving_default`` (also ``predict``) on ``examples``, serialized ELWC protos with raw
+features, and ``predict_tensors`` on ``features [B, L, d] float32`` and ``mask [B, L] bool``.
+Both return ``scores [B, L]`` and, with a list head, ``list_probs [B, K]`` (``P(t >= k)``)
+and ``expected_list_label [B]``. Items are checked in the graph (``serving_checks``);
 ``assets.extra/tf_serving_warmup_requests`` holds a few real requests.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core import elwc_schema
-from tfr_rankformer.core.run_layout import is_text_run
+from tfr_rankformer.core import elwc_schema, fault_points
+from tfr_rankformer.core.atomic_files import atomic_path
+from tfr_rankformer.core.run_layout import EXPORT_NAME, is_text_run
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
-from tfr_rankformer.serving.export_versions import next_version, write_version
 from tfr_rankformer.training.feature_runs import load_run
 
 __all__ = [
-    "export_run",
-    "save_servable",
-    "next_version",
+    "INVALID_ITEMS",
     "SIGNATURE_ELWC",
     "SIGNATURE_TENSORS",
-    "INVALID_ITEMS",
+    "export_model",
+    "export_run",
+    "next_version",
+    "save_servable",
+    "served_outputs",
+    "write_version",
 ]
 
 SIGNATURE_ELWC = "serving_default"
@@ -50,6 +41,17 @@ SIGNATURE_TENSORS = "predict_tensors"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 # The extra output of exports with the ``score-last`` policy.
 INVALID_ITEMS = "invalid_items"
+
+
+def served_outputs(outputs: dict, list_head: bool) -> dict:
+    """A signature's outputs from the model's: ``scores`` and, with a list head,
+    ``list_probs [B, K]`` (``P(t >= k)``) and ``expected_list_label [B]``."""
+    served = {"scores": outputs["scores"]}
+    if list_head:
+        probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
+        served["list_probs"] = probs
+        served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
+    return served
 
 
 class _Servable(tf.Module):
@@ -76,9 +78,7 @@ class _Servable(tf.Module):
     def _serve_examples(self, examples):
         import tensorflow_ranking as tfr
 
-        # Parsed with variable length (no default value), so a missing or
-        # short field is seen as such instead of being filled in; the context
-        # is not parsed: scoring needs none of it.
+        # Variable length (no default), so that a missing or short field is seen as such.
         parsed = tfr.data.parse_from_example_list(
             examples,
             list_size=None,
@@ -105,11 +105,7 @@ class _Servable(tf.Module):
 
     def _score(self, features, mask, invalid):
         outputs = self.model({elwc_schema.FEATURES: features, data.MASK: mask}, training=False)
-        served = {"scores": outputs["scores"]}
-        if self.list_head:
-            probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
-            served["list_probs"] = probs
-            served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
+        served = served_outputs(outputs, self.list_head)
         if invalid is not None:
             served[INVALID_ITEMS] = invalid
         return served
@@ -131,6 +127,65 @@ def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
             writer.write(log.SerializeToString())
 
 
+def save_servable(
+    model: tf.keras.Model,
+    path: str,
+    *,
+    num_features: int,
+    list_head: bool,
+    warmup: list[bytes],
+    invalid_items: str = "reject",
+) -> None:
+    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests;
+    ``invalid_items`` is the policy for items the signatures cannot score."""
+    servable = _Servable(model, num_features, list_head, invalid_items)
+    tf.saved_model.save(
+        servable,
+        path,
+        signatures={
+            SIGNATURE_ELWC: servable.serve_examples,
+            "predict": servable.serve_examples,
+            SIGNATURE_TENSORS: servable.serve_tensors,
+        },
+    )
+    _warmup_requests(os.path.join(path, WARMUP_FILE), warmup, SIGNATURE_ELWC)
+
+
+# === A run's versions ===
+
+
+def next_version(export_dir: str) -> int:
+    """One more than the highest numbered version directory (1 for none)."""
+    if not os.path.isdir(export_dir):
+        return 1
+    versions = [int(name) for name in os.listdir(export_dir) if name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def write_version(
+    model_dir: str,
+    version: int | None,
+    save: Callable[[str], None],
+    *,
+    export_name: str = EXPORT_NAME,
+) -> str:
+    """Calls ``save(path)`` to write a SavedModel that becomes
+    ``model_dir/<export_name>/<version>`` (``None``: ``next_version``); returns that path.
+
+    Raises:
+      FileExistsError: if the version directory exists.
+    """
+    export_dir = os.path.join(model_dir, export_name)
+    version = version or next_version(export_dir)
+    path = os.path.join(export_dir, str(version))
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; export versions are never overwritten")
+    with atomic_path(path) as temporary:
+        save(temporary)
+        fault_points.reached("export.saved")
+    return path
+
+
 def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
     """A few serialized lists of the run's data, for the warm-up requests."""
     split = "test" if "test" in manifest.splits else next(iter(manifest.splits))
@@ -140,9 +195,7 @@ def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
 
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
     """Exports a feature-vector run's best weights to ``model_dir/export/<version>``;
-    returns that path.
-
-    ``runner.export_run`` exports any run; a text run's export is ``text_export``'s.
+    returns that path. ``runner.export_run`` exports any kind of run.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
@@ -169,28 +222,86 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     return write_version(model_dir, version, save)
 
 
-def save_servable(
+# === A model held in memory ===
+
+
+def _model_io(model: tf.keras.Model) -> tuple[int, bool]:
+    """The feature count ``d`` the model takes, and whether it has a list head."""
+    inputs, outputs = model.input, model.output
+    if not (
+        isinstance(inputs, dict)
+        and {elwc_schema.FEATURES, data.MASK} <= set(inputs)
+        and isinstance(outputs, dict)
+        and "scores" in outputs
+    ):
+        raise ValueError(
+            f"export_model takes a model on {{'{elwc_schema.FEATURES}', '{data.MASK}'}} returning "
+            "{'scores', ...}, as build_model makes; a text model (the Listformer) is exported "
+            "from its run with export_run"
+        )
+    return int(inputs[elwc_schema.FEATURES].shape[-1]), "list_quality" in outputs
+
+
+def _elwc(items: np.ndarray) -> bytes:
+    """One list of raw feature vectors (``[n, d]``) as a serialized ELWC proto."""
+    from tensorflow_serving.apis import input_pb2
+
+    request = input_pb2.ExampleListWithContext()
+    for vector in items:
+        example = request.examples.add()
+        example.features.feature[elwc_schema.FEATURES].float_list.value.extend(vector.tolist())
+    return request.SerializeToString()
+
+
+def _warmup_lists(lists, num_features: int) -> list[np.ndarray]:
+    if lists is None:
+        return [np.zeros((1, num_features), np.float32)]
+    arrays = [np.asarray(items, np.float32) for items in lists]
+    if not arrays:
+        raise ValueError("`warmup_lists` holds no list; leave it None for the default request")
+    for i, items in enumerate(arrays):
+        if items.ndim != 2 or items.shape[0] == 0 or items.shape[1] != num_features:
+            raise ValueError(
+                f"`warmup_lists[{i}]` must be a non-empty [items, {num_features}] array, "
+                f"got shape {items.shape}"
+            )
+        if not np.isfinite(items).all():
+            raise ValueError(f"`warmup_lists[{i}]` holds NaN or an infinity")
+    return arrays
+
+
+def export_model(
     model: tf.keras.Model,
     path: str,
     *,
-    num_features: int,
-    list_head: bool,
-    warmup: list[bytes],
+    warmup_lists: Sequence[np.ndarray] | None = None,
     invalid_items: str = "reject",
-) -> None:
-    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests.
+) -> str:
+    """Saves a model held in memory (e.g. built with ``build_model`` and fitted on the
+    user's own data) as :func:`export_run` saves a run's; returns ``path``.
 
-    ``invalid_items`` is the policy for items the signatures cannot score (see
-    ``serving_checks``).
+    The model takes ``{"features": [B, L, d], "mask": [B, L]}`` raw features and returns
+    ``{"scores": [B, L], ...}``. ``warmup_lists`` are ``[items, d]`` arrays sent as TF
+    Serving's warm-up requests (``None``: one all-zero item).
+
+    Raises:
+      FileExistsError: if ``path`` exists.
+      ValueError: for a model without the named inputs and outputs, bad
+        ``warmup_lists`` or an unknown ``invalid_items`` policy.
     """
-    servable = _Servable(model, num_features, list_head, invalid_items)
-    tf.saved_model.save(
-        servable,
-        path,
-        signatures={
-            SIGNATURE_ELWC: servable.serve_examples,
-            "predict": servable.serve_examples,
-            SIGNATURE_TENSORS: servable.serve_tensors,
-        },
-    )
-    _warmup_requests(os.path.join(path, WARMUP_FILE), warmup, SIGNATURE_ELWC)
+    serving_checks.check_policy(invalid_items)
+    num_features, list_head = _model_io(model)
+    warmup = [_elwc(items) for items in _warmup_lists(warmup_lists, num_features)]
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; an export is never overwritten")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_path(path) as temporary:
+        save_servable(
+            model,
+            temporary,
+            num_features=num_features,
+            list_head=list_head,
+            warmup=warmup,
+            invalid_items=invalid_items,
+        )
+    return path

@@ -1,26 +1,11 @@
-"""Scoring lists with an exported SavedModel or a GBDT.
+"""Scoring lists with an exported SavedModel, a Listformer export or a GBDT, and writing
+the results.
 
-Lists of raw feature arrays (``(qid, docids, [n, d] features)``, the model
-normalises them) go through the tensor signature; reading them from LETOR
-text is the converter's job (``tfrecords_tools.letor.letor_lists``), so the library
-takes them from any source. ELWC records go through the proto signature; their
-items are numbered in list order. Results are written as a TREC run (``qid Q0
-docid rank score tag``) or as CSV with the list-quality prediction of each
-query.
-
-A GBDT (``tfr-train --model gbdt`` or a ``tfr-distill`` student) scores each
-item on its own features; ELWC records are then parsed with ``tfr.data``.
-
-A Listformer export, raw-string or token-id, scores text lists (``(qid, docids,
-query text, document texts)``) through its default signature
-(``text_signature``, ``score_text_lists``).
-
-Bad ELWC input stops scoring with a ``ValueError`` naming the file and the
-record: a TFRecord shard cut short (``record_checks``), or a record the
-signature rejects (an item whose features are missing, of the wrong length,
-or NaN/inf). With a
-model exported with ``--invalid-items score-last`` such items are ranked last
-and counted instead (``ScoredList.num_invalid``).
+Lists of raw features ``(qid, docids, [n, d] features)`` from any source go through the
+tensor signature, ELWC records through the proto signature (their items numbered in list
+order), text lists through a Listformer export's default signature. Bad ELWC input stops
+scoring with a ``RecordFileError`` naming file and record; items of an export with
+``--invalid-items score-last`` are ranked last and counted instead.
 """
 
 from __future__ import annotations
@@ -29,19 +14,26 @@ import csv
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.serving.serving_requests import padded_tensors
 
+if TYPE_CHECKING:
+    from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
+
 __all__ = [
     "ScoredList",
+    "ServedModel",
     "resolve_export",
     "load_export",
     "tensor_signature",
@@ -50,22 +42,17 @@ __all__ = [
     "score_elwc",
     "score_lists_gbdt",
     "score_elwc_gbdt",
+    "text_signature",
+    "text_inputs",
+    "score_text_lists",
     "write_results",
 ]
 
 
 @dataclasses.dataclass
 class ScoredList:
-    """One query's documents and the model's outputs.
-
-    Attributes:
-      qid: the query id (a string for text lists).
-      docids: document ids, in input order.
-      scores: ``[n]`` scores, in input order.
-      list_probs: ``[K]`` ``P(t >= k)``, or ``None`` without a list head.
-      num_invalid: items the model could not score and ranked last (models
-        exported with ``--invalid-items score-last``).
-    """
+    """One query's documents and the model's outputs, in input order; ``list_probs`` is
+    ``P(t >= k)`` (``None`` without a list head), ``num_invalid`` the items ranked last unscored."""
 
     qid: int | str
     docids: list[str]
@@ -74,12 +61,32 @@ class ScoredList:
     num_invalid: int = 0
 
 
-def resolve_export(path: str) -> str:
-    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``.
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """A trained model opened to score lists.
 
-    Raises:
-      FileNotFoundError: if neither is there.
+    Attributes:
+      path: the SavedModel directory, the GBDT's ``model.txt``, or a TF Serving model's URL.
+      kind: the ``model_families`` kind that scores it.
+      num_features: the feature count the model takes (``None`` for text).
+      model: the loaded SavedModel, a ``serving_client.RemoteModel`` or a LightGBM booster.
+      tokenizer: a token-id text export's client tokenizer (``None``: none needed).
     """
+
+    path: str
+    kind: str
+    num_features: int | None
+    model: object
+    tokenizer: ClientTokenizer | None = None
+
+    @property
+    def is_text(self) -> bool:
+        return self.kind == TEXT_KIND
+
+
+def resolve_export(path: str) -> str:
+    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``;
+    ``FileNotFoundError`` if neither is there."""
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     export = os.path.join(path, EXPORT_NAME)
@@ -105,7 +112,7 @@ def batched(items: Iterator, size: int) -> Iterator[list]:
         yield batch
 
 
-# Padded items per prediction batch: as evaluation's (see ``batching``).
+# Padded items per prediction batch, as evaluation's.
 BATCH_ITEMS = 2 * 32768
 _WINDOW = 8  # batches' worth of lists sorted by length at a time
 
@@ -113,14 +120,10 @@ _WINDOW = 8  # batches' worth of lists sorted by length at a time
 def _by_length(
     items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
 ) -> Iterator:
-    """``score_batch``'s results for ``items``, in their input order, from batches of
-    lists of similar length.
-
-    A window of ``_WINDOW * size`` lists is sorted by length and cut into
-    batches of at most ``size`` lists, ``max_items`` padded items and
-    ``max_items * ATTENTION_REFERENCE_LENGTH`` attention entries (always at
-    least one list), so memory stays bounded whatever the longest list, and
-    short lists are not padded to a long neighbour's length.
+    """``score_batch``'s results for ``items`` in input order, from batches of lists of
+    similar length: a window of lists is sorted by length and cut into batches of at most ``size``
+    lists, ``max_items`` padded items and as many attention entries as ``batching`` allows, so
+    memory stays bounded and short lists are not padded to a long neighbour's length.
     """
     for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
@@ -159,8 +162,8 @@ def opened_export(export):
 
 
 def tensor_signature(export):
-    """The export's ``predict_tensors`` signature (``features [B, L, d]`` and ``mask``);
-    ``export``: its directory or the loaded SavedModel."""
+    """The export's ``predict_tensors`` signature; ``export``: its directory or the loaded
+    SavedModel."""
     return opened_export(export).signatures[SIGNATURE_TENSORS]
 
 
@@ -172,13 +175,9 @@ def signature_num_features(signature) -> int:
 def score_lists(
     signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``.
-
-    The lists may come from anywhere: a LETOR file read by the converter
-    (``tfrecords_tools.letor.letor_lists``), a feature store, a test. ``signature``
-    may also be a TF Serving's (``serving_client.connect``). They are
-    scored in batches of similar length (at most ``batch_size`` lists and
-    ``BATCH_ITEMS`` padded items) and come out in their input order.
+    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``
+    (a local one, or a TF Serving's: ``serving_client.connect``), in batches of similar length;
+    they come out in input order.
     """
     num_features = signature_num_features(signature)
 
@@ -217,13 +216,12 @@ def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
 
 
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records (the converter's shards) through the proto signature of
-    ``export`` (its directory, the loaded SavedModel, or a TF Serving's
-    ``serving_client.RemoteModel``).
+    """Scores ELWC records through the proto signature of ``export`` (its directory, the
+    loaded SavedModel, or a ``serving_client.RemoteModel``).
 
     Raises:
-      RecordFileError: a ``ValueError`` naming the file and record of a list
-        the signature rejects, or of truncated or corrupt TFRecord data.
+      RecordFileError: naming the file and record of a list the signature rejects, or of
+        truncated or corrupt TFRecord data.
     """
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
@@ -284,11 +282,7 @@ def score_lists_gbdt(
 
 def _item_features(path: str, number: int, record: bytes, num_features: int):
     """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
-    signature checks it.
-
-    Raises:
-      RecordFileError: an item's features missing, of another length, or not finite.
-    """
+    signature checks it (``RecordFileError`` otherwise)."""
     from tensorflow_serving.apis import input_pb2
 
     elwc = input_pb2.ExampleListWithContext.FromString(record)
@@ -315,11 +309,7 @@ def _item_features(path: str, number: int, record: bytes, num_features: int):
 
 
 def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records with a LightGBM booster; items are numbered in list order.
-
-    Raises:
-      RecordFileError: as ``score_elwc`` with the ``reject`` policy.
-    """
+    """Scores ELWC records with a LightGBM booster; errors as ``score_elwc``'s."""
     num_features = booster.num_feature()
     for batch in batched(_elwc_records(files), batch_size):
         rows = []
@@ -327,6 +317,57 @@ def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iter
             qid, features = _item_features(path, number, record, num_features)
             rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
         yield from _gbdt_lists(booster, rows)
+
+
+def text_signature(export):
+    """The default signature of a Listformer export (its directory or the loaded SavedModel)."""
+    return opened_export(export).signatures[SIGNATURE_ELWC]
+
+
+def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
+    """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
+    padded with empty strings."""
+    width = max(map(len, documents))
+    padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
+    return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
+
+
+def score_text_lists(
+    signature,
+    lists: Iterable[tuple],
+    *,
+    batch_size: int = 16,
+    inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
+) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
+    through a Listformer export's ``signature``; ``inputs`` makes a batch's inputs (``text_inputs``,
+    or a token-id export's ids). An empty document cannot be told from padding: it gets the
+    padding score, is ranked last and is counted in ``ScoredList.num_invalid``.
+    """
+    first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
+    for batch in batched(lists, batch_size):
+        queries = [item[2] for item in batch]
+        given = inputs(queries, [list(item[3]) for item in batch])
+        if first_stage:
+            given[FIRST_STAGE_INPUT] = _first_stage_scores(batch)
+        outputs = signature(**given)
+        for i, (qid, docids, _, texts, *_) in enumerate(batch):
+            empty = sum(1 for text in texts if not text)
+            yield ScoredList(qid, docids, *unpacked(outputs, i, len(docids)), num_invalid=empty)
+
+
+def _first_stage_scores(batch: list) -> np.ndarray:
+    """``[B, L]`` float32 first-stage scores of a batch's lists, 0 after their documents."""
+    width = max(len(item[1]) for item in batch)
+    scores = np.zeros([len(batch), width], np.float32)
+    for i, item in enumerate(batch):
+        if len(item) < 5 or item[4] is None:
+            raise ValueError(
+                f"query {item[0]}: the model takes the first stage's scores, and the list "
+                "has none (convert the lists from a run: tfr-convert --input trec --run)"
+            )
+        scores[i, : len(item[4])] = item[4]
+    return scores
 
 
 def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> int:

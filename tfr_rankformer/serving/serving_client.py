@@ -1,21 +1,10 @@
 """A client of a running TF Serving, used as a loaded export is.
 
-``connect(url)`` opens the model at ``http://host:8501/v1/models/NAME`` (REST,
-``https://`` too) or ``grpc://host:8500/NAME`` (gRPC, a plain-text channel),
-either optionally ending ``/versions/N`` or ``/labels/LABEL``. It reads the
-model's signatures from the server's metadata (REST ``GET .../metadata``,
-gRPC ``GetModelMetadata``) and returns a ``RemoteModel`` whose
-``signatures[name]`` are called as a loaded SavedModel's are (keyword tensors
-in, a dict of tensors out), so ``prediction.score_lists`` and ``score_elwc``
-score through the server unchanged. Requests are ``serving_requests``': REST
-rows (``instances``) for a one-input signature such as ``serving_default``,
-columns (``inputs``) otherwise; TensorProtos over gRPC.
-
-Errors name the URL: ``ServingError`` for a server that cannot be reached,
-does not answer in time, or answers with an HTTP status or gRPC error (given,
-with TF Serving's message); ``ModelRejectedError``, also the
-``tf.errors.InvalidArgumentError`` a local signature raises, for a request the
-model refused (HTTP 400, gRPC ``INVALID_ARGUMENT``).
+``connect(url)`` reads a served model's signatures from the server's metadata and returns a
+``RemoteModel`` whose ``signatures[name]`` are called as a loaded SavedModel's are, so
+``prediction.score_lists`` and ``score_elwc`` score through the server unchanged. Errors
+name the URL; ``ModelRejectedError`` (a request the model refused) is also the
+``tf.errors.InvalidArgumentError`` a local signature raises.
 """
 
 from __future__ import annotations
@@ -85,16 +74,8 @@ class ModelRejectedError(ServingError, tf.errors.InvalidArgumentError):
 
 @dataclasses.dataclass(frozen=True)
 class ServerAddress:
-    """Where a model is served (``parse_server_url``).
-
-    Attributes:
-      url: the URL as given, without a trailing slash.
-      protocol: ``rest`` or ``grpc``.
-      target: ``host:port``.
-      model_name: the name the server serves the model under.
-      version: the version asked for, or ``None`` (the newest).
-      version_label: the version label asked for, or ``None``.
-    """
+    """Where a model is served (``parse_server_url``); ``protocol`` is ``rest`` or ``grpc``,
+    ``target`` ``host:port``, ``version`` and ``version_label`` ``None`` for the newest."""
 
     url: str
     protocol: str
@@ -137,12 +118,9 @@ def parse_server_url(url: str) -> ServerAddress:
     )
 
 
-# === Transports ===
-
-
 def _error_text(body: bytes) -> str:
-    """TF Serving's message in an error body (``{"error": ...}``). Its REST server
-    C-escapes the message, which can put ``\\'`` in the JSON; that is read too."""
+    """TF Serving's message in an error body (``{"error": ...}``); its REST server C-escapes
+    the message, which can put ``\\'`` in the JSON."""
     text = body.decode("utf-8", "replace")
     for candidate in (text, text.replace("\\'", "'")):
         try:
@@ -272,18 +250,9 @@ class _GrpcTransport:
         self.channel.close()
 
 
-# === The served model ===
-
-
 class RemoteSignature:
-    """One signature of a served model, called as a loaded SavedModel's signature is.
-
-    Attributes:
-      name: the signature's name.
-      input_specs: input name -> ``tf.TensorSpec``, from the server's metadata.
-      output_dtypes: output name -> ``tf.DType``; answers are cast to them (REST
-        answers carry JSON numbers).
-    """
+    """One signature of a served model, called as a loaded SavedModel's signature is;
+    answers are cast to the output dtypes of the server's metadata (REST answers are JSON)."""
 
     def __init__(self, transport, name: str, signature_def):
         self._transport = transport
@@ -307,12 +276,11 @@ class RemoteSignature:
         return (), dict(self.input_specs)
 
     def __call__(self, **inputs) -> dict[str, tf.Tensor]:
-        """Sends ``inputs`` (arrays or tensors, by input name); returns the outputs.
+        """Sends ``inputs`` by input name; returns the outputs.
 
         Raises:
           TypeError: other input names than the signature's.
           ModelRejectedError: the model refused the inputs.
-          ServingError: see ``connect``.
         """
         if set(inputs) != set(self.input_specs):
             raise TypeError(f"{self.name} takes {sorted(self.input_specs)}, got {sorted(inputs)}")
@@ -325,12 +293,7 @@ class RemoteSignature:
 
 
 class RemoteModel:
-    """A model served by TF Serving (``connect``), in place of a loaded export.
-
-    Attributes:
-      address: where it is served.
-      signatures: signature name -> ``RemoteSignature``.
-    """
+    """A model served by TF Serving (``connect``), in place of a loaded export."""
 
     def __init__(self, address: ServerAddress, transport, signature_map):
         self.address = address
@@ -346,11 +309,7 @@ class RemoteModel:
 
     @property
     def num_features(self) -> int:
-        """The feature count ``d`` of a feature-vector export.
-
-        Raises:
-          ServingError: the model is not a feature-vector export (``tfr-export``).
-        """
+        """The feature count ``d`` of a feature-vector export; ``ServingError`` for another."""
         elwc = self.signatures.get(SIGNATURE_ELWC)
         tensors = self.signatures.get(SIGNATURE_TENSORS)
         features = tensors.input_specs.get(FEATURES) if tensors else None
@@ -370,17 +329,13 @@ class RemoteModel:
 
 
 def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> RemoteModel:
-    """Opens the model at ``url``: reads its signatures from the server's metadata.
-
-    Args:
-      url: ``http(s)://host:port/v1/models/NAME`` or ``grpc://host:port/NAME``,
-        optionally ending ``/versions/N`` or ``/labels/LABEL``.
-      timeout: seconds each request may take.
+    """Opens the model at ``http(s)://host:port/v1/models/NAME`` or
+    ``grpc://host:port/NAME`` (optionally ending ``/versions/N`` or ``/labels/LABEL``);
+    ``timeout`` is seconds per request.
 
     Raises:
       ValueError: a URL of neither form.
-      ServingError: the server cannot be reached or answers with an error (a
-        model it does not serve: HTTP 404, gRPC ``NOT_FOUND``).
+      ServingError: the server cannot be reached or answers with an error.
     """
     address = parse_server_url(url)
     transport_type = _GrpcTransport if address.protocol == "grpc" else _RestTransport

@@ -1,18 +1,6 @@
-"""TF Serving's request and response formats for a feature-vector export.
-
-An export (``export.save_servable``) has two signatures:
-
-* ``serving_default``: one input, ``examples``, a ``DT_STRING [batch]`` of
-  serialized ``ExampleListWithContext`` protos (``elwc_records``);
-* ``predict_tensors``: ``features`` ``DT_FLOAT [batch, list, d]`` (raw values)
-  and ``mask`` ``DT_BOOL [batch, list]`` (``padded_tensors``).
-
-This module builds, from those inputs, the JSON body of TF Serving's REST
-``:predict`` API (``rest_body``; binary strings as ``{"b64": ...}``, in the
-row form ``"instances"`` or the columnar form ``"inputs"``) and the gRPC
-``PredictRequest`` (``predict_request``; each input a ``TensorProto``), and reads
-the answers back (``rest_outputs``, ``grpc_outputs``, ``list_scores``). It only
-builds and reads messages; ``serving_client`` sends them.
+"""TF Serving's request and answer formats for a feature-vector export, built and read here
+and sent by ``serving_client``: REST ``:predict`` bodies (binary strings as ``{"b64": ...}``,
+rows ``instances`` or columns ``inputs``) and gRPC ``PredictRequest`` protos.
 
 >>> import numpy as np
 >>> features, mask = padded_tensors([(7, ["a"], np.array([[1, 2]])), (8, [], np.zeros((0, 2)))], 2)
@@ -81,19 +69,9 @@ class ListEncoder(Protocol):
     ) -> bytes: ...
 
 
-# === Inputs ===
-
-
 def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[bytes]:
-    """The lists as serialized ELWC protos, as ``tfr-convert`` writes them (labels 0).
-
-    Args:
-      lists: ``(qid, docids, [n, d] raw features)`` per list.
-      encoder: the converter's ``tfrecords_tools.ElwcEncoder(d)`` (the library
-        does not import the converter, so the caller passes it).
-
-    Returns:
-      One ``serving_default`` ``examples`` value per list; items keep their order.
+    """The lists as serialized ELWC protos, as ``tfr-convert`` writes them (labels 0), one
+    ``examples`` value per list; ``encoder`` is the converter's ``tfrecords_tools.ElwcEncoder(d)``.
 
     Raises:
       ValueError: a list whose features are not ``[len(docids), d]``.
@@ -114,12 +92,8 @@ def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[byt
 def padded_tensors(
     lists: Sequence[FeatureList], num_features: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``predict_tensors``' inputs for ``lists``: each padded to the longest.
-
-    Returns:
-      ``features`` ``[batch, longest list, d]`` float32 (0 for padding) and
-      ``mask`` ``[batch, longest list]`` bool (false for padding).
-    """
+    """``predict_tensors``' inputs for ``lists``, each padded to the longest: ``features
+    [B, L, d]`` float32 and ``mask [B, L]`` bool."""
     width = max((len(docids) for _, docids, _ in lists), default=0)
     features = np.zeros((len(lists), width, num_features), np.float32)
     mask = np.zeros((len(lists), width), bool)
@@ -130,8 +104,8 @@ def padded_tensors(
 
 
 def _array(value) -> np.ndarray:
-    """``value`` as numpy; strings stay Python ``bytes`` (a fixed-width ``S`` array
-    would drop a serialized proto's trailing zero bytes)."""
+    """``value`` as numpy; strings stay Python ``bytes`` (a fixed-width ``S`` array would drop
+    a serialized proto's trailing zero bytes)."""
     if isinstance(value, tf.Tensor):
         value = value.numpy()
     array = np.asarray(value)
@@ -140,11 +114,7 @@ def _array(value) -> np.ndarray:
     return array
 
 
-# === REST ===
-
-
 def _to_json(value):
-    """A nested list of an array's values; bytes as TF Serving's ``{"b64": ...}``."""
     if isinstance(value, list):
         return [_to_json(v) for v in value]
     if isinstance(value, bytes):
@@ -153,7 +123,6 @@ def _to_json(value):
 
 
 def _from_json(value):
-    """The reverse of ``_to_json``: ``{"b64": ...}`` objects back to bytes."""
     if isinstance(value, list):
         return [_from_json(v) for v in value]
     if isinstance(value, dict) and set(value) == {"b64"}:
@@ -162,14 +131,8 @@ def _from_json(value):
 
 
 def rest_body(inputs: Mapping[str, object], *, signature_name: str, form: str) -> dict:
-    """The JSON body (as a dict) of a REST ``:predict`` request.
-
-    Args:
-      inputs: input name -> array (or tensor, or nested list); strings are bytes.
-      signature_name: the signature called.
-      form: ``instances`` (rows: the value itself for a one-input signature,
-        else one object per batch row) or ``inputs`` (columns: one array per
-        input name).
+    """The JSON body of a REST ``:predict`` request: ``form`` ``instances`` (rows: the value
+    itself for a one-input signature) or ``inputs`` (one array per input name).
 
     Raises:
       ValueError: an unknown form, or inputs of different batch sizes in rows.
@@ -215,19 +178,15 @@ def rest_tensor_body(
     form: str = "inputs",
     signature_name: str = SIGNATURE_TENSORS,
 ) -> dict:
-    """The REST body scoring ``features [B, L, d]`` float32 and ``mask [B, L]`` bool
-    (``padded_tensors``) through ``predict_tensors``."""
+    """The REST body scoring ``features [B, L, d]`` and ``mask [B, L]`` through
+    ``predict_tensors``."""
     inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
     return rest_body(inputs, signature_name=signature_name, form=form)
 
 
 def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
-    """The outputs of a REST ``:predict`` answer, by name.
-
-    ``{"predictions": ...}`` (the answer to rows: one value, or one object per
-    row, per batch row) and ``{"outputs": ...}`` (to columns: one value, or an
-    object of them) are both read. TF Serving leaves the name out when the
-    signature has one output; it is then ``scores``.
+    """The outputs of a REST ``:predict`` answer by name, from ``predictions`` (rows) or
+    ``outputs`` (columns); a signature's only output, left unnamed by TF Serving, is ``scores``.
 
     >>> rest_outputs({"predictions": [{"scores": [1.0, 2.0], "expected_list_label": 0.5}]})
     {'scores': array([[1., 2.]]), 'expected_list_label': array([0.5])}
@@ -265,14 +224,10 @@ def _holds_bytes(value) -> bool:
     return isinstance(value, bytes)
 
 
-# === gRPC ===
-
-
 def model_spec(
     model_name: str, *, version: int | None = None, version_label: str | None = None
 ) -> model_pb2.ModelSpec:
-    """The ``ModelSpec`` naming a served model (and a version, or its label; ``None``:
-    the newest), as ``Predict`` and ``GetModelMetadata`` requests hold it."""
+    """The ``ModelSpec`` naming a served model and a version or label (``None``: the newest)."""
     from tensorflow_serving.apis import model_pb2
 
     spec = model_pb2.ModelSpec(name=model_name)
@@ -291,15 +246,7 @@ def predict_request(
     version: int | None = None,
     version_label: str | None = None,
 ) -> predict_pb2.PredictRequest:
-    """A gRPC ``PredictRequest``: ``model_spec`` and each input as a ``TensorProto``.
-
-    Args:
-      inputs: input name -> array (or tensor); strings are bytes.
-      model_name: the name the server serves the model under.
-      signature_name: the signature called.
-      version, version_label: a version (or its label) to ask for; ``None``:
-        the newest.
-    """
+    """A gRPC ``PredictRequest``: ``model_spec`` and each input as a ``TensorProto``."""
     from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
@@ -314,8 +261,8 @@ def predict_request(
 def grpc_elwc_request(
     records: Sequence[bytes], *, model_name: str, signature_name: str = SIGNATURE_ELWC, **spec
 ) -> predict_pb2.PredictRequest:
-    """A ``PredictRequest`` scoring serialized ELWC ``records`` (``DT_STRING [batch]``);
-    ``spec``: ``version`` or ``version_label`` (see ``predict_request``)."""
+    """A ``PredictRequest`` scoring serialized ELWC ``records``; ``spec``: ``version`` or
+    ``version_label``."""
     inputs = {EXAMPLES: np.asarray(list(records), dtype=object)}
     return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
 
@@ -328,18 +275,14 @@ def grpc_tensor_request(
     signature_name: str = SIGNATURE_TENSORS,
     **spec,
 ) -> predict_pb2.PredictRequest:
-    """A ``PredictRequest`` scoring ``features [B, L, d]`` (``DT_FLOAT``) and
-    ``mask [B, L]`` (``DT_BOOL``) through ``predict_tensors``."""
+    """A ``PredictRequest`` scoring ``features [B, L, d]`` and ``mask [B, L]``."""
     inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
     return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
 
 
 def grpc_outputs(response: predict_pb2.PredictResponse) -> dict[str, np.ndarray]:
-    """The outputs of a ``PredictResponse``, by name (``tf.make_ndarray`` of each)."""
+    """The outputs of a ``PredictResponse``, by name."""
     return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
-
-
-# === Scores ===
 
 
 def list_scores(outputs: Mapping[str, np.ndarray], lengths: Sequence[int]) -> list[np.ndarray]:
@@ -347,9 +290,6 @@ def list_scores(outputs: Mapping[str, np.ndarray], lengths: Sequence[int]) -> li
 
     >>> list_scores({"scores": np.array([[0.5, -1e9], [0.25, 0.75]])}, [1, 2])
     [array([0.5]), array([0.25, 0.75])]
-
-    Raises:
-      ValueError: another number of lists in ``outputs`` than ``lengths``.
     """
     scores = np.asarray(outputs[_SINGLE_OUTPUT])
     if scores.ndim != 2 or len(scores) != len(lengths):

@@ -1,18 +1,9 @@
-"""Reading a BERT-family checkpoint in the Hugging Face layout.
+"""Reading a BERT-family checkpoint in the Hugging Face layout, without TensorFlow.
 
-A checkpoint directory holds ``config.json`` (the architecture),
-``model.safetensors`` (the weights, read with the ``safetensors`` package) and
-``vocab.txt`` (the WordPiece vocabulary); ``tokenizer_config.json`` may say
-whether the text is lower-cased (``do_lower_case``). Weight names are
-Hugging Face's BERT names (``embeddings.word_embeddings.weight``,
-``encoder.layer.{i}.attention.self.query.weight``, ...), optionally prefixed
-with ``bert.`` as a ``BertFor...`` model saves them; other weights (a pooler,
-a masked-LM head) are ignored. Every field the Listformer needs and every
-weight's shape is checked here, and a bad one is named with its file.
-
-No TensorFlow here: :func:`read_bert_checkpoint` returns NumPy arrays in
-PyTorch's layout (a dense weight is ``[out, in]``); ``listformer_checkpoint``
-puts them into a Listformer.
+A directory holds ``config.json``, ``model.safetensors`` (Hugging Face's BERT weight names,
+optionally prefixed ``bert.``; others ignored), ``vocab.txt`` and optionally
+``tokenizer_config.json``. Every field and weight shape the Listformer needs is checked, and a
+bad one is named with its file. Weights stay NumPy arrays in PyTorch's ``[out, in]`` layout.
 """
 
 from __future__ import annotations
@@ -66,25 +57,10 @@ _SIZES = {
 
 @dataclasses.dataclass(frozen=True)
 class BertCheckpoint:
-    """A BERT-family checkpoint, read and checked.
-
-    Attributes:
-      directory: the directory it was read from.
-      width: ``hidden_size``.
-      num_layers: ``num_hidden_layers``.
-      num_heads: ``num_attention_heads``.
-      ff_dim: ``intermediate_size``, the feed-forward width.
-      vocab_size: ``vocab_size``, rows of the word embeddings (``vocab.txt`` may
-        have fewer lines, never more).
-      max_positions: ``max_position_embeddings``.
-      type_vocab_size: rows of the token-type embeddings; 0: the checkpoint has none.
-      layer_norm_epsilon: ``layer_norm_eps`` (BERT's 1e-12 when absent).
-      activation: ``hidden_act`` (``gelu`` when absent), one of ``ACTIVATIONS``.
-      vocabulary: ``vocab.txt``'s tokens, in id order.
-      lower_case: whether the checkpoint's tokenizer lower-cases (and strips
-        accents): ``do_lower_case`` of ``tokenizer_config.json``, else whether
-        the vocabulary is uncased.
-      weights: weight name (without ``bert.``) -> float32 array, PyTorch's layout.
+    """A BERT-family checkpoint, read and checked: its sizes (``config.json``'s), its
+    vocabulary in id order (``vocab.txt`` may be shorter than ``vocab_size``), whether its
+    tokenizer lower-cases (and strips accents), and its weights by name without ``bert.``;
+    ``type_vocab_size`` 0 when it has no token types.
     """
 
     directory: str
@@ -161,8 +137,7 @@ def _read_config(path: str) -> dict:
 
 
 def _expected_shapes(settings: dict) -> dict:
-    """Weight name -> shape, as a BERT of ``_read_config``'s sizes saves them
-    (``[out, in]`` kernels)."""
+    """Weight name -> shape, as a BERT of ``_read_config``'s sizes saves them."""
     width, ff_dim = settings["width"], settings["ff_dim"]
     vocab_size, max_positions = settings["vocab_size"], settings["max_positions"]
     type_vocab_size = settings["type_vocab_size"]
@@ -268,13 +243,12 @@ def _read_vocabulary(path: str, vocab_size: int, config_path: str) -> list[str]:
 
 
 def read_bert_checkpoint(directory: str) -> BertCheckpoint:
-    """The checkpoint in ``directory`` (``config.json``, ``model.safetensors``,
-    ``vocab.txt``, optionally ``tokenizer_config.json``).
+    """The checkpoint in ``directory``.
 
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: naming the file and the field or weight that is missing, not
-        supported, or of the wrong shape.
+      ValueError: naming the file and the field or weight that is missing, not supported, or of
+        the wrong shape.
     """
     config_path = os.path.join(directory, CONFIG_FILE)
     settings = _read_config(config_path)
@@ -305,9 +279,6 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
     return checkpoint
 
 
-# === Weights to layers ===
-
-
 def dense_values(layer, weights: dict, *names: str) -> list:
     """``(variable, value, source)`` of a Dense layer from PyTorch ``[out, in]`` weights,
     several of them side by side (the query, key and value projections)."""
@@ -326,9 +297,8 @@ def norm_values(layer, weights: dict, name: str) -> list:
 
 
 def layer_values(layer, weights: dict, index: int) -> list:
-    """``(variable, value, source)`` of encoder layer ``index`` for a layer with BERT's
-    parts (``qkv``, ``attention_out``, ``norm_attention``, ``ff_in``, ``ff_out``,
-    ``norm_ff``): the Listformer's and the sentence tower's."""
+    """``(variable, value, source)`` of encoder layer ``index``, for a layer with BERT's
+    parts (the Listformer's and the sentence tower's)."""
     prefix = f"encoder.layer.{index}."
     return [
         *dense_values(layer.qkv, weights, *attention_names(index)),
@@ -346,12 +316,8 @@ def attention_names(index: int) -> list[str]:
 
 
 def assign_values(values: list, *, directory: str, owner: str) -> None:
-    """Sets each ``(variable, value, source)`` of ``values`` (``layer_values`` ...),
-    refusing a value whose shape is not its variable's.
-
-    Raises:
-      ValueError: naming the checkpoint ``directory``, the weight and ``owner``'s variable.
-    """
+    """Sets each ``(variable, value, source)``; a ``ValueError`` naming ``directory``, the
+    weight and ``owner``'s variable refuses a shape that is not its variable's."""
     for variable, value, source in values:
         if tuple(variable.shape) != value.shape:
             raise ValueError(

@@ -1,10 +1,5 @@
-"""A plain BERT encoder layer (post-LayerNorm, dense attention per sequence, no dropout).
-
-The layer of :class:`~tfr_rankformer.text.sentence_tower.SentenceTower`, which
-runs a pretrained checkpoint frozen: BERT's form, as Hugging Face's
-``BertLayer`` computes it in inference, with the checkpoint's LayerNorm
-epsilon and activation.
-"""
+"""A plain BERT encoder layer, as Hugging Face's ``BertLayer`` computes it in inference:
+the layer of the frozen ``SentenceTower``."""
 
 from __future__ import annotations
 
@@ -12,35 +7,21 @@ import tensorflow as tf
 
 from tfr_rankformer.model.layers import LayerNorm, gelu
 from tfr_rankformer.model.projections import Dense
+from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.listformer_form import ACTIVATIONS
 
 __all__ = ["BertEncoderLayer"]
 
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 # Added to the attention logits of keys that are no token (finite in float32).
 _MASKED = -1e9
 
 
-@_serializable
+@serializable
 class BertEncoderLayer(tf.keras.layers.Layer):
-    """One post-LayerNorm BERT layer over independent sequences, without dropout.
+    """``x = LayerNorm(x + Attention(x))``, then ``LayerNorm(x + FF(x))``, without dropout;
+    every token attends to the valid tokens of its own sequence.
 
-    ``x = LayerNorm(x + Attention(x))``, then ``LayerNorm(x + FF(x))`` with
-    ``FF(x) = W_2 act(W_1 x)``; every token attends to every valid token of its
-    own sequence.
-
-    Args:
-      num_heads: attention heads; the width must be divisible by it.
-      ff_dim: the feed-forward block's hidden width.
-      epsilon: the epsilon of both LayerNorms (BERT's 1e-12).
-      activation: one of ``ACTIVATIONS`` (``gelu``: exact, erf form).
-
-    Call args:
-      x: ``[S, L, D]`` float.
-      valid: ``[S, L]`` bool, True for tokens.
-
-    Returns:
-      ``[S, L, D]``.
+    Call args: ``x [S, L, D]`` float and ``valid [S, L]`` bool; returns ``[S, L, D]``.
     """
 
     def __init__(
@@ -102,13 +83,3 @@ class BertEncoderLayer(tf.keras.layers.Layer):
         hidden = self.ff_in(x)  # [S, L, F]
         hidden = gelu(hidden) if self.activation == "gelu" else tf.nn.relu(hidden)
         return self.norm_ff(x + self.ff_out(hidden))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            ff_dim=self.ff_dim,
-            epsilon=self.epsilon,
-            activation=self.activation,
-        )
-        return config

@@ -1,16 +1,8 @@
 """BM25 ranking: the index, a query's top documents, and NDCG of BM25 on lists.
 
-Scoring is bm25s's (Lù, 2024, "BM25S: Orders of magnitude faster lexical
-search via eager sparse scoring"), over word tokens (``word_tokens.tokenize``:
-lower-cased runs of letters and digits, no stemming, no stop words), the very
-tokens a text ELWC holds. Defaults ``k1 = 0.9``, ``b = 0.4`` are Anserini's,
-which the MS MARCO and TripClick BM25 baselines use; ``method="lucene"`` is
-Lucene's BM25 (its idf ``log(1 + (N - df + 0.5) / (df + 0.5))``).
-
-Reading collections and datasets is the converter's
-(``tfrecords_tools.text.bm25_run``); this module ranks and evaluates. NDCG
-follows ``tfr_rankformer.ranking.ranking_metrics`` (x 100, lists whose labels are all
-equal left out, tied scores averaged).
+Scoring is bm25s's (Lù, 2024) over the word tokens a text ELWC holds (``word_tokens``).
+The defaults ``k1 = 0.9``, ``b = 0.4`` are Anserini's, which the MS MARCO and TripClick
+baselines use. NDCG follows ``ranking_metrics`` (x 100, lists of equal labels left out).
 """
 
 from __future__ import annotations
@@ -48,16 +40,8 @@ class Bm25Config:
 
 
 class Bm25Index:
-    """A bm25s index over tokenised documents.
-
-    Documents are held as arrays of int32 token ids (4 bytes a token), not as
-    strings, so a large collection streams into it.
-
-    Args:
-      documents: each document's tokens (any iterable; consumed once).
-      config: BM25's parameters.
-      progress: show bm25s's progress bars.
-    """
+    """A bm25s index over tokenised documents, held as int32 token ids so that a large
+    collection streams into it."""
 
     def __init__(self, documents, config: Bm25Config = Bm25Config(), *, progress=False):
         import bm25s
@@ -85,9 +69,8 @@ class Bm25Index:
 
 
 def top_documents(scores: np.ndarray, top_k: int) -> np.ndarray:
-    """Positions of the ``top_k`` best-scoring documents that score above 0, best first.
-
-    Ties go to the document that comes first in the collection.
+    """Positions of the ``top_k`` best-scoring documents that score above 0, best first;
+    ties go to the document first in the collection.
 
     >>> top_documents(np.array([0.5, 2.0, 0.0, 2.0], np.float32), 3)
     array([1, 3, 0])
@@ -101,15 +84,9 @@ def top_documents(scores: np.ndarray, top_k: int) -> np.ndarray:
 def bm25_list_metrics(
     lists, index: Bm25Index, position: dict, *, split: str, ks=(1, 5, 10)
 ) -> dict:
-    """NDCG@k x 100 of BM25's ranking of each list's documents.
-
-    Args:
-      lists: the lists, each with ``query_tokens``, ``document_ids`` and
-        ``relevance`` (a text ELWC list as the converter reads it); at least one.
-      index: the index holding every listed document.
-      position: document id -> its row in ``index``.
-      split: the split's name, reported back.
-      ks: NDCG cut-offs.
+    """NDCG@k x 100 of BM25's ranking of each list's documents (lists with
+    ``query_tokens``, ``document_ids`` and ``relevance``; ``position``: document id -> its row
+    in ``index``).
     """
     lists = list(lists)
     if not lists:

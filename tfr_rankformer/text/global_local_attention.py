@@ -1,41 +1,16 @@
 """The Listformer's document-wise global-local attention, blocked per document.
 
-The Listformer (Reuter, 2022) reads one sequence
-``[CLS] q [SEP] d_1 [SEP] ... d_l [SEP]`` and splits its tokens in two kinds:
+Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to every valid token and every
+token attends to them; a document's tokens attend to their own document within a window
+(cut at its borders) and to the global tokens. The sequence is held as ``G = 1 + Q + N``
+globals ``[B, H, G, Dh]`` and the documents in blocks ``[B, H, N, T, Dh]``, so
+:func:`blocked_attention` never builds the ``(G + N T)^2`` score matrix: memory is linear in
+the documents for the local part and ``T`` times less than full attention for the global.
 
-* **global** tokens, ``[CLS]``, every query token and every ``[SEP]``: they
-  attend to every valid token and every token attends to them;
-* **local** tokens, the documents' own tokens: each attends to the tokens of
-  its own document within a sliding window of ``window`` tokens on either
-  side (cut at the document's borders, so no document sees another) and to
-  every global token.
-
-Here the sequence is held in two parts: the ``G = 1 + Q + N`` global tokens
-``[B, H, G, Dh]`` (``[CLS]``, the query, then one ``[SEP]`` per document, in
-document order) and the documents' tokens in blocks of a fixed length ``T``,
-``[B, H, N, T, Dh]``. :func:`blocked_attention` never builds the ``(G + N T)^2``
-score matrix: local queries score ``[N, T, G + T]`` (their own block and the
-globals), global queries ``[G, G + N T]``. Memory is linear in the number of
-documents for the local part; the global part holds ``G x N T`` scores, which
-grows with ``N^2 T`` because every ``[SEP]`` is global, ``T`` times less than
-full attention.
-
-A ``[SEP]`` closes one document, but as a global token it attends to all of
-them; with positions restarting in every document, ``[SEP]`` tokens would
-differ only by their position, so nothing would tell ``[SEP]_j`` which
-document to summarise. A learned per-head bias ``own_bias`` is added to the
-attention logits of ``[SEP]_j`` on the tokens of document ``j`` (this
-project's addition; see the README's Listformer section).
-
-Longformer gives its global attention projections of its own: with
-``global_rows``, the global tokens' queries, and the keys and values they read
-(of every token), come from those, while local queries keep the local
-projections for every key and value they read, the global tokens' included.
-Without it one set of projections serves both (the from-scratch Listformer).
-
-:func:`dense_attention` computes the same thing over the concatenated sequence
-with an explicit ``(G + N T)^2`` mask (the reference the tests compare with),
-or plain full attention over it (``pattern="full"``, the benchmark's baseline).
+With positions restarting in every document nothing would tell ``[SEP]_j`` which document
+to summarise, so a learned per-head ``own_bias`` is added to its logits on document ``j``.
+With ``global_rows`` the global tokens' queries and what they read come from projections of
+their own, as Longformer's. :func:`dense_attention` is the reference with an explicit mask.
 """
 
 from __future__ import annotations
@@ -76,13 +51,12 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
 
 
 def _split_keys(weights, num_global):
-    """``[..., G + K]`` -> ``([..., G], [..., K])``: a split, not two slices (a slice's
-    gradient fills a zero tensor of the whole input; a split's is one concatenation)."""
+    """``[..., G + K]`` -> ``([..., G], [..., K])``: a split, whose gradient is one
+    concatenation where two slices' would each fill a zero tensor of the whole input."""
     return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
 
 
 def _block_dims(blocks):
-    """``(B, H, N, T, Dh)`` of a ``[B, H, N, T, Dh]`` tensor of document blocks."""
     shape = tf.shape(blocks)
     return shape[0], shape[1], shape[2], shape[3], shape[4]
 
@@ -145,18 +119,12 @@ def blocked_attention(
     """Global-local attention without the full score matrix.
 
     Args:
-      globals_qkv: ``(q, k, v)``, each ``[B, H, G, Dh]``; the last ``N`` are the
-        ``[SEP]`` tokens of documents ``1 .. N``.
-      locals_qkv: ``(q, k, v)``, each ``[B, H, N, T, Dh]``, document ``n``'s tokens
-        in block ``n``.
-      global_valid: ``[B, G]`` bool.
-      local_valid: ``[B, N, T]`` bool.
-      window: a local token sees the tokens of its document at most this far away.
+      globals_qkv: ``(q, k, v)``, each ``[B, H, G, Dh]``; the last ``N`` are the ``[SEP]`` tokens.
+      locals_qkv: ``(q, k, v)``, each ``[B, H, N, T, Dh]``, document ``n``'s tokens in block ``n``.
+      global_valid: ``[B, G]`` bool; local_valid: ``[B, N, T]`` bool.
       own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
-      dropout: ``weights -> weights``, applied to the attention weights.
-      global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own
-        projections, shaped as the first two arguments: the global queries and
-        what they read; ``None``: the first two arguments serve.
+      dropout: applied to the attention weights.
+      global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own projections.
 
     Returns:
       ``(global_context [B, H, G, Dh], local_context [B, H, N, T, Dh])``.
@@ -212,10 +180,8 @@ def dense_attention(
     global_rows=None,
 ):
     """The same attention over the whole sequence with an ``[S, S]`` mask (``pattern``
-    ``global_local``: the reference of :func:`blocked_attention`; ``full``: every
-    valid token attends to every valid token, with no own-document bias).
-
-    Args and returns as :func:`blocked_attention`.
+    ``global_local``: the reference of :func:`blocked_attention`; ``full``: plain full attention,
+    without the own-document bias); arguments and results as :func:`blocked_attention`'s.
     """
     qg, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv

@@ -1,33 +1,13 @@
 """The Listformer (Reuter, 2022): a listwise text re-ranker with document-wise
 global-local attention.
 
-One sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` goes through a
-Transformer encoder whose global tokens (``[CLS]``, the query's tokens, every
-``[SEP]``) attend to all tokens and are attended by all, while a document's
-own tokens attend only within their document (a sliding window cut at its
-borders) and to the global tokens (``global_attention``). Positions restart
-at 0 in every document, so permuting the documents permutes their scores.
-Document ``j``'s score is a linear layer on the output of the ``[SEP]`` that
-closes it. With a list head (alpha > 0) the RankFormer's ordinal list head
-reads ``[CLS]``.
-
-The layers take the from-scratch form unless ``form`` (``listformer_form``)
-gives a pretrained checkpoint's: post-LayerNorm layers without a final
-LayerNorm, the checkpoint's epsilon and activation, separate global-attention
-projections (``listformer_checkpoint`` loads such a checkpoint's weights).
-
-Inputs (see ``text_tokenizer``, which makes them from strings):
-``{"query_ids": [B, Q] int32, "document_ids": [B, N, T] int32, "mask": [B, N]
-bool}``, ids ``-1`` where there is no token, and ``"first_stage": [B, N]
-float32`` (the first stage's scores) when ``config.first_stage``.
-
-With ``config.similarity == "checkpoint"`` a frozen copy of the pretrained
-encoder (``sentence_tower``) scores each document by the checkpoint's own
-cosine, and the score is a residual over it and the first stage's score
-(``score_mixture``): before the first step the model ranks as the checkpoint
-(and the first stage) do. Outputs: ``{"scores": [B, N]}``
-(padding documents score ``PADDING_SCORE``), with ``{"list_quality": [B, K]}``
-when a list head is built, or ``{"item_levels": [B, N, K]}`` for the ordinal loss.
+One sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` goes through an encoder whose global
+tokens attend to all (``global_local_attention``); positions restart in every document, so
+permuting the documents permutes their scores. Document ``j``'s score is a linear layer on
+its closing ``[SEP]``; a list head reads ``[CLS]``. Inputs: ``query_ids [B, Q]``,
+``document_ids [B, N, T]`` (int32, ``-1`` padding), ``mask [B, N]`` and, with
+``config.first_stage``, ``first_stage [B, N]``. With ``similarity == "checkpoint"`` the
+score is a residual over a frozen ``sentence_tower``'s cosine (``score_mixture``).
 """
 
 from __future__ import annotations
@@ -75,8 +55,8 @@ def text_inputs(first_stage: bool = False) -> dict:
 
 
 def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
-    """The known rankings the score is a residual over (``score_mixture``): the
-    checkpoint's cosine (``[B, N]``) and the first stage's scores."""
+    """The known rankings the score is a residual over: the checkpoint's cosine and the
+    first stage's scores, each ``[B, N]``."""
     signals = {}
     if config.similarity == "checkpoint":
         if tower is None:
@@ -91,8 +71,7 @@ def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
 
 
 def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
-    """The encoder layers (and the final LayerNorm of the pre-LayerNorm form) on
-    ``x`` ``[B, S, D]``: ``[B, S, D]``."""
+    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, S, D]``."""
     encoder = []
     for i in range(config.num_layers):
         layer = GlobalLocalTextEncoderLayer(
@@ -118,8 +97,8 @@ def _encoder(x, global_valid, local_valid, config: ModelConfig, form: Listformer
 
 
 def _document_scores(z_seps, inputs: dict, config: ModelConfig, item_levels, tower) -> dict:
-    """``scores [B, N]`` (and ``item_levels``) from the ``[SEP]`` outputs ``[B, N, D]``: a
-    linear head, or a residual over the known rankings (``score_mixture``)."""
+    """``scores [B, N]`` (and ``item_levels``) from the ``[SEP]`` outputs ``[B, N, D]``:
+    a linear head, or a residual over the known rankings."""
     mask = inputs[MASK]
     signals = _signals(inputs, config, tower)
     if signals and item_levels:
@@ -127,11 +106,9 @@ def _document_scores(z_seps, inputs: dict, config: ModelConfig, item_levels, tow
     if not signals:
         score = dense(item_levels or 1, fan_in=config.width, init=config.init, dtype="float32")
         return score_outputs(score(z_seps), mask, item_levels)  # [B, N, 1] -> [B, N]
-    # A residual over them: the head starts at zero.
     score = Dense(1, kernel_initializer="zeros", dtype="float32", name="score_head")
     raw = score(z_seps)[..., 0]  # [B, N, 1] -> [B, N]
-    # The first stage starts unused beside the similarity: the model starts as the
-    # checkpoint ranks (score_mixture).
+    # Beside the similarity the first stage starts unused: the model starts as the checkpoint.
     initial = [0.0 if name == "first_stage" and len(signals) > 1 else 1.0 for name in signals]
     mixture = ScoreMixture(tuple(signals), initial=initial, name="mixture")
     raw = mixture(raw, mask, *signals.values())
@@ -151,17 +128,13 @@ def build_listformer(
 
     Args:
       vocab_size: the tokenizer's vocabulary size.
-      config: resolved settings (``ModelConfig.resolved("listformer")``): ``width``,
-        ``num_layers``, ``num_heads``, ``ff_dim``, ``dropout``, ``attention_window``,
-        ``attention``, ``max_positions``, ``match_marks``, ``head_hidden`` (list
-        head), ``init``.
+      config: resolved settings (``ModelConfig.resolved("listformer")``).
       levels: ``K`` levels of the list head; ``None`` or 0: no list head.
       item_levels: per-document level logits for the ordinal loss; ``None``: one score.
-      form: the layers' form; ``None``: ``ListformerForm.from_scratch()``.
-      tower: ``SentenceTower``'s settings (``get_config``) when
-        ``config.similarity`` is ``checkpoint``.
+      form: the layers' form; ``None``: the from-scratch form, ``ListformerForm()``.
+      tower: ``SentenceTower``'s settings when ``config.similarity`` is ``checkpoint``.
     """
-    form = form or ListformerForm.from_scratch()
+    form = form or ListformerForm()
     # === Inputs ===
     inputs = text_inputs(bool(config.first_stage))
     mask = inputs[MASK]
@@ -209,9 +182,8 @@ def build_text_model(
     form: ListformerForm | None = None,
     tower: dict | None = None,
 ) -> tf.keras.Model:
-    """The text model ``name`` (a text model of ``model_families``) with ``config``'s
-    defaults filled in, its layers in ``form`` (``None``: the from-scratch form), the
-    checkpoint's encoder ``tower`` settings for its similarity."""
+    """The text model ``name`` with ``config``'s defaults filled in; ``form`` and
+    ``tower`` as :func:`build_listformer`'s."""
     if not model_families.is_text(name):
         known = sorted(model_families.model_names(model_families.TEXT_KIND))
         raise ValueError(f"Unknown text model {name!r}; choose from {known}")

@@ -1,35 +1,11 @@
 """A pretrained start for the Listformer: a BERT-family checkpoint's weights and vocabulary.
 
-:func:`listformer_from_checkpoint` reads a checkpoint directory in the Hugging
-Face layout (``bert_checkpoint``) and returns a Listformer built in the
-checkpoint's form (``ListformerForm.bert``: post-LayerNorm layers, its
-activation and LayerNorm epsilon, no final LayerNorm) with the checkpoint's
-sizes (width, layers, heads, feed-forward width, vocabulary, positions), its
-weights loaded, and the tokenizer that splits text as the checkpoint's own
-(its ``vocab.txt``, BERT's basic tokenisation, its lower-casing).
-
-What each Listformer weight starts from:
-
-* the token table, the position table and the embeddings' LayerNorm: the
-  checkpoint's; positions still restart at 0 in every document;
-* the query and document segments: token types 0 and 1 (type 0 for both if
-  the checkpoint has one type; zeros if it has none);
-* ``[CLS]`` and ``[SEP]``: the word embeddings of ``[CLS]`` and ``[SEP]``;
-* every encoder layer: the checkpoint's layer of the same index; the global
-  tokens' projections (``qkv_global``) start as copies of the local ones, as
-  Longformer's did from RoBERTa;
-* the own-document bias of ``[SEP]`` (this project's addition), the score
-  head and the list head: their usual initial values.
-
-With one document inside the attention window and the own-document bias at
-0, the encoder computes the checkpoint's BERT on ``[CLS] q [SEP] d`` (with the
-Listformer's positions and segments): tested to 1e-4.
-
-``tfr-train --init-from DIR`` (``TextConfig.init_from``) starts a run here:
-``check_checkpoint_directory`` refuses a directory without one of its files,
-the command line refuses sizes that ``checkpoint_conflicts`` finds differing
-from the checkpoint's, and ``text_family`` reads the checkpoint before it
-scans the training lists and builds the model after (``pretrained_listformer``).
+The Listformer is built in the checkpoint's form (post-LayerNorm, its activation and epsilon)
+and sizes. Embeddings, ``[CLS]``/``[SEP]`` (their word embeddings), segments (token types 0
+and 1) and every encoder layer start from the checkpoint; the global projections start as
+copies of the local ones, as Longformer's did from RoBERTa; the own-document bias and the
+heads start fresh. With one document inside the window and the bias at 0 the encoder
+computes the checkpoint's BERT on ``[CLS] q [SEP] d``.
 """
 
 from __future__ import annotations
@@ -94,17 +70,9 @@ CHECKPOINT_SIZES = {
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedListformer:
-    """A Listformer started from a checkpoint, and what a run records to rebuild it.
-
-    Attributes:
-      model: the Keras model with the checkpoint's weights (heads fresh).
-      tokenizer: the checkpoint's vocabulary and splitting, with the token caps.
-      vocabulary: ``vocab.txt``'s tokens (the run's ``vocab.txt``).
-      config: the resolved settings with the checkpoint's sizes (the run's
-        architecture).
-      form: the layers' form (``build_text_model(..., form=...)`` rebuilds it).
-      vocab_size: rows of the token table: the checkpoint's ``vocab_size``,
-        which may exceed ``len(vocabulary)``.
+    """A Listformer started from a checkpoint (heads fresh), its tokenizer and vocabulary,
+    the resolved settings and layer form, and the checkpoint's ``vocab_size`` (which may exceed
+    ``len(vocabulary)``): what a run records to rebuild it.
     """
 
     model: tf.keras.Model
@@ -130,23 +98,15 @@ def _settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -
 
 
 def pretrained_settings(checkpoint: BertCheckpoint, tokenizer: TextTokenizer) -> dict:
-    """``PretrainedListformer.settings`` of a start from ``checkpoint``, without building
-    the model."""
+    """``PretrainedListformer.settings`` of a start from ``checkpoint``, without a model."""
     return _settings(checkpoint_form(checkpoint), checkpoint.vocab_size, tokenizer)
 
 
 def checkpoint_model_config(checkpoint: BertCheckpoint, config: ModelConfig) -> ModelConfig:
-    """``config`` resolved for the Listformer, with the checkpoint's sizes in place of its
-    ``width``, ``num_layers``, ``num_heads``, ``ff_dim`` and ``max_positions`` (the
-    rest, dropout and the heads' settings included, stays ``config``'s)."""
-    return dataclasses.replace(
-        config,
-        width=checkpoint.width,
-        num_layers=checkpoint.num_layers,
-        num_heads=checkpoint.num_heads,
-        ff_dim=checkpoint.ff_dim,
-        max_positions=checkpoint.max_positions,
-    ).resolved(MODEL)
+    """``config`` resolved for the Listformer with the checkpoint's sizes
+    (``CHECKPOINT_SIZES``) in place of its own."""
+    sizes = {name: getattr(checkpoint, name) for name in CHECKPOINT_SIZES}
+    return dataclasses.replace(config, **sizes).resolved(MODEL)
 
 
 def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:
@@ -159,12 +119,8 @@ def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:
 def checkpoint_tokenizer(
     checkpoint: BertCheckpoint, *, max_query_tokens: int, max_document_tokens: int
 ) -> TextTokenizer:
-    """The tokenizer giving the checkpoint's own token ids, with the token caps.
-
-    Raises:
-      ValueError: if a cap leaves no position for ``[SEP]`` (or the query's
-        ``[CLS]``) in the checkpoint's position table.
-    """
+    """The tokenizer giving the checkpoint's own token ids, with the token caps; a cap
+    that leaves no position for ``[SEP]`` or ``[CLS]`` raises ``ValueError``."""
     caps = {"max_query_tokens": max_query_tokens, "max_document_tokens": max_document_tokens}
     for name, cap in caps.items():
         if cap >= checkpoint.max_positions:
@@ -208,16 +164,8 @@ def _layer_values(layer, weights: dict, index: int) -> list:
 
 
 def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -> None:
-    """Sets a Listformer's embedding and encoder weights to the checkpoint's.
-
-    Args:
-      model: a Listformer built with the checkpoint's sizes and form
-        (``checkpoint_model_config``, ``checkpoint_form``).
-      checkpoint: the checkpoint.
-
-    Raises:
-      ValueError: naming the checkpoint's weight whose shape does not fit the model.
-    """
+    """Sets a Listformer's embedding and encoder weights to the checkpoint's; the model
+    must have the checkpoint's sizes and form. ``ValueError`` names a weight that does not fit."""
     values = _embedding_values(model.get_layer("embedding"), checkpoint)
     for i in range(checkpoint.num_layers):
         values += _layer_values(model.get_layer(f"encoder_{i}"), checkpoint.weights, i)
@@ -225,12 +173,8 @@ def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -
 
 
 def check_checkpoint_directory(directory: str) -> None:
-    """Refuses a checkpoint directory that lacks one of ``CHECKPOINT_FILES`` (cheap:
-    nothing is read; ``read_bert_checkpoint`` checks the contents).
-
-    Raises:
-      ValueError: naming the directory and the missing file.
-    """
+    """Refuses (``ValueError``) a checkpoint directory that lacks one of
+    ``CHECKPOINT_FILES``; nothing is read."""
     if not os.path.isdir(directory):
         raise ValueError(f"`init_from` {directory} is not a directory")
     for name in CHECKPOINT_FILES:
@@ -242,12 +186,8 @@ def check_checkpoint_directory(directory: str) -> None:
 
 
 def checkpoint_conflicts(directory: str, given: dict) -> list[str]:
-    """Why settings of ``given`` (``ModelConfig`` field -> value; ``None``: not given)
-    differ from the sizes the checkpoint's ``config.json`` fixes (``CHECKPOINT_SIZES``).
-
-    Raises:
-      ValueError: naming ``config.json`` if it is not a JSON object.
-    """
+    """Why settings of ``given`` (``ModelConfig`` field -> value or ``None``) differ from
+    the sizes the checkpoint's ``config.json`` fixes."""
     path = os.path.join(directory, CONFIG_FILE)
     values = read_json_object(path)
     return [
@@ -266,8 +206,7 @@ def pretrained_listformer(
     *,
     item_levels: int | None = None,
 ) -> PretrainedListformer:
-    """A Listformer with ``checkpoint``'s sizes, form and weights (the heads fresh),
-    beside ``tokenizer`` (``checkpoint_tokenizer``); see ``listformer_from_checkpoint``."""
+    """A Listformer with ``checkpoint``'s sizes, form and weights, beside ``tokenizer``."""
     resolved = checkpoint_model_config(checkpoint, config)
     form = checkpoint_form(checkpoint)
     tower = tower_settings(checkpoint) if resolved.similarity == "checkpoint" else None
@@ -303,25 +242,12 @@ def listformer_from_checkpoint(
     max_query_tokens: int,
     max_document_tokens: int,
 ) -> PretrainedListformer:
-    """A Listformer started from the BERT-family checkpoint in ``directory``.
-
-    Args:
-      directory: a Hugging Face checkpoint directory (``config.json``,
-        ``model.safetensors``, ``vocab.txt``, optionally ``tokenizer_config.json``).
-      config: the run's settings; the checkpoint's sizes replace its own
-        (``checkpoint_model_config``).
-      levels: ``K`` levels of the list head; ``None`` or 0: no list head.
-      item_levels: per-document level logits for the ordinal loss; ``None``: one score.
-      max_query_tokens: a query keeps its first this many WordPiece tokens.
-      max_document_tokens: a document keeps its first this many WordPiece tokens.
-
-    Returns:
-      The model with the checkpoint's weights, its tokenizer, and what rebuilding
-      them needs (:class:`PretrainedListformer`).
+    """A Listformer started from the Hugging Face BERT-family checkpoint in
+    ``directory``; ``levels`` and ``item_levels`` as ``build_text_model``'s.
 
     Raises:
-      FileNotFoundError / ValueError: naming the checkpoint's file and the field or
-        weight that is missing, not supported or of the wrong shape.
+      FileNotFoundError / ValueError: naming the checkpoint's file and the field or weight that
+        is missing, not supported or of the wrong shape.
     """
     checkpoint = read_bert_checkpoint(directory)
     tokenizer = checkpoint_tokenizer(

@@ -1,15 +1,5 @@
 """The Listformer's layer form: its own from-scratch form, or a pretrained checkpoint's.
 
-Trained from scratch (the default), the Listformer's encoder layers are
-pre-LayerNorm with a final LayerNorm, one set of query/key/value projections
-serves global and local attention, and ``[CLS]`` takes no position. Started
-from a BERT-family checkpoint (``listformer_checkpoint``), the layers take the
-checkpoint's form instead: post-LayerNorm and no final LayerNorm, the
-checkpoint's activation and LayerNorm epsilon, separate projections for the
-global tokens' attention (Longformer's, which start as copies of the local
-ones), and ``[CLS]`` at position 0 with the query after it, as BERT reads
-``[CLS] q``. Documents restart at position 0 in both forms.
-
 No TensorFlow here: the form is recorded beside a run's settings and read back.
 """
 
@@ -29,17 +19,10 @@ ACTIVATIONS = ("gelu", "relu")
 class ListformerForm:
     """How the Listformer's embedding and encoder layers are laid out.
 
-    Attributes:
-      norm_first: pre-LayerNorm encoder layers and a final LayerNorm (the
-        from-scratch form); off: post-LayerNorm layers and no final LayerNorm
-        (BERT's).
-      layer_norm_epsilon: the epsilon of every LayerNorm, the embedding's too.
-      activation: the feed-forward block's activation, one of ``ACTIVATIONS``.
-      global_projections: the global tokens' attention has its own query, key
-        and value projections (Longformer's); off: the local ones serve both.
-      cls_position: ``[CLS]`` takes position 0 and the query positions
-        ``1 .. Q`` (as BERT reads ``[CLS] q``); off: ``[CLS]`` takes no
-        position and the query ``0 .. Q - 1``.
+    From scratch (the default): pre-LayerNorm layers and a final LayerNorm, one set of
+    projections, ``[CLS]`` without a position. A BERT checkpoint's (:meth:`bert`):
+    post-LayerNorm without a final LayerNorm, its epsilon and activation, the global tokens'
+    own projections (Longformer's) and ``[CLS]`` at position 0 with the query after it.
     """
 
     norm_first: bool = True
@@ -61,11 +44,6 @@ class ListformerForm:
             )
 
     @classmethod
-    def from_scratch(cls) -> ListformerForm:
-        """The form of a Listformer trained from random weights (the default)."""
-        return cls()
-
-    @classmethod
     def bert(cls, *, layer_norm_epsilon: float, activation: str = "gelu") -> ListformerForm:
         """The form of a BERT checkpoint's layers.
 
@@ -85,9 +63,5 @@ class ListformerForm:
 
     @classmethod
     def from_json(cls, values: dict) -> ListformerForm:
-        """The form ``to_json`` wrote, checked.
-
-        Raises:
-          ValueError: naming unknown keys or a bad value.
-        """
+        """The form ``to_json`` wrote, checked (``ValueError`` naming a bad key or value)."""
         return from_dict(cls, values, what="listformer form")

@@ -15,54 +15,32 @@ from tfr_rankformer.core.command_names import ATTENTIONS
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.layers import FastDropout, LayerNorm, uses_compiled_ops
 from tfr_rankformer.model.projections import Dense
+from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 
 __all__ = [
-    "ATTENTIONS",
     "ListformerEmbedding",
     "GlobalLocalTextEncoderLayer",
     "DocumentReadout",
 ]
 
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
-
-# How ``GlobalLocalTextEncoderLayer`` computes its attention (``ATTENTIONS``):
-# ``blocked`` (memory linear in the documents), ``dense_masked`` (the same
-# attention through the full masked matrix, the reference) or ``full`` (plain
-# full attention over the same sequence: not the Listformer, a baseline).
+# ``GlobalLocalTextEncoderLayer``'s attentions: ``blocked`` (memory linear in the documents),
+# ``dense_masked`` (the same through the full masked matrix, the reference) or ``full``
+# (plain full attention, a baseline).
 
 
-@_serializable
+@serializable
 class ListformerEmbedding(tf.keras.layers.Layer):
     """Token, position and segment embeddings of the whole sequence.
 
-    Query tokens take positions ``0 .. Q - 1``; every document's tokens take
-    positions from 0 again, so the documents' order carries no signal; the
-    ``[SEP]`` closing document ``j`` continues its document's positions (at
-    ``len(d_j)``). ``[CLS]`` and ``[SEP]`` are learned vectors. Segments: query
-    side (``[CLS]``, query) and document side (documents, ``[SEP]``). With
-    ``cls_position`` (a BERT checkpoint's form), ``[CLS]`` takes position 0 and
-    the query positions ``1 .. Q``, as BERT reads ``[CLS] q``. With
-    ``match_marks``, query token ``i`` and every document token with its id get
-    the learned mark ``m_i`` (a document token equal to several query tokens
-    takes the first one's); the marks start at zero.
+    Every document's positions start from 0, so the documents' order carries no signal;
+    the ``[SEP]`` closing document ``j`` takes position ``len(d_j)``. With ``cls_position``
+    (a BERT checkpoint's form) ``[CLS]`` takes position 0 and the query ``1 .. Q``. With
+    ``match_marks``, query token ``i`` and every document token with its id get the learned
+    mark ``m_i``, zero at the start.
 
-    Args:
-      vocab_size: rows of the token table.
-      width: the model width ``D``.
-      max_positions: positions embedded; longer inputs are refused upstream.
-      dropout: dropout on the embeddings (after their LayerNorm).
-      epsilon: the epsilon of the embeddings' LayerNorm.
-      cls_position: ``[CLS]`` takes position 0 and the query follows it.
-      match_marks: add exact-match marks (``ModelConfig.match_marks``).
-
-    Call args:
-      query_ids: ``[B, Q]`` int32, ``-1`` padding.
-      document_ids: ``[B, N, T]`` int32, ``-1`` padding.
-      mask: ``[B, N]`` bool, True for real documents.
-
-    Returns:
-      ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.
+    Call args: ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1`` padding) and
+    ``mask [B, N]``; returns ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.
     """
 
     def __init__(
@@ -154,47 +132,17 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         global_valid = tf.concat([tf.ones([batch, 1], tf.bool), query_valid, mask], axis=1)
         return x, global_valid, local_valid
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            width=self.width,
-            max_positions=self.max_positions,
-            dropout=self.dropout,
-            epsilon=self.epsilon,
-            cls_position=self.cls_position,
-            match_marks=self.match_marks,
-        )
-        return config
 
-
-@_serializable
+@serializable
 class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
     """An encoder layer with the Listformer's document-wise attention.
 
-    From scratch it is pre-LayerNorm (:class:`PreNormEncoderLayer`'s form) with
-    one set of query/key/value projections. In a BERT checkpoint's form it is
-    post-LayerNorm, ``LayerNorm(x + Dropout(Attention(x)))`` then
-    ``LayerNorm(x + Dropout(FF(x)))``, with its own LayerNorm epsilon, and the
-    global tokens' attention has projections of its own (``qkv_global``,
-    Longformer's; see ``global_local_attention``).
+    From scratch pre-LayerNorm (``norm_first``); in a BERT checkpoint's form post-LayerNorm
+    with the checkpoint's epsilon and, with ``global_projections``, Longformer's own
+    projections for the global tokens. ``window``: how far a document's token sees within its
+    document; ``own_bias_init``: the start of ``[SEP]_j``'s per-head bias on document ``j``.
 
-    Args:
-      window: a document's token sees its document's tokens at most this far away.
-      attention: one of ``ATTENTIONS``.
-      own_bias_init: initial value of the per-head bias of ``[SEP]_j`` on document
-        ``j``'s tokens (see ``global_local_attention``).
-      norm_first: pre-LayerNorm (from scratch); off: post-LayerNorm (BERT's).
-      epsilon: the epsilon of the layer's two LayerNorms.
-      global_projections: the global tokens' queries, and the keys and values
-        they read, have their own projections.
-      num_heads, ff_dim, dropout, activation, init: as :class:`PreNormEncoderLayer`.
-
-    Call args:
-      x: ``[B, S, D]``; global_valid: ``[B, G]``; local_valid: ``[B, N, T]``.
-
-    Returns:
-      ``[B, S, D]``.
+    Call args: ``x [B, S, D]``, ``global_valid [B, G]``, ``local_valid [B, N, T]``.
     """
 
     def __init__(
@@ -289,29 +237,11 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         x = x + self.dropout_attention(h, training=training)
         return x + self._feed_forward(x, training)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            window=self.window,
-            attention=self.attention,
-            own_bias_init=self.own_bias_init,
-            norm_first=self.norm_first,
-            epsilon=self.epsilon,
-            global_projections=self.global_projections,
-        )
-        return config
 
-
-@_serializable
+@serializable
 class DocumentReadout(tf.keras.layers.Layer):
-    """The ``[CLS]`` output and the ``[SEP]`` outputs that close the documents.
-
-    Call args:
-      x: ``[B, S, D]``; global_valid: ``[B, G]``; mask: ``[B, N]``.
-
-    Returns:
-      ``(cls [B, D], seps [B, N, D])``.
-    """
+    """``(cls [B, D], seps [B, N, D])``: the outputs of ``[CLS]`` and of the ``[SEP]`` that
+    close the documents, from ``x [B, S, D]``, ``global_valid [B, G]``, ``mask [B, N]``."""
 
     def call(self, x, global_valid, mask):
         num_global = tf.shape(global_valid)[1]

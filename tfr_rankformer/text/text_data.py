@@ -1,21 +1,11 @@
 """Text lists: TF-Ranking's text ELWC read into ``tf.data`` for the Listformer.
 
-The layout is the one TF-Ranking's own text examples use: a context feature
-``query_tokens`` (bytes, one entry per word token), a per-item
-``document_tokens`` (bytes, one entry per word token) and a per-item label
-``relevance`` (int64, ``-1`` marks padding). Files are
-``<dir>/{train,vali,test}-*.tfrecord``; a ``manifest.json`` beside them (``kind:
-"text"``) may name the features and list the splits' files, and is read
-tolerantly: without one, the files are found by name and the features take
-``TextConfig``'s names.
-
-Parsing uses TF-Ranking's ELWC parser (``tfr.data``); word tokens are joined
-with spaces into one string per query and per document, which the model's
-tokenizer (``text_tokenizer``) splits again. Each parsed list is
-``{"query": [], "documents": [L], "mask": [L], "label": [L]}``; when the
-manifest names a ``first_stage_feature`` (lists converted from a first stage's
-run, ``docs/text_data.md``), also ``"first_stage": [L]`` float32, each
-document's first-stage score (0 on padding), in the documents' order.
+Files ``<dir>/{train,vali,test}-*.tfrecord`` hold a context ``query_tokens``, per-item
+``document_tokens`` (bytes, one entry per word) and ``relevance`` (int64, ``-1`` padding);
+an optional ``manifest.json`` (``kind: "text"``) may rename them, list the files and name a
+``first_stage_feature``. Word tokens are joined with spaces, which the model's tokenizer
+splits again. A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}``
+and, with a first stage, ``"first_stage": [L]`` float32.
 """
 
 from __future__ import annotations
@@ -39,7 +29,6 @@ from tfr_rankformer.inputs.manifest import (
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = [
-    "TextConfig",
     "TextData",
     "load_text_data",
     "parsed_text_lists",
@@ -61,13 +50,8 @@ _PARSE_BATCH = 64
 
 @dataclasses.dataclass(frozen=True)
 class TextData:
-    """A directory of text ELWC: its files per split and its feature names.
-
-    Attributes:
-      first_stage_feature: the per-item float32 feature holding the first
-        stage's scores (the manifest's ``first_stage_feature``), parsed into
-        ``FIRST_STAGE``; ``None``: the data has none.
-    """
+    """A directory of text ELWC: its files per split and its feature names
+    (``first_stage_feature``: the per-item first-stage scores, or ``None``)."""
 
     directory: str
     files: dict[str, list[str]]
@@ -97,16 +81,12 @@ def _manifest_files(directory: str, entry: SplitEntry | None) -> list[str] | Non
 
 
 def load_text_data(directory: str, config: TextConfig) -> TextData:
-    """The splits and feature names of a text ELWC directory.
-
-    Its manifest is read tolerantly: without one (or without a split's
-    ``files``) the files are found by name, and the features take
-    ``TextConfig``'s names or the defaults.
+    """The splits and feature names of a text ELWC directory; without a manifest (or a
+    split's ``files``) the files are found by name and the features take ``TextConfig``'s names.
 
     Raises:
-      FileNotFoundError: if the directory holds no ``{split}-*.tfrecord`` file.
-      ValueError: if the manifest says it holds numeric lists, or is not a
-        manifest (naming the file and the field).
+      FileNotFoundError: if the directory holds no ``train-*.tfrecord`` file.
+      ValueError: if the manifest describes numeric lists or is not a manifest.
     """
     manifest = Manifest()  # no manifest.json: nothing recorded
     path = os.path.join(directory, MANIFEST_NAME)
@@ -160,12 +140,12 @@ def parse_text_batch(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> dict:
-    """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]`` (strings),
-    ``mask [B, L]`` and ``label [B, L]`` float32 (``-1`` for padding), and, when
-    ``data.has_first_stage``, ``first_stage [B, L]`` float32 (0 for padding).
+    """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]``, ``mask [B, L]``,
+    ``label [B, L]`` float32 (``-1`` padding) and, with a first stage, ``first_stage [B, L]``.
 
-    TF-Ranking's parser shuffles (``shuffle_documents``) and cuts to ``list_size``
-    whole examples, so every per-document tensor keeps one order."""
+    TF-Ranking's parser shuffles and cuts whole examples, so every per-document tensor keeps
+    one order.
+    """
     import tensorflow_ranking as tfr
 
     example_spec = {
@@ -207,13 +187,8 @@ def parsed_text_lists(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> tf.data.Dataset:
-    """One element per list (see the module docstring), in file order.
-
-    With ``list_size`` every list is padded or cut to it (after shuffling its
-    documents when ``shuffle_documents``: a longer list is then a random sample
-    of its documents); with ``None`` nothing is cut. A document's text, label
-    and first-stage score stay together.
-    """
+    """One element per list, in file order; with ``list_size`` every list is padded or cut
+    to it (after shuffling its documents when ``shuffle_documents``)."""
     dataset = tf.data.TFRecordDataset(data.split_files(split))
     dataset = dataset.batch(_PARSE_BATCH).map(
         lambda s: parse_text_batch(
@@ -228,7 +203,7 @@ _PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL, FIRST_S
 
 
 def _padding(lists: tf.data.Dataset) -> dict:
-    """The padding values of the keys ``lists`` holds (``FIRST_STAGE`` only with it)."""
+    # FIRST_STAGE only where the lists hold it.
     return {key: _PADDING[key] for key in lists.element_spec}
 
 
@@ -239,8 +214,8 @@ def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Datas
 
 
 def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
-    """A batch whose document axis is cut after its last real document, rounded up to
-    a multiple of ``multiple`` (and at most the axis it had): only padding is cut."""
+    """A batch whose document axis is cut after its last real document, rounded up to a
+    multiple of ``multiple``: only padding is cut."""
     mask = batch[MASK]
     length = tf.shape(mask)[1]
     last = tf.reduce_max(tf.where(mask, tf.range(1, length + 1)[tf.newaxis], 0))
@@ -256,16 +231,12 @@ def length_sorted_batches(
     multiple: int = 1,
     seed: int | None = None,
 ) -> tf.data.Dataset:
-    """Batches of lists of similar numbers of documents, so that little of them is padding.
+    """Batches of lists of similar numbers of documents, so that little is padding.
 
-    Every ``window`` batches' worth of lists (in the order they come) is sorted by the
-    number of documents and cut into batches of ``batch_size`` lists, each cut after
-    its longest list's documents (``trimmed_to_documents``, rounded up to ``multiple``,
-    so that batches take few shapes). The batches hold exactly the lists and make
-    exactly as many batches as ``batched_text_lists``: every batch but the last holds
-    ``batch_size`` lists. With ``seed`` the batches are shuffled in a buffer of
-    ``window`` batches (anew on each pass); without it, they come in order of length
-    within each window.
+    Every ``window`` batches' worth of lists is sorted by length and cut into batches of
+    ``batch_size`` lists, each trimmed (``trimmed_to_documents``); the batches hold exactly
+    the lists ``batched_text_lists`` would. With ``seed`` they are shuffled within a window of
+    batches, anew on each pass.
     """
     lists = lists.padded_batch(batch_size * window, padding_values=_padding(lists))
 
@@ -284,11 +255,9 @@ def length_sorted_batches(
 def scan_split(
     data: TextData, split: str, *, word_counts=None, list_size: int | None = None
 ) -> dict:
-    """One pass over a split: lists, documents, longest list, lists longer than
-    ``list_size``, documents without a label, the highest label, the lists by
-    their number of documents (``lengths``; ``lengths_with_relevant``: of those
-    with a judged relevant document), and (when
-    ``word_counts``, a ``Counter``, is given) the words of its text.
+    """One pass over a split: counts of lists, documents and labels, the lists by their
+    number of documents (of all, and of those with a relevant document), and the words of its
+    text when ``word_counts`` (a ``Counter``) is given.
 
     Raises:
       ValueError: if the split holds no list.

@@ -1,46 +1,24 @@
 """Exporting a trained Listformer as two SavedModels: one takes raw text, one token ids.
 
-``model_dir/export/<version>/`` holds the tokenizer (WordPiece in the graph,
-its vocabulary inside the SavedModel) and the model, with two signatures:
-
-* ``serving_default``: ``query``, a ``tf.string [batch]``, and ``documents``,
-  a ``tf.string [batch, list]``; an empty string is a padding document (it
-  scores ``PADDING_SCORE``), so lists of different lengths share a batch;
-* ``predict_examples``: ``examples``, a ``tf.string [batch]`` of serialized
-  text ELWC (the training data's features, word tokens joined with spaces).
-
-Its graph holds TF Text ops (the tokenizer), which a server must have built
-in. ``model_dir/export_token_ids/<version>/`` (the same version number; a TF
-Serving model base path of its own, since a server registers every op of a
-SavedModel it loads) holds the model alone, with core TF ops only, and one
-signature, ``serving_default``: ``query_ids`` int32 ``[batch, query_tokens]``,
-``document_ids`` int32 ``[batch, list, document_tokens]`` (``-1`` where there
-is no token, tokens first) and ``document_mask`` bool ``[batch, list]``
-(False: a padding document). The client tokenises with
-``client_tokenizer.ClientTokenizer`` and the export's
-``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json``; the model adds
-``[CLS]`` and ``[SEP]`` itself. Ids outside ``[-1, vocabulary size)`` or
-masks of another shape fail the request with a message naming the input.
-
-A model that takes the first stage's scores (``--first-stage``) has one more
-input in every signature, ``first_stage_scores`` float32 ``[batch, list]``
-(the first stage's score of each document; ``predict_examples`` reads it from
-the ELWC's ``first_stage_score`` feature).
-
-All signatures return ``scores [batch, list]`` and, with a list head,
-``list_probs [batch, K]`` and ``expected_list_label [batch]``. Tokens past the
-caps the model was trained with are cut, as in training (in the token-id
-graph too).
+``export/<version>/`` holds the tokenizer (TF Text ops) and the model: ``serving_default`` on
+``query [B]`` and ``documents [B, L]`` strings (an empty string is a padding document) and
+``predict_examples`` on serialized text ELWC. ``export_token_ids/<version>/``, a TF Serving
+base path of its own since a server registers every op of a model it loads, holds the model
+alone with core ops: ``serving_default`` on ``query_ids [B, Q]``, ``document_ids [B, L, T]``
+(int32, ``-1`` padding) and ``document_mask [B, L]``; clients tokenise with
+``client_tokenizer.ClientTokenizer`` from its ``assets.extra/``. A model trained with a first
+stage takes ``first_stage_scores [B, L]`` in every signature. All return ``scores [B, L]``
+and, with a list head, ``list_probs`` and ``expected_list_label``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 import tensorflow as tf
 
+from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME, VOCAB_NAME
 from tfr_rankformer.serving.client_tokenizer import (
@@ -49,17 +27,22 @@ from tfr_rankformer.serving.client_tokenizer import (
     VOCAB_FILE,
     tokenizer_settings,
 )
-from tfr_rankformer.serving.export_versions import next_version, write_version
+from tfr_rankformer.serving.export import next_version, served_outputs, write_version
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS
 from tfr_rankformer.text.text_runs import load_text_run, takes_first_stage, text_model_inputs
-from tfr_rankformer.text.text_tokenizer import SUFFIX, UNKNOWN, TextTokenizer, read_vocabulary
+from tfr_rankformer.text.text_tokenizer import (
+    SUFFIX,
+    UNKNOWN,
+    TextTokenizer,
+    read_vocabulary,
+    write_vocabulary,
+)
 
 __all__ = [
     "SIGNATURE_TEXT",
     "SIGNATURE_EXAMPLES",
     "SIGNATURE_TOKEN_IDS",
-    "FIRST_STAGE_INPUT",
     "export_text_run",
     "save_text_servable",
     "save_token_id_servable",
@@ -70,16 +53,6 @@ logger = logging.getLogger(__name__)
 SIGNATURE_TEXT = "serving_default"
 SIGNATURE_EXAMPLES = "predict_examples"
 SIGNATURE_TOKEN_IDS = "serving_default"  # the token-id export's one signature
-
-
-def _served(outputs: dict, list_head: bool) -> dict:
-    """The signatures' outputs from the model's."""
-    served = {"scores": outputs["scores"]}
-    if list_head:
-        probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
-        served["list_probs"] = probs
-        served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
-    return served
 
 
 def _first_stage_spec(model) -> list:
@@ -112,7 +85,7 @@ class _TextServable(tf.Module):
 
     def _score(self, batch):
         inputs = text_model_inputs(self.tokenizer, batch, first_stage=self.first_stage)
-        return _served(self.model(inputs, training=False), self.list_head)
+        return served_outputs(self.model(inputs, training=False), self.list_head)
 
     def _serve_text(self, query, documents, first_stage_scores=None):
         batch = {
@@ -142,8 +115,8 @@ def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *,
 
 
 def _id_checks(query_ids, document_ids, document_mask, vocab_size: int) -> list:
-    """Assertions (core ops) that fail a request with ids outside ``[-1, vocab_size)``
-    or a mask that does not match ``document_ids``."""
+    """Assertions (core ops) that fail a request with ids outside ``[-1, vocab_size)`` or a
+    mask that does not match ``document_ids``."""
     checks = []
     for name, ids in (("query_ids", query_ids), ("document_ids", document_ids)):
         inside = tf.reduce_all((ids >= -1) & (ids < vocab_size))
@@ -194,15 +167,14 @@ class _TokenIdServable(tf.Module):
             }
             if first_stage_scores is not None:
                 inputs[FIRST_STAGE] = tf.identity(first_stage_scores)
-        return _served(self.model(inputs, training=False), self.list_head)
+        return served_outputs(self.model(inputs, training=False), self.list_head)
 
 
 def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[str]) -> None:
     """``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json`` for the client."""
     extra = os.path.join(path, ASSETS_EXTRA)
     os.makedirs(extra, exist_ok=True)
-    with open(os.path.join(extra, VOCAB_FILE), "w", encoding="utf-8") as f:
-        f.writelines(token + "\n" for token in vocabulary)
+    write_vocabulary(os.path.join(extra, VOCAB_FILE), vocabulary)
     settings = tokenizer_settings(
         max_query_tokens=tokenizer.max_query_tokens,
         max_document_tokens=tokenizer.max_document_tokens,
@@ -211,9 +183,7 @@ def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[st
         unknown_token=UNKNOWN,
         suffix_indicator=SUFFIX,
     )
-    with open(os.path.join(extra, SETTINGS_NAME), "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=2)
-        f.write("\n")
+    write_json(os.path.join(extra, SETTINGS_NAME), settings)
 
 
 def save_token_id_servable(
@@ -231,11 +201,8 @@ def save_token_id_servable(
 
 
 def _free_version(model_dir: str, version: int | None) -> int:
-    """``version``, or one more than the highest of either export; refused if taken.
-
-    Raises:
-      FileExistsError: if either export has the version.
-    """
+    """``version``, or one more than the highest of either export; ``FileExistsError`` if
+    either has it."""
     names = (EXPORT_NAME, TOKEN_ID_EXPORT_NAME)
     if version is None:
         version = max(next_version(os.path.join(model_dir, name)) for name in names)
@@ -248,8 +215,7 @@ def _free_version(model_dir: str, version: int | None) -> int:
 
 def export_text_run(model_dir: str, *, version: int | None = None) -> str:
     """Exports a text run's best weights to ``model_dir/export/<version>`` (raw text) and
-    ``model_dir/export_token_ids/<version>`` (token ids, no TF Text op); returns the
-    first path.
+    ``model_dir/export_token_ids/<version>`` (token ids); returns the first path.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.

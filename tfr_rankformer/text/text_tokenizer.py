@@ -1,30 +1,16 @@
 """WordPiece tokenisation in the graph, and a vocabulary built from the training text.
 
-:class:`TextTokenizer` turns strings into token ids with tensorflow-text's
-``FastWordpieceTokenizer`` (lower-casing with ``tf.strings.lower``, then
-splitting on whitespace and punctuation, then WordPiece), so a SavedModel
-takes raw text and TF Serving clients send strings. Text ELWC stores word
-tokens (``query_tokens``, ``document_tokens``); they are joined with spaces
-first, so training and serving tokenise the same way.
+:class:`TextTokenizer` turns strings into ids with TF Text, so a SavedModel takes raw text.
+A vocabulary built from the training text is split with ``FastWordpieceTokenizer`` on white
+space and punctuation after ``tf.strings.lower``; a checkpoint's (``basic_tokenization``) as
+its own tokenizer splits: control characters deleted, lower-cased and accents stripped when
+``lower_case``, then ``BertTokenizer``. Lower-casing happens here because ``BertTokenizer``'s
+NFKC case folding changes ligatures and full-width letters that BERT's tokenizer keeps.
 
-A pretrained checkpoint's vocabulary is split as its own tokenizer splits
-(``basic_tokenization``): control and format characters deleted, with
-``lower_case`` the text lower-cased and its accents stripped (NFD, marks
-removed), then tensorflow-text's ``BertTokenizer``: BERT's basic tokenisation
-(CJK characters and punctuation split off) and WordPiece. The lower-casing
-is done here, not by ``BertTokenizer``, whose NFKC case folding turns
-ligatures, full-width letters and ``ß`` into letters BERT's tokenizer keeps.
-Known differences from Hugging Face's tokenizer: a special token written in
-the text (``[CLS]``) is split like any text, and a Greek final sigma is
-lower-cased to ``ς`` where Hugging Face writes ``σ``.
-
-:func:`build_vocabulary` makes a WordPiece vocabulary from word counts,
-deterministically (no sampling: ties are broken alphabetically): the special
-tokens, every character seen (alone and as a ``##`` continuation), then the
-most frequent whole words, word prefixes and ``##`` suffixes (2 to 6
-characters) by the number of word occurrences they cover (ties: whole words
-first, then longer pieces, then alphabetical). It is a frequency
-heuristic, not the likelihood-driven WordPiece training of BERT.
+:func:`build_vocabulary` is a deterministic frequency heuristic, not BERT's
+likelihood-driven WordPiece training: the special tokens, every character (alone and as a
+``##`` continuation), then the whole words, prefixes and ``##`` suffixes (2 to 6 characters)
+covering the most word occurrences (ties: whole words, then longer, then alphabetical).
 """
 
 from __future__ import annotations
@@ -36,6 +22,8 @@ import warnings
 from collections.abc import Iterable
 
 import tensorflow as tf
+
+from tfr_rankformer.core.atomic_files import atomic_write
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -70,8 +58,7 @@ def _text():
 
 
 def register_text_ops() -> None:
-    """Registers TF Text's ops (WordPiece, BERT's basic tokenisation) in this process,
-    which loading a raw-string Listformer export needs."""
+    """Registers TF Text's ops in this process, which loading a raw-string export needs."""
     _text()
 
 
@@ -84,11 +71,8 @@ def count_words(texts: Iterable[str], counts: collections.Counter | None = None)
 
 
 def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
-    """A WordPiece vocabulary of at most ``size`` entries from ``word_counts``.
-
-    Raises:
-      ValueError: if ``size`` cannot hold the special tokens and every character.
-    """
+    """A WordPiece vocabulary of at most ``size`` entries from ``word_counts``; a
+    ``ValueError`` if ``size`` cannot hold the special tokens and every character."""
     characters: collections.Counter = collections.Counter()
     pieces: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
@@ -113,19 +97,14 @@ def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
 
 
 def write_vocabulary(path: str, vocabulary: list[str]) -> None:
-    """One token per line, written under a temporary name and renamed into place."""
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as f:
+    """One token per line, as BERT's ``vocab.txt``."""
+    with atomic_write(path) as f:
         f.writelines(token + "\n" for token in vocabulary)
-    os.replace(temporary, path)
 
 
 def read_vocabulary(path: str) -> list[str]:
-    """A vocabulary file (one token per line, as BERT's ``vocab.txt``).
-
-    Raises:
-      FileNotFoundError / ValueError: naming the file, and the line of a bad entry.
-    """
+    """A vocabulary file (one token per line, as BERT's ``vocab.txt``); errors name the file
+    and the line of a bad entry."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"vocabulary file {path} does not exist")
     with open(path, encoding="utf-8") as f:
@@ -143,18 +122,8 @@ def read_vocabulary(path: str) -> list[str]:
 
 
 class TextTokenizer(tf.Module):
-    """Strings to WordPiece ids, cut to a number of tokens.
-
-    Args:
-      vocabulary: the WordPiece vocabulary (holding ``[UNK]``).
-      max_query_tokens: a query keeps its first this many tokens.
-      max_document_tokens: a document keeps its first this many tokens.
-      lower_case: lower-case the text first (an uncased vocabulary's); with
-        ``basic_tokenization``, strip its accents too.
-      basic_tokenization: split as BERT's own tokenizer does (``BertTokenizer``,
-        a checkpoint's vocabulary); off: ``tf.strings.lower`` when ``lower_case``,
-        then ``FastWordpieceTokenizer``'s split on whitespace and punctuation.
-    """
+    """Strings to WordPiece ids, cut to ``max_query_tokens`` and ``max_document_tokens``;
+    ``lower_case`` and ``basic_tokenization`` as the module says."""
 
     def __init__(
         self,
@@ -193,16 +162,11 @@ class TextTokenizer(tf.Module):
         return self.wordpiece.tokenize(strings)
 
     def encode(self, query: tf.Tensor, documents: tf.Tensor) -> dict:
-        """Model inputs from text.
+        """Model inputs from ``query [B]`` and ``documents [B, N]`` strings.
 
-        Args:
-          query: ``[B]`` strings.
-          documents: ``[B, N]`` strings.
-
-        Returns:
-          ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` int32, ``-1`` where there
-          is no token (``Q``, ``T``: the batch's longest, at most the caps), and
-          ``query_cut [B]``, ``documents_cut [B, N]`` bool: the text had more tokens.
+        ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` int32 (``-1`` where there is no
+        token; ``Q``, ``T`` the batch's longest within the caps), and ``query_cut [B]``,
+        ``documents_cut [B, N]``: the text had more tokens.
         """
         query_tokens = self.token_ids(query)  # [B, (q)]
         document_tokens = self.token_ids(documents)  # [B, N, (t)]
@@ -224,8 +188,8 @@ class TextTokenizer(tf.Module):
 
 
 def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
-    """BERT's text cleaning and, with ``lower_case``, its lower-casing and accent
-    stripping, as Hugging Face's ``BertNormalizer`` does them: ``[...]`` strings."""
+    """BERT's text cleaning and, with ``lower_case``, its lower-casing and accent stripping,
+    as Hugging Face's ``BertNormalizer`` does them."""
     strings = tf.strings.regex_replace(strings, _BERT_DELETED, "")
     if not lower_case:
         return strings
@@ -234,9 +198,8 @@ def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
 
 
 def _bert_tokenizer(vocabulary: list[str]):
-    """tensorflow-text's ``BertTokenizer`` over ``vocabulary``, held in the graph (a
-    table built from constants, so a SavedModel carries it) and giving int32 ids;
-    the text reaches it normalised (``_bert_normalised``)."""
+    """TF Text's ``BertTokenizer`` over ``vocabulary``, its table built from constants so that
+    a SavedModel carries it; the text reaches it normalised."""
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(list(vocabulary), tf.string),

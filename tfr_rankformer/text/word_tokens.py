@@ -1,12 +1,8 @@
-"""The simple word tokenisation of the text ELWC's ``query_tokens`` and ``document_tokens``.
+"""The word tokenisation of the text ELWC's ``query_tokens`` and ``document_tokens``.
 
-Text is lower-cased (``str.lower``) and cut into maximal runs of Unicode
-letters and digits; everything else (spaces, punctuation, underscores,
-symbols) separates tokens and is dropped. ``"COVID-19: what's new?"`` becomes
-``["covid", "19", "what", "s", "new"]``. No stemming and no stop words: the
-model's WordPiece tokenisation, which runs later inside its graph, splits
-these words further, and BM25 (``tfr_rankformer.text.bm25``) scores the
-same tokens.
+Lower-cased runs of Unicode letters and digits, no stemming and no stop words:
+``"COVID-19: what's new?"`` becomes ``["covid", "19", "what", "s", "new"]``. BM25 scores
+these tokens; the model's WordPiece splits them further.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 def tokenize(text: str) -> list[str]:
-    """The word tokens of ``text`` (see the module docstring)."""
+    """The word tokens of ``text``."""
     return _WORD.findall(text.lower())
 
 

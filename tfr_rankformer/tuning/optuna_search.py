@@ -1,19 +1,11 @@
 """``tfr-tune``'s library function: Optuna search over a model's settings, resumable.
 
-Every trial trains one ``tfr-train`` run (``runner.train``) on the training split (into
-``output/trials/<number>/``) and scores the settings by the validation split's
-NDCG_y@10 from the shared metrics (``ranking_metrics``), the number
-``tfr-train`` selects checkpoints and early-stops on. The sampler is TPE,
-seeded; the study lives in ``output/study.db`` (SQLite), so running the same
-command again resumes it: finished trials (complete or pruned) are kept and
-only the missing ones are run. A median pruner stops a trial whose
-intermediate validation NDCG_y@10 falls below the median of earlier trials at
-the same step: per epoch for neural models, every ``eval_every`` trees for
-GBDTs.
-
-``output/`` receives ``best_config.json`` (the best trial's settings, which
-``tfr-train --config`` takes unchanged; give it ``--model-dir``),
-``trials.csv``, ``search_space.json``, and the plots of ``tuning_plots``.
+Every trial trains one ``tfr-train`` run into ``output/trials/<number>/`` and scores it by
+the validation NDCG_y@10 that ``tfr-train`` selects checkpoints on. The sampler is a seeded
+TPE; the study lives in ``output/study.db``, so the same command resumes it. A median pruner
+stops trials below the median of earlier ones (per epoch, or every ``eval_every`` trees).
+``output/`` receives ``best_config.json`` (which ``tfr-train --config`` takes),
+``trials.csv``, ``search_space.json`` and the plots of ``tuning_plots``.
 """
 
 from __future__ import annotations
@@ -111,8 +103,7 @@ def _tunable(model) -> bool:
 
 
 def _width(config: TuneConfig, manifest: Manifest) -> int:
-    """The encoder's width: the model's ``item_width`` setting (``d_fc`` for
-    ``context_aware``), else the feature count."""
+    """The encoder's width: the model's ``item_width`` setting, else the feature count."""
     field = model_families.get_model(config.model).item_width
     if field is not None:
         architecture = config.settings.get("architecture", {})
@@ -141,9 +132,6 @@ def resolve_space(config: TuneConfig) -> dict:
     return space
 
 
-# === Trials ===
-
-
 def _gbdt_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
     """A trial's ``GBDTConfig`` JSON: fixed settings, then the sampled parameters."""
     fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
@@ -162,8 +150,7 @@ def _gbdt_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
 
 
 def _neural_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
-    """A trial's flat settings (``TrainConfig.from_flat``): fixed settings, then the
-    sampled ones."""
+    """A trial's flat settings (``TrainConfig.from_flat``): fixed, then sampled."""
     return {
         **config.settings,
         **params,
@@ -175,8 +162,7 @@ def _neural_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
 
 
 class _GBDTPruning:
-    """A LightGBM callback: reports validation NDCG_y@10 when it is computed, and ends
-    the trial when the pruner says so."""
+    """A LightGBM callback reporting validation NDCG_y@10 to the trial, pruning on it."""
 
     def __init__(self, trial):
         self.trial = trial
@@ -227,12 +213,9 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
     return float(metrics["vali"]["ndcg_y@10"])
 
 
-# === Study ===
-
-
 def _open_study(config: TuneConfig, space: dict):
-    """The study in ``output/study.db``: created, or resumed when it searched the same
-    model and space; trials a killed process left running are marked failed."""
+    """The study in ``output/study.db``: created, or resumed when it searched the same model
+    and space; trials a killed process left running are marked failed."""
     import optuna
 
     storage = f"sqlite:///{os.path.abspath(os.path.join(config.output, STUDY_DB))}"
@@ -272,28 +255,6 @@ def _best_value(study) -> float | None:
         return None
 
 
-def _progress(config: TuneConfig, study, done: int, progress: bool):
-    """A bar over the study's trials (finished ones counted in), with the best value
-    and, under a timeout, the seconds left."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=config.trials, initial=done, unit="trial", disable=None if progress else True)
-    started = time.monotonic()
-
-    def update(study, _trial):
-        bar.update(1)
-        postfix = {}
-        best = _best_value(study)
-        if best is not None:
-            postfix["best"] = f"{best:.2f}"
-        if config.timeout:
-            postfix["timeout_in"] = f"{max(config.timeout - (time.monotonic() - started), 0):.0f}s"
-        bar.set_postfix(postfix)
-
-    update.bar = bar
-    return update
-
-
 def _write_outputs(config: TuneConfig, study, space: dict) -> dict:
     """``best_config.json``, ``trials.csv``, ``search_space.json`` and the plots."""
     from tfr_rankformer.tuning import tuning_plots
@@ -316,16 +277,12 @@ def _write_outputs(config: TuneConfig, study, space: dict) -> dict:
 
 
 def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
-    """Runs (or resumes) the search; returns a summary of the study.
-
-    Returns:
-      ``trials`` (counts per state), ``best_value``, ``best_trial``,
-      ``best_params``, ``best_config`` (``best_config.json``'s content),
-      ``plots`` (paths), ``seconds`` (this call's time).
+    """Runs (or resumes) the search; returns a summary of the study (trial counts, the best
+    value, trial, parameters and configuration, the plots, this call's seconds).
 
     Raises:
-      ValueError: for a bad search-space file, data without a ``vali`` split,
-        or an ``output`` holding another study (before anything is written).
+      ValueError: for a bad search-space file, data without a ``vali`` split, or an ``output``
+        holding another study (before anything is written).
     """
     import optuna
 
@@ -347,29 +304,24 @@ def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
     remaining = config.trials - done
     if remaining > 0:
         logger.info("%d of %d trials done: running %d more", done, config.trials, remaining)
-        update = _progress(config, study, done, progress)
-        try:
-            study.optimize(
-                lambda trial: _run_trial(config, space, trial),
-                n_trials=remaining,
-                timeout=config.timeout,
-                n_jobs=config.jobs,
-                callbacks=[update],
-                gc_after_trial=True,
-            )
-        finally:
-            update.bar.close()
+        study.optimize(
+            lambda trial: _run_trial(config, space, trial),
+            n_trials=remaining,
+            timeout=config.timeout,
+            n_jobs=config.jobs,
+            gc_after_trial=True,
+            show_progress_bar=progress,
+        )
     summary = _write_outputs(config, study, space)
     summary["seconds"] = time.perf_counter() - started
     return summary
 
 
 def load_tuned(directory: str) -> list[tuple[str, dict]]:
-    """The best configurations of ``tfr-tune`` outputs, for ``tfr-experiment --tuned``.
-
-    ``directory/best_config.json`` gives the row ``tuned <model>``; otherwise each
-    ``directory/<name>/best_config.json`` gives ``tuned <name>``. The settings
-    lose ``data``, ``model_dir`` and ``seed``, which the experiment sets.
+    """The best configurations of ``tfr-tune`` outputs, for ``tfr-experiment --tuned``:
+    ``directory/best_config.json`` gives the row ``tuned <model>``, else each
+    ``directory/<name>/best_config.json`` gives ``tuned <name>``, without ``data``,
+    ``model_dir`` and ``seed``, which the experiment sets.
 
     Raises:
       ValueError: if there is none, or one names no model ``tfr-train`` knows.

@@ -1,11 +1,6 @@
 """``tfr-tune``'s search spaces: default ranges per model family, JSON overrides, sampling.
 
-A space maps a setting's name to a ``Range``: a float or int interval (on a
-log scale or not) or a list of choices. The GBDT space brackets the paper's
-Table 5 settings (``gbdt.PRESETS``); the neural space holds the optimiser,
-regularisation and encoder-size settings, plus ``alpha`` for the models with a
-list head. A JSON file replaces any range, or drops a setting from the search
-with ``null`` (the model's default then applies)::
+A JSON file replaces any range, or drops a setting from the search with ``null``::
 
     {"num_iterations": {"low": 100, "high": 2000, "log": true},
      "ff_dim": {"choices": [128, 256]},
@@ -23,7 +18,6 @@ __all__ = [
     "Range",
     "GBDT_SPACE",
     "NEURAL_SPACE",
-    "ARCHITECTURE_KEYS",
     "default_space",
     "load_space",
     "space_to_json",
@@ -34,15 +28,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Range:
-    """One searched setting.
-
-    Attributes:
-      low: lower bound of an interval (``None`` with ``choices``).
-      high: upper bound of an interval, included.
-      log: sample the interval on a log scale.
-      integer: sample integers from the interval.
-      choices: the values to choose from, instead of an interval.
-    """
+    """One searched setting: an interval ``[low, high]`` (on a log scale, of integers) or
+    ``choices``."""
 
     low: float | None = None
     high: float | None = None
@@ -86,9 +73,7 @@ def _ints(low, high, log=False) -> Range:
     return Range(low=int(low), high=int(high), log=log, integer=True)
 
 
-# Brackets the paper's Table 5 (num_leaves 507/271, min_data_in_leaf 255/376,
-# learning_rate 0.46/0.32, cegb_tradeoff 0.13/1.65, 1,000/10,000 trees); the
-# paper publishes the tuned values, not the ranges it searched.
+# Brackets the paper's Table 5 settings (it publishes the tuned values, not its ranges).
 GBDT_SPACE = {
     "num_leaves": _ints(8, 1024, log=True),
     "min_data_in_leaf": _ints(5, 500, log=True),
@@ -96,10 +81,7 @@ GBDT_SPACE = {
     "cegb_tradeoff": _floats(0.01, 2.0, log=True),
     "num_iterations": _ints(100, 10000, log=True),
 }
-# Around the paper's neural settings (lr 1e-3, weight decay 0.1, dropout 0.25,
-# 3 layers, 1 head, feed-forward 512). ``num_heads`` defaults to the divisors
-# of the model's width up to 8 (see ``default_space``); ``alpha`` is on
-# ``tfr-train --alpha``'s scale and searched for models with a list head.
+# Around the paper's neural settings; ``alpha`` only for models with a list head.
 NEURAL_SPACE = {
     "learning_rate": _floats(1e-4, 1e-2, log=True),
     "weight_decay": _floats(1e-3, 0.3, log=True),
@@ -109,20 +91,12 @@ NEURAL_SPACE = {
     "ff_dim": Range(choices=(128, 256, 512, 1024)),
     "alpha": _floats(0.0, 4.0),
 }
-# Neural settings that belong to ``TrainConfig.architecture``.
-ARCHITECTURE_KEYS = ("dropout", "num_layers", "num_heads", "ff_dim")
 _ENCODER_KEYS = ("num_layers", "num_heads", "ff_dim")
 
 
 def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[str, Range]:
-    """The default search space of ``model``.
-
-    Args:
-      model: a model name (neural or GBDT).
-      gbdt: whether ``model`` is a GBDT.
-      width: the encoder's width, whose divisors (up to 8) are ``num_heads``'s
-        choices; ``None`` keeps ``{1, 2, 4}``.
-    """
+    """The default search space of ``model``; ``width``'s divisors up to 8 are
+    ``num_heads``'s choices."""
     if gbdt:
         return dict(GBDT_SPACE)
     space = dict(NEURAL_SPACE)
@@ -158,14 +132,8 @@ def _range_from_json(value, default: Range, where: str) -> Range:
 
 
 def load_space(path: str | None, defaults: dict[str, Range], *, what: str) -> dict[str, Range]:
-    """``defaults`` with the ranges of the JSON file ``path`` in place of theirs.
-
-    Raises:
-      ValueError: naming the file and the setting, for a file that is not JSON,
-        not an object, names a setting ``what`` does not search, or gives a
-        malformed range.
-      FileNotFoundError: if ``path`` does not exist.
-    """
+    """``defaults`` with the ranges of the JSON file ``path`` in place of theirs; errors name
+    the file and the setting."""
     if path is None:
         return dict(defaults)
     try:

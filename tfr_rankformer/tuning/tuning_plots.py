@@ -1,17 +1,14 @@
-"""``tfr-tune``'s records of a study: ``trials.csv`` and PNG plots.
-
-* ``optimization_history.png``: every complete trial's objective and the best so far;
-* ``param_importances.png``: how much each setting explains the objective, by
-  Optuna's PED-ANOVA evaluator (numpy only; its fANOVA and mean-decrease-impurity
-  evaluators need scikit-learn, which is not a dependency of the package). It
-  needs at least two complete trials.
-"""
+"""``tfr-tune``'s records of a study: ``trials.csv``, ``optimization_history.png`` and
+``param_importances.png`` (Optuna's PED-ANOVA evaluator: the others need scikit-learn,
+which the package does not depend on)."""
 
 from __future__ import annotations
 
 import csv
 import logging
 import os
+
+from tfr_rankformer.core.atomic_files import atomic_path, atomic_write
 
 __all__ = ["write_trials_csv", "draw_all"]
 
@@ -24,8 +21,7 @@ def write_trials_csv(study, path: str) -> dict:
     trials = study.get_trials(deepcopy=False)
     names = sorted({name for t in trials for name in t.params})
     counts: dict[str, int] = {}
-    partial = f"{path}.partial"
-    with open(partial, "w", newline="", encoding="utf-8") as f:
+    with atomic_write(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["number", "state", "value", "seconds", *names, "run_dir"])
         for t in trials:
@@ -34,7 +30,6 @@ def write_trials_csv(study, path: str) -> dict:
             row = [t.number, t.state.name.lower(), "" if t.value is None else t.value, seconds]
             row += [t.params.get(name, "") for name in names]
             writer.writerow([*row, t.user_attrs.get("run_dir", "")])
-    os.replace(partial, path)
     return counts
 
 
@@ -44,10 +39,9 @@ def _save(axes, path: str) -> str:
     figure = axes.figure
     figure.set_size_inches(7, 4.5)
     figure.tight_layout()
-    partial = f"{path}.partial.png"
-    figure.savefig(partial, dpi=110)
+    with atomic_path(path, suffix=".partial.png") as partial:  # the suffix names the format
+        figure.savefig(partial, dpi=110)
     plt.close(figure)
-    os.replace(partial, path)
     return path
 
 

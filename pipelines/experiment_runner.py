@@ -55,7 +55,7 @@ from pipelines.experiment_summary import (
     summarize,
 )
 from tfr_rankformer.core.config_io import write_json
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, read_manifest
 from tfr_rankformer.runner import train
@@ -229,13 +229,13 @@ def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
     write_json(os.path.join(run_dir, "metrics.json"), metrics)
 
 
-def _gbdt_config(spec: ModelSpec, values: dict) -> gbdt.GBDTConfig:
+def _gbdt_config(spec: ModelSpec, values: dict) -> GBDTConfig:
     """A GBDT row's settings: ``GBDTConfig`` fields, the rest LightGBM parameters."""
-    fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
+    fields = {f.name for f in dataclasses.fields(GBDTConfig)}
     settings = dict(spec.settings)
     own = {k: v for k, v in settings.items() if k in fields}
     params = {k: v for k, v in settings.items() if k not in fields}
-    return gbdt.GBDTConfig.from_json({**values, **own, "params": params})
+    return GBDTConfig.from_json({**values, **own, "params": params})
 
 
 def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config, fit: dict) -> dict:
@@ -246,7 +246,7 @@ def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config,
     if spec.tuned is not None:
         values = {**spec.tuned, "data": fold_data, "model_dir": run_dir, "seed": seed}
         if spec.is_gbdt:
-            return train(gbdt.GBDTConfig.from_json(values))
+            return train(GBDTConfig.from_json(values))
         return train(TrainConfig.from_flat(values), **fit)
     if spec.is_gbdt:
         return train(_gbdt_config(spec, values))

@@ -41,14 +41,14 @@ def _caps(args) -> dict:
 
 def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
     """The untrained model's scorer (what training starts from)."""
+    from tfr_rankformer.core.model_families import get_family
     from tfr_rankformer.core.multi_worker import WorkerRole
-    from tfr_rankformer.text.text_family import TextFamily
     from tfr_rankformer.training.train_config import TrainConfig
 
     settings = dict(model="listformer", data=fold_dir, model_dir="unused", **_caps(args))
     settings.update(init_from=args.init_from, first_stage=_FIRST_STAGE[variant])
     config = TrainConfig.from_flat(settings)
-    family = TextFamily()
+    family = get_family("text").load()
     run = family.prepare(config, worker=WorkerRole())
     model, _ = family.build(run, steps_per_epoch=1, xla=False)
     return ModelScorer(model, run.extra.tokenizer)

@@ -52,7 +52,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 from pipelines.benchmarks.bench_support import feature_manifest
-from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_setup import build_compiled_model
 
 name, length, items, steps, spare = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
 batch = max(items // length, 1)

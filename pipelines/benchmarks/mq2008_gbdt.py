@@ -30,7 +30,9 @@ from pipelines.benchmarks.mq2008_quality import convert_folds, fold_parser, ndcg
 from pipelines.flag_table import add_flag
 from tfr_rankformer.distill.distillation import DistillConfig, distill
 from tfr_rankformer.distill.distillation_teacher import load_teacher
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_booster import load_booster, score_arrays
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
+from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
 
@@ -77,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _booster_scorer(model_dir: str):
     """Scores lists with the booster saved in ``model_dir``, on one thread."""
-    booster = gbdt.load_booster(model_dir)
-    return lambda arrays: gbdt.score_arrays(booster, arrays, num_threads=1)
+    booster = load_booster(model_dir)
+    return lambda arrays: score_arrays(booster, arrays, num_threads=1)
 
 
 def _presets(args, fold_data: str, fold: int, results: dict) -> dict:
@@ -88,14 +90,14 @@ def _presets(args, fold_data: str, fold: int, results: dict) -> dict:
     for preset in ("gbdt-1k", "gbdt-10k"):
         model_dir = os.path.join(args.output, "runs", preset, f"Fold{fold}")
         if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
-            config = gbdt.GBDTConfig(
+            config = GBDTConfig(
                 model=preset,
                 data=fold_data,
                 model_dir=model_dir,
                 seed=args.seed,
                 early_stopping_rounds=args.early_stopping_rounds,
             )
-            gbdt.train_gbdt(config)
+            train_gbdt(config)
         metrics = _json(os.path.join(model_dir, "metrics.json"))
         row = dict(metrics["test"], training_seconds=metrics["training"]["seconds"])
         results[preset].append(row)

@@ -20,7 +20,8 @@ import time
 from pipelines.benchmarks.bench_support import letor_folds
 from pipelines.experiment_summary import mean_se
 from pipelines.flag_table import add_flag
-from tfr_rankformer.training.loop import TrainConfig, train
+from tfr_rankformer.runner import train
+from tfr_rankformer.training.train_config import TrainConfig
 
 MODELS = {
     "mlp": {"model": "mlp"},

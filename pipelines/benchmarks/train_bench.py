@@ -55,8 +55,9 @@ from pipelines.flag_table import add_flag
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.models import ModelConfig
-from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
 from tfr_rankformer.training.precision import precision_policy
+from tfr_rankformer.training.train_config import TrainConfig
+from tfr_rankformer.training.training_setup import build_compiled_model
 
 MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(

@@ -45,6 +45,7 @@ import numpy as np
 from tfr_rankformer.core.command_names import DISTILL_ROWS
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.core.run_directory import RunExistsError, describe_entries, inspect_run
+from tfr_rankformer.core.run_layout import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.distill.distillation_targets import (
     centred_scores,
     graded_targets,
@@ -58,7 +59,6 @@ from tfr_rankformer.gbdt.gbdt_booster import (
     score_arrays,
 )
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 from tfr_rankformer.inputs.manifest import Manifest

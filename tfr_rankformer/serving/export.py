@@ -34,7 +34,7 @@ from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.serving.export_versions import next_version, write_version
-from tfr_rankformer.training.feature_runs import load_run
+from tfr_rankformer.training.training_setup import load_run
 
 __all__ = [
     "export_run",

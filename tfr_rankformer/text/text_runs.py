@@ -1,17 +1,10 @@
 """A text model's inputs, evaluating a text model, and reloading a trained text run.
 
-Besides a feature-vector run's files, a text run's ``model_dir/`` holds
-``vocab.txt`` (the WordPiece vocabulary the model was trained with) and
-``text_model.json`` (what rebuilding the model needs besides ``config.json``;
-both named in ``run_layout``): ``label_levels`` and, for a run started from a
-checkpoint (``--init-from``), ``pretrained``: the layers' form, the token
-table's rows and the tokenizer's lower-casing and basic tokenisation
-(``PretrainedListformer.settings``), so that reloading needs no checkpoint,
-and ``similarity``: the settings of the checkpoint's frozen encoder when the
-score is a residual over its cosine (``score_mixture``; its weights are in the
-run's checkpoints). ``text_family`` writes them;
-``load_text_run`` reads them back for evaluation (``text_run_evaluator``, which
-``runner.evaluate`` uses) and export (``text_export``).
+A text run's ``text_model.json`` (``text_family`` writes it) holds ``label_levels`` and,
+for a run started from a checkpoint (``--init-from``), ``pretrained``: the layers' form,
+the token table's rows and the tokenisation, so that reloading needs no checkpoint; and
+``similarity``: the frozen checkpoint encoder's settings when the score is a residual
+over its cosine (``score_mixture``).
 """
 
 from __future__ import annotations
@@ -26,14 +19,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core.run_layout import (
-    BEST_WEIGHTS,
-    CONFIG_NAME,
-    TEXT_RUN_NAME,
-    VOCAB_NAME,
-    is_text_run,
-)
-from tfr_rankformer.ranking.evaluation import RunEvaluator
+from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME, TEXT_RUN_NAME, VOCAB_NAME
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
@@ -44,16 +30,12 @@ from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
-    "VOCAB_NAME",
-    "TEXT_RUN_NAME",
     "LOGGED",
-    "text_tokenizer",
-    "text_model_inputs",
-    "takes_first_stage",
     "evaluate_text_model",
-    "is_text_run",
     "load_text_run",
-    "text_run_evaluator",
+    "takes_first_stage",
+    "text_model_inputs",
+    "text_tokenizer",
 ]
 
 
@@ -333,22 +315,3 @@ def load_text_run(model_dir: str):
     status = model.load_weights(weights)
     status.expect_partial()
     return config, tokenizer, model, max_label
-
-
-def text_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
-    """The evaluator of a trained text run on ``data_dir`` (default: its training data)."""
-    config, tokenizer, model, max_label = load_text_run(model_dir)
-    data = text_data.load_text_data(data_dir or config.data, config.text)
-
-    def evaluate(split: str) -> dict:
-        return evaluate_text_model(
-            model,
-            tokenizer,
-            data,
-            split,
-            batch_size=config.eval_batch_size,
-            list_head=config.uses_list_head,
-            max_label=max_label,
-        )
-
-    return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)

@@ -1,10 +1,6 @@
 """What a training run will do before it starts: list cap, length buckets, batch sizes,
-steps per epoch and peak memory; a run that cannot fit is refused with the flags
-that would make it fit.
-
-``tfr-train`` logs ``RunPlan.describe()`` before its first step, e.g. on
-WEB30K-shaped data: ``18,900 lists, 96 batches/epoch by length (<= 16 items: 226 lists
-x 2048; ...); whole lists; padding adds 20%; memory about 3.4 GiB at its peak ...``.
+steps per epoch and peak memory (``RunPlan.describe()`` is logged before the first step);
+a run that cannot fit is refused with the flags that would make it fit.
 """
 
 from __future__ import annotations
@@ -42,16 +38,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SHUFFLE_BUFFER = 10_000
-# The shuffle buffer holds about this many items: 10,000 lists of the click
-# protocol's 16 (the paper's), about 1,330 of WEB30K's mean of 120, where 10,000
-# whole lists took 0.67 GiB and a first step waited for all of them to be parsed.
+# The shuffle buffer holds about this many items (10,000 lists of the paper's 16), so
+# that long lists neither fill memory nor delay the first step.
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16
 _ROW = 4  # bytes per float
 
-# The estimate came to 0.78 of the measured peak of a RankFormer epoch on
-# WEB30K-shaped data with packed items (0.84 without; allocator pools and
-# transient copies it does not model): a run is refused when the estimate
-# times this exceeds the limit.
+# A run is refused when the estimate times this exceeds the limit: the estimate leaves
+# out allocator pools and transient copies (``docs/results.md``).
 SAFETY_MARGIN = 1.3
 
 
@@ -60,12 +53,8 @@ class MemoryLimitError(ValueError):
 
 
 def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
-    """Items a training list keeps at most (``None``: whole lists).
-
-    ``--list-size`` when given; the click simulation's sample size for simulated
-    data (its lists are never longer); the model's ``slate_size``
-    (``model_families``: allRank's 240 for ``context_aware``); otherwise whole lists.
-    """
+    """Items a training list keeps at most (``None``: whole lists): ``--list-size``, else
+    the click simulation's sample size, else the model's ``slate_size``."""
     if config.list_size is not None:
         return config.list_size
     if manifest.clicks is not None:
@@ -77,9 +66,6 @@ def shuffle_lists(manifest: Manifest) -> int:
     """Lists the training shuffle buffer holds: about ``SHUFFLE_ITEMS`` items of the
     training split's mean list length, at most ``SHUFFLE_BUFFER``.
 
-    >>> train = {"num_lists": 189_000, "num_items": 3_000_000}
-    >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
-    10000
     >>> train = {"num_lists": 18_900, "num_items": 2_279_173}
     >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
     1326
@@ -97,14 +83,12 @@ class RunPlan:
       batches: the training split's buckets and lists per batch.
       cap: ``list_cap``.
       items: the items an epoch trains on (after the cap, before padding).
-      sampled_out: items per epoch that the cap leaves out (sampled anew each epoch).
+      sampled_out: items per epoch that the cap leaves out.
       eval_batch_items: padded items per evaluation batch.
       memory: the peak-memory estimate.
       limit: the memory the run may use (bytes; ``None``: unknown).
       unit: what an item is (``documents`` for text lists).
-      streamed_peak: the peak estimate with the training lists read every epoch
-        (``--lists-in-memory off``) instead of held; ``None`` when they are read
-        so already.
+      streamed_peak: the peak with ``--lists-in-memory off`` (``None``: it is off).
     """
 
     batches: batching.BatchPlan
@@ -145,8 +129,7 @@ def _lists_per_batch(config: TrainConfig) -> dict:
 
 
 def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: bool) -> int:
-    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch (with
-    the lists in memory: no cache, and the shuffle buffer holds list indices)."""
+    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
     entry = manifest.split("train")
     row = (manifest.num_features + 3) * _ROW
     mean = entry.num_items / max(1, entry.num_lists)
@@ -163,9 +146,8 @@ def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: b
 
 
 def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.BatchPlan) -> int:
-    """What ``inputs.resident_lists`` holds of the training split (0 with the lists
-    read every epoch): its lists padded to the one bucket when they all fit it, else
-    its items. A worker's shard is counted as the whole split."""
+    """What ``inputs.resident_lists`` holds of the training split (0 when read every
+    epoch): padded to the one bucket when all fit it, else its items."""
     if not config.lists_in_memory:
         return 0
     entry = manifest.split("train")
@@ -185,8 +167,7 @@ def plan_run(
     longest = manifest.split("train", data_dir).longest_or(max(lengths, default=1))
     edges = batching.bucket_edges(longest, cap=cap)
     if worker.multi_worker or not config.length_buckets:
-        # One bucket. Workers must take the same number of steps, and each
-        # worker's shard has its own lengths.
+        # One bucket: workers must take the same number of steps.
         edges = edges[-1:]
     clipped = batching.clipped_lengths(lengths, edges[-1])
     plan = batching.plan_batches(clipped, edges=edges, **_lists_per_batch(config))
@@ -241,11 +222,8 @@ def check_memory(
     run: RunPlan, config: TrainConfig, *, item_tokens: int = 1, shorter_lists: int = 256
 ) -> None:
     """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit.
-
-    ``item_tokens``: what one item counts in ``--batch-items`` (a text run's
-    budget is in tokens: ``--max-document-tokens`` per document);
-    ``shorter_lists``: the ``--list-size`` suggested when lists are longer.
-    """
+    ``item_tokens``: what an item counts in ``--batch-items`` (a text run's are tokens);
+    ``shorter_lists``: the ``--list-size`` suggested when lists are longer."""
     if run.limit is None or run.memory.peak * SAFETY_MARGIN <= run.limit:
         return
     memory = run.memory

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.inputs import batching
 from tfr_rankformer.training.memory_estimate import RUNTIME_BYTES, MemoryEstimate, available_memory
-from tfr_rankformer.training.run_plan import RunPlan
+from tfr_rankformer.training.run_plan import RunPlan, batch_plan, largest_step
 
 __all__ = ["TextShape", "text_shape", "text_step_bytes", "text_forward_bytes", "plan_text_run"]
 
@@ -111,38 +110,23 @@ def evaluation_lists(config, longest: int) -> int:
     return max(1, min(config.eval_batch_size, config.evaluation_batch_items() // tokens))
 
 
-def _batch_plan(config, lengths: dict, cap: int) -> batching.BatchPlan:
-    longest = max((int(n) for n in lengths), default=1)
-    edges = batching.bucket_edges(longest, cap=cap)
-    if not config.length_buckets:
-        edges = edges[-1:]
-    clipped = batching.clipped_lengths(lengths, edges[-1])
-    if config.batch_items is None:
-        return batching.plan_batches(clipped, edges=edges, lists_per_batch=config.batch_size)
-    documents = max(1, config.batch_items // config.text.max_document_tokens)
-    return batching.plan_batches(
-        clipped, edges=edges, batch_items=documents, max_lists=config.batch_size
-    )
-
-
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
     """The ``RunPlan`` of a text run from the training split's ``text_data.scan_split``;
     ``cap``: the documents a training list keeps."""
     lengths = scan["lengths"] if include_empty else scan["lengths_with_relevant"]
-    plan = _batch_plan(config, lengths, cap)
+    longest = max((int(n) for n in lengths), default=1)
+    tokens = config.text.max_document_tokens
+    one_bucket = not config.length_buckets
+    plan = batch_plan(config, lengths, longest, cap, one_bucket=one_bucket, item_tokens=tokens)
     edge = plan.edges[-1]
     sampled_out = sum((int(n) - edge) * c for n, c in lengths.items() if int(n) > edge)
     items = sum(min(int(n), edge) * c for n, c in lengths.items())
-    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
-    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
-    sizes = [text_step_bytes(shape, lists=b, documents=e) for b, e in used]
+    step, batch = largest_step(plan, lambda b, e: text_step_bytes(shape, lists=b, documents=e))
     longest = scan["longest_list"]
     evaluation = text_forward_bytes(
         shape, lists=evaluation_lists(config, longest), documents=longest
     )
-    memory = MemoryEstimate(
-        runtime_bytes(shape), _PIPELINE_BYTES, max(sizes), evaluation, used[sizes.index(max(sizes))]
-    )
+    memory = MemoryEstimate(runtime_bytes(shape), _PIPELINE_BYTES, step, evaluation, batch)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
     eval_items = evaluation_lists(config, longest) * longest
     return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit, unit="documents")

@@ -83,13 +83,9 @@ def text_model_inputs(
     token_multiples: tuple[int, int] = (1, 1),
     first_stage: bool = False,
 ) -> dict:
-    """Model inputs of a batch of text lists (``text_data``'s layout).
-
-    With ``token_multiples`` ``(q, t)`` the query and document token axes are padded
-    (``-1``) up to multiples of ``q`` and ``t`` tokens, at most the tokenizer's caps, so
-    that the batches take few shapes; padding tokens change no score. With
-    ``first_stage`` the batch's first-stage scores are an input too.
-    """
+    """Model inputs of a batch of text lists (``text_data``'s layout), the token axes padded
+    (``-1``, which changes no score) to multiples of ``token_multiples`` ``(q, t)`` within
+    the caps so that batches take few shapes; with the first-stage scores if asked."""
     encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
     query_multiple, document_multiple = token_multiples
     inputs = {
@@ -105,8 +101,7 @@ def text_model_inputs(
 
 
 def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
-    """``ids [..., K]`` padded with ``-1`` to ``K`` rounded up to a multiple of
-    ``multiple``, at most ``cap`` (and never fewer than ``K``)."""
+    """``ids [..., K]`` padded with ``-1`` to ``K`` rounded up to ``multiple``, within ``cap``."""
     if multiple == 1:
         return ids
     length = tf.shape(ids)[-1]
@@ -145,9 +140,8 @@ _EVALUATION_WINDOW = 64
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
-    """``(inputs, labels, cut)`` for every batch of ``split``'s lists: lists of similar
-    lengths together (``length_sorted_batches``: little padding; the metrics do not
-    depend on the lists' order), tokenised in the input pipeline, ahead of the model."""
+    """``(inputs, labels, cut)`` for every batch of ``split``'s lists, lists of similar
+    lengths together (little padding), tokenised in the input pipeline."""
     lists = text_data.parsed_text_lists(data, split, list_size=None)
     batches = text_data.length_sorted_batches(lists, batch_size, window=_EVALUATION_WINDOW)
 
@@ -171,8 +165,8 @@ def _evaluation_batches(
 
 
 class _EvaluationProgress:
-    """Logs a line every ``every`` seconds while a split is evaluated: a re-ranker's
-    whole lists of 100 documents take seconds each, and a silent minute looks hung."""
+    """Logs a line every ``every`` seconds while a split is evaluated (a silent minute
+    looks hung)."""
 
     def __init__(self, split: str, every: float = 30.0, clock=time.monotonic):
         self.split, self.every, self.clock = split, every, clock
@@ -278,11 +272,8 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
 
 
 def load_text_run(model_dir: str):
-    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
-
-    A run started from a checkpoint is rebuilt in the checkpoint's form, with its
-    token table's rows and its tokenisation (``text_model.json``'s ``pretrained``);
-    the checkpoint itself is not read.
+    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights
+    (a pretrained start rebuilt from ``text_model.json``, without its checkpoint).
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.

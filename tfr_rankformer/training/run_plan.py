@@ -6,7 +6,6 @@ a run that cannot fit is refused with the flags that would make it fit.
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.multi_worker import WorkerRole
@@ -29,13 +28,13 @@ __all__ = [
     "RunPlan",
     "MemoryLimitError",
     "SAFETY_MARGIN",
+    "batch_plan",
+    "largest_step",
     "list_cap",
     "plan_run",
     "check_memory",
     "shuffle_lists",
 ]
-
-logger = logging.getLogger(__name__)
 
 SHUFFLE_BUFFER = 10_000
 # The shuffle buffer holds about this many items (10,000 lists of the paper's 16), so
@@ -122,10 +121,29 @@ class RunPlan:
         )
 
 
-def _lists_per_batch(config: TrainConfig) -> dict:
+def batch_plan(
+    config, lengths: dict, longest: int, cap: int | None, *, one_bucket: bool, item_tokens: int = 1
+) -> batching.BatchPlan:
+    """The training split's batches: lists of ``lengths`` (``{length: count}``) cut at
+    ``cap``, grouped by length (in one bucket if ``one_bucket``), ``--batch-size`` lists
+    per batch or as many as fit ``--batch-items`` (of ``item_tokens`` per item)."""
+    edges = batching.bucket_edges(longest, cap=cap)
+    edges = edges[-1:] if one_bucket else edges
+    clipped = batching.clipped_lengths(lengths, edges[-1])
     if config.batch_items is None:
-        return dict(lists_per_batch=config.batch_size)
-    return dict(batch_items=config.batch_items, max_lists=config.batch_size)
+        return batching.plan_batches(clipped, edges=edges, lists_per_batch=config.batch_size)
+    items = max(1, config.batch_items // item_tokens)
+    return batching.plan_batches(
+        clipped, edges=edges, batch_items=items, max_lists=config.batch_size
+    )
+
+
+def largest_step(plan: batching.BatchPlan, step_bytes) -> tuple[int, tuple[int, int]]:
+    """The largest training step's bytes (``step_bytes(lists, length)``) and its
+    ``(lists, length)``; a bucket's batches hold at most its lists."""
+    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
+    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
+    return max(((step_bytes(b, e), (b, e)) for b, e in used), key=lambda sized: sized[0])
 
 
 def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: bool) -> int:
@@ -165,13 +183,11 @@ def plan_run(
     lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
     cap = list_cap(config, manifest)
     longest = manifest.split("train", data_dir).longest_or(max(lengths, default=1))
-    edges = batching.bucket_edges(longest, cap=cap)
-    if worker.multi_worker or not config.length_buckets:
-        # One bucket: workers must take the same number of steps.
-        edges = edges[-1:]
-    clipped = batching.clipped_lengths(lengths, edges[-1])
-    plan = batching.plan_batches(clipped, edges=edges, **_lists_per_batch(config))
-    sampled_out = sum((n - edges[-1]) * c for n, c in lengths.items() if n > edges[-1])
+    # One bucket for several workers: they must take the same number of steps.
+    one_bucket = worker.multi_worker or not config.length_buckets
+    plan = batch_plan(config, lengths, longest, cap, one_bucket=one_bucket)
+    edge = plan.edges[-1]
+    sampled_out = sum((n - edge) * c for n, c in lengths.items() if n > edge)
     eval_items = config.evaluation_batch_items()
     memory = estimate_memory(config, manifest, plan, cap=cap, eval_batch_items=eval_items)
     streamed = None
@@ -179,7 +195,7 @@ def plan_run(
         reading = dataclasses.replace(config, lists_in_memory=False)
         streamed = estimate_memory(reading, manifest, plan, cap=cap, eval_batch_items=eval_items)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
-    items = sum(n * c for n, c in clipped.items())
+    items = sum(min(n, edge) * c for n, c in lengths.items())
     streamed_peak = streamed.peak if streamed else None
     return RunPlan(
         plan, cap, items, sampled_out, eval_items, memory, limit, streamed_peak=streamed_peak
@@ -192,12 +208,9 @@ def estimate_memory(
     """The run's peak memory by part (see ``memory_estimate``)."""
     d = manifest.num_features
     shape = model_shape(config.model, config.architecture, d)
-    # A bucket's batches hold at most its lists.
-    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
-    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
-    sizes = [step_bytes(shape, lists=b, length=e, num_features=d) for b, e in used]
-    step = max(sizes)
-    batch = used[sizes.index(step)]
+    step, batch = largest_step(
+        plan, lambda b, e: step_bytes(shape, lists=b, length=e, num_features=d)
+    )
     evaluation = 0
     for entry in manifest.splits.values():
         longest = entry.longest_or(1)

@@ -22,7 +22,7 @@ __all__ = ["predict_lists", "evaluate_model", "EvaluationCallback", "RunEvaluato
 class RunEvaluator:
     """A trained run, reloaded to be evaluated on one dataset (``runner.evaluate``).
 
-    ``feature_runs`` and ``text_runs`` make them; the runner evaluates the
+    Each model family's ``evaluator`` makes one; the runner evaluates the
     splits asked for and records the results alike for every kind of run.
 
     Attributes:

@@ -105,24 +105,21 @@ class ModelSpec:
       name: the ``--model`` name.
       family: the name of a registered ``ModelFamily``.
       has_list_head: whether the model predicts the list label (``alpha`` > 0).
-      builder: the model's builder, or its ``"module:name"`` path. Feature
-        vectors: ``(num_features, config, levels, item_levels)`` -> a Keras model on
-        ``{"features": [B, L, d] normalised, "mask": [B, L]}``; text: see
-        ``listformer.build_text_model``; ``None`` for GBDTs.
+      builder: the model's builder (or its path): feature vectors'
+        ``(num_features, config, levels, item_levels)`` -> a Keras model on
+        ``{"features": [B, L, d] normalised, "mask": [B, L]}``; ``None`` for GBDTs.
       architecture: ``ModelConfig`` defaults (fields left ``None`` take them).
       loss_architecture: per score loss, defaults that replace ``architecture``'s.
       training: ``TrainConfig`` defaults (fields left ``None`` take them).
       alpha: the default ``alpha`` per loss scaling (absent: 0).
       attention: whether items attend to each other (``False``: pointwise).
-      item_width: the architecture setting that is the encoder's width
-        (``None``: the feature count).
+      item_width: the setting that is the encoder's width (``None``: the feature count).
       takes_cls_token: whether a list gets a [CLS] token when ``cls_token`` is set.
       summary_tokens: whether ``global_tokens`` summary tokens join [CLS].
       heads_split_width: whether ``num_heads`` must divide ``item_width``.
       positional_encoding: whether the model takes ``positional_encoding``.
       cls_token_with_list_head: whether an unset ``cls_token`` follows the list head.
-      slate_size: the training list cap when neither ``list_size`` nor a click
-        simulation sets one (``None``: whole lists).
+      slate_size: the training list cap when nothing else sets one (``None``: whole lists).
       preset: a GBDT's LightGBM preset (``None``: the ``preset`` setting's).
     """
 

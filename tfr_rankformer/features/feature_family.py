@@ -1,9 +1,6 @@
 """``FeatureFamily``: the feature-vector models, trained by the one training loop on ELWC
-lists (``inputs.data``), exported as SavedModels taking ELWC or feature tensors.
-
-``fit`` trains the ranker (the model without its normalisation layer) on features
-normalised once per list in the input pipeline; evaluation, the checkpoints and the
-exports use the whole model on raw features.
+lists; ``fit`` trains the ranker on features normalised in the input pipeline, while
+evaluation, checkpoints and exports (ELWC or feature tensors) use the whole model.
 """
 
 from __future__ import annotations

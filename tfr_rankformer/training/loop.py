@@ -194,7 +194,6 @@ def _precision(config: TrainConfig, mixed: bool, *, gpu: bool) -> str:
 
 
 def _train(run: _Run) -> dict:
-    """``train``'s work inside the run directory."""
     config, worker = run.config, run.worker
     # The precision policy applies to the layers built under it, then is restored.
     with precision_policy(run.precision), run.strategy.scope():

@@ -32,7 +32,7 @@ from pipelines.experiment_summary import (
 )
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, read_manifest
 from tfr_rankformer.runner import train
@@ -188,16 +188,14 @@ def _train_one(spec: ModelSpec, fold_data: str, run_dir: str, seed: int, config,
     if spec.tuned is not None:
         values = {**spec.tuned, **where}
         if spec.is_gbdt:
-            return train(gbdt.GBDTConfig.from_json(values))
+            return train(GBDTConfig.from_json(values))
         return train(TrainConfig.from_flat(values), **fit)
     settings = dict(spec.settings)
     if spec.is_gbdt:  # GBDTConfig fields, the rest LightGBM parameters
-        fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
+        fields = {f.name for f in dataclasses.fields(GBDTConfig)}
         own = {k: v for k, v in settings.items() if k in fields}
         params = {k: v for k, v in settings.items() if k not in fields}
-        return train(
-            gbdt.GBDTConfig.from_json({"model": spec.model, **where, **own, "params": params})
-        )
+        return train(GBDTConfig.from_json({"model": spec.model, **where, **own, "params": params}))
     common = {k: getattr(config, k) for k in ("epochs", "batch_size", "patience")}
     common = {k: v for k, v in common.items() if v is not None}
     return train(TrainConfig.from_flat({"model": spec.model, **where, **common, **settings}), **fit)

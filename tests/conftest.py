@@ -66,7 +66,7 @@ SMALL = {"num_layers": 1, "num_heads": 1, "ff_dim": 32, "dropout": 0.1, "head_hi
 
 def train_config(dataset, model_dir, **overrides):
     """Training settings for the small synthetic runs of the tests."""
-    from tfr_rankformer.training import loop as training
+    from tfr_rankformer.training.train_config import TrainConfig
 
     settings = dict(
         model="rankformer",
@@ -80,7 +80,7 @@ def train_config(dataset, model_dir, **overrides):
         architecture=SMALL,
     )
     settings.update(overrides)
-    return training.TrainConfig.from_json(settings)
+    return TrainConfig.from_json(settings)
 
 
 @pytest.fixture(scope="session")
@@ -98,10 +98,10 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained(dataset, tmp_path_factory):
     """A RankFormer trained for 6 epochs on ``dataset``: ``(model_dir, metrics)``."""
-    from tfr_rankformer.training import loop as training
+    from tfr_rankformer import runner
 
     model_dir = tmp_path_factory.mktemp("run")
-    metrics = training.train(train_config(dataset, model_dir), verbose=0)
+    metrics = runner.train(train_config(dataset, model_dir), verbose=0)
     return str(model_dir), metrics
 
 

@@ -259,7 +259,7 @@ def test_scanned_lengths_equal_the_manifest_histogram(explicit):
 
 
 def test_evaluation_by_length_keeps_file_order_and_bounds_batches(explicit, trained):
-    from tfr_rankformer.training.feature_runs import load_run
+    from tfr_rankformer.training.training_setup import load_run
 
     manifest = data.load_manifest(explicit)
     model = load_run(trained[0])[2]

@@ -11,7 +11,7 @@ import pytest
 from tfr_rankformer.core.command_names import DISTILL_ROWS
 from tfr_rankformer.distill.distillation import DistillConfig, distill, list_spearman
 from tfr_rankformer.distill.distillation_targets import centred_scores, graded_targets
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 
@@ -92,7 +92,7 @@ def test_the_student_is_a_plain_lightgbm_model(distilled, dataset):
     test = read_split(dataset, manifest, "test")
     booster = lgb.Booster(model_file=os.path.join(output, "model.txt"))
     scores = booster.predict(test.features).astype(np.float32)
-    again = gbdt.evaluate_arrays(scores, test, max_label=manifest.label_levels)
+    again = evaluate_arrays(scores, test, max_label=manifest.label_levels)
     assert again["ndcg_y@10"] == pytest.approx(metrics["test"]["ndcg_y@10"])
 
 
@@ -100,7 +100,7 @@ def test_a_saved_model_teacher_needs_data_and_scores_like_the_checkpoint(
     trained, dataset, distilled, tmp_path
 ):
     from tfr_rankformer.serving.export import save_servable
-    from tfr_rankformer.training.feature_runs import load_run
+    from tfr_rankformer.training.training_setup import load_run
 
     model_dir, _ = trained
     config, manifest, model = load_run(model_dir)

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
-from tfr_rankformer.training.feature_runs import load_run  # noqa: E402
+from tfr_rankformer.training.training_setup import load_run  # noqa: E402
 from tfrecords_tools.elwc_writer import ElwcEncoder  # noqa: E402
 
 _FRESH = """
@@ -165,7 +165,7 @@ def test_export_cli_versions_and_errors(exported, capsys, tmp_path):
 
 def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):
     from tests.conftest import train_config
-    from tfr_rankformer.training.loop import train
+    from tfr_rankformer.runner import train
 
     model_dir = tmp_path / "mlp"
     train(train_config(dataset, model_dir, model="mlp", epochs=1), verbose=0)

@@ -8,7 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
+from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
@@ -31,8 +33,8 @@ def gbdt_run(dataset, tmp_path_factory):
 
 
 def test_presets_are_the_papers_table_5():
-    small = gbdt.GBDTConfig(model="gbdt-1k", data="d", model_dir="m").lightgbm_params()
-    large = gbdt.GBDTConfig(model="gbdt-10k", data="d", model_dir="m").lightgbm_params()
+    small = GBDTConfig(model="gbdt-1k", data="d", model_dir="m").lightgbm_params()
+    large = GBDTConfig(model="gbdt-10k", data="d", model_dir="m").lightgbm_params()
     assert (small["num_iterations"], small["num_leaves"], small["min_data_in_leaf"]) == (
         1000,
         507,
@@ -47,7 +49,7 @@ def test_presets_are_the_papers_table_5():
     assert (large["learning_rate"], large["cegb_tradeoff"]) == (0.32, 1.65)
     assert small["objective"] == "lambdarank"
     assert small["num_threads"] == (os.cpu_count() or 1)
-    usual = gbdt.GBDTConfig(model="gbdt", data="d", model_dir="m").lightgbm_params()
+    usual = GBDTConfig(model="gbdt", data="d", model_dir="m").lightgbm_params()
     assert (usual["num_iterations"], usual["num_leaves"], usual["min_data_in_leaf"]) == (
         1000,
         63,
@@ -55,7 +57,7 @@ def test_presets_are_the_papers_table_5():
     )
     assert usual["learning_rate"] == 0.05 and "cegb_tradeoff" not in usual
     # Early stopping is off unless asked for: a named budget is the model's size.
-    assert gbdt.GBDTConfig(model="gbdt-10k", data="d", model_dir="m").early_stopping_rounds == 0
+    assert GBDTConfig(model="gbdt-10k", data="d", model_dir="m").early_stopping_rounds == 0
 
 
 def _trees_in(model_dir) -> int:
@@ -95,27 +97,27 @@ def test_gbdt_1k_holds_1000_trees_and_early_stopping_only_when_asked(dataset, tm
 
 
 def test_params_override_the_preset_through_aliases_and_typos_are_refused():
-    config = gbdt.GBDTConfig(
+    config = GBDTConfig(
         model="gbdt-10k", data="d", model_dir="m", params={"n_estimators": 7, "max_leaves": 9}
     )
     params = config.lightgbm_params()
     assert (params["num_iterations"], params["num_leaves"]) == (7, 9)
     assert "n_estimators" not in params and "max_leaves" not in params
     with pytest.raises(ValueError, match="unknown LightGBM parameter 'num_leafs'"):
-        gbdt.GBDTConfig(data="d", model_dir="m", params={"num_leafs": 3})
+        GBDTConfig(data="d", model_dir="m", params={"num_leafs": 3})
     with pytest.raises(ValueError, match="given twice"):
-        gbdt.GBDTConfig(data="d", model_dir="m", params={"num_trees": 3, "n_estimators": 4})
+        GBDTConfig(data="d", model_dir="m", params={"num_trees": 3, "n_estimators": 4})
     with pytest.raises(ValueError, match="Unknown preset"):
-        gbdt.GBDTConfig(data="d", model_dir="m", preset="gbdt-5k")
+        GBDTConfig(data="d", model_dir="m", preset="gbdt-5k")
 
 
 def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset):
     model_dir, metrics = gbdt_run
     manifest = data.load_manifest(dataset)
     test = read_split(dataset, manifest, "test")
-    scores = gbdt.score_arrays(gbdt.load_booster(model_dir), test)
+    scores = score_arrays(load_booster(model_dir), test)
     # The reported figures are the shared evaluation of the saved model's scores.
-    expected = gbdt.evaluate_arrays(scores, test, max_label=manifest.label_levels)
+    expected = evaluate_arrays(scores, test, max_label=manifest.label_levels)
     assert metrics["test"] == pytest.approx(expected, nan_ok=True)
     assert metrics["test"]["convention"] == expected["convention"]
     rng = np.random.default_rng(0)
@@ -154,7 +156,7 @@ def test_same_seed_gives_the_same_trees(gbdt_run, dataset, tmp_path):
     model_dir, _ = gbdt_run
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         settings = json.load(f)
-    again = gbdt.train_gbdt(gbdt.GBDTConfig.from_json({**settings, "model_dir": str(tmp_path)}))
+    again = train_gbdt(GBDTConfig.from_json({**settings, "model_dir": str(tmp_path)}))
     assert again["test"] == pytest.approx(gbdt_run[1]["test"], nan_ok=True)
     a = open(os.path.join(model_dir, "model.txt"), encoding="utf-8").read()
     b = open(tmp_path / "model.txt", encoding="utf-8").read()
@@ -218,7 +220,7 @@ def test_cli_refuses_flags_of_the_other_model_family(dataset, tmp_path, capsys):
 
 def test_missing_model_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="holds no model.txt"):
-        gbdt.load_booster(str(tmp_path))
+        load_booster(str(tmp_path))
     (tmp_path / "model.txt").write_text("not a model\n")
     with pytest.raises(ValueError, match="is not a LightGBM model"):
-        gbdt.load_booster(str(tmp_path))
+        load_booster(str(tmp_path))

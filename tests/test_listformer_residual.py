@@ -12,11 +12,11 @@ from pipelines.predict_cli import main as predict_main  # noqa: E402
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.bert_checkpoints import WORDS, write_checkpoint  # noqa: E402
 from tests.test_text_first_stage import _trec_files  # noqa: E402
+from tfr_rankformer.core.model_families import get_family  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.text import text_data  # noqa: E402
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER  # noqa: E402
 from tfr_rankformer.text.score_mixture import standardized  # noqa: E402
-from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
 from tfr_rankformer.text.text_runs import text_model_inputs  # noqa: E402
 from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
 from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec  # noqa: E402
@@ -54,7 +54,7 @@ def _initial(start, **settings):
         dict(model="listformer", data=data, model_dir="unused", init_from=checkpoint, **CAPS)
         | settings
     )
-    family = TextFamily()
+    family = get_family("text").load()
     run = family.prepare(config, worker=WorkerRole())
     model, _ = family.build(run, steps_per_epoch=1, xla=False)
     return run, model
@@ -129,7 +129,7 @@ def test_a_first_stage_is_refused_where_the_data_has_none(start, tmp_path):
         | CAPS
     )
     with pytest.raises(ValueError, match="--first-stage on: .* holds no first-stage scores"):
-        TextFamily().prepare(config, worker=WorkerRole())
+        get_family("text").load().prepare(config, worker=WorkerRole())
     with pytest.raises(ValueError, match="`similarity` checkpoint needs a checkpoint"):
         TrainConfig.from_flat(
             dict(model="listformer", data=data, model_dir="x", similarity="checkpoint")

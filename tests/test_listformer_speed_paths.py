@@ -15,13 +15,13 @@ import pytest
 import tensorflow as tf
 
 from tests.test_listformer_training import text_elwc
+from tfr_rankformer.core.model_families import get_family
 from tfr_rankformer.core.multi_worker import WorkerRole
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import build_text_model
-from tfr_rankformer.text.text_family import TextFamily
 from tfr_rankformer.text.text_runs import evaluate_text_model, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
 from tfr_rankformer.training.text_config import TextConfig
@@ -121,7 +121,7 @@ def test_training_batches_take_few_shapes_and_every_list(setup, buckets):
             max_query_tokens=6, max_document_tokens=7,
         )
     )  # fmt: skip
-    family = TextFamily()
+    family = get_family("text").load()
     run = family.prepare(config, worker=WorkerRole())
     batches = list(family.training_data(run, None, ""))
     assert len(batches) == 10  # ceil(37 / 4), as without buckets

@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
+from tests import toy_family
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.model_families import ModelFamily, ModelSpec
+from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,60 +32,13 @@ BUILTIN = {
 }
 WITH_LIST_HEAD = {"rankformer", "summary_token_ranker", "listformer"}
 
-TOY = "toy_linear"
-
-
-def build_linear(num_features, config, levels, item_levels=None):
-    """A linear scorer over each item's normalised features: ``[B, L, d] -> [B, L]``."""
-    import tensorflow as tf
-
-    from tfr_rankformer.core.elwc_schema import FEATURES
-    from tfr_rankformer.inputs.data import MASK
-    from tfr_rankformer.model.models import score_outputs
-
-    del config, levels
-    features = tf.keras.Input(shape=(None, num_features), dtype=tf.float32, name=FEATURES)
-    mask = tf.keras.Input(shape=(None,), dtype=tf.bool, name=MASK)
-    raw = tf.keras.layers.Dense(item_levels or 1, name="linear")(features)  # [B, L, 1]
-    outputs = score_outputs(raw, mask, item_levels)
-    return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=TOY)
-
-
-def _register_toy() -> None:
-    model_families.register_family(
-        ModelFamily(
-            TOY,
-            "features",
-            runs="tfr_rankformer.run_kinds:FeatureRuns",
-            run_family="tfr_rankformer.training.feature_family:FeatureFamily",
-        )
-    )
-    model_families.register_model(
-        ModelSpec(
-            TOY,
-            TOY,
-            builder=build_linear,
-            training=dict(
-                loss="softmax",
-                eval_batch_size=8,
-                epochs=2,
-                batch_size=8,
-                loss_scaling="released",
-                optimizer="adam",
-                weight_decay=0.0,
-                lr_schedule="epoch_inverse_sqrt",
-            ),
-            attention=False,
-        )
-    )
-
 
 @pytest.fixture
-def toy_family():
-    """The toy family and its one model, registered for the test only."""
-    _register_toy()
-    yield TOY
-    model_families.unregister_family(TOY)
+def toy():
+    """The toy family (``tests/toy_family.py``) and its one model, for the test only."""
+    toy_family.register()
+    yield toy_family.NAME
+    toy_family.unregister()
 
 
 def test_every_builtin_model_has_a_spec_of_its_kind():
@@ -118,11 +72,10 @@ def test_registration_refuses_repeats_unknown_families_and_kinds():
     with pytest.raises(ValueError, match="Unknown model family 'nowhere'"):
         model_families.register_model(ModelSpec("lost", "nowhere"))
     with pytest.raises(ValueError, match="`kind` must be one of"):
-        ModelFamily("odd", "images", runs="x:y", run_family="x:y")
-    with pytest.raises(ValueError, match="needs `run_family`"):
-        ModelFamily("odd", "features", runs="x:y")
+        model_families.register_family(ModelFamily("odd", "images", "x:y"))
     with pytest.raises(ValueError, match="default family already"):
-        model_families.register_family(ModelFamily("odd", "gbdt", runs="x:y", default=True))
+        model_families.register_family(ModelFamily("odd", "gbdt", "x:y", default=True))
+    assert "odd" not in [f.name for f in model_families.families()]
     assert "lost" not in model_families.model_names()
 
 
@@ -152,12 +105,13 @@ def test_the_command_choices_read_the_registry_when_the_parser_is_built():
     from pipelines.train_cli import build_parser
     from pipelines.tune_cli import build_parser as tune_parser
 
-    assert TOY not in _model_choices(build_parser)
-    _register_toy()
+    toy = toy_family.NAME
+    assert toy not in _model_choices(build_parser)
+    toy_family.register()
     try:
-        assert TOY in _model_choices(build_parser) and TOY in _model_choices(tune_parser)
+        assert toy in _model_choices(build_parser) and toy in _model_choices(tune_parser)
     finally:
-        model_families.unregister_family(TOY)
+        toy_family.unregister()
     assert _model_choices(build_parser) == [
         *model_families.model_names(model_families.NEURAL_KINDS),
         "gbdt",
@@ -167,7 +121,7 @@ def test_the_command_choices_read_the_registry_when_the_parser_is_built():
 
 
 def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands(
-    toy_family, tiny_dataset, tmp_path, capsys
+    toy, tiny_dataset, tmp_path, capsys
 ):
     from pipelines.convert_cli import main as convert_main
     from pipelines.eval_cli import main as eval_main
@@ -178,13 +132,15 @@ def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands
     data, run = str(tmp_path / "data"), str(tmp_path / "run")
     argv = ["--input", str(tiny_dataset), "--output", data, "--workers", "1"]
     assert convert_main(argv + ["--no-progress", "--log-level", "WARNING"]) == 0
-    argv = ["--model", toy_family, "--data", data, "--model-dir", run, "--no-export", "--quiet"]
+    argv = ["--model", toy, "--data", data, "--model-dir", run, "--no-export", "--quiet"]
     assert train_main(argv) == 0, capsys.readouterr().err
     with open(os.path.join(run, "config.json"), encoding="utf-8") as f:
         settings = json.load(f)
     # The family's own defaults: two epochs of Adam without weight decay, alpha 0.
-    assert (settings["model"], settings["epochs"], settings["optimizer"]) == (TOY, 2, "adam")
+    assert (settings["model"], settings["epochs"], settings["optimizer"]) == (toy, 2, "adam")
     assert settings["alpha"] == 0.0
+    with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
+        assert json.load(f)["training"]["family"] == toy  # the family's own summary
 
     capsys.readouterr()
     assert eval_main(["--model-dir", run, "--split", "all"]) == 0
@@ -193,7 +149,7 @@ def test_a_toy_family_trains_evaluates_exports_and_predicts_through_the_commands
     assert {"train", "vali", "test"} <= set(metrics)
     assert 0.0 <= metrics["test"]["ndcg_y@10"] <= 100.0
     from tfr_rankformer.model.models import ranker_of
-    from tfr_rankformer.training.feature_runs import load_run
+    from tfr_rankformer.training.training_setup import load_run
 
     ranker = ranker_of(load_run(run)[2])  # the run's model is the toy's own
     assert [layer.name for layer in ranker.layers if layer.weights] == ["linear"]

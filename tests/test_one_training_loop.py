@@ -1,4 +1,4 @@
-"""Every neural family trains through the one loop (``training.train``): the same plan,
+"""Every neural family trains through the one loop (``training.loop``): the same plan,
 the same callbacks, progress lines and memory refusal for text as for feature vectors."""
 
 from __future__ import annotations
@@ -19,12 +19,16 @@ from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config  # noqa: E402
 from tests.test_listformer_training import SMALL, write_text_lists  # noqa: E402
 from tfr_rankformer.core.fault_points import ENV  # noqa: E402
+from tfr_rankformer.core.model_families import family_of  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
+from tfr_rankformer.features.feature_family import FeatureFamily  # noqa: E402
+from tfr_rankformer.runner import train  # noqa: E402
 from tfr_rankformer.text import text_batches  # noqa: E402
 from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
-from tfr_rankformer.training import loop as training  # noqa: E402
-from tfr_rankformer.training import training_setup  # noqa: E402
-from tfr_rankformer.training.feature_family import FeatureFamily  # noqa: E402
+from tfr_rankformer.training import (
+    loop,  # noqa: E402
+    training_setup,  # noqa: E402
+)
 from tfr_rankformer.training.run_plan import SAFETY_MARGIN, MemoryLimitError  # noqa: E402
 from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
 from tfr_rankformer.training.training_callbacks import ProgressLines  # noqa: E402
@@ -41,9 +45,9 @@ def recorded(monkeypatch):
         calls.append([type(c).__name__ for c in callbacks])
         return callbacks, monitor
 
-    monkeypatch.setattr(training, "run_callbacks", record)
+    monkeypatch.setattr(loop, "run_callbacks", record)
     # Progress lines as where no terminal shows a bar.
-    monkeypatch.setattr(training, "attached_to_terminal", lambda: False)
+    monkeypatch.setattr(loop, "attached_to_terminal", lambda: False)
     return calls
 
 
@@ -60,11 +64,11 @@ def _text_config(tmp_path, **settings) -> TrainConfig:
 def test_text_and_feature_runs_share_the_plan_callbacks_and_progress_lines(
     tmp_path, dataset, recorded, caplog
 ):
-    assert isinstance(training.family_of("listformer"), TextFamily)
-    assert isinstance(training.family_of("rankformer"), FeatureFamily)
+    assert isinstance(family_of("listformer").load(), TextFamily)
+    assert isinstance(family_of("rankformer").load(), FeatureFamily)
     caplog.set_level(logging.INFO)
-    text = training.train(_text_config(tmp_path), verbose=1, progress_seconds=1e-3)
-    features = training.train(
+    text = train(_text_config(tmp_path), verbose=1, progress_seconds=1e-3)
+    features = train(
         train_config(dataset, tmp_path / "features", epochs=1), verbose=1, progress_seconds=1e-3
     )
     text_callbacks, feature_callbacks = recorded
@@ -90,11 +94,11 @@ def test_the_second_text_loop_is_gone():
 def test_a_text_run_that_cannot_fit_is_refused_before_its_first_step(tmp_path, capsys):
     big = dict(max_document_tokens=250, width=64, ff_dim=256)
     config = _text_config(tmp_path, **big)
-    memory = TextFamily().prepare(config, worker=WorkerRole()).plan.memory
+    memory = family_of("listformer").load().prepare(config, worker=WorkerRole()).plan.memory
     # Room for the runtime and half the largest step.
     limit = (memory.runtime + memory.pipeline + memory.step / 2) * SAFETY_MARGIN / 2**30
     with pytest.raises(MemoryLimitError, match="fit with --batch-size [0-9]+"):
-        training.train(TrainConfig.from_flat({**config.to_json(), "memory_limit": limit}))
+        train(TrainConfig.from_flat({**config.to_json(), "memory_limit": limit}))
     assert not (tmp_path / "run").exists()  # nothing written
     data = str(tmp_path / "text")
     flags = ["--model", "listformer", "--data", data, "--model-dir", str(tmp_path / "cli")]
@@ -104,7 +108,7 @@ def test_a_text_run_that_cannot_fit_is_refused_before_its_first_step(tmp_path, c
     assert "fit with --batch-items" in capsys.readouterr().err
     assert not (tmp_path / "cli").exists()
     with pytest.raises(MemoryLimitError, match="runtime and the input pipeline alone"):
-        training.train(TrainConfig.from_flat({**config.to_json(), "memory_limit": 0.3}))
+        train(TrainConfig.from_flat({**config.to_json(), "memory_limit": 0.3}))
 
 
 def test_a_killed_text_run_resumes(tmp_path):
@@ -166,8 +170,8 @@ def test_long_text_evaluations_log_progress(caplog):
 
 
 def test_the_final_evaluation_takes_the_splits_asked_for_in_every_family(tmp_path, dataset):
-    text = training.train(_text_config(tmp_path, evaluate_splits=("vali",)), verbose=0)
-    features = training.train(
+    text = train(_text_config(tmp_path, evaluate_splits=("vali",)), verbose=0)
+    features = train(
         train_config(dataset, tmp_path / "features", epochs=1, evaluate_splits=()), verbose=0
     )
     assert set(text) == {"vali", "training", "settings"}

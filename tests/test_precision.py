@@ -153,12 +153,12 @@ class _ComputeDtypes(tf.keras.callbacks.Callback):
 
 @pytest.fixture(scope="module")
 def bf16_run(dataset, tmp_path_factory):
-    from tfr_rankformer.training import loop
+    from tfr_rankformer import runner
 
     model_dir = tmp_path_factory.mktemp("bf16")
     seen = _ComputeDtypes()
     config = train_config(dataset, model_dir, epochs=1, precision="bf16")
-    metrics = loop.train(config, verbose=0, callbacks=[seen])
+    metrics = runner.train(config, verbose=0, callbacks=[seen])
     return str(model_dir), metrics, seen.dtypes
 
 
@@ -173,21 +173,20 @@ def test_a_bf16_run_trains_with_finite_metrics_and_records_its_precision(bf16_ru
 
 
 def test_a_later_float32_run_in_the_same_process_is_float32(bf16_run, dataset, tmp_path):
-    from tfr_rankformer.training import loop
+    from tfr_rankformer import runner
 
     seen = _ComputeDtypes()
     config = train_config(dataset, tmp_path / "f32", epochs=1, evaluate_splits=())
-    metrics = loop.train(config, verbose=0, callbacks=[seen])
+    metrics = runner.train(config, verbose=0, callbacks=[seen])
     assert seen.dtypes == {"float32"}
     assert metrics["training"]["precision"] == "float32"
     assert metrics["training"]["mixed_precision"] is False
 
 
 def test_the_export_of_a_bf16_run_serves_float32_close_to_the_bf16_model(bf16_run):
+    from tfr_rankformer.core.run_layout import BEST_WEIGHTS
     from tfr_rankformer.serving.export import SIGNATURE_TENSORS, export_run
-    from tfr_rankformer.training.feature_runs import load_run
-    from tfr_rankformer.training.loop import BEST_WEIGHTS
-    from tfr_rankformer.training.training_setup import build_run_model
+    from tfr_rankformer.training.training_setup import build_run_model, load_run
 
     model_dir, _, _ = bf16_run
     config, manifest, reloaded = load_run(model_dir)
@@ -255,10 +254,12 @@ def test_the_text_model_refuses_mixed_precision_from_a_config_as_on_the_command_
 
 
 def test_a_visible_gpu_makes_float16_the_default_of_the_feature_models_only():
+    from tfr_rankformer.core import model_families
     from tfr_rankformer.training import loop
 
     features = TrainConfig(data="d", model_dir="m", model="rankformer")
     text = TrainConfig(data="d", model_dir="m", model="listformer")
-    assert loop._precision(features, gpu=True) == "float16"
-    assert loop._precision(text, gpu=True) == "float32"
-    assert loop._precision(text, gpu=False) == "float32"
+    mixed = {c.model: model_families.family_of(c.model).mixed_precision for c in (features, text)}
+    assert loop._precision(features, mixed["rankformer"], gpu=True) == "float16"
+    assert loop._precision(text, mixed["listformer"], gpu=True) == "float32"
+    assert loop._precision(text, mixed["listformer"], gpu=False) == "float32"

@@ -66,8 +66,8 @@ def datasets(tmp_path_factory):
 def dense_run(datasets, tmp_path_factory):
     """A 3-feature MLP trained 1 epoch on the dense data, and its export."""
     from tests.conftest import train_config
+    from tfr_rankformer.runner import train
     from tfr_rankformer.serving.export import export_run
-    from tfr_rankformer.training.loop import train
 
     model_dir = tmp_path_factory.mktemp("short-lines-run") / "mlp"
     train(train_config(datasets["dense"], model_dir, model="mlp", epochs=1), verbose=0)

@@ -86,13 +86,13 @@ def test_an_explicit_log_level_is_respected():
 
 def test_command_names_match_the_registries():
     from tfr_rankformer.core import command_names, model_families
-    from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+    from tfr_rankformer.gbdt.gbdt_config import PRESETS
     from tfr_rankformer.ranking import losses
 
     # Every neural model the commands offer names a builder that imports.
     for name in model_families.model_names(model_families.NEURAL_KINDS):
         assert callable(model_families.get_model(name).load_builder()), name
-    assert sorted(command_names.GBDT_PRESET_NAMES) == sorted(gbdt.PRESETS)
+    assert sorted(command_names.GBDT_PRESET_NAMES) == sorted(PRESETS)
     assert list(command_names.LOSS_SUMMARIES) == list(losses.SCORE_LOSSES)
     assert all(
         loss.summary == command_names.LOSS_SUMMARIES[name]

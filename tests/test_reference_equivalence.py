@@ -15,8 +15,13 @@ from pipelines.benchmarks.reference.reference_equivalence import released_weight
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.model.models import ModelConfig, ranker_of  # noqa: E402
-from tfr_rankformer.training import loop as training  # noqa: E402
-from tfr_rankformer.training.optimizers import PyTorchAdam, PyTorchAdamW  # noqa: E402
+from tfr_rankformer.training.optimizers import (  # noqa: E402
+    PyTorchAdam,
+    PyTorchAdamW,
+    build_optimizer,  # noqa: E402
+)
+from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
+from tfr_rankformer.training.training_setup import build_run_model  # noqa: E402
 
 
 def _torch_adamw(params, grads, *, lr, weight_decay, eps=1e-8, b1=0.9, b2=0.999):
@@ -88,22 +93,22 @@ def test_a_sparse_gradient_steps_as_the_dense_one():
 
 
 def _config(**overrides):
-    return training.TrainConfig(data="d", model_dir="m", **overrides)
+    return TrainConfig(data="d", model_dir="m", **overrides)
 
 
 def test_the_epsilon_placement_is_a_setting():
     assert _config().adam_epsilon == "pytorch"
-    assert isinstance(training.build_optimizer(_config(), 10), PyTorchAdamW)
-    allrank = training.build_optimizer(_config(model="context_aware"), 10)
+    assert isinstance(build_optimizer(_config(), 10), PyTorchAdamW)
+    allrank = build_optimizer(_config(model="context_aware"), 10)
     assert isinstance(allrank, PyTorchAdam)
-    keras = training.build_optimizer(_config(adam_epsilon="keras"), 10)
+    keras = build_optimizer(_config(adam_epsilon="keras"), 10)
     assert type(keras) is tf.keras.optimizers.AdamW
     with pytest.raises(ValueError, match="adam_epsilon"):
         _config(adam_epsilon="jax")
 
 
 def test_the_optimizer_round_trips_through_its_config():
-    optimizer = training.build_optimizer(_config(), steps_per_epoch=3)
+    optimizer = build_optimizer(_config(), steps_per_epoch=3)
     again = tf.keras.optimizers.deserialize(tf.keras.optimizers.serialize(optimizer))
     assert type(again) is PyTorchAdamW
     assert again.get_config()["weight_decay"] == pytest.approx(0.1)
@@ -210,7 +215,7 @@ def test_a_released_state_dict_on_our_model_computes_the_released_function(name)
         architecture = ModelConfig(num_layers=2, num_heads=1, ff_dim=8, dropout=0.0, head_hidden=4)
     config = _config(model=name, architecture=architecture)
     manifest = Manifest.coerce({**identity_manifest(d), "max_relevance": 2})
-    model = training.build_run_model(config, manifest)
+    model = build_run_model(config, manifest)
     ranker = ranker_of(model)
     state = _released_state(name, d)
     for variable, value in zip(ranker.trainable_weights, released_weights(name, state, d)):

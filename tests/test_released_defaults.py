@@ -11,7 +11,9 @@ from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.model.models import ModelConfig  # noqa: E402
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
-from tfr_rankformer.training import loop as training  # noqa: E402
+from tfr_rankformer.training.optimizers import EpochSchedule, learning_rate_schedule  # noqa: E402
+from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
+from tfr_rankformer.training.training_setup import build_compiled_model, build_run_model  # noqa: E402
 
 TINY = ModelConfig(num_layers=1, num_heads=1, ff_dim=8, dropout=0.0, head_hidden=4)
 
@@ -79,7 +81,7 @@ def test_a_batch_of_zero_loss_lists_has_zero_loss_and_gradient():
 
 
 def _config(**overrides):
-    return training.TrainConfig(data="d", model_dir="m", **overrides)
+    return TrainConfig(data="d", model_dir="m", **overrides)
 
 
 def _manifest(d: int = 3) -> Manifest:
@@ -92,7 +94,7 @@ def test_the_compiled_rankformer_loss_is_the_formula(scaling, alpha):
     config = _config(architecture=TINY, loss_scaling=scaling)
     assert config.alpha == alpha
     tf.keras.utils.set_random_seed(0)
-    _, ranker = training.build_compiled_model(config, _manifest(), steps_per_epoch=1, xla=False)
+    _, ranker = build_compiled_model(config, _manifest(), steps_per_epoch=1, xla=False)
     labels, _, _ = _batch(2)
     features = np.random.default_rng(1).normal(size=(3, 3, 3)).astype(np.float32)
     inputs = {"features": features, "mask": labels >= 0}
@@ -108,7 +110,7 @@ def test_the_compiled_rankformer_loss_is_the_formula(scaling, alpha):
 
 
 def test_learning_rate_per_epoch_as_the_released_code():
-    schedule = training.EpochSchedule(1e-3, steps_per_epoch=3, kind="epoch_inverse_sqrt", start=20)
+    schedule = EpochSchedule(1e-3, steps_per_epoch=3, kind="epoch_inverse_sqrt", start=20)
     rates = {e: float(schedule(3 * e + 2)) for e in (0, 19, 20, 40, 199)}  # an epoch's last step
     expected = {0: 1e-3, 19: 1e-3, 20: 1e-3, 40: 1e-3 / np.sqrt(21), 199: 1e-3 / np.sqrt(180)}
     assert rates == pytest.approx(expected, rel=1e-6)
@@ -119,14 +121,14 @@ def test_step_decay_is_allranks_steplr():
     config = _config(model="context_aware", epochs=100)
     assert (config.optimizer, config.weight_decay, config.batch_size) == ("adam", 0.0, 64)
     assert (config.lr_schedule, config.decay_after_epoch) == ("step_decay", 50)
-    schedule = training.learning_rate_schedule(config, steps_per_epoch=10)
+    schedule = learning_rate_schedule(config, steps_per_epoch=10)
     rates = [float(schedule(10 * e)) for e in (0, 49, 50, 99)]
     np.testing.assert_allclose(rates, [1e-3, 1e-3, 1e-4, 1e-4], rtol=1e-6)
 
 
 def test_the_earlier_per_step_schedule_stays_available():
     config = _config(lr_schedule="step_inverse_sqrt")
-    schedule = training.learning_rate_schedule(config, steps_per_epoch=5)
+    schedule = learning_rate_schedule(config, steps_per_epoch=5)
     rates = [float(schedule(step)) for step in (1, 100, 400)]
     np.testing.assert_allclose(rates, [1e-3, 1e-3, 5e-4], rtol=1e-6)
 
@@ -152,7 +154,7 @@ def test_released_defaults_resolve():
 def test_the_alpha_zero_model_is_the_encoder_alone(settings):
     config = _config(architecture=TINY, **settings)
     tf.keras.utils.set_random_seed(0)
-    model = training.build_run_model(config, _manifest())
+    model = build_run_model(config, _manifest())
     names = [v.name for v in model.weights]
     assert not any("cls" in name for name in names), names
     outputs = model({"features": np.zeros((1, 4, 3), np.float32), "mask": np.ones((1, 4), bool)})
@@ -164,20 +166,20 @@ def test_the_alpha_zero_model_is_the_encoder_alone(settings):
 
 def test_the_earlier_transformer_variant_keeps_cls():
     config = _config(model="transformer", architecture=ModelConfig(cls_token=True))
-    model = training.build_run_model(config, _manifest())
+    model = build_run_model(config, _manifest())
     assert any("cls" in v.name for v in model.weights)
 
 
 def test_pytorch_initialisation_bounds():
     # torch.nn.Linear draws weights and biases from U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     tf.keras.utils.set_random_seed(0)
-    model = training.build_run_model(_config(model="mlp"), _manifest(46))
+    model = build_run_model(_config(model="mlp"), _manifest(46))
     first = model.get_layer("ranker").get_layer("dense_0")
     bound = 1 / np.sqrt(46)
     for weight in (first.kernel.numpy(), first.bias.numpy()):
         assert np.abs(weight).max() <= bound
         assert np.abs(weight).max() > 0.9 * bound  # uniform over the whole range
-    keras = training.build_run_model(
+    keras = build_run_model(
         _config(model="mlp", architecture=ModelConfig(init="keras")),
         _manifest(46),
     )
@@ -201,9 +203,7 @@ def test_encoder_layers_start_as_copies_of_the_first(model, names):
     # torch.nn.TransformerEncoder deep-copies its layer (the released code), as allRank's clones.
     arch = dict(num_layers=3, ff_dim=8, head_hidden=4, num_heads=1, d_fc=4)
     tf.keras.utils.set_random_seed(0)
-    copied = training.build_run_model(
-        _config(model=model, architecture=ModelConfig(**arch)), _manifest()
-    )
+    copied = build_run_model(_config(model=model, architecture=ModelConfig(**arch)), _manifest())
     first, *others = _layer_weights(copied, names)
     assert len(first) >= 8  # attention, feed-forward and both LayerNorms
     for weights in others:
@@ -211,7 +211,7 @@ def test_encoder_layers_start_as_copies_of_the_first(model, names):
             np.testing.assert_array_equal(a, b)
     tf.keras.utils.set_random_seed(0)
     own = ModelConfig(**arch, copied_layers=False)
-    independent = training.build_run_model(_config(model=model, architecture=own), _manifest())
+    independent = build_run_model(_config(model=model, architecture=own), _manifest())
     first, second, _ = _layer_weights(independent, names)
     kernels = [(a, b) for a, b in zip(first, second) if a.ndim == 2]
     assert kernels and all(not np.array_equal(a, b) for a, b in kernels)
@@ -222,7 +222,7 @@ def test_encoder_layers_start_as_copies_of_the_first(model, names):
 def test_cls_token_is_drawn_from_a_standard_normal():
     tf.keras.utils.set_random_seed(0)
     config = _config(architecture=ModelConfig(num_layers=1, ff_dim=8, head_hidden=4))
-    model = training.build_run_model(config, _manifest(200))
+    model = build_run_model(config, _manifest(200))
     cls = model.get_layer("ranker").get_layer("cls_token").cls.numpy()
     assert 0.8 < cls.std() < 1.2
 

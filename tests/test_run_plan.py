@@ -10,10 +10,10 @@ import pytest
 
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
+from tfr_rankformer import runner  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
 from tfr_rankformer.model.models import ModelConfig  # noqa: E402
-from tfr_rankformer.training import loop as training  # noqa: E402
 from tfr_rankformer.training.memory_estimate import model_shape, step_bytes  # noqa: E402
 from tfr_rankformer.training.run_plan import (  # noqa: E402
     SAFETY_MARGIN,
@@ -87,7 +87,7 @@ def test_tfr_train_refuses_before_writing_anything(dataset, tmp_path, capsys):
 def test_runs_without_a_terminal_log_progress_lines(dataset, tmp_path, caplog):
     config = _config(dataset, tmp_path / "run", epochs=2, batch_size=None, batch_items=4096)
     with caplog.at_level(logging.INFO):
-        metrics = training.train(config, verbose=1, progress_seconds=1e-6)
+        metrics = runner.train(config, verbose=1, progress_seconds=1e-6)
     lines = [r.getMessage() for r in caplog.records if r.name.endswith("training_callbacks")]
     steps = metrics["training"]["steps_per_epoch"]
     assert steps > 1

@@ -21,9 +21,11 @@ from tfr_rankformer.inputs import data  # noqa: E402
 from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runner import evaluate as evaluate_run  # noqa: E402
-from tfr_rankformer.training import loop as training  # noqa: E402
-from tfr_rankformer.training.feature_runs import load_run  # noqa: E402
+from tfr_rankformer.runner import train  # noqa: E402
+from tfr_rankformer.training import loop  # noqa: E402
+from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
 from tfr_rankformer.training.training_callbacks import BestWeights  # noqa: E402
+from tfr_rankformer.training.training_setup import load_run  # noqa: E402
 
 
 def _history(model_dir):
@@ -82,7 +84,7 @@ def test_run_directory_and_reloaded_checkpoint_reproduce_the_metrics(trained):
 
 def test_mlp_and_transformer_train_without_a_list_head(dataset, tmp_path):
     for name in ("mlp", "transformer"):
-        metrics = training.train(_config(dataset, tmp_path / name, model=name, epochs=2), verbose=0)
+        metrics = train(_config(dataset, tmp_path / name, model=name, epochs=2), verbose=0)
         assert "list_auc_t>=1" not in metrics["test"]
         assert metrics["settings"]["alpha"] == 0.0
 
@@ -124,7 +126,7 @@ def test_peer_models_and_other_losses_train_and_reload(dataset, tmp_path, capsys
 
 def test_training_list_policy():
     def config(**kw):
-        return training.TrainConfig(data="d", model_dir="m", **kw)
+        return TrainConfig(data="d", model_dir="m", **kw)
 
     # The released code trains every model on every list.
     assert config(model="transformer").training_includes_empty_lists()
@@ -154,9 +156,9 @@ def test_strategy_follows_tf_config(monkeypatch):
             }
         ),
     )
-    assert training.choose_strategy() == "multi"
+    assert loop.choose_strategy() == "multi"
     monkeypatch.delenv("TF_CONFIG")
-    assert training.choose_strategy() is tf.distribute.get_strategy()
+    assert loop.choose_strategy() is tf.distribute.get_strategy()
 
 
 @pytest.mark.slow  # test_fault_injection kills a run at a set step and checks the same
@@ -230,10 +232,11 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from tfr_rankformer.training import loop as training
-training.choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-config = training.TrainConfig.from_json(json.loads(sys.argv[1]))
-metrics = training.train(config, verbose=0)
+from tfr_rankformer import runner
+from tfr_rankformer.training import loop
+from tfr_rankformer.training.train_config import TrainConfig
+loop.choose_strategy = lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+metrics = runner.train(TrainConfig.from_json(json.loads(sys.argv[1])), verbose=0)
 print("RESULT " + json.dumps({"strategy": metrics["training"]["strategy"],
                               "ndcg": metrics["test"]["ndcg_y@10"]}))
 """

@@ -1,29 +1,11 @@
 """RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking.
 
-The public names, in ``__all__``, are grouped as a user meets them:
-
-- data: ``Manifest`` and ``load_manifest`` (a converted dataset's
-  description), ``training_dataset`` and ``evaluation_dataset`` (``tf.data``
-  from its ELWC TFRecords);
-- models: ``ModelConfig``, ``build_model``, the item-score losses
-  (``get_score_loss``) and the RankFormer's listwide loss
-  (``OrdinalListLoss``), and the model-family registry (``model_names``,
-  ``ModelSpec``, ``ModelFamily``, ``register_model``, ``register_family``);
-- training: ``TrainConfig`` (with ``TextConfig`` for text runs), ``train``,
-  ``evaluate``, what they return (``RunMetrics``) and the paper's metrics
-  over any scores (``evaluate_rankings``);
-- serving: ``export_run``, ``export_model`` for a model trained on any
-  ``tf.data`` pipeline, ``predict``, and the exports' signature names.
-
-Everything else is importable from its module (``docs/layout.md``) but may
-change between releases.
-
-``import tfr_rankformer`` stays light: it loads neither TensorFlow nor
-TF-Ranking (the converter imports ``tfr_rankformer.core.elwc_schema`` and the
-commands' ``--help`` must start fast). Each public name is imported from its
-module on first use (PEP 562); type checkers read the same names from the
-``TYPE_CHECKING`` imports below. Importing the package asks TensorFlow for its
-pooled CPU allocator (see ``core.cpu_allocator``).
+The public names (``__all__``): data (``Manifest``, ``load_manifest``, the ``tf.data``
+datasets), models (``ModelConfig``, ``build_model``, the losses, the model-family
+registry), training (``TrainConfig``, ``train``, ``evaluate``, ``evaluate_rankings``) and
+serving (``export_run``, ``export_model``, ``predict``, the signature names). Each is
+imported from its module on first use (PEP 562), so ``import tfr_rankformer`` loads no
+TensorFlow; everything else is importable from its module but may change.
 
 >>> import tfr_rankformer
 >>> "rankformer" in tfr_rankformer.model_names()
@@ -70,32 +52,28 @@ _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 # Literal, so that linters and type checkers read it; a test checks it against _MODULES.
 __all__ = [
     "__version__",
-    # Data
     "Manifest",
     "load_manifest",
     "training_dataset",
     "evaluation_dataset",
-    # Models
     "ModelConfig",
     "build_model",
     "get_score_loss",
     "OrdinalListLoss",
-    "model_names",
     "ModelSpec",
     "ModelFamily",
+    "model_names",
     "register_model",
     "register_family",
-    # Training
     "TrainConfig",
     "TextConfig",
     "train",
     "evaluate",
+    "export_run",
+    "predict",
     "RunMetrics",
     "evaluate_rankings",
-    # Serving
-    "export_run",
     "export_model",
-    "predict",
     "SIGNATURE_ELWC",
     "SIGNATURE_TENSORS",
 ]

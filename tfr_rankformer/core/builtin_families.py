@@ -1,22 +1,11 @@
 """The builtin model families and models, declared once (``model_families`` registers
-them).
-
-Three families: the feature-vector models (the RankFormer, its peers and
-allRank's ranker), the text models (the Listformer) and LightGBM's GBDTs.
-Each model's architecture defaults (``ModelConfig``), training defaults
-(``TrainConfig``) and traits are declared here and nowhere else. No
-TensorFlow: the plug-ins and builders are named by path and imported when used.
+them): each model's architecture defaults (``ModelConfig``), training defaults
+(``TrainConfig``) and traits. No TensorFlow: classes and builders are named by path.
 """
 
 from __future__ import annotations
 
-from tfr_rankformer.core.model_spec import (
-    FEATURES_KIND,
-    GBDT_KIND,
-    TEXT_KIND,
-    ModelFamily,
-    ModelSpec,
-)
+from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 
 __all__ = [
     "FAMILIES",
@@ -26,26 +15,18 @@ __all__ = [
     "RELEASED_TRAINING",
 ]
 
-# === Families ===
-
 FAMILIES = (
     ModelFamily(
         "features",
-        FEATURES_KIND,
-        runs="tfr_rankformer.run_kinds:FeatureRuns",
-        run_family="tfr_rankformer.training.feature_family:FeatureFamily",
+        "features",
+        "tfr_rankformer.features.feature_family:FeatureFamily",
         default=True,
     ),
+    # Its fused pieces and its measured quality are float32's.
     ModelFamily(
-        "text",
-        TEXT_KIND,
-        runs="tfr_rankformer.run_kinds:TextRuns",
-        # It loads TF Text's tokenizer, so it is imported only for text runs.
-        run_family="tfr_rankformer.text.text_family:TextFamily",
-        # Its fused pieces and its measured quality are float32's.
-        mixed_precision=False,
+        "text", "text", "tfr_rankformer.text.text_family:TextFamily", mixed_precision=False
     ),
-    ModelFamily("gbdt", GBDT_KIND, runs="tfr_rankformer.run_kinds:GbdtRuns"),
+    ModelFamily("gbdt", "gbdt", "tfr_rankformer.gbdt.gbdt_family:GbdtFamily"),
 )
 
 # === Training defaults ===
@@ -65,11 +46,9 @@ RELEASED_TRAINING = dict(
 )
 # Settings every model shares when neither it nor the user gives one.
 FALLBACK_TRAINING = dict(learning_rate=1e-3, patience=20)
-# The Listformer started from a pretrained checkpoint (--init-from) re-ranks a
-# first stage's top 100 per query: a pretrained encoder's step on a whole list
-# is a 12,800-token sequence (about 8 GiB of activations for MiniLM), so
-# training lists keep 32 documents (judged relevant ones first) in batches of
-# 8,192 padded tokens (two such lists at 128 tokens), at a fine-tuning rate.
+# The Listformer from a pretrained checkpoint (--init-from) re-ranks a first stage's
+# top 100: a whole list is too long a sequence for a pretrained encoder's step, so
+# training lists keep 32 documents in batches of two such lists at 128 tokens.
 PRETRAINED_TEXT_TRAINING = dict(
     learning_rate=1e-4,
     list_size=32,
@@ -77,13 +56,10 @@ PRETRAINED_TEXT_TRAINING = dict(
     epochs=10,
     patience=3,
 )
-# The listwide loss's weight when none is given, per loss scaling: the
-# released code's own script uses strength 1, which its README equates with
-# the paper's alpha 0.25 (the paper's best). The Listformer's head is optional.
+# The listwide loss's default weight per loss scaling: the released code's strength 1
+# is the paper's alpha 0.25 (its best).
 _RANKFORMER_ALPHA = {"released": 1.0, "paper": 0.25}
-# allRank's published configurations: Adam at 1e-3 without weight decay, x0.1
-# after half of 100 epochs, batches of 64 lists, per-list sums as allRank's
-# ListNet averages.
+# allRank's published configurations.
 _ALLRANK_TRAINING = dict(
     loss="softmax",
     eval_batch_size=256,
@@ -95,8 +71,7 @@ _ALLRANK_TRAINING = dict(
     weight_decay=0.0,
     lr_schedule="step_decay",
 )
-# The Listformer, trained from scratch on text lists: ApproxNDCG (the
-# thesis's loss); batches, epochs and weight decay sized for a small model.
+# The Listformer from scratch: ApproxNDCG (the thesis's loss), sized for a small model.
 _LISTFORMER_TRAINING = dict(
     loss="approx_ndcg",
     eval_batch_size=16,
@@ -119,8 +94,7 @@ MODELS = (
         "features",
         has_list_head=True,
         builder="tfr_rankformer.model.models:build_rankformer",
-        # The RankFormer paper's best (Sec. 6.2); [CLS] and the z_i || z_CLS head
-        # only with a list head, as in the released code.
+        # The paper's best (Sec. 6.2); [CLS] only with a list head, as released.
         architecture=dict(_ENCODER, cls_token=True),
         training=RELEASED_TRAINING,
         alpha=_RANKFORMER_ALPHA,
@@ -146,10 +120,8 @@ MODELS = (
         "context_aware",
         "features",
         builder="tfr_rankformer.model.models:build_context_aware",
-        # Pobrotyn et al.'s best MSLR-WEB30K setting (allRank's ordinal
-        # configuration), initialised as allRank does (Xavier-uniform weights);
-        # per loss, allRank's published configuration where it differs
-        # (reproducibility/configs/contextaware_web30k/ndcgloss2pp.json).
+        # Pobrotyn et al.'s best MSLR-WEB30K setting, initialised as allRank does;
+        # per loss, allRank's published configuration where it differs.
         architecture=dict(
             num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144, init="keras"
         ),
@@ -165,8 +137,7 @@ MODELS = (
         "features",
         has_list_head=True,
         builder="tfr_rankformer.model.models:build_summary_token_ranker",
-        # This project's item-level ranker: the RankFormer's encoder and heads, with
-        # [CLS] and learned summary tokens as the only tokens the items attend to.
+        # The RankFormer's encoder and heads; items attend to [CLS] and summary tokens only.
         architecture=dict(_ENCODER, global_tokens=4, cls_token=True),
         training=RELEASED_TRAINING,
         summary_tokens=True,
@@ -177,9 +148,7 @@ MODELS = (
         "text",
         has_list_head=True,
         builder="tfr_rankformer.text.listformer:build_listformer",
-        # Trained from scratch: a small encoder, CPU-sized; the thesis fine-tuned
-        # Longformer-base (12 layers, width 768), which cannot be fetched here.
-        # Window 256 per side is Longformer-base's 512 in all.
+        # A small, CPU-sized encoder; window 256 per side is Longformer-base's 512.
         architecture=dict(
             num_layers=2,
             num_heads=2,

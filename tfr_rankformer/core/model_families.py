@@ -1,20 +1,9 @@
-"""The model-family registry: every model name, its family, and what each plugs in.
+"""The model-family registry: every model name, its family, and the family's class.
 
-A family (``ModelFamily``) is a kind of run: ``features`` (models over
-feature vectors, trained by the one training loop), ``text`` (models over text
-lists, the same loop) or ``gbdt`` (LightGBM). It names, as lazily imported
-``"package.module:attribute"`` paths (or zero-argument callables), its
-runner plug-in (``run_kinds``: training, evaluation, export, opening an export
-and scoring with it) and, for the neural kinds, its plug-in to the training
-loop (``run_family.RunFamily``). A model (``ModelSpec``) belongs to a family
-and carries its defaults and the traits the memory model, the settings'
-checks and the search read.
-
-The builtin families and models are declared in ``builtin_families`` and
-registered here on import, so the registry is always full. A new model or
-family is added in one place, with ``register_family`` and ``register_model``
-(see ``docs/adding_a_model.md``). No TensorFlow is imported here: the command lines
-read their choices from the registry at parse time.
+The builtin families and models (``builtin_families``) are registered on import; a new
+one is added with ``register_family`` and ``register_model``
+(``docs/contributing/adding_a_model.md``). No TensorFlow: the command lines read their
+choices here at parse time.
 
 >>> get_model("rankformer").has_list_head, is_text("listformer"), is_gbdt("gbdt-1k")
 (True, True, True)
@@ -29,16 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tfr_rankformer.core import builtin_families
-from tfr_rankformer.core.model_spec import (
-    FEATURES_KIND,
-    GBDT_KIND,
-    KINDS,
-    NEURAL_KINDS,
-    TEXT_KIND,
-    ModelFamily,
-    ModelSpec,
-    load_object,
-)
+from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 
 __all__ = [
     "FEATURES_KIND",
@@ -46,8 +26,6 @@ __all__ = [
     "KINDS",
     "NEURAL_KINDS",
     "TEXT_KIND",
-    "ModelFamily",
-    "ModelSpec",
     "families",
     "family_of",
     "get_family",
@@ -56,7 +34,6 @@ __all__ = [
     "is_gbdt",
     "is_neural",
     "is_text",
-    "load_object",
     "model_names",
     "register_family",
     "register_model",
@@ -64,16 +41,20 @@ __all__ = [
     "unregister_family",
 ]
 
+FEATURES_KIND = "features"  # lists of feature vectors (ELWC from tfr-convert)
+TEXT_KIND = "text"  # lists of query and document texts
+GBDT_KIND = "gbdt"  # LightGBM boosters over feature vectors
+KINDS = (FEATURES_KIND, TEXT_KIND, GBDT_KIND)
+NEURAL_KINDS = (FEATURES_KIND, TEXT_KIND)  # trained by the one training loop
+
 _FAMILIES: dict[str, ModelFamily] = {}
 _MODELS: dict[str, ModelSpec] = {}
 
 
 def register_family(family: ModelFamily) -> ModelFamily:
-    """Adds ``family``; returns it.
-
-    Raises:
-      ValueError: a family of that name exists, or a second default family.
-    """
+    """Adds ``family``; refuses an unknown kind, a taken name or a second default."""
+    if family.kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {list(KINDS)}, got {family.kind!r}")
     if family.name in _FAMILIES:
         raise ValueError(f"family {family.name!r} is already registered")
     if family.default and any(f.default for f in _FAMILIES.values()):
@@ -83,11 +64,7 @@ def register_family(family: ModelFamily) -> ModelFamily:
 
 
 def register_model(spec: ModelSpec) -> ModelSpec:
-    """Adds the model ``spec``; returns it.
-
-    Raises:
-      ValueError: the name is taken, or its family is not registered.
-    """
+    """Adds the model ``spec``; refuses a taken name or an unregistered family."""
     if spec.name in _MODELS:
         raise ValueError(f"model {spec.name!r} is already registered")
     get_family(spec.family)
@@ -104,22 +81,12 @@ def unregister_family(name: str) -> None:
 
 
 def get_family(name: str) -> ModelFamily:
-    """The family ``name``.
-
-    Raises:
-      ValueError: for an unknown family.
-    """
     if name not in _FAMILIES:
         raise ValueError(f"Unknown model family {name!r}; choose from {sorted(_FAMILIES)}")
     return _FAMILIES[name]
 
 
 def get_model(name: str) -> ModelSpec:
-    """The model ``name``'s spec.
-
-    Raises:
-      ValueError: for an unknown model.
-    """
     if name not in _MODELS:
         raise ValueError(f"Unknown model {name!r}; choose from {sorted(_MODELS)}")
     return _MODELS[name]
@@ -131,7 +98,7 @@ def families() -> tuple[ModelFamily, ...]:
 
 
 def family_of(name: str) -> ModelFamily:
-    """The family of the model ``name`` (``ValueError`` for an unknown model)."""
+    """The family of the model ``name``."""
     return get_family(get_model(name).family)
 
 

@@ -1,7 +1,7 @@
-"""The records of the model-family registry (``model_families``): ``ModelFamily``,
-a kind of run and its plug-ins, and ``ModelSpec``, one model name's family,
-defaults and traits. No TensorFlow: plug-ins and builders are named by
-``"package.module:name"`` paths and imported by ``load_object`` when used.
+"""The registry's records: ``ModelFamily`` (a kind of model and the class that runs it),
+``ModelSpec`` (one model name's family, defaults and traits), and ``RunFamily``, the
+methods a family class provides. No TensorFlow: classes and builders are named by
+``"package.module:name"`` paths and imported when used.
 """
 
 from __future__ import annotations
@@ -10,35 +10,20 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any, Protocol
 
 __all__ = [
-    "FEATURES_KIND",
-    "GBDT_KIND",
-    "KINDS",
-    "NEURAL_KINDS",
-    "TEXT_KIND",
     "ModelFamily",
     "ModelSpec",
+    "RunFamily",
     "load_object",
 ]
-
-FEATURES_KIND = "features"  # lists of feature vectors (ELWC from tfr-convert)
-TEXT_KIND = "text"  # lists of query and document texts
-GBDT_KIND = "gbdt"  # LightGBM boosters over feature vectors
-KINDS = (FEATURES_KIND, TEXT_KIND, GBDT_KIND)
-# The kinds a Keras model is trained for, by the one training loop.
-NEURAL_KINDS = (FEATURES_KIND, TEXT_KIND)
 
 Target = str | Callable
 
 
 def load_object(target: Target):
-    """``target`` itself when callable, else the attribute a ``"package.module:name"``
-    path names, imported now.
-
-    Raises:
-      ValueError: for a path without ``:``.
-    """
+    """``target`` itself when callable, else what a ``"package.module:name"`` path names."""
     if callable(target):
         return target
     module, sep, attribute = str(target).partition(":")
@@ -49,49 +34,67 @@ def load_object(target: Target):
 
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
-    """A kind of run and the plug-ins that train, evaluate, export and serve it.
+    """A kind of model and the class that trains, evaluates, exports and serves it.
 
     Attributes:
-      name: the family's name (``model_names``' models name it).
-      kind: ``features``, ``text`` or ``gbdt``: the data its models read and the
-        scoring their exports take.
-      runs: a zero-argument factory (or its ``"module:name"`` path) of the
-        runner plug-in: ``owns(path)``, ``train(config, **options)``,
-        ``evaluator(model_dir, data_dir)``, ``export(model_dir, *, version,
-        invalid_items)``, ``load(path)`` and ``score(served, lists, files,
-        batch_size)`` (see ``run_kinds``).
-      run_family: for the neural kinds, a zero-argument factory (or its path) of
-        the training loop's ``run_family.RunFamily``.
-      default: the family of runs and exports no other family's ``owns`` claims
-        (the feature-vector family).
-      mixed_precision: whether its models may train in bf16 or float16
-        (``precision``); ``False``: always float32, a visible GPU included.
+      name: the family's name (its models' ``ModelSpec.family``).
+      kind: one of ``model_families.KINDS``: the data its models read.
+      family: the ``RunFamily`` class (or its ``"module:name"`` path), built with
+        this record.
+      default: the family of the run directories and exports no other family's
+        ``owns`` claims (the feature-vector family).
+      mixed_precision: whether its models may train in bf16 or float16.
     """
 
     name: str
     kind: str
-    runs: Target
-    run_family: Target | None = None
+    family: Target
     default: bool = False
     mixed_precision: bool = True
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a family's `name` must be a non-empty string, got {self.name!r}")
-        if self.kind not in KINDS:
-            raise ValueError(f"`kind` must be one of {list(KINDS)}, got {self.kind!r}")
-        if self.kind in NEURAL_KINDS and self.run_family is None:
-            raise ValueError(f"family {self.name!r}: a {self.kind} family needs `run_family`")
 
-    def load_runs(self):
-        """The runner plug-in (its module imported now)."""
-        return load_object(self.runs)()
+    def load(self) -> RunFamily:
+        """The family object (its module imported now)."""
+        return load_object(self.family)(self)
 
-    def load_run_family(self):
-        """The training loop's plug-in (its module imported now)."""
-        if self.run_family is None:
-            raise ValueError(f"family {self.name!r} is not trained by the training loop")
-        return load_object(self.run_family)()
+
+class RunFamily(Protocol):
+    """What a family class provides. ``runner`` calls the first six; the training loop
+    (``training.loop``) calls the rest for the neural kinds, with the ``PreparedRun``
+    that ``prepare`` returned."""
+
+    record: ModelFamily
+
+    def owns(self, path: str) -> bool: ...  # whether a run directory or export is its own
+
+    def train(self, config, **options) -> dict: ...
+
+    def evaluator(self, model_dir: str, data_dir: str | None) -> Any: ...  # a RunEvaluator
+
+    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str: ...
+
+    def load(self, path: str) -> Any: ...  # a ServedModel
+
+    def score(self, served, lists, files, batch_size: int | None): ...  # ScoredLists
+
+    def prepare(self, config, *, worker) -> Any: ...  # data, settings and plan
+
+    def write_start(self, run) -> None: ...  # files besides config.json
+
+    def build(self, run, *, steps_per_epoch: int, xla: bool) -> tuple: ...  # (model, fitted)
+
+    def training_data(self, run, model, cache_dir: str): ...  # (inputs, targets) batches
+
+    def validation(self, run, model): ...  # the callback adding val_* metrics
+
+    def evaluate(self, run, model, splits: tuple[str, ...]) -> dict: ...
+
+    def fitting(self, run): ...  # a context the fit runs in
+
+    def summary(self, run) -> dict: ...  # added to metrics.json's training entry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,29 +105,21 @@ class ModelSpec:
       name: the ``--model`` name.
       family: the name of a registered ``ModelFamily``.
       has_list_head: whether the model predicts the list label (``alpha`` > 0).
-      builder: the model's builder, or its ``"module:name"`` path. Feature
-        vectors: ``(num_features, config, levels, item_levels)`` -> the ranker,
-        a Keras model on ``{"features": [B, L, d] normalised, "mask": [B, L]}``
-        (``models.build_model`` adds the normalisation); text: see
-        ``listformer.build_text_model``. ``None`` for GBDTs.
+      builder: the model's builder (or its path): feature vectors'
+        ``(num_features, config, levels, item_levels)`` -> a Keras model on
+        ``{"features": [B, L, d] normalised, "mask": [B, L]}``; ``None`` for GBDTs.
       architecture: ``ModelConfig`` defaults (fields left ``None`` take them).
-      loss_architecture: per score loss, ``ModelConfig`` defaults that replace
-        ``architecture``'s with that loss.
+      loss_architecture: per score loss, defaults that replace ``architecture``'s.
       training: ``TrainConfig`` defaults (fields left ``None`` take them).
       alpha: the default ``alpha`` per loss scaling (absent: 0).
-      attention: whether items attend to each other (``False``: a pointwise
-        model; no encoder in its memory model or its search space).
-      item_width: the architecture setting that is the encoder's width
-        (``None``: the feature count).
+      attention: whether items attend to each other (``False``: pointwise).
+      item_width: the setting that is the encoder's width (``None``: the feature count).
       takes_cls_token: whether a list gets a [CLS] token when ``cls_token`` is set.
-      summary_tokens: whether ``global_tokens`` summary tokens join [CLS] (which
-        is then required).
+      summary_tokens: whether ``global_tokens`` summary tokens join [CLS].
       heads_split_width: whether ``num_heads`` must divide ``item_width``.
       positional_encoding: whether the model takes ``positional_encoding``.
-      cls_token_with_list_head: whether ``cls_token`` left unset follows
-        whether the list head is used.
-      slate_size: the training list cap when neither ``list_size`` nor a click
-        simulation sets one (``None``: whole lists).
+      cls_token_with_list_head: whether an unset ``cls_token`` follows the list head.
+      slate_size: the training list cap when nothing else sets one (``None``: whole lists).
       preset: a GBDT's LightGBM preset (``None``: the ``preset`` setting's).
     """
 

@@ -22,6 +22,7 @@ import numpy as np
 from tfr_rankformer.core.atomic_files import atomic_path
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints, write_json
 from tfr_rankformer.core.run_directory import RunExistsError, describe_entries, inspect_run
+from tfr_rankformer.core.run_layout import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.distill.distillation_targets import student_targets
 from tfr_rankformer.distill.distillation_teacher import Teacher, load_teacher
 from tfr_rankformer.gbdt.gbdt_booster import (
@@ -31,7 +32,6 @@ from tfr_rankformer.gbdt.gbdt_booster import (
     score_arrays,
 )
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 from tfr_rankformer.inputs.manifest import Manifest

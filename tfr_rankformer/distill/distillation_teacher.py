@@ -11,12 +11,12 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.run_layout import CONFIG_NAME
 from tfr_rankformer.gbdt.gbdt_booster import is_gbdt_run, load_booster, score_arrays
-from tfr_rankformer.gbdt.lightgbm_ranker import CONFIG_NAME
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays
 from tfr_rankformer.serving.export import SIGNATURE_TENSORS
-from tfr_rankformer.training.feature_runs import load_run
+from tfr_rankformer.training.training_setup import load_run
 
 __all__ = ["Teacher", "load_teacher"]
 

@@ -1,12 +1,5 @@
-"""LightGBM boosters: fitting, saving, loading and scoring them.
-
-``fit_booster`` fits LightGBM on a split's items (lambdarank on integer grades
-or a regression on values), with early stopping on the shared NDCG@10 of the
-validation lists; ``save_booster``/``load_booster`` write and read a run's
-``model.txt`` (LightGBM's text model, loadable by any LightGBM);
-``score_arrays`` and ``evaluate_arrays`` score lists and evaluate the scores
-with the shared metrics. ``gbdt.train_gbdt`` (a GBDT run) and ``tfr-distill``
-(the student and the label GBDT) are built on these.
+"""LightGBM boosters: fitting, saving, loading and scoring them, and evaluating their scores
+with the shared metrics. A GBDT run (``lightgbm_ranker``) and ``tfr-distill`` build on these.
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ from collections.abc import Callable
 import lightgbm as lgb
 import numpy as np
 
+from tfr_rankformer.core.atomic_files import atomic_path, atomic_write
 from tfr_rankformer.inputs.list_arrays import ListArrays
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
@@ -45,11 +39,7 @@ def is_gbdt_run(model_dir: str) -> bool:
 
 
 def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
-    """``arrays``' labels as int32 grades (lambdarank's targets).
-
-    Raises:
-      ValueError: if a label is not an integer.
-    """
+    """``arrays``' labels as int32 grades (lambdarank's targets); refuses other labels."""
     labels = np.rint(arrays.label)
     if not np.array_equal(labels, arrays.label):
         raise ValueError(f"{what}: lambdarank needs integer labels")
@@ -58,11 +48,8 @@ def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
 
 class _History:
     """A LightGBM callback: records the first validation metric of every tree it is
-    computed for, and logs it every ``every`` trees; after any tree that ends
-    ``every_seconds`` or more after the last line (slow trees on a busy machine) it logs
-    the tree count, with the latest validation score. The default 20 s keeps lines
-    within 30 s of each other where a tree takes seconds. ``clock`` gives seconds; tests
-    give their own."""
+    computed for, and logs it every ``every`` trees, and the tree count at least every
+    ``every_seconds`` (slow trees). ``clock`` gives seconds; tests give their own."""
 
     def __init__(
         self,
@@ -102,7 +89,7 @@ class _History:
         logger.info("%s (%.1f trees/s)", line, rate)
 
     def write(self, path: str) -> None:
-        with open(path, "w", newline="", encoding="utf-8") as f:
+        with atomic_write(path, newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["trees", f"val_{self.metric}"])
             writer.writerows(self.rows)
@@ -118,13 +105,9 @@ def _counted_lists(labels: np.ndarray, arrays: ListArrays) -> int:
 
 
 def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: int, trees: int):
-    """A LightGBM ``feval``: the shared metrics' NDCG@10 (x 100) of ``vali`` on ``labels``.
-
-    LightGBM's own ``ndcg`` metric counts a list whose labels are all 0 as a
-    perfect 1; this follows the paper's convention, the one every model reports.
-    It is computed after every ``every``-th tree and the last (``trees``); other
-    trees get NaN, which costs nothing.
-    """
+    """A LightGBM ``feval``: the shared metrics' NDCG@10 (x 100) of ``vali`` on ``labels``
+    (LightGBM's own counts a list of all-0 labels as perfect), after every ``every``-th
+    tree and the last (``trees``); NaN for the others."""
     padded_labels = vali.padded(labels.astype(np.float32), 0.0)
     mask = vali.mask()
     calls = [0]
@@ -154,16 +137,10 @@ def fit_booster(
 ) -> tuple[lgb.Booster, _History]:
     """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``.
 
-    ``params["objective"]`` decides how targets are read: a ranking objective
-    (lambdarank) takes integer grades within each list, and early stopping
-    watches the shared NDCG@10 of ``vali`` on ``vali_targets`` (default: its
-    labels, i.e. NDCG_y@10); a regression takes values, and early stopping
-    watches ``params["metric"]`` (e.g. ``l2``) on ``vali_targets``. With
-    ``early_stopping_rounds`` 0 the booster keeps every tree it grew (its
-    ``best_iteration`` is 0), and the validation score is computed every
-    ``eval_every`` trees (NaN in between). ``callbacks`` are extra LightGBM
-    callbacks (e.g. a tuner's pruning), called after every tree. LightGBM's log
-    goes to this module's logger.
+    A ranking objective takes integer grades and watches the shared NDCG@10 of ``vali``
+    on ``vali_targets`` (default: its labels); a regression watches ``params["metric"]``.
+    With ``early_stopping_rounds`` 0 every tree is kept and ``vali`` is scored every
+    ``eval_every`` trees. ``callbacks``: extra LightGBM callbacks, after every tree.
     """
     lgb.register_logger(logger)
     params = dict(params)
@@ -220,13 +197,8 @@ def _validation(
     every: int,
     trees: int,
 ) -> tuple[list, object]:
-    """``lgb.train``'s ``valid_sets`` (``[]``: none) and ``feval`` for ``vali``.
-
-    ``vali_targets`` default to ``vali``'s integer labels. A ranking objective
-    is watched with the shared NDCG@10 (``_validation_ndcg``, computed every
-    ``every`` trees and after the last of ``trees``), and gets no validation
-    set when no list's targets differ; a regression with LightGBM's own metric.
-    """
+    """``lgb.train``'s ``valid_sets`` (``[]``: none, also when no list's targets differ
+    under a ranking objective) and ``feval`` for ``vali``."""
     if vali is None or not vali.num_lists:
         return [], None
     if vali_targets is None:
@@ -268,19 +240,14 @@ def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
 
 
 def save_booster(booster: lgb.Booster, model_dir: str) -> None:
-    """Writes ``model_dir/model.txt`` (up to the best iteration) under a temporary name first."""
+    """Writes ``model_dir/model.txt``, up to the best iteration."""
     os.makedirs(model_dir, exist_ok=True)
-    partial = os.path.join(model_dir, MODEL_FILE + ".partial")
-    booster.save_model(partial, num_iteration=booster.best_iteration or None)
-    os.replace(partial, os.path.join(model_dir, MODEL_FILE))
+    with atomic_path(os.path.join(model_dir, MODEL_FILE)) as partial:
+        booster.save_model(partial, num_iteration=booster.best_iteration or None)
 
 
 def load_booster(model_dir: str) -> lgb.Booster:
-    """The LightGBM model of a GBDT run (or a distilled student).
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` holds none.
-    """
+    """The LightGBM model of a GBDT run or a distilled student (``FileNotFoundError``: none)."""
     path = os.path.join(model_dir, MODEL_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(

@@ -1,25 +1,11 @@
-"""LightGBM GBDT rankers: the paper's tabular baseline and the distilled student.
+"""A GBDT run: LightGBM's lambdarank on a converted dataset (``tfr-train --model gbdt``,
+or ``gbdt-1k``/``gbdt-10k``, the paper's Table 5).
 
-``tfr-train --model gbdt`` (LightGBM's usual lambdarank settings) or
-``gbdt-1k``/``gbdt-10k`` (the paper's Table 5) fits LightGBM's ``lambdarank``
-on the converted TFRecords of a dataset, with the same training-list policy as
-the neural baselines (lists with ``t > 0``), grows the preset's whole tree
-budget (early stopping on the validation split's NDCG@10 only when asked),
-and evaluates every split with the shared metrics
-(``ranking_metrics.evaluate_rankings``).
-
-``model_dir/`` receives ``config.json``, ``model.txt`` (LightGBM's text model,
-loadable by any LightGBM), ``history.csv`` (validation NDCG@10 every
-``eval_every`` trees, every tree with early stopping) and
-``metrics.json``.
-
-Features are used raw: trees split on thresholds, so the normalisation the
-neural models apply would change nothing but the thresholds' values.
-
-This module holds the run: ``train_gbdt`` and the files of its directory. The
-run's settings (``GBDTConfig``, the presets) are in ``gbdt_config``; fitting,
-saving, loading and scoring a booster in ``gbdt_booster``. Their public names
-are re-exported here (``gbdt.GBDTConfig``, ``gbdt.load_booster``, ...).
+It takes the neural baselines' training-list policy (lists with ``t > 0``), grows the
+preset's whole tree budget (early stopping on the validation NDCG@10 only when asked),
+and evaluates every split with the shared metrics. ``model_dir/`` receives
+``config.json``, ``model.txt``, ``history.csv`` and ``metrics.json``. Features are used
+raw: trees split on thresholds, which normalisation would only move.
 """
 
 from __future__ import annotations
@@ -33,55 +19,31 @@ import lightgbm as lgb
 
 from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.core.run_directory import run_session
+from tfr_rankformer.core.run_layout import CONFIG_NAME, HISTORY_NAME, METRICS_NAME
 from tfr_rankformer.gbdt.gbdt_booster import (
-    MODEL_FILE,
     evaluate_arrays,
     fit_booster,
     integer_labels,
-    is_gbdt_run,
-    load_booster,
     save_booster,
     score_arrays,
 )
-from tfr_rankformer.gbdt.gbdt_config import PRESETS, GBDTConfig, canonical_params
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
 
-__all__ = [
-    "PRESETS",
-    "GBDTConfig",
-    "MODEL_FILE",
-    "canonical_params",
-    "fit_booster",
-    "train_gbdt",
-    "load_booster",
-    "save_booster",
-    "is_gbdt_run",
-    "score_arrays",
-    "evaluate_arrays",
-]
+__all__ = ["train_gbdt"]
 
 logger = logging.getLogger(__name__)
-
-CONFIG_NAME = "config.json"
-METRICS_NAME = "metrics.json"
 
 
 def train_gbdt(
     config: GBDTConfig, *, callbacks: list | None = None, existing: str = "refuse"
 ) -> dict:
-    """Trains, evaluates every split; returns ``metrics.json``'s content.
-
-    Args:
-      config: the run's settings.
-      callbacks: extra LightGBM callbacks, called after every tree (e.g. a
-        tuner's pruning, which may raise to end the run).
-      existing: what to do with a run already in ``model_dir`` (see
-        ``run_directory``; a GBDT run is replaced, never resumed).
-    """
-    # Before the run directory opens: an empty train split is refused, empty
-    # vali and test splits are left out (with a warning).
+    """Trains, evaluates every split; returns ``metrics.json``'s content. ``callbacks``:
+    extra LightGBM callbacks (a tuner's pruning); ``existing``: see ``run_directory`` (a
+    GBDT run is replaced, never resumed)."""
+    # An empty train split is refused, empty vali and test splits left out.
     manifest = without_empty_splits(data.load_manifest(config.data), data_dir=config.data)
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False) as s:
         if s == "complete":
@@ -122,7 +84,7 @@ def _train_gbdt(config: GBDTConfig, manifest, callbacks: list | None) -> dict:
     seconds = time.perf_counter() - started
     kept = booster.best_iteration or booster.current_iteration()
     save_booster(booster, config.model_dir)
-    history.write(os.path.join(config.model_dir, "history.csv"))
+    history.write(os.path.join(config.model_dir, HISTORY_NAME))
     logger.info("trained in %.0f s; evaluating every split", seconds)
     metrics = _evaluate_splits(booster, splits, manifest.label_levels, params["num_threads"])
     metrics["training"] = {

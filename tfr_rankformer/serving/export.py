@@ -22,7 +22,7 @@ from tfr_rankformer.core.run_layout import EXPORT_NAME, is_text_run
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
-from tfr_rankformer.training.feature_runs import load_run
+from tfr_rankformer.training.training_setup import load_run
 
 __all__ = [
     "INVALID_ITEMS",

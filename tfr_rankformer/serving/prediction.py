@@ -40,8 +40,6 @@ __all__ = [
     "signature_num_features",
     "score_lists",
     "score_elwc",
-    "score_lists_gbdt",
-    "score_elwc_gbdt",
     "text_signature",
     "text_inputs",
     "score_text_lists",
@@ -255,68 +253,6 @@ def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[S
             yield path, number, record, elwc
 
     yield from _by_length(parsed(), batch_size, lambda item: len(item[3].examples), score)
-
-
-def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
-    """Scores a batch of ``(qid, docids, [n, d] features)`` with one LightGBM call."""
-    from tfr_rankformer.gbdt.gbdt_booster import score_arrays
-    from tfr_rankformer.inputs.list_arrays import ListArrays
-
-    sizes = [len(docids) for _, docids, _ in batch]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    features = np.concatenate([x for _, _, x in batch])
-    empty = np.zeros(len(features), np.float32)
-    arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
-    scores = score_arrays(booster, arrays)
-    for i, (qid, docids, _) in enumerate(batch):
-        yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
-
-
-def score_lists_gbdt(
-    booster, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
-) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists with a LightGBM booster."""
-    for batch in batched(lists, batch_size):
-        yield from _gbdt_lists(booster, batch)
-
-
-def _item_features(path: str, number: int, record: bytes, num_features: int):
-    """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
-    signature checks it (``RecordFileError`` otherwise)."""
-    from tensorflow_serving.apis import input_pb2
-
-    elwc = input_pb2.ExampleListWithContext.FromString(record)
-    qid = elwc.context.features.feature["qid"].int64_list.value
-    rows = np.zeros((len(elwc.examples), num_features), np.float32)
-    for i, example in enumerate(elwc.examples):
-        feature = example.features.feature.get("features")
-        values = feature.float_list.value if feature is not None else []
-        if len(values) != num_features:
-            what = "is missing (0 values)" if not values else f"holds {len(values)} values"
-            raise RecordFileError(
-                path, number, f"item {i}: the features field {what}, expected {num_features}"
-            )
-        rows[i] = values
-        if not np.isfinite(rows[i]).all():
-            j = int(np.flatnonzero(~np.isfinite(rows[i]))[0])
-            raise RecordFileError(
-                path,
-                number,
-                f"item {i}: the features field holds {rows[i, j]} at position {j + 1} of "
-                f"{num_features}, expected finite values",
-            )
-    return int(qid[0]) if qid else -1, rows
-
-
-def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records with a LightGBM booster; errors as ``score_elwc``'s."""
-    num_features = booster.num_feature()
-    for batch in batched(_elwc_records(files), batch_size):
-        rows = []
-        for path, number, record in batch:
-            qid, features = _item_features(path, number, record, num_features)
-            rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
-        yield from _gbdt_lists(booster, rows)
 
 
 def text_signature(export):

@@ -1,25 +1,12 @@
-"""The text models' plug-in points in the training loop (``run_family``).
+"""``TextFamily``: the text models (the Listformer) over lists of query and document texts.
 
-``tfr-train --model listformer`` trains through the same loop as every
-neural model (``training.train``): the plan and its memory refusal, the run
-directory and ``--resume``, progress lines, best weights and the final
-evaluation. This family supplies the text data, the vocabulary or the
-pretrained start, the model, the training batches (``text_batches``), the plan
-(``text_plan``) and the text evaluation (``text_runs``).
-
-Besides every run's files a text run writes ``vocab.txt`` (the WordPiece
-vocabulary the model was trained with: built from the training split's text
-unless ``--vocab`` gave one, or a checkpoint's with ``--init-from``) and
-``text_model.json`` (what rebuilding the model needs besides ``config.json``).
-With ``--init-from DIR`` the model starts from a BERT-family checkpoint
-(``listformer_checkpoint``): its sizes replace the architecture's in the run's
-``config.json``, its vocabulary and tokenisation are the run's.
-
-Nothing is cut silently: training lists longer than the cap are sampled anew
-each epoch (judged relevant documents kept), evaluation keeps every document,
-and the documents and queries cut at the token caps are counted per split in
-``metrics.json`` (``truncation``) and logged. One process only: a multi-worker
-``TF_CONFIG`` is refused for text models.
+Trained by the one training loop (``training.loop``) on text ELWC (``text_data``);
+besides every run's files a text run writes ``vocab.txt`` (its WordPiece vocabulary:
+built from the training split unless ``--vocab`` or ``--init-from`` gives one) and
+``text_model.json`` (what rebuilding the model needs besides ``config.json``; see
+``text_runs``). Nothing is cut silently: long training lists are sampled anew each
+epoch, evaluation keeps every document, and the documents and queries cut at the
+token caps are counted per split in ``metrics.json`` (``truncation``). One process only.
 """
 
 from __future__ import annotations
@@ -30,11 +17,28 @@ import dataclasses
 import logging
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core.config_io import write_json
-from tfr_rankformer.core.run_layout import TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.core.model_spec import ModelFamily
+from tfr_rankformer.core.run_layout import (
+    TEXT_RUN_NAME,
+    VOCAB_NAME,
+    is_text_run,
+    is_token_id_export,
+)
+from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.ranking.losses import get_score_loss
+from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
+from tfr_rankformer.serving.prediction import (
+    ServedModel,
+    load_export,
+    resolve_export,
+    score_text_lists,
+    text_inputs,
+    text_signature,
+)
 from tfr_rankformer.text import text_batches, text_data
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
@@ -46,28 +50,33 @@ from tfr_rankformer.text.listformer_checkpoint import (
     pretrained_settings,
 )
 from tfr_rankformer.text.sentence_tower import tower_settings
+from tfr_rankformer.text.text_export import export_text_run
 from tfr_rankformer.text.text_plan import evaluation_lists, plan_text_run, text_shape
 from tfr_rankformer.text.text_runs import (
     LOGGED,
     evaluate_text_model,
+    load_text_run,
     text_model_inputs,
     text_tokenizer,
 )
 from tfr_rankformer.text.text_tokenizer import (
     build_vocabulary,
     read_vocabulary,
+    register_text_ops,
     write_vocabulary,
 )
+from tfr_rankformer.training import loop
+from tfr_rankformer.training.loop import PreparedRun
 from tfr_rankformer.training.optimizers import build_optimizer
-from tfr_rankformer.training.run_family import PreparedRun
 from tfr_rankformer.training.training_setup import run_losses
 
-__all__ = ["TextFamily", "DEFAULT_LIST_SIZE", "TextEvaluationCallback"]
+__all__ = ["TextFamily"]
 
 logger = logging.getLogger(__name__)
 
 # Documents a training list keeps at most when --list-size is not given.
 DEFAULT_LIST_SIZE = 100
+BATCH_SIZE = 16  # lists per model call when ``predict`` is not told: evaluation's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +107,7 @@ class TextEvaluationCallback(tf.keras.callbacks.Callback):
 
 
 def _parameters(config, vocab_size: int) -> int:
-    """The Listformer's weights, from its sizes (the token and position tables,
-    the layers with their global projections, the heads)."""
+    """The Listformer's weights, from its sizes."""
     a = config.architecture
     d, f = a.width, a.ff_dim
     layer = 7 * d * d + 2 * d * f + f + 13 * d
@@ -107,8 +115,7 @@ def _parameters(config, vocab_size: int) -> int:
 
 
 def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
-    """The data's splits, ``train`` first, without those its manifest records as empty
-    (logged: an empty ``vali`` leaves the training loss to pick the weights)."""
+    """The data's splits, ``train`` first, without those recorded as empty (logged)."""
     splits = []
     for split in sorted(data.files, key=lambda s: s != "train"):
         entry = data.manifest.splits.get(split)
@@ -120,8 +127,8 @@ def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
 
 
 def _with_first_stage(config, data: text_data.TextData):
-    """``config`` with ``first_stage`` settled by the data: on where the data has the
-    first stage's scores, unless turned off; refused when asked for and absent."""
+    """``config`` with ``first_stage`` settled: on where the data has first-stage scores,
+    unless turned off; refused when asked for and absent."""
     first_stage = config.architecture.first_stage
     if first_stage and not data.has_first_stage:
         raise ValueError(
@@ -149,10 +156,55 @@ def _start(config):
     return config, checkpoint, tokenizer, checkpoint.vocab_size
 
 
+@dataclasses.dataclass(frozen=True)
 class TextFamily:
     """Text lists: TF-Ranking's text ELWC (``text_data``)."""
 
-    name = "text"
+    record: ModelFamily
+
+    # === Runner ===
+
+    def owns(self, path: str) -> bool:
+        return is_text_run(path)
+
+    def train(self, config, **options) -> dict:
+        return loop.train(config, self, **options)
+
+    def evaluator(self, model_dir: str, data_dir: str | None) -> RunEvaluator:
+        config, tokenizer, model, max_label = load_text_run(model_dir)
+        data = text_data.load_text_data(data_dir or config.data, config.text)
+        settings = dict(
+            batch_size=config.eval_batch_size,
+            list_head=config.uses_list_head,
+            max_label=max_label,
+        )
+
+        def evaluate(split: str) -> dict:
+            return evaluate_text_model(model, tokenizer, data, split, **settings)
+
+        return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)
+
+    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str:
+        del invalid_items  # no item features to check
+        return export_text_run(model_dir, version=version)
+
+    def load(self, path: str) -> ServedModel:
+        path = resolve_export(path)
+        if is_token_id_export(path):
+            tokenizer = ClientTokenizer.from_export(path)
+            return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
+        register_text_ops()  # its graph tokenises with TF Text's ops
+        return ServedModel(path, self.record.kind, None, load_export(path))
+
+    def score(self, served: ServedModel, lists, files, batch_size: int | None):
+        if files is not None:
+            raise ValueError(f"{served.path} scores text lists, not ELWC files")
+        signature = text_signature(served.model)
+        inputs = text_inputs if served.tokenizer is None else _token_id_inputs(served.tokenizer)
+        batch_size = batch_size or BATCH_SIZE
+        return score_text_lists(signature, lists, batch_size=batch_size, inputs=inputs)
+
+    # === Training loop ===
 
     def prepare(self, config, *, worker) -> PreparedRun:
         if worker.multi_worker:
@@ -196,28 +248,24 @@ class TextFamily:
             text_run["similarity"] = tower_settings(start.checkpoint)
         write_json(os.path.join(directory, TEXT_RUN_NAME), text_run)
 
-    def _pretrained(self, run: PreparedRun):
-        config, levels = run.config, run.levels
-        item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
-        return pretrained_listformer(
-            run.extra.checkpoint,
-            run.extra.tokenizer,
-            config.architecture,
-            levels if config.uses_list_head else None,
-            item_levels=item_levels,
-        )
-
     def build(self, run: PreparedRun, *, steps_per_epoch: int, xla: bool) -> tuple:
-        config, levels = run.config, run.levels
-        if run.extra.checkpoint is not None:
-            model = self._pretrained(run).model
+        config, levels, start = run.config, run.levels, run.extra
+        list_levels = levels if config.uses_list_head else None
+        item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
+        if start.checkpoint is not None:
+            model = pretrained_listformer(
+                start.checkpoint,
+                start.tokenizer,
+                config.architecture,
+                list_levels,
+                item_levels=item_levels,
+            ).model
         else:
-            item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
             model = build_text_model(
                 config.model,
-                len(run.extra.vocabulary),
+                len(start.vocabulary),
                 config.architecture,
-                levels if config.uses_list_head else None,
+                list_levels,
                 item_levels=item_levels,
             )
         losses, weights = run_losses(config, levels)
@@ -295,3 +343,21 @@ def _log_truncation(config, metrics: dict) -> None:
                 config.text.max_document_tokens,
                 config.text.max_query_tokens,
             )
+
+
+def _token_id_inputs(tokenizer: ClientTokenizer):
+    """A token-id export's inputs for queries and document lists, tokenised by ``tokenizer``
+    (as ``text_inputs`` gives a raw-string export's)."""
+
+    def inputs(queries: list[str], documents: list[list[str]]) -> dict:
+        encoded = tokenizer.encode(queries, documents)
+        ids = np.array(encoded["document_ids"], np.int32)
+        if ids.ndim < 3:  # no document in the batch: [B, 0, 1]
+            ids = ids.reshape(len(queries), 0, 1)
+        return {
+            "query_ids": np.array(encoded["query_ids"], np.int32),
+            "document_ids": ids,
+            "document_mask": np.array(encoded["document_mask"], bool).reshape(ids.shape[:2]),
+        }
+
+    return inputs

@@ -1,25 +1,11 @@
-"""A text run's plan before its first step: its batches and its peak memory.
+"""A text run's plan before its first step: its batches and its peak memory, so that a
+Listformer run is refused as a feature-vector run is (``run_plan.check_memory``).
 
-The text family's ``RunPlan`` (``run_plan``), so that a Listformer run is
-refused before its first step, naming the flags that would make it fit, as a
-feature-vector run is (``run_plan.check_memory``). Its items are documents:
-
-- training lists keep at most ``--list-size`` documents (sampled anew each
-  epoch, judged relevant ones first: ``text_batches``);
-- lists are grouped by their number of documents (``batching``); with a
-  token budget (``--batch-items``, padded tokens per batch: documents x
-  ``--max-document-tokens``) each bucket's batches hold as many lists as fit
-  it, at most ``--batch-size``; without one, ``--batch-size`` lists;
-- evaluation reads whole lists, as many per batch as fit the evaluation
-  budget (at least one).
-
-The memory model (``text_step_bytes``) counts what a Listformer training step
-keeps for its backward pass, from the sequence's tokens (``1 + Q + N + N T``
-for ``N`` documents of ``T`` tokens and ``Q`` query tokens), the width, the
-feed-forward width, the layers, the heads, the attention window and the
-global tokens, and adds the model's weights, gradients and optimizer moments
-(``runtime_bytes``). ``pipelines/benchmarks/memory_sweep.py --family text``
-measures the peak of small Listformers.
+Items are documents: training lists keep at most ``--list-size`` of them, grouped by
+length; a ``--batch-items`` budget counts padded tokens (documents x
+``--max-document-tokens``). The memory model counts what a training step keeps for its
+backward pass from the sequence's ``1 + Q + N + N T`` tokens, the sizes, the attention
+window and the global tokens, plus the weights, gradients and optimizer moments.
 
 >>> shape = TextShape(width=384, layers=6, heads=12, ff=1536, window=256, query=32,
 ...                   document=128, parameters=25_000_000)
@@ -31,31 +17,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.inputs import batching
 from tfr_rankformer.training.memory_estimate import RUNTIME_BYTES, MemoryEstimate, available_memory
-from tfr_rankformer.training.run_plan import RunPlan
+from tfr_rankformer.training.run_plan import RunPlan, batch_plan, largest_step
 
 __all__ = ["TextShape", "text_shape", "text_step_bytes", "text_forward_bytes", "plan_text_run"]
 
 _FLOAT = 4
-# Allocations over the tensors the backward pass keeps (as for feature vectors).
-_OVERHEAD = 1.25
-# Weights, their gradients and Adam's two moments.
-_COPIES_OF_WEIGHTS = 4
+_OVERHEAD = 1.25  # allocations over the tensors the backward pass keeps
+_COPIES_OF_WEIGHTS = 4  # weights, their gradients and Adam's two moments
 _PIPELINE_BYTES = 200 << 20  # strings and token ids of the parsed and prefetched batches
 
 
 @dataclasses.dataclass(frozen=True)
 class TextShape:
-    """What a Listformer step's memory depends on.
-
-    Attributes:
-      width, layers, heads, ff: the encoder's sizes.
-      window: the attention window on each side of a document's token.
-      query, document: the token caps of a query and of a document.
-      parameters: the model's weights (a pretrained start's token table included).
-      frozen: weights that are not trained (the pretrained similarity's own encoder).
-    """
+    """What a Listformer step's memory depends on: the encoder's sizes, the attention
+    window per side, the query and document token caps, the weights, and the frozen
+    weights (the pretrained similarity's own encoder)."""
 
     width: int
     layers: int
@@ -93,17 +70,13 @@ def _layer_floats(shape: TextShape, documents: int) -> tuple[int, int]:
     # A local token's scores cover its window in its document and the global
     # tokens; a global token's cover the whole sequence.
     entries = local * (min(t, 2 * shape.window + 1) + global_tokens) + global_tokens * tokens
-    # Per token: normalised input, queries, keys, values, attention output,
-    # projection, residuals (~8 x width) and the feed-forward's hidden pre- and
-    # post-activation and dropout (~3 x ff); per attention entry and head:
-    # scores, probabilities and the dropped-out probabilities (~3).
+    # Per token ~8 x width and ~3 x ff; per attention entry and head ~3 (memory_estimate).
     return tokens, tokens * (8 * shape.width + 3 * shape.ff) + 3 * shape.heads * entries
 
 
 def _tower_floats(shape: TextShape, documents: int) -> int:
-    """What the frozen similarity encoder's layer holds at once for one list: it runs
-    forward only, each document alone (``[CLS] d [SEP]``), keeping nothing for a
-    backward pass."""
+    """What the frozen similarity encoder's layer holds for one list (forward only, each
+    document alone)."""
     if not shape.frozen:
         return 0
     t = shape.document + 2
@@ -119,8 +92,7 @@ def text_step_bytes(shape: TextShape, *, lists: int, documents: int) -> int:
 
 
 def text_forward_bytes(shape: TextShape, *, lists: int, documents: int) -> int:
-    """Bytes a forward pass (evaluation, prediction) on such a batch holds: one
-    layer's tensors at a time, twice over (its input and output live together)."""
+    """Bytes a forward pass on such a batch holds: one layer's input and output at a time."""
     tokens, per_layer = _layer_floats(shape, documents)
     floats = max(2 * per_layer, _tower_floats(shape, documents)) + 3 * tokens * shape.width
     return int(_OVERHEAD * _FLOAT * lists * floats)
@@ -132,44 +104,29 @@ def runtime_bytes(shape: TextShape) -> int:
 
 
 def evaluation_lists(config, longest: int) -> int:
-    """Lists per evaluation batch: as many of ``longest`` documents as fit the evaluation
-    budget of padded tokens, at most ``--eval-batch-size``, at least one."""
+    """Lists of ``longest`` documents per evaluation batch within its token budget, at most
+    ``--eval-batch-size``, at least one."""
     tokens = max(1, longest) * config.text.max_document_tokens
     return max(1, min(config.eval_batch_size, config.evaluation_batch_items() // tokens))
 
 
-def _batch_plan(config, lengths: dict, cap: int) -> batching.BatchPlan:
-    longest = max((int(n) for n in lengths), default=1)
-    edges = batching.bucket_edges(longest, cap=cap)
-    if not config.length_buckets:
-        edges = edges[-1:]
-    clipped = batching.clipped_lengths(lengths, edges[-1])
-    if config.batch_items is None:
-        return batching.plan_batches(clipped, edges=edges, lists_per_batch=config.batch_size)
-    documents = max(1, config.batch_items // config.text.max_document_tokens)
-    return batching.plan_batches(
-        clipped, edges=edges, batch_items=documents, max_lists=config.batch_size
-    )
-
-
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
-    """The ``RunPlan`` of a text run: ``scan`` is ``text_data.scan_split``'s of the
-    training split, ``cap`` the documents a training list keeps."""
+    """The ``RunPlan`` of a text run from the training split's ``text_data.scan_split``;
+    ``cap``: the documents a training list keeps."""
     lengths = scan["lengths"] if include_empty else scan["lengths_with_relevant"]
-    plan = _batch_plan(config, lengths, cap)
+    longest = max((int(n) for n in lengths), default=1)
+    tokens = config.text.max_document_tokens
+    one_bucket = not config.length_buckets
+    plan = batch_plan(config, lengths, longest, cap, one_bucket=one_bucket, item_tokens=tokens)
     edge = plan.edges[-1]
     sampled_out = sum((int(n) - edge) * c for n, c in lengths.items() if int(n) > edge)
     items = sum(min(int(n), edge) * c for n, c in lengths.items())
-    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
-    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
-    sizes = [text_step_bytes(shape, lists=b, documents=e) for b, e in used]
+    step, batch = largest_step(plan, lambda b, e: text_step_bytes(shape, lists=b, documents=e))
     longest = scan["longest_list"]
     evaluation = text_forward_bytes(
         shape, lists=evaluation_lists(config, longest), documents=longest
     )
-    memory = MemoryEstimate(
-        runtime_bytes(shape), _PIPELINE_BYTES, max(sizes), evaluation, used[sizes.index(max(sizes))]
-    )
+    memory = MemoryEstimate(runtime_bytes(shape), _PIPELINE_BYTES, step, evaluation, batch)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
     eval_items = evaluation_lists(config, longest) * longest
     return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit, unit="documents")

@@ -1,17 +1,10 @@
 """A text model's inputs, evaluating a text model, and reloading a trained text run.
 
-Besides a feature-vector run's files, a text run's ``model_dir/`` holds
-``vocab.txt`` (the WordPiece vocabulary the model was trained with) and
-``text_model.json`` (what rebuilding the model needs besides ``config.json``;
-both named in ``run_layout``): ``label_levels`` and, for a run started from a
-checkpoint (``--init-from``), ``pretrained``: the layers' form, the token
-table's rows and the tokenizer's lower-casing and basic tokenisation
-(``PretrainedListformer.settings``), so that reloading needs no checkpoint,
-and ``similarity``: the settings of the checkpoint's frozen encoder when the
-score is a residual over its cosine (``score_mixture``; its weights are in the
-run's checkpoints). ``text_family`` writes them;
-``load_text_run`` reads them back for evaluation (``text_run_evaluator``, which
-``runner.evaluate`` uses) and export (``text_export``).
+A text run's ``text_model.json`` (``text_family`` writes it) holds ``label_levels`` and,
+for a run started from a checkpoint (``--init-from``), ``pretrained``: the layers' form,
+the token table's rows and the tokenisation, so that reloading needs no checkpoint; and
+``similarity``: the frozen checkpoint encoder's settings when the score is a residual
+over its cosine (``score_mixture``).
 """
 
 from __future__ import annotations
@@ -26,14 +19,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core.run_layout import (
-    BEST_WEIGHTS,
-    CONFIG_NAME,
-    TEXT_RUN_NAME,
-    VOCAB_NAME,
-    is_text_run,
-)
-from tfr_rankformer.ranking.evaluation import RunEvaluator
+from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME, TEXT_RUN_NAME, VOCAB_NAME
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
@@ -44,16 +30,12 @@ from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 
 __all__ = [
-    "VOCAB_NAME",
-    "TEXT_RUN_NAME",
     "LOGGED",
-    "text_tokenizer",
-    "text_model_inputs",
-    "takes_first_stage",
     "evaluate_text_model",
-    "is_text_run",
     "load_text_run",
-    "text_run_evaluator",
+    "takes_first_stage",
+    "text_model_inputs",
+    "text_tokenizer",
 ]
 
 
@@ -101,13 +83,9 @@ def text_model_inputs(
     token_multiples: tuple[int, int] = (1, 1),
     first_stage: bool = False,
 ) -> dict:
-    """Model inputs of a batch of text lists (``text_data``'s layout).
-
-    With ``token_multiples`` ``(q, t)`` the query and document token axes are padded
-    (``-1``) up to multiples of ``q`` and ``t`` tokens, at most the tokenizer's caps, so
-    that the batches take few shapes; padding tokens change no score. With
-    ``first_stage`` the batch's first-stage scores are an input too.
-    """
+    """Model inputs of a batch of text lists (``text_data``'s layout), the token axes padded
+    (``-1``, which changes no score) to multiples of ``token_multiples`` ``(q, t)`` within
+    the caps so that batches take few shapes; with the first-stage scores if asked."""
     encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
     query_multiple, document_multiple = token_multiples
     inputs = {
@@ -123,8 +101,7 @@ def text_model_inputs(
 
 
 def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
-    """``ids [..., K]`` padded with ``-1`` to ``K`` rounded up to a multiple of
-    ``multiple``, at most ``cap`` (and never fewer than ``K``)."""
+    """``ids [..., K]`` padded with ``-1`` to ``K`` rounded up to ``multiple``, within ``cap``."""
     if multiple == 1:
         return ids
     length = tf.shape(ids)[-1]
@@ -163,9 +140,8 @@ _EVALUATION_WINDOW = 64
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
-    """``(inputs, labels, cut)`` for every batch of ``split``'s lists: lists of similar
-    lengths together (``length_sorted_batches``: little padding; the metrics do not
-    depend on the lists' order), tokenised in the input pipeline, ahead of the model."""
+    """``(inputs, labels, cut)`` for every batch of ``split``'s lists, lists of similar
+    lengths together (little padding), tokenised in the input pipeline."""
     lists = text_data.parsed_text_lists(data, split, list_size=None)
     batches = text_data.length_sorted_batches(lists, batch_size, window=_EVALUATION_WINDOW)
 
@@ -189,8 +165,8 @@ def _evaluation_batches(
 
 
 class _EvaluationProgress:
-    """Logs a line every ``every`` seconds while a split is evaluated: a re-ranker's
-    whole lists of 100 documents take seconds each, and a silent minute looks hung."""
+    """Logs a line every ``every`` seconds while a split is evaluated (a silent minute
+    looks hung)."""
 
     def __init__(self, split: str, every: float = 30.0, clock=time.monotonic):
         self.split, self.every, self.clock = split, every, clock
@@ -296,11 +272,8 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
 
 
 def load_text_run(model_dir: str):
-    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights.
-
-    A run started from a checkpoint is rebuilt in the checkpoint's form, with its
-    token table's rows and its tokenisation (``text_model.json``'s ``pretrained``);
-    the checkpoint itself is not read.
+    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights
+    (a pretrained start rebuilt from ``text_model.json``, without its checkpoint).
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.
@@ -333,22 +306,3 @@ def load_text_run(model_dir: str):
     status = model.load_weights(weights)
     status.expect_partial()
     return config, tokenizer, model, max_label
-
-
-def text_run_evaluator(model_dir: str, data_dir: str | None) -> RunEvaluator:
-    """The evaluator of a trained text run on ``data_dir`` (default: its training data)."""
-    config, tokenizer, model, max_label = load_text_run(model_dir)
-    data = text_data.load_text_data(data_dir or config.data, config.text)
-
-    def evaluate(split: str) -> dict:
-        return evaluate_text_model(
-            model,
-            tokenizer,
-            data,
-            split,
-            batch_size=config.eval_batch_size,
-            list_head=config.uses_list_head,
-            max_label=max_label,
-        )
-
-    return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)

@@ -1,21 +1,12 @@
-"""The training loop of every neural model: the paper's training protocol with tf.distribute.
+"""The one training loop of every neural model (feature vectors or text), with tf.distribute.
 
-``runner.train`` trains any run and hands the neural ones to ``train`` here,
-with the family that plugs into the loop (``run_family``): feature vectors
-(``feature_family``) or text (``text.text_family``). The loop does once what
-every family shares: the run plan and its memory refusal, the run directory,
-the callbacks, the fit and the final evaluation.
-
-``model_dir/`` receives ``config.json`` (the resolved settings), ``checkpoints/``
-(the weights with the best validation NDCG_y@10), ``backup/`` (for resuming a
-killed run), ``logs/`` (TensorBoard), ``history.csv`` (one row per epoch) and
-``metrics.json`` (the final evaluation of every split), and whatever files the
-family adds (a text run's ``vocab.txt`` and ``text_model.json``).
-
-With a multi-worker ``TF_CONFIG`` every worker runs ``train`` with the same
-settings and ``model_dir`` (shared storage, so a restarted job resumes from
-the chief's backup); each reads its own shard of the training files, and only
-the chief writes into ``model_dir``.
+The runner hands ``train`` the run's family object (``core.model_spec.RunFamily``), which
+supplies what differs; the loop does once what every family shares: the plan and its
+memory refusal, the run directory, the callbacks, the fit and the final evaluation.
+``model_dir/`` receives ``config.json``, ``checkpoints/`` (the best weights),
+``backup/`` (for ``--resume``), ``logs/`` (TensorBoard), ``history.csv``,
+``metrics.json`` and the family's own files. Under a multi-worker ``TF_CONFIG`` every
+worker runs ``train`` on its shard of the files; only the chief writes.
 """
 
 from __future__ import annotations
@@ -25,67 +16,30 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core import model_families
-from tfr_rankformer.core.command_names import KEEP_WEIGHTS, LR_SCHEDULES, OPTIMIZERS
 from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.model_spec import RunFamily
 from tfr_rankformer.core.multi_worker import WorkerRole, worker_role
 from tfr_rankformer.core.run_directory import check_run_directory, run_session
-from tfr_rankformer.core.run_layout import (
-    BACKUP_NAME,
-    BEST_WEIGHTS,
-    CONFIG_NAME,
-    HISTORY_NAME,
-    METRICS_NAME,
-)
-from tfr_rankformer.training.optimizers import (
-    EpochSchedule,
-    InverseSqrtDecay,
-    build_optimizer,
-    learning_rate_schedule,
-)
+from tfr_rankformer.core.run_layout import BACKUP_NAME, BEST_WEIGHTS, CONFIG_NAME, METRICS_NAME
 from tfr_rankformer.training.precision import (
     cpu_precision_warning,
     native_bf16_cpu,
     precision_policy,
     resolve_precision,
 )
-from tfr_rankformer.training.run_family import PreparedRun, RunFamily
 from tfr_rankformer.training.run_plan import check_memory
 from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.training.training_callbacks import attached_to_terminal
-from tfr_rankformer.training.training_setup import (
-    build_compiled_model,
-    build_run_model,
-    run_callbacks,
-)
+from tfr_rankformer.training.training_setup import run_callbacks
 
-__all__ = [
-    "TrainConfig",
-    "InverseSqrtDecay",
-    "EpochSchedule",
-    "LR_SCHEDULES",
-    "KEEP_WEIGHTS",
-    "OPTIMIZERS",
-    "build_optimizer",
-    "learning_rate_schedule",
-    "build_run_model",
-    "choose_strategy",
-    "family_of",
-    "train",
-    "build_compiled_model",
-    "BEST_WEIGHTS",
-    "CONFIG_NAME",
-    "METRICS_NAME",
-    "HISTORY_NAME",
-    "BACKUP_NAME",
-]
+__all__ = ["PreparedRun", "choose_strategy", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,22 +54,36 @@ def choose_strategy() -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-def family_of(model: str) -> RunFamily:
-    """The training loop's plug-in for ``model``: its ``model_families`` family's
-    (imported when asked: the text family's loads TF Text's tokenizer)."""
-    return model_families.family_of(model).load_run_family()
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+    """What a family's ``prepare`` settled before the run directory opens.
 
+    Attributes:
+      config: the resolved settings ``config.json`` records (a pretrained start's sizes).
+      plan: the batches and the memory estimate (``run_plan.RunPlan``).
+      levels: label levels above 0 the losses and metrics use.
+      splits: the data's splits, ``train`` first.
+      data: the family's view of the data (a ``Manifest``, a ``TextData`` ...).
+      extra: whatever else the family needs later (vocabulary, tokenizer ...).
+      memory_hints: ``run_plan.check_memory``'s options for the family's flags.
+    """
 
-def recorded_metrics(config: TrainConfig) -> dict:
-    """A complete run's ``metrics.json`` (what ``--resume`` of it returns)."""
-    with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
-        return json.load(f)
+    config: Any
+    plan: Any
+    levels: int
+    splits: tuple[str, ...]
+    data: Any
+    extra: Any = None
+    memory_hints: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def has_vali(self) -> bool:
+        return "vali" in self.splits
 
 
 @dataclasses.dataclass(frozen=True)
 class _Run:
-    """What ``train`` settled before opening the run directory, with the caller's
-    options (see ``train``)."""
+    """What ``train`` settled before opening the run directory, with its options."""
 
     family: RunFamily
     prepared: PreparedRun
@@ -139,6 +107,7 @@ class _Run:
 
 def train(
     config: TrainConfig,
+    family: RunFamily,
     *,
     verbose: int = 1,
     final_weights: str | None = None,
@@ -146,34 +115,22 @@ def train(
     progress_seconds: float = 30.0,
     existing: str = "refuse",
 ) -> dict:
-    """Trains a neural model (feature vectors or text), keeps the best weights, evaluates
-    every split; returns ``metrics.json``'s content.
+    """Trains a neural model, keeps the best weights, evaluates every split; returns
+    ``metrics.json``'s content (``{}`` on a multi-worker job's non-chief workers).
 
-    Args:
-      config: the run's settings.
-      verbose: ``fit``'s progress output; ``1`` without a terminal: a progress line
-        (INFO) every ``progress_seconds`` and at each epoch's end.
-      final_weights: if given, this worker also writes the weights it ended
-        training with (before the best ones are reloaded) to this ``.npz`` file,
-        one array per model weight in ``model.get_weights()`` order.
-      callbacks: extra Keras callbacks, run after the training loop's own (so
-        their logs hold the epoch's ``val_*`` metrics), e.g. a tuner's pruning.
-      progress_seconds: see ``verbose``.
-      existing: what to do with a run already in ``model_dir`` (``refuse``,
-        ``resume``, ``overwrite``: see ``run_directory``).
-
-    Returns:
-      The metrics; ``{}`` on a multi-worker job's non-chief workers, which
-      train alongside the chief but neither evaluate nor write the run.
+    ``verbose`` 1 without a terminal logs progress lines every ``progress_seconds``;
+    ``final_weights``: also write the weights training ended with to this ``.npz``;
+    ``callbacks`` run after the loop's own (their logs hold the ``val_*`` metrics);
+    ``existing``: ``refuse``, ``resume`` or ``overwrite`` a run in ``model_dir``.
 
     Raises:
-      run_plan.MemoryLimitError: the run would not fit in memory (before its
-        first step, naming the flags that make it fit).
+      run_plan.MemoryLimitError: the run would not fit in memory (before its first step).
     """
     if worker_role().is_chief and existing == "refuse":  # refused before the data is read
         check_run_directory(config.model_dir, config.to_json(), existing=existing)
     run = _settle(
         config,
+        family,
         verbose=verbose,
         final_weights=final_weights,
         callbacks=callbacks,
@@ -191,22 +148,20 @@ def train(
     with session as start:
         if start == "complete":
             logger.info("%s is complete: nothing left to train", config.model_dir)
-            return recorded_metrics(config)
+            with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
+                return json.load(f)
         if run.worker.is_chief:  # the settings, and the files the family adds
             write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
             run.family.write_start(run.prepared)
         return _train(run)
 
 
-def _settle(config: TrainConfig, **options) -> _Run:
-    """The strategy, the worker's role, the family's preparation (data, settings,
-    plan) and the precision, before the run directory is opened; ``options``: ``train``'s."""
-    # First: MultiWorkerMirroredStrategy must set up the cluster before
-    # TensorFlow's runtime starts.
+def _settle(config: TrainConfig, family: RunFamily, **options) -> _Run:
+    """The strategy, the worker's role, the family's preparation and the precision."""
+    # First: MultiWorkerMirroredStrategy must set up the cluster before the runtime starts.
     strategy = choose_strategy()
     worker = worker_role()
     tf.keras.utils.set_random_seed(config.seed)
-    family = family_of(config.model)
     prepared = family.prepare(config, worker=worker)
     if prepared.plan.batches.lists == 0:
         raise ValueError(
@@ -220,16 +175,16 @@ def _settle(config: TrainConfig, **options) -> _Run:
         prepared=prepared,
         strategy=strategy,
         worker=worker,
-        precision=_precision(config, gpu=gpu),
+        precision=_precision(config, family.record.mixed_precision, gpu=gpu),
         xla=gpu if config.xla is None else config.xla,
         **options,
     )
 
 
-def _precision(config: TrainConfig, *, gpu: bool) -> str:
-    """The run's resolved precision; a warning when it would run slowly on this CPU."""
-    # A family without mixed precision trains in float32 on a GPU too.
-    on_gpu = gpu and model_families.family_of(config.model).mixed_precision
+def _precision(config: TrainConfig, mixed: bool, *, gpu: bool) -> str:
+    """The run's precision (``mixed``: whether the family may train in mixed precision,
+    float32 on a GPU too otherwise); a warning when it would run slowly on this CPU."""
+    on_gpu = gpu and mixed
     precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
     native = None if gpu else native_bf16_cpu()
     warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=native)
@@ -239,9 +194,11 @@ def _precision(config: TrainConfig, *, gpu: bool) -> str:
 
 
 def _train(run: _Run) -> dict:
-    """``train``'s work inside the run directory."""
     config, worker = run.config, run.worker
-    model, fitted = _build(run)
+    # The precision policy applies to the layers built under it, then is restored.
+    with precision_policy(run.precision), run.strategy.scope():
+        steps = run.plan.batches.steps
+        model, fitted = run.family.build(run.prepared, steps_per_epoch=steps, xla=run.xla)
     lines = run.verbose == 1 and not attached_to_terminal()
     validation = run.family.validation(run.prepared, model) if run.prepared.has_vali else None
     callbacks, monitor = run_callbacks(
@@ -257,19 +214,14 @@ def _train(run: _Run) -> dict:
     )
     callbacks += list(run.callbacks or [])
     _log_start(run)
-    cache_dir = tempfile.mkdtemp(prefix="tfr-train-cache-")
-    try:
-        train_data = run.family.training_data(run.prepared, model, cache_dir)
+    with tempfile.TemporaryDirectory(prefix="tfr-train-cache-", ignore_cleanup_errors=True) as d:
+        train_data = run.family.training_data(run.prepared, model, d)
         started = time.perf_counter()
         with run.family.fitting(run.prepared):
+            verbose = 0 if lines else run.verbose
             history = fitted.fit(
-                train_data,
-                epochs=config.epochs,
-                callbacks=callbacks,
-                verbose=0 if lines else run.verbose,
+                train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose
             )
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
     seconds = time.perf_counter() - started
     try:
         os.rmdir(os.path.join(config.model_dir, BACKUP_NAME))  # emptied once training completes
@@ -291,13 +243,6 @@ def _train(run: _Run) -> dict:
     metrics["settings"] = config.to_json()
     write_json(os.path.join(config.model_dir, METRICS_NAME), metrics)
     return metrics
-
-
-def _build(run: _Run):
-    """``(model, fitted)`` built and compiled under the run's strategy and precision."""
-    # The precision policy applies to the layers built under it, then is restored.
-    with precision_policy(run.precision), run.strategy.scope():
-        return run.family.build(run.prepared, steps_per_epoch=run.plan.batches.steps, xla=run.xla)
 
 
 def _log_start(run: _Run) -> None:

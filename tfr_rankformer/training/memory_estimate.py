@@ -1,22 +1,9 @@
 """A run's peak memory, estimated before its first step, and the memory the machine has.
 
-The estimate adds what a training process holds at once:
-
-* the runtime: TensorFlow, the model, its optimizer state (``RUNTIME_BYTES``);
-* the training lists held in memory (``inputs.resident_lists``), held twice
-  for a moment while they are loaded, before the first step;
-* the input pipeline: the parsed-list cache (when kept), the shuffle buffer,
-  the partly filled batches of every bucket and the prefetched batches;
-* the largest training step: activations kept for the backward pass, per
-  padded item and per attention entry, from the model's widths and depth;
-* evaluation: the predictions of the largest split and its largest batch
-  (a forward pass holds a fraction of a training step).
-
-The per-item constants were measured with ``pipelines/benchmarks/web30k_scale.py``
-(its ``estimate / measured`` column) on the RankFormer, the transformer, the
-MLP and allRank's ranker. A RankFormer training step on 136 features held
-1.43 GiB above the runtime for 2048 lists x 16 items (estimate 1.46), 1.52 GiB
-for 256 x 128 (1.55) and 2.58 GiB for 32 x 1,024 (2.77).
+The estimate adds the runtime (TensorFlow, the model, its optimizer state), the training
+lists held in memory, the input pipeline (cache, shuffle buffer, partial and prefetched
+batches), the largest training step's activations (per padded item and attention entry)
+and evaluation. The constants were fitted to measured peaks (``docs/results.md``).
 
 >>> step_bytes(_Shape(width=136, layers=3, heads=1, ff=512, head=128, extra=1, units=()),
 ...            lists=2048, length=16, num_features=136) / 2**30  # doctest: +ELLIPSIS
@@ -41,24 +28,15 @@ __all__ = [
 
 RUNTIME_BYTES = 700 << 20  # TensorFlow's runtime and a small model, measured after start-up
 _FLOAT = 4
-# Measured allocations over the tensors the backward pass keeps.
-_OVERHEAD = 1.25
+_OVERHEAD = 1.25  # measured allocations over the tensors the backward pass keeps
 _FORWARD_SHARE = 0.35  # a forward pass without gradients, against a training step
 
 
 @dataclasses.dataclass(frozen=True)
 class _Shape:
-    """What the activations of a model depend on.
-
-    Attributes:
-      width: encoder width (0: no encoder).
-      layers: encoder layers.
-      heads: attention heads.
-      ff: feed-forward width.
-      head: the score (and list) heads' hidden width.
-      extra: tokens added to each list ([CLS], summary tokens).
-      units: an MLP's hidden widths.
-    """
+    """What a model's activations depend on: the encoder's width (0: none), layers, heads
+    and feed-forward width, the heads' hidden width, the tokens added to each list
+    ([CLS], summary tokens) and an MLP's hidden widths."""
 
     width: int
     layers: int
@@ -70,9 +48,7 @@ class _Shape:
 
 
 def model_shape(model: str, architecture, num_features: int) -> _Shape:
-    """The activation shape of a resolved ``ModelConfig`` for ``model``, from its
-    traits (``model_families.ModelSpec``): no encoder without attention, the
-    encoder's width, and the tokens added to each list."""
+    """The activation shape of a resolved ``ModelConfig`` for ``model``, from its traits."""
     a = architecture
     spec = model_families.get_model(model)
     if not spec.attention:
@@ -102,16 +78,9 @@ def format_gb(n: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryEstimate:
-    """A run's estimated peak, by part (bytes).
-
-    Attributes:
-      runtime: TensorFlow and the model.
-      pipeline: cache, shuffle buffer, partial and prefetched batches.
-      step: the largest training step.
-      evaluation: the predictions of the largest split and its largest batch.
-      step_batch: ``(lists, length)`` of the largest training batch.
-      resident: the training lists held in memory (0: read every epoch).
-    """
+    """A run's estimated peak by part, in bytes (see the module docstring); ``step_batch``:
+    ``(lists, length)`` of the largest training batch; ``resident``: the training lists
+    held in memory (0: read every epoch)."""
 
     runtime: int
     pipeline: int

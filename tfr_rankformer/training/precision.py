@@ -1,30 +1,18 @@
 """A training run's compute precision, and the Keras dtype policy that carries it.
 
-``float32`` computes and stores everything in float32. ``bf16`` and
-``float16`` are mixed precision: the layers built under Keras's
-``mixed_bfloat16`` or ``mixed_float16`` policy compute in that type and keep
-float32 variables (the master weights the optimizer updates); ``float16`` also
-scales the loss (``compile`` wraps the optimizer), which ``bf16``, with
-float32's exponent range, does not need. Whatever the policy, the models'
-output layers (score and list heads) and the feature normalisation are float32
-layers, so losses and metrics read float32.
-
-The policy is global in Keras: ``precision_policy`` sets it while a run's model
-is built and compiled and puts the previous one back, so a later model in the
-same process is built as before. A trained run is reloaded (evaluation,
-export) under float32 (``training.feature_runs.load_run``).
+``bf16`` and ``float16`` are mixed precision: layers compute in that type and keep
+float32 variables; ``float16`` also scales the loss. The output heads and the feature
+normalisation stay float32. Keras's policy is global: ``precision_policy`` sets it while
+a model is built and restores it after; trained runs are reloaded in float32.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 
 from tfr_rankformer.core.command_names import PRECISIONS
 
 __all__ = [
-    "KERAS_POLICIES",
-    "PRECISIONS",
     "check_precision",
     "cpu_precision_warning",
     "native_bf16_cpu",
@@ -32,29 +20,17 @@ __all__ = [
     "resolve_precision",
 ]
 
-logger = logging.getLogger(__name__)
-
-# Keras's global policy for each precision.
-KERAS_POLICIES = {"float32": "float32", "bf16": "mixed_bfloat16", "float16": "mixed_float16"}
-# CPU flags of bfloat16 arithmetic in hardware (AVX512-BF16, AMX-BF16).
-_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+_KERAS_POLICIES = {"float32": "float32", "bf16": "mixed_bfloat16", "float16": "mixed_float16"}
+_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # bfloat16 arithmetic in hardware
 
 
 def _alias(mixed_precision: bool) -> str:
-    """The precision ``mixed_precision`` on or off stands for."""
     return "float16" if mixed_precision else "float32"
 
 
 def check_precision(precision: str | None, mixed_precision: bool | None) -> None:
-    """Refuses an unknown ``precision``, or one that ``mixed_precision`` (its alias:
-    on is float16, off float32) contradicts.
-
-    >>> check_precision("bf16", None)
-    >>> check_precision("float16", True)
-
-    Raises:
-      ValueError: naming both settings when they disagree.
-    """
+    """Refuses an unknown ``precision``, or one that ``mixed_precision`` (its alias: on is
+    float16, off float32) contradicts, naming both settings."""
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"`precision` must be one of {list(PRECISIONS)}, got {precision!r}")
     if mixed_precision is not None and not isinstance(mixed_precision, bool):
@@ -85,16 +61,9 @@ def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gp
 
 
 def cpu_precision_warning(precision: str, *, gpu: bool, native_bf16: bool | None) -> str | None:
-    """What to warn of when ``precision`` runs slowly on this device, else ``None``.
-
-    bf16 on a CPU without bfloat16 instructions (``native_bf16`` False) is
-    emulated; float16 on any CPU is slow too: TensorFlow's CPU kernels have no
-    fast float16 path (the RankFormer trained at 62 lists/s against float32's
-    7,944 in one run on an AMD EPYC with AVX-512, see docs/tfr-train.md).
-
-    >>> cpu_precision_warning("bf16", gpu=False, native_bf16=True) is None
-    True
-    """
+    """What to warn of when ``precision`` runs slowly on this device, else ``None``: bf16
+    on a CPU without bfloat16 instructions is emulated, and TensorFlow's CPU kernels have
+    no fast float16 path."""
     if gpu:
         return None
     if precision == "bf16" and native_bf16 is False:
@@ -123,17 +92,13 @@ def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
 
 @contextlib.contextmanager
 def precision_policy(precision: str):
-    """Keras's global policy set to ``precision``'s inside the block, the previous one after.
-
-    Raises:
-      ValueError: for an unknown precision.
-    """
+    """Keras's global policy set to ``precision``'s inside the block, the previous one after."""
     import tensorflow as tf
 
-    if precision not in KERAS_POLICIES:
+    if precision not in _KERAS_POLICIES:
         raise ValueError(f"Unknown precision {precision!r}; choose from {list(PRECISIONS)}")
     previous = tf.keras.mixed_precision.global_policy()
-    tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
+    tf.keras.mixed_precision.set_global_policy(_KERAS_POLICIES[precision])
     try:
         yield
     finally:

@@ -1,16 +1,11 @@
 """What a training run will do before it starts: list cap, length buckets, batch sizes,
-steps per epoch and peak memory; a run that cannot fit is refused with the flags
-that would make it fit.
-
-``tfr-train`` logs ``RunPlan.describe()`` before its first step, e.g. on
-WEB30K-shaped data: ``18,900 lists, 96 batches/epoch by length (<= 16 items: 226 lists
-x 2048; ...); whole lists; padding adds 20%; memory about 3.4 GiB at its peak ...``.
+steps per epoch and peak memory (``RunPlan.describe()`` is logged before the first step);
+a run that cannot fit is refused with the flags that would make it fit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.multi_worker import WorkerRole
@@ -33,25 +28,22 @@ __all__ = [
     "RunPlan",
     "MemoryLimitError",
     "SAFETY_MARGIN",
+    "batch_plan",
+    "largest_step",
     "list_cap",
     "plan_run",
     "check_memory",
     "shuffle_lists",
 ]
 
-logger = logging.getLogger(__name__)
-
 SHUFFLE_BUFFER = 10_000
-# The shuffle buffer holds about this many items: 10,000 lists of the click
-# protocol's 16 (the paper's), about 1,330 of WEB30K's mean of 120, where 10,000
-# whole lists took 0.67 GiB and a first step waited for all of them to be parsed.
+# The shuffle buffer holds about this many items (10,000 lists of the paper's 16), so
+# that long lists neither fill memory nor delay the first step.
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16
 _ROW = 4  # bytes per float
 
-# The estimate came to 0.78 of the measured peak of a RankFormer epoch on
-# WEB30K-shaped data with packed items (0.84 without; allocator pools and
-# transient copies it does not model): a run is refused when the estimate
-# times this exceeds the limit.
+# A run is refused when the estimate times this exceeds the limit: the estimate leaves
+# out allocator pools and transient copies (``docs/results.md``).
 SAFETY_MARGIN = 1.3
 
 
@@ -60,12 +52,8 @@ class MemoryLimitError(ValueError):
 
 
 def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
-    """Items a training list keeps at most (``None``: whole lists).
-
-    ``--list-size`` when given; the click simulation's sample size for simulated
-    data (its lists are never longer); the model's ``slate_size``
-    (``model_families``: allRank's 240 for ``context_aware``); otherwise whole lists.
-    """
+    """Items a training list keeps at most (``None``: whole lists): ``--list-size``, else
+    the click simulation's sample size, else the model's ``slate_size``."""
     if config.list_size is not None:
         return config.list_size
     if manifest.clicks is not None:
@@ -77,9 +65,6 @@ def shuffle_lists(manifest: Manifest) -> int:
     """Lists the training shuffle buffer holds: about ``SHUFFLE_ITEMS`` items of the
     training split's mean list length, at most ``SHUFFLE_BUFFER``.
 
-    >>> train = {"num_lists": 189_000, "num_items": 3_000_000}
-    >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
-    10000
     >>> train = {"num_lists": 18_900, "num_items": 2_279_173}
     >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
     1326
@@ -97,14 +82,12 @@ class RunPlan:
       batches: the training split's buckets and lists per batch.
       cap: ``list_cap``.
       items: the items an epoch trains on (after the cap, before padding).
-      sampled_out: items per epoch that the cap leaves out (sampled anew each epoch).
+      sampled_out: items per epoch that the cap leaves out.
       eval_batch_items: padded items per evaluation batch.
       memory: the peak-memory estimate.
       limit: the memory the run may use (bytes; ``None``: unknown).
       unit: what an item is (``documents`` for text lists).
-      streamed_peak: the peak estimate with the training lists read every epoch
-        (``--lists-in-memory off``) instead of held; ``None`` when they are read
-        so already.
+      streamed_peak: the peak with ``--lists-in-memory off`` (``None``: it is off).
     """
 
     batches: batching.BatchPlan
@@ -138,15 +121,33 @@ class RunPlan:
         )
 
 
-def _lists_per_batch(config: TrainConfig) -> dict:
+def batch_plan(
+    config, lengths: dict, longest: int, cap: int | None, *, one_bucket: bool, item_tokens: int = 1
+) -> batching.BatchPlan:
+    """The training split's batches: lists of ``lengths`` (``{length: count}``) cut at
+    ``cap``, grouped by length (in one bucket if ``one_bucket``), ``--batch-size`` lists
+    per batch or as many as fit ``--batch-items`` (of ``item_tokens`` per item)."""
+    edges = batching.bucket_edges(longest, cap=cap)
+    edges = edges[-1:] if one_bucket else edges
+    clipped = batching.clipped_lengths(lengths, edges[-1])
     if config.batch_items is None:
-        return dict(lists_per_batch=config.batch_size)
-    return dict(batch_items=config.batch_items, max_lists=config.batch_size)
+        return batching.plan_batches(clipped, edges=edges, lists_per_batch=config.batch_size)
+    items = max(1, config.batch_items // item_tokens)
+    return batching.plan_batches(
+        clipped, edges=edges, batch_items=items, max_lists=config.batch_size
+    )
+
+
+def largest_step(plan: batching.BatchPlan, step_bytes) -> tuple[int, tuple[int, int]]:
+    """The largest training step's bytes (``step_bytes(lists, length)``) and its
+    ``(lists, length)``; a bucket's batches hold at most its lists."""
+    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
+    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
+    return max(((step_bytes(b, e), (b, e)) for b, e in used), key=lambda sized: sized[0])
 
 
 def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: bool) -> int:
-    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch (with
-    the lists in memory: no cache, and the shuffle buffer holds list indices)."""
+    """Cache, shuffle buffer, partly filled windows, parse batches and prefetch."""
     entry = manifest.split("train")
     row = (manifest.num_features + 3) * _ROW
     mean = entry.num_items / max(1, entry.num_lists)
@@ -163,9 +164,8 @@ def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: b
 
 
 def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.BatchPlan) -> int:
-    """What ``inputs.resident_lists`` holds of the training split (0 with the lists
-    read every epoch): its lists padded to the one bucket when they all fit it, else
-    its items. A worker's shard is counted as the whole split."""
+    """What ``inputs.resident_lists`` holds of the training split (0 when read every
+    epoch): padded to the one bucket when all fit it, else its items."""
     if not config.lists_in_memory:
         return 0
     entry = manifest.split("train")
@@ -183,14 +183,11 @@ def plan_run(
     lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
     cap = list_cap(config, manifest)
     longest = manifest.split("train", data_dir).longest_or(max(lengths, default=1))
-    edges = batching.bucket_edges(longest, cap=cap)
-    if worker.multi_worker or not config.length_buckets:
-        # One bucket. Workers must take the same number of steps, and each
-        # worker's shard has its own lengths.
-        edges = edges[-1:]
-    clipped = batching.clipped_lengths(lengths, edges[-1])
-    plan = batching.plan_batches(clipped, edges=edges, **_lists_per_batch(config))
-    sampled_out = sum((n - edges[-1]) * c for n, c in lengths.items() if n > edges[-1])
+    # One bucket for several workers: they must take the same number of steps.
+    one_bucket = worker.multi_worker or not config.length_buckets
+    plan = batch_plan(config, lengths, longest, cap, one_bucket=one_bucket)
+    edge = plan.edges[-1]
+    sampled_out = sum((n - edge) * c for n, c in lengths.items() if n > edge)
     eval_items = config.evaluation_batch_items()
     memory = estimate_memory(config, manifest, plan, cap=cap, eval_batch_items=eval_items)
     streamed = None
@@ -198,7 +195,7 @@ def plan_run(
         reading = dataclasses.replace(config, lists_in_memory=False)
         streamed = estimate_memory(reading, manifest, plan, cap=cap, eval_batch_items=eval_items)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
-    items = sum(n * c for n, c in clipped.items())
+    items = sum(min(n, edge) * c for n, c in lengths.items())
     streamed_peak = streamed.peak if streamed else None
     return RunPlan(
         plan, cap, items, sampled_out, eval_items, memory, limit, streamed_peak=streamed_peak
@@ -211,12 +208,9 @@ def estimate_memory(
     """The run's peak memory by part (see ``memory_estimate``)."""
     d = manifest.num_features
     shape = model_shape(config.model, config.architecture, d)
-    # A bucket's batches hold at most its lists.
-    used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
-    used = used or [(plan.lists_per_batch[0], plan.edges[0])]
-    sizes = [step_bytes(shape, lists=b, length=e, num_features=d) for b, e in used]
-    step = max(sizes)
-    batch = used[sizes.index(step)]
+    step, batch = largest_step(
+        plan, lambda b, e: step_bytes(shape, lists=b, length=e, num_features=d)
+    )
     evaluation = 0
     for entry in manifest.splits.values():
         longest = entry.longest_or(1)
@@ -241,11 +235,8 @@ def check_memory(
     run: RunPlan, config: TrainConfig, *, item_tokens: int = 1, shorter_lists: int = 256
 ) -> None:
     """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit.
-
-    ``item_tokens``: what one item counts in ``--batch-items`` (a text run's
-    budget is in tokens: ``--max-document-tokens`` per document);
-    ``shorter_lists``: the ``--list-size`` suggested when lists are longer.
-    """
+    ``item_tokens``: what an item counts in ``--batch-items`` (a text run's are tokens);
+    ``shorter_lists``: the ``--list-size`` suggested when lists are longer."""
     if run.limit is None or run.memory.peak * SAFETY_MARGIN <= run.limit:
         return
     memory = run.memory

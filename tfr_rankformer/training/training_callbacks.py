@@ -1,5 +1,4 @@
-"""The training loop's own Keras callbacks: throughput in the logs, progress lines for runs
-without a terminal, and the best weights."""
+"""The training loop's own Keras callbacks: throughput, progress lines, the best weights."""
 
 from __future__ import annotations
 
@@ -24,13 +23,8 @@ logger = logging.getLogger(__name__)
 
 
 class Throughput(tf.keras.callbacks.Callback):
-    """Adds ``lists_per_sec`` (training lists per second so far in the epoch) to the logs,
-    so the progress bar shows it after every batch.
-
-    Mid-epoch, the lists done after step ``s`` of ``S`` are taken as
-    ``lists_per_epoch * s / S`` (batches of varying size: an estimate); the
-    epoch's figure is exact.
-    """
+    """Adds ``lists_per_sec`` (training lists per second so far in the epoch) to the logs;
+    mid-epoch, step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists."""
 
     def __init__(self, lists_per_epoch: int, steps_per_epoch: int):
         super().__init__()
@@ -55,23 +49,16 @@ class Throughput(tf.keras.callbacks.Callback):
 
 
 def attached_to_terminal() -> bool:
-    """Whether both standard output and standard error are terminals.
+    """Whether both standard output (Keras's redrawn progress bar) and standard error (the
+    log) are terminals; a missing, closed or file-like stream is none."""
 
-    Keras's progress bar writes to standard output and redraws itself with
-    carriage returns and backspaces, which only reads well on a terminal; log
-    records go to standard error. Under a batch job, ``nohup`` or a redirection
-    to a file, one of the two is not a terminal, and the run is better served by
-    ``fit(verbose=0)`` or ``fit(verbose=2)`` plus :class:`ProgressLines`.
-    A missing, closed or file-like stream without ``isatty`` counts as no terminal.
-    """
-    return _isatty(sys.stdout) and _isatty(sys.stderr)
+    def isatty(stream) -> bool:
+        try:
+            return bool(stream is not None and stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
 
-
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream is not None and stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
+    return isatty(sys.stdout) and isatty(sys.stderr)
 
 
 def _amount(value: float) -> str:
@@ -92,48 +79,17 @@ def _metric(value) -> str:
 
 
 class ProgressLines(tf.keras.callbacks.Callback):
-    """Logs a progress line now and then during an epoch, and one at its end, for runs that
-    no one watches on a terminal.
-
-    Keras's progress bar (``fit(verbose=1)``) redraws one line on standard output;
-    sent to a log file it is unreadable, and a silent epoch of several minutes
-    looks like a hung run. So a trainer can choose, with :func:`attached_to_terminal`::
-
-        verbose = 1 if attached_to_terminal() else 2
-        if verbose != 1:
-            callbacks.append(ProgressLines(lists, steps_per_epoch=steps))
-
-    After a training step, a line is logged when ``every_steps`` steps or
-    ``every_seconds`` seconds have passed since the epoch's last line (or its
-    start), whichever comes first; at the end of each epoch a summary line is
-    always logged. Lines go to this module's logger at level INFO (the command
-    line configures where they go), for example::
+    """Logs (INFO) a progress line every ``every_steps`` steps or ``every_seconds`` seconds,
+    whichever comes first, and a summary at each epoch's end, for runs no terminal shows::
 
         epoch 1/200 step 40/81 (49%) 61 s, 152 lists/s, loss 1.2345, epoch ETA 63 s
-        epoch 1/200 done: 81 steps in 125 s, 152 lists/s, loss 1.2011; validation 4.21 s,
-        val_loss 1.1873, val_ndcg_10 0.4567
+        epoch 1/200 done: 81 steps in 125 s, 152 lists/s, loss 1.2011; validation 4.21 s, ...
 
-    (the second wrapped here). Before the number of steps in an epoch is known,
-    step lines show neither the share of the epoch, nor the rate, nor the ETA;
-    from the second epoch on, the steps the first one took are used.
-
-    Lists done after step ``s`` are estimated as ``lists_per_epoch * s / S``, ``S``
-    being the steps in the epoch: exact when every batch holds as many lists, an
-    estimate when batches vary in size (the last one, or buckets of list sizes).
-    The ETA is the epoch's remaining steps times its mean seconds per step so far,
-    validation not included. The summary line's rate counts training time only
-    (up to the last step); the time after it, mostly validation, is shown when the logs
-    hold ``val_*`` metrics.
-
-    Args:
-      lists_per_epoch: Training lists in an epoch.
-      steps_per_epoch: Optimizer steps in an epoch, when known; otherwise the
-        ``steps`` Keras puts in ``params``, if any.
-      every_steps: Log a line after this many steps since the last one; ``None``
-        for no step count.
-      every_seconds: Log a line once this many seconds have passed since the last
-        one; ``None`` for no time limit.
-      clock: Seconds from a monotonic clock; tests give their own.
+    Step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists. Until the steps in an
+    epoch are known (``steps_per_epoch``, Keras's ``params``, or the first epoch's
+    count), step lines show neither share, rate nor ETA. The summary's rate counts
+    training time only; the time after the last step (validation) is shown with the
+    ``val_*`` metrics. ``clock``: seconds from a monotonic clock (tests give their own).
     """
 
     def __init__(
@@ -231,14 +187,9 @@ class ProgressLines(tf.keras.callbacks.Callback):
 
 
 class BestWeights(tf.keras.callbacks.Callback):
-    """Saves the whole model's weights (normalisation included) when ``monitor`` improves,
-    or after every epoch when ``monitor`` is ``None`` (so the last epoch's are kept).
-
-    Under multi-worker training (``strategy`` given) every worker follows the
-    chief's decision, and every worker saves, since saving may read variables
-    collectively: the chief to ``path``, the others to a scratch directory that
-    they delete at once.
-    """
+    """Saves the whole model's weights when ``monitor`` improves, or after every epoch when
+    ``monitor`` is ``None``. Under multi-worker training every worker follows the chief's
+    decision and saves (saving may read variables collectively): the others to scratch."""
 
     def __init__(
         self,

@@ -1,14 +1,11 @@
-"""What a ``tfr-train`` run is made of: its losses, its model compiled for training, its
-callbacks and the final evaluation of every split.
-
-``training.train`` (the one loop) takes the callbacks from here; the
-feature-vector family (``feature_family``) its model and final evaluation,
-the text family (``text.text_family``) the loss assembly (``run_losses``).
-The run's file names are ``run_layout``'s.
+"""What a neural run is made of: its model and losses compiled for training and its
+callbacks; reloading a trained feature-vector run; the evaluator of a run (neural or
+GBDT) over a converted dataset.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import tensorflow as tf
@@ -20,30 +17,27 @@ from tfr_rankformer.core.run_layout import (
     CONFIG_NAME,
     HISTORY_NAME,
     LOGS_NAME,
-    METRICS_NAME,
 )
 from tfr_rankformer.inputs import data
+from tfr_rankformer.inputs.empty_splits import empty_split_error, empty_splits
 from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.model.models import build_model, ranker_of
-from tfr_rankformer.ranking.evaluation import evaluate_model
+from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss
 from tfr_rankformer.training.optimizers import build_optimizer
+from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.training.training_callbacks import BestWeights, ProgressLines, Throughput
 
 __all__ = [
-    "run_losses",
-    "weight_keeping",
-    "BEST_WEIGHTS",
-    "CONFIG_NAME",
-    "METRICS_NAME",
-    "HISTORY_NAME",
-    "BACKUP_NAME",
-    "item_levels",
-    "build_run_model",
     "build_compiled_model",
+    "build_run_model",
+    "data_evaluator",
+    "item_levels",
+    "load_run",
     "run_callbacks",
-    "evaluate_splits",
+    "run_losses",
 ]
 
 
@@ -83,11 +77,8 @@ def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
 def build_compiled_model(
     config: TrainConfig, manifest: Manifest, *, steps_per_epoch: int, xla: bool
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
-    """The model, and its ranker compiled with the losses, the optimizer and its schedule.
-
-    Training fits the ranker (normalised features); the model wraps it with the
-    normalisation (raw features). Call inside a strategy scope.
-    """
+    """The model, and its ranker (fitted on normalised features) compiled with the
+    losses, the optimizer and its schedule. Call inside a strategy scope."""
     levels = manifest.label_levels
     model = build_run_model(config, manifest)
     ranker = ranker_of(model)
@@ -95,42 +86,6 @@ def build_compiled_model(
     optimizer = build_optimizer(config, steps_per_epoch)
     ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
     return model, ranker
-
-
-def weight_keeping(
-    config: TrainConfig,
-    model: tf.keras.Model,
-    *,
-    has_vali: bool,
-    worker: WorkerRole | None = None,
-    strategy: tf.distribute.Strategy | None = None,
-) -> tuple[list[tf.keras.callbacks.Callback], str]:
-    """The callbacks that keep the run's weights and stop early, and the logged value
-    they follow: validation NDCG_y@10 with a ``vali`` split, else the training loss.
-
-    ``keep_weights="best"`` keeps the best epoch's weights and stops after
-    ``patience`` epochs without a better one; ``"last"`` keeps every epoch's
-    last weights and never stops early. ``worker`` and ``strategy``: see
-    ``training_callbacks.BestWeights`` (multi-worker runs).
-    """
-    monitor, mode = ("val_ndcg_y@10", "max") if has_vali else ("loss", "min")
-    last = config.keep_weights == "last"
-    callbacks = [
-        BestWeights(
-            model,
-            os.path.join(config.model_dir, BEST_WEIGHTS),
-            monitor=None if last else monitor,
-            mode=mode,
-            history=os.path.join(config.model_dir, HISTORY_NAME),
-            worker=worker,
-            strategy=strategy,
-        )
-    ]
-    if not last:
-        callbacks.append(
-            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
-        )
-    return callbacks, monitor
 
 
 def run_callbacks(
@@ -146,22 +101,32 @@ def run_callbacks(
     progress_seconds: float,
 ) -> tuple[list[tf.keras.callbacks.Callback], str]:
     """The training callbacks of every family, and the logged value that picks the best
-    weights.
-
-    ``validation`` (the family's, ``None`` without a ``vali`` split) adds the
-    ``val_*`` metrics, before the callbacks that read them. Every worker
-    evaluates, stops early and backs up alike; only the chief gets the callbacks
-    that write (history, TensorBoard) and progress lines.
+    weights: validation NDCG_y@10 with ``validation`` (the family's callback adding the
+    ``val_*`` metrics), else the training loss. ``keep_weights="last"`` keeps every
+    epoch's weights and never stops early. Only the chief gets the callbacks that write.
     """
     callbacks = [Throughput(lists, steps)]
     if validation is not None:
         callbacks.append(validation)
         if worker.multi_worker:
             callbacks.append(SharedValidation(strategy))
-    kept, monitor = weight_keeping(
-        config, model, has_vali=validation is not None, worker=worker, strategy=strategy
+    monitor, mode = ("val_ndcg_y@10", "max") if validation is not None else ("loss", "min")
+    last = config.keep_weights == "last"
+    callbacks.append(
+        BestWeights(
+            model,
+            os.path.join(config.model_dir, BEST_WEIGHTS),
+            monitor=None if last else monitor,
+            mode=mode,
+            history=os.path.join(config.model_dir, HISTORY_NAME),
+            worker=worker,
+            strategy=strategy,
+        )
     )
-    callbacks += kept
+    if not last:
+        callbacks.append(
+            tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
+        )
     callbacks += [
         # Under MultiWorkerMirroredStrategy Keras itself has the chief write
         # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
@@ -179,23 +144,65 @@ def run_callbacks(
     return callbacks, monitor
 
 
-def evaluate_splits(
-    config: TrainConfig, manifest: Manifest, model: tf.keras.Model, splits=None
-) -> dict:
-    """The metrics of the whole model (raw features) on ``splits`` of the run's data
-    (``None``: every split)."""
-    return {
-        split: evaluate_model(
-            model,
-            data.evaluation_dataset(
-                config.data,
-                manifest,
-                split=split,
-                batch_size=config.eval_batch_size,
-                batch_items=config.evaluation_batch_items(),
-            ),
-            max_label=manifest.label_levels,
-            list_head=config.uses_list_head,
+def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
+    """A trained feature-vector run's settings, training manifest, and model with the best
+    weights, built in float32 (whatever the run's precision) with its training statistics.
+
+    Raises:
+      FileNotFoundError: if ``model_dir`` is not a trained run.
+      ValueError: the checkpoint does not match the model this version builds.
+    """
+    config_path = os.path.join(model_dir, CONFIG_NAME)
+    weights = os.path.join(model_dir, BEST_WEIGHTS)
+    if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
+        raise FileNotFoundError(
+            f"{model_dir} is not a trained run: it needs {CONFIG_NAME} and {BEST_WEIGHTS}.* "
+            "(written by tfr-train)"
         )
-        for split in (manifest.splits if splits is None else splits)
-    }
+    with open(config_path, encoding="utf-8") as f:
+        config = TrainConfig.from_json(json.load(f))
+    manifest = data.load_manifest(config.data)
+    with precision_policy("float32"):
+        model = build_run_model(config, manifest)
+    try:
+        # Every variable must come from the checkpoint: a mismatch must not pass silently.
+        status = model.load_weights(weights)
+        status.assert_existing_objects_matched()
+        status.expect_partial()  # the checkpoint also holds the optimizer's state
+    except AssertionError as e:
+        raise ValueError(
+            f"{model_dir}: the checkpoint does not match the {config.model!r} model this "
+            f"version builds (retrain, or use the version that trained it): {e}"
+        ) from None
+    return config, manifest, model
+
+
+def data_evaluator(
+    trained_on: str, num_features: int, data_dir: str | None, evaluate
+) -> RunEvaluator:
+    """A ``RunEvaluator`` over the converted dataset ``data_dir`` (default: ``trained_on``),
+    refusing one of another feature count; ``evaluate(data_dir, manifest, split)``."""
+    data_dir = data_dir or trained_on
+    manifest = data.load_manifest(data_dir)
+    if manifest.num_features != num_features:
+        raise ValueError(
+            f"{data_dir} has {manifest.num_features} features; the model was trained on "
+            f"{num_features}"
+        )
+    empty = empty_splits(manifest)
+
+    def check(splits: list[str]) -> None:
+        # An empty split, or a shard cut short, is named before any metric is written.
+        for split in (s for s in splits if s in empty):
+            raise empty_split_error(
+                manifest, split, data_dir=data_dir, then="there is nothing to evaluate"
+            )
+        check_split_files(data_dir, manifest, splits)
+
+    return RunEvaluator(
+        trained_on=trained_on,
+        data_dir=data_dir,
+        splits=[split for split in manifest.splits if split not in empty],
+        evaluate=lambda split: evaluate(data_dir, manifest, split),
+        check=check,
+    )

@@ -18,7 +18,7 @@ import time
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import require_positive_ints, write_json
-from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
+from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.model.model_config import ModelConfig
@@ -134,7 +134,7 @@ def resolve_space(config: TuneConfig) -> dict:
 
 def _gbdt_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
     """A trial's ``GBDTConfig`` JSON: fixed settings, then the sampled parameters."""
-    fields = {f.name for f in dataclasses.fields(gbdt.GBDTConfig)}
+    fields = {f.name for f in dataclasses.fields(GBDTConfig)}
     own = {k: v for k, v in config.settings.items() if k in fields and k != "params"}
     lightgbm = dict(config.settings.get("params", {}))
     lightgbm.update({k: v for k, v in config.settings.items() if k not in fields})
@@ -205,7 +205,7 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
     trial.set_user_attr("run_dir", model_dir)
     pruning = config.prune
     if config.is_gbdt:
-        run = gbdt.GBDTConfig.from_json(_gbdt_values(config, params, model_dir))
+        run = GBDTConfig.from_json(_gbdt_values(config, params, model_dir))
         metrics = train(run, callbacks=[_GBDTPruning(trial)] if pruning else None)
     else:
         run = TrainConfig.from_flat(_neural_values(config, params, model_dir))

@@ -91,8 +91,9 @@ def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tupl
     import tensorflow as tf
 
     from tfr_rankformer.inputs.data import load_manifest
-    from tfr_rankformer.training.loop import TrainConfig, build_compiled_model
     from tfr_rankformer.training.optimizers import learning_rate_schedule
+    from tfr_rankformer.training.train_config import TrainConfig
+    from tfr_rankformer.training.training_setup import build_compiled_model
 
     tf.keras.utils.set_random_seed(seed)
     values = dict(model=name, data=fold_data, model_dir=os.devnull, seed=seed)

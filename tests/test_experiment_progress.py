@@ -150,9 +150,12 @@ def test_slow_trees_get_a_line_when_the_interval_has_passed(caplog):
 
 def test_the_command_logs_stages_by_default_and_refuses_a_bad_interval(capsys):
     from pipelines.experiment_cli import build_parser, main
+    from pipelines.tf_log_level import Display
+    from tfr_rankformer.core.config_io import from_args
 
     args = build_parser().parse_args(["--dataset", "synthetic", "--output", "x"])
-    assert args.log_level == "INFO" and args.progress_seconds == 30.0
+    display = from_args(args, Display)
+    assert display.log_level == "INFO" and display.progress_seconds == 30.0
     with pytest.raises(SystemExit):
         main(["--dataset", "synthetic", "--output", "x", "--progress-seconds", "0"])
     assert "--progress-seconds must be > 0, got 0.0" in capsys.readouterr().err

@@ -84,9 +84,7 @@ def _config(*argv):
     from pipelines import train_cli
 
     parser = train_cli.build_parser()
-    args = parser.parse_args(list(argv))
-    flags = {k: v for k, v in vars(args).items() if k not in train_cli._NOT_SETTINGS}
-    return train_cli._configs(parser, args, flags)
+    return train_cli._configs(parser, parser.parse_args(list(argv)))
 
 
 @pytest.mark.parametrize("flag, expected", [([], False), (["--match-marks"], True)])

@@ -243,7 +243,7 @@ def test_listnet_uses_the_labels_softmax_as_target():
 
 
 def test_bad_settings_are_rejected():
-    with pytest.raises(ValueError, match="loss scaling"):
+    with pytest.raises(ValueError, match="`loss_scaling` must be one of"):
         _config(loss_scaling="mean")
     with pytest.raises(ValueError, match="optimizer"):
         _config(optimizer="sgd")

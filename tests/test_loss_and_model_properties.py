@@ -11,8 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
-from tfr_rankformer.core.model_families import get_model, model_names
-from tfr_rankformer.core.model_spec import FEATURES_KIND
+from tfr_rankformer.core.model_families import FEATURES_KIND, get_model, model_names
 from tfr_rankformer.model.models import ModelConfig, build_model
 from tfr_rankformer.ranking.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
 

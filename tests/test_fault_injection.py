@@ -154,6 +154,7 @@ def _check_resumed(model_dir, result) -> None:
     assert _hidden(model_dir.parent) == []
 
 
+@pytest.mark.slow
 def test_training_killed_mid_epoch_is_refused_then_resumed(dataset, config, tmp_path):
     model_dir = tmp_path / "run"
     # The click protocol's 900 training lists in batches of 16: 57 steps an

@@ -139,6 +139,7 @@ def test_the_run_reloads_without_the_checkpoint_and_tokenises_as_it(trained, tmp
     assert tokenizer.token_ids(samples).to_list() == start.tokenizer.token_ids(samples).to_list()
 
 
+@pytest.mark.slow
 def test_eval_export_and_predict_work_on_the_run(trained, tmp_path, capsys):
     model_dir = trained["model_dir"]
     assert eval_main(["--model-dir", model_dir, "--split", "all"]) == 0

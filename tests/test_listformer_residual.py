@@ -136,6 +136,7 @@ def test_a_first_stage_is_refused_where_the_data_has_none(start, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_the_export_takes_and_tfr_predict_sends_the_first_stage_scores(start, tmp_path):
     checkpoint, data, _ = start
     model_dir = str(tmp_path / "run")

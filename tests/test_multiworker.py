@@ -144,6 +144,7 @@ def _run_workers(commands, envs, logs) -> list[int]:
             process.wait()
 
 
+@pytest.mark.slow
 def test_two_workers_train_alike_and_only_the_chief_writes(sharded, tmp_path):
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}

@@ -181,6 +181,7 @@ def test_config_errors_name_the_flag_typed_and_exit_2(tmp_path, capsys):
     assert "tfr-train: error: --epochs must be a positive int, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_training_into_another_runs_directory_is_refused_and_overwrite_replaces_it(
     dataset, tmp_path, capsys
 ):

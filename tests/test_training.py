@@ -242,6 +242,7 @@ print("RESULT " + json.dumps({"strategy": metrics["training"]["strategy"],
 """
 
 
+@pytest.mark.slow
 def test_two_replica_mirrored_strategy_trains(dataset, tmp_path):
     # Two logical CPU devices stand in for two GPUs: replicas, all-reduce, and the
     # dropout generators in replica context.

@@ -29,6 +29,7 @@ __all__ = [
     "from_args",
     "given",
     "load_settings",
+    "nest_flat",
     "on_off",
     "require_positive_ints",
     "setting",
@@ -237,3 +238,24 @@ def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "set
     if unknown:
         raise ValueError(f"Unknown {what} {sorted(unknown)}")
     return cls(**values)
+
+
+def nest_flat(settings: dict, sections: dict) -> dict:
+    """``settings`` with each key that names a field of a section's dataclass (``sections``:
+    field name -> dataclass) moved into that section; a section may also be given whole
+    (a dict or a dataclass), and a flat key overrides its value there."""
+    values, nested = {}, {}
+    for name in sections:
+        given = settings.get(name)
+        if dataclasses.is_dataclass(given):
+            given = dataclasses.asdict(given)
+        if given is not None and not isinstance(given, dict):
+            raise ValueError(f"`{name}` must be an object of settings, got {given!r}")
+        nested[name] = dict(given or {})
+    owner = {f.name: name for name, c in sections.items() for f in dataclasses.fields(c)}
+    for key, value in settings.items():
+        if key in owner:
+            nested[owner[key]][key] = value
+        elif key not in sections:
+            values[key] = value
+    return {**values, **nested}

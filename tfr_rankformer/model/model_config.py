@@ -197,6 +197,25 @@ class ModelConfig:
             )
         return ModelConfig(**values)
 
+    def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ModelConfig:
+        """``resolved`` for a training run: a text model's similarity follows its start
+        (a pretrained one keeps the checkpoint's own ranking), and a model whose [CLS]
+        comes with its list head (the released code's) has one only with that head."""
+        config = self
+        if model_families.is_text(model) and config.similarity is None:
+            similarity = "checkpoint" if pretrained else "none"
+            config = dataclasses.replace(config, similarity=similarity)
+        if config.similarity == "checkpoint" and not pretrained:
+            raise ValueError("`similarity` checkpoint needs a checkpoint: give `init_from`")
+        if model_families.get_model(model).cls_token_with_list_head and config.cls_token is None:
+            config = dataclasses.replace(config, cls_token=list_head)
+        config = config.resolved(model, loss)
+        if list_head and not config.cls_token:
+            raise ValueError(
+                "alpha > 0: the list head reads the [CLS] token, so `cls_token` is needed"
+            )
+        return config
+
 
 def _neural_names() -> tuple[str, ...]:
     return model_families.model_names(model_families.NEURAL_KINDS)

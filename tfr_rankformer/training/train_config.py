@@ -1,7 +1,5 @@
 """``TrainConfig``: the settings of one ``tfr-train`` run, each declared once on its field
-(``tfr-train``'s options are generated from them). ``TrainConfig.from_flat`` sends flat
-keys (flags, an experiment's ``rankformer:num_layers=2``, a search's values) to their
-section. Imports no TensorFlow, so ``--help`` stays quick.
+(``tfr-train``'s options are generated from them); no TensorFlow, so ``--help`` is quick.
 """
 
 from __future__ import annotations
@@ -27,12 +25,13 @@ from tfr_rankformer.core.command_names import (
 from tfr_rankformer.core.config_io import (
     check_fields,
     from_dict,
+    nest_flat,
     on_off,
     require_positive_ints,
     setting,
 )
 from tfr_rankformer.core.elwc_schema import SPLITS
-from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig, check_model_name
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
@@ -40,7 +39,7 @@ __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 # The settings of the nested sections, read from their dataclasses (in field order).
 ARCHITECTURE_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
-_SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
+_SECTIONS = {"architecture": ModelConfig, "text": TextConfig}
 
 
 def _split_names(value: str) -> tuple[str, ...]:
@@ -247,9 +246,7 @@ class TrainConfig:
 
     def __post_init__(self):
         check_fields(self)
-        if not model_families.is_neural(self.model):
-            choices = sorted(model_families.model_names(model_families.NEURAL_KINDS))
-            raise ValueError(f"Unknown model {self.model!r}; choose from {choices}")
+        check_model_name(self.model)
         if isinstance(self.text, dict):
             object.__setattr__(self, "text", TextConfig(**self.text))
         if not self.data or not self.model_dir:
@@ -288,7 +285,6 @@ class TrainConfig:
 
     def _check_optimization(self) -> None:
         """The resolved rates (the choices are checked with the fields)."""
-        check_fields(self)
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
@@ -297,8 +293,7 @@ class TrainConfig:
             raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
 
     def _check_family_settings(self) -> None:
-        """Settings one family of models takes: a text model's start and token
-        lengths, another family's mixed precision."""
+        """A text model's start and token lengths; a family's mixed precision."""
         if self.text.init_from is not None and not self.is_text:
             raise ValueError(f"`init_from` starts a text model (listformer), not {self.model!r}")
         family = model_families.family_of(self.model)
@@ -348,27 +343,13 @@ class TrainConfig:
         architecture = self.architecture
         if isinstance(architecture, dict):
             architecture = ModelConfig(**architecture)
-        if self.is_text and architecture.similarity is None:
-            # A pretrained start keeps the checkpoint's own ranking (score_mixture).
-            similarity = "none" if self.text.init_from is None else "checkpoint"
-            architecture = dataclasses.replace(architecture, similarity=similarity)
-        if architecture.similarity == "checkpoint" and self.text.init_from is None:
-            raise ValueError("`similarity` checkpoint needs a checkpoint: give `init_from`")
-        spec = model_families.get_model(self.model)
-        if spec.cls_token_with_list_head and architecture.cls_token is None:
-            # The released code builds [CLS] only with a list head.
-            architecture = dataclasses.replace(architecture, cls_token=self.uses_list_head)
-        architecture = architecture.resolved(self.model, self.loss)
-        if self.uses_list_head and not architecture.cls_token:
-            raise ValueError(
-                "alpha > 0: the list head reads the [CLS] token, so `cls_token` is needed"
-            )
-        object.__setattr__(self, "architecture", architecture)
+        pretrained = self.text.init_from is not None
+        resolved = architecture.for_run(self.model, self.loss, self.uses_list_head, pretrained)
+        object.__setattr__(self, "architecture", resolved)
 
     def evaluation_batch_items(self) -> int:
-        """Padded items per evaluation batch: the training budget (a forward pass
-        holds less than a training step, but runs beside the memory the step
-        left in TensorFlow's pool)."""
+        """Padded items per evaluation batch: the training budget (a forward pass holds
+        less than a step, but beside what the step left in TensorFlow's pool)."""
         return self.batch_items or RELEASED_TRAINING["batch_items"]
 
     @property
@@ -399,45 +380,19 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
-        """The settings ``to_json`` wrote (``config.json``), checked.
-
-        Raises:
-          ValueError: naming unknown keys or a bad value.
-        """
-        nested = {"architecture": ModelConfig, "text": TextConfig}
-        return from_dict(cls, values, nested=nested, what="training settings")
+        """The settings ``to_json`` wrote (``config.json``), checked (``ValueError``)."""
+        return from_dict(cls, values, nested=_SECTIONS, what="training settings")
 
     @classmethod
     def from_flat(cls, settings: dict) -> TrainConfig:
-        """Validated settings from flat ones, as experiments, searches and flags give them.
-
-        A key naming a ``ModelConfig`` field goes to ``architecture``, one naming
-        a ``TextConfig`` field to ``text``, the rest are ``TrainConfig`` fields.
-        ``architecture`` and ``text`` may also be given whole (as in
-        ``config.json``); a flat key overrides theirs.
+        """Checked settings from flat keys (experiments, searches, flags): a ``ModelConfig``
+        field goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
+        may also be given whole, and a flat key overrides theirs.
 
         >>> config = TrainConfig.from_flat(
         ...     {"model": "mlp", "data": "d", "model_dir": "m", "epochs": 3, "dropout": 0.1}
         ... )
         >>> config.epochs, config.architecture.dropout
         (3, 0.1)
-
-        Raises:
-          ValueError: naming unknown keys or a bad value.
         """
-        values = {}
-        sections: dict = {name: {} for name in _SECTIONS}
-        for name in _SECTIONS:
-            given = settings.get(name)
-            if dataclasses.is_dataclass(given):
-                given = dataclasses.asdict(given)
-            if given is not None and not isinstance(given, dict):
-                raise ValueError(f"`{name}` must be an object of settings, got {given!r}")
-            sections[name].update(given or {})
-        for key, value in settings.items():
-            section = next((n for n, fields in _SECTIONS.items() if key in fields), None)
-            if section is not None:
-                sections[section][key] = value
-            elif key not in _SECTIONS:
-                values[key] = value
-        return cls.from_json({**values, **sections})
+        return cls.from_json(nest_flat(settings, _SECTIONS))

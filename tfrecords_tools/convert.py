@@ -20,6 +20,7 @@ from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
 from tfrecords_tools.click_simulation import ClickConfig
+from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
 from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
@@ -27,13 +28,11 @@ from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
 from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
-from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_source, select_folds
+from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
 from tfrecords_tools.split_writer import SplitTarget, write_letor_split, write_query_lists
 from tfrecords_tools.synthetic import SyntheticConfig
 
 logger = logging.getLogger(__name__)
-
-MANIFEST_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,12 +181,6 @@ def normalization_fitter(config: ConvertConfig, num_features: int) -> Normalizat
     )
 
 
-def input_path(path: str, scratch: str) -> str:
-    """Generated inputs are recorded relative to the output, others absolute."""
-    path = os.path.abspath(path)
-    return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
-
-
 class _FileProgress:
     """A tqdm bar over a file's bytes (on terminals) that also shows items and items/s."""
 
@@ -317,61 +310,6 @@ class _FoldWriter:
             "items_with_missing_features": parsing.sparse_lines,
         }
         return stats, entry
-
-
-def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
-    """Reports lines whose features were sorted or had a repeated index resolved."""
-    if unsorted:
-        logger.info("%s: %d line(s) listed their features out of order; sorted", path, unsorted)
-    if duplicates:
-        logger.warning(
-            "%s: %d line(s) repeated a feature index; one value of each was kept "
-            "(--duplicate-features)",
-            path,
-            duplicates,
-        )
-
-
-def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization) -> Manifest:
-    """The ``manifest.json`` of one converted fold."""
-    from tfr_rankformer import __version__
-    from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
-
-    num_features = sizes.num_features
-    names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
-    context = {QID: {"dtype": "int64", "shape": [1]}}
-    if source.kind == "elwc":
-        for name in config.elwc.context:
-            dtype = source.elwc.context_types.get(name)
-            context[name] = {"dtype": dtype, "copied_from_input": True}
-    content = {
-        "manifest_version": MANIFEST_VERSION,
-        "created_by": f"tfr-convert {__version__}",
-        "source": {
-            "input": config.input,
-            "kind": source.kind,
-            "dataset": source.dataset,
-            "fold": fold,
-        },
-        "num_features": num_features,
-        "num_features_source": sizes.num_features_source,
-        "feature_names": names,
-        "max_relevance": sizes.max_relevance,
-        "label_kind": "simulated_implicit" if config.simulate_clicks else "explicit",
-        "elwc": {
-            "context": context,
-            "examples": {
-                FEATURES: {"dtype": "float32", "shape": [num_features], "values": "raw"},
-                LABEL: {"dtype": "float32", "shape": [1]},
-                RELEVANCE: {"dtype": "float32", "shape": [1]},
-            },
-        },
-        "parameters": config.to_json(),
-        "seed": config.seed,
-        "splits": splits,
-        "normalization": normalization,
-    }
-    return Manifest.from_json(content)
 
 
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:

@@ -30,14 +30,8 @@ from tfrecords_tools.atomic_output import (
     publish,
 )
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
-from tfrecords_tools.convert import (
-    ConvertConfig,
-    fold_manifest,
-    input_path,
-    list_policy,
-    log_reordered_lines,
-    normalization_fitter,
-)
+from tfrecords_tools.convert import ConvertConfig, list_policy, normalization_fitter
+from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
 from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.normalization import rounded

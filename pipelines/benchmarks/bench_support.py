@@ -1,13 +1,12 @@
-"""What the benchmarks share: the CPU, LETOR folds, a stand-in manifest, child runs, records.
-
-A record is JSON lines: a line per speed run, or the run's settings then a line per stage or
-fold, so that ``--reprint`` prints a table again without rerunning anything.
-"""
+"""What the benchmarks share: their parsers, the CPU, LETOR folds, a stand-in manifest, child
+runs and records (JSON lines: a line per speed run, or the run's settings then a line per
+stage or fold, from which ``--reprint`` prints a table again)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import shlex
@@ -31,6 +30,23 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def parser(doc: str, **kwargs) -> argparse.ArgumentParser:
+    """A benchmark's parser: the first paragraph of ``doc`` and each option's default."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=HelpFormatter, **kwargs
+    )
+
+
+def run_line(module: str, argv: list[str] | None) -> dict:
+    """The command (as typed), date and CPU that start a record's run line."""
+    words = sys.argv[1:] if argv is None else argv
+    return {
+        "command": shlex.join(["python", "-m", f"pipelines.benchmarks.{module}", *words]),
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "cpu": cpu_extensions(),
+    }
+
+
 def cpu_extensions() -> str:
     """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
     try:
@@ -50,9 +66,8 @@ def cpu_extensions() -> str:
 def letor_folds(
     dataset: str, output: str, *, data_dir, seed: int, simulate=True, clicks=None, progress=True
 ) -> dict[int, str]:
-    """Fold number -> ``output/data/FoldN``: every fold of ``dataset``, converted once, with
-    clicks simulated (``clicks``: a ``ClickConfig``, ``None`` the default) unless not
-    ``simulate``."""
+    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once, clicks
+    simulated (``clicks``: a ``ClickConfig``) unless not ``simulate``."""
     from pipelines.experiment_runner import convert_folds
     from tfrecords_tools.convert import ConvertConfig
 
@@ -64,11 +79,8 @@ def letor_folds(
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
-    """A ``Manifest`` of ``d`` features, labels up to the purchase label, and no data.
-
-    ``quantile`` gives each feature the quantiles of a log-normal sample rounded to two
-    decimals, so that some knots repeat as counts and scores do in LETOR data.
-    """
+    """A ``Manifest`` of ``d`` features, labels up to the purchase label, and no data;
+    ``quantile`` knots from a log-normal sample rounded so that some repeat, as in LETOR."""
     import numpy as np
 
     from tfr_rankformer.inputs.manifest import Manifest
@@ -124,8 +136,7 @@ print(json.dumps(result))
 
 
 def run_child(code: str, argv: list[str]) -> dict:
-    """Runs ``python -c code *argv`` with the repository on the path; its last JSON line
-    (``None`` figures and the stderr's tail when it printed none)."""
+    """The last JSON line of ``python -c code *argv`` (else ``None`` figures, stderr's tail)."""
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
         [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env
@@ -151,11 +162,8 @@ with open(sys.argv[1], "w") as f:
 
 def run_stage(command: list[str], log: str, timeout: float | None = None) -> dict:
     """Runs ``command`` with its output in ``log``: its wall time, exit code, peak RSS and,
-    when it failed, why and the log's last lines.
-
-    Linux carries a parent's peak RSS over ``fork`` and ``exec``, so a bare Python
-    (:data:`LAUNCHER`) starts the stage, not this process that holds TensorFlow.
-    """
+    when it failed, why and the log's last lines. A bare Python (:data:`LAUNCHER`) starts it:
+    Linux carries a parent's peak RSS over ``fork`` and ``exec``."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
     usage_file, timed_out = log + ".rusage.json", False
     with contextlib.suppress(FileNotFoundError):
@@ -244,10 +252,10 @@ def read_records(path: str) -> tuple[dict | None, list[dict]]:
     return run, records
 
 
-def reprint(parser: argparse.ArgumentParser, path: str, report) -> int:
+def reprint(p: argparse.ArgumentParser, path: str, report) -> int:
     """``--reprint``: prints ``report(run, records)`` of ``path``; 0, or a parser error."""
     run, records = read_records(path)
     if run is None:
-        parser.error(f"nothing to reprint: no {path}")
+        p.error(f"nothing to reprint: no {path}")
     print(report(run, records), end="")
     return 0

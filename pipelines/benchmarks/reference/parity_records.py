@@ -1,6 +1,5 @@
-"""``reference_parity``'s ``--record``: finished runs kept one per JSON line, so that a
-benchmark longer than one sitting or machine is finished elsewhere and its tables
-printed from the record alone."""
+"""``reference_parity``'s ``--record``: finished runs, one a JSON line, so that a benchmark is
+finished in parts or elsewhere and its tables printed from the record alone."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
 
 
 def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
-    """A fold's seeds on both sides; with ``per_fold`` plus ``1000 * fold``, so that no
-    two folds share initial weights.
+    """A fold's seeds on both sides; ``per_fold`` adds ``1000 * fold`` (no two folds share
+    initial weights).
 
     >>> run_seeds(2, 3, 5, per_fold=False), run_seeds(2, 3, 5, per_fold=True)
     ([2, 3, 4], [5002, 5003, 5004])
@@ -25,9 +24,8 @@ def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
 
 
 class RunRecord:
-    """The runs of ``path`` (none without a path): each with what identifies it
-    (``IDENTITY``), its metrics, lists/s and CPU. Found runs are not run again, new
-    ones are appended as they finish; delete a line to rerun it."""
+    """The runs of ``path`` by ``IDENTITY``, with their metrics, lists/s and CPU; new runs
+    are appended as they finish (delete a line to rerun it)."""
 
     IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
 
@@ -65,16 +63,15 @@ class RunRecord:
         return self.runs.get(self._key(side, model, fold, seed))
 
     def add(self, side: str, model: str, fold: int, seed: int, result: dict) -> dict:
-        """Appends a finished run (its metrics and lists/s); returns them."""
-        kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
+        """Keeps a finished run (its metrics and lists/s), appended to ``path`` if any."""
         key = self._key(side, model, fold, seed)
-        if self.path and key not in self.runs:
-            line = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(line) + "\n")
-            self.runs[key] = line
-        return kept
+        if key not in self.runs:
+            kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
+            self.runs[key] = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
+            if self.path:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(self.runs[key]) + "\n")
 
 
 def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:
@@ -88,10 +85,11 @@ def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:
     return seeds
 
 
-def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[dict, dict, list]:
-    """``--recorded-only``: ``(results, by_seed, left_out)`` as
-    ``reference_parity.run_all`` from the record alone, a (model, fold, seed) kept only
-    when every side holds it; ``left_out``: the ``(side, model, fold, seed)`` it lacks."""
+def recorded_runs(record: RunRecord, specs, folds, seeds, side: str, *, paired=True) -> tuple:
+    """``(results, by_seed, left_out)`` of the record's runs on the sides ``side`` names:
+    ``results[label][side][fold]`` a fold's runs, ``by_seed[label][side][fold, seed]`` each;
+    ``paired`` keeps a (model, fold, seed) only when every side holds it; ``left_out``: the
+    ``(side, model, fold, seed)`` the record lacks."""
     sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}[side]
     results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
     by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
@@ -103,9 +101,8 @@ def recorded_runs(record: RunRecord, specs, folds, seeds, side: str) -> tuple[di
                 found = {where: record.get(where, names[where], fold, seed) for where in sides}
                 absent = [where for where, run in found.items() if run is None]
                 left_out += [(where, spec.label, fold, seed) for where in absent]
-                if absent:
-                    continue
                 for where, run in found.items():
-                    results[spec.label][where].setdefault(fold, []).append(run)
-                    by_seed[spec.label][where][fold, seed] = run
+                    if run is not None and not (paired and absent):
+                        results[spec.label][where].setdefault(fold, []).append(run)
+                        by_seed[spec.label][where][fold, seed] = run
     return results, by_seed, left_out

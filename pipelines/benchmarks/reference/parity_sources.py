@@ -1,6 +1,5 @@
 """What both sides of the comparison with the authors' released code run on: the LETOR
-folds, their conversion with simulated clicks, and the released code run through
-``reference_runner.py`` under a Python with torch."""
+folds converted with simulated clicks, and ``reference_runner.py`` under a Python with torch."""
 
 from __future__ import annotations
 
@@ -25,20 +24,13 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 
 
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """``--dataset``/``--data-dir`` (the LETOR folds) and ``--official-dir``/
-    ``--official-python`` (the released code and a Python that runs it)."""
-    p.add_argument(
-        "--dataset", default="MQ2008", help="a LETOR folds directory or its name. Default: MQ2008"
-    )
-    p.add_argument("--data-dir", help="where --dataset is looked up by name. Default: none")
-    p.add_argument(
-        "--official-dir",
-        help="checkout of github.com/maartenbuyl/rankformer. Default: $RANKFORMER_OFFICIAL_DIR",
-    )
-    p.add_argument(
-        "--official-python",
-        help="a Python with torch, pandas and scikit-learn. Default: $RANKFORMER_OFFICIAL_PYTHON",
-    )
+    """The LETOR folds (``--dataset``, ``--data-dir``) and the released code and its Python."""
+    add = p.add_argument
+    add("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
+    add("--data-dir", help="where --dataset is looked up by name")
+    add("--official-dir", help="checkout of the released code (or $RANKFORMER_OFFICIAL_DIR)")
+    python = "a Python with torch, pandas and scikit-learn (or $RANKFORMER_OFFICIAL_PYTHON)"
+    add("--official-python", help=python)
 
 
 def official_setup(args) -> tuple[str, str] | None:
@@ -57,8 +49,8 @@ def official_setup(args) -> tuple[str, str] | None:
 
 
 def run_released(setup: tuple[str, str], options: list[str], failure: str) -> list[str]:
-    """The output lines of ``reference_runner.py`` with ``options``; when it fails,
-    ``RuntimeError(failure)`` with the end of its standard error and any fatal signal."""
+    """The output lines of ``reference_runner.py`` with ``options``; a ``RuntimeError``
+    (``failure``, its stderr's end and any fatal signal) when it fails."""
     directory, python = setup
     command = [python, RUNNER, "--official-dir", directory, *options]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -73,8 +65,7 @@ def run_released(setup: tuple[str, str], options: list[str], failure: str) -> li
 
 
 def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
-    """``output/data/FoldN`` for every fold, converted once with purchase label 4, its
-    clicks simulated with ``seed``."""
+    """``output/data/FoldN`` of every fold, converted once with purchase label 4."""
     from tfrecords_tools.click_simulation import ClickConfig
 
     clicks = ClickConfig(purchase_label=MAX_LABEL)
@@ -93,19 +84,13 @@ def fold_files(args, fold: int) -> dict[str, str]:
     from tfrecords_tools.synthetic import SyntheticConfig
 
     with tempfile.TemporaryDirectory() as scratch:
-        source = resolve_source(
-            args.dataset,
-            data_dir=args.data_dir,
-            scratch=scratch,
-            synthetic=SyntheticConfig(),
-            tfds_download=False,
-        )
+        where = dict(data_dir=args.data_dir, scratch=scratch, synthetic=SyntheticConfig())
+        source = resolve_source(args.dataset, **where, tfds_download=False)
     return source.folds[fold]
 
 
 def shared_lists(fold_data: str) -> dict[str, str]:
-    """``{split: .npz}`` of the converted fold's train and test lists as the runner
-    reads them, written once next to the fold's TFRecords."""
+    """``{split: .npz}`` of the converted fold's train and test lists, written once."""
     import numpy as np
 
     from tfr_rankformer.inputs.data import load_manifest
@@ -118,26 +103,20 @@ def shared_lists(fold_data: str) -> dict[str, str]:
             arrays = read_split(fold_data, load_manifest(fold_data), split)
             os.makedirs(directory, exist_ok=True)
             with atomic_write(path, "wb") as f:
-                np.savez(
-                    f,
-                    features=arrays.features,
-                    label=arrays.label,
-                    relevance=arrays.relevance,
-                    offsets=arrays.offsets,
-                )
+                fields = ("features", "label", "relevance", "offsets")
+                np.savez(f, **{name: getattr(arrays, name) for name in fields})
     return paths
 
 
 def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
-    """The released code's results on ``fold`` with ``seed`` (run once, then read from
-    the cache); ``files`` are its train and test inputs, LETOR or ``.npz`` lists."""
+    """The released code's results on ``fold`` with ``seed`` (cached); ``files``: its train
+    and test inputs, LETOR files or ``.npz`` lists."""
     cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
     results = {}
     if os.path.isfile(cache):
         with open(cache, encoding="utf-8") as f:
             results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
-    # One process per model: the released RankFormer's backward pass holds memory the
-    # size of the whole padded batch per list until the process exits.
+    # One process per model: the released RankFormer holds its memory until it exits.
     for name in [n for n in names if n not in results]:
         options = ["--epochs", str(args.epochs), "--train", files["train"], "--test", files["test"]]
         options += ["--seed", str(seed), "--models", name]

@@ -1,30 +1,20 @@
 """Our models against the RankFormer authors' released code, weight for weight.
 
-Without the randomness of ``reference_parity``: ``reference_runner.py --equivalence``
-takes full-batch AdamW steps of a released model without dropout on fixed training
-lists; our model of the same name gets its initial weights and takes the same steps
-through our training step. The same function, loss, optimizer and schedule agree to
-float32 round-off on the first outputs, each step's loss and rate, and the outputs
-after the steps less their batch mean (the softmax loss ignores a shift of all scores,
-so the score bias drifts apart without changing any ranking). It prints the largest
-differences and exits 1 past a tolerance.
-
-Usage::
-
-    python -m pipelines.benchmarks.reference.reference_equivalence --dataset MQ2008 \\
-        --data-dir DIR --fold 1 --output results/equivalence \\
-        --official-dir rankformer-official --official-python ref-venv/bin/python
+Our model of a released model's name takes its initial weights and the same full-batch
+AdamW steps without dropout (``reference_runner.py --equivalence``); the first outputs,
+each step's loss and rate, and the outputs after the steps less their batch mean (the
+softmax loss ignores a shift of all scores) must agree to float32 round-off, or it exits 1.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import parser
 from pipelines.benchmarks.reference.parity_sources import (
     SETUP,
     add_source_arguments,
@@ -43,10 +33,8 @@ TOLERANCE = {"outputs": 1e-5, "loss": 1e-5, "rate": 1e-9, "after": 1e-3}
 
 
 def released_weights(name: str, state: dict, dim: int) -> list[np.ndarray]:
-    """The released ``state_dict`` arrays in the order of our ranker's
-    ``trainable_weights``, in Keras's layout: ``[CLS]``, per encoder layer its norms,
-    q/k/v, output and feed-forward weights, the list head, and the score head whose
-    first layer splits into the item and ``[CLS]`` halves; the ``mlp``'s four layers."""
+    """The released ``state_dict`` in the order and layout of our ``trainable_weights``
+    (the score head's first layer split into its item and ``[CLS]`` halves)."""
 
     def linear(prefix: str) -> list[np.ndarray]:
         return [state[f"{prefix}.weight"].T, state[f"{prefix}.bias"]]
@@ -78,10 +66,8 @@ def _run_released(setup, files: dict, out: str, args) -> None:
     """``reference_runner.py --equivalence`` in the Python with torch (once)."""
     if all(os.path.isfile(f"{out.removesuffix('.npz')}-{m}.npz") for m in args.models):
         return
-    # Two names at least, so that the runner always writes OUT-<model>.npz.
-    models = args.models * 2 if len(args.models) == 1 else args.models
     options = ["--train", files["train"], "--test", files["test"], "--seed", str(args.seed)]
-    options += ["--threads", "1", "--models", ",".join(models), "--equivalence", out]
+    options += ["--threads", "1", "--models", ",".join(args.models), "--equivalence", out]
     options += ["--equivalence-lists", str(args.lists), "--equivalence-steps", str(args.steps)]
     run_released(setup, options, "the released code failed")
 
@@ -104,8 +90,7 @@ def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tupl
 
 
 def _released_batch(released: dict) -> tuple[dict, dict]:
-    """The released batch as our inputs and targets (``list_quality``, each list's
-    highest label ``[B, 1]``, with a list head only)."""
+    """The released batch as our inputs and targets (with a list head, ``list_quality``)."""
     import tensorflow as tf
 
     from tfr_rankformer.core.elwc_schema import FEATURES
@@ -121,8 +106,7 @@ def _released_batch(released: dict) -> tuple[dict, dict]:
 
 
 def _outputs_difference(ranker, inputs: dict, released: dict, when: str) -> float:
-    """The largest |ours - released| of the scores and list logits ``before`` or
-    ``after`` the steps (after them less their batch mean)."""
+    """The largest |ours - released| of the outputs ``before`` or ``after`` the steps."""
     mask = released["mask"]
     found = ranker(inputs, training=True)
     ours, theirs = found["scores"].numpy()[mask], released[f"{when}/scores"][mask]
@@ -183,30 +167,16 @@ def report(results: dict, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     add_source_arguments(p)
-    p.add_argument("--fold", type=int, default=1, help="the fold whose lists are used. Default: 1")
-    p.add_argument(
-        "--models",
-        default=",".join(MODELS),
-        help=f"comma-separated, of {', '.join(MODELS)}. Default: all",
-    )
-    p.add_argument(
-        "--lists", type=int, default=256, help="training lists in the batch. Default: 256"
-    )
-    p.add_argument(
-        "--steps", type=int, default=30, help="optimizer steps (one per epoch). Default: 30"
-    )
-    p.add_argument(
-        "--seed", type=int, default=0, help="the conversion's and the models' seed. Default: 0"
-    )
-    p.add_argument(
-        "--adam-epsilon",
-        choices=ADAM_EPSILONS,
-        default="pytorch",
-        help="our optimizer's epsilon placement (tfr-train --adam-epsilon). Default: pytorch",
-    )
-    p.add_argument("--output", required=True, help="directory for the data and the results")
+    add = p.add_argument
+    add("--fold", type=int, default=1, help="the fold whose lists are used")
+    add("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    add("--lists", type=int, default=256, help="training lists in the batch")
+    add("--steps", type=int, default=30, help="optimizer steps (one per epoch)")
+    add("--seed", type=int, default=0, help="the conversion's and the models' seed")
+    add("--adam-epsilon", choices=ADAM_EPSILONS, default="pytorch", help="as tfr-train's")
+    add("--output", required=True, help="directory for the data and the results")
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     unknown = sorted(set(args.models) - set(MODELS))

@@ -1,20 +1,10 @@
 """Our models beside the RankFormer authors' released code: same folds, seeds and epochs.
 
-Every fold is converted with simulated clicks (purchase label 4, as the released code);
-our ``rankformer``, ``transformer`` and ``mlp`` train for ``--epochs`` keeping the last
-weights, as the released protocol, and the released code runs on the same fold, seeds
-and epochs through ``reference_runner.py``. With ``--labels shared`` it trains and tests
-on our very lists and clicks, so the two sides are paired fold by fold; with ``own`` it
-simulates its own clicks. ``parity.md`` and ``parity.json`` go to ``--output``; finished
-runs are reused, and ``--record`` keeps them in a small file from which the tables are
-printed again (``--recorded-only``). Without the released code it says how to set it
-up and runs our side.
-
-Usage::
-
-    python -m pipelines.benchmarks.reference.reference_parity --dataset MQ2008 --data-dir DIR \\
-        --folds 1-5 --epochs 30 --seeds 3 --output results/parity \\
-        --official-dir rankformer-official --official-python ref-venv/bin/python
+Every fold is converted with simulated clicks (purchase label 4); our models train for
+``--epochs`` keeping the last weights, as the released protocol, and the released code runs
+on the same folds (``--labels shared``: on our very lists, paired fold by fold). The tables go
+to ``OUTPUT/parity.md`` and ``parity.json``; ``--record`` keeps finished runs, from which
+``--recorded-only`` prints the tables again. Without the released code our side runs alone.
 """
 
 from __future__ import annotations
@@ -26,7 +16,7 @@ import os
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import cpu_extensions
+from pipelines.benchmarks.bench_support import cpu_extensions, parser
 from pipelines.benchmarks.reference.parity_records import (
     METRICS,
     RELEASED,
@@ -59,87 +49,31 @@ MODELS = ("rankformer", "transformer", "mlp")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="reference_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
-    )
+    p = parser(__doc__, prog="reference_parity")
     add_source_arguments(p)
-    p.add_argument("--folds", default="1-5", help="e.g. 1-5 or 1,3. Default: 1-5")
-    p.add_argument("--epochs", type=int, default=30, help="epochs on both sides. Default: 30")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="first seed on both sides; it also simulates the clicks of our conversion. Default: 0",
-    )
-    p.add_argument(
-        "--seeds",
-        default="1",
-        help="runs per model and fold on each side, with seeds --seed .. --seed + N - 1; with "
-        "--recorded-only, 'all' takes every seed the record holds. Default: 1",
-    )
-    p.add_argument(
-        "--fold-seeds",
-        action="store_true",
-        help="seed s on fold f is 1000 f + s on both sides, so that the folds are "
-        "independent draws (a seed fixes the initial weights of every fold it runs on). "
-        "Default: off",
-    )
-    p.add_argument(
-        "--data-seed",
-        type=int,
-        help="the seed of our conversion's click simulation (the lists both sides train "
-        "and test on). Default: --seed",
-    )
-    p.add_argument(
-        "--labels",
-        choices=["shared", "own"],
-        default="shared",
-        help="shared: the released code trains and tests on our conversion's lists and "
-        "clicks, so the two sides are paired fold by fold; own: it simulates its own clicks "
-        "from the LETOR files, as its main.py. Default: shared",
-    )
-    p.add_argument(
-        "--models",
-        default=",".join(MODELS),
-        help="ours, as tfr-experiment specs (NAME[:KEY=VALUE...]), each beside the "
-        "released model of the same NAME. Default: " + ",".join(MODELS),
-    )
-    p.add_argument("--output", required=True, help="where data, runs and the table go")
-    p.add_argument(
-        "--side",
-        choices=["both", "ours", "released"],
-        default="both",
-        help="run both sides, or one (e.g. in two processes; a later run with both reuses "
-        "their results). Default: both",
-    )
-    p.add_argument(
-        "--official-threads",
-        type=int,
-        default=2,
-        help="torch's threads for the released code (on a busy machine 1 avoids stalls). "
-        "Default: 2",
-    )
-    p.add_argument(
-        "--record",
-        metavar="FILE",
-        help="a JSON-lines file of finished runs (both sides, with their settings and CPU): "
-        "runs found in it are reused, new ones appended, so a benchmark longer than one "
-        "sitting or machine can be finished elsewhere; the table can be printed from it "
-        "without the released code. Default: none",
-    )
-    p.add_argument(
-        "--recorded-only",
-        action="store_true",
-        help="train and run nothing: print the table from the --record file's runs, "
-        "leaving out (and listing) every model, fold and seed it lacks on either side, "
-        "so a benchmark finished in parts can be reported part of the way. Default: off",
-    )
+    add = p.add_argument
+    add("--folds", default="1-5", help="e.g. 1-5 or 1,3")
+    add("--epochs", type=int, default=30, help="epochs on both sides")
+    add("--seed", type=int, default=0, help="first seed on both sides, and of our clicks")
+    add("--seeds", default="1", help="runs per model, fold and side; 'all': every recorded seed")
+    add("--fold-seeds", action="store_true", help="seed s on fold f is 1000 f + s on both sides")
+    add("--data-seed", type=int, help="our conversion's click seed (default: --seed)")
+    lists = "shared: the released code takes our lists and clicks; own: it simulates its own"
+    add("--labels", choices=["shared", "own"], default="shared", help=lists)
+    models = "ours as tfr-experiment specs, each beside the released model of its NAME"
+    add("--models", default=",".join(MODELS), help=models)
+    add("--output", required=True, help="where data, runs and the table go")
+    add("--side", choices=["both", "ours", "released"], default="both", help="the sides run")
+    add("--official-threads", type=int, default=2, help="torch's threads for the released code")
+    record = "a JSON-lines file of finished runs: those in it are reused, new ones appended"
+    add("--record", metavar="FILE", help=record)
+    only = "run nothing: print the tables from --record's runs, listing those it lacks"
+    add("--recorded-only", action="store_true", help=only)
     return p
 
 
 def parse_args(argv: list[str] | None, p: argparse.ArgumentParser | None = None):
-    """``argv`` parsed, ``data_seed`` and ``seeds`` (an int, or ``"all"``) settled; a bad
-    combination ends in ``p.error``."""
+    """``argv`` parsed, ``data_seed`` and ``seeds`` (an int, or ``"all"``) settled."""
     p = p or build_parser()
     args = p.parse_args(argv)
     if args.data_seed is None:
@@ -156,7 +90,7 @@ def parse_args(argv: list[str] | None, p: argparse.ArgumentParser | None = None)
 
 
 def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
-    """Trains one of our models (or reuses the finished run); its test metrics and speed."""
+    """Trains one of our models (or reuses its finished run); its test metrics and speed."""
     from tfr_rankformer.runner import train
     from tfr_rankformer.training.train_config import TrainConfig
 
@@ -173,50 +107,25 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
 
 
 def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
-    """Every model, fold and seed on the sides ``--side`` names, each taken from the
-    record or run (the released side only with ``setup``) and recorded. Returns
-    ``(results, by_seed)``: ``results[label][side][fold]`` the fold's runs and
-    ``by_seed[label][side][(fold, seed)]`` each run. Raises ``RuntimeError`` when the
-    released code fails."""
+    """Runs what the record lacks of every model, fold and seed on the sides ``--side`` names
+    (the released side only with ``setup``); ``(results, by_seed)`` as ``recorded_runs``.
+    Raises ``RuntimeError`` when the released code fails."""
     from tqdm.auto import tqdm
 
-    run_ours = args.side != "released"
     names = sorted({s.model for s in specs})
-    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
-    per_fold = len(specs) * run_ours + (args.side != "ours")
-    total = sum(len(seeds(f)) for f in folds) * per_fold
-    with tqdm(total=total, unit="run") as bar:
-        for fold in folds:
-            files = None
-            for seed in seeds(fold):
-                for spec in specs if run_ours else ():
-                    bar.set_description(f"ours {spec.label} Fold{fold} seed {seed}")
-                    run = record.get("ours", spec.label, fold, seed)
-                    if run is None:
-                        where = (args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
-                        found = ours(spec, paths[fold], os.path.join(*where), args, seed)
-                        run = record.add("ours", spec.label, fold, seed, found)
-                    results[spec.label]["ours"].setdefault(fold, []).append(run)
-                    by_seed[spec.label]["ours"][fold, seed] = run
-                    bar.update()
-                if args.side == "ours":
-                    continue
-                bar.set_description(f"released code Fold{fold} seed {seed}")
-                official = {n: record.get(RELEASED, n, fold, seed) for n in names}
-                missing = [n for n, found in official.items() if found is None]
-                if missing and setup is not None:
-                    if files is None:
-                        shared = args.labels == "shared"
-                        files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
-                    for name, found in theirs(setup, fold, missing, args, seed, files).items():
-                        official[name] = record.add(RELEASED, name, fold, seed, found)
-                if all(found is not None for found in official.values()):
-                    for spec in specs:
-                        run = official[spec.model]
-                        results[spec.label][RELEASED].setdefault(fold, []).append(run)
-                        by_seed[spec.label][RELEASED][fold, seed] = run
-                bar.update()
+    for fold, seed in tqdm([(f, s) for f in folds for s in seeds(f)], unit="fold and seed"):
+        for spec in specs if args.side != "released" else ():
+            if record.get("ours", spec.label, fold, seed) is None:
+                where = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
+                found = ours(spec, paths[fold], where, args, seed)
+                record.add("ours", spec.label, fold, seed, found)
+        missing = [n for n in names if record.get(RELEASED, n, fold, seed) is None]
+        if args.side != "ours" and missing and setup is not None:
+            shared = args.labels == "shared"
+            files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
+            for name, found in theirs(setup, fold, missing, args, seed, files).items():
+                record.add(RELEASED, name, fold, seed, found)
+    results, by_seed, _ = recorded_runs(record, specs, folds, seeds, args.side, paired=False)
     return results, by_seed
 
 

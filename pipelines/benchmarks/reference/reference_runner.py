@@ -1,13 +1,8 @@
 """Trains the RankFormer authors' released PyTorch models on one LETOR fold.
 
-Run by ``reference_parity`` under a Python with torch, pandas and scikit-learn; it
-imports nothing of this project. It drives the released modules in ``--official-dir``
-as their ``main.py`` does (``UserModel`` clicks unless given ``.npz`` lists with
-``features``, ``label``, ``relevance`` and ``offsets``), and prints one JSON line for
-the data's sizes, then one per model::
-
-    python reference_runner.py --official-dir DIR --train Fold1/train.txt \\
-        --test Fold1/test.txt [--epochs 30] [--seed 0] [--models rankformer,transformer,mlp]
+Run by ``reference_parity`` under a Python with torch, pandas and scikit-learn (it imports
+nothing of this project), as the released ``main.py`` drives its modules; ``.npz`` lists
+replace its ``UserModel`` clicks. Prints a JSON line of the data's sizes, then one per model.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ _USER_MODEL = dict(
 
 
 def _frame(features, **columns):
-    """The DataFrame the released dataset class takes: ``columns`` first, then
-    ``f0001`` .. one per feature."""
+    """The released dataset's DataFrame: ``columns``, then ``f0001`` .. one per feature."""
     import pandas as pd
 
     names = [f"f{i:04d}" for i in range(1, features.shape[1] + 1)]
@@ -62,8 +56,8 @@ def read_letor(path: str):
 
 
 def read_lists(path: str):
-    """An ``.npz`` of lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's
-    index, so that bootstrapped lists of one query stay apart) and the features."""
+    """``.npz`` lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's index:
+    bootstrapped lists of one query stay apart) and the features."""
     import numpy as np
 
     with np.load(path) as arrays:
@@ -75,9 +69,7 @@ def read_lists(path: str):
 
 
 def list_stats(label, relevance, offsets) -> dict:
-    """Statistics of simulated lists (per-item y and r, ``offsets`` ``[lists + 1]``):
-    shares of lists whose best y is 0, 1 and 4, clicks and purchases per list, shares
-    of lists whose best r is 0 and 2, and items per list."""
+    """Shares of lists by best y and best r, clicks, purchases and items per list."""
     import numpy as np
 
     starts = np.asarray(offsets[:-1])
@@ -171,12 +163,8 @@ def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
     return {key: 100.0 * float(metric.compute()) for key, metric in metrics.items()}
 
 
-def train(
-    name: str, train_set, test_set, *, epochs: int, seed: int, curve: int = 0, batch_size=2048
-) -> dict:
-    """Trains ``name`` and tests its last weights; with ``curve`` N > 0 it also prints
-    the test metrics and the epoch's mean training loss (weighted by lists, as Keras's
-    ``loss``) after every N-th epoch, as ``{"curve_of": name, "epoch": e, ...}``."""
+def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=2048) -> dict:
+    """Trains ``name`` and tests its last weights."""
     import torch
 
     torch.manual_seed(seed)
@@ -185,27 +173,17 @@ def train(
     loader = _loader(train_set, batch_size, shuffle=True)
     rates = []
     started = time.perf_counter()
-    for epoch in range(epochs):
+    for _ in range(epochs):
         model.train()
-        epoch_start, lists, loss_sum = time.perf_counter(), 0, 0.0
+        epoch_start, lists = time.perf_counter(), 0
         for batch in loader:
             optimizer.zero_grad()
             scores = model(batch["feat"], batch["length"])
-            loss = model.compute_loss(scores, batch["target"], batch["length"])
-            loss.backward()
+            model.compute_loss(scores, batch["target"], batch["length"]).backward()
             optimizer.step()
             lists += len(batch["length"])
-            loss_sum += loss.item() * len(batch["length"])
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
-        if curve and (epoch + 1) % curve == 0 and epoch + 1 < epochs:
-            # The DataLoader draws its seed from torch's generator: restoring it keeps
-            # the run the same as without --curve.
-            state = torch.get_rng_state()
-            point = evaluate(model, test_set, train_set.max_target, batch_size)
-            torch.set_rng_state(state)
-            point["train_loss"] = loss_sum / lists
-            print(json.dumps({"curve_of": name, "epoch": epoch + 1, **point}), flush=True)
     return {
         "model": name,
         "epochs": epochs,
@@ -230,8 +208,7 @@ def _pad(flat, length, width: int, fill: float):
 
 
 def _padded_outputs(outputs, length, width: int, when: str) -> dict:
-    """``{when/scores: [B, L] (0 for padding), when/list_logits: [B, K]}``, the latter
-    only from a model with a list head."""
+    """``{when/scores: [B, L] (0 for padding), when/list_logits: [B, K]}`` (with a list head)."""
     scores = outputs[0] if isinstance(outputs, tuple) else outputs
     found = {f"{when}/scores": _pad(scores.detach().numpy().reshape(-1), length, width, 0.0)}
     if isinstance(outputs, tuple):
@@ -240,12 +217,10 @@ def _padded_outputs(outputs, length, width: int, when: str) -> dict:
 
 
 def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
-    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the
-    released ``name`` built with ``seed`` and no dropout, its initial weights
-    (``w/<key>``), the first ``lists`` training lists padded (``features``, ``mask``,
-    ``label`` -1 for padding), the first pass's outputs (``before/...``), the loss
-    (``losses``) and rate (``rates``) of each of ``steps`` full-batch AdamW steps (the
-    schedule stepped after each), and the weights and outputs after them (``after/...``)."""
+    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the released
+    ``name`` without dropout, its initial weights (``w/...``), the first ``lists`` training
+    lists padded, its outputs before and after ``steps`` full-batch AdamW steps and each
+    step's loss and learning rate."""
     import numpy as np
     import torch
 
@@ -286,9 +261,8 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
 
 
 def load_sets(args) -> dict:
-    """The released ``train`` and ``test`` datasets: the quantile transform fitted on
-    train, LETOR files' clicks simulated by its ``UserModel``, ``.npz`` lists as they
-    are. Prints their sizes."""
+    """The released ``train`` and ``test`` datasets (the quantile transform fitted on train);
+    prints their sizes."""
     import numpy as np
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -314,48 +288,28 @@ def load_sets(args) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--official-dir", required=True, help="checkout of the released code")
-    p.add_argument("--train", required=True, help="the fold's LETOR training file, or .npz lists")
-    p.add_argument(
-        "--test",
-        default=None,
-        help="the fold's LETOR test file, or .npz lists (needed to train). Default: none",
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--epochs", type=int, default=30, help="epochs to train. Default: 30")
-    p.add_argument("--seed", type=int, default=0, help="torch's and the clicks' seed. Default: 0")
-    p.add_argument(
-        "--models", default=",".join(MODELS), help="comma-separated. Default: " + ",".join(MODELS)
-    )
-    p.add_argument("--threads", type=int, default=2, help="torch's intra-op threads. Default: 2")
-    p.add_argument(
-        "--batch-size", type=int, default=2048, help="lists per batch. Default: 2048 (released)"
-    )
-    p.add_argument(
-        "--curve",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also print the test metrics and the epoch's mean training loss after every "
-        "N-th epoch (learning curves). Default: 0 (none)",
-    )
-    p.add_argument(
+    add = p.add_argument
+    add("--official-dir", required=True, help="checkout of the released code")
+    add("--train", required=True, help="the fold's LETOR training file, or .npz lists")
+    add("--test", help="the fold's LETOR test file, or .npz lists (needed to train)")
+    add("--epochs", type=int, default=30, help="epochs to train")
+    add("--seed", type=int, default=0, help="torch's and the clicks' seed")
+    add("--models", default=",".join(MODELS), help="comma-separated")
+    add("--threads", type=int, default=2, help="torch's intra-op threads")
+    add("--batch-size", type=int, default=2048, help="lists per batch (the released 2048)")
+    add(
         "--equivalence",
         metavar="OUT.npz",
-        help="train nothing to the end: write the first --equivalence-steps full-batch "
-        "steps of each model without dropout on --equivalence-lists training lists "
-        "to OUT.npz (OUT-<model>.npz with several models). Default: none",
+        help="train nothing to the end: write each model's first full-batch steps without "
+        "dropout to OUT-<model>.npz",
     )
-    p.add_argument(
-        "--equivalence-lists", type=int, default=256, help="lists in its batch. Default: 256"
-    )
-    p.add_argument("--equivalence-steps", type=int, default=30, help="its steps. Default: 30")
-    p.add_argument(
-        "--click-stats",
-        type=int,
-        metavar="N",
-        help="only print N draws' click statistics. Default: none",
-    )
+    add("--equivalence-lists", type=int, default=256, help="lists in its batch")
+    add("--equivalence-steps", type=int, default=30, help="its steps")
+    add("--click-stats", type=int, metavar="N", help="only print N draws' click statistics")
     return p
 
 
@@ -375,14 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     sets = load_sets(args)
     for name in names:
         if args.equivalence:
-            out = args.equivalence
-            if len(names) > 1:
-                out = out.removesuffix(".npz") + f"-{name}.npz"
+            out = args.equivalence.removesuffix(".npz") + f"-{name}.npz"
             lists, steps = args.equivalence_lists, args.equivalence_steps
             equivalence(name, sets["train"], out, lists=lists, steps=steps, seed=args.seed)
         else:
-            options = dict(epochs=args.epochs, seed=args.seed, curve=args.curve)
-            result = train(name, sets["train"], sets["test"], batch_size=args.batch_size, **options)
+            options = dict(epochs=args.epochs, seed=args.seed, batch_size=args.batch_size)
+            result = train(name, sets["train"], sets["test"], **options)
             print(json.dumps(result), flush=True)
     return 0
 

@@ -20,7 +20,7 @@ def test_each_mq2008_study_keeps_its_own_defaults():
         100,
     )
     with pytest.raises(SystemExit):
-        parser.parse_args(["quality", "--trees", "5"])  # the student's option, not quality's
+        parser.parse_args(["losses", "--trees", "5"])  # the student's option only
     with pytest.raises(SystemExit):
         parser.parse_args([])
 
@@ -37,5 +37,5 @@ def test_help_states_each_default(capsys):
     from pipelines.benchmarks import train_bench
 
     help_text = train_bench.build_parser().format_help()
-    assert "(default: 2048)" in help_text and "--profile" in help_text
+    assert "(default: 2048)" in help_text and "--compare-plain" in help_text
     assert "(default: None)" not in help_text and "(default: False)" not in help_text

@@ -62,14 +62,6 @@ def test_unknown_models_are_refused():
         main(["--models", "mlp,gbdt"])
 
 
-def test_profile_sums_op_time_by_type(capsys):
-    from pipelines.benchmarks.train_bench import main
-
-    assert main(["--profile", "--models", "mlp", "--batch-size", "4", "--items", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "ms of op time per step" in out and "MatMul" in out and "largest ops:" in out
-
-
 def test_peak_prints_the_ceiling_a_matmul_bound_step_allows(capsys, tmp_path, monkeypatch):
     import re
 

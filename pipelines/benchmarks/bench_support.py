@@ -37,6 +37,20 @@ def parser(doc: str, **kwargs) -> argparse.ArgumentParser:
     )
 
 
+def names_of(allowed):
+    """An option's type: comma-separated names, each one of ``allowed``."""
+
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        bad = sorted(set(names) - set(allowed))
+        if bad or not names:
+            choices = ",".join(allowed)
+            raise argparse.ArgumentTypeError(f"{bad or 'none given'}; choose from {choices}")
+        return names
+
+    return parse
+
+
 def run_line(module: str, argv: list[str] | None) -> dict:
     """The command (as typed), date and CPU that start a record's run line."""
     words = sys.argv[1:] if argv is None else argv
@@ -106,6 +120,32 @@ def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int
         },
     }
     return Manifest.coerce(content)
+
+
+def training_batch(model: str, d: int, *, batch: int, items: int, precision="float32", **config):
+    """``(compiled model, inputs, targets)``: ``model`` with ``config`` (``TrainConfig`` fields
+    and ``xla``) and one batch of random lists, their features already normalised."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tfr_rankformer.training.precision import precision_policy
+    from tfr_rankformer.training.train_config import TrainConfig
+    from tfr_rankformer.training.training_setup import build_compiled_model
+
+    xla = config.pop("xla", False)
+    settings = TrainConfig(model=model, data="-", model_dir="-", **config)
+    with precision_policy(precision):
+        _, compiled = build_compiled_model(
+            settings, feature_manifest(d), steps_per_epoch=100, xla=xla
+        )
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, MAX_LABEL + 1, (batch, items)).astype(np.float32)
+    features = tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32))
+    inputs = {"features": features, "mask": tf.ones((batch, items), tf.bool)}
+    targets = {"scores": tf.constant(labels)}
+    if settings.uses_list_head:
+        targets["list_quality"] = tf.constant(labels.max(axis=1, keepdims=True))
+    return compiled, inputs, targets
 
 
 # The end of a child's code, after its ``model``, ``inputs``, ``targets``, ``steps`` and

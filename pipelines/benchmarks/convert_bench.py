@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from pipelines.benchmarks.bench_support import HelpFormatter
+from pipelines.benchmarks.bench_support import parser as bench_parser
 from tfrecords_tools.letor.parse_workers import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
@@ -69,10 +69,7 @@ def rate_range(rates: list[float]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
-    )
+    parser = bench_parser(__doc__)
     add = parser.add_argument
     add("--against", choices=sorted(DEFAULTS), default="naive", help="what tfr-convert meets")
     add("--items", type=int, help="train items to generate (default: 200000; beam: 20000)")
@@ -80,12 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0, help="the data's and conversion's seed")
     add("--workers", type=int, default=default_workers(), help="the converter's processes")
     add("--repeat", type=int, help="rounds alternating (a) and (b) (default: 3; beam: 2)")
-    add(
-        "--beam-arg",
-        action="append",
-        default=[],
-        help="a Beam pipeline option, e.g. --beam-arg=--direct_num_workers=2 (repeatable)",
-    )
+    beam = "a Beam pipeline option, e.g. --beam-arg=--direct_num_workers=2 (repeatable)"
+    add("--beam-arg", action="append", default=[], help=beam)
     return parser
 
 

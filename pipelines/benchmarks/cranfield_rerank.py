@@ -1,15 +1,13 @@
 """Cranfield re-ranking in query folds: BM25's top 100, a zero-shot cosine and the Listformer.
 
 Each fold tests on a part of the queries, validates on the next and trains on the rest; each
-column's NDCG on the test lists is printed per fold with the mean ± standard error and kept in
-``OUTPUT/cranfield_rerank.jsonl`` (``--reprint``). Run with ``--output results/cranfield``.
+column's test NDCG per fold and its mean go to ``OUTPUT/cranfield_rerank.jsonl`` (``--reprint``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import importlib.util
 import os
 import shlex
@@ -50,8 +48,8 @@ def minilm_directory() -> str | None:
 
 
 def query_folds(qids: Sequence[str], *, folds: int, seed: int) -> list[dict]:
-    """``qids`` shuffled with ``seed`` and cut into ``folds`` parts; fold ``k`` tests on part
-    ``k``, validates on part ``k + 1`` (part 1 after the last) and trains on the others.
+    """``qids`` shuffled with ``seed`` into ``folds`` parts; fold ``k`` tests on part ``k``,
+    validates on the next (the first after the last) and trains on the others.
 
     >>> [len(f["train"]) for f in query_folds([str(q) for q in range(10)], folds=5, seed=0)]
     [6, 6, 6, 6, 6]
@@ -84,8 +82,7 @@ def fold_row(fold_dir: str, *, scorers: dict[str, rerank.Scorer], split: str = "
 
 
 def prepare_fold(args, number: int, fold: dict, run_path: str) -> str:
-    """Writes fold ``number``'s qid files and converts it to ``OUTPUT/FoldN``; a
-    ``RuntimeError`` names the conversion's log if it fails."""
+    """Fold ``number``'s qid files, converted to ``OUTPUT/FoldN`` (a failure names its log)."""
     qid_dir = os.path.join(args.output, f"Fold{number}.qids")
     os.makedirs(qid_dir, exist_ok=True)
     flags = ["--input", "trec", "--run", run_path, "--seed", str(args.seed)]
@@ -167,17 +164,10 @@ def report(run: dict, records: list[dict]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="cranfield_rerank",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=support.HelpFormatter,
-    )
+    p = support.parser(__doc__, prog="cranfield_rerank")
 
     def names(text: str) -> list[str]:  # comma-separated; '' for none
         return [x for x in text.split(",") if x]
-
-    def numbers(text: str) -> set[int]:
-        return {int(x) for x in names(text)}
 
     add = p.add_argument
     add("--output", required=True, help="where the run, folds, logs and records go")
@@ -191,7 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--batch-size", type=int, default=64, help="texts per call of the encoder")
     add("--variants", type=names, default=list(rerank.VARIANTS), help="Listformer variants scored")
     add("--train-variants", type=names, help="of --variants, those trained (default: all)")
-    add("--train-folds", type=numbers, help="folds the variants are trained on (default: all)")
+    add(
+        "--train-folds",
+        type=lambda text: set(map(int, names(text))),
+        help="folds the variants are trained on (default: all)",
+    )
     add("--epochs", type=int, help="tfr-train --epochs of the Listformer (default: tfr-train's)")
     reuse = "score the Listformer runs in OUTPUT/runs/ instead of training (peak RSS unmeasured)"
     add("--reuse-runs", action="store_true", help=reuse)
@@ -201,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def checked_arguments(p: argparse.ArgumentParser, args) -> None:
-    """Fills the defaults that depend on others; a bad value ends the program."""
+    """Fills the defaults that depend on others; a bad value is a parser error."""
     for name in ("queries.tsv", "collection.tsv", "qrels.txt"):
         if not os.path.isfile(os.path.join(args.data, name)):
             p.error(f"--data {args.data} holds no {name}")
@@ -276,14 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     checked_arguments(p, args)
     start_command(args)
     os.makedirs(args.output, exist_ok=True)
-    words = sys.argv[1:] if argv is None else argv
-    run = {
-        "command": shlex.join(["python", "-m", "pipelines.benchmarks.cranfield_rerank", *words]),
-        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "cpu": support.cpu_extensions(),
-        **{k: v for k, v in vars(args).items() if k not in ("reprint", "verbose")},
-        "train_folds": sorted(args.train_folds),
-    }
+    run = support.run_line("cranfield_rerank", argv)
+    run.update((k, v) for k, v in vars(args).items() if k not in ("reprint", "verbose"))
+    run["train_folds"] = sorted(args.train_folds)
     try:
         records = run_benchmark(args, run, path)
     except (RuntimeError, ValueError, OSError) as e:

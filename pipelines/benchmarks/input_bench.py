@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, HelpFormatter, append_line, cpu_extensions
+from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, cpu_extensions, parser
 from pipelines.benchmarks.speed_records import epoch_medians
 from tfr_rankformer.core.atomic_files import atomic_write
 
@@ -24,8 +24,7 @@ NUM_QUANTILES = 1000
 
 
 def write_lists(directory: str, *, lists: int, items: int, features: int, seed: int) -> None:
-    """``lists`` random lists (heavy-tailed counts and scores, a third 0) as one ELWC shard
-    and its ``manifest.json`` in ``directory``."""
+    """``lists`` random lists (heavy-tailed, a third 0) as an ELWC shard and its manifest."""
     import tensorflow as tf
 
     from tfr_rankformer.inputs.manifest import MANIFEST_NAME
@@ -70,7 +69,7 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
 
 def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]]:
     """Lists/s by epoch of ``--repeats`` pipelines built afresh in ``mode`` (the first epoch
-    counts the build); prints them and the medians."""
+    counts the build), printed with their medians."""
     from tfr_rankformer.inputs import batching, data
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
     from tfr_rankformer.model.table_search import pipeline_normalization
@@ -116,10 +115,7 @@ def _load() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
-    )
+    p = parser(__doc__)
     add = p.add_argument
     add("--lists", type=int, default=50_000, help="lists to write")
     add("--items", type=int, default=16, help="items per list")
@@ -130,12 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--mode", choices=(*MODES, "all"), default="all", help="the pipelines timed")
     add("--seed", type=int, default=0, help="data and shuffle seed")
     add("--data", help="a directory this benchmark or tfr-convert wrote (default: write lists)")
-    add(
-        "--record",
-        metavar="FILE",
-        help="append the run's figures as a JSON line to FILE; python -m "
-        "pipelines.benchmarks.speed_records FILE prints them",
-    )
+    add("--record", metavar="FILE", help="append the figures as a JSON line to FILE")
     return p
 
 

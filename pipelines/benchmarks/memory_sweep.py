@@ -15,25 +15,12 @@ from pipelines.benchmarks import bench_support as support
 # argv: model, items per list, items per batch, steps, spare GiB.
 FEATURES_CHILD = """
 import sys
-import numpy as np
 import tensorflow as tf
-from pipelines.benchmarks.bench_support import feature_manifest
-from tfr_rankformer.training.train_config import TrainConfig
-from tfr_rankformer.training.training_setup import build_compiled_model
+from pipelines.benchmarks.bench_support import training_batch
 
 name, length, items, steps, spare = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
-batch = max(items // length, 1)
-config = TrainConfig(model=name, data="-", model_dir="-", alpha=1.0)
-_, model = build_compiled_model(config, feature_manifest(46), steps_per_epoch=100, xla=False)
-rng = np.random.default_rng(0)
-inputs = {
-    "features": tf.constant(rng.normal(size=(batch, length, 46)).astype(np.float32)),
-    "mask": tf.ones((batch, length), tf.bool),
-}
-targets = {
-    "scores": tf.constant(rng.integers(0, 3, (batch, length)).astype(np.float32)),
-    "list_quality": tf.constant(rng.integers(0, 3, (batch, 1)).astype(np.float32)),
-}
+sizes = dict(batch=max(items // length, 1), items=length)
+model, inputs, targets = training_batch(name, 46, **sizes, alpha=1.0)
 """
 
 # argv: attention, lists, documents per list, tokens per document, steps, spare GiB.
@@ -72,16 +59,14 @@ MEMORY_GB = {"features": 12.0, "text": 6.0}
 MODELS = {"rankformer": "full attention", "summary_token_ranker": "summary tokens"}
 QUERY_TOKENS = 8
 ATTENTIONS = {"blocked": "global-local", "full": "full"}
-SPEED_ATTENTIONS = {
-    "blocked": "global-local (blocked)",
-    "dense_masked": "global-local (dense masked)",
-    "full": "full",
-}
+SPEED_ATTENTIONS = dict(
+    blocked="global-local (blocked)", dense_masked="global-local (dense masked)"
+)
+SPEED_ATTENTIONS["full"] = "full"
 
 
 def run_configuration(family: str, settings: list, args) -> dict:
-    """One configuration of ``family`` (its child's arguments before the steps and spare
-    GiB) in its own capped process: its JSON result."""
+    """The JSON result of ``family``'s child with ``settings`` in its own capped process."""
     argv = [str(value) for value in (*settings, args.steps, args.memory_gb)]
     return support.run_child(FAMILIES[family] + support.CAPPED_STEPS, argv)
 
@@ -187,14 +172,11 @@ def memory_table(args) -> list[dict]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=support.HelpFormatter,
-    )
+    parser = support.parser(__doc__)
     add = parser.add_argument
     add("--family", choices=sorted(FAMILIES), required=True, help="the models compared")
     add("--steps", type=int, default=3, help="timed steps per configuration")
-    add("--memory-gb", type=float, help="address space each run may add, GiB (default: 12, text 6)")
+    add("--memory-gb", type=float, help="GiB each run may add (default: 12, text 6)")
     features = parser.add_argument_group("--family features").add_argument
     features("--lengths", default="256,1024,4096,16384", help="items per list")
     features("--items", type=int, default=16384, help="items per batch")

@@ -1,8 +1,8 @@
-"""Quality on MQ2008: ``python -m pipelines.benchmarks.mq2008 quality|gbdt|losses``.
+"""Quality on MQ2008: ``python -m pipelines.benchmarks.mq2008 gbdt|losses``.
 
-``quality``: the paper's model set with simulated clicks; ``gbdt``: the GBDT presets beside the
-RankFormer teacher and its distilled student, with single-list latency; ``losses``:
-``context_aware`` once per loss on the original labels. Finished runs are reused.
+``gbdt``: the GBDT presets beside the RankFormer teacher and its distilled student, with
+single-list latency; ``losses``: ``context_aware`` once per loss on the original labels
+(``tfr-experiment`` runs the paper's model set). Finished runs are reused.
 """
 
 from __future__ import annotations
@@ -19,14 +19,7 @@ from pipelines.benchmarks.bench_support import HelpFormatter, letor_folds
 from pipelines.experiment_summary import mean_se
 from tfr_rankformer.training.train_config import TrainConfig
 
-MODELS = {
-    "mlp": {"model": "mlp"},
-    "transformer": {"model": "transformer"},
-    # alpha on the released code's scale: 1 and 4 stand for the paper's 0.25 and 1.
-    "rankformer alpha=1": {"model": "rankformer", "alpha": 1.0},
-    "rankformer alpha=4": {"model": "rankformer", "alpha": 4.0},
-}
-TEACHER = "rankformer alpha=1"
+TEACHER = "rankformer alpha=1"  # on the released code's scale: the paper's 0.25
 GBDT_ROWS = {
     "gbdt-1k": "gbdt-1k",
     "gbdt-10k": "gbdt-10k",
@@ -42,8 +35,7 @@ def metrics(model_dir: str) -> dict:
 
 
 def train_fold(args, fold: int, name: str, settings: dict) -> str:
-    """Trains ``settings`` (``TrainConfig`` fields) as ``runs/<name>/Fold<fold>`` unless that
-    run is complete (an interrupted one resumes); returns its directory."""
+    """``runs/<name>/Fold<fold>``: ``settings`` (``TrainConfig`` fields) trained unless done."""
     from tfr_rankformer.training.loop import train
 
     model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
@@ -64,24 +56,10 @@ def train_fold(args, fold: int, name: str, settings: dict) -> str:
 
 
 def ndcg_cells(runs: list[dict]) -> list[str]:
-    """Test NDCG_y@10 and NDCG_r@10 of ``runs`` as ``mean ± standard error`` cells."""
+    """Test NDCG_y@10 and NDCG_r@10 of ``runs``, mean ± standard error."""
     return [
         "{:.2f} ± {:.2f}".format(*mean_se([r[k] for r in runs])) for k in ("ndcg_y@10", "ndcg_r@10")
     ]
-
-
-def quality(args, folds: list[int]) -> None:
-    results: dict[str, list[dict]] = {name: [] for name in MODELS}
-    for fold in folds:
-        for name, settings in MODELS.items():
-            results[name].append(metrics(train_fold(args, fold, name, settings))["test"])
-    print(
-        f"\nMQ2008, simulated clicks, {len(folds)} folds, {args.epochs} epochs, batch "
-        f"{args.batch_size}: test NDCG x 100, mean ± standard error over folds\n"
-    )
-    print("| model | NDCG_y@10 | NDCG_r@10 |\n|---|---|---|")
-    for name, runs in results.items():
-        print("| {} | {} | {} |".format(name, *ndcg_cells(runs)))
 
 
 def losses(args, folds: list[int]) -> None:
@@ -120,8 +98,8 @@ def latency_ms(score, arrays, lists: int) -> float:
 
 
 def gbdt_fold(args, fold: int, results: dict) -> dict:
-    """The GBDT presets, the teacher, its student and the GBDT on labels on one fold:
-    appends their test metrics to ``results``; returns their scorers."""
+    """The GBDT presets, teacher, student and GBDT on labels on one fold: their test metrics
+    appended to ``results``; their scorers."""
     from tfr_rankformer.distill.distillation import DistillConfig, distill
     from tfr_rankformer.distill.distillation_teacher import load_teacher
     from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
@@ -142,13 +120,10 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
         found = metrics(model_dir)
         results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
         scorers[preset] = booster_scorer(model_dir)
-    teacher_dir = train_fold(args, fold, TEACHER, MODELS[TEACHER])
+    teacher_dir = train_fold(args, fold, TEACHER, {"model": "rankformer", "alpha": 1.0})
     student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
     if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
-        config = DistillConfig(
-            teacher=teacher_dir, output=student_dir, trees=args.trees, seed=args.seed
-        )
-        distill(config)
+        distill(DistillConfig(teacher_dir, student_dir, trees=args.trees, seed=args.seed))
     comparison = metrics(student_dir)["comparison"]["test"]
     for name in ("teacher", "student", "gbdt_labels"):
         results[name].append(comparison[name])
@@ -190,12 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     studies = parser.add_subparsers(dest="study", required=True)
     found = {}
     for study, what in (
-        ("quality", "the paper's model set with simulated clicks"),
         ("gbdt", "GBDT baselines and the distilled RankFormer with simulated clicks"),
         ("losses", "context_aware with every registered loss on the original labels"),
     ):
-        formatter = HelpFormatter
-        p = found[study] = studies.add_parser(study, help=what, formatter_class=formatter)
+        p = found[study] = studies.add_parser(study, help=what, formatter_class=HelpFormatter)
         losses_study = study == "losses"
         add = p.add_argument
         add("--output", default=f"results/mq2008{'_losses' * losses_study}", help="runs and data")
@@ -223,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.converted = os.path.dirname(converted[min(converted)])
     folds = [int(f) for f in args.folds.split(",")]
-    {"quality": quality, "gbdt": gbdt_study, "losses": losses}[args.study](args, folds)
+    (gbdt_study if args.study == "gbdt" else losses)(args, folds)
     return 0
 
 

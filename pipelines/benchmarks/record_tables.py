@@ -25,8 +25,7 @@ MQ2008_LINK = "[results.md](docs/results.md#quality-on-mq2008)"
 
 @dataclasses.dataclass(frozen=True)
 class Parity:
-    """A ``reference_parity`` table reprinted from its ``--record`` file (which of its
-    tables: ``parts``)."""
+    """``reference_parity``'s tables ``parts`` reprinted from its ``--record`` file."""
 
     record: str
     epochs: int
@@ -66,8 +65,7 @@ PARITY_200_KERAS = Parity(
 
 
 def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, dict]:
-    """``(args, results, by_seed)`` of ``reference_parity --recorded-only`` on the record;
-    a ``ValueError`` names a run the table needs that the record lacks."""
+    """``(args, results, by_seed)`` of ``reference_parity --recorded-only`` on the record."""
     from pipelines.benchmarks.reference import reference_parity as rp
     from pipelines.benchmarks.reference.parity_records import RunRecord, recorded_runs, seeds_of
     from pipelines.experiment_specs import parse_folds, parse_models
@@ -135,10 +133,8 @@ def web30k_table(root: str, directory: str) -> str:
     run, records = run_record(root, directory, "web30k_scale.jsonl")
     text = report(run, records)
     tables = text[text.index("| protocol |") :]
-    return (
-        f"CPU: {run['cpu']}. Measured by `{run['command']}`; "
-        f"`{WEB30K} --output {RECORDS}/{directory} --reprint` reprints it:\n\n{tables}"
-    )
+    reprint = f"`{WEB30K} --output {RECORDS}/{directory} --reprint`"
+    return f"CPU: {run['cpu']}. Measured by `{run['command']}`; {reprint} reprints it:\n\n{tables}"
 
 
 def cranfield_table(root: str) -> str:
@@ -160,8 +156,8 @@ def speed_table(root: str, name: str) -> str:
 
 
 def web30k_path(root: str) -> str:
-    """What each stage of the README's path costs at WEB30K's size, from the click-protocol
-    records, the three-epoch one first (the conversion it reused is in the other)."""
+    """What each stage of the README's path costs at WEB30K's size, from the click records
+    (the three-epoch one first: the conversion it reused is in the other)."""
     found: dict[str, tuple[str, dict, dict]] = {}
     for directory in (WEB30K_CLICKS, WEB30K_BATCHES):
         run, records = run_record(root, directory, "web30k_scale.jsonl")
@@ -192,8 +188,8 @@ def web30k_path(root: str) -> str:
     return caption + "\n\n" + "\n".join(lines) + "\n"
 
 
-def _pm(mean: float, se: float) -> str:
-    return f"{mean:.2f}" if math.isnan(se) else f"{mean:.2f} ± {se:.2f}"
+def _pm(mean: float, se: float, spec: str = ".2f") -> str:
+    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def headline_mq2008_30(root: str) -> list[str]:
@@ -207,9 +203,7 @@ def headline_mq2008_30(root: str) -> list[str]:
     for label, sides in rows.items():
         ours, theirs = sides["ours"]["ndcg_y@10"], sides[RELEASED]["ndcg_y@10"]
         found = paired[label]["ndcg_y@10"]
-        delta = f"{found['mean']:+.2f}" + (
-            "" if math.isnan(found["se"]) else f" ± {found['se']:.2f}"
-        )
+        delta = _pm(found["mean"], found["se"], "+.2f")
         cells.append(f"{label} {_pm(*ours)} against {_pm(*theirs)} (Δ {delta})")
     folds = len(next(iter(fold_means.values()))["ours"])
     what = (
@@ -222,19 +216,14 @@ def headline_mq2008_30(root: str) -> list[str]:
 
 def headline_mq2008_200(root: str) -> list[str]:
     """Over every recorded seed: ours − theirs and the RankFormer's gain over the
-    transformer on each side, with seed-noise standard errors."""
+    transformer on each side, ± seed noise."""
     from pipelines.benchmarks.reference.parity_records import RELEASED
-    from pipelines.benchmarks.reference.parity_tables import noise_difference
+    from pipelines.benchmarks.reference.parity_tables import by_fold, noise_difference
 
     args, _, by_seed = parity_runs(root, PARITY_200)
 
     def gap(first: tuple[str, str], second: tuple[str, str]) -> str:
-        values = []
-        for label, side in (first, second):
-            found: dict[int, list[float]] = {}
-            for (fold, _), run in sorted(by_seed[label][side].items()):
-                found.setdefault(fold, []).append(run["ndcg_y@10"])
-            values.append(found)
+        values = [by_fold(by_seed[label][side], "ndcg_y@10") for label, side in (first, second)]
         found = noise_difference(*values)
         return f"{found['mean']:+.2f} ± {found['se']:.2f} (z {found['z']:+.1f})"
 
@@ -306,8 +295,8 @@ def headline_cranfield(root: str) -> list[str]:
 
 def headline(root: str) -> str:
     """The README's headline table: one row per record, with the command that reprints it."""
-    rows = [f(root) for f in (headline_mq2008_30, headline_mq2008_200)]
-    rows += [headline_web30k(root), headline_cranfield(root)]
+    found = (headline_mq2008_30, headline_mq2008_200, headline_web30k, headline_cranfield)
+    rows = [f(root) for f in found]
     lines = ["| what | figure | command that reprints it from its record |", "|---|---|---|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"

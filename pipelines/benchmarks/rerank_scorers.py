@@ -21,7 +21,7 @@ FIRST_STAGE = {"listformer": None, "listformer_no_fs": False}
 
 
 def list_metrics(lists: Sequence[TextList], scores: list, ks=(1, 5, 10)) -> dict:
-    """``ranking_metrics.evaluate_rankings`` of one score array per list on their labels."""
+    """``evaluate_rankings`` of one score array per list on the lists' labels."""
     from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
     size = max(len(t.relevance) for t in lists)
@@ -53,13 +53,12 @@ def bm25_scorer(run_scores: dict[tuple[str, str], float]) -> Scorer:
 
 
 class CosineScorer:
-    """The zero-shot cosine of each list's query and documents under a ``SentenceEncoder``
-    (texts cut at ``max_query_tokens`` / ``max_document_tokens``), each text encoded once."""
+    """The zero-shot cosine of each list's query and documents under a ``SentenceEncoder``,
+    each text encoded once."""
 
     def __init__(self, encoder, *, max_query_tokens: int, max_document_tokens: int, batch_size):
-        self.encoder = encoder
+        self.encoder, self.batch_size = encoder, batch_size
         self.caps = {"query": max_query_tokens, "document": max_document_tokens}
-        self.batch_size = batch_size
         self.cache: dict[str, dict[str, np.ndarray]] = {"query": {}, "document": {}}
 
     def _embeddings(self, kind: str, texts: list[str]) -> np.ndarray:
@@ -89,8 +88,7 @@ class ModelScorer:
     """A text model's scores of each list, one list a call (a list of 100 is 12,800 tokens)."""
 
     def __init__(self, model, tokenizer):
-        self.model = model
-        self.tokenizer = tokenizer
+        self.model, self.tokenizer = model, tokenizer
 
     def __call__(self, lists: Sequence[TextList]) -> list:
         import tensorflow as tf
@@ -129,8 +127,8 @@ def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
 
 
 def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
-    """Trains ``variant`` on the fold in a child ``tfr-train`` (``--reuse-runs``: unless an
-    earlier run did); its run's figures. A ``RuntimeError`` names the log if it fails."""
+    """Trains ``variant`` on the fold in a child ``tfr-train`` (``--reuse-runs``: unless done);
+    its run's figures, or a ``RuntimeError`` naming the log."""
     model_dir = os.path.join(args.output, "runs", f"Fold{number}", variant)
     flags = ["--model", "listformer", "--data", fold_dir, "--model-dir", model_dir]
     flags += ["--init-from", args.init_from, "--no-export", "--overwrite", *VARIANTS[variant]]

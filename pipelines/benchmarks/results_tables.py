@@ -6,15 +6,15 @@ benchmark's own table functions, so that a page cannot show a figure no record h
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import sys
+from functools import partial
 
 from pipelines.benchmarks import record_tables as tables
 from pipelines.benchmarks import speed_records
-from pipelines.benchmarks.bench_support import REPO, HelpFormatter
+from pipelines.benchmarks.bench_support import REPO, parser
 from tfr_rankformer.core.atomic_files import atomic_write
 
 README = "README.md"
@@ -28,31 +28,20 @@ _BLOCK = re.compile(
 
 # === The blocks and their pages ===
 
-BLOCKS = {
+_PARITY = {"mq2008-30": tables.PARITY_30, "mq2008-200": tables.PARITY_200}
+_PARITY.update({"mq2008-200-seeds-0-1": tables.PARITY_200_SEEDS})
+_PARITY.update({"mq2008-200-keras-epsilon": tables.PARITY_200_KERAS})
+_SPEED = {"train-step": speed_records.STEP_RECORD, "serving-latency": speed_records.SERVING_RECORD}
+_SPEED["input-pipeline"] = speed_records.INPUT_RECORD
+_WEB30K = {"web30k-clicks": tables.WEB30K_CLICKS}
+_WEB30K["web30k-clicks-batch-sizes"] = tables.WEB30K_BATCHES
+BLOCKS = {  # name -> (page, its table of the records under a root)
     "headline": (README, tables.headline),
     "web30k_path": (README, tables.web30k_path),
     "cranfield": (RESULTS, tables.cranfield_table),
-    "web30k-clicks": (RESULTS, lambda root: tables.web30k_table(root, tables.WEB30K_CLICKS)),
-    "web30k-clicks-batch-sizes": (
-        RESULTS,
-        lambda root: tables.web30k_table(root, tables.WEB30K_BATCHES),
-    ),
-    "train-step": (RESULTS, lambda root: tables.speed_table(root, speed_records.STEP_RECORD)),
-    "serving-latency": (
-        RESULTS,
-        lambda root: tables.speed_table(root, speed_records.SERVING_RECORD),
-    ),
-    "input-pipeline": (RESULTS, lambda root: tables.speed_table(root, speed_records.INPUT_RECORD)),
-    "mq2008-30": (RESULTS, lambda root: tables.parity_table(root, tables.PARITY_30)),
-    "mq2008-200": (RESULTS, lambda root: tables.parity_table(root, tables.PARITY_200)),
-    "mq2008-200-seeds-0-1": (
-        RESULTS,
-        lambda root: tables.parity_table(root, tables.PARITY_200_SEEDS),
-    ),
-    "mq2008-200-keras-epsilon": (
-        RESULTS,
-        lambda root: tables.parity_table(root, tables.PARITY_200_KERAS),
-    ),
+    **{name: (RESULTS, partial(tables.web30k_table, directory=d)) for name, d in _WEB30K.items()},
+    **{name: (RESULTS, partial(tables.speed_table, name=r)) for name, r in _SPEED.items()},
+    **{name: (RESULTS, partial(tables.parity_table, parity=p)) for name, p in _PARITY.items()},
 }
 
 
@@ -77,9 +66,8 @@ def replace_blocks(text: str, rendered: dict[str, str]) -> tuple[str, list[str]]
 
 
 def stale_blocks(root: str = REPO, rendered: dict | None = None, *, write=False) -> list[str]:
-    """``PAGE: NAME`` for every block of the pages that differs from what the records
-    print, ``(missing)`` or ``(no such block)`` for one a page lacks or no record prints;
-    with ``write`` the pages are rewritten to hold what the records print."""
+    """``PAGE: NAME`` of every block that differs from what the records print (``(missing)``,
+    ``(no such block)``: one a page lacks or no record prints); ``write`` rewrites them."""
     rendered = {name: render(name, root) for name in BLOCKS} if rendered is None else rendered
     found = []
     for page in (README, RESULTS):
@@ -99,16 +87,10 @@ def stale_blocks(root: str = REPO, rendered: dict | None = None, *, write=False)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="results_tables",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
-    )
+    p = parser(__doc__, prog="results_tables")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--write", action="store_true", help="rewrite the pages' blocks too")
-    what.add_argument(
-        "--check", action="store_true", help="print nothing but each block that differs; exit 1"
-    )
+    what.add_argument("--check", action="store_true", help="only name each stale block; exit 1")
     p.add_argument("--root", default=REPO, help="the repository holding the pages and records")
     args = p.parse_args(argv)
     try:

@@ -1,6 +1,6 @@
 """The speed benchmarks' records and their tables, every row naming its CPU.
 
-Reprint: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.jsonl``.
+Usage: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.jsonl``.
 """
 
 from __future__ import annotations

@@ -6,13 +6,12 @@ Feature lists: NDCG@10 of the noiseless utility, the best pointwise ranking and 
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import HelpFormatter
+from pipelines.benchmarks.bench_support import parser as bench_parser
 from pipelines.benchmarks.rerank_scorers import list_metrics
 from tfr_rankformer.ranking.ranking_metrics import ndcg_at_k
 from tfrecords_tools.synthetic import draw_latent_list, list_sizes
@@ -89,10 +88,7 @@ def print_text_baselines(args) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=HelpFormatter,
-    )
+    parser = bench_parser(__doc__)
     add = parser.add_argument
     add("--text", action="store_true", help="synthetic text: BM25 and the oracles")
     add("--lists", type=int, help="lists drawn (default: 20000; text: 3000 train, a third each)")

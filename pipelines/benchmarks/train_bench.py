@@ -1,34 +1,27 @@
 """Training speed of our models against the RankFormer authors' released code, in one run.
 
 Full training steps on one in-memory batch, ours in rounds alternating with the released
-code's (``reference_step_timer.py``) so that load hits both alike; ``--profile`` sums
-TensorFlow's profiler op times over our steps instead.
+code's (``reference_step_timer.py``) so that load hits both alike.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import glob
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from unittest import mock
 
-import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.reference.parity_sources import SETUP, official_setup
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.model_config import ModelConfig
-from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
-from tfr_rankformer.training.training_setup import build_compiled_model
 
 MODELS = ("rankformer", "transformer", "mlp")
 TIMER = os.path.join(
@@ -53,8 +46,7 @@ def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
 
 
 def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
-    """The best GFLOP/s of one float32 matmul here, over the step's shapes and a square
-    2048 x 2048 product; each shape's fastest of ``repeats`` calls after a warm-up."""
+    """The best GFLOP/s of a float32 matmul of the step's shapes or 2048 x 2048 here."""
     best = 0.0
     for m, k, n in ((rows, d, d), (rows, d, ff_dim), (rows, ff_dim, d), (2048, 2048, 2048)):
         a = tf.random.stateless_normal((m, k), seed=(0, 1))
@@ -68,22 +60,10 @@ def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
 
 
 def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32"):
-    """A compiled, warmed-up training step of ``model`` on one in-memory batch:
-    ``seconds(n)`` runs ``n`` steps and returns each one's seconds."""
-    config = TrainConfig(model=model, data="-", model_dir="-")
-    with precision_policy(precision):  # features arrive normalised, as in training
-        _, compiled = build_compiled_model(
-            config, support.feature_manifest(d), steps_per_epoch=100, xla=xla
-        )
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, support.MAX_LABEL + 1, (batch, items)).astype(np.float32)
-    inputs = {
-        "features": tf.constant(rng.normal(size=(batch, items, d)).astype(np.float32)),
-        "mask": tf.ones((batch, items), tf.bool),
-    }
-    targets = {"scores": tf.constant(labels)}
-    if config.uses_list_head:
-        targets["list_quality"] = tf.constant(labels.max(axis=1, keepdims=True))
+    """``seconds(n)``: runs ``n`` compiled, warmed-up training steps of ``model`` on one
+    in-memory batch and returns each one's seconds."""
+    sizes = dict(batch=batch, items=items, xla=xla, precision=precision)
+    compiled, inputs, targets = support.training_batch(model, d, **sizes)
     for _ in range(2):  # tracing and warm-up
         compiled.train_on_batch(inputs, targets)
 
@@ -135,16 +115,13 @@ def our_side(precision: str, first: str) -> str:
 
 
 def our_steps(model: str, d: int, args) -> dict:
-    """``{side: seconds}``: ours in each ``--precision``, and if asked compiled whole with XLA
-    and traced without the compiled pieces (in the first precision)."""
+    """``{side: seconds}``: ours in each ``--precision``, and if asked without compiled_ops."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
     sides = {
         our_side(p, args.precision[0]): prepare(model, d, **kwargs, precision=p)
         for p in args.precision
     }
     kwargs["precision"] = args.precision[0]
-    if args.compare_xla and not args.xla:
-        sides["ours, XLA step"] = prepare(model, d, **dict(kwargs, xla=True))
     if args.compare_plain:
         with mock.patch.dict(os.environ, {compiled_ops.ENV_SWITCH: "0"}):
             sides["ours, plain ops"] = prepare(model, d, **kwargs)
@@ -176,83 +153,28 @@ def compare(model: str, d: int, args, setup) -> dict:
     return rates
 
 
-def op_times(logdir: str) -> collections.Counter:
-    """Milliseconds per op (``name:type``) summed over the CPU trace in ``logdir``; the
-    XLA-compiled pieces run as asynchronous kernels, shown as ``XlaLaunch``."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    totals = collections.Counter()
-    for path in glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True):
-        space = xplane_pb2.XSpace()
-        with open(path, "rb") as f:
-            space.ParseFromString(f.read())
-        for plane in (p for p in space.planes if p.name == "/host:CPU"):
-            for event in (e for line in plane.lines for e in line.events):
-                name = plane.event_metadata[event.metadata_id].name
-                if name == "ExecutorState::ProcessAsync::Start":
-                    name = "compiled pieces:XlaLaunch"
-                elif "::" in name or not name.partition(":")[2].isidentifier():
-                    continue  # the runtime's own spans, which enclose the ops
-                totals[name] += event.duration_ps / 1e9
-    return totals
-
-
-def profile(model: str, d: int, args) -> None:
-    """Prints where ``--steps`` of our steps spend their op time, by op type and by op."""
-    steps = prepare(model, d, batch=args.batch_size, items=args.items, xla=args.xla)
-    with tempfile.TemporaryDirectory() as logdir:
-        tf.profiler.experimental.start(logdir)
-        steps(args.steps)
-        tf.profiler.experimental.stop()
-        totals = op_times(logdir)
-    by_type = collections.Counter()
-    for name, ms in totals.items():
-        by_type[name.rsplit(":", 1)[1]] += ms
-    total = sum(totals.values())
-    print(f"{model}: {total / args.steps:,.0f} ms of op time per step, all threads")
-    shown = [(kind, ms) for kind, ms in by_type.most_common() if ms / total >= 0.005]
-    for kind, ms in [*shown, ("largest ops:", None), *totals.most_common(args.top)]:
-        print(kind if ms is None else f"  {ms / args.steps:8.1f} ms {ms / total:6.1%}  {kind}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=support.HelpFormatter,
-    )
+    parser = support.parser(__doc__)
     add = parser.add_argument
     add("--batch-size", type=int, default=2048, help="our lists per step")
     add("--items", type=int, default=16, help="items per list")
     add("--features", default="46", help="comma-separated feature counts")
-    add("--models", default=",".join(MODELS), help="comma-separated models")
-    add("--steps", type=int, default=3, help="steps per side and round (profiled steps)")
-    add(
-        "--precision",
-        action="append",
-        choices=("float32", "bf16", "float16"),
-        help="our step's compute precision (see tfr-train --precision); repeated, each one "
-        "more side of the rounds, 'ours' for the first, 'ours, PRECISION' for the others. "
-        "Default: float32",
-    )
+    add("--models", type=support.names_of(MODELS), default=",".join(MODELS), help="comma-separated")
+    add("--steps", type=int, default=3, help="steps per side and round")
+    precisions = "our step's precision (tfr-train's), repeated for more sides (default: float32)"
+    add("--precision", action="append", choices=("float32", "bf16", "float16"), help=precisions)
     add("--rounds", type=int, default=4, help="alternating rounds")
     add("--xla", action="store_true", help="compile our whole step with XLA")
     add("--compare-plain", action="store_true", help="also time our step without compiled_ops")
-    add("--compare-xla", action="store_true", help="also time our step compiled whole with XLA")
     add("--peak", action="store_true", help="also time float32 matmuls alone: the lists/s cap")
-    add("--profile", action="store_true", help="profile our steps instead of timing rounds")
-    add("--top", type=int, default=12, help="--profile: ops listed one by one")
     add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
     add("--official-python", help="a Python with torch, pandas and scikit-learn")
     add(
         "--official-batch-size", type=int, help="the released code's lists per step (default: ours)"
     )
     add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")
-    add(
-        "--record",
-        metavar="FILE",
-        help="append a JSON line per model and feature count to FILE; python -m "
-        "pipelines.benchmarks.speed_records FILE prints them",
-    )
+    record = "append a JSON line per model and feature count to FILE (speed_records prints it)"
+    add("--record", metavar="FILE", help=record)
     return parser
 
 
@@ -260,16 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.precision = list(dict.fromkeys(args.precision or ["float32"]))
-    models = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(models) - set(MODELS))
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    models = args.models
     features = [int(x) for x in args.features.split(",")]
-    if args.profile:
-        for d in features:
-            for model in models:
-                profile(model, d, args)
-        return 0
     setup = official_setup(args)
     if setup is None:
         print(SETUP)

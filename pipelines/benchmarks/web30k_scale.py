@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import os
-import shlex
 import shutil
 import statistics
 import sys
@@ -51,7 +49,7 @@ def _manifest(data: str) -> Manifest | None:
 
 
 def convert(args, protocol: str, earlier: dict) -> dict:
-    """Stage 1: the synthetic WEB30K-sized data of ``protocol`` (reused when present)."""
+    """The synthetic WEB30K-sized data of ``protocol`` (reused when present)."""
     data = os.path.join(args.output, "data", protocol)
     key = {"protocol": protocol, "stage": "convert", "model": "-"}
     manifest = _manifest(data)
@@ -85,8 +83,7 @@ def _log(args, protocol: str, stage: str, model: str) -> str:
 
 def train(args, protocol: str, model: str, padded_batch: int | None = None) -> dict:
     """One epoch of ``model`` (clicks: ``--click-epochs``; the GBDT: its fit) with default
-    flags, or with ``padded_batch`` lists per batch and no length buckets; lists/s is the
-    median epoch's."""
+    flags, or ``padded_batch`` lists per batch unbucketed; lists/s of the median epoch."""
     stage = "train" if padded_batch is None else "train-padded"
     run_dir = os.path.join(args.output, "runs", protocol, model + ("-padded" * bool(padded_batch)))
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -174,15 +171,14 @@ def report(run: dict, records: list[dict]) -> str:
 
 
 def released_estimate(manifest: Manifest, batch: int) -> int:
-    """Bytes the released RankFormer's training holds at ``batch`` lists: its backward
-    pass holds a gradient the size of the whole padded batch per list."""
+    """Bytes the released RankFormer's training holds at ``batch`` lists (its backward pass
+    holds a gradient the size of the padded batch per list)."""
     longest = manifest.split("train").longest_list
     return batch * batch * longest * manifest.num_features * 4
 
 
 def released_batches(text: str, manifest: Manifest) -> list[int]:
-    """``--official-batch-sizes``: the sizes listed, or for ``auto`` the released 2048
-    halved until :func:`released_estimate` fits in half of this machine's memory."""
+    """``--official-batch-sizes``: those listed, or ``auto``'s."""
     if text != "auto":
         return [int(x) for x in text.split(",") if x]
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -193,8 +189,8 @@ def released_batches(text: str, manifest: Manifest) -> list[int]:
 
 
 def released(args, setup, ours: dict) -> list[dict]:
-    """The released RankFormer on our clicks run's lists, once per batch size, for as many
-    epochs, with a time limit; its lists/s is its median epoch's (after it loads the data)."""
+    """The released RankFormer on our clicks lists, once per batch size, for as many epochs
+    within a time limit; lists/s of its median epoch."""
     record = {"protocol": "clicks", "stage": "released", "model": OURS}
     data = os.path.join(args.output, "data", "clicks")
     manifest = _manifest(data)
@@ -209,15 +205,9 @@ def released(args, setup, ours: dict) -> list[dict]:
         batch = min(batch, manifest.split("train").num_lists)
         stage = f"released-b{batch}"
         log = _log(args, "clicks", stage, OURS)
-        command = [
-            python,
-            parity_sources.RUNNER,
-            "--official-dir",
-            directory,
-            "--train",
-            paths["train"],
-        ]
-        command += ["--test", paths["test"], "--epochs", str(args.click_epochs)]
+        command = [python, parity_sources.RUNNER, "--official-dir", directory]
+        command += ["--train", paths["train"], "--test", paths["test"]]
+        command += ["--epochs", str(args.click_epochs)]
         command += ["--models", OURS, "--threads", str(args.official_threads)]
         command += ["--batch-size", str(batch)]
         result = {**record, "stage": stage, "batch_size": batch}
@@ -236,49 +226,29 @@ def released(args, setup, ours: dict) -> list[dict]:
     return records
 
 
-def _names(text: str, allowed: tuple[str, ...], what: str, p) -> list[str]:
-    names = [n for n in text.split(",") if n]
-    bad = [n for n in names if n not in allowed]
-    if bad or not names:
-        p.error(f"--{what}: {bad or 'none given'}; choose from {','.join(allowed)}")
-    return names
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="web30k_scale",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=support.HelpFormatter,
-    )
+    p = support.parser(__doc__, prog="web30k_scale")
     add = p.add_argument
     add("--output", required=True, help="where data, runs, logs and the table go")
     add("--lists", type=int, help=f"train queries (default: WEB30K's {WEB30K_TRAIN_QUERIES:,})")
     add("--quick", action="store_true", help=f"--lists {QUICK_QUERIES}: a smoke run")
-    add("--models", default=",".join(MODELS), help="comma-separated models")
-    add("--protocols", default=",".join(PROTOCOLS), help="comma-separated protocols")
+    models, protocols = support.names_of(MODELS), support.names_of(PROTOCOLS)
+    add("--models", type=models, default=",".join(MODELS), help="comma-separated models")
+    add("--protocols", type=protocols, default=",".join(PROTOCOLS), help="comma-separated")
     add("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
     add("--reprint", action="store_true", help="print the last run's table again")
-    add(
-        "--click-epochs",
-        type=int,
-        default=1,
-        help="epochs of each neural model, and of the released code, on clicks",
-    )
+    add("--click-epochs", type=int, default=1, help="epochs of each model on clicks")
     group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
     parity_sources.add_source_arguments(group)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="seconds")
     group.add_argument("--official-threads", type=int, default=2, help="its threads")
-    group.add_argument(
-        "--official-batch-sizes",
-        default="auto",
-        help="lists per batch of the released code, comma-separated: one run each; auto: "
-        "its 2048 halved until its estimated memory fits in half of this machine's",
-    )
+    batches = "its lists per batch, a run each; auto: 2048 halved to fit half the memory"
+    group.add_argument("--official-batch-sizes", default="auto", help=batches)
     return p
 
 
-def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
-    """Settles ``args.lists``; the models and protocols to run, or a parser error."""
+def _checked(p: argparse.ArgumentParser, args) -> None:
+    """Settles ``args.lists``; a bad value is a parser error."""
     if args.quick and args.lists is not None:
         p.error("--quick sets --lists; give one of them")
     args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
@@ -286,8 +256,6 @@ def _checked(p: argparse.ArgumentParser, args) -> tuple[list[str], list[str]]:
         p.error(f"--lists must be >= 3, got {args.lists}")
     if args.click_epochs < 1:
         p.error(f"--click-epochs must be >= 1, got {args.click_epochs}")
-    models = _names(args.models, MODELS, "models", p)
-    return models, _names(args.protocols, PROTOCOLS, "protocols", p)
 
 
 def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, done) -> None:
@@ -319,11 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     markdown = os.path.join(args.output, "web30k_scale.md")
     if args.reprint:
         return support.reprint(p, jsonl, report)
-    models, protocols = _checked(p, args)
-    words = sys.argv[1:] if argv is None else argv
-    command = shlex.join(["python", "-m", "pipelines.benchmarks.web30k_scale", *words])
-    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    run = dict(command=command, cpu=support.cpu_extensions(), date=date, lists=args.lists)
+    _checked(p, args)
+    models, protocols = args.models, args.protocols
+    run = dict(support.run_line("web30k_scale", argv), lists=args.lists)
     os.makedirs(args.output, exist_ok=True)
     earlier = {(r["stage"], r["protocol"], r["model"]): r for r in support.read_records(jsonl)[1]}
     setup = (

@@ -1,21 +1,12 @@
 """Our click simulation beside the RankFormer authors' released one, draw by draw.
 
-Both sides simulate clicks and purchases (label 4) on one LETOR file ``--draws`` times,
-seeds ``--seed`` on; the table gives each statistic of ``reference_runner.list_stats``
-as mean ± standard deviation over the draws per side, and the difference of the means
-over its standard error (z). The released side runs ``reference_runner.py
---click-stats`` in a Python with pandas.
-
-Usage::
-
-    python -m pipelines.benchmarks.reference.click_parity --dataset MQ2008 --data-dir DIR \\
-        --fold 1 --draws 10 --official-dir rankformer-official \\
-        --official-python ref-venv/bin/python
+Both sides simulate clicks and purchases (label 4) on one LETOR file ``--draws`` times; per
+statistic of ``reference_runner.list_stats`` the table gives each side's mean ± standard
+deviation over the draws and the difference of the means over its standard error (z).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -23,13 +14,13 @@ import sys
 
 import numpy as np
 
+from pipelines.benchmarks.bench_support import parser
 from pipelines.benchmarks.reference import parity_sources, reference_runner
 from tfr_rankformer.core.elwc_schema import SPLITS
 
 
 def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: int) -> list[dict]:
-    """``list_stats`` of ``draws`` runs of our simulation on the LETOR file ``path``,
-    each list drawn as ``tfr-convert`` draws it."""
+    """``list_stats`` of ``draws`` runs of our simulation (as ``tfr-convert``'s) on ``path``."""
     from tfrecords_tools.click_simulation import ClickConfig, list_rng, simulate_clicks
 
     frame = reference_runner.read_letor(path)
@@ -57,8 +48,7 @@ def our_draws(path: str, *, split: str, max_relevance: int, draws: int, seed: in
 
 
 def table(sides: dict[str, list[dict]], title: str) -> str:
-    """Markdown: per statistic, mean ± standard deviation over draws per side, and the
-    difference of the means over its standard error (``z``)."""
+    """Markdown: per statistic, each side's mean ± standard deviation and ``z``."""
     names = [k for k in next(iter(sides.values()))[0] if k != "seed"]
     header = " | ".join(f"{side} (mean ± sd)" for side in sides)
     lines = [title, "", f"| statistic | {header} | z |", "|---|" + "---|" * (len(sides) + 1)]
@@ -79,14 +69,12 @@ def table(sides: dict[str, list[dict]], title: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="click_parity", description=__doc__.split("\n\n")[0], epilog=__doc__
-    )
+    p = parser(__doc__, prog="click_parity")
     parity_sources.add_source_arguments(p)
-    p.add_argument("--fold", type=int, default=1, help="the fold. Default: 1")
-    p.add_argument("--split", default="train", choices=list(SPLITS), help="Default: train")
-    p.add_argument("--draws", type=int, default=10, help="draws per side. Default: 10")
-    p.add_argument("--seed", type=int, default=0, help="first draw's seed. Default: 0")
+    p.add_argument("--fold", type=int, default=1, help="the fold")
+    p.add_argument("--split", default="train", choices=list(SPLITS), help="the fold's file")
+    p.add_argument("--draws", type=int, default=10, help="draws per side")
+    p.add_argument("--seed", type=int, default=0, help="first draw's seed")
     args = p.parse_args(argv)
     if args.draws < 2:
         p.error(f"--draws must be >= 2 (a standard deviation needs two), got {args.draws}")

@@ -1,8 +1,5 @@
-"""``reference_parity``'s statistics and tables: from the runs to ``parity.md``.
-
-Folds are fixed (both sides train and test on the same lists), so a difference paired
-fold by fold is uncertain only through the seeds; :func:`seed_noise` measures that
-noise from the spread between a fold's runs, pooled over folds.
+"""``reference_parity``'s statistics and tables. The folds are fixed, so a difference paired
+by fold is uncertain only through the seeds: :func:`seed_noise` pools a fold's spread.
 
 >>> found = seed_noise({1: [60.0, 62.0], 2: [70.0, 72.0]})
 >>> found["mean"], round(found["se"], 3), round(found["share"], 3)
@@ -23,16 +20,14 @@ _COLUMNS = "NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max)"
 
 
 def _section(intro: str, first: str, rows: list[str]) -> str:
-    """A markdown table after ``intro``: columns ``first`` then the metrics; empty
-    without rows."""
+    """A markdown table after ``intro``: columns ``first``, then the metrics (none: empty)."""
     columns = first.count("|") + 4
     lines = ["", intro, "", f"| {first} | {_COLUMNS} |", "|---" * columns + "|", *rows]
     return "\n".join(lines) + "\n" if rows else ""
 
 
 def _pairs(by_label: dict):
-    """``(side, first, second, first's runs, second's runs)`` per pair of models both
-    holding runs on a side."""
+    """``(side, first, second, first's runs, second's runs)`` per pair of models on a side."""
     labels = list(by_label)
     for side in ("ours", RELEASED):
         for i, first in enumerate(labels):
@@ -43,9 +38,8 @@ def _pairs(by_label: dict):
 
 
 def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
-    """``(fold_means, rows, paired)`` of ``results[label][side][fold]`` (a fold's runs):
-    each fold's mean over its seeds, each side's mean ± standard error over the folds,
-    and on ``shared`` lists the per-fold differences ours − released (else ``None``)."""
+    """``(fold_means, rows, paired)``: each fold's mean over its seeds, each side's mean ±
+    standard error over folds and on ``shared`` lists ours − released by fold (else None)."""
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {
@@ -78,18 +72,13 @@ def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
 def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     """The main table of ``parity.md``, with ``paired``'s standard errors of Δ."""
     folds = len(parse_folds(args.folds))
-    if args.seeds == "all":
-        seed_text = "every seed the record holds"
-    else:
+    seed_text = "every seed the record holds"
+    if args.seeds != "all":
         last = args.seed + args.seeds - 1
         seed_text = f"seed {args.seed}" if args.seeds == 1 else f"seeds {args.seed}-{last}"
-        if getattr(args, "fold_seeds", False):
-            seed_text += " plus 1000 x the fold"
-    lists = (
-        "both sides on the same simulated lists"
-        if args.labels == "shared"
-        else "each side simulating its own clicks"
-    )
+        seed_text += " plus 1000 x the fold" if getattr(args, "fold_seeds", False) else ""
+    lists = "each side simulating its own clicks"
+    lists = "both sides on the same simulated lists" if args.labels == "shared" else lists
     lines = [
         f"Test NDCG x 100 on {args.dataset} with simulated clicks (purchase label 4), "
         f"{lists}, {folds} fold(s), {args.epochs} epochs, {seed_text}, last epoch's "
@@ -104,28 +93,17 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     ]
     for label, sides in rows.items():
         for side, values in sides.items():
-            cells = []
-            for key in (*METRICS, "lists_per_sec"):
-                mean, se = values[key]
-                text = f"{mean:,.0f}" if key == "lists_per_sec" else f"{mean:.2f}"
-                if key != "lists_per_sec" and not math.isnan(se):
-                    text += f" ± {se:.2f}"
-                cells.append(text)
+            cells = [_pm(*values[key]) for key in METRICS]
+            cells.append(f"{values['lists_per_sec'][0]:,.0f}")
             lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
         if RELEASED in sides and "ours" in sides:
             mine, ref = sides["ours"], sides[RELEASED]
             cells = []
             for key in METRICS:
-                delta = mine[key][0] - ref[key][0]
-                if math.isnan(ref[key][1]):
-                    ok = "(one fold)"
-                else:
-                    ok = "✓" if abs(delta) <= ref[key][1] else "✗"
-                spread = paired.get(label, {}).get(key) if paired else None
-                if spread is not None and not math.isnan(spread["se"]):
-                    cells.append(f"{delta:+.2f} ± {spread['se']:.2f} {ok}")
-                else:
-                    cells.append(f"{delta:+.2f} {ok}")
+                delta, se = mine[key][0] - ref[key][0], ref[key][1]
+                ok = "(one fold)" if math.isnan(se) else "✓" if abs(delta) <= se else "✗"
+                spread = (paired or {}).get(label, {}).get(key, {"se": math.nan})["se"]
+                cells.append(_pm(delta, spread, "+.2f") + f" {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
     return "\n".join(lines) + "\n"
@@ -149,8 +127,7 @@ def fold_by_fold(paired: dict | None) -> str:
 
 
 def seed_by_seed(by_seed: dict) -> str:
-    """Markdown: per model and seed both sides ran on two folds or more (given two such
-    seeds), each side's mean over those folds and Δ paired by fold."""
+    """Markdown: per model and seed run on two folds or more, each side's mean and Δ."""
     lines = []
     for label, sides in by_seed.items():
         mine, ref = sides.get("ours", {}), sides.get(RELEASED, {})
@@ -183,8 +160,7 @@ def seed_by_seed(by_seed: dict) -> str:
 
 
 def between_models(fold_means: dict, results: dict) -> str:
-    """Markdown: on each side every pair of models paired by fold, and each model's
-    seed spread (each fold's standard deviation between seeds, pooled)."""
+    """Markdown: every pair of models on a side paired by fold, and each model's seed spread."""
     pairs = []
     for side, first, second, a, b in _pairs(fold_means):
         found = pair_differences(a, b, METRICS)
@@ -221,9 +197,8 @@ def _within(by_fold: dict[int, list[float]]) -> float:
 
 
 def seed_noise(by_fold: dict[int, list[float]]) -> dict:
-    """A side's ``{fold: [value per seed]}``: the ``mean`` over folds, its ``se`` from
-    seed noise alone, a seed's ``sd`` within a fold, the ``share`` of all runs' variance
-    that is within folds, ``runs`` and ``folds``. NaN where no fold has two runs."""
+    """Of ``{fold: [value per seed]}``: the ``mean`` over folds, its ``se`` from seed noise,
+    ``sd`` within a fold, the within-fold ``share`` of the variance, ``runs`` and ``folds``."""
     within = _within(by_fold)
     values = [v for runs in by_fold.values() for v in runs]
     total = statistics.variance(values) if len(values) > 1 else math.nan
@@ -250,7 +225,7 @@ def noise_difference(first: dict[int, list[float]], second: dict[int, list[float
     return {"mean": mean, "se": se, "z": mean / se if se > 0 else math.nan, "folds": len(folds)}
 
 
-def _by_fold(runs: dict, key: str) -> dict[int, list[float]]:
+def by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     """``{(fold, seed): run}`` as ``{fold: [run[key] per seed]}``."""
     found: dict[int, list[float]] = {}
     for (fold, _), run in sorted(runs.items()):
@@ -258,28 +233,30 @@ def _by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     return found
 
 
+def _pm(mean: float, se: float, spec: str = ".2f") -> str:
+    """``mean ± se``, or the mean alone when ``se`` is NaN."""
+    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
+
+
 def _side_cell(found: dict) -> str:
-    if math.isnan(found["se"]):
-        return f"{found['mean']:.2f}"
-    return f"{found['mean']:.2f} ± {found['se']:.2f} (seed share {found['share']:.0%})"
+    share = "" if math.isnan(found["se"]) else f" (seed share {found['share']:.0%})"
+    return _pm(found["mean"], found["se"]) + share
 
 
 def _difference_cell(found: dict) -> str:
-    if math.isnan(found["se"]):
-        return f"{found['mean']:+.2f}"
     verdict = "beyond seed noise" if abs(found["z"]) > BEYOND else "within seed noise"
-    return f"{found['mean']:+.2f} ± {found['se']:.2f} (z {found['z']:+.1f}, {verdict})"
+    z = "" if math.isnan(found["se"]) else f" (z {found['z']:+.1f}, {verdict})"
+    return _pm(found["mean"], found["se"], "+.2f") + z
 
 
 def over_runs(by_seed: dict) -> str:
-    """Markdown: per model and side the mean ± its seed-noise standard error, then
-    ours − released and every pair of models with them; empty without seed noise
-    (no fold with two runs)."""
+    """Markdown: per model and side the mean ± its seed-noise standard error, ours − released
+    and every pair of models; empty without a fold of two runs."""
     lines = []
     sides = ("ours", RELEASED)
     for label, found in by_seed.items():
         for side in (s for s in sides if found.get(s)):
-            noise = [seed_noise(_by_fold(found[side], key)) for key in METRICS]
+            noise = [seed_noise(by_fold(found[side], key)) for key in METRICS]
             if all(math.isnan(n["se"]) for n in noise):
                 continue
             count = f"{noise[0]['runs']} ({noise[0]['folds']})"
@@ -287,15 +264,13 @@ def over_runs(by_seed: dict) -> str:
         if found.get("ours") and found.get(RELEASED):
             cells = [
                 _difference_cell(
-                    noise_difference(_by_fold(found["ours"], k), _by_fold(found[RELEASED], k))
+                    noise_difference(by_fold(found["ours"], k), by_fold(found[RELEASED], k))
                 )
                 for k in METRICS
             ]
             lines.append(f"| {label} | ours − released | | " + " | ".join(cells))
     for side, first, second, a, b in _pairs(by_seed):
-        cells = [
-            _difference_cell(noise_difference(_by_fold(a, k), _by_fold(b, k))) for k in METRICS
-        ]
+        cells = [_difference_cell(noise_difference(by_fold(a, k), by_fold(b, k))) for k in METRICS]
         lines.append(f"| {first} − {second} | {side} | | " + " | ".join(cells))
     if not any("±" in line for line in lines):
         return ""

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import parser
+from pipelines.benchmarks.bench_support import names_of, parser
 from pipelines.benchmarks.reference.parity_sources import (
     SETUP,
     add_source_arguments,
@@ -171,17 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     add_source_arguments(p)
     add = p.add_argument
     add("--fold", type=int, default=1, help="the fold whose lists are used")
-    add("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    add("--models", type=names_of(MODELS), default=",".join(MODELS), help="comma-separated")
     add("--lists", type=int, default=256, help="training lists in the batch")
     add("--steps", type=int, default=30, help="optimizer steps (one per epoch)")
     add("--seed", type=int, default=0, help="the conversion's and the models' seed")
     add("--adam-epsilon", choices=ADAM_EPSILONS, default="pytorch", help="as tfr-train's")
     add("--output", required=True, help="directory for the data and the results")
     args = p.parse_args(argv)
-    args.models = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(args.models) - set(MODELS))
-    if unknown:
-        p.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
     setup = official_setup(args)
     if setup is None:  # nothing to compare with
         print(SETUP.split(", so only our side runs")[0] + ". To run this benchmark:")

@@ -1,13 +1,8 @@
 """Times training steps of the RankFormer authors' released PyTorch models, on request.
 
-Run by ``train_bench`` under a Python with torch: it builds one released model
-(``reference_runner.build``), AdamW and one batch of random lists of ``--items`` items,
-prints ``{"ready": ...}``, then answers each input line ``STEPS n`` with
-``{"seconds": [...]}``, one per training step as the released ``main.py`` runs it;
-``QUIT`` or the end of input ends it. Waiting, it uses no CPU, so the benchmark can
-time it in alternation with our steps::
-
-    python reference_step_timer.py --official-dir DIR --model rankformer --features 46
+Run by ``train_bench`` under a Python with torch on one batch of random lists: it prints
+``{"ready": ...}``, then answers each input line ``STEPS n`` with ``{"seconds": [...]}``
+(one per step, as the released ``main.py`` steps) until ``QUIT``; waiting, it uses no CPU.
 """
 
 from __future__ import annotations
@@ -22,17 +17,19 @@ MODELS = ("rankformer", "transformer", "mlp")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--official-dir", required=True, help="checkout of the released code")
-    parser.add_argument("--model", required=True, choices=MODELS, help="the released model")
-    parser.add_argument("--features", type=int, required=True, help="features per item")
-    parser.add_argument("--batch-size", type=int, default=2048, help="lists. Default: 2048")
-    parser.add_argument("--items", type=int, default=16, help="items per list. Default: 16")
-    parser.add_argument(
-        "--max-label", type=int, default=4, help="the released click labels' 4. Default: 4"
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--threads", type=int, default=2, help="torch's threads. Default: 2")
-    parser.add_argument("--seed", type=int, default=0, help="torch's seed. Default: 0")
+    add = parser.add_argument
+    add("--official-dir", required=True, help="checkout of the released code")
+    add("--model", required=True, choices=MODELS, help="the released model")
+    add("--features", type=int, required=True, help="features per item")
+    add("--batch-size", type=int, default=2048, help="lists")
+    add("--items", type=int, default=16, help="items per list")
+    add("--max-label", type=int, default=4, help="the highest click label")
+    add("--threads", type=int, default=2, help="torch's threads")
+    add("--seed", type=int, default=0, help="torch's seed")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.official_dir)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -3,6 +3,7 @@ and the runner's LETOR reader (the released side itself needs torch)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -11,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from pipelines.benchmarks.reference import reference_parity, reference_runner
+from pipelines.benchmarks.reference import parity_tables, reference_parity, reference_runner
 from tests.conftest import letor_line, write_lines  # noqa: E402
 
 
@@ -289,16 +290,16 @@ def test_the_table_marks_differences_beyond_one_standard_error():
         "rankformer": {"ours": _side(68.5, 0.8, 3000), "released code": _side(68.3, 0.85, 1500)},
         "mlp": {"ours": _side(66.0, 0.8, 3000), "released code": _side(68.3, 0.85, 1500)},
     }
-    args = reference_parity.argparse.Namespace(
+    args = argparse.Namespace(
         dataset="MQ2008", folds="1-5", epochs=30, seed=0, seeds=1, labels="own"
     )
-    text = reference_parity.table(rows, "some CPU; avx2", args)
+    text = parity_tables.table(rows, "some CPU; avx2", args)
     delta = [line for line in text.splitlines() if "| Δ |" in line]
     assert delta[0] == "| rankformer | Δ | +0.20 ✓ | +0.20 ✓ | +0.20 ✓ | 2.00x |"
     assert delta[1].startswith("| mlp | Δ | -2.30 ✗ |")
     # One fold has no standard error: no verdict, whatever the difference.
     one = {"mlp": {"ours": _side(66.0, math.nan, 3000), "released code": _side(68.3, math.nan, 1)}}
-    text = reference_parity.table(one, "some CPU; avx2", args)
+    text = parity_tables.table(one, "some CPU; avx2", args)
     assert "| mlp | Δ | -2.30 (one fold) | -2.30 (one fold) |" in text
     assert "✗" not in text.split("|---|")[-1]
 
@@ -322,7 +323,7 @@ def test_seed_by_seed_pairs_each_seed_over_the_folds_both_sides_ran():
         },
         "mlp": {"ours": {(1, 0): run(60), (1, 1): run(61)}, "released code": {(1, 0): run(60)}},
     }
-    text = reference_parity.seed_by_seed(by_seed)
+    text = parity_tables.seed_by_seed(by_seed)
     # Seed 0: ours 68, theirs 69.5; differences -1 and -2: mean -1.5, standard error 0.5.
     assert "| rankformer | 0 | 1,2 | 68.00 / 69.50; -1.50 ± 0.50 (0/2) |" in text
     # Seed 1 is compared on fold 2 alone, where both ran it.
@@ -330,7 +331,7 @@ def test_seed_by_seed_pairs_each_seed_over_the_folds_both_sides_ran():
     assert "| rankformer | 2 |" not in text
     # The MLP has one seed both sides ran: nothing to set side by side.
     assert "| mlp |" not in text
-    assert reference_parity.seed_by_seed({"mlp": by_seed["mlp"]}) == ""
+    assert parity_tables.seed_by_seed({"mlp": by_seed["mlp"]}) == ""
 
 
 def test_runner_reads_sparse_letor_lines(tmp_path):
@@ -417,7 +418,7 @@ def test_between_models_pairs_folds_and_pools_the_seed_spread():
         for label, sides in results.items()
         for by in [sides["ours"]]
     }
-    text = reference_parity.between_models(fold_means, results)
+    text = parity_tables.between_models(fold_means, results)
     # Differences 1 and 3: mean 2, standard error 1, ahead on both folds.
     assert "| ours | rankformer − mlp | +2.00 ± 1.00 (2/2) |" in text
     # rankformer's seeds differ by 2 on each fold (variance 2), the mlp's not at all.
@@ -433,7 +434,7 @@ def test_the_seed_spread_covers_the_released_side_too():
     # The released code ran seeds 0 and 1 on one fold, 4 apart (variance 8).
     results = {"rankformer": {"ours": {4: [run(70)]}, "released code": {4: [run(71), run(67)]}}}
     fold_means = {"rankformer": {"ours": {4: run(70)}, "released code": {4: run(69)}}}
-    text = reference_parity.between_models(fold_means, results)
+    text = parity_tables.between_models(fold_means, results)
     assert "| released code | rankformer | 2.83 | 2.83 | 2.83 |" in text
     assert "Between models" not in text  # one model: no pairs, no empty table
     assert "| ours | rankformer |" not in text

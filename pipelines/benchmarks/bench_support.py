@@ -25,7 +25,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows an option's default after its help, unless it is None or a switch's False."""
 
     def _get_help_string(self, action) -> str:
-        if action.default in (None, False):
+        if action.default is None or action.default is False:
             return action.help
         return super()._get_help_string(action)
 
@@ -105,21 +105,11 @@ def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int
         sample = np.random.default_rng(0).lognormal(size=(d, 20 * num_quantiles))
         levels = np.linspace(0.0, 1.0, num_quantiles)
         table = np.round(np.quantile(sample, levels, axis=1).T, 2).tolist()
-    content = {
-        "num_features": d,
-        "max_relevance": MAX_LABEL,
-        "label_kind": "simulated_implicit",
-        "parameters": {"clicks": {"purchase_label": MAX_LABEL}},
-        "normalization": {
-            "method": normalization,
-            "standard": {"mean": zeros, "std": ones},
-            "log1p": {"mean": zeros, "std": ones},
-            "quantile": {"values": table},
-            "min": zeros,
-            "max": ones,
-        },
-    }
-    return Manifest.coerce(content)
+    stats = {"mean": zeros, "std": ones}
+    found = dict(standard=stats, log1p=stats, quantile={"values": table}, min=zeros, max=ones)
+    content = dict(num_features=d, max_relevance=MAX_LABEL, label_kind="simulated_implicit")
+    content["parameters"] = {"clicks": {"purchase_label": MAX_LABEL}}
+    return Manifest.coerce(dict(content, normalization=dict(found, method=normalization)))
 
 
 def training_batch(model: str, d: int, *, batch: int, items: int, precision="float32", **config):

@@ -46,23 +46,11 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
             sample.append(x[: max(1, 20_000 // items)].reshape(-1, features))
     levels = np.linspace(0.0, 1.0, NUM_QUANTILES)
     quantiles = np.quantile(np.concatenate(sample), levels, axis=0).T  # [d, Q]
-    manifest = {
-        "num_features": features,
-        "max_relevance": MAX_LABEL,
-        "normalization": {
-            "method": "quantile",
-            "quantile": {"values": quantiles.tolist(), "num_quantiles": NUM_QUANTILES},
-        },
-        "splits": {
-            "train": {
-                "files": {name: lists},
-                "num_lists": lists,
-                "num_items": lists * items,
-                "longest_list": items,
-                "list_length_histogram": {str(items): lists},
-            }
-        },
-    }
+    train = dict(files={name: lists}, num_lists=lists, num_items=lists * items, longest_list=items)
+    train["list_length_histogram"] = {str(items): lists}
+    quantile = {"values": quantiles.tolist(), "num_quantiles": NUM_QUANTILES}
+    manifest = dict(num_features=features, max_relevance=MAX_LABEL, splits={"train": train})
+    manifest["normalization"] = {"method": "quantile", "quantile": quantile}
     with atomic_write(os.path.join(directory, MANIFEST_NAME)) as f:
         json.dump(manifest, f)
 

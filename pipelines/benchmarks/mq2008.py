@@ -114,9 +114,8 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
         if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
             data = os.path.join(args.converted, f"Fold{fold}")
             config = dict(model=preset, data=data, model_dir=model_dir, seed=args.seed)
-            gbdt.train_gbdt(
-                gbdt.GBDTConfig(**config, early_stopping_rounds=args.early_stopping_rounds)
-            )
+            config["early_stopping_rounds"] = args.early_stopping_rounds
+            gbdt.train_gbdt(gbdt.GBDTConfig(**config))
         found = metrics(model_dir)
         results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
         scorers[preset] = booster_scorer(model_dir)
@@ -153,9 +152,7 @@ def gbdt_study(args, folds: list[int]) -> None:
         rows = results[name]
         seconds = np.mean([r["training_seconds"] for r in rows])
         latency = np.mean([r["latency_ms"] for r in rows])
-        print(
-            "| {} | {} | {} | {:,.1f} | {:.3f} |".format(label, *ndcg_cells(rows), seconds, latency)
-        )
+        print(f"| {label} | {' | '.join(ndcg_cells(rows))} | {seconds:,.1f} | {latency:.3f} |")
 
 
 def build_parser() -> argparse.ArgumentParser:

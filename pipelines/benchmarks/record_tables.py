@@ -11,6 +11,7 @@ from collections import Counter
 
 from pipelines.benchmarks import speed_records
 from pipelines.benchmarks.bench_support import read_lines, read_records
+from pipelines.benchmarks.reference.parity_tables import PARTS
 
 RECORDS = "docs/records"
 PARITY = "python -m pipelines.benchmarks.reference.reference_parity"
@@ -47,11 +48,7 @@ class Parity:
 
 PARITY_30 = Parity("reference_parity_mq2008_30.jsonl", 30, parts=("table", "folds", "models"))
 PARITY_200 = Parity(
-    "reference_parity_mq2008_200.jsonl",
-    200,
-    models="rankformer,transformer",
-    seeds="all",
-    parts=("table", "folds", "seeds", "noise", "models"),
+    "reference_parity_mq2008_200.jsonl", 200, "rankformer,transformer", "all", PARTS
 )
 PARITY_200_SEEDS = Parity("reference_parity_mq2008_200.jsonl", 200, seeds="2")
 PARITY_200_KERAS = Parity(
@@ -113,16 +110,8 @@ def parity_table(root: str, parity: Parity) -> str:
     from pipelines.benchmarks.reference import parity_tables as tables
 
     args, results, by_seed = parity_runs(root, parity)
-    fold_means, rows, paired = tables.summarize(results, args.labels)
     runs = [run for sides in by_seed.values() for r in sides.values() for run in r.values()]
-    parts = {
-        "table": lambda: tables.table(rows, cpu_names(runs), args, paired),
-        "folds": lambda: tables.fold_by_fold(paired),
-        "seeds": lambda: tables.seed_by_seed(by_seed),
-        "noise": lambda: tables.over_runs(by_seed),
-        "models": lambda: tables.between_models(fold_means, results),
-    }
-    text = "".join(parts[part]() for part in parity.parts)
+    text = tables.tables_of(results, by_seed, args, cpu_names(runs), parity.parts)
     return f"Reprinted by `{parity.command}`:\n\n{text}"
 
 

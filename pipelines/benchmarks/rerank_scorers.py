@@ -34,15 +34,10 @@ def list_metrics(lists: Sequence[TextList], scores: list, ks=(1, 5, 10)) -> dict
 
 
 def read_run_scores(path: str) -> dict[tuple[str, str], float]:
-    """``(qid, docid) -> score`` of a TREC run ``qid Q0 docid rank score tag``."""
-    scores = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            columns = line.split()
-            if len(columns) != 6:
-                raise ValueError(f"{path}: line {number}: expected 6 columns, got {len(columns)}")
-            scores[columns[0], columns[2]] = float(columns[4])
-    return scores
+    """``(qid, docid) -> score`` of a TREC run."""
+    from tfrecords_tools.text.trec_files import read_run
+
+    return {(qid, docid): score for _, qid, docid, _, score, _ in read_run(path)}
 
 
 def bm25_scorer(run_scores: dict[tuple[str, str], float]) -> Scorer:

@@ -1,14 +1,11 @@
-"""The speed benchmarks' records and their tables, every row naming its CPU.
-
-Usage: ``python -m pipelines.benchmarks.speed_records docs/records/train_step.jsonl``.
-"""
+"""Prints a speed benchmark's record as a table, every row naming its CPU."""
 
 from __future__ import annotations
 
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import read_lines
+from pipelines.benchmarks.bench_support import parser, read_lines
 
 STEP_RECORD = "train_step.jsonl"
 SERVING_RECORD = "serve_latency.jsonl"
@@ -125,12 +122,10 @@ def record_table(lines: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print(f"usage: python -m pipelines.benchmarks.speed_records RECORD\n\n{__doc__}")
-        return 2
+    p = parser(__doc__, prog="speed_records")
+    p.add_argument("record", help="a record of train_bench, serve_bench or input_bench")
     try:
-        print(record_table(read_lines(argv[0])))
+        print(record_table(read_lines(p.parse_args(argv).record)))
     except (OSError, ValueError, KeyError) as error:
         print(f"speed_records: error: {error}", file=sys.stderr)
         return 1

@@ -281,3 +281,19 @@ def over_runs(by_seed: dict) -> str:
         f"differences paired by fold, beyond seed noise past {BEYOND:g} standard errors:"
     )
     return _section(intro, "model | side | runs (folds)", [line + " |" for line in lines])
+
+
+PARTS = ("table", "folds", "seeds", "noise", "models")
+
+
+def tables_of(results: dict, by_seed: dict, args, cpu: str, parts=PARTS) -> str:
+    """The tables ``parts`` of the runs (``results`` and ``by_seed`` as ``recorded_runs``)."""
+    fold_means, rows, paired = summarize(results, args.labels)
+    found = {
+        "table": lambda: table(rows, cpu, args, paired),
+        "folds": lambda: fold_by_fold(paired),
+        "seeds": lambda: seed_by_seed(by_seed),
+        "noise": lambda: over_runs(by_seed),
+        "models": lambda: between_models(fold_means, results),
+    }
+    return "".join(found[part]() for part in parts)

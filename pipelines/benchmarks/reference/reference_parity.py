@@ -17,6 +17,7 @@ import statistics
 import sys
 
 from pipelines.benchmarks.bench_support import cpu_extensions, parser
+from pipelines.benchmarks.reference import parity_sources as sources
 from pipelines.benchmarks.reference.parity_records import (
     METRICS,
     RELEASED,
@@ -24,23 +25,7 @@ from pipelines.benchmarks.reference.parity_records import (
     recorded_runs,
     seeds_of,
 )
-from pipelines.benchmarks.reference.parity_sources import (
-    SETUP,
-    add_source_arguments,
-    convert_folds,
-    fold_files,
-    official_setup,
-    shared_lists,
-    theirs,
-)
-from pipelines.benchmarks.reference.parity_tables import (
-    between_models,
-    fold_by_fold,
-    over_runs,
-    seed_by_seed,
-    summarize,
-    table,
-)
+from pipelines.benchmarks.reference.parity_tables import summarize, tables_of
 from pipelines.experiment_specs import parse_folds, parse_models
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
@@ -50,7 +35,7 @@ MODELS = ("rankformer", "transformer", "mlp")
 
 def build_parser() -> argparse.ArgumentParser:
     p = parser(__doc__, prog="reference_parity")
-    add_source_arguments(p)
+    sources.add_source_arguments(p)
     add = p.add_argument
     add("--folds", default="1-5", help="e.g. 1-5 or 1,3")
     add("--epochs", type=int, default=30, help="epochs on both sides")
@@ -122,8 +107,8 @@ def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple
         missing = [n for n in names if record.get(RELEASED, n, fold, seed) is None]
         if args.side != "ours" and missing and setup is not None:
             shared = args.labels == "shared"
-            files = shared_lists(paths[fold]) if shared else fold_files(args, fold)
-            for name, found in theirs(setup, fold, missing, args, seed, files).items():
+            files = sources.shared_lists(paths[fold]) if shared else sources.fold_files(args, fold)
+            for name, found in sources.theirs(setup, fold, missing, args, seed, files).items():
                 record.add(RELEASED, name, fold, seed, found)
     results, by_seed, _ = recorded_runs(record, specs, folds, seeds, args.side, paired=False)
     return results, by_seed
@@ -142,9 +127,9 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
 
     missing_ours = args.side != "released" and lacks("ours", [s.label for s in specs])
     missing_released = args.side != "ours" and lacks(RELEASED, names)
-    setup = official_setup(args) if missing_released else None
+    setup = sources.official_setup(args) if missing_released else None
     if missing_released and setup is None:
-        print(SETUP)
+        print(sources.SETUP)
         if args.record:
             print(f"(the released code's runs recorded in {args.record} are shown)")
         elif args.side == "released":
@@ -152,7 +137,7 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
     elif args.record and not missing_ours and not missing_released:
         print(f"Every run comes from {args.record}: nothing is trained or run.")
     needed = missing_ours or (missing_released and setup is not None)
-    paths = convert_folds(args, folds, args.data_seed) if needed else {}
+    paths = sources.convert_folds(args, folds, args.data_seed) if needed else {}
     try:
         return run_all(args, specs, folds, seeds, record, setup, paths)
     except RuntimeError as error:
@@ -163,19 +148,12 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
 def _report(args: argparse.Namespace, cpu: str, results: dict, by_seed: dict, note: str) -> None:
     """Prints the tables after ``note`` and writes them to ``parity.md``, and every run
     with the settings and summaries to ``parity.json``, in ``--output``."""
-    fold_means, rows, paired = summarize(results, args.labels)
-    text = (
-        note
-        + table(rows, cpu, args, paired)
-        + fold_by_fold(paired)
-        + seed_by_seed(by_seed)
-        + over_runs(by_seed)
-        + between_models(fold_means, results)
-    )
+    text = note + tables_of(results, by_seed, args, cpu)
     print(text)
     os.makedirs(args.output, exist_ok=True)
     with atomic_write(os.path.join(args.output, "parity.md")) as f:
         f.write(text)
+    fold_means, rows, paired = summarize(results, args.labels)
     summary = {"settings": vars(args), "cpu": cpu, "runs": results, "fold_means": fold_means}
     summary.update(summary=rows, paired_differences=paired)
     write_json(os.path.join(args.output, "parity.json"), summary)

@@ -8,7 +8,6 @@ replace its ``UserModel`` clicks. Prints a JSON line of the data's sizes, then o
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -36,23 +35,10 @@ def _frame(features, **columns):
 
 def read_letor(path: str):
     """A LETOR file (or ``.gz``) as ``target``, ``qid`` and the features (absent ones 0)."""
-    import numpy as np
+    from sklearn.datasets import load_svmlight_file
 
-    labels, qids, rows = [], [], []
-    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            tokens = line.split("#", 1)[0].split()
-            if tokens:
-                labels.append(int(float(tokens[0])))
-                qids.append(int(tokens[1].partition(":")[2]))
-                rows.append(
-                    {int(k): float(v) for k, _, v in (t.partition(":") for t in tokens[2:])}
-                )
-    features = np.zeros((len(rows), max((max(r, default=0) for r in rows), default=0)))
-    for i, values in enumerate(rows):
-        for index, value in values.items():
-            features[i, index - 1] = value
-    return _frame(features, target=labels, qid=qids)
+    features, labels, qids = load_svmlight_file(path, query_id=True, zero_based=False)
+    return _frame(features.toarray(), target=labels.astype(int), qid=qids)
 
 
 def read_lists(path: str):
@@ -110,15 +96,9 @@ def build(name: str, input_dim: int, max_target: int):
     strength = _RELEASED_STRENGTH[name]
     if strength is None:
         return MLP(input_dim=input_dim, hidden_layers=[512, 256, 128], dropout=0.25)
+    paper = dict(tf_dim_feedforward=512, tf_nhead=1, tf_num_layers=3, head_hidden_layers=[128])
     return RankFormer(
-        input_dim=input_dim,
-        max_target=max_target,
-        tf_dim_feedforward=512,
-        tf_nhead=1,
-        tf_num_layers=3,
-        head_hidden_layers=[128],
-        dropout=0.25,
-        list_pred_strength=strength,
+        input_dim, max_target=max_target, dropout=0.25, list_pred_strength=strength, **paper
     )
 
 
@@ -138,20 +118,15 @@ def _loader(dataset, batch_size: int, shuffle: bool):
     from ltr_dataset import LearningToRankDataset
 
     collate = LearningToRankDataset.collate_fn
-    return torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate
-    )
+    return torch.utils.data.DataLoader(dataset, batch_size, shuffle=shuffle, collate_fn=collate)
 
 
 def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
     import torch
     from metrics import NDCG, TopNDCG
 
-    metrics = {
-        "ndcg_y@10": NDCG(k=10),
-        "ndcg_r@10": NDCG(k=10),
-        "ndcg_y@10_tmax": TopNDCG(max_target=max_target, k=10),
-    }
+    metrics = {"ndcg_y@10": NDCG(k=10), "ndcg_r@10": NDCG(k=10)}
+    metrics["ndcg_y@10_tmax"] = TopNDCG(max_target=max_target, k=10)
     model.eval()
     with torch.no_grad():
         for batch in _loader(test, batch_size, shuffle=False):

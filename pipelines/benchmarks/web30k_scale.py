@@ -51,7 +51,7 @@ def _manifest(data: str) -> Manifest | None:
 def convert(args, protocol: str, earlier: dict) -> dict:
     """The synthetic WEB30K-sized data of ``protocol`` (reused when present)."""
     data = os.path.join(args.output, "data", protocol)
-    key = {"protocol": protocol, "stage": "convert", "model": "-"}
+    key = {"protocol": protocol, "stage": "convert", "model": "-"}  # a record's identity
     manifest = _manifest(data)
     if manifest is not None:
         queries = manifest.split("train").input_lists
@@ -65,7 +65,7 @@ def convert(args, protocol: str, earlier: dict) -> dict:
     command += ["--synthetic-list-size", "120", "--synthetic-length-spread", "web30k"]
     command += ["--output", data, "--no-progress"]
     command += ["--simulate-clicks"] if protocol == "clicks" else []
-    record = {**key, **support.run_stage(command, _log(args, protocol, "convert", "-"))}
+    record = _stage(args, protocol, "convert", "-", command)
     manifest = _manifest(data)
     if manifest is not None and not record["returncode"]:
         splits = manifest.splits.values()
@@ -76,9 +76,13 @@ def convert(args, protocol: str, earlier: dict) -> dict:
     return record
 
 
-def _log(args, protocol: str, stage: str, model: str) -> str:
+def _stage(args, protocol: str, stage: str, model: str, command: list[str], **timeout) -> dict:
+    """A stage's record: what it ran, with ``support.run_stage``'s figures."""
     name = f"{protocol}-{stage}" + (f"-{model}" if model != "-" else "")
-    return os.path.join(args.output, "logs", name + ".log")
+    log = os.path.join(args.output, "logs", name + ".log")
+    return dict(
+        protocol=protocol, stage=stage, model=model, **support.run_stage(command, log, **timeout)
+    )
 
 
 def train(args, protocol: str, model: str, padded_batch: int | None = None) -> dict:
@@ -94,8 +98,7 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     command += ["--no-export", *(["--epochs", str(epochs)] if model in NEURAL else [])]
     if padded_batch:
         command += ["--length-buckets", "off", "--batch-size", str(padded_batch)]
-    record = {"protocol": protocol, "stage": stage, "model": model}
-    record.update(support.run_stage(command, _log(args, protocol, stage, model)))
+    record = _stage(args, protocol, stage, model, command)
     metrics = support.read_json(os.path.join(run_dir, "metrics.json")) or {}
     record["training"] = training = metrics.get("training") or {}
     record["train_seconds"] = training.get("seconds")
@@ -204,16 +207,14 @@ def released(args, setup, ours: dict) -> list[dict]:
     for batch in released_batches(args.official_batch_sizes, manifest):
         batch = min(batch, manifest.split("train").num_lists)
         stage = f"released-b{batch}"
-        log = _log(args, "clicks", stage, OURS)
         command = [python, parity_sources.RUNNER, "--official-dir", directory]
         command += ["--train", paths["train"], "--test", paths["test"]]
         command += ["--epochs", str(args.click_epochs)]
         command += ["--models", OURS, "--threads", str(args.official_threads)]
         command += ["--batch-size", str(batch)]
-        result = {**record, "stage": stage, "batch_size": batch}
-        result["estimated_peak_bytes"] = released_estimate(manifest, batch)
-        result.update(support.run_stage(command, log, timeout=args.official_timeout))
-        with open(log, encoding="utf-8", errors="replace") as f:
+        result = _stage(args, "clicks", stage, OURS, command, timeout=args.official_timeout)
+        result.update(batch_size=batch, estimated_peak_bytes=released_estimate(manifest, batch))
+        with open(result["log"], encoding="utf-8", errors="replace") as f:
             lines = [json.loads(x) for x in f if x.startswith("{")]
         results = [x for x in lines if "model" in x]
         loads = [x["load_seconds"] for x in lines if "load_seconds" in x]
@@ -272,9 +273,7 @@ def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, 
         run_dir = os.path.join(args.output, "runs", protocol, OURS)
         for stage in ("eval", "export"):
             command = [tool(f"tfr-{stage}"), "--model-dir", run_dir]
-            log = _log(args, protocol, stage, OURS)
-            record = {"protocol": protocol, "stage": stage, "model": OURS}
-            done({**record, **support.run_stage(command, log)})
+            done(_stage(args, protocol, stage, OURS, command))
     if protocol == "clicks" and OURS in models:
         for record in released(args, setup, ours):
             done(record)

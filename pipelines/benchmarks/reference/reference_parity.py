@@ -34,7 +34,7 @@ MODELS = ("rankformer", "transformer", "mlp")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = parser(__doc__, prog="reference_parity")
+    p = parser(__doc__, prog="reference_parity", epilog=__doc__.split("\n\n", 1)[1])
     sources.add_source_arguments(p)
     add = p.add_argument
     add("--folds", default="1-5", help="e.g. 1-5 or 1,3")

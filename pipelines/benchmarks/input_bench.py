@@ -95,11 +95,7 @@ def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]
 
 
 def _load() -> str:
-    try:
-        with open("/proc/loadavg", encoding="ascii") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "unknown"
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def build_parser() -> argparse.ArgumentParser:

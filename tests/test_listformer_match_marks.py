@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.model.models import ModelConfig
+from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_layers import ListformerEmbedding
 

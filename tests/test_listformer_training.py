@@ -134,7 +134,7 @@ def _serve_inputs():
 
 
 def test_exported_listformer_scores_raw_strings(tmp_path):
-    from tfr_rankformer.model.models import ModelConfig
+    from tfr_rankformer.model.model_config import ModelConfig
     from tfr_rankformer.text.listformer import build_text_model
     from tfr_rankformer.text.text_data import load_text_data
     from tfr_rankformer.text.text_export import save_text_servable

@@ -85,7 +85,7 @@ def quality(args, folds: list[int]) -> None:
 
 
 def losses(args, folds: list[int]) -> None:
-    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     results = {}
     for fold in folds:
@@ -159,8 +159,8 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
 
 
 def gbdt_study(args, folds: list[int]) -> None:
-    from tfr_rankformer.inputs.data import load_manifest
     from tfr_rankformer.inputs.list_arrays import read_split
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     results: dict[str, list[dict]] = {name: [] for name in GBDT_ROWS}
     for fold in folds:

@@ -18,9 +18,8 @@ from tfr_rankformer.core.run_layout import (
     HISTORY_NAME,
     LOGS_NAME,
 )
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import empty_split_error, empty_splits
-from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.model.models import build_model, ranker_of
 from tfr_rankformer.ranking.evaluation import RunEvaluator
@@ -161,7 +160,7 @@ def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
         )
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
-    manifest = data.load_manifest(config.data)
+    manifest = load_manifest(config.data)
     with precision_policy("float32"):
         model = build_run_model(config, manifest)
     try:
@@ -183,7 +182,7 @@ def data_evaluator(
     """A ``RunEvaluator`` over the converted dataset ``data_dir`` (default: ``trained_on``),
     refusing one of another feature count; ``evaluate(data_dir, manifest, split)``."""
     data_dir = data_dir or trained_on
-    manifest = data.load_manifest(data_dir)
+    manifest = load_manifest(data_dir)
     if manifest.num_features != num_features:
         raise ValueError(
             f"{data_dir} has {manifest.num_features} features; the model was trained on "

@@ -47,14 +47,12 @@ def test_every_builtin_model_has_a_spec_of_its_kind():
         assert model_families.family_of(name).kind == kind
     neural = model_families.model_names(model_families.NEURAL_KINDS)
     assert neural == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
-    presets = {n: model_families.get_model(n).preset or n for n in BUILTIN if BUILTIN[n] == "gbdt"}
-    assert presets == {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
 def test_list_heads_and_text_agree_with_the_builtin_models(name):
     if BUILTIN[name] != "gbdt":
-        assert model_families.has_list_head(name) == (name in WITH_LIST_HEAD)
+        assert model_families.get_model(name).has_list_head == (name in WITH_LIST_HEAD)
     assert model_families.is_text(name) == (name == "listformer")
     assert model_families.is_gbdt(name) == (BUILTIN[name] == "gbdt")
 

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from tfr_rankformer.core.run_directory import (
-    RUN_STATE_NAME,
     RunExistsError,
     check_run_directory,
     inspect_run,
     run_session,
 )
+from tfr_rankformer.core.run_layout import RUN_STATE_NAME
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {"model": "mlp", "epochs": 2, "seed": 0, "architecture": {"num_layers": 1}}

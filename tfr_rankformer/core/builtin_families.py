@@ -15,14 +15,10 @@ __all__ = [
     "RELEASED_TRAINING",
 ]
 
+_FEATURES = "tfr_rankformer.features.feature_family:FeatureFamily"
 FAMILIES = (
-    ModelFamily(
-        "features",
-        "features",
-        "tfr_rankformer.features.feature_family:FeatureFamily",
-        default=True,
-    ),
-    # Its fused pieces and its measured quality are float32's.
+    ModelFamily("features", "features", _FEATURES, default=True),
+    # The text family's fused pieces and its measured quality are float32's.
     ModelFamily(
         "text", "text", "tfr_rankformer.text.text_family:TextFamily", mixed_precision=False
     ),
@@ -165,9 +161,8 @@ MODELS = (
         item_width="width",
         heads_split_width=True,
     ),
-    # GBDTs.
-    # ``gbdt`` takes the ``preset`` setting; the others name their preset.
+    # GBDTs: ``gbdt`` takes the ``preset`` setting; the others are their preset.
     ModelSpec("gbdt", "gbdt"),
-    ModelSpec("gbdt-1k", "gbdt", preset="gbdt-1k"),
-    ModelSpec("gbdt-10k", "gbdt", preset="gbdt-10k"),
+    ModelSpec("gbdt-1k", "gbdt"),
+    ModelSpec("gbdt-10k", "gbdt"),
 )

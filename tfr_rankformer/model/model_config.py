@@ -1,8 +1,6 @@
-"""Architecture settings: ``ModelConfig``, resolved with each model's defaults.
-
-A field left ``None`` takes the model's default (``ModelConfig.resolved``): its
-``ModelSpec``'s ``loss_architecture`` for the loss, else its ``architecture``, else the
-value every model shares. No TensorFlow here.
+"""``ModelConfig``, the architecture settings; a field left ``None`` takes the model's
+default (``resolved``): its ``ModelSpec``'s ``loss_architecture`` for the loss, else its
+``architecture``, else the value every model shares. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -11,18 +9,12 @@ import argparse
 import dataclasses
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
+from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS
 from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
 
-__all__ = [
-    "ModelConfig",
-    "POSITIONAL_ENCODINGS",
-    "check_model_name",
-]
+__all__ = ["ModelConfig", "POSITIONAL_ENCODINGS", "check_model_name"]
 
-
-# The value every model shares; each model's own defaults are its
-# ``model_families.ModelSpec``'s ``architecture`` (and ``loss_architecture``).
+# The value every model shares when its ``ModelSpec`` gives none.
 _BASE = dict(
     num_layers=3,
     num_heads=1,
@@ -48,8 +40,6 @@ _BASE = dict(
     first_stage=None,  # the text family decides by the data (on where it has the scores)
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
-
-
 _SWITCH = {"action": argparse.BooleanOptionalAction}
 
 
@@ -146,7 +136,7 @@ class ModelConfig:
         "document by its own cosine (mean-pooled embeddings), and the model's score is a "
         "residual over it, so it ranks as the checkpoint does before its first step; none. "
         "Not in the thesis. Default: checkpoint with --init-from, else none",
-        choices=list(SIMILARITIES),
+        choices=["none", "checkpoint"],
     )
     first_stage: bool | None = setting(
         None,
@@ -183,9 +173,7 @@ class ModelConfig:
         }
         if values["positional_encoding"] != "none" and not spec.positional_encoding:
             takes = [n for n in _neural_names() if model_families.get_model(n).positional_encoding]
-            raise ValueError(
-                f"{model!r} takes no positional encoding ({', '.join(takes) or 'none'} does)"
-            )
+            raise ValueError(f"{model!r} takes no positional encoding ({', '.join(takes)} does)")
         if values["head_dropout"] is None:
             values["head_dropout"] = values["dropout"]
         if spec.summary_tokens and not values["cls_token"]:
@@ -222,7 +210,6 @@ def _neural_names() -> tuple[str, ...]:
 
 
 def check_model_name(name: str) -> None:
-    """Raises ``ValueError`` unless ``name`` is a neural model of ``model_families``
-    (feature vectors or text)."""
+    """Raises ``ValueError`` unless ``name`` is a neural model (feature vectors or text)."""
     if not model_families.is_neural(name):
-        raise ValueError(f"Unknown model {name!r}; choose from {sorted(_neural_names())}")
+        raise ValueError(f"Unknown model {name!r}; choose from {list(_neural_names())}")

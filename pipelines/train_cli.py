@@ -41,6 +41,7 @@ from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.training.text_config import TextConfig
 from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
 
@@ -48,8 +49,9 @@ __all__ = ["build_parser", "main", "REPORTED"]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
 # The flags of one kind of model, refused for the other.
-TEXT_ARCHITECTURE = ("width", "attention_window", "attention", "match_marks", "similarity")
-TEXT_ARCHITECTURE += ("first_stage",)
+TEXT_ARCHITECTURE = tuple(
+    set(ListformerConfig.__dataclass_fields__) - set(ModelConfig.__dataclass_fields__)
+)
 NUMERIC_ARCHITECTURE = ("d_fc", "positional_encoding", "global_tokens", "cls_token")
 NUMERIC_ARCHITECTURE += ("final_norm", "cls_stddev", "precision", "mixed_precision", "xla")
 NUMERIC_ARCHITECTURE += ("lists_in_memory",)
@@ -103,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
             "others: 3 layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with "
             "dropout, no final LayerNorm, [CLS] from N(0, 1), pytorch init)"
         ),
-        ModelConfig,
+        ListformerConfig,  # the feature-vector models' settings, then the listformer's own
     )
     add_options(
         p.add_argument_group(
@@ -210,7 +212,7 @@ def _flag_error(message: str, flags: dict) -> str:
 
 def _configs(parser: argparse.ArgumentParser, args):
     """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
-    flags = {**given(args, TrainConfig), **given(args, ModelConfig), **given(args, TextConfig)}
+    flags = {**given(args, TrainConfig), **given(args, ListformerConfig), **given(args, TextConfig)}
     gbdt = given(args, LightGBMOptions)
     try:
         if args.progress_seconds is not None and args.progress_seconds <= 0:

@@ -1,5 +1,5 @@
 """The builtin model families and models, declared once (``model_families`` registers
-them): each model's architecture defaults (``ModelConfig``), training defaults
+them): each model's architecture defaults (its family's ``architecture``), training defaults
 (``TrainConfig``) and traits. No TensorFlow: classes and builders are named by path.
 """
 
@@ -18,9 +18,13 @@ __all__ = [
 _FEATURES = "tfr_rankformer.features.feature_family:FeatureFamily"
 FAMILIES = (
     ModelFamily("features", "features", _FEATURES, default=True),
-    # The text family's fused pieces and its measured quality are float32's.
     ModelFamily(
-        "text", "text", "tfr_rankformer.text.text_family:TextFamily", mixed_precision=False
+        "text",
+        "text",
+        "tfr_rankformer.text.text_family:TextFamily",
+        # Its fused pieces and its measured quality are float32's.
+        mixed_precision=False,
+        architecture="tfr_rankformer.text.listformer_config:ListformerConfig",
     ),
     ModelFamily("gbdt", "gbdt", "tfr_rankformer.gbdt.gbdt_family:GbdtFamily"),
 )
@@ -159,7 +163,6 @@ MODELS = (
         ),
         training=_LISTFORMER_TRAINING,
         item_width="width",
-        heads_split_width=True,
     ),
     # GBDTs: ``gbdt`` takes the ``preset`` setting; the others are their preset.
     ModelSpec("gbdt", "gbdt"),

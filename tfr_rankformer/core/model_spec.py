@@ -43,6 +43,8 @@ class ModelFamily:
       family: the ``RunFamily`` class (or its path), built with this record.
       default: whether it takes the runs and exports no other family's ``owns`` claims.
       mixed_precision: whether its models may train in bf16 or float16.
+      architecture: its neural models' architecture settings class (or its path): a
+        ``ModelConfig`` or a subclass, ``TrainConfig.architecture``.
     """
 
     name: str
@@ -50,6 +52,7 @@ class ModelFamily:
     family: Target
     default: bool = False
     mixed_precision: bool = True
+    architecture: Target = "tfr_rankformer.model.model_config:ModelConfig"
 
     __post_init__ = _check_name
 
@@ -113,7 +116,6 @@ class ModelSpec:
       item_width: the setting that is the encoder's width (``None``: the feature count).
       takes_cls_token: whether a list gets a [CLS] token when ``cls_token`` is set.
       summary_tokens: whether ``global_tokens`` summary tokens join [CLS].
-      heads_split_width: whether ``num_heads`` must divide ``item_width``.
       positional_encoding: whether the model takes ``positional_encoding``.
       cls_token_with_list_head: whether an unset ``cls_token`` follows the list head.
       slate_size: the training list cap when nothing else sets one (``None``: whole lists).
@@ -131,7 +133,6 @@ class ModelSpec:
     item_width: str | None = None
     takes_cls_token: bool = True
     summary_tokens: bool = False
-    heads_split_width: bool = False
     positional_encoding: bool = False
     cls_token_with_list_head: bool = False
     slate_size: int | None = None

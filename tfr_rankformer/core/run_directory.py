@@ -138,13 +138,14 @@ def _flat(settings: dict, prefix: str = "") -> dict:
 
 
 def _changed_settings(old: dict, new: dict) -> list[str]:
-    """``name old -> new`` for each setting that differs, ``epochs`` aside.
+    """``name old -> new`` for each setting of ``new`` that differs, ``epochs`` aside (a
+    setting only ``old`` holds is one this model no longer has).
 
     >>> _changed_settings({"model": "mlp", "epochs": 2}, {"model": "rankformer", "epochs": 9})
     ["model 'mlp' -> 'rankformer'"]
     """
     old, new = _flat(old), _flat(new)
-    keys = sorted((set(old) | set(new)) - set(_RESUMABLE_CHANGES))
+    keys = sorted(set(new) - set(_RESUMABLE_CHANGES))
     return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
 

@@ -1,12 +1,7 @@
-"""The one training loop of every neural model (feature vectors or text), with tf.distribute.
-
-The runner hands ``train`` the run's family object (``core.model_spec.RunFamily``), which
-supplies what differs; the loop does once what every family shares: the plan and its
-memory refusal, the run directory, the callbacks, the fit and the final evaluation.
-``model_dir/`` receives ``config.json``, ``checkpoints/`` (the best weights),
-``backup/`` (for ``--resume``), ``logs/`` (TensorBoard), ``history.csv``,
-``metrics.json`` and the family's own files. Under a multi-worker ``TF_CONFIG`` every
-worker runs ``train`` on its shard of the files; only the chief writes.
+"""The one training loop of every neural model, with tf.distribute: the run's family object
+(``core.model_spec.RunFamily``) supplies what differs; the loop does the memory refusal,
+the run directory (``run_layout``), the callbacks, the fit and the final evaluation. Under a
+multi-worker ``TF_CONFIG`` every worker trains on its shard of the files; the chief writes.
 """
 
 from __future__ import annotations

@@ -27,15 +27,21 @@ from tfr_rankformer.core.config_io import (
     setting,
 )
 from tfr_rankformer.core.elwc_schema import SPLITS
-from tfr_rankformer.model.model_config import ModelConfig, check_model_name
+from tfr_rankformer.model.model_config import (
+    ModelConfig,
+    architecture_class,
+    architecture_fields,
+    check_model_name,
+)
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 
-# The settings of the nested sections, read from their dataclasses (in field order).
-ARCHITECTURE_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+# The settings of the nested sections (in field order): every neural family's architecture
+# settings, and the text lists'.
+ARCHITECTURE_FIELDS = architecture_fields()
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
-_SECTIONS = {"architecture": ModelConfig, "text": TextConfig}
+_SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 
 
 def _split_names(value: str) -> tuple[str, ...]:
@@ -237,7 +243,7 @@ class TrainConfig:
         type=_split_names,
         metavar="SPLITS",
     )
-    architecture: ModelConfig = ModelConfig()
+    architecture: ModelConfig = ModelConfig()  # its family's class (``ModelFamily.architecture``)
     text: TextConfig = TextConfig()
 
     def __post_init__(self):
@@ -260,9 +266,7 @@ class TrainConfig:
                 )
             object.__setattr__(self, "evaluate_splits", tuple(splits))
         self._check_optimization()
-        architecture = self.architecture
-        if isinstance(architecture, dict):
-            architecture = ModelConfig(**architecture)
+        architecture = architecture_class(self.model).of(self.architecture)
         pretrained = self.text.init_from is not None
         resolved = architecture.for_run(self.model, self.loss, self.uses_list_head, pretrained)
         object.__setattr__(self, "architecture", resolved)
@@ -367,12 +371,12 @@ class TrainConfig:
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
         """The settings ``to_json`` wrote (``config.json``), checked (``ValueError``)."""
-        return from_dict(cls, values, nested=_SECTIONS, what="training settings")
+        return from_dict(cls, values, nested={"text": TextConfig}, what="training settings")
 
     @classmethod
     def from_flat(cls, settings: dict) -> TrainConfig:
-        """Checked settings from flat keys (experiments, searches, flags): a ``ModelConfig``
-        field goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
+        """Checked settings from flat keys (experiments, searches, flags): an architecture
+        setting goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
         may also be given whole, and a flat key overrides theirs.
 
         >>> config = TrainConfig.from_flat(

@@ -92,7 +92,7 @@ def check_converted_data(data_dir: str, splits: list[str] | None = None) -> None
       ValueError: naming the file (and line, or record) at fault.
       FileNotFoundError: no manifest, or a shard it lists is missing.
     """
-    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.manifest import load_manifest
     from tfr_rankformer.inputs.record_checks import check_split_files
 
     check_split_files(data_dir, load_manifest(data_dir), splits)

@@ -16,8 +16,8 @@ import textwrap
 import numpy as np
 
 from pipelines.experiment_summary import REPORTED
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
+from tfr_rankformer.inputs.manifest import load_manifest
 
 __all__ = ["draw_all"]
 
@@ -54,7 +54,7 @@ def _shares(ax, values: np.ndarray) -> None:
 
 
 def draw_labels(path: str, fold_data: str) -> None:
-    train = read_split(fold_data, data.load_manifest(fold_data), "train")
+    train = read_split(fold_data, load_manifest(fold_data), "train")
     y, r = train.label.astype(int), train.relevance.astype(int)
     figure, (left, right) = _figure(2)
     _shares(left, train.list_labels().astype(int))

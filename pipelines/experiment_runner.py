@@ -33,8 +33,7 @@ from pipelines.experiment_summary import (
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.inputs import data
-from tfr_rankformer.inputs.manifest import MANIFEST_NAME, read_manifest
+from tfr_rankformer.inputs.manifest import MANIFEST_NAME, load_manifest, read_manifest
 from tfr_rankformer.runner import train
 from tfr_rankformer.training.train_config import TrainConfig
 from tfrecords_tools.text.text_dataset import is_text_dataset
@@ -242,7 +241,7 @@ def _run_once(config, planned: tuple, fold_data: str, name: str, stages, fit: di
 
 def _results(config: ExperimentConfig, specs: list, folds: dict, runs: list, text: bool) -> dict:
     """``results.json``'s content, the plots aside."""
-    label_kind = "relevance" if text else data.load_manifest(folds[min(folds)]).label_kind
+    label_kind = "relevance" if text else load_manifest(folds[min(folds)]).label_kind
     reported = TEXT_REPORTED if text else REPORTED
     paired = TEXT_REPORTED if text else PAIRED
     labels = [s.label for s in specs]

@@ -41,6 +41,7 @@ from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.training.text_config import TextConfig
 from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
 
@@ -48,8 +49,9 @@ __all__ = ["build_parser", "main", "REPORTED"]
 
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
 # The flags of one kind of model, refused for the other.
-TEXT_ARCHITECTURE = ("width", "attention_window", "attention", "match_marks", "similarity")
-TEXT_ARCHITECTURE += ("first_stage",)
+TEXT_ARCHITECTURE = tuple(
+    set(ListformerConfig.__dataclass_fields__) - set(ModelConfig.__dataclass_fields__)
+)
 NUMERIC_ARCHITECTURE = ("d_fc", "positional_encoding", "global_tokens", "cls_token")
 NUMERIC_ARCHITECTURE += ("final_norm", "cls_stddev", "precision", "mixed_precision", "xla")
 NUMERIC_ARCHITECTURE += ("lists_in_memory",)
@@ -103,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
             "others: 3 layers, 1 head, feed-forward 512, dropout 0.25, heads of 128 with "
             "dropout, no final LayerNorm, [CLS] from N(0, 1), pytorch init)"
         ),
-        ModelConfig,
+        ListformerConfig,  # the feature-vector models' settings, then the listformer's own
     )
     add_options(
         p.add_argument_group(
@@ -127,10 +129,6 @@ def _as_flags(names) -> str:
     return ", ".join("--" + n.replace("_", "-") for n in sorted(names))
 
 
-def _read_config(args, cls) -> dict:
-    return load_settings(args.config, cls, flat=True) if args.config else {}
-
-
 def _gbdt_config(args, flags: dict, gbdt: dict):
     """The GBDT run's ``GBDTConfig``; neural-only flags are refused rather than ignored."""
     from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
@@ -138,7 +136,9 @@ def _gbdt_config(args, flags: dict, gbdt: dict):
     ignored = set(flags) - set(_SHARED)
     if ignored:
         raise ValueError(f"{_as_flags(ignored)}: for the neural models only")
-    values = {**_read_config(args, GBDTConfig), **flags}
+    if args.final_weights:
+        raise ValueError("--final-weights: for the neural models only")
+    values = {**(load_settings(args.config, GBDTConfig) if args.config else {}), **flags}
     if "early_stopping_rounds" in gbdt or "num_threads" in gbdt:
         values.update({k: gbdt[k] for k in ("early_stopping_rounds", "num_threads") if k in gbdt})
     params = dict(values.pop("params", {}))
@@ -148,18 +148,19 @@ def _gbdt_config(args, flags: dict, gbdt: dict):
     return GBDTConfig.from_json({**values, "params": params})
 
 
-def _neural_config(args, flags: dict, gbdt: dict) -> TrainConfig:
+def _neural_config(args, flags: dict, gbdt: dict, model: str | None) -> TrainConfig:
     """The neural run's ``TrainConfig``: the ``--config`` file's settings with the flags
     given over them (``TrainConfig.from_flat`` puts each in its section)."""
     if gbdt:
         raise ValueError(f"{_as_flags(gbdt)}: for the GBDT models only")
-    text_model = model_families.is_text(_model_name(args) or "")
+    text_model = model_families.is_text(model)
     wrong = NUMERIC_ARCHITECTURE if text_model else (*TEXT_FIELDS, *TEXT_ARCHITECTURE)
     wrong = [k for k in wrong if k in flags]
     if wrong:
         kind = "the feature-vector models" if text_model else "the listformer (text)"
         raise ValueError(f"{_as_flags(wrong)}: for {kind} only")
-    settings = {**_read_config(args, TrainConfig), **flags}
+    settings = load_settings(args.config, TrainConfig, flat=True) if args.config else {}
+    settings = {**settings, **flags}
     if text_model:
         settings = _checkpoint_settings(settings, flags)
     return TrainConfig.from_flat(settings)
@@ -211,16 +212,15 @@ def _flag_error(message: str, flags: dict) -> str:
 
 def _configs(parser: argparse.ArgumentParser, args):
     """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
-    flags = {**given(args, TrainConfig), **given(args, ModelConfig), **given(args, TextConfig)}
+    flags = {**given(args, TrainConfig), **given(args, ListformerConfig), **given(args, TextConfig)}
     gbdt = given(args, LightGBMOptions)
     try:
         if args.progress_seconds is not None and args.progress_seconds <= 0:
             raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
-        if model_families.is_gbdt(_model_name(args)):
-            if args.final_weights:
-                raise ValueError("--final-weights: for the neural models only")
+        model = _model_name(args)
+        if model_families.is_gbdt(model):
             return _gbdt_config(args, flags, gbdt)
-        return _neural_config(args, flags, gbdt)
+        return _neural_config(args, flags, gbdt, model)
     except (ValueError, TypeError) as e:
         parser.error(_flag_error(str(e), {**flags, **gbdt}))
     except OSError as e:  # the --config file
@@ -238,11 +238,11 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
     from tfr_rankformer.core.multi_worker import worker_role
     from tfr_rankformer.runner import export_run, train
 
-    if model_families.is_gbdt(_model_name(args)):
+    gbdt = model_families.is_gbdt(config.model)
+    if gbdt or not config.is_text:  # text lists are checked as the text loader reads them
         check_converted_data(config.data)
+    if gbdt:
         return train(config, existing=existing), None
-    if not config.is_text:  # text lists are checked as the text loader reads them
-        check_converted_data(config.data)
     worker = worker_role()
     metrics = train(
         config,

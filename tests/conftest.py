@@ -113,7 +113,8 @@ def tiny_servables(tmp_path_factory):
     import tensorflow as tf
 
     from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
-    from tfr_rankformer.model.models import ModelConfig, build_model
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.model.models import build_model
     from tfr_rankformer.serving.export import save_servable
     from tfrecords_tools.elwc_writer import ElwcEncoder
 

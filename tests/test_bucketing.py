@@ -16,7 +16,9 @@ from tfr_rankformer.inputs import (
     batching,
     data,  # noqa: E402
 )
-from tfr_rankformer.model.models import ModelConfig, build_model, ranker_of  # noqa: E402
+from tfr_rankformer.inputs.manifest import load_manifest
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
+from tfr_rankformer.model.models import build_model, ranker_of  # noqa: E402
 from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.training.run_plan import plan_run  # noqa: E402
 
@@ -98,7 +100,7 @@ def _epoch_items(dataset):
 
 @pytest.mark.parametrize("batch_items, include_empty", [(2048, True), (None, True), (2048, False)])
 def test_every_item_is_seen_exactly_once_per_epoch(explicit, tmp_path, batch_items, include_empty):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     config = _config(
         explicit,
         tmp_path,
@@ -141,7 +143,7 @@ def test_every_item_is_seen_exactly_once_per_epoch(explicit, tmp_path, batch_ite
 def test_the_click_protocol_keeps_its_batches(dataset, tmp_path, batch_size):
     """Lists of at most 16 items, 2048 (or the user's 256) per batch: the batches of
     shuffling the lists and batching them, as before buckets existed."""
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     config = _config(dataset, tmp_path, batch_size=batch_size, batch_items=None)
     lists = batch_size or 2048
     assert (config.batch_size, config.batch_items) == (lists, None if batch_size else 32768)
@@ -174,7 +176,7 @@ def test_parse_calls_of_any_size_give_the_same_lists(dataset, monkeypatch):
     """Lists of 16 are parsed 512 a call (``parse_batch``); 64 a call gave the same lists."""
     from tfr_rankformer.inputs import list_parsing
 
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     files = manifest.split_files(dataset, "train")
 
     def lists():
@@ -219,7 +221,7 @@ def test_scores_do_not_depend_on_the_bucket():
 
 
 def test_the_list_cap_samples_long_lists_afresh_and_counts_what_it_leaves_out(explicit, tmp_path):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     lengths = data.list_lengths(explicit, manifest, "train")
     config = _config(explicit, tmp_path, list_size=40, batch_size=None, batch_items=4096)
     run = plan_run(config, manifest, data_dir=explicit)
@@ -248,7 +250,7 @@ def test_the_list_cap_samples_long_lists_afresh_and_counts_what_it_leaves_out(ex
 
 
 def test_scanned_lengths_equal_the_manifest_histogram(explicit):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     for include in (True, False):
         from_manifest = data.list_lengths(explicit, manifest, "train", include_empty_lists=include)
         entry = dataclasses.replace(manifest.splits["train"], list_length_histogram=None)
@@ -261,7 +263,7 @@ def test_scanned_lengths_equal_the_manifest_histogram(explicit):
 def test_evaluation_by_length_keeps_file_order_and_bounds_batches(explicit, trained):
     from tfr_rankformer.training.training_setup import load_run
 
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     model = load_run(trained[0])[2]
     # The trained run has 136 features, like the explicit data.
     by_length = data.evaluation_dataset(

@@ -12,8 +12,8 @@ from tfr_rankformer.core.command_names import DISTILL_ROWS
 from tfr_rankformer.distill.distillation import DistillConfig, distill, list_spearman
 from tfr_rankformer.distill.distillation_targets import centred_scores, graded_targets
 from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
+from tfr_rankformer.inputs.manifest import load_manifest
 
 
 def _arrays(sizes) -> ListArrays:
@@ -88,7 +88,7 @@ def test_the_student_is_a_plain_lightgbm_model(distilled, dataset):
     import lightgbm as lgb
 
     output, metrics = distilled
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     test = read_split(dataset, manifest, "test")
     booster = lgb.Booster(model_file=os.path.join(output, "model.txt"))
     scores = booster.predict(test.features).astype(np.float32)

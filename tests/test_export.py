@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.inputs.manifest import load_manifest
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
 from tfr_rankformer.training.training_setup import load_run  # noqa: E402
 from tfrecords_tools.elwc_writer import ElwcEncoder  # noqa: E402
@@ -40,7 +40,7 @@ def exported(trained):
 
 
 def _records(dataset, count=5):
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     files = manifest.split_files(dataset, "test")
     return [r.numpy() for r in tf.data.TFRecordDataset(files).take(count)]
 

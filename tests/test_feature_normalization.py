@@ -169,7 +169,8 @@ def test_none_is_identity():
 def test_finite_extremes_stay_finite_through_a_model(method):
     # Raw values near float32's limit: clipped (none, standard), compressed
     # (log1p, quantile), and never NaN out of the encoder and heads.
-    from tfr_rankformer.model.models import ModelConfig, build_model
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.model.models import build_model
 
     huge = np.float32(1.7e38)
     x = np.array([[[0.0, huge, huge], [-huge, 1.0, 0.0]]], np.float32)

@@ -11,8 +11,8 @@ import pytest
 from tfr_rankformer.gbdt.gbdt_booster import evaluate_arrays, load_booster, score_arrays
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.gbdt.lightgbm_ranker import train_gbdt
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import read_split
+from tfr_rankformer.inputs.manifest import load_manifest
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
 # Small trees for 900 lists of about 15 items; everything else is the preset's.
@@ -113,7 +113,7 @@ def test_params_override_the_preset_through_aliases_and_typos_are_refused():
 
 def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset):
     model_dir, metrics = gbdt_run
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     test = read_split(dataset, manifest, "test")
     scores = score_arrays(load_booster(model_dir), test)
     # The reported figures are the shared evaluation of the saved model's scores.
@@ -138,7 +138,7 @@ def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset
 
 def test_training_follows_the_list_policy_and_writes_the_run(gbdt_run, dataset):
     model_dir, metrics = gbdt_run
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     with_clicks = manifest.count_training_lists("train", include_empty_lists=False)
     assert metrics["training"]["lists"] == with_clicks < manifest.splits["train"].num_lists
     assert 1 <= metrics["training"]["trees"] <= FAST["num_iterations"]
@@ -198,7 +198,7 @@ def test_tfr_predict_scores_letor_and_elwc_with_a_gbdt(gbdt_run, dataset, tmp_pa
     assert main([*flags, "--format", "csv"]) == 0
     lines_out = csv_out.read_text().splitlines()
     assert lines_out[0] == "qid,docid,rank,score"
-    assert len(lines_out) - 1 == data.load_manifest(dataset).splits["test"].num_items
+    assert len(lines_out) - 1 == load_manifest(dataset).splits["test"].num_items
 
 
 def test_cli_refuses_flags_of_the_other_model_family(dataset, tmp_path, capsys):

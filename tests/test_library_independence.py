@@ -39,7 +39,9 @@ for name in {modules!r}:
 import numpy as np
 import tensorflow as tf
 from tfr_rankformer.ranking.losses import get_score_loss
-from tfr_rankformer.model.models import FEATURES, MASK, ModelConfig, build_model
+from tfr_rankformer.core.elwc_schema import FEATURES, MASK
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.model.models import build_model
 manifest = {{"num_features": 3, "normalization": {{"method": "standard",
             "standard": {{"mean": [0.0] * 3, "std": [1.0] * 3}}}}}}
 model = build_model("rankformer", manifest, ModelConfig(), None)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.model.models import ModelConfig
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_config import ListformerConfig
 
 B, H, Q, N, T, DH = 2, 2, 3, 4, 5, 3
 G = 1 + Q + N
@@ -117,7 +117,7 @@ VOCAB = 30
 
 def _model(attention="blocked", levels=2, seed=0):
     tf.keras.utils.set_random_seed(seed)
-    config = ModelConfig(
+    config = ListformerConfig(
         width=8, num_heads=2, ff_dim=16, num_layers=2, dropout=0.0, attention_window=2,
         attention=attention, head_hidden=8,
     )  # fmt: skip

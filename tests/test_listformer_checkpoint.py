@@ -20,7 +20,6 @@ from tests.bert_checkpoints import (
     reference_bert,
     write_checkpoint,
 )
-from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
@@ -29,6 +28,7 @@ from tfr_rankformer.text.listformer_checkpoint import (
     listformer_from_checkpoint,
     load_checkpoint_weights,
 )
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
@@ -58,7 +58,7 @@ def test_the_encoder_computes_the_checkpoints_bert(tmp_path, prefix, own_bias, a
     weights = write_checkpoint(tmp_path / "bert", prefix=prefix)
     pretrained = listformer_from_checkpoint(
         str(tmp_path / "bert"),
-        ModelConfig(attention=attention),
+        ListformerConfig(attention=attention),
         None,
         max_query_tokens=8,
         max_document_tokens=16,
@@ -93,7 +93,7 @@ def test_the_checkpoint_sets_sizes_form_and_starting_weights(tmp_path):
     weights = write_checkpoint(tmp_path / "bert")
     pretrained = listformer_from_checkpoint(
         str(tmp_path / "bert"),
-        ModelConfig(width=128, num_layers=3, dropout=0.05),
+        ListformerConfig(width=128, num_layers=3, dropout=0.05),
         2,
         max_query_tokens=8,
         max_document_tokens=16,
@@ -122,7 +122,7 @@ def test_the_checkpoint_sets_sizes_form_and_starting_weights(tmp_path):
 def test_a_run_rebuilds_the_model_and_tokenizer_from_the_recorded_settings(tmp_path):
     write_checkpoint(tmp_path / "bert")
     pretrained = listformer_from_checkpoint(
-        str(tmp_path / "bert"), ModelConfig(), None, max_query_tokens=8, max_document_tokens=16
+        str(tmp_path / "bert"), ListformerConfig(), None, max_query_tokens=8, max_document_tokens=16
     )
     settings = json.loads(json.dumps(pretrained.settings()))
     pretrained.model.save_weights(str(tmp_path / "weights" / "best"))
@@ -162,7 +162,7 @@ def test_a_run_rebuilds_the_model_and_tokenizer_from_the_recorded_settings(tmp_p
 def test_a_few_training_steps_lower_a_finite_loss(tmp_path):
     write_checkpoint(tmp_path / "bert")
     pretrained = listformer_from_checkpoint(
-        str(tmp_path / "bert"), ModelConfig(), None, max_query_tokens=8, max_document_tokens=16
+        str(tmp_path / "bert"), ListformerConfig(), None, max_query_tokens=8, max_document_tokens=16
     )
     loss = get_score_loss("softmax")
     pretrained.model.compile(
@@ -226,13 +226,13 @@ def test_checkpoint_without_token_types_and_a_model_of_other_sizes(tmp_path):
     checkpoint = read_bert_checkpoint(directory)
     assert checkpoint.type_vocab_size == 0
     pretrained = listformer_from_checkpoint(
-        directory, ModelConfig(), None, max_query_tokens=8, max_document_tokens=16
+        directory, ListformerConfig(), None, max_query_tokens=8, max_document_tokens=16
     )
     assert not pretrained.model.get_layer("embedding").segments.numpy().any()
     narrow = build_text_model(
         "listformer",
         len(UNCASED),
-        ModelConfig(width=16, num_heads=4, num_layers=2),
+        ListformerConfig(width=16, num_heads=4, num_layers=2),
         None,
         form=pretrained.form,
     )
@@ -240,5 +240,5 @@ def test_checkpoint_without_token_types_and_a_model_of_other_sizes(tmp_path):
         load_checkpoint_weights(narrow, checkpoint)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         listformer_from_checkpoint(
-            directory, ModelConfig(), None, max_query_tokens=8, max_document_tokens=POSITIONS
+            directory, ListformerConfig(), None, max_query_tokens=8, max_document_tokens=POSITIONS
         )

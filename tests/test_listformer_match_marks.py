@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfr_rankformer.model.models import ModelConfig
 from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.text.listformer_layers import ListformerEmbedding
 
 VOCAB, WIDTH, POSITIONS = 30, 8, 16
@@ -42,7 +42,7 @@ def test_padding_never_matches_padding():
 
 def _model(match_marks, seed=0):
     tf.keras.utils.set_random_seed(seed)
-    config = ModelConfig(
+    config = ListformerConfig(
         width=WIDTH, num_heads=2, ff_dim=16, num_layers=1, dropout=0.0, attention_window=2,
         head_hidden=8, match_marks=match_marks, max_positions=POSITIONS,
     )  # fmt: skip

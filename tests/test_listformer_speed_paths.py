@@ -17,11 +17,11 @@ import tensorflow as tf
 from tests.test_listformer_training import text_elwc
 from tfr_rankformer.core.model_families import get_family
 from tfr_rankformer.core.multi_worker import WorkerRole
-from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 from tfr_rankformer.text.listformer import build_text_model
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.text.text_runs import evaluate_text_model, text_model_inputs
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, build_vocabulary, count_words
 from tfr_rankformer.training.text_config import TextConfig
@@ -56,7 +56,7 @@ def setup(tmp_path_factory):
     vocabulary = build_vocabulary(count_words([*WORDS, *(f"q{i}" for i in range(40))]), size=200)
     tokenizer = TextTokenizer(vocabulary, max_query_tokens=6, max_document_tokens=7)
     tf.keras.utils.set_random_seed(0)
-    config = ModelConfig(width=16, num_layers=2, num_heads=2, ff_dim=32, attention_window=3)
+    config = ListformerConfig(width=16, num_layers=2, num_heads=2, ff_dim=32, attention_window=3)
     model = build_text_model("listformer", len(vocabulary), config, 2)
     return data, tokenizer, model
 

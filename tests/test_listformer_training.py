@@ -134,8 +134,8 @@ def _serve_inputs():
 
 
 def test_exported_listformer_scores_raw_strings(tmp_path):
-    from tfr_rankformer.model.models import ModelConfig
     from tfr_rankformer.text.listformer import build_text_model
+    from tfr_rankformer.text.listformer_config import ListformerConfig
     from tfr_rankformer.text.text_data import load_text_data
     from tfr_rankformer.text.text_export import save_text_servable
     from tfr_rankformer.text.text_runs import text_model_inputs
@@ -147,7 +147,7 @@ def test_exported_listformer_scores_raw_strings(tmp_path):
     )
     vocabulary = [*SPECIAL_TOKENS, "what", "is", *WORDS, "##a"]
     tokenizer = TextTokenizer(vocabulary, max_query_tokens=4, max_document_tokens=8)
-    config = ModelConfig(width=8, num_heads=2, ff_dim=16, num_layers=1, head_hidden=8)
+    config = ListformerConfig(width=8, num_heads=2, ff_dim=16, num_layers=1, head_hidden=8)
     model = build_text_model("listformer", len(vocabulary), config, 2)
     path = str(tmp_path / "export")
     save_text_servable(model, tokenizer, data, path, list_head=True)

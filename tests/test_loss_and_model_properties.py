@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.core.model_families import FEATURES_KIND, get_model, model_names
-from tfr_rankformer.model.models import ModelConfig, build_model
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.model.models import build_model
 from tfr_rankformer.ranking.losses import SCORE_LOSSES, OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 4

@@ -201,7 +201,9 @@ def test_a_tolerant_read_checks_types_but_not_presence(tmp_path):
 def test_a_hand_made_dict_is_coerced_and_builds_a_model():
     import tensorflow as tf
 
-    from tfr_rankformer.model.models import FEATURES, MASK, ModelConfig, build_model
+    from tfr_rankformer.core.elwc_schema import FEATURES, MASK
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.model.models import build_model
 
     minimal = {"num_features": 3, "normalization": {"method": "none"}}
     manifest = Manifest.coerce(minimal)

@@ -47,14 +47,30 @@ def test_every_builtin_model_has_a_spec_of_its_kind():
         assert model_families.family_of(name).kind == kind
     neural = model_families.model_names(model_families.NEURAL_KINDS)
     assert neural == tuple(sorted(n for n, k in BUILTIN.items() if k != "gbdt"))
-    presets = {n: model_families.get_model(n).preset or n for n in BUILTIN if BUILTIN[n] == "gbdt"}
-    assert presets == {"gbdt": "gbdt", "gbdt-1k": "gbdt-1k", "gbdt-10k": "gbdt-10k"}
+
+
+def test_each_family_owns_its_architecture_settings_and_old_runs_still_load():
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.text.listformer_config import ListformerConfig
+    from tfr_rankformer.training.train_config import TrainConfig
+
+    feature = TrainConfig(model="rankformer", data="d", model_dir="m")
+    text = TrainConfig(model="listformer", data="d", model_dir="m", architecture={"num_heads": 4})
+    assert type(feature.architecture) is ModelConfig
+    assert "width" not in feature.to_json()["architecture"]
+    assert type(text.architecture) is ListformerConfig and text.architecture.width == 128
+    with pytest.raises(ValueError, match="`width` 128 is not divisible by `num_heads` 3"):
+        TrainConfig(model="listformer", data="d", model_dir="m", architecture={"num_heads": 3})
+    # A feature-vector run's config.json from before held the text settings too.
+    written = feature.to_json()
+    written["architecture"].update(width=128, attention="blocked", similarity="none")
+    assert TrainConfig.from_json(written) == feature
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
 def test_list_heads_and_text_agree_with_the_builtin_models(name):
     if BUILTIN[name] != "gbdt":
-        assert model_families.has_list_head(name) == (name in WITH_LIST_HEAD)
+        assert model_families.get_model(name).has_list_head == (name in WITH_LIST_HEAD)
     assert model_families.is_text(name) == (name == "listformer")
     assert model_families.is_gbdt(name) == (BUILTIN[name] == "gbdt")
 

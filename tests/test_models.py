@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from tfr_rankformer.core.model_families import get_model
-from tfr_rankformer.model.models import ModelConfig, build_model
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.model.models import build_model
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
 
 D = 3

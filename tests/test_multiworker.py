@@ -20,6 +20,7 @@ from pipelines.export_cli import main as export_main  # noqa: E402
 from tfr_rankformer.core import elwc_schema  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole, worker_role  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.inputs.manifest import load_manifest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = 300
@@ -88,7 +89,7 @@ def _qids(shard, num_features) -> collections.Counter:
 
 @pytest.mark.parametrize("by", ["file", "record"])
 def test_worker_shards_split_the_lists_between_them(sharded, by):
-    manifest = data.load_manifest(sharded)
+    manifest = load_manifest(sharded)
     files = manifest.split_files(sharded, "train")
     if by == "record":
         files = files[:1]  # one file for two workers

@@ -8,7 +8,8 @@ import tensorflow as tf
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.model import compiled_ops, packed_items  # noqa: E402
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer  # noqa: E402
-from tfr_rankformer.model.models import ModelConfig, build_model, ranker_of  # noqa: E402
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
+from tfr_rankformer.model.models import build_model, ranker_of  # noqa: E402
 
 MASK = np.array([[True] * 5, [True, True, False, False, False], [True, False, True, True, False]])
 

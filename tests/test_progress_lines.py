@@ -97,43 +97,12 @@ def test_lines_every_n_steps_and_after_every_seconds(progress_caplog):
     ]
 
 
-def test_unknown_steps_are_learnt_from_the_first_epoch(progress_caplog):
-    clock = FakeClock()
-    callback = ProgressLines(30, every_steps=1, every_seconds=None, clock=clock)
-    callback.set_params({"epochs": 2, "steps": None, "verbose": 0})
-    for epoch in range(2):
-        callback.on_epoch_begin(epoch)
-        for step in range(3):
-            clock.now += 4
-            callback.on_train_batch_end(step, {})
-        callback.on_epoch_end(epoch, {"loss": 2.0})
-    assert progress_lines(progress_caplog) == [
-        "epoch 1/2 step 1 4.00 s",
-        "epoch 1/2 step 2 8.00 s",
-        "epoch 1/2 step 3 12 s",
-        "epoch 1/2 done: 3 steps in 12 s, 2.50 lists/s, loss 2.0000",
-        "epoch 2/2 step 1/3 (33%) 4.00 s, 2.50 lists/s, epoch ETA 8.00 s",
-        "epoch 2/2 step 2/3 (66%) 8.00 s, 2.50 lists/s, epoch ETA 4.00 s",
-        "epoch 2/2 step 3/3 (100%) 12 s, 2.50 lists/s, epoch ETA 0.00 s",
-        "epoch 2/2 done: 3 steps in 12 s, 2.50 lists/s, loss 2.0000",
-    ]
-
-
-def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="every_steps"):
-        ProgressLines(10, 5, every_steps=0)
-    with pytest.raises(ValueError, match="every_seconds"):
-        ProgressLines(10, 5, every_seconds=0)
-    with pytest.raises(ValueError, match="steps_per_epoch"):
-        ProgressLines(10, 0)
-
-
 def test_fit_logs_every_step_and_every_epoch(progress_caplog):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(12, 3)).astype("float32"), rng.normal(size=(12, 1))
     model = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    callback = ProgressLines(12, every_steps=1, every_seconds=None)
+    callback = ProgressLines(12, 3, every_steps=1, every_seconds=None)
     model.fit(
         x,
         y,

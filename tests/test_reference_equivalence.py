@@ -14,7 +14,8 @@ import tensorflow as tf
 from pipelines.benchmarks.reference.reference_equivalence import released_weights  # noqa: E402
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.model.models import ModelConfig, ranker_of  # noqa: E402
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
+from tfr_rankformer.model.models import ranker_of  # noqa: E402
 from tfr_rankformer.training.optimizers import (  # noqa: E402
     PyTorchAdam,
     PyTorchAdamW,

@@ -90,8 +90,8 @@ def fake_released(tmp_path):
 
 
 def test_shared_lists_pair_the_sides_fold_by_fold_over_seeds(folds, tmp_path, fake_released):
-    from tfr_rankformer.inputs.data import load_manifest
     from tfr_rankformer.inputs.list_arrays import read_split
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     official, log = fake_released
     output = tmp_path / "parity"
@@ -365,8 +365,8 @@ def test_runner_reads_npz_lists_one_list_id_per_list(tmp_path):
 def test_click_parity_draws_our_clicks_as_the_conversion_does(folds, tmp_path, capsys):
     from pipelines.benchmarks.reference import click_parity
     from pipelines.convert_cli import main as convert_main
-    from tfr_rankformer.inputs.data import load_manifest
     from tfr_rankformer.inputs.list_arrays import read_split
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     out = tmp_path / "converted"
     flags = ["--input", str(folds), "--output", str(out), "--simulate-clicks"]

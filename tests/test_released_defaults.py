@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests.conftest import identity_manifest  # noqa: E402
 from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.model.models import ModelConfig  # noqa: E402
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
 from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss  # noqa: E402
 from tfr_rankformer.training.optimizers import EpochSchedule, learning_rate_schedule  # noqa: E402
 from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402

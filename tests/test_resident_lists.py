@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.inputs import batching, data  # noqa: E402
+from tfr_rankformer.inputs.manifest import load_manifest
 from tfr_rankformer.inputs.resident_lists import resident_bytes  # noqa: E402
 from tfr_rankformer.model.feature_normalization import FeatureNormalization  # noqa: E402
 from tfr_rankformer.model.table_search import pipeline_normalization  # noqa: E402
@@ -90,7 +91,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_memory_serves_the_streaming_batches_in_their_order(explicit, case):
     options = CASES[case]
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     plan = _plan(
         explicit,
         manifest,
@@ -108,7 +109,7 @@ def test_memory_serves_the_streaming_batches_in_their_order(explicit, case):
 @pytest.mark.parametrize("include_empty", [True, False])
 def test_one_bucket_lists_are_held_padded_and_served_alike(dataset, include_empty):
     """The click protocol's lists of at most 16: the padded layout."""
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     plan = _plan(dataset, manifest, cap=16, include_empty=include_empty)
     assert plan.edges == (16,)
     assert data.single_bucket(manifest.split("train"), plan, False) == 16
@@ -122,7 +123,7 @@ def test_one_bucket_lists_are_held_padded_and_served_alike(dataset, include_empt
 
 
 def test_a_seed_gives_the_same_epochs_and_another_seed_others(explicit):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     plan = _plan(explicit, manifest)
     first = _epochs(explicit, manifest, plan, seed=7)
     _assert_same(first, _epochs(explicit, manifest, plan, seed=7))
@@ -134,7 +135,7 @@ def test_a_seed_gives_the_same_epochs_and_another_seed_others(explicit):
 
 
 def test_each_worker_holds_and_serves_its_own_shard(explicit):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     plan = _plan(explicit, manifest, one_bucket=True)
     for index in range(2):
         worker = WorkerRole(index=index, count=2)
@@ -144,7 +145,7 @@ def test_each_worker_holds_and_serves_its_own_shard(explicit):
 
 
 def test_the_plan_counts_the_lists_in_memory_and_names_the_flag(dataset, tmp_path):
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     entry = manifest.split("train")
     config = _config(
         dataset, tmp_path / "run", batch_size=None, batch_items=None, lists_in_memory=True
@@ -174,7 +175,7 @@ def test_the_plan_counts_the_lists_in_memory_and_names_the_flag(dataset, tmp_pat
 
 
 def test_whole_lists_count_their_items(explicit, tmp_path):
-    manifest = data.load_manifest(explicit)
+    manifest = load_manifest(explicit)
     entry = manifest.split("train")
     config = _config(
         explicit, tmp_path / "run", batch_size=None, batch_items=2048, lists_in_memory=True

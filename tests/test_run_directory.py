@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from tfr_rankformer.core.run_directory import (
-    RUN_STATE_NAME,
     RunExistsError,
     check_run_directory,
     inspect_run,
     run_session,
 )
+from tfr_rankformer.core.run_layout import RUN_STATE_NAME
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {"model": "mlp", "epochs": 2, "seed": 0, "architecture": {"num_layers": 1}}
@@ -83,8 +83,10 @@ def test_resume_needs_the_same_settings_and_names_the_ones_that_differ(tmp_path)
     other = {**SETTINGS, "architecture": {"num_layers": 3}}
     with pytest.raises(RunExistsError, match=r"architecture.num_layers 1 -> 3"):
         check_run_directory(str(run), other, existing="resume")
-    # More epochs are allowed.
+    # More epochs are allowed, and a setting the model no longer has is left out.
     assert check_run_directory(str(run), {**SETTINGS, "epochs": 9}, existing="resume") == "resume"
+    (run / "config.json").write_text(json.dumps({**SETTINGS, "width": 128}))
+    assert check_run_directory(str(run), SETTINGS, existing="resume") == "resume"
     with run_session(str(run), SETTINGS, existing="resume") as start:
         assert start == "resume"
     assert _state(run)["state"] == "complete"

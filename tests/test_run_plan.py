@@ -11,9 +11,11 @@ import pytest
 from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer import runner  # noqa: E402
-from tfr_rankformer.inputs import data  # noqa: E402
-from tfr_rankformer.inputs.manifest import Manifest  # noqa: E402
-from tfr_rankformer.model.models import ModelConfig  # noqa: E402
+from tfr_rankformer.inputs.manifest import (
+    Manifest,  # noqa: E402
+    load_manifest,
+)
+from tfr_rankformer.model.model_config import ModelConfig  # noqa: E402
 from tfr_rankformer.training.memory_estimate import model_shape, step_bytes  # noqa: E402
 from tfr_rankformer.training.run_plan import (  # noqa: E402
     SAFETY_MARGIN,
@@ -53,7 +55,7 @@ def test_step_memory_grows_with_items_and_with_attention():
 
 
 def test_a_run_that_cannot_fit_is_refused_with_flags_that_fit(dataset, tmp_path):
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     config = _config(dataset, tmp_path / "run", batch_size=None, batch_items=None)
     run = plan_run(config, manifest, data_dir=dataset)
     assert run.limit and run.memory.peak * SAFETY_MARGIN < run.limit

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
+from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_TENSORS, export_run  # noqa: E402
 from tfr_rankformer.serving.serving_checks import check_policy  # noqa: E402
 
@@ -82,7 +83,6 @@ def _parsed_features(lists, d):
     import tensorflow_ranking as tfr
 
     from tfr_rankformer.core import elwc_schema
-    from tfr_rankformer.inputs import data
 
     serialized = []
     for items in lists:
@@ -96,7 +96,7 @@ def _parsed_features(lists, d):
         list_size=None,
         context_feature_spec={},
         example_feature_spec={elwc_schema.FEATURES: tf.io.VarLenFeature(tf.float32)},
-        mask_feature_name=data.MASK,
+        mask_feature_name=MASK,
     )
     return parsed[elwc_schema.FEATURES]
 

@@ -18,6 +18,7 @@ from pipelines.train_cli import main as train_main  # noqa: E402
 from tests.conftest import SMALL  # noqa: E402
 from tests.conftest import train_config as _config  # noqa: E402
 from tfr_rankformer.inputs import data  # noqa: E402
+from tfr_rankformer.inputs.manifest import load_manifest
 from tfr_rankformer.ranking.evaluation import predict_lists  # noqa: E402
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings  # noqa: E402
 from tfr_rankformer.runner import evaluate as evaluate_run  # noqa: E402
@@ -39,7 +40,7 @@ def test_training_lowers_the_loss_and_beats_random_ranking(trained, dataset):
     assert len(history) == 6
     assert float(history[-1]["loss"]) < float(history[0]["loss"])
     assert "val_ndcg_y@10" in history[0] and float(history[0]["lists_per_sec"]) > 0
-    manifest = data.load_manifest(dataset)
+    manifest = load_manifest(dataset)
     predicted = predict_lists(
         load_run(model_dir)[2],
         data.evaluation_dataset(dataset, manifest, split="test", batch_size=64),

@@ -11,10 +11,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.elwc_schema import FEATURES
+from tfr_rankformer.core.elwc_schema import FEATURES, MASK
 from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 from tfr_rankformer.features.feature_family import FeatureFamily
-from tfr_rankformer.inputs.data import MASK
 from tfr_rankformer.model.models import score_outputs
 
 NAME = "toy_linear"

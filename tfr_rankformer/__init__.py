@@ -18,12 +18,13 @@ True
 0.0
 """
 
-from tfr_rankformer.core.cpu_allocator import use_pooled_cpu_allocator
+import importlib as _importlib
+import os as _os
+from typing import TYPE_CHECKING
 
-use_pooled_cpu_allocator()
-
-import importlib as _importlib  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+# TensorFlow's pooled (BFC) CPU allocator, asked for before TensorFlow makes its first
+# tensor: by default each large CPU tensor of a training step pays for fresh pages in faults.
+_os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 __version__ = "0.1.0"
 

@@ -59,10 +59,11 @@ def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]
     """Lists/s by epoch of ``--repeats`` pipelines built afresh in ``mode`` (the first epoch
     counts the build), printed with their medians."""
     from tfr_rankformer.inputs import batching, data
+    from tfr_rankformer.inputs.manifest import load_manifest
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
     from tfr_rankformer.model.table_search import pipeline_normalization
 
-    manifest = data.load_manifest(data_dir)
+    manifest = load_manifest(data_dir)
     lengths = data.list_lengths(data_dir, manifest, "train")
     edges = batching.bucket_edges(manifest.split("train").longest_or(1))
     plan = batching.plan_batches(lengths, edges=edges, batch_items=args.batch_items, max_lists=2048)

@@ -30,13 +30,13 @@ import numpy as np
 import tensorflow as tf
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.ranking.losses import get_score_loss
-from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.text.listformer_config import ListformerConfig
 
 attention = sys.argv[1]
 lists, docs, block, steps = map(int, sys.argv[2:6])
 spare = float(sys.argv[6])
 tf.keras.utils.set_random_seed(0)
-config = ModelConfig(
+config = ListformerConfig(
     width=64, num_layers=2, num_heads=2, ff_dim=128, dropout=0.1, attention=attention,
     attention_window=256,
 )

@@ -63,7 +63,7 @@ def ndcg_cells(runs: list[dict]) -> list[str]:
 
 
 def losses(args, folds: list[int]) -> None:
-    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     results = {}
     for fold in folds:
@@ -133,8 +133,8 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
 
 
 def gbdt_study(args, folds: list[int]) -> None:
-    from tfr_rankformer.inputs.data import load_manifest
     from tfr_rankformer.inputs.list_arrays import read_split
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     results: dict[str, list[dict]] = {name: [] for name in GBDT_ROWS}
     for fold in folds:

@@ -1,4 +1,3 @@
 """The lowest layer: names, the model-family registry, config I/O, a run's directory and
-layout, switches, fault points and the worker's place in a job. Nothing here imports
-TensorFlow at module level except ``cpu_allocator``'s call.
-"""
+layout, switches, fault points and the worker's place in a job (the one module here that
+imports TensorFlow)."""

@@ -1,5 +1,5 @@
 """The builtin model families and models, declared once (``model_families`` registers
-them): each model's architecture defaults (``ModelConfig``), training defaults
+them): each model's architecture defaults (its family's ``architecture``), training defaults
 (``TrainConfig``) and traits. No TensorFlow: classes and builders are named by path.
 """
 
@@ -15,16 +15,16 @@ __all__ = [
     "RELEASED_TRAINING",
 ]
 
+_FEATURES = "tfr_rankformer.features.feature_family:FeatureFamily"
 FAMILIES = (
+    ModelFamily("features", "features", _FEATURES, default=True),
     ModelFamily(
-        "features",
-        "features",
-        "tfr_rankformer.features.feature_family:FeatureFamily",
-        default=True,
-    ),
-    # Its fused pieces and its measured quality are float32's.
-    ModelFamily(
-        "text", "text", "tfr_rankformer.text.text_family:TextFamily", mixed_precision=False
+        "text",
+        "text",
+        "tfr_rankformer.text.text_family:TextFamily",
+        # Its fused pieces and its measured quality are float32's.
+        mixed_precision=False,
+        architecture="tfr_rankformer.text.listformer_config:ListformerConfig",
     ),
     ModelFamily("gbdt", "gbdt", "tfr_rankformer.gbdt.gbdt_family:GbdtFamily"),
 )
@@ -163,11 +163,9 @@ MODELS = (
         ),
         training=_LISTFORMER_TRAINING,
         item_width="width",
-        heads_split_width=True,
     ),
-    # GBDTs.
-    # ``gbdt`` takes the ``preset`` setting; the others name their preset.
+    # GBDTs: ``gbdt`` takes the ``preset`` setting; the others are their preset.
     ModelSpec("gbdt", "gbdt"),
-    ModelSpec("gbdt-1k", "gbdt", preset="gbdt-1k"),
-    ModelSpec("gbdt-10k", "gbdt", preset="gbdt-10k"),
+    ModelSpec("gbdt-1k", "gbdt"),
+    ModelSpec("gbdt-10k", "gbdt"),
 )

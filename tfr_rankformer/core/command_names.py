@@ -6,30 +6,19 @@ from __future__ import annotations
 
 __all__ = [
     "ATTENTIONS",
-    "SIMILARITIES",
     "BM25_MODEL",
     "DEFAULT_EXPERIMENT_MODELS",
     "DEFAULT_TEXT_EXPERIMENT_MODELS",
     "DISTILL_ROWS",
     "GBDT_PRESET_NAMES",
     "INITIALIZATIONS",
-    "KEEP_WEIGHTS",
     "LOSS_SCALINGS",
     "LOSS_SUMMARIES",
-    "LR_SCHEDULES",
-    "OPTIMIZERS",
     "ADAM_EPSILONS",
-    "PRECISIONS",
 ]
-
-# A training run's compute precision (``training.precision``): float32, or mixed
-# precision (float32 weights) with bfloat16 or float16 compute.
-PRECISIONS = ("float32", "bf16", "float16")
 
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")
-# What a pretrained Listformer's score is a residual over (``score_mixture``).
-SIMILARITIES = ("none", "checkpoint")
 
 # The presets of ``gbdt.PRESETS``.
 GBDT_PRESET_NAMES = ("gbdt", "gbdt-1k", "gbdt-10k")
@@ -70,12 +59,8 @@ BM25_MODEL = "bm25"
 # code, or the paper's Eq. 9 as printed.
 LOSS_SCALINGS = ("released", "paper")
 
-# Training choices of ``training.TrainConfig``.
-OPTIMIZERS = ("adamw", "adam")
 # Where Adam's epsilon is added (``optimizers``): as torch.optim, or as Keras.
 ADAM_EPSILONS = ("pytorch", "keras")
-LR_SCHEDULES = ("epoch_inverse_sqrt", "step_inverse_sqrt", "step_decay")
-KEEP_WEIGHTS = ("best", "last")
 
 # Weight initialisation schemes of ``initializers``.
 INITIALIZATIONS = ("pytorch", "keras")

@@ -241,9 +241,9 @@ def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "set
 
 
 def nest_flat(settings: dict, sections: dict) -> dict:
-    """``settings`` with each key that names a field of a section's dataclass (``sections``:
-    field name -> dataclass) moved into that section; a section may also be given whole
-    (a dict or a dataclass), and a flat key overrides its value there."""
+    """``settings`` with each key that names a setting of a section (``sections``: section
+    -> its setting names) moved into that section; a section may also be given whole (a
+    dict or a dataclass), and a flat key overrides its value there."""
     values, nested = {}, {}
     for name in sections:
         given = settings.get(name)
@@ -252,7 +252,7 @@ def nest_flat(settings: dict, sections: dict) -> dict:
         if given is not None and not isinstance(given, dict):
             raise ValueError(f"`{name}` must be an object of settings, got {given!r}")
         nested[name] = dict(given or {})
-    owner = {f.name: name for name, c in sections.items() for f in dataclasses.fields(c)}
+    owner = {field: name for name, fields in sections.items() for field in fields}
     for key, value in settings.items():
         if key in owner:
             nested[owner[key]][key] = value

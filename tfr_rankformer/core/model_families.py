@@ -30,7 +30,6 @@ __all__ = [
     "family_of",
     "get_family",
     "get_model",
-    "has_list_head",
     "is_gbdt",
     "is_neural",
     "is_text",
@@ -120,24 +119,18 @@ def _kind_of(name: str) -> str | None:
     return None if spec is None else _FAMILIES[spec.family].kind
 
 
+# Whether a model name ranks text lists, is a GBDT, or a Keras model of the training loop
+# (``False`` for unknown names).
 def is_text(name: str) -> bool:
-    """Whether the model ``name`` ranks text lists (``False`` for unknown names)."""
     return _kind_of(name) == TEXT_KIND
 
 
 def is_gbdt(name: str) -> bool:
-    """Whether ``name`` is a GBDT model (``False`` for unknown names)."""
     return _kind_of(name) == GBDT_KIND
 
 
 def is_neural(name: str) -> bool:
-    """Whether ``name`` is a Keras model of the training loop (``False`` for unknown names)."""
     return _kind_of(name) in NEURAL_KINDS
-
-
-def has_list_head(name: str) -> bool:
-    """Whether the model ``name`` predicts the list label (``ValueError`` if unknown)."""
-    return get_model(name).has_list_head
 
 
 for _family in builtin_families.FAMILIES:

@@ -1,7 +1,7 @@
-"""The registry's records: ``ModelFamily`` (a kind of model and the class that runs it),
-``ModelSpec`` (one model name's family, defaults and traits), and ``RunFamily``, the
-methods a family class provides. No TensorFlow: classes and builders are named by
-``"package.module:name"`` paths and imported when used.
+"""The registry's records: ``ModelFamily`` (a kind of model and its class), ``ModelSpec``
+(one model name's family, defaults and traits) and ``RunFamily``, the methods a family
+class provides. No TensorFlow: classes and builders may be ``"package.module:name"``
+paths, imported when used.
 """
 
 from __future__ import annotations
@@ -12,12 +12,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-__all__ = [
-    "ModelFamily",
-    "ModelSpec",
-    "RunFamily",
-    "load_object",
-]
+__all__ = ["ModelFamily", "ModelSpec", "RunFamily", "load_object"]
 
 Target = str | Callable
 
@@ -32,6 +27,12 @@ def load_object(target: Target):
     return getattr(importlib.import_module(module), attribute)
 
 
+def _check_name(record) -> None:
+    if not isinstance(record.name, str) or not record.name:
+        what = type(record).__name__
+        raise ValueError(f"a {what}'s `name` must be a non-empty string, got {record.name!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
     """A kind of model and the class that trains, evaluates, exports and serves it.
@@ -39,11 +40,11 @@ class ModelFamily:
     Attributes:
       name: the family's name (its models' ``ModelSpec.family``).
       kind: one of ``model_families.KINDS``: the data its models read.
-      family: the ``RunFamily`` class (or its ``"module:name"`` path), built with
-        this record.
-      default: the family of the run directories and exports no other family's
-        ``owns`` claims (the feature-vector family).
+      family: the ``RunFamily`` class (or its path), built with this record.
+      default: whether it takes the runs and exports no other family's ``owns`` claims.
       mixed_precision: whether its models may train in bf16 or float16.
+      architecture: its neural models' architecture settings class (or its path): a
+        ``ModelConfig`` or a subclass, ``TrainConfig.architecture``.
     """
 
     name: str
@@ -51,10 +52,9 @@ class ModelFamily:
     family: Target
     default: bool = False
     mixed_precision: bool = True
+    architecture: Target = "tfr_rankformer.model.model_config:ModelConfig"
 
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a family's `name` must be a non-empty string, got {self.name!r}")
+    __post_init__ = _check_name
 
     def load(self) -> RunFamily:
         """The family object (its module imported now)."""
@@ -62,9 +62,9 @@ class ModelFamily:
 
 
 class RunFamily(Protocol):
-    """What a family class provides. ``runner`` calls the first six; the training loop
-    (``training.loop``) calls the rest for the neural kinds, with the ``PreparedRun``
-    that ``prepare`` returned."""
+    """What a family class provides: ``runner`` calls the first six, the training loop
+    (``training.loop``, neural kinds only) the rest, with the ``PreparedRun`` that
+    ``prepare`` returned."""
 
     record: ModelFamily
 
@@ -105,22 +105,20 @@ class ModelSpec:
       name: the ``--model`` name.
       family: the name of a registered ``ModelFamily``.
       has_list_head: whether the model predicts the list label (``alpha`` > 0).
-      builder: the model's builder (or its path): feature vectors'
-        ``(num_features, config, levels, item_levels)`` -> a Keras model on
-        ``{"features": [B, L, d] normalised, "mask": [B, L]}``; ``None`` for GBDTs.
-      architecture: ``ModelConfig`` defaults (fields left ``None`` take them).
-      loss_architecture: per score loss, defaults that replace ``architecture``'s.
+      builder: the Keras builder (or its path); a feature-vector model's takes
+        ``(num_features, config, levels, item_levels)`` and maps ``{"features": [B, L, d]
+        normalised, "mask": [B, L]}`` to scores. ``None`` for GBDTs.
+      architecture: ``ModelConfig`` defaults (fields left ``None`` take them);
+        ``loss_architecture``: per score loss, defaults over them.
       training: ``TrainConfig`` defaults (fields left ``None`` take them).
       alpha: the default ``alpha`` per loss scaling (absent: 0).
       attention: whether items attend to each other (``False``: pointwise).
       item_width: the setting that is the encoder's width (``None``: the feature count).
       takes_cls_token: whether a list gets a [CLS] token when ``cls_token`` is set.
       summary_tokens: whether ``global_tokens`` summary tokens join [CLS].
-      heads_split_width: whether ``num_heads`` must divide ``item_width``.
       positional_encoding: whether the model takes ``positional_encoding``.
       cls_token_with_list_head: whether an unset ``cls_token`` follows the list head.
       slate_size: the training list cap when nothing else sets one (``None``: whole lists).
-      preset: a GBDT's LightGBM preset (``None``: the ``preset`` setting's).
     """
 
     name: str
@@ -135,15 +133,12 @@ class ModelSpec:
     item_width: str | None = None
     takes_cls_token: bool = True
     summary_tokens: bool = False
-    heads_split_width: bool = False
     positional_encoding: bool = False
     cls_token_with_list_head: bool = False
     slate_size: int | None = None
-    preset: str | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a model's `name` must be a non-empty string, got {self.name!r}")
+        _check_name(self)
         for name in ("architecture", "loss_architecture", "training", "alpha"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 

@@ -1,8 +1,6 @@
 """Multi-worker training: this process's place in the job, and values shared from the chief.
-
 The training workers of ``TF_CONFIG`` are the ``chief`` task, if any, then the ``worker``
-tasks, as ``MultiWorkerMirroredStrategy`` numbers them; the chief is the ``chief`` task or
-worker 0. Other task types do not train.
+tasks, numbered as ``MultiWorkerMirroredStrategy`` does; other task types do not train.
 """
 
 from __future__ import annotations

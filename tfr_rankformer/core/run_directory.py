@@ -21,58 +21,42 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from tfr_rankformer.core import run_layout
+from tfr_rankformer.core import run_layout as layout
 from tfr_rankformer.core.config_io import write_json
-from tfr_rankformer.core.run_layout import CONFIG_NAME, METRICS_NAME, RUN_STATE_NAME, RUN_STATES
 
 logger = logging.getLogger(__name__)
 
 EXISTING_RUN = ("refuse", "resume", "overwrite")
-# Everything a run writes at its top level (and ``<name>.partial`` while writing it).
+# Everything a run writes at its top level (and ``<name>.partial`` while writing it),
+# with a GBDT's booster (``gbdt_booster.MODEL_FILE``) and tfr-distill's label GBDT.
 RUN_ENTRIES = frozenset(
     {
-        CONFIG_NAME,
-        METRICS_NAME,
-        run_layout.HISTORY_NAME,
-        run_layout.CHECKPOINTS_NAME,
-        run_layout.BACKUP_NAME,
-        run_layout.LOGS_NAME,
-        run_layout.EXPORT_NAME,
-        RUN_STATE_NAME,
-        run_layout.VOCAB_NAME,
-        run_layout.TEXT_RUN_NAME,
-        # A GBDT's booster (``gbdt_booster.MODEL_FILE``) and tfr-distill's label GBDT.
-        "model.txt",
-        "gbdt_labels",
+        *(layout.CONFIG_NAME, layout.METRICS_NAME, layout.HISTORY_NAME, layout.LOGS_NAME),
+        *(layout.CHECKPOINTS_NAME, layout.BACKUP_NAME, layout.EXPORT_NAME),
+        *(layout.RUN_STATE_NAME, layout.VOCAB_NAME, layout.TEXT_RUN_NAME),
+        *("model.txt", "gbdt_labels"),
     }
 )
 # Settings a resumed run may change: more epochs continue a finished schedule's run.
 _RESUMABLE_CHANGES = ("epochs", "model_dir")
-_SHOWN = 5
 
 
 class RunExistsError(FileExistsError):
     """The run directory holds something the command was not told to replace or resume."""
 
 
-def describe_entries(names: list[str]) -> str:
-    """At most five names, then how many more."""
-    shown = ", ".join(names[:_SHOWN])
-    more = len(names) - _SHOWN
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _is_run_entry(name: str) -> bool:
-    base = name[: -len(".partial")] if name.endswith(".partial") else name
-    return base in RUN_ENTRIES
+def describe_entries(names: list[str], shown: int = 5) -> str:
+    """At most ``shown`` names, then how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 @dataclasses.dataclass(frozen=True)
 class RunDirectory:
-    """What an existing, non-empty run directory holds: its top-level ``entries``
-    (directories with a trailing ``/``), the ``foreign`` ones a run never writes, its
-    ``state`` (``interrupted`` without ``run_state.json`` and ``metrics.json``), its
-    ``config.json`` ``settings`` and ``run_state.json`` ``record`` (``{}`` if none)."""
+    """An existing, non-empty run directory: its top-level ``entries`` (directories with a
+    trailing ``/``), the ``foreign`` ones a run never writes, its ``state`` (``interrupted``
+    without ``run_state.json`` and ``metrics.json``), its ``config.json`` ``settings`` and
+    ``run_state.json`` ``record`` (``{}`` if none)."""
 
     path: str
     entries: list[str]
@@ -81,21 +65,17 @@ class RunDirectory:
     settings: dict
     record: dict
 
-    @property
-    def model(self) -> str:
-        return str(self.settings.get("model") or "unknown-model")
-
     def describe(self) -> str:
         """E.g. ``a complete mlp run (config.json, metrics.json, export/)``."""
         article = "an" if self.state[0] in "aeiou" else "a"
-        return f"{article} {self.state} {self.model} run ({describe_entries(self.entries)})"
+        model = self.settings.get("model") or "unknown-model"
+        return f"{article} {self.state} {model} run ({describe_entries(self.entries)})"
 
     def live_process(self) -> int | None:
         """The pid of the process running this run on this host, if it still lives."""
-        record = self.record
-        if self.state != "running" or record.get("host") != socket.gethostname():
+        pid = self.record.get("pid")
+        if self.state != "running" or self.record.get("host") != socket.gethostname():
             return None
-        pid = record.get("pid")
         if not isinstance(pid, int) or pid == os.getpid():
             return None
         try:
@@ -103,7 +83,7 @@ class RunDirectory:
         except ProcessLookupError:
             return None
         except PermissionError:
-            return pid
+            pass
         return pid
 
 
@@ -126,23 +106,23 @@ def inspect_run(path: str) -> RunDirectory | None:
     if not names:
         return None
     entries = [n + "/" if os.path.isdir(os.path.join(path, n)) else n for n in names]
-    foreign = [e for e, n in zip(entries, names) if not _is_run_entry(n)]
-    record = _read_json(os.path.join(path, RUN_STATE_NAME))
+    foreign = [e for e, n in zip(entries, names) if n.removesuffix(".partial") not in RUN_ENTRIES]
+    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
     state = record.get("state")
-    if state not in RUN_STATES:
-        has_metrics = os.path.isfile(os.path.join(path, METRICS_NAME))
+    if state not in layout.RUN_STATES:
+        has_metrics = os.path.isfile(os.path.join(path, layout.METRICS_NAME))
         state = "complete" if has_metrics else "interrupted"
-    settings = _read_json(os.path.join(path, CONFIG_NAME))
+    settings = _read_json(os.path.join(path, layout.CONFIG_NAME))
     return RunDirectory(path, entries, foreign, state, settings, record)
 
 
 def _write_state(path: str, state: str, **details) -> None:
-    record = _read_json(os.path.join(path, RUN_STATE_NAME))
+    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
     record.update(details, state=state, updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if state == "running":
         record.update(pid=os.getpid(), host=socket.gethostname())
         record.pop("error", None)
-    write_json(os.path.join(path, RUN_STATE_NAME), record)
+    write_json(os.path.join(path, layout.RUN_STATE_NAME), record)
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:
@@ -158,14 +138,22 @@ def _flat(settings: dict, prefix: str = "") -> dict:
 
 
 def _changed_settings(old: dict, new: dict) -> list[str]:
-    """``name old -> new`` for each setting that differs, ``epochs`` aside.
+    """``name old -> new`` for each setting of ``new`` that differs, ``epochs`` aside (a
+    setting only ``old`` holds is one this model no longer has).
 
     >>> _changed_settings({"model": "mlp", "epochs": 2}, {"model": "rankformer", "epochs": 9})
     ["model 'mlp' -> 'rankformer'"]
     """
     old, new = _flat(old), _flat(new)
-    keys = sorted((set(old) | set(new)) - set(_RESUMABLE_CHANGES))
+    keys = sorted(set(new) - set(_RESUMABLE_CHANGES))
     return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+def _aside_directories(path: str) -> list[str]:
+    """Runs an --overwrite moved aside and has not deleted yet."""
+    final = os.path.abspath(path)
+    prefix = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.replaced-")
+    return sorted(glob.glob(glob.escape(prefix) + "*"))
 
 
 def _refusal(run: RunDirectory, *, resumable: bool) -> str:
@@ -179,24 +167,18 @@ def _refusal(run: RunDirectory, *, resumable: bool) -> str:
     return message
 
 
-def _aside_directories(path: str) -> list[str]:
-    """Runs an --overwrite moved aside and has not deleted yet."""
-    final = os.path.abspath(path)
-    prefix = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.replaced-")
-    return sorted(glob.glob(glob.escape(prefix) + "*"))
-
-
 def _check_resume(run: RunDirectory, settings: dict, *, resumable: bool) -> None:
+    again = "pass --overwrite to train it again"
     if not resumable and run.state != "complete":
+        model = settings.get("model")
         raise RunExistsError(
-            f"{run.path} holds {run.describe()}; a {settings.get('model')} run cannot resume: "
-            "pass --overwrite to train it again"
+            f"{run.path} holds {run.describe()}; a {model} run cannot resume: {again}"
         )
     if run.state == "complete" and run.settings.get("epochs") != settings.get("epochs"):
         raise RunExistsError(
             f"{run.path} holds {run.describe()} of {run.settings.get('epochs')} epochs: "
             "a complete run keeps no backup to continue from, so --resume cannot extend it; "
-            "pass --overwrite to train it again"
+            + again
         )
     changed = _changed_settings(run.settings, settings)
     if changed:
@@ -205,16 +187,6 @@ def _check_resume(run: RunDirectory, settings: dict, *, resumable: bool) -> None
             "--resume continues a run with its own settings (only --epochs may change); "
             "pass --overwrite to replace it"
         )
-
-
-def _move_aside(path: str) -> str:
-    final = os.path.abspath(path)
-    holder = tempfile.mkdtemp(
-        prefix=f".{os.path.basename(final)}.replaced-", dir=os.path.dirname(final)
-    )
-    aside = os.path.join(holder, "old")
-    os.rename(final, aside)
-    return holder
 
 
 def check_run_directory(
@@ -254,20 +226,22 @@ def run_session(
     is ``complete`` (a run it replaced is deleted); when it raises, ``failed``, or after a
     failed ``--overwrite`` the old run is put back."""
     start = check_run_directory(path, settings, existing=existing, resumable=resumable)
-    replaced, earlier = None, []
+    replaced, details = None, {}
     if start == "overwrite":
         run = inspect_run(path)
-        earlier = run.record.get("replaces", []) if run is not None else []
-        replaced = _move_aside(path)
+        final = os.path.abspath(path)
+        prefix = f".{os.path.basename(final)}.replaced-"
+        replaced = tempfile.mkdtemp(prefix=prefix, dir=os.path.dirname(final))
+        os.rename(final, os.path.join(replaced, "old"))
         logger.info("%s: replacing %s (moved aside until done)", path, run.describe())
+        # The run moved aside now, and any an interrupted --overwrite had moved aside.
+        details = {"replaces": [replaced, *run.record.get("replaces", [])]}
         start = "new"
     os.makedirs(path, exist_ok=True)
+    if start == "new":
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(path, layout.RUN_STATE_NAME))
     if start != "complete":
-        # The run moved aside now, and any an interrupted --overwrite had moved aside.
-        details = {"replaces": [replaced, *earlier]} if replaced else {}
-        if start == "new":
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(path, RUN_STATE_NAME))
         _write_state(path, "running", **details)
     try:
         yield start
@@ -296,11 +270,10 @@ def _restore(path: str, holder: str) -> None:
 
 def _finish_replacement(path: str) -> None:
     """Deletes the runs this one replaced (an interrupted --overwrite's too)."""
-    record = _read_json(os.path.join(path, RUN_STATE_NAME))
-    holders = record.get("replaces") or []
+    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
+    holders = record.pop("replaces", None)
     for holder in holders if isinstance(holders, list) else []:
         if isinstance(holder, str) and os.path.isdir(holder):
             shutil.rmtree(holder, ignore_errors=True)
     if holders:
-        record.pop("replaces")
-        write_json(os.path.join(path, RUN_STATE_NAME), record)
+        write_json(os.path.join(path, layout.RUN_STATE_NAME), record)

@@ -1,9 +1,5 @@
 """A run directory's layout: the files a run writes, and whether a run or an export is a
-text model's (by its model's family, or by the inputs of an export's signature).
-
->>> BEST_WEIGHTS.replace(os.sep, "/")
-'checkpoints/best'
-"""
+text model's (by its model's family, or by the inputs of an export's signature)."""
 
 from __future__ import annotations
 
@@ -36,17 +32,6 @@ _TEXT_INPUTS = frozenset({"query", "documents"})
 _TOKEN_ID_INPUTS = frozenset({"query_ids", "document_ids", "document_mask"})
 
 
-def run_model_name(model_dir: str) -> str | None:
-    """The model named in ``model_dir/config.json`` (``None``: no readable one)."""
-    try:
-        with open(os.path.join(model_dir, CONFIG_NAME), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        return None
-    model = settings.get("model") if isinstance(settings, dict) else None
-    return model if isinstance(model, str) else None
-
-
 def _default_inputs(export: str) -> list[frozenset]:
     """The input names of the SavedModel ``export``'s default signature, one set per graph,
     read from ``saved_model.pb`` without loading the model."""
@@ -72,5 +57,9 @@ def is_text_run(path: str) -> bool:
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         signatures = _default_inputs(path)
         return any(_TEXT_INPUTS <= s or _TOKEN_ID_INPUTS <= s for s in signatures)
-    model = run_model_name(path)
-    return model is not None and model_families.is_text(model)
+    try:
+        with open(os.path.join(path, CONFIG_NAME), encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(settings, dict) and model_families.is_text(settings.get("model"))

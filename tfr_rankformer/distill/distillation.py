@@ -32,9 +32,8 @@ from tfr_rankformer.gbdt.gbdt_booster import (
     score_arrays,
 )
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
-from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 
 __all__ = ["DistillConfig", "distill", "list_spearman"]
 
@@ -207,7 +206,7 @@ def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig
     if not data_dir:
         raise ValueError(f"teacher {config.teacher} does not record its training data: give --data")
     config = dataclasses.replace(config, data=data_dir)
-    manifest = data.load_manifest(data_dir)
+    manifest = load_manifest(data_dir)
     if manifest.num_features != teacher.num_features:
         raise ValueError(
             f"{data_dir} has {manifest.num_features} features; the teacher takes "

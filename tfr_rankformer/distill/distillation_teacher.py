@@ -11,9 +11,9 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.run_layout import CONFIG_NAME
 from tfr_rankformer.gbdt.gbdt_booster import is_gbdt_run, load_booster, score_arrays
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.list_arrays import ListArrays
 from tfr_rankformer.serving.export import SIGNATURE_TENSORS
 from tfr_rankformer.training.training_setup import load_run
@@ -78,14 +78,14 @@ def load_teacher(path: str, *, batch_size: int = 256) -> Teacher:
         d = manifest.num_features
         signature = {
             "features": tf.TensorSpec([None, None, d], tf.float32),
-            data.MASK: tf.TensorSpec([None, None], tf.bool),
+            MASK: tf.TensorSpec([None, None], tf.bool),
         }
         step = tf.function(
             lambda x: model(x, training=False)["scores"], input_signature=[signature]
         )
 
         def call(features, mask):
-            return step({"features": tf.constant(features), data.MASK: tf.constant(mask)}).numpy()
+            return step({"features": tf.constant(features), MASK: tf.constant(mask)}).numpy()
 
         scorer = _padded_scorer(call, batch_size)
         return Teacher(path, "checkpoint", config.data, d, scorer, _recorded_seconds(path))

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfr_rankformer.core.model_spec import ModelFamily
 from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
-from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 from tfr_rankformer.model import compiled_ops, packed_items
 from tfr_rankformer.model.models import normalization_of
 from tfr_rankformer.model.table_search import pipeline_normalization
@@ -86,7 +86,7 @@ class FeatureFamily:
 
     def prepare(self, config, *, worker) -> PreparedRun:
         # An empty train split is refused, empty vali and test splits left out.
-        manifest = without_empty_splits(data.load_manifest(config.data), data_dir=config.data)
+        manifest = without_empty_splits(load_manifest(config.data), data_dir=config.data)
         plan = plan_run(config, manifest, data_dir=config.data, worker=worker)
         splits = tuple(sorted(manifest.splits, key=lambda s: s != "train"))
         return PreparedRun(config, plan, manifest.label_levels, splits, manifest, extra=worker)

@@ -1,6 +1,5 @@
-"""Settings of a GBDT run: the LightGBM presets (LightGBM's usual lambdarank
-settings and the paper's Table 5) and ``GBDTConfig``, with LightGBM parameter
-names checked and made canonical."""
+"""``GBDTConfig``, the settings of a GBDT run, and its LightGBM presets (LightGBM's usual
+lambdarank settings and the paper's Table 5); parameter names are checked and made canonical."""
 
 from __future__ import annotations
 
@@ -62,10 +61,7 @@ def canonical_params(params: dict) -> dict:
     Raises:
       ValueError: for a name LightGBM does not know, so a typo is not ignored.
     """
-    try:
-        table = lgb.basic._ConfigAliases._get_all_param_aliases()
-    except AttributeError:  # a LightGBM without the table: pass names through
-        return dict(params)
+    table = lgb.basic._ConfigAliases._get_all_param_aliases()
     canonical = {alias: name for name, aliases in table.items() for alias in aliases}
     out = {}
     for key, value in params.items():
@@ -116,10 +112,8 @@ class GBDTConfig:
     def __post_init__(self):
         if not model_families.is_gbdt(self.model):
             raise ValueError(f"a GBDT run needs model {_RUN_MODEL!r}, got {self.model!r}")
-        named = model_families.get_model(self.model).preset
-        if named is not None:
-            # "gbdt-10k" names its preset; the run records the model as "gbdt".
-            object.__setattr__(self, "preset", named)
+        if self.model != _RUN_MODEL:  # "gbdt-10k" names its preset; the run records "gbdt"
+            object.__setattr__(self, "preset", self.model)
             object.__setattr__(self, "model", _RUN_MODEL)
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")

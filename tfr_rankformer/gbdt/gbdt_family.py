@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving.prediction import ScoredList, ServedModel, batched
 from tfr_rankformer.training.training_setup import data_evaluator
 
-__all__ = ["GbdtFamily", "score_lists_gbdt", "score_elwc_gbdt"]
+__all__ = ["GbdtFamily"]
 
 BATCH_SIZE = 256  # lists per booster call when ``predict`` is not told
 
@@ -71,35 +71,31 @@ class GbdtFamily:
         )
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
-        batch_size = batch_size or BATCH_SIZE
+        """Scores raw-feature ``lists`` or the ELWC ``files`` (as ``score_elwc`` with the
+        ``reject`` policy) with the booster."""
         if files is not None:
-            return score_elwc_gbdt(served.model, files, batch_size=batch_size)
-        return score_lists_gbdt(served.model, lists, batch_size=batch_size)
+            d = served.model.num_feature()
+            records = ((path, n, record) for path in files for n, record in read_records(path))
+            lists = (_elwc_list(*record, d) for record in records)
+        return _gbdt_lists(served.model, lists, batch_size or BATCH_SIZE)
 
 
-def _gbdt_lists(booster, batch) -> Iterator[ScoredList]:
-    """Scores a batch of ``(qid, docids, [n, d] features)`` with one LightGBM call."""
-    sizes = [len(docids) for _, docids, _ in batch]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    features = np.concatenate([x for _, _, x in batch])
-    empty = np.zeros(len(features), np.float32)
-    arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
-    scores = score_arrays(booster, arrays)
-    for i, (qid, docids, _) in enumerate(batch):
-        yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
-
-
-def score_lists_gbdt(
-    booster, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
-) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists with a LightGBM booster."""
+def _gbdt_lists(booster, lists, batch_size: int) -> Iterator[ScoredList]:
+    """Scores ``(qid, docids, [n, d] raw features)`` lists, one LightGBM call a batch."""
     for batch in batched(lists, batch_size):
-        yield from _gbdt_lists(booster, batch)
+        sizes = [len(docids) for _, docids, _ in batch]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        features = np.concatenate([x for _, _, x in batch])
+        empty = np.zeros(len(features), np.float32)
+        arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
+        scores = score_arrays(booster, arrays)
+        for i, (qid, docids, _) in enumerate(batch):
+            yield ScoredList(qid, docids, scores[offsets[i] : offsets[i + 1]])
 
 
-def _item_features(path: str, number: int, record: bytes, num_features: int):
-    """``(qid, [n, d] features)`` of one ELWC record, each item checked as the serving
-    signature checks it.
+def _elwc_list(path: str, number: int, record: bytes, num_features: int):
+    """``(qid, docids, [n, d] features)`` of one ELWC record, its items numbered in list
+    order and checked as the serving signature checks them.
 
     Raises:
       RecordFileError: an item's features missing, of another length, or not finite.
@@ -126,20 +122,5 @@ def _item_features(path: str, number: int, record: bytes, num_features: int):
                 f"item {i}: the features field holds {rows[i, j]} at position {j + 1} of "
                 f"{num_features}, expected finite values",
             )
-    return int(qid[0]) if qid else -1, rows
-
-
-def score_elwc_gbdt(booster, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records with a LightGBM booster; items are numbered in list order.
-
-    Raises:
-      RecordFileError: as ``score_elwc`` with the ``reject`` policy.
-    """
-    num_features = booster.num_feature()
-    records = ((path, n, record) for path in files for n, record in read_records(path))
-    for batch in batched(records, batch_size):
-        rows = []
-        for path, number, record in batch:
-            qid, features = _item_features(path, number, record, num_features)
-            rows.append((qid, [str(j) for j in range(1, len(features) + 1)], features))
-        yield from _gbdt_lists(booster, rows)
+    docids = [str(j) for j in range(1, len(rows) + 1)]
+    return int(qid[0]) if qid else -1, docids, rows

@@ -28,9 +28,9 @@ from tfr_rankformer.gbdt.gbdt_booster import (
     score_arrays,
 )
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
 from tfr_rankformer.inputs.list_arrays import read_split
+from tfr_rankformer.inputs.manifest import load_manifest
 
 __all__ = ["train_gbdt"]
 
@@ -44,7 +44,7 @@ def train_gbdt(
     extra LightGBM callbacks (a tuner's pruning); ``existing``: see ``run_directory`` (a
     GBDT run is replaced, never resumed)."""
     # An empty train split is refused, empty vali and test splits left out.
-    manifest = without_empty_splits(data.load_manifest(config.data), data_dir=config.data)
+    manifest = without_empty_splits(load_manifest(config.data), data_dir=config.data)
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False) as s:
         if s == "complete":
             with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:

@@ -29,7 +29,7 @@ from tfr_rankformer.inputs.list_parsing import (
     parsed_lists,
     whole_lists,
 )
-from tfr_rankformer.inputs.manifest import Manifest, SplitEntry, load_manifest  # noqa: F401
+from tfr_rankformer.inputs.manifest import Manifest, SplitEntry
 from tfr_rankformer.inputs.resident_lists import load_lists, resident_batches
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,7 @@
-"""Architecture settings: ``ModelConfig``, resolved with each model's defaults.
-
-A field left ``None`` takes the model's default (``ModelConfig.resolved``): its
-``ModelSpec``'s ``loss_architecture`` for the loss, else its ``architecture``, else the
-value every model shares. No TensorFlow here.
+"""``ModelConfig``, the feature-vector family's architecture settings (a family names its
+own in ``ModelFamily.architecture``; the text family's extend these). A field left ``None``
+takes the model's default (``resolved``): its ``ModelSpec``'s ``loss_architecture`` for the
+loss, else its ``architecture``, else the value every model shares. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -11,18 +10,19 @@ import argparse
 import dataclasses
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
-from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
+from tfr_rankformer.core.command_names import INITIALIZATIONS
+from tfr_rankformer.core.config_io import check_fields, require_positive_ints, setting
+from tfr_rankformer.core.model_spec import load_object
 
 __all__ = [
     "ModelConfig",
     "POSITIONAL_ENCODINGS",
+    "architecture_class",
+    "architecture_fields",
     "check_model_name",
 ]
 
-
-# The value every model shares; each model's own defaults are its
-# ``model_families.ModelSpec``'s ``architecture`` (and ``loss_architecture``).
+# The value every model shares when its ``ModelSpec`` gives none.
 _BASE = dict(
     num_layers=3,
     num_heads=1,
@@ -40,16 +40,8 @@ _BASE = dict(
     cls_stddev=1.0,
     init="pytorch",
     copied_layers=True,
-    width=128,
-    attention_window=256,
-    attention="blocked",
-    match_marks=False,
-    similarity="none",
-    first_stage=None,  # the text family decides by the data (on where it has the scores)
 )
 POSITIONAL_ENCODINGS = ("none", "fixed", "learned")
-
-
 _SWITCH = {"action": argparse.BooleanOptionalAction}
 
 
@@ -57,6 +49,8 @@ _SWITCH = {"action": argparse.BooleanOptionalAction}
 class ModelConfig:
     """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``). Each
     field's help says what it is; ``models`` builds them."""
+
+    _defaults = _BASE  # a class's own defaults, under every model's
 
     num_layers: int | None = setting(None, "encoder layers (blocks)")
     num_heads: int | None = setting(None, "attention heads")
@@ -118,49 +112,11 @@ class ModelConfig:
         "weights on its own",
         **_SWITCH,
     )
-    width: int | None = setting(None, "listformer: embedding and encoder width. Default: 128")
-    attention_window: int | None = setting(
-        None,
-        "listformer: a document's token attends to its document's tokens at most this many "
-        "positions away on each side (Longformer's sliding window, cut at the document's "
-        "borders). Default: 256",
-    )
-    attention: str | None = setting(
-        None,
-        "listformer: blocked (per-document blocks, memory linear in the documents), "
-        "dense_masked (the same attention through the full masked matrix, for checking) or "
-        "full (plain full attention over the same sequence: a baseline, not the "
-        "Listformer). Default: blocked",
-        choices=list(ATTENTIONS),
-    )
-    match_marks: bool | None = setting(
-        None,
-        "listformer: exact-match marks (MarkedBERT's, as embeddings): query token i and "
-        "every document token equal to it get a learned vector m_i, zero at first. Not in "
-        "the thesis. Default: off",
-        **_SWITCH,
-    )
-    similarity: str | None = setting(
-        None,
-        "listformer: checkpoint: a frozen copy of the --init-from checkpoint scores each "
-        "document by its own cosine (mean-pooled embeddings), and the model's score is a "
-        "residual over it, so it ranks as the checkpoint does before its first step; none. "
-        "Not in the thesis. Default: checkpoint with --init-from, else none",
-        choices=list(SIMILARITIES),
-    )
-    first_stage: bool | None = setting(
-        None,
-        "listformer: add the first stage's score of each document (the run's, kept by "
-        "tfr-convert --input trec) to that residual, standardised per list with a learned "
-        "weight. Not in the thesis. Default: auto (on where the data has the scores)",
-        type=on_off,
-        metavar="{auto,on,off}",
-    )
 
     def __post_init__(self):
         check_fields(self)
         names = ("num_layers", "num_heads", "ff_dim", "head_hidden", "d_fc", "max_positions")
-        require_positive_ints(self, *names, "width", "attention_window", optional=True)
+        require_positive_ints(self, *names, optional=True)
         if self.global_tokens is not None and self.global_tokens < 0:
             raise ValueError(f"`global_tokens` must be an int >= 0, got {self.global_tokens!r}")
         for name in ("dropout", "head_dropout"):
@@ -172,41 +128,44 @@ class ModelConfig:
         if self.mlp_units is not None:
             object.__setattr__(self, "mlp_units", tuple(self.mlp_units))
 
+    @classmethod
+    def of(cls, settings) -> ModelConfig:
+        """``settings`` (a dict, or another family's architecture settings) as ``cls``: the
+        settings only another family's architecture has are left out."""
+        if type(settings) is cls:
+            return settings
+        if dataclasses.is_dataclass(settings):
+            settings = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+        own = {f.name for f in dataclasses.fields(cls)}
+        others = {name for c in _classes() for name in c.__dataclass_fields__} - own
+        return cls(**{k: v for k, v in settings.items() if k not in others})
+
     def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
-        """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one)."""
+        """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one),
+        as ``model``'s family's architecture class."""
         check_model_name(model)
+        cls = architecture_class(model)
+        if type(self) is not cls:
+            return cls.of(self).resolved(model, loss)
         spec = model_families.get_model(model)
-        defaults = {**_BASE, **spec.architecture, **spec.loss_architecture.get(loss, {})}
+        defaults = {**self._defaults, **spec.architecture, **spec.loss_architecture.get(loss, {})}
         values = {
             f.name: defaults[f.name] if getattr(self, f.name) is None else getattr(self, f.name)
             for f in dataclasses.fields(self)
         }
         if values["positional_encoding"] != "none" and not spec.positional_encoding:
             takes = [n for n in _neural_names() if model_families.get_model(n).positional_encoding]
-            raise ValueError(
-                f"{model!r} takes no positional encoding ({', '.join(takes) or 'none'} does)"
-            )
+            raise ValueError(f"{model!r} takes no positional encoding ({', '.join(takes)} does)")
         if values["head_dropout"] is None:
             values["head_dropout"] = values["dropout"]
         if spec.summary_tokens and not values["cls_token"]:
             raise ValueError(f"{model}'s [CLS] is one of its global tokens: it needs `cls_token`")
-        width = values[spec.item_width] if spec.heads_split_width else None
-        if width is not None and width % values["num_heads"]:
-            raise ValueError(
-                f"`{spec.item_width}` {width} is not divisible by `num_heads` {values['num_heads']}"
-            )
-        return ModelConfig(**values)
+        return cls(**values)
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ModelConfig:
-        """``resolved`` for a training run: a text model's similarity follows its start
-        (a pretrained one keeps the checkpoint's own ranking), and a model whose [CLS]
-        comes with its list head (the released code's) has one only with that head."""
+        """``resolved`` for a training run (``pretrained``: from a checkpoint): a model whose
+        [CLS] comes with its list head (the released code's) has one only with that head."""
         config = self
-        if model_families.is_text(model) and config.similarity is None:
-            similarity = "checkpoint" if pretrained else "none"
-            config = dataclasses.replace(config, similarity=similarity)
-        if config.similarity == "checkpoint" and not pretrained:
-            raise ValueError("`similarity` checkpoint needs a checkpoint: give `init_from`")
         if model_families.get_model(model).cls_token_with_list_head and config.cls_token is None:
             config = dataclasses.replace(config, cls_token=list_head)
         config = config.resolved(model, loss)
@@ -221,8 +180,23 @@ def _neural_names() -> tuple[str, ...]:
     return model_families.model_names(model_families.NEURAL_KINDS)
 
 
+def architecture_class(model: str) -> type[ModelConfig]:
+    """The architecture settings class of ``model``'s family (its module imported now)."""
+    return load_object(model_families.family_of(model).architecture)
+
+
+def _classes() -> list[type[ModelConfig]]:
+    """The neural families' architecture classes, in registration order."""
+    families = model_families.families()
+    return [load_object(f.architecture) for f in families if f.kind in model_families.NEURAL_KINDS]
+
+
+def architecture_fields() -> tuple[str, ...]:
+    """Every neural family's architecture setting, each once, in field order."""
+    return tuple(dict.fromkeys(f.name for c in _classes() for f in dataclasses.fields(c)))
+
+
 def check_model_name(name: str) -> None:
-    """Raises ``ValueError`` unless ``name`` is a neural model of ``model_families``
-    (feature vectors or text)."""
+    """Raises ``ValueError`` unless ``name`` is a neural model (feature vectors or text)."""
     if not model_families.is_neural(name):
-        raise ValueError(f"Unknown model {name!r}; choose from {sorted(_neural_names())}")
+        raise ValueError(f"Unknown model {name!r}; choose from {list(_neural_names())}")

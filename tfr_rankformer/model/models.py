@@ -25,7 +25,7 @@ from tfr_rankformer.model.layers import (
     LayerNorm,
     MaskedScores,
 )
-from tfr_rankformer.model.model_config import ModelConfig, check_model_name
+from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.model.peer_layers import (
     GlobalLocalEncoderLayer,
     GlobalTokens,
@@ -183,9 +183,8 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
     encoder blocks over the list, a shared linear scoring layer."""
     del levels
     features, mask = _inputs(num_features)
-    # Linear, as in allRank's published configuration (our reading).
-    projection = dense(config.d_fc, fan_in=num_features, init=config.init, name="input_projection")
-    x = projection(features)  # [B, L, d] -> [B, L, d_fc]
+    # Linear, as in allRank's published configuration (our reading): [B, L, d] -> [B, L, d_fc]
+    x = dense(config.d_fc, fan_in=num_features, init=config.init, name="input_projection")(features)
     if config.positional_encoding == "fixed":
         x = SinusoidalPositionalEncoding(name="positional_encoding")(x)
     elif config.positional_encoding == "learned":
@@ -202,8 +201,7 @@ def build_context_aware(num_features, config: ModelConfig, levels: int, item_lev
     score = dense(
         item_levels or 1, fan_in=config.d_fc, init=config.init, dtype="float32", name="score"
     )
-    raw = score(x)
-    outputs = score_outputs(raw, mask, item_levels)
+    outputs = score_outputs(score(x), mask, item_levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name="context_aware")
 
 
@@ -221,7 +219,6 @@ def build_model(
     """The feature-vector model ``name`` for a dataset (``manifest`` may be a mapping such
     as ``{"num_features": d, "normalization": {"method": "none"}}``): normalisation, then
     the ranker with ``K = levels`` list levels and ``item_levels`` logits per item."""
-    check_model_name(name)
     if model_families.is_text(name):
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
     config = config.resolved(name)

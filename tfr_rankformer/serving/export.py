@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from tfr_rankformer.core import elwc_schema, fault_points
 from tfr_rankformer.core.atomic_files import atomic_path
+from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.run_layout import EXPORT_NAME, is_text_run
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.training.training_setup import load_run
@@ -84,13 +84,13 @@ class _Servable(tf.Module):
             list_size=None,
             context_feature_spec={},
             example_feature_spec={elwc_schema.FEATURES: tf.io.VarLenFeature(tf.float32)},
-            mask_feature_name=data.MASK,
+            mask_feature_name=MASK,
         )
         sparse = parsed[elwc_schema.FEATURES]  # [B, L, W] sparse
         lengths = serving_checks.item_lengths(sparse)  # [B, L]
         features, mask, invalid = serving_checks.checked_items(
             serving_checks.dense_features(sparse, self.num_features, lengths),  # [B, L, d]
-            parsed[data.MASK],
+            parsed[MASK],
             lengths,
             num_features=self.num_features,
             policy=self.policy,
@@ -104,7 +104,7 @@ class _Servable(tf.Module):
         return self._score(features, mask, invalid)
 
     def _score(self, features, mask, invalid):
-        outputs = self.model({elwc_schema.FEATURES: features, data.MASK: mask}, training=False)
+        outputs = self.model({elwc_schema.FEATURES: features, MASK: mask}, training=False)
         served = served_outputs(outputs, self.list_head)
         if invalid is not None:
             served[INVALID_ITEMS] = invalid
@@ -230,12 +230,12 @@ def _model_io(model: tf.keras.Model) -> tuple[int, bool]:
     inputs, outputs = model.input, model.output
     if not (
         isinstance(inputs, dict)
-        and {elwc_schema.FEATURES, data.MASK} <= set(inputs)
+        and {elwc_schema.FEATURES, MASK} <= set(inputs)
         and isinstance(outputs, dict)
         and "scores" in outputs
     ):
         raise ValueError(
-            f"export_model takes a model on {{'{elwc_schema.FEATURES}', '{data.MASK}'}} returning "
+            f"export_model takes a model on {{'{elwc_schema.FEATURES}', '{MASK}'}} returning "
             "{'scores', ...}, as build_model makes; a text model (the Listformer) is exported "
             "from its run with export_run"
         )

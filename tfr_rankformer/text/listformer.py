@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model.layers import FastDropout, LayerNorm
-from tfr_rankformer.model.models import ModelConfig, copy_first_layer, score_outputs
+from tfr_rankformer.model.model_config import ModelConfig
+from tfr_rankformer.model.models import copy_first_layer, score_outputs
 from tfr_rankformer.model.projections import Dense, dense
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.listformer_layers import (

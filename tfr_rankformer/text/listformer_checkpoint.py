@@ -34,6 +34,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     read_json_object,
 )
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER, build_text_model
+from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.text.listformer_form import ListformerForm
 from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_settings
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
@@ -106,7 +107,7 @@ def checkpoint_model_config(checkpoint: BertCheckpoint, config: ModelConfig) -> 
     """``config`` resolved for the Listformer with the checkpoint's sizes
     (``CHECKPOINT_SIZES``) in place of its own."""
     sizes = {name: getattr(checkpoint, name) for name in CHECKPOINT_SIZES}
-    return dataclasses.replace(config, **sizes).resolved(MODEL)
+    return dataclasses.replace(ListformerConfig.of(config), **sizes).resolved(MODEL)
 
 
 def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:

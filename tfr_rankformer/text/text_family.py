@@ -1,12 +1,8 @@
-"""``TextFamily``: the text models (the Listformer) over lists of query and document texts.
-
-Trained by the one training loop (``training.loop``) on text ELWC (``text_data``);
-besides every run's files a text run writes ``vocab.txt`` (its WordPiece vocabulary:
-built from the training split unless ``--vocab`` or ``--init-from`` gives one) and
-``text_model.json`` (what rebuilding the model needs besides ``config.json``; see
-``text_runs``). Nothing is cut silently: long training lists are sampled anew each
-epoch, evaluation keeps every document, and the documents and queries cut at the
-token caps are counted per split in ``metrics.json`` (``truncation``). One process only.
+"""``TextFamily``: the text models (the Listformer) on text ELWC, trained by the one
+training loop in one process. A text run also writes ``vocab.txt`` (built from the training
+split unless ``--vocab`` or ``--init-from`` gives one) and ``text_model.json``. Long
+training lists are sampled anew each epoch, evaluation keeps every document, and what
+the token caps cut is counted per split in ``metrics.json`` (``truncation``).
 """
 
 from __future__ import annotations
@@ -92,11 +88,9 @@ class _TextStart:
 class TextEvaluationCallback(tf.keras.callbacks.Callback):
     """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch."""
 
-    def __init__(self, tokenizer, data, *, batch_size: int, list_head: bool, max_label: int):
+    def __init__(self, tokenizer, data, **settings):
         super().__init__()
-        self.settings = dict(batch_size=batch_size, list_head=list_head, max_label=max_label)
-        self.tokenizer = tokenizer
-        self.data = data
+        self.tokenizer, self.data, self.settings = tokenizer, data, settings
 
     def on_epoch_end(self, epoch, logs=None):
         metrics = evaluate_text_model(
@@ -173,11 +167,8 @@ class TextFamily:
     def evaluator(self, model_dir: str, data_dir: str | None) -> RunEvaluator:
         config, tokenizer, model, max_label = load_text_run(model_dir)
         data = text_data.load_text_data(data_dir or config.data, config.text)
-        settings = dict(
-            batch_size=config.eval_batch_size,
-            list_head=config.uses_list_head,
-            max_label=max_label,
-        )
+        settings = dict(batch_size=config.eval_batch_size, max_label=max_label)
+        settings.update(list_head=config.uses_list_head)
 
         def evaluate(split: str) -> dict:
             return evaluate_text_model(model, tokenizer, data, split, **settings)
@@ -253,21 +244,12 @@ class TextFamily:
         list_levels = levels if config.uses_list_head else None
         item_levels = levels if get_score_loss(config.loss).output == "item_levels" else None
         if start.checkpoint is not None:
-            model = pretrained_listformer(
-                start.checkpoint,
-                start.tokenizer,
-                config.architecture,
-                list_levels,
-                item_levels=item_levels,
-            ).model
+            pretrained = (start.checkpoint, start.tokenizer, config.architecture, list_levels)
+            model = pretrained_listformer(*pretrained, item_levels=item_levels).model
         else:
-            model = build_text_model(
-                config.model,
-                len(start.vocabulary),
-                config.architecture,
-                list_levels,
-                item_levels=item_levels,
-            )
+            vocab_size = len(start.vocabulary)
+            built = (config.model, vocab_size, config.architecture, list_levels)
+            model = build_text_model(*built, item_levels=item_levels)
         losses, weights = run_losses(config, levels)
         optimizer = build_optimizer(config, steps_per_epoch)
         model.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
@@ -303,20 +285,18 @@ class TextFamily:
 
     def _evaluation(self, run: PreparedRun) -> dict:
         longest = max(run.data.manifest.longest_list, run.extra.scan["longest_list"])
+        batch_size = evaluation_lists(run.config, longest)
         return dict(
-            batch_size=evaluation_lists(run.config, longest),
-            list_head=run.config.uses_list_head,
-            max_label=run.levels,
+            batch_size=batch_size, list_head=run.config.uses_list_head, max_label=run.levels
         )
 
     def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:
         return TextEvaluationCallback(run.extra.tokenizer, run.data, **self._evaluation(run))
 
     def evaluate(self, run: PreparedRun, model, splits: tuple[str, ...]) -> dict:
-        settings = self._evaluation(run)
+        settings, tokenizer = self._evaluation(run), run.extra.tokenizer
         metrics = {
-            split: evaluate_text_model(model, run.extra.tokenizer, run.data, split, **settings)
-            for split in splits
+            s: evaluate_text_model(model, tokenizer, run.data, s, **settings) for s in splits
         }
         _log_truncation(run.config, metrics)
         return metrics
@@ -330,18 +310,14 @@ class TextFamily:
 
 def _log_truncation(config, metrics: dict) -> None:
     """Warns of each split whose documents or queries were cut at the token caps."""
+    caps = (config.text.max_document_tokens, config.text.max_query_tokens)
     for split, values in metrics.items():
         cut = values["truncation"]
         if cut["documents_cut"] or cut["queries_cut"]:
             logger.warning(
                 "%s: %d of %d documents and %d queries were longer than the token caps "
                 "(%d, %d) and were cut",
-                split,
-                cut["documents_cut"],
-                cut["documents"],
-                cut["queries_cut"],
-                config.text.max_document_tokens,
-                config.text.max_query_tokens,
+                *(split, cut["documents_cut"], cut["documents"], cut["queries_cut"], *caps),
             )
 
 

@@ -1,12 +1,7 @@
-"""The one training loop of every neural model (feature vectors or text), with tf.distribute.
-
-The runner hands ``train`` the run's family object (``core.model_spec.RunFamily``), which
-supplies what differs; the loop does once what every family shares: the plan and its
-memory refusal, the run directory, the callbacks, the fit and the final evaluation.
-``model_dir/`` receives ``config.json``, ``checkpoints/`` (the best weights),
-``backup/`` (for ``--resume``), ``logs/`` (TensorBoard), ``history.csv``,
-``metrics.json`` and the family's own files. Under a multi-worker ``TF_CONFIG`` every
-worker runs ``train`` on its shard of the files; only the chief writes.
+"""The one training loop of every neural model, with tf.distribute: the run's family object
+(``core.model_spec.RunFamily``) supplies what differs; the loop does the memory refusal,
+the run directory (``run_layout``), the callbacks, the fit and the final evaluation. Under a
+multi-worker ``TF_CONFIG`` every worker trains on its shard of the files; the chief writes.
 """
 
 from __future__ import annotations
@@ -91,18 +86,7 @@ class _Run:
     worker: WorkerRole
     precision: str
     xla: bool
-    verbose: int
-    final_weights: str | None
-    callbacks: list | None
-    progress_seconds: float
-
-    @property
-    def config(self) -> TrainConfig:
-        return self.prepared.config
-
-    @property
-    def plan(self):
-        return self.prepared.plan
+    options: dict  # train's keyword options
 
 
 def train(
@@ -126,38 +110,9 @@ def train(
     Raises:
       run_plan.MemoryLimitError: the run would not fit in memory (before its first step).
     """
-    if worker_role().is_chief and existing == "refuse":  # refused before the data is read
+    chief = worker_role().is_chief
+    if chief and existing == "refuse":  # refused before the data is read
         check_run_directory(config.model_dir, config.to_json(), existing=existing)
-    run = _settle(
-        config,
-        family,
-        verbose=verbose,
-        final_weights=final_weights,
-        callbacks=callbacks,
-        progress_seconds=progress_seconds,
-    )
-    settings = run.config.to_json()  # resolved: a pretrained start's sizes
-    if run.worker.is_chief:  # refusals come before anything is written
-        check_run_directory(config.model_dir, settings, existing=existing)
-    check_memory(run.plan, run.config, **run.prepared.memory_hints)
-    session = (
-        run_session(config.model_dir, settings, existing=existing)
-        if run.worker.is_chief
-        else contextlib.nullcontext("resume")
-    )
-    with session as start:
-        if start == "complete":
-            logger.info("%s is complete: nothing left to train", config.model_dir)
-            with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
-                return json.load(f)
-        if run.worker.is_chief:  # the settings, and the files the family adds
-            write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
-            run.family.write_start(run.prepared)
-        return _train(run)
-
-
-def _settle(config: TrainConfig, family: RunFamily, **options) -> _Run:
-    """The strategy, the worker's role, the family's preparation and the precision."""
     # First: MultiWorkerMirroredStrategy must set up the cluster before the runtime starts.
     strategy = choose_strategy()
     worker = worker_role()
@@ -170,65 +125,88 @@ def _settle(config: TrainConfig, family: RunFamily, **options) -> _Run:
         )
     logger.info("plan: %s", prepared.plan.describe())
     gpu = bool(tf.config.list_physical_devices("GPU"))
-    return _Run(
-        family=family,
-        prepared=prepared,
-        strategy=strategy,
-        worker=worker,
-        precision=_precision(config, family.record.mixed_precision, gpu=gpu),
-        xla=gpu if config.xla is None else config.xla,
-        **options,
+    precision = _precision(config, family.record.mixed_precision, gpu=gpu)
+    xla = gpu if config.xla is None else config.xla
+    options = dict(verbose=verbose, final_weights=final_weights, callbacks=callbacks)
+    options.update(progress_seconds=progress_seconds)
+    run = _Run(family, prepared, strategy, worker, precision, xla, options)
+    settings = prepared.config.to_json()  # resolved: a pretrained start's sizes
+    if worker.is_chief:  # refusals come before anything is written
+        check_run_directory(config.model_dir, settings, existing=existing)
+    check_memory(prepared.plan, prepared.config, **prepared.memory_hints)
+    session = (
+        run_session(config.model_dir, settings, existing=existing)
+        if worker.is_chief
+        else contextlib.nullcontext("resume")
     )
+    with session as start:
+        if start == "complete":
+            logger.info("%s is complete: nothing left to train", config.model_dir)
+            with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
+                return json.load(f)
+        if worker.is_chief:  # the settings, and the files the family adds
+            write_json(os.path.join(config.model_dir, CONFIG_NAME), settings)
+            family.write_start(prepared)
+        return _train(run)
 
 
 def _precision(config: TrainConfig, mixed: bool, *, gpu: bool) -> str:
     """The run's precision (``mixed``: whether the family may train in mixed precision,
     float32 on a GPU too otherwise); a warning when it would run slowly on this CPU."""
-    on_gpu = gpu and mixed
-    precision = resolve_precision(config.precision, config.mixed_precision, gpu=on_gpu)
-    native = None if gpu else native_bf16_cpu()
-    warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=native)
+    precision = resolve_precision(config.precision, config.mixed_precision, gpu=gpu and mixed)
+    warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=gpu or native_bf16_cpu())
     if warning:
         logger.warning(warning)
     return precision
 
 
 def _train(run: _Run) -> dict:
-    config, worker = run.config, run.worker
+    config, worker, plan, options = run.prepared.config, run.worker, run.prepared.plan, run.options
     # The precision policy applies to the layers built under it, then is restored.
     with precision_policy(run.precision), run.strategy.scope():
-        steps = run.plan.batches.steps
-        model, fitted = run.family.build(run.prepared, steps_per_epoch=steps, xla=run.xla)
-    lines = run.verbose == 1 and not attached_to_terminal()
+        model, fitted = run.family.build(
+            run.prepared, steps_per_epoch=plan.batches.steps, xla=run.xla
+        )
+    lines = options["verbose"] == 1 and not attached_to_terminal()
     validation = run.family.validation(run.prepared, model) if run.prepared.has_vali else None
     callbacks, monitor = run_callbacks(
         config,
         model,
         validation,
-        lists=run.plan.batches.lists,
-        steps=run.plan.batches.steps,
+        lists=plan.batches.lists,
+        steps=plan.batches.steps,
         strategy=run.strategy,
         worker=worker,
         progress_lines=lines,
-        progress_seconds=run.progress_seconds,
+        progress_seconds=options["progress_seconds"],
     )
-    callbacks += list(run.callbacks or [])
-    _log_start(run)
+    callbacks += list(options["callbacks"] or [])
+    logger.info(
+        "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
+        "strategy %s (worker %d of %d), precision %s, XLA %s",
+        config.model,
+        plan.batches.lists,
+        "with" if config.training_includes_empty_lists() else "without",
+        plan.batches.steps,
+        type(run.strategy).__name__,
+        worker.index,
+        worker.count,
+        run.precision,
+        run.xla,
+    )
     with tempfile.TemporaryDirectory(prefix="tfr-train-cache-", ignore_cleanup_errors=True) as d:
         train_data = run.family.training_data(run.prepared, model, d)
         started = time.perf_counter()
         with run.family.fitting(run.prepared):
-            verbose = 0 if lines else run.verbose
+            verbose = 0 if lines else options["verbose"]
             history = fitted.fit(
                 train_data, epochs=config.epochs, callbacks=callbacks, verbose=verbose
             )
     seconds = time.perf_counter() - started
-    try:
+    with contextlib.suppress(OSError):  # absent, or holding another worker's backup still
         os.rmdir(os.path.join(config.model_dir, BACKUP_NAME))  # emptied once training completes
-    except OSError:
-        pass  # absent, or still holding a backup another worker has not cleared yet
-    if run.final_weights:
-        np.savez(run.final_weights, *model.get_weights())
+    if options["final_weights"]:
+        np.savez(options["final_weights"], *model.get_weights())
     if not worker.is_chief:
         return {}
     best = os.path.join(config.model_dir, BEST_WEIGHTS)
@@ -245,41 +223,25 @@ def _train(run: _Run) -> dict:
     return metrics
 
 
-def _log_start(run: _Run) -> None:
-    worker = run.worker
-    logger.info(
-        "training %s on %d lists/epoch (%s t = 0 lists), %d steps/epoch, "
-        "strategy %s (worker %d of %d), precision %s, XLA %s",
-        run.config.model,
-        run.plan.batches.lists,
-        "with" if run.config.training_includes_empty_lists() else "without",
-        run.plan.batches.steps,
-        type(run.strategy).__name__,
-        worker.index,
-        worker.count,
-        run.precision,
-        run.xla,
-    )
-
-
 def _training_summary(run: _Run, history, seconds: float, monitor: str) -> dict:
     """``metrics.json``'s ``training`` entry: what the run did and how fast."""
-    batches = run.plan.batches
+    plan = run.prepared.plan
+    batches = plan.batches
     return {
         "epochs_completed": history.epoch[-1] + 1 if history.epoch else 0,
         "epochs_this_run": len(history.epoch),
         "seconds": seconds,
         "lists_per_epoch": batches.lists,
         "steps_per_epoch": batches.steps,
-        "items_per_epoch": run.plan.items,
+        "items_per_epoch": plan.items,
         "padded_items_per_epoch": batches.padded_items(),
-        "items_left_out_per_epoch": run.plan.sampled_out,
+        "items_left_out_per_epoch": plan.sampled_out,
         "buckets": {
             str(e): {"lists": c, "lists_per_batch": b}
             for e, b, c in zip(batches.edges, batches.lists_per_batch, batches.counts)
             if c
         },
-        "estimated_peak_bytes": run.plan.memory.peak,
+        "estimated_peak_bytes": plan.memory.peak,
         "lists_per_sec": history.history.get("lists_per_sec", [None])[-1],
         "monitor": monitor,
         "strategy": type(run.strategy).__name__,

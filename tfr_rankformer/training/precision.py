@@ -1,16 +1,13 @@
 """A training run's compute precision, and the Keras dtype policy that carries it.
 
-``bf16`` and ``float16`` are mixed precision: layers compute in that type and keep
-float32 variables; ``float16`` also scales the loss. The output heads and the feature
-normalisation stay float32. Keras's policy is global: ``precision_policy`` sets it while
-a model is built and restores it after; trained runs are reloaded in float32.
+``bf16`` and ``float16`` are mixed precision: layers compute in that type and keep float32
+variables (``float16`` also scales the loss); the output heads and the feature
+normalisation stay float32. Trained runs are reloaded in float32.
 """
 
 from __future__ import annotations
 
 import contextlib
-
-from tfr_rankformer.core.command_names import PRECISIONS
 
 __all__ = [
     "check_precision",
@@ -21,7 +18,6 @@ __all__ = [
 ]
 
 _KERAS_POLICIES = {"float32": "float32", "bf16": "mixed_bfloat16", "float16": "mixed_float16"}
-_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # bfloat16 arithmetic in hardware
 
 
 def _alias(mixed_precision: bool) -> str:
@@ -29,15 +25,9 @@ def _alias(mixed_precision: bool) -> str:
 
 
 def check_precision(precision: str | None, mixed_precision: bool | None) -> None:
-    """Refuses an unknown ``precision``, or one that ``mixed_precision`` (its alias: on is
-    float16, off float32) contradicts, naming both settings."""
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"`precision` must be one of {list(PRECISIONS)}, got {precision!r}")
-    if mixed_precision is not None and not isinstance(mixed_precision, bool):
-        raise ValueError(f"`mixed_precision` must be true or false, got {mixed_precision!r}")
-    if precision is None or mixed_precision is None:
-        return
-    if precision != _alias(mixed_precision):
+    """Refuses a ``precision`` that ``mixed_precision`` (its alias: on is float16, off
+    float32) contradicts."""
+    if None not in (precision, mixed_precision) and precision != _alias(mixed_precision):
         raise ValueError(
             f"`mixed_precision` {'on' if mixed_precision else 'off'} means `precision` "
             f"{_alias(mixed_precision)}, which contradicts `precision` {precision}: "
@@ -46,24 +36,20 @@ def check_precision(precision: str | None, mixed_precision: bool | None) -> None
 
 
 def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gpu: bool) -> str:
-    """The run's precision: ``precision`` if given, else the one ``mixed_precision``
-    stands for, else float16 with a GPU and float32 without.
+    """``precision`` if given, else the one ``mixed_precision`` stands for, else float16
+    with a GPU and float32 without.
 
     >>> resolve_precision(None, None, gpu=False), resolve_precision(None, True, gpu=False)
     ('float32', 'float16')
     """
-    check_precision(precision, mixed_precision)
     if precision is not None:
         return precision
-    if mixed_precision is not None:
-        return _alias(mixed_precision)
-    return "float16" if gpu else "float32"
+    return _alias(gpu if mixed_precision is None else mixed_precision)
 
 
 def cpu_precision_warning(precision: str, *, gpu: bool, native_bf16: bool | None) -> str | None:
-    """What to warn of when ``precision`` runs slowly on this device, else ``None``: bf16
-    on a CPU without bfloat16 instructions is emulated, and TensorFlow's CPU kernels have
-    no fast float16 path."""
+    """What to warn of when ``precision`` runs slowly on this CPU: bf16 without bfloat16
+    instructions is emulated, and TensorFlow's CPU kernels have no fast float16 path."""
     if gpu:
         return None
     if precision == "bf16" and native_bf16 is False:
@@ -73,9 +59,8 @@ def cpu_precision_warning(precision: str, *, gpu: bool, native_bf16: bool | None
         )
     if precision == "float16":
         return (
-            "precision float16 on a CPU: TensorFlow computes float16 slowly there (the "
-            "RankFormer trained about a hundred times slower than in float32 on an AVX-512 "
-            "CPU); float16 is for GPUs, bf16 is a CPU's mixed precision"
+            "precision float16 on a CPU: TensorFlow computes float16 slowly there; float16 "
+            "is for GPUs, bf16 is a CPU's mixed precision"
         )
     return None
 
@@ -87,7 +72,7 @@ def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
             flags = set(f.read().split())
     except OSError:
         return None
-    return any(flag in flags for flag in _BF16_CPU_FLAGS)
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
 @contextlib.contextmanager
@@ -95,8 +80,6 @@ def precision_policy(precision: str):
     """Keras's global policy set to ``precision``'s inside the block, the previous one after."""
     import tensorflow as tf
 
-    if precision not in _KERAS_POLICIES:
-        raise ValueError(f"Unknown precision {precision!r}; choose from {list(PRECISIONS)}")
     previous = tf.keras.mixed_precision.global_policy()
     tf.keras.mixed_precision.set_global_policy(_KERAS_POLICIES[precision])
     try:

@@ -15,12 +15,8 @@ from tfr_rankformer.core.builtin_families import (
 )
 from tfr_rankformer.core.command_names import (
     ADAM_EPSILONS,
-    KEEP_WEIGHTS,
     LOSS_SCALINGS,
     LOSS_SUMMARIES,
-    LR_SCHEDULES,
-    OPTIMIZERS,
-    PRECISIONS,
 )
 from tfr_rankformer.core.config_io import (
     check_fields,
@@ -31,15 +27,21 @@ from tfr_rankformer.core.config_io import (
     setting,
 )
 from tfr_rankformer.core.elwc_schema import SPLITS
-from tfr_rankformer.model.model_config import ModelConfig, check_model_name
+from tfr_rankformer.model.model_config import (
+    ModelConfig,
+    architecture_class,
+    architecture_fields,
+    check_model_name,
+)
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 
-# The settings of the nested sections, read from their dataclasses (in field order).
-ARCHITECTURE_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+# The settings of the nested sections (in field order): every neural family's architecture
+# settings, and the text lists'.
+ARCHITECTURE_FIELDS = architecture_fields()
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
-_SECTIONS = {"architecture": ModelConfig, "text": TextConfig}
+_SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
 
 
 def _split_names(value: str) -> tuple[str, ...]:
@@ -165,7 +167,7 @@ class TrainConfig:
         None,
         "adamw (decoupled weight decay) or adam; both with epsilon 1e-8 (see "
         "--adam-epsilon). Default: adamw; context_aware: adam (allRank)",
-        choices=list(OPTIMIZERS),
+        choices=["adamw", "adam"],
     )
     adam_epsilon: str = setting(
         "pytorch",
@@ -186,7 +188,7 @@ class TrainConfig:
         "--decay-after-epoch (the authors' code); step_inverse_sqrt: x sqrt(start / step) per "
         "step after epoch E; step_decay: x0.1 every E epochs (allRank's StepLR). Default: "
         "epoch_inverse_sqrt; context_aware: step_decay",
-        choices=list(LR_SCHEDULES),
+        choices=["epoch_inverse_sqrt", "step_inverse_sqrt", "step_decay"],
     )
     decay_after_epoch: int | None = setting(
         None,
@@ -205,7 +207,7 @@ class TrainConfig:
         "best",
         "best: the weights of the best validation NDCG_y@10, with early stopping; last: the "
         "last epoch's, no early stopping (the authors' protocol)",
-        choices=list(KEEP_WEIGHTS),
+        choices=["best", "last"],
     )
     patience: int | None = setting(
         None,
@@ -218,7 +220,7 @@ class TrainConfig:
         "compute, the weights, the model's outputs, the losses and the metrics staying "
         "float32; bf16 runs in hardware on CPUs with AVX512-BF16 or AMX and on recent GPUs. "
         "Default: float16 when a GPU is visible, else float32",
-        choices=list(PRECISIONS),
+        choices=["float32", "bf16", "float16"],
     )
     mixed_precision: bool | None = setting(
         None,
@@ -241,7 +243,7 @@ class TrainConfig:
         type=_split_names,
         metavar="SPLITS",
     )
-    architecture: ModelConfig = ModelConfig()
+    architecture: ModelConfig = ModelConfig()  # its family's class (``ModelFamily.architecture``)
     text: TextConfig = TextConfig()
 
     def __post_init__(self):
@@ -253,22 +255,24 @@ class TrainConfig:
             raise ValueError("`data` and `model_dir` must be given")
         self._resolve_model_defaults()
         self._check_batching()
-        from tfr_rankformer.ranking.losses import get_score_loss
         from tfr_rankformer.training.precision import check_precision
 
-        get_score_loss(self.loss)  # an unknown name fails here
         check_precision(self.precision, self.mixed_precision)
-        self._check_evaluate_splits()
+        splits = self.evaluate_splits
+        if splits is not None:
+            if isinstance(splits, str) or set(splits) - set(SPLITS):
+                raise ValueError(
+                    f"`evaluate_splits` must be some of {list(SPLITS)}, got {splits!r}"
+                )
+            object.__setattr__(self, "evaluate_splits", tuple(splits))
         self._check_optimization()
-        if self.alpha < 0:
-            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
-        if self.alpha > 0 and not model_families.has_list_head(self.model):
-            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
-        self._resolve_architecture()
+        architecture = architecture_class(self.model).of(self.architecture)
+        pretrained = self.text.init_from is not None
+        resolved = architecture.for_run(self.model, self.loss, self.uses_list_head, pretrained)
+        object.__setattr__(self, "architecture", resolved)
         self._check_family_settings()
 
     def _check_batching(self) -> None:
-        """Counts, batching switches and the memory limit."""
         require_positive_ints(self, "epochs", "batch_size", "eval_batch_size", "patience")
         require_positive_ints(self, "list_size", "decay_after_epoch", "batch_items", optional=True)
         if self.lists_in_memory is None:  # on where a GPU is visible
@@ -284,7 +288,10 @@ class TrainConfig:
             raise ValueError(f"`memory_limit` must be > 0 (GiB), got {self.memory_limit!r}")
 
     def _check_optimization(self) -> None:
-        """The resolved rates (the choices are checked with the fields)."""
+        if self.alpha < 0:
+            raise ValueError(f"`alpha` must be >= 0, got {self.alpha}")
+        if self.alpha > 0 and not model_families.get_model(self.model).has_list_head:
+            raise ValueError(f"`alpha` > 0 needs a list head; {self.model!r} has none")
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
@@ -293,7 +300,6 @@ class TrainConfig:
             raise ValueError("`weight_decay` > 0 needs the adamw optimizer")
 
     def _check_family_settings(self) -> None:
-        """A text model's start and token lengths; a family's mixed precision."""
         if self.text.init_from is not None and not self.is_text:
             raise ValueError(f"`init_from` starts a text model (listformer), not {self.model!r}")
         family = model_families.family_of(self.model)
@@ -314,7 +320,6 @@ class TrainConfig:
 
     @property
     def is_text(self) -> bool:
-        """Whether the model ranks text lists (the ``listformer``): ``model_families.is_text``."""
         return model_families.is_text(self.model)
 
     def _resolve_model_defaults(self) -> None:
@@ -329,23 +334,16 @@ class TrainConfig:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        from tfr_rankformer.ranking.losses import check_scaling
+        from tfr_rankformer.ranking.losses import check_scaling, get_score_loss
 
         check_scaling(self.loss_scaling)
+        get_score_loss(self.loss)  # an unknown name fails here
         if self.alpha is None:
             alpha = spec.alpha.get(self.loss_scaling, 0.0)
             object.__setattr__(self, "alpha", alpha)
         if self.decay_after_epoch is None:
             start = max(self.epochs // 2, 1) if self.lr_schedule == "step_decay" else 20
             object.__setattr__(self, "decay_after_epoch", start)
-
-    def _resolve_architecture(self) -> None:
-        architecture = self.architecture
-        if isinstance(architecture, dict):
-            architecture = ModelConfig(**architecture)
-        pretrained = self.text.init_from is not None
-        resolved = architecture.for_run(self.model, self.loss, self.uses_list_head, pretrained)
-        object.__setattr__(self, "architecture", resolved)
 
     def evaluation_batch_items(self) -> int:
         """Padded items per evaluation batch: the training budget (a forward pass holds
@@ -354,21 +352,13 @@ class TrainConfig:
 
     @property
     def uses_list_head(self) -> bool:
-        return model_families.has_list_head(self.model) and self.alpha > 0
+        return model_families.get_model(self.model).has_list_head and self.alpha > 0
 
     def training_includes_empty_lists(self) -> bool:
         """Whether t = 0 lists are trained on (see ``include_empty_lists``)."""
-        if self.include_empty_lists is not None:
-            return self.include_empty_lists
-        return self.loss_scaling == "released" or self.uses_list_head
-
-    def _check_evaluate_splits(self) -> None:
-        splits = self.evaluate_splits
-        if splits is None:
-            return
-        if isinstance(splits, str) or not all(s in SPLITS for s in splits):
-            raise ValueError(f"`evaluate_splits` must be some of {list(SPLITS)}, got {splits!r}")
-        object.__setattr__(self, "evaluate_splits", tuple(splits))
+        if self.include_empty_lists is None:
+            return self.loss_scaling == "released" or self.uses_list_head
+        return self.include_empty_lists
 
     def final_splits(self, splits) -> tuple[str, ...]:
         """Of the data's ``splits``, those evaluated once training ends."""
@@ -381,12 +371,12 @@ class TrainConfig:
     @classmethod
     def from_json(cls, values: dict) -> TrainConfig:
         """The settings ``to_json`` wrote (``config.json``), checked (``ValueError``)."""
-        return from_dict(cls, values, nested=_SECTIONS, what="training settings")
+        return from_dict(cls, values, nested={"text": TextConfig}, what="training settings")
 
     @classmethod
     def from_flat(cls, settings: dict) -> TrainConfig:
-        """Checked settings from flat keys (experiments, searches, flags): a ``ModelConfig``
-        field goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
+        """Checked settings from flat keys (experiments, searches, flags): an architecture
+        setting goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
         may also be given whole, and a flat key overrides theirs.
 
         >>> config = TrainConfig.from_flat(

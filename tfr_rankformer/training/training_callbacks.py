@@ -51,14 +51,10 @@ class Throughput(tf.keras.callbacks.Callback):
 def attached_to_terminal() -> bool:
     """Whether both standard output (Keras's redrawn progress bar) and standard error (the
     log) are terminals; a missing, closed or file-like stream is none."""
-
-    def isatty(stream) -> bool:
-        try:
-            return bool(stream is not None and stream.isatty())
-        except (AttributeError, ValueError, OSError):
-            return False
-
-    return isatty(sys.stdout) and isatty(sys.stderr)
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _amount(value: float) -> str:
@@ -85,9 +81,7 @@ class ProgressLines(tf.keras.callbacks.Callback):
         epoch 1/200 step 40/81 (49%) 61 s, 152 lists/s, loss 1.2345, epoch ETA 63 s
         epoch 1/200 done: 81 steps in 125 s, 152 lists/s, loss 1.2011; validation 4.21 s, ...
 
-    Step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists. Until the steps in an
-    epoch are known (``steps_per_epoch``, Keras's ``params``, or the first epoch's
-    count), step lines show neither share, rate nor ETA. The summary's rate counts
+    Step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists. The summary's rate counts
     training time only; the time after the last step (validation) is shown with the
     ``val_*`` metrics. ``clock``: seconds from a monotonic clock (tests give their own).
     """
@@ -95,45 +89,26 @@ class ProgressLines(tf.keras.callbacks.Callback):
     def __init__(
         self,
         lists_per_epoch: int,
-        steps_per_epoch: int | None = None,
+        steps_per_epoch: int,
         *,
         every_steps: int | None = None,
         every_seconds: float | None = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         super().__init__()
-        if lists_per_epoch < 0:
-            raise ValueError(f"lists_per_epoch must be >= 0, got {lists_per_epoch}")
-        if steps_per_epoch is not None and steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch must be >= 1, got {steps_per_epoch}")
-        if every_steps is not None and every_steps < 1:
-            raise ValueError(f"every_steps must be >= 1, got {every_steps}")
-        if every_seconds is not None and not every_seconds > 0:
-            raise ValueError(f"every_seconds must be > 0, got {every_seconds}")
-        self.lists_per_epoch = lists_per_epoch
-        self.steps_per_epoch = steps_per_epoch
-        self.every_steps = every_steps
-        self.every_seconds = every_seconds
-        self.clock = clock
-        self._counted_steps: int | None = None  # steps the last finished epoch took
-        self._epoch = 0
+        self.lists_per_epoch, self.steps_per_epoch = lists_per_epoch, max(1, steps_per_epoch)
+        self.every_steps, self.every_seconds, self.clock = every_steps, every_seconds, clock
+        self._epoch = self._step = self._last_step = 0
         self._start = self._last_time = self._step_time = 0.0
-        self._step = self._last_step = 0
 
-    def _steps(self) -> int | None:
-        steps = (
-            self.steps_per_epoch
-            or (getattr(self, "params", None) or {}).get("steps")
-            or self._counted_steps
-        )
-        return int(steps) if steps else None
+    def _rate(self, step: int, seconds: float) -> str:
+        steps = self.steps_per_epoch
+        lists = round(self.lists_per_epoch * min(step, steps) / steps)
+        return f"{_amount(lists / max(seconds, 1e-9))} lists/s"
 
-    def _lists(self, step: int, steps: int) -> int:
-        return round(self.lists_per_epoch * min(step, steps) / steps)
-
-    def _epoch_label(self) -> str:
+    def _label(self) -> str:
         epochs = (getattr(self, "params", None) or {}).get("epochs")
-        return f"epoch {self._epoch + 1}/{epochs}" if epochs else f"epoch {self._epoch + 1}"
+        return f"epoch {self._epoch + 1}" + (f"/{epochs}" if epochs else "")
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -142,47 +117,29 @@ class ProgressLines(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         # Keras passes the index of the last step run (several under steps_per_execution).
-        now = self.clock()
-        self._step, self._step_time = batch + 1, now
-        due_steps = (
-            self.every_steps is not None and self._step - self._last_step >= self.every_steps
-        )
+        now, step, steps = self.clock(), batch + 1, self.steps_per_epoch
+        self._step, self._step_time = step, now
+        due_steps = self.every_steps is not None and step - self._last_step >= self.every_steps
         due_time = self.every_seconds is not None and now - self._last_time >= self.every_seconds
         if not (due_steps or due_time):
             return
-        self._last_step, self._last_time = self._step, now
-        step, elapsed, steps = self._step, now - self._start, self._steps()
-        parts = [f"{self._epoch_label()} step {step}"]
-        if steps:
-            parts[0] += f"/{steps} ({100 * min(step, steps) // steps}%)"
-        parts[0] += f" {_amount(elapsed)} s"
-        if steps:
-            rate = self._lists(step, steps) / max(elapsed, 1e-9)
-            parts.append(f"{_amount(rate)} lists/s")
+        self._last_step, self._last_time, elapsed = step, now, now - self._start
+        line = f"{self._label()} step {step}/{steps} ({100 * min(step, steps) // steps}%) "
+        line += f"{_amount(elapsed)} s, {self._rate(step, elapsed)}"
         if logs and "loss" in logs:
-            parts.append(f"loss {_metric(logs['loss'])}")
-        if steps:
-            eta = max(steps - step, 0) * elapsed / step
-            parts.append(f"epoch ETA {_amount(eta)} s")
-        logger.info("%s", ", ".join(parts))
+            line += f", loss {_metric(logs['loss'])}"
+        logger.info("%s, epoch ETA %s s", line, _amount(max(steps - step, 0) * elapsed / step))
 
     def on_epoch_end(self, epoch, logs=None):
-        now, logs = self.clock(), logs or {}
-        step = self._step
-        if step:
-            self._counted_steps = step
-        steps = self._steps() or step
-        train = self._step_time - self._start
-        lists = self._lists(step, steps) if steps else 0
-        line = (
-            f"{self._epoch_label()} done: {step} steps in {_amount(train)} s, "
-            f"{_amount(lists / max(train, 1e-9))} lists/s"
-        )
+        logs, train = logs or {}, self._step_time - self._start
+        line = f"{self._label()} done: {self._step} steps in {_amount(train)} s, "
+        line += self._rate(self._step, train)
         if "loss" in logs:
             line += f", loss {_metric(logs['loss'])}"
         validation = [f"{k} {_metric(v)}" for k, v in logs.items() if k.startswith("val_")]
         if validation:
-            line += f"; validation {_amount(now - self._step_time)} s, " + ", ".join(validation)
+            line += f"; validation {_amount(self.clock() - self._step_time)} s, "
+            line += ", ".join(validation)
         logger.info("%s", line)
 
 

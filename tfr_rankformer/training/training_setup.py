@@ -18,9 +18,8 @@ from tfr_rankformer.core.run_layout import (
     HISTORY_NAME,
     LOGS_NAME,
 )
-from tfr_rankformer.inputs import data
 from tfr_rankformer.inputs.empty_splits import empty_split_error, empty_splits
-from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 from tfr_rankformer.inputs.record_checks import check_split_files
 from tfr_rankformer.model.models import build_model, ranker_of
 from tfr_rankformer.ranking.evaluation import RunEvaluator
@@ -51,14 +50,9 @@ def item_levels(config: TrainConfig, manifest: Manifest) -> int | None:
 def build_run_model(config: TrainConfig, manifest: Manifest) -> tf.keras.Model:
     """The run's model (normalisation and ranker), untrained: a list head only when
     alpha > 0, item-level logits when the loss reads them."""
-    levels = manifest.label_levels
-    return build_model(
-        config.model,
-        manifest,
-        config.architecture,
-        levels if config.uses_list_head else None,
-        item_levels=item_levels(config, manifest),
-    )
+    levels = manifest.label_levels if config.uses_list_head else None
+    items = item_levels(config, manifest)
+    return build_model(config.model, manifest, config.architecture, levels, item_levels=items)
 
 
 def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
@@ -79,10 +73,9 @@ def build_compiled_model(
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
     """The model, and its ranker (fitted on normalised features) compiled with the
     losses, the optimizer and its schedule. Call inside a strategy scope."""
-    levels = manifest.label_levels
     model = build_run_model(config, manifest)
     ranker = ranker_of(model)
-    losses, weights = run_losses(config, levels)
+    losses, weights = run_losses(config, manifest.label_levels)
     optimizer = build_optimizer(config, steps_per_epoch)
     ranker.compile(optimizer=optimizer, loss=losses, loss_weights=weights, jit_compile=xla)
     return model, ranker
@@ -127,12 +120,11 @@ def run_callbacks(
         callbacks.append(
             tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
         )
-    callbacks += [
-        # Under MultiWorkerMirroredStrategy Keras itself has the chief write
-        # backup/chief/ and the others a backup/workertemp_<i>/ they delete;
-        # every worker restores from backup/chief/.
-        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME)),
-    ]
+    # Under MultiWorkerMirroredStrategy Keras has the chief write backup/chief/ and the
+    # others a backup/workertemp_<i>/ they delete; every worker restores from backup/chief/.
+    callbacks.append(
+        tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME))
+    )
     if worker.is_chief:
         callbacks += [
             tf.keras.callbacks.CSVLogger(os.path.join(config.model_dir, HISTORY_NAME), append=True),
@@ -161,7 +153,7 @@ def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
         )
     with open(config_path, encoding="utf-8") as f:
         config = TrainConfig.from_json(json.load(f))
-    manifest = data.load_manifest(config.data)
+    manifest = load_manifest(config.data)
     with precision_policy("float32"):
         model = build_run_model(config, manifest)
     try:
@@ -183,7 +175,7 @@ def data_evaluator(
     """A ``RunEvaluator`` over the converted dataset ``data_dir`` (default: ``trained_on``),
     refusing one of another feature count; ``evaluate(data_dir, manifest, split)``."""
     data_dir = data_dir or trained_on
-    manifest = data.load_manifest(data_dir)
+    manifest = load_manifest(data_dir)
     if manifest.num_features != num_features:
         raise ValueError(
             f"{data_dir} has {manifest.num_features} features; the model was trained on "
@@ -194,15 +186,11 @@ def data_evaluator(
     def check(splits: list[str]) -> None:
         # An empty split, or a shard cut short, is named before any metric is written.
         for split in (s for s in splits if s in empty):
-            raise empty_split_error(
-                manifest, split, data_dir=data_dir, then="there is nothing to evaluate"
-            )
+            then = "there is nothing to evaluate"
+            raise empty_split_error(manifest, split, data_dir=data_dir, then=then)
         check_split_files(data_dir, manifest, splits)
 
+    splits = [split for split in manifest.splits if split not in empty]
     return RunEvaluator(
-        trained_on=trained_on,
-        data_dir=data_dir,
-        splits=[split for split in manifest.splits if split not in empty],
-        evaluate=lambda split: evaluate(data_dir, manifest, split),
-        check=check,
+        trained_on, data_dir, splits, lambda s: evaluate(data_dir, manifest, s), check
     )

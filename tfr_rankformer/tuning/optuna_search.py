@@ -19,8 +19,7 @@ import time
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import require_positive_ints, write_json
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
-from tfr_rankformer.inputs import data
-from tfr_rankformer.inputs.manifest import Manifest
+from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.runner import train
 from tfr_rankformer.training.train_config import TrainConfig
@@ -114,7 +113,7 @@ def _width(config: TuneConfig, manifest: Manifest) -> int:
 
 def resolve_space(config: TuneConfig) -> dict:
     """The search space of ``config``: the defaults with its JSON file's ranges."""
-    manifest = data.load_manifest(config.data)
+    manifest = load_manifest(config.data)
     if "vali" not in manifest.splits:
         raise ValueError(f"{config.data} has no vali split: the search scores on it")
     width = _width(config, manifest)

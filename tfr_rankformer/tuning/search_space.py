@@ -105,7 +105,7 @@ def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[s
             del space[key]
     elif width:
         space["num_heads"] = Range(choices=tuple(h for h in range(1, 9) if width % h == 0))
-    if not model_families.has_list_head(model):
+    if not model_families.get_model(model).has_list_head:
         del space["alpha"]
     return space
 

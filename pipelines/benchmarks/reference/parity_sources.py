@@ -93,8 +93,8 @@ def shared_lists(fold_data: str) -> dict[str, str]:
     """``{split: .npz}`` of the converted fold's train and test lists, written once."""
     import numpy as np
 
-    from tfr_rankformer.inputs.data import load_manifest
     from tfr_rankformer.inputs.list_arrays import read_split
+    from tfr_rankformer.inputs.manifest import load_manifest
 
     directory = os.path.join(fold_data, "lists")
     paths = {split: os.path.join(directory, f"{split}.npz") for split in ("train", "test")}

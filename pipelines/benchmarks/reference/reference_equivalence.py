@@ -76,7 +76,7 @@ def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tupl
     """Our compiled ``name`` without dropout, one step per epoch, and its schedule."""
     import tensorflow as tf
 
-    from tfr_rankformer.inputs.data import load_manifest
+    from tfr_rankformer.inputs.manifest import load_manifest
     from tfr_rankformer.training.optimizers import learning_rate_schedule
     from tfr_rankformer.training.train_config import TrainConfig
     from tfr_rankformer.training.training_setup import build_compiled_model
@@ -93,8 +93,7 @@ def _released_batch(released: dict) -> tuple[dict, dict]:
     """The released batch as our inputs and targets (with a list head, ``list_quality``)."""
     import tensorflow as tf
 
-    from tfr_rankformer.core.elwc_schema import FEATURES
-    from tfr_rankformer.inputs.data import MASK
+    from tfr_rankformer.core.elwc_schema import FEATURES, MASK
 
     mask, label = released["mask"], released["label"]
     inputs = {FEATURES: tf.constant(released["features"]), MASK: tf.constant(mask)}

@@ -1,8 +1,5 @@
-"""The work done on one block of a LETOR file, in a worker process or in-process: parse,
-summarise its normalisation statistics (train), and encode every list wholly inside it
-straight to the block's part files; its first and last lists go back to be joined. Lists
-draw from their own seeded generators and the sample is keyed by line number, so the
-output does not depend on how the file is cut or scheduled.
+"""One block of a LETOR file, in a worker or in-process: parsed, fitted (train) and its inner
+lists encoded to part files; its first and last lists go back to be joined.
 """
 
 from __future__ import annotations
@@ -24,9 +21,7 @@ from tfrecords_tools.normalization import FitPartial
 
 @dataclasses.dataclass(frozen=True)
 class BlockTask:
-    """One block and what to do with it: its lists go to part ``part`` of ``split``;
-    ``fit_seed`` ``None`` skips the normalisation statistics, whose sample keeps rows
-    with keys up to ``fit_threshold``; ``in_worker`` parses single-threaded."""
+    """One block and where its lists go; ``fit_seed`` ``None`` skips the statistics."""
 
     block: Block
     num_features: int
@@ -43,11 +38,8 @@ class BlockTask:
 
 @dataclasses.dataclass
 class BlockResult:
-    """What a block gives back: its first and last lists (``last`` only when it differs),
-    records per shard and counts of the lists in between, the qids and first lines of
-    its lists, its normalisation statistics and parse counts. ``error`` is returned, not
-    raised, so that the main process can first report a qid reappearing from an earlier
-    block (``group_qids`` then holds the lists before the error)."""
+    """A block's first and last lists, counts, qids and statistics; ``error`` is returned so
+    the main process can first report a qid reappearing from an earlier block."""
 
     first: QueryList | None = None
     last: QueryList | None = None

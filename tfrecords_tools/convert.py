@@ -1,9 +1,4 @@
-"""``tfr-convert``'s library function: LETOR folds to ELWC TFRecords and a manifest.
-
-One fold's output (``--folds all`` writes one per ``FoldN/``) holds ``manifest.json``,
-the ``{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` shards and, for synthetic input, the
-generated LETOR text under ``source/``. It is built in a scratch directory and swapped in.
-"""
+"""``tfr-convert``'s library function: LETOR folds to ELWC TFRecord shards and a manifest."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""TF-Ranking-style ELWC as a ``tfr-convert`` input (``--input elwc:...``): records whose
-items hold one feature per name and a label, read into the project's layout. The files
-are read twice: a survey (feature names for globs, the highest label, the context
-features' types), then the conversion, validating every record; an error names the file,
-record, item and field. TensorFlow is imported for the protobuf classes.
+"""TF-Ranking-style ELWC as a ``tfr-convert`` input, read twice: a survey (names, labels,
+context types), then the validated conversion; errors name file, record, item and field.
 """
 
 from __future__ import annotations
@@ -98,9 +95,7 @@ def _scalar(feature, path: str, number: int, item: int | None, name: str) -> flo
 
 
 class ElwcSource:
-    """An ``elwc:`` input, surveyed on creation; ``max_relevance`` ``None`` takes the
-    largest label found.
-    """
+    """An ``elwc:`` input, surveyed on creation."""
 
     def __init__(self, spec: str, config: ElwcConfig, *, max_relevance: int | None):
         self.spec, self.config = spec, config
@@ -156,9 +151,7 @@ class ElwcSource:
         }
 
     def lists(self, split: str) -> Iterator[QueryList]:
-        """Yields the split's lists, validating every record; items are numbered across the
-        split as lines are in a LETOR file.
-        """
+        """Yields the split's validated lists; items are numbered across the split."""
         counts = self._counts[split] = _SplitCounts()
         position, ordinal, seen = 1, 0, {}
         for path in self.files[split]:

@@ -14,9 +14,7 @@ from tfrecords_tools.letor.letor_reader import QueryList
 
 @dataclasses.dataclass(frozen=True)
 class ListPolicy:
-    """What happens to each list on its way to the shards: longer lists are subsampled
-    (seeded, file order kept), shorter ones dropped (counted), and labels simulated
-    unless ``clicks`` is ``None``."""
+    """Subsampling, filtering and click simulation (``clicks``) applied to each list."""
 
     max_list_size: int | None
     min_list_size: int
@@ -163,11 +161,8 @@ def process_list(
     policy: ListPolicy,
     stats: SplitStats,
 ) -> list[bytes]:
-    """Subsamples, filters and (optionally) simulates one list; returns its ELWC records.
-
-    The list's generator depends only on the seed, the split and the qid, so the records
-    do not depend on which process handles the list.
-    """
+    """One list subsampled, filtered and maybe simulated, as ELWC records; its generator
+    depends only on the seed, split and qid."""
     n = len(query)
     stats.input_lists += 1
     stats.input_items += n

@@ -1,9 +1,5 @@
-"""The protobuf wire format and ``tf.train.Example`` protos, encoded and decoded by hand,
-so that converting and reading load no TensorFlow (tests check the bytes against the
-protobuf classes both ways). See https://protobuf.dev/programming-guides/encoding/.
-
->>> decode_example(encode_example({"x": int64_feature([3]), "s": float_feature([0.5])}))
-{'x': ('int64', [3]), 's': ('float', [0.5])}
+"""The protobuf wire format and ``tf.train.Example``, by hand, so converting and reading
+never load TensorFlow (https://protobuf.dev/programming-guides/encoding/).
 """
 
 from __future__ import annotations
@@ -19,11 +15,7 @@ class WireFormatError(ValueError):
 
 
 def encode_varint(value: int) -> bytes:
-    """The varint bytes of ``value``; negative values take ten bytes, as int64 does.
-
-    >>> encode_varint(300).hex(), encode_varint(-1).hex()
-    ('ac02', 'ffffffffffffffffff01')
-    """
+    """The varint bytes of ``value`` (negative: ten bytes, as int64)."""
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -34,11 +26,7 @@ def encode_varint(value: int) -> bytes:
 
 
 def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint starting at ``data[pos]`` and the position after it.
-
-    >>> decode_varint(b"\\x00\\xac\\x02", 1)
-    (300, 3)
-    """
+    """The varint at ``data[pos]`` and the position after it."""
     value = shift = 0
     while True:
         if pos >= len(data):
@@ -52,21 +40,12 @@ def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def field_header(number: int, length: int) -> bytes:
-    """Tag and length of a length-delimited field whose ``length`` payload bytes follow.
-
-    >>> field_header(1, 3).hex()
-    '0a03'
-    """
+    """Tag and length of a length-delimited field."""
     return encode_varint(number << 3 | LENGTH_DELIMITED) + encode_varint(length)
 
 
 def iter_fields(data: bytes) -> Iterator[tuple[int, int, object]]:
-    """Yields a message's ``(field number, wire type, value)``: an int for varints, the
-    payload for length-delimited fields and the raw bytes of fixed-width ones.
-
-    >>> list(iter_fields(b"\\x08\\x96\\x01\\x12\\x02hi"))
-    [(1, 0, 150), (2, 2, b'hi')]
-    """
+    """Yields a message's ``(field number, wire type, value)``."""
     pos = 0
     while pos < len(data):
         key, pos = decode_varint(data, pos)

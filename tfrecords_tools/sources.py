@@ -23,10 +23,7 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Source:
-    """A resolved input: its kind (``directory``, ``dataset``, ``tfds``, ``elwc`` or
-    ``synthetic``), ``{fold (None: a single set): {split: file}}``, the sizes where known
-    without reading the files, and the reader of a ``tfds:`` or ``elwc:`` input.
-    """
+    """A resolved input: its kind, ``{fold: {split: file}}``, known sizes and its reader."""
 
     kind: str
     dataset: str | None
@@ -53,9 +50,7 @@ def resolve_source(
     elwc: ElwcConfig | None = None,
     max_relevance: int | None = None,
 ) -> Source:
-    """Finds the input named by ``--input``; ``synthetic`` is generated under
-    ``scratch/source``.
-    """
+    """Finds the input named by ``--input``; ``synthetic`` is generated under ``scratch``."""
     if name.lower() == "synthetic":
         directory = os.path.join(scratch, "source")
         generate_letor(directory, synthetic)
@@ -111,9 +106,7 @@ def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class DataSizes:
-    """The sizes every output of one conversion shares; ``num_features_source`` is
-    ``"given"``, ``"dataset"`` or the ``PATH:LINE`` first reaching the highest index.
-    """
+    """The sizes every output of one conversion shares, and where the feature count came from."""
 
     num_features: int
     max_relevance: int
@@ -123,9 +116,7 @@ class DataSizes:
 def dataset_sizes(
     source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
 ) -> DataSizes:
-    """The feature count and highest label: given, known, or scanned from the files
-    (``folds``: ``{fold: {split: path or [paths]}}``) under ``feature_count``'s rule.
-    """
+    """The feature count and highest label: given, known, or scanned from the files."""
     if source.kind == "elwc" and num_features not in (None, source.num_features):
         raise ValueError(
             f"--num-features {num_features} disagrees with the {source.num_features} item "

@@ -1,9 +1,5 @@
-"""Writing one split: blocks processed in order, boundary lists joined, counts merged.
-
-Workers write the lists inside their block to part files; this process joins the lists
-that straddle blocks and writes them to parts of their own, placed between the blocks'
-parts. Parts are appended to the shards in input order, so the same input and seed give
-byte-identical shards with or without workers.
+"""Writing one split: workers write the lists inside their blocks to part files, this
+process joins those that straddle blocks, and parts go to the shards in input order.
 """
 
 from __future__ import annotations
@@ -221,13 +217,8 @@ def write_letor_split(
     on_progress: Callable[[int, int], None] | None = None,
     duplicates: str = "error",
 ) -> tuple[SplitStats, ParseCounts]:
-    """Writes every list of a LETOR file to the split's shards, ``window`` blocks in
-    flight in ``pool`` (or in this process); ``fitter`` (train only) receives the
-    normalisation statistics; ``on_progress`` gets ``(bytes read, items)`` per block.
-
-    Raises:
-      LetorFormatError: invalid lines, labels, or a qid that reappears.
-    """
+    """Writes a LETOR file's lists to the split's shards, ``window`` blocks in flight in
+    ``pool``; raises :class:`LetorFormatError` on bad lines, labels or reappearing qids."""
     merger = _BlockMerger(
         letor.path, target=target, policy=policy, fitter=fitter, num_features=num_features
     )

@@ -1,9 +1,6 @@
-"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline, with the local
-converter's layout and, for the same seed, the same lists, labels and features. Lists
-are grouped by qid (a list may span files), invalid lines go to a dead-letter file and
-fail the run only beyond ``max_bad_lines``, and quantiles come from Beam's sketches.
-Remote outputs (``gs://``) cannot be renamed: shards are written in place, the manifest
-last, and a failed run deletes what it wrote.
+"""``tfr-convert --runner``: the conversion on Apache Beam, with the local layout and the
+same records for the same seed; bad lines go to a dead-letter file. Remote outputs
+(``gs://``) are written in place, the manifest last, and deleted on failure.
 """
 
 from __future__ import annotations
@@ -49,22 +46,8 @@ class BadLinesError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class BeamConfig:
-    """Settings of a conversion on Apache Beam.
-
-    Attributes:
-      convert: the conversion's settings, as for the local converter (its
-        ``input`` is ``files`` when the split files are given as patterns).
-      runner: the Beam runner, one of ``RUNNERS``.
-      pipeline_args: further Beam pipeline options (``--project``, ``--region``,
-        ``--temp_location``, ``--flink_master``, ``--environment_type`` ...).
-      max_bad_lines: invalid lines allowed before the run fails.
-      bad_lines_output: the dead-letter file; ``None``: ``OUTPUT.bad_lines.txt``.
-      train_files: glob patterns of the train files (instead of ``convert.input``).
-      vali_files: glob patterns of the vali files.
-      test_files: glob patterns of the test files.
-      quantile_epsilon: rank error bound of the quantile sketches, as a share of
-        the train items; ``None``: ``1 / num_quantiles`` (Beam's default).
-    """
+    """Settings of a conversion on Apache Beam (each flag's help says what it is);
+    ``convert.input`` is ``files`` when the splits are given as patterns."""
 
     convert: ConvertConfig
     runner: str = "DirectRunner"

@@ -1,10 +1,5 @@
-"""The Apache Beam transforms of one split: read, group by qid, process, write shards.
-
-Pieces of lists are grouped by qid, put in input order (file, then line) and go through
-the local converter's ``process_list``, seeded by (seed, split, qid), so the records do
-not depend on the worker or the order. Shards hold the lists whose qid hashes to them
-(``shard_of``, as locally), sorted by qid. What the driver needs back is gathered as
-``((fold, split, kind), value)`` pairs and written as one pickle.
+"""The Beam transforms of one split: lists grouped by qid and put in input order go through
+``process_list``, so records match the local ones; shards hold lists sorted by qid.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Reading LETOR files on Apache Beam: one file per element, bad lines set aside.
-
-Each file is read whole by one worker through Beam's file systems, so its SHA-256 and
-line count are recorded as locally. A block that fails to parse is parsed again line by
-line; each invalid line becomes a :class:`BadLine` with the local parser's message. The
-items leave as pieces of lists (runs of one qid), to be grouped by qid.
+"""Reading LETOR files on Beam, one file per element; invalid lines are set aside as
+:class:`BadLine` with the local parser's message.
 """
 
 from __future__ import annotations
@@ -130,14 +126,8 @@ def read_letor_file(
     opener=None,
     duplicates: str = "error",
 ) -> Iterator[tuple[str, object]]:
-    """Reads one LETOR file leniently, block by block; labels above ``max_relevance``
-    are bad lines.
-
-    Yields ``("piece", ListPiece)`` in file order, ``("bad", BadLine)``, with a
-    ``fit_seed`` per block ``("fit", (order, FitPartial))`` (moments and extremes) and
-    ``("columns", [d, n] values)`` for the quantile sketches, and last ``("file", info)``:
-    the manifest's description of the file.
-    """
+    """Reads one LETOR file leniently; yields ``(kind, value)``: ``piece``, ``bad``, ``fit``,
+    ``columns`` (``[d, n]`` for the sketches) and last ``file`` (its manifest entry)."""
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
     counts = _FileCounts()
     try:

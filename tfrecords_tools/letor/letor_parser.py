@@ -1,9 +1,5 @@
-"""Parsing LETOR / SVMlight lines into arrays, with validation.
-
-A line is ``<label> qid:<int> <index>:<value> ... [# comment]``. This module holds the
-reference parser, pure Python, which handles sparse lines and names the file, line and
-token of any error; ``letor_fast_path`` parses clean dense chunks into the same
-:class:`ParsedLines` with pyarrow and leaves everything else to it.
+"""The reference LETOR / SVMlight parser (``<label> qid:<int> <index>:<value> ... [# c]``),
+pure Python, naming the file, line and token of any error.
 """
 
 from __future__ import annotations
@@ -37,16 +33,8 @@ class LetorFormatError(ValueError):
 
 @dataclasses.dataclass
 class ParsedLines:
-    """Items parsed from consecutive lines of one file.
-
-    Attributes:
-      labels, qids, line_numbers: ``[n]`` int64 (line numbers 1-based).
-      features: ``[n, d]`` float32 raw feature values; missing features are 0.
-      unsorted_lines: lines whose feature indices were out of order (sorted).
-      duplicate_lines: lines that repeated a feature index and kept one value.
-      sparse_lines: lines that omitted some feature index of ``1..d`` (read as 0).
-      last_features: ``[n]`` highest feature index of each line (reference parser only).
-    """
+    """Items of consecutive lines: ``[n]`` labels, qids, 1-based line numbers, ``[n, d]``
+    float32 raw features (missing: 0), and counts of reordered, repeated and sparse lines."""
 
     labels: np.ndarray
     qids: np.ndarray
@@ -187,13 +175,7 @@ def parse_letor_lines(
     first_line: int,
     duplicates: str = "error",
 ) -> ParsedLines:
-    """Parses raw LETOR lines (without their newline) one at a time.
-
-    Blank and comment-only lines are skipped; CRLF and trailing ``# comments`` are
-    accepted. Features may come in any order (sorted and counted); a repeated index
-    follows ``duplicates`` (one of ``DUPLICATE_POLICIES``). Raises
-    :class:`LetorFormatError` at the first invalid line.
-    """
+    """Parses raw LETOR lines; raises :class:`LetorFormatError` at the first invalid one."""
     if duplicates not in DUPLICATE_POLICIES:
         raise ValueError(
             f"Unknown duplicate-feature policy {duplicates!r}; choose from {DUPLICATE_POLICIES}"

@@ -1,6 +1,4 @@
-"""Worker processes that parse LETOR blocks in parallel: parsing holds the GIL for
-part of its work, so threads would compete with the main loop (simulation, encoding,
-writing); processes do not."""
+"""Worker processes that parse LETOR blocks: parsing holds the GIL, so threads would not help."""
 
 from __future__ import annotations
 

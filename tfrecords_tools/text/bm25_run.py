@@ -1,6 +1,5 @@
-"""BM25 from files: a TREC first-stage run from queries and a collection, and BM25's
-NDCG on a converted text dataset, whose index statistics come from the documents of its
-lists over every split, each document once. The ranking is ``tfr_rankformer.text.bm25``'s.
+"""BM25 from files: a TREC run from queries and a collection, and BM25's NDCG on a
+converted text dataset.
 """
 
 from __future__ import annotations
@@ -25,11 +24,7 @@ def write_bm25_run(
     tag: str = "bm25",
     progress: bool = True,
 ) -> dict:
-    """Writes a TREC run of each query's ``top_k`` BM25 documents; returns counts.
-
-    Documents sharing no term with a query are not listed for it, so a query may get
-    fewer than ``top_k`` (counted). A qid or docid given twice is a ``TrecFormatError``.
-    """
+    """Writes a TREC run of each query's ``top_k`` BM25 documents (those sharing a term)."""
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
     query_list = list(_read_unique(queries, read_queries, "qid"))

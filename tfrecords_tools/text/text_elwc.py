@@ -1,7 +1,5 @@
-"""The text ELWC layout of TF-Ranking's text examples: per query, context
-``query_tokens`` and items ``document_tokens`` and ``relevance``; ours add ``query_id``,
-``document_id`` and, from a first stage's run, a float32 ``first_stage_score``. The protos
-are encoded by hand (``protobuf_wire``), so conversion and reading never load TensorFlow.
+"""The text ELWC layout (context ``query_tokens``, items ``document_tokens``, ``relevance``,
+ours also ids and ``first_stage_score``), encoded by hand without TensorFlow.
 """
 
 from __future__ import annotations
@@ -38,12 +36,7 @@ TEXT_KIND = "text"
 
 
 def to_float32(value: float) -> float:
-    """``value`` rounded to float32, as the ``float_list`` stores it; ``ValueError`` when
-    it is not finite or beyond float32's range.
-
-    >>> to_float32(0.1), to_float32(-3)
-    (0.10000000149011612, -3.0)
-    """
+    """``value`` rounded to float32; ``ValueError`` when not finite in float32."""
     try:
         (rounded,) = struct.unpack("<f", struct.pack("<f", value))
     except OverflowError:

@@ -1,10 +1,5 @@
-"""``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` and ``synthetic-text``.
-
-``trec:DIR`` finds its files by their conventional names (each may end in ``.gz``;
-files given by flags take precedence): ``queries.tsv`` (split by a hash of the qid) or
-``queries.{train,vali|dev,test}.tsv``, ``collection.tsv``, ``qrels.{txt,tsv}`` and
-``run.{txt,tsv}``. ``synthetic-text`` converts the files of ``synthetic_text``, whose run
-is a random order and gives no ``first_stage_score``.
+"""``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` (files found by their usual names)
+and ``synthetic-text``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""TREC-layout text ranking data (queries, collection, qrels, a run) to text ELWC.
-
-The run decides the lists (run order, cut to ``max_list_size``), the qrels their labels
-(unjudged: 0) and each item's ``first_stage_score`` (``-rank`` for an MS MARCO line). A
-:class:`TrecFormatError` names the file and line of anything refused; what is filtered is
-counted in the manifest's ``filtered`` entry. The collection is read last, streamed.
+"""TREC-layout text data to text ELWC: the run decides the lists, the qrels their labels
+(unjudged: 0); refused lines name file and line, filtered ones are counted.
 """
 
 from __future__ import annotations

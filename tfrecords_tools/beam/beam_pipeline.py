@@ -109,24 +109,12 @@ class _ProcessList(beam.DoFn):
         yield beam.pvalue.TaggedOutput("stats", stats)
 
 
-class _MergeStats(beam.CombineFn):
-    """Adds up the counts of lists (every count is a sum, so order does not matter)."""
-
-    def create_accumulator(self):
-        return SplitStats()
-
-    def add_input(self, accumulator, stats):
-        accumulator.merge(stats)
-        return accumulator
-
-    def merge_accumulators(self, accumulators):
-        total = SplitStats()
-        for accumulator in accumulators:
-            total.merge(accumulator)
-        return total
-
-    def extract_output(self, accumulator):
-        return accumulator
+def _merge_stats(parts) -> SplitStats:
+    """Adds up the counts of lists (sums, so order does not matter)."""
+    total = SplitStats()
+    for stats in parts:
+        total.merge(stats)
+    return total
 
 
 class _WriteShard(beam.DoFn):
@@ -182,7 +170,7 @@ def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:
         | f"{label}/Write" >> beam.ParDo(_WriteShard(job))
     )
     results = {
-        "stats": processed.stats | f"{label}/Stats" >> beam.CombineGlobally(_MergeStats()),
+        "stats": processed.stats | f"{label}/Stats" >> beam.CombineGlobally(_merge_stats),
         "shards": written | f"{label}/ShardList" >> beam.combiners.ToList(),
         "files": read.file | f"{label}/FileList" >> beam.combiners.ToList(),
         "bad_lines": read.bad | f"{label}/BadCount" >> beam.combiners.Count.Globally(),

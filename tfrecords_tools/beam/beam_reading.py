@@ -48,25 +48,6 @@ class ListPiece:
         return self.file_index, int(self.query.line_numbers[0])
 
 
-def _concat(parts: list[ParsedLines], num_features: int) -> ParsedLines:
-    if not parts:
-        return ParsedLines(
-            labels=np.zeros(0, np.int64),
-            qids=np.zeros(0, np.int64),
-            features=np.zeros((0, num_features), np.float32),
-            line_numbers=np.zeros(0, np.int64),
-        )
-    return ParsedLines(
-        labels=np.concatenate([p.labels for p in parts]),
-        qids=np.concatenate([p.qids for p in parts]),
-        features=np.concatenate([p.features for p in parts]),
-        line_numbers=np.concatenate([p.line_numbers for p in parts]),
-        unsorted_lines=sum(p.unsorted_lines for p in parts),
-        duplicate_lines=sum(p.duplicate_lines for p in parts),
-        sparse_lines=sum(p.sparse_lines for p in parts),
-    )
-
-
 def parse_lenient(
     block, num_features: int, *, duplicates: str = "error"
 ) -> tuple[ParsedLines, list[LetorFormatError]]:
@@ -76,22 +57,15 @@ def parse_lenient(
         return parsed, []
     except LetorFormatError:
         pass
-    good, errors = [], []
-    for offset, line in enumerate(block.read().split(b"\n")[: block.num_lines]):
+    lines, errors = block.read().split(b"\n")[: block.num_lines], []
+    options = {"num_features": num_features, "path": block.path, "duplicates": duplicates}
+    for offset, line in enumerate(lines):
         try:
-            parsed = parse_letor_lines(
-                [line],
-                num_features=num_features,
-                path=block.path,
-                first_line=block.first_line + offset,
-                duplicates=duplicates,
-            )
+            parse_letor_lines([line], first_line=block.first_line + offset, **options)
         except LetorFormatError as error:
             errors.append(error)
-            continue
-        if len(parsed):
-            good.append(parsed)
-    return _concat(good, num_features), errors
+            lines[offset] = b""  # a blank line is skipped
+    return parse_letor_lines(lines, first_line=block.first_line, **options), errors
 
 
 def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
@@ -104,13 +78,13 @@ def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
         for i in np.flatnonzero(high)
     ]
     keep = ~high
-    kept = ParsedLines(
-        parsed.labels[keep],
-        parsed.qids[keep],
-        parsed.features[keep],
-        parsed.line_numbers[keep],
-        unsorted_lines=parsed.unsorted_lines,
-        duplicate_lines=parsed.duplicate_lines,
+    kept = dataclasses.replace(
+        parsed,
+        labels=parsed.labels[keep],
+        qids=parsed.qids[keep],
+        features=parsed.features[keep],
+        line_numbers=parsed.line_numbers[keep],
+        last_features=None,
     )
     return kept, errors
 

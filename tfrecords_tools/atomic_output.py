@@ -1,6 +1,5 @@
 """A converted directory is built in a scratch directory, then swapped in; ``--overwrite``
-replaces only what tfr-convert wrote (``core.atomic_files`` cannot check that).
-"""
+replaces only what tfr-convert wrote (``core.atomic_files`` cannot check that)."""
 
 from __future__ import annotations
 

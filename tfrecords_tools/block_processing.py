@@ -1,6 +1,5 @@
 """One block of a LETOR file, in a worker or in-process: parsed, fitted (train) and its inner
-lists encoded to part files; its first and last lists go back to be joined.
-"""
+lists encoded to part files; its first and last lists go back to be joined."""
 
 from __future__ import annotations
 
@@ -101,14 +100,7 @@ def process_block(task: BlockTask) -> BlockResult:
     part = PartWriter(task.parts_dir, task.split, task.part, task.num_shards)
     try:
         for query in groups[1:-1]:
-            records = process_list(
-                query,
-                split=task.split,
-                where=task.block.path,
-                encoder=encoder,
-                policy=task.policy,
-                stats=stats,
-            )
+            records = process_list(query, task.split, task.block.path, encoder, task.policy, stats)
             part.write_list(query.qid, records)
     finally:
         records_per_shard = part.close()

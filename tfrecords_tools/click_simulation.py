@@ -1,6 +1,5 @@
 """Implicit-feedback simulation of the RankFormer paper (Buyl et al., KDD 2023, Sec. 6.1;
-Eq. 11 for the intent, which Algorithm 1's printed thresholds contradict).
-"""
+Eq. 11 for the intent, which Algorithm 1's printed thresholds contradict)."""
 
 from __future__ import annotations
 

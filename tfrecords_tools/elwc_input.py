@@ -1,6 +1,5 @@
 """What an ``elwc:`` input names: its files per split (by name prefix or ``split=GLOB``)
-and the item features to read (names, globs or ``{1..136}`` ranges).
-"""
+and the item features to read (names, globs or ``{1..136}`` ranges)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """TF-Ranking-style ELWC as a ``tfr-convert`` input, read twice: a survey (names, labels,
-context types), then the validated conversion; errors name file, record, item and field.
-"""
+context types), then the validated conversion; errors name file, record, item and field."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """ELWC protos and TFRecord framing written by hand: every item has the same byte layout,
-so numpy assembles whole lists at once, and conversion never loads TensorFlow.
-"""
+so numpy assembles whole lists at once, and conversion never loads TensorFlow."""
 
 from __future__ import annotations
 

@@ -153,13 +153,7 @@ def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
 
 
 def process_list(
-    query: QueryList,
-    *,
-    split: str,
-    where: str,
-    encoder: ElwcEncoder,
-    policy: ListPolicy,
-    stats: SplitStats,
+    query: QueryList, split: str, where: str, encoder: ElwcEncoder, policy: ListPolicy, stats
 ) -> list[bytes]:
     """One list subsampled, filtered and maybe simulated, as ELWC records; its generator
     depends only on the seed, split and qid."""

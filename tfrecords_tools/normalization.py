@@ -1,6 +1,5 @@
 """Normalisation statistics fitted on train in bounded memory: exact moments (Chan et al.'s
-merge) and quantiles from a bottom-k sample keyed by the seed and item position.
-"""
+merge) and quantiles from a bottom-k sample keyed by the seed and item position."""
 
 from __future__ import annotations
 

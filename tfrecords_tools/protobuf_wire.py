@@ -1,6 +1,5 @@
 """The protobuf wire format and ``tf.train.Example``, by hand, so converting and reading
-never load TensorFlow (https://protobuf.dev/programming-guides/encoding/).
-"""
+never load TensorFlow (https://protobuf.dev/programming-guides/encoding/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Writing one split: workers write the lists inside their blocks to part files, this
-process joins those that straddle blocks, and parts go to the shards in input order.
-"""
+process joins those that straddle blocks, and parts go to the shards in input order."""
 
 from __future__ import annotations
 
@@ -45,20 +44,6 @@ class ParseCounts:
         self.sparse_lines += result.sparse_lines
 
 
-def _append_file(destination, source_path: str) -> None:
-    with open(source_path, "rb") as source:
-        remaining = os.fstat(source.fileno()).st_size
-        try:
-            while remaining > 0:  # copied inside the kernel where supported
-                copied = os.copy_file_range(source.fileno(), destination.fileno(), remaining)
-                if copied == 0:
-                    break
-                remaining -= copied
-        except (AttributeError, OSError):
-            source.seek(os.fstat(source.fileno()).st_size - remaining)
-            shutil.copyfileobj(source, destination, 1 << 22)
-
-
 class SplitTarget:
     """A split's shard files (all written, possibly empty), to which finished parts are
     appended in the order given, and its record counts per shard."""
@@ -81,8 +66,8 @@ class SplitTarget:
             for shard, destination in enumerate(self._files):
                 path = os.path.join(self.parts_dir, f"{self.split}.{name}.{shard:05d}.part")
                 if os.path.exists(path):
-                    destination.flush()
-                    _append_file(destination, path)
+                    with open(path, "rb") as source:
+                        shutil.copyfileobj(source, destination, 1 << 22)
                     os.remove(path)
             fault_points.reached("convert.shard")
 
@@ -161,12 +146,7 @@ class _BlockMerger:
 
     def _write_joined(self, query: QueryList) -> None:
         records = process_list(
-            query,
-            split=self._target.split,
-            where=self._where,
-            encoder=self._encoder,
-            policy=self._policy,
-            stats=self.stats,
+            query, self._target.split, self._where, self._encoder, self._policy, self.stats
         )
         self._part.write_list(query.qid, records)
 
@@ -284,14 +264,7 @@ def write_query_lists(
             pending_items += len(query)
             if pending_items >= _FIT_BATCH:
                 fit_pending()
-            records = process_list(
-                query,
-                split=target.split,
-                where=where,
-                encoder=encoder,
-                policy=policy,
-                stats=stats,
-            )
+            records = process_list(query, target.split, where, encoder, policy, stats)
             part.write_list(query.qid, records)
         fit_pending()
     finally:

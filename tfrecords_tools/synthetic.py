@@ -1,6 +1,5 @@
 """Deterministic WEB30K-shaped LETOR data (136 features, 0-4 labels) whose relevance
-depends on the list (a relative price, a majority category).
-"""
+depends on the list (a relative price, a majority category)."""
 
 from __future__ import annotations
 

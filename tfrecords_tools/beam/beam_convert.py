@@ -1,7 +1,6 @@
 """``tfr-convert --runner``: the conversion on Apache Beam, with the local layout and the
 same records for the same seed; bad lines go to a dead-letter file. Remote outputs
-(``gs://``) are written in place, the manifest last, and deleted on failure.
-"""
+(``gs://``) are written in place, the manifest last, and deleted on failure."""
 
 from __future__ import annotations
 
@@ -136,27 +135,19 @@ def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
 def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
     c = config.convert
     policy = list_policy(c, sizes.max_relevance)
-    jobs = []
-    for fold, files in folds.items():
-        out_dir = FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
-        for split in (s for s in SPLITS if s in files):
-            jobs.append(
-                SplitJob(
-                    fold=fold,
-                    split=split,
-                    files=tuple(files[split]),
-                    out_dir=out_dir,
-                    num_shards=c.shards,
-                    num_features=sizes.num_features,
-                    policy=policy,
-                    chunk_bytes=c.chunk_bytes,
-                    fit_seed=c.seed if split == "train" else None,
-                    num_quantiles=c.num_quantiles,
-                    quantile_epsilon=config.epsilon,
-                    duplicates=c.duplicate_features,
-                )
-            )
-    return jobs
+    n, epsilon = sizes.num_features, config.epsilon
+    return [
+        SplitJob(
+            fold, split, tuple(files[split]), _fold_dir(c, work_dir, fold), n, policy, epsilon, c
+        )
+        for fold, files in folds.items()
+        for split in SPLITS
+        if split in files
+    ]
+
+
+def _fold_dir(c: ConvertConfig, work_dir: str, fold) -> str:
+    return FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
 
 
 def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, bad_path: str):
@@ -301,11 +292,7 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
         _check_bad_lines(config, results, bad_path)
         manifests = _manifests(config, source, folds, sizes, results, work_dir)
         for manifest in manifests:
-            fold = manifest.fold
-            out_dir = (
-                FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
-            )
-            write_manifest(out_dir, manifest, write_text=_write_text)
+            write_manifest(_fold_dir(c, work_dir, manifest.fold), manifest, write_text=_write_text)
         if not remote:
             publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:

@@ -1,6 +1,5 @@
 """Reading LETOR files on Beam, one file per element; invalid lines are set aside as
-:class:`BadLine` with the local parser's message.
-"""
+:class:`BadLine` with the local parser's message."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from tfrecords_tools.converted_fold import letor_entry
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import label_error
@@ -123,7 +123,7 @@ def read_letor_file(
             "bad",
             BadLine.of(LetorFormatError(path, None, "file is empty: it holds no LETOR lines")),
         )
-    yield "file", counts.file_info(path, letor)
+    yield "file", letor_entry(path, letor, counts)
 
 
 @dataclasses.dataclass
@@ -135,15 +135,6 @@ class _FileCounts:
     unsorted_lines: int = 0
     duplicate_lines: int = 0
     sparse_lines: int = 0
-
-    def file_info(self, path: str, letor: LetorFile) -> dict:
-        """The ``("file", info)`` value, once ``letor`` has been read."""
-        info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
-        info["lines"] = letor.num_lines
-        info["unsorted_feature_lines"] = self.unsorted_lines
-        info["duplicate_feature_lines"] = self.duplicate_lines
-        info["items_with_missing_features"] = self.sparse_lines
-        return info
 
 
 def _read_block(

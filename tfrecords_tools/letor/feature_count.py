@@ -1,6 +1,5 @@
 """The feature count of LETOR files that do not state it: the highest index of any line,
-refused when the widest line reaches over 4 x (or 100 past) the rest's widest 1 %.
-"""
+refused when the widest line reaches over 4 x (or 100 past) the rest's widest 1 %."""
 
 from __future__ import annotations
 

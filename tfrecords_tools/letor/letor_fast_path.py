@@ -1,6 +1,5 @@
 """The fast path for dense LETOR chunks, parsed by pyarrow's CSV reader; any other chunk
-gives ``None`` and goes to the reference parser.
-"""
+gives ``None`` and goes to the reference parser."""
 
 from __future__ import annotations
 

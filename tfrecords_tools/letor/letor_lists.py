@@ -1,6 +1,5 @@
 """A LETOR file as lists of raw features for ``tfr-predict``; a document's id is its
-comment's ``docid``, else its line number.
-"""
+comment's ``docid``, else its line number."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The reference LETOR / SVMlight parser (``<label> qid:<int> <index>:<value> ... [# c]``),
-pure Python, naming the file, line and token of any error.
-"""
+pure Python, naming the file, line and token of any error."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """BM25 from files: a TREC run from queries and a collection, and BM25's NDCG on a
-converted text dataset.
-"""
+converted text dataset."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Deterministic text ranking lists whose relevance depends on the list's majority topic,
-written as TREC-layout files so they take the real data's conversion path.
-"""
+written as TREC-layout files so they take the real data's conversion path."""
 
 from __future__ import annotations
 

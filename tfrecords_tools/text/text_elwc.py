@@ -1,6 +1,5 @@
 """The text ELWC layout (context ``query_tokens``, items ``document_tokens``, ``relevance``,
-ours also ids and ``first_stage_score``), encoded by hand without TensorFlow.
-"""
+ours also ids and ``first_stage_score``), encoded by hand without TensorFlow."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` (files found by their usual names)
-and ``synthetic-text``.
-"""
+and ``synthetic-text``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """TREC-layout text data to text ELWC: the run decides the lists, the qrels their labels
-(unjudged: 0); refused lines name file and line, filtered ones are counted.
-"""
+(unjudged: 0); refused lines name file and line, filtered ones are counted."""
 
 from __future__ import annotations
 

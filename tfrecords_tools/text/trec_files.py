@@ -1,6 +1,5 @@
 """Streaming readers of TREC-layout files (queries, collection, qrels, TREC or MS MARCO
-runs; gzip accepted); a :class:`TrecFormatError` names the file and line.
-"""
+runs; gzip accepted); a :class:`TrecFormatError` names the file and line."""
 
 from __future__ import annotations
 

@@ -12,15 +12,15 @@ import struct
 import zlib
 from collections.abc import Iterator
 
+from google.protobuf.message import DecodeError
+
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
 from tfrecords_tools.protobuf_wire import (
-    WireFormatError,
+    ExampleListWithContext,
     bytes_feature,
-    decode_example,
     encode_example,
     float_feature,
     int64_feature,
-    iter_fields,
     length_delimited,
 )
 from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
@@ -114,8 +114,18 @@ def encode_text_list(text_list: TextList) -> bytes:
 # === Decoding ===
 
 
-def _tokens(features: dict, name: str, where: str) -> tuple:
-    kind, values = features.get(name, ("missing", []))
+def _values(features, name: str) -> tuple[str, list]:
+    """A feature's ``(kind, values)``: ``bytes``, ``float``, ``int64``, ``empty``, ``missing``."""
+    if name not in features:
+        return "missing", []
+    kind = features[name].WhichOneof("kind")
+    if kind is None:
+        return "empty", []
+    return kind.removesuffix("_list"), list(getattr(features[name], kind).value)
+
+
+def _tokens(features, name: str, where: str) -> tuple:
+    kind, values = _values(features, name)
     if kind == "missing":
         raise ValueError(f"{where} lacks the bytes feature {name!r}")
     if kind not in ("bytes", "empty"):
@@ -123,13 +133,13 @@ def _tokens(features: dict, name: str, where: str) -> tuple:
     return tuple(v.decode("utf-8") for v in values)
 
 
-def _first_stage_scores(items: list[dict]) -> tuple | None:
+def _first_stage_scores(items: list) -> tuple | None:
     """Each item's ``first_stage_score``; ``None`` when no item has one."""
     if not any(FIRST_STAGE_FEATURE in item for item in items):
         return None
     scores = []
     for i, item in enumerate(items, start=1):
-        kind, values = item.get(FIRST_STAGE_FEATURE, ("missing", []))
+        kind, values = _values(item, FIRST_STAGE_FEATURE)
         if kind != "float" or len(values) != 1:
             raise ValueError(
                 f"item {i}: {FIRST_STAGE_FEATURE!r} must be one float (as the list's other "
@@ -143,21 +153,18 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
     """Parses one serialised list of the text layout; ``ValueError`` names a malformed
     proto or a missing or mistyped feature."""
     try:
-        items, context = [], {}
-        for number, wire, value in iter_fields(data):
-            if number == 1 and wire == 2:
-                items.append(decode_example(value))
-            elif number == 2 and wire == 2:
-                context = decode_example(value)
-    except (WireFormatError, UnicodeDecodeError) as e:
+        elwc = ExampleListWithContext.FromString(data)
+    except DecodeError as e:
         raise ValueError(f"not an ExampleListWithContext ({e})") from None
+    context = elwc.context.features.feature
+    items = [example.features.feature for example in elwc.examples]
     query_tokens = _tokens(context, QUERY_FEATURE, "the context")
     ids = _tokens(context, QUERY_ID_FEATURE, "the context") if QUERY_ID_FEATURE in context else ()
     doc_ids, doc_tokens, labels = [], [], []
     for i, item in enumerate(items, start=1):
         where = f"item {i}"
         doc_tokens.append(_tokens(item, DOCUMENT_FEATURE, where))
-        kind, values = item.get(LABEL_FEATURE, ("missing", []))
+        kind, values = _values(item, LABEL_FEATURE)
         if kind != "int64" or len(values) != 1 or values[0] < 0:
             raise ValueError(
                 f"{where}: {LABEL_FEATURE!r} must be one non-negative int64, got {kind} {values}"

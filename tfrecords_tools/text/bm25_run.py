@@ -76,19 +76,6 @@ def _read_unique(paths: list[str], reader, what: str):
             yield key, text
 
 
-def evaluate_bm25(
-    directory: str,
-    *,
-    split: str = "test",
-    config: Bm25Config = Bm25Config(),
-    ks=(1, 5, 10),
-    progress: bool = False,
-) -> dict:
-    """NDCG@k x 100 of BM25 on one split of a converted text dataset, with list counts."""
-    found = evaluate_bm25_splits(directory, (split,), config=config, ks=ks, progress=progress)
-    return found[split]
-
-
 def evaluate_bm25_splits(
     directory: str,
     splits,
@@ -97,7 +84,8 @@ def evaluate_bm25_splits(
     ks=(1, 5, 10),
     progress: bool = False,
 ) -> dict[str, dict]:
-    """``evaluate_bm25`` on several splits, over one index: ``{split: metrics}``."""
+    """NDCG@k x 100 of BM25 and list counts per split of a converted text dataset, over
+    one index of all its documents: ``{split: metrics}``."""
     available = _dataset_splits(directory)
     for split in splits:
         if split not in available:

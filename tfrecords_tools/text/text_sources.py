@@ -63,17 +63,7 @@ def convert_synthetic_text(
 
     def build(scratch: str) -> Manifest:
         paths = generate_trec_layout(os.path.join(scratch, "source"), synthetic)
-        config = TrecConfig(
-            output=output,
-            overwrite=overwrite,
-            train_queries=paths["train_queries"],
-            vali_queries=paths["vali_queries"],
-            test_queries=paths["test_queries"],
-            collection=paths["collection"],
-            qrels=paths["qrels"],
-            run=paths["run"],
-            **options,
-        )
+        config = TrecConfig(output=output, overwrite=overwrite, **paths, **options)
         source = {"kind": SYNTHETIC_TEXT, "synthetic": dataclasses.asdict(synthetic)}
         # The generated run is a random order, no first stage: no first_stage_score.
         return write_text_dataset(

@@ -35,11 +35,6 @@ class Source:
     feature_names: list | None = None
 
 
-def _lookup_roots(data_dir: str | None) -> list[str]:
-    roots = [data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()]
-    return [r for r in roots if r]
-
-
 def resolve_source(
     name: str,
     *,
@@ -83,7 +78,8 @@ def resolve_source(
             f"--input {name!r} is not a directory, a known dataset "
             f"({', '.join(sorted(DATASETS))}), tfds:NAME, elwc:FILES or synthetic"
         )
-    directory = find_dataset_dir(info, _lookup_roots(data_dir))
+    roots = [r for r in (data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()) if r]
+    directory = find_dataset_dir(info, roots)
     folds = find_folds(directory, prefix=info.file_prefix)
     return Source("dataset", info.name, folds, info.num_features, info.max_relevance)
 

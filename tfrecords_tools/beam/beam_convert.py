@@ -166,7 +166,10 @@ def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, b
         )
         first = (
             bad_lines
-            | "FirstBadLines" >> beam.combiners.Top.Smallest(_SHOWN_BAD_LINES, key=_bad_order)
+            | "FirstBadLines"
+            >> beam.combiners.Top.Smallest(
+                _SHOWN_BAD_LINES, key=lambda line: (line.path, line.line)
+            )
             | "KeyFirst" >> beam.Map(lambda lines: (("all", "all", "first_bad_lines"), lines))
         )
         _ = (
@@ -175,10 +178,6 @@ def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, b
             | "Gather" >> beam.combiners.ToList()
             | "WriteResults" >> beam.ParDo(WriteResults(results_path))
         )
-
-
-def _bad_order(line) -> tuple[str, int]:
-    return line.path, line.line
 
 
 def _spread(values: list[float], num_quantiles: int) -> list[float]:

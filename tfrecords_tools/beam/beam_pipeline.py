@@ -18,11 +18,6 @@ from tfrecords_tools.letor.letor_reader import QueryList
 from tfrecords_tools.list_processing import ListPolicy, SplitStats, process_list
 
 
-def open_stored(path: str):
-    """Opens a file's stored bytes (no decompression) through Beam's file systems."""
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
 @dataclasses.dataclass(frozen=True)
 class SplitJob:
     """One split of one fold (``None``: a single set) to convert; ``fit_seed`` is set
@@ -64,7 +59,7 @@ class _ReadFiles(beam.DoFn):
             max_relevance=job.policy.max_relevance,
             fit_seed=job.fit_seed,
             chunk_bytes=job.convert.chunk_bytes,
-            opener=open_stored,
+            opener=lambda p: FileSystems.open(p, compression_type=CompressionTypes.UNCOMPRESSED),
             duplicates=job.convert.duplicate_features,
         )
         for kind, value in events:

@@ -1,11 +1,19 @@
 """One block of a LETOR file, in a worker or in-process: parsed, fitted (train) and its inner
-lists encoded to part files; its first and last lists go back to be joined."""
+lists encoded to part files; its first and last lists go back to be joined. Blocks are
+parsed in processes: parsing holds the GIL, so threads would not help."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
+from tfrecords_tools.letor.letor_fast_path import warm_up_fast_path
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import Block, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import (
@@ -118,3 +126,46 @@ def process_block(task: BlockTask) -> BlockResult:
         duplicate_lines=parsed.duplicate_lines,
         sparse_lines=parsed.sparse_lines,
     )
+
+
+# === Worker processes ===
+
+
+def default_workers() -> int:
+    """One parsing process per core, at most 4 (memory grows with each)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _init_worker() -> None:
+    # Ctrl-C reaches the main process, which tears the pool down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_method() -> str:
+    # fork keeps the warm-up, but a worker forked while another thread holds a lock
+    # can crash, and the pool then waits forever: a process running Python threads or
+    # TensorFlow (whose native threads Python does not count) uses forkserver.
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    if threading.active_count() > 1 or "tensorflow" in sys.modules:
+        return "forkserver"
+    return "fork"
+
+
+@contextlib.contextmanager
+def parse_workers(count: int):
+    """Yields ``(pool, count)``: a pool of ``count`` parsing processes, or ``(None, 1)``
+    when ``count <= 1``."""
+    if count <= 1:
+        yield None, 1
+        return
+    method = _start_method()
+    if method == "fork":
+        warm_up_fast_path()
+    context = multiprocessing.get_context(method)
+    pool = context.Pool(count, initializer=_init_worker)
+    try:
+        yield pool, count
+    finally:
+        pool.terminate()
+        pool.join()

@@ -14,6 +14,7 @@ from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
+from tfrecords_tools.block_processing import default_workers, parse_workers
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.converted_fold import (
     fold_manifest,
@@ -25,7 +26,6 @@ from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
-from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds

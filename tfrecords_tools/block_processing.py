@@ -79,7 +79,6 @@ def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError |
 
 
 def process_block(task: BlockTask) -> BlockResult:
-    """Parses and processes one block (see the module docstring)."""
     try:
         parsed, fast = parse_block(
             task.block,

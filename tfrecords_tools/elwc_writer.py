@@ -170,7 +170,6 @@ class PartWriter:
         self._writers: dict[int, TFRecordWriter] = {}
 
     def write_list(self, qid: int, records: list[bytes]) -> None:
-        """Writes the records that one query list produced."""
         if not records:
             return
         shard = shard_of(qid, self.num_shards)

@@ -93,7 +93,6 @@ class SplitStats:
         self.empty_list_lengths.add(lengths[list_labels == 0])
 
     def merge(self, other: SplitStats) -> None:
-        """Adds the counts of another part of the same split."""
         for name in ("input_lists", "input_items", "num_lists", "num_items"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.longest_list = max(self.longest_list, other.longest_list)

@@ -158,11 +158,9 @@ class NormalizationFitter:
         return rows
 
     def partial(self, features: np.ndarray, positions: np.ndarray) -> FitPartial:
-        """Summarises a block in this process (see :meth:`FitPartial.of`)."""
         return FitPartial.of(features, positions, seed=self.seed, threshold=self.threshold)
 
     def merge(self, part: FitPartial) -> None:
-        """Adds a block's statistics."""
         self._raw = self._raw.merge(part.raw)
         self._log = self._log.merge(part.log)
         self._min = np.minimum(self._min, part.minimum)

@@ -72,7 +72,6 @@ class SplitTarget:
             fault_points.reached("convert.shard")
 
     def close(self) -> list[str]:
-        """Closes the shards; returns their file names."""
         for destination in self._files:
             destination.close()
         return self.names
@@ -176,7 +175,6 @@ class _BlockMerger:
         self._open_part(index + 1)
 
     def finish(self) -> None:
-        """Closes the last list and moves the last part to the shards."""
         self._joiner.close()
         self._target.add_counts(self._part.close())
         self._target.append(self._part_name)

@@ -58,7 +58,6 @@ class TfdsSource:
         self.splits = {_SPLIT_ALIASES.get(s, s): s for s in available}
 
     def describe(self, split: str) -> dict:
-        """What the manifest records about the split's input."""
         return {
             "tfds": self.name,
             "tfds_split": self.splits[split],

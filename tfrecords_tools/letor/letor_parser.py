@@ -54,23 +54,11 @@ class ParsedLines:
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
-def _int(text: bytes) -> int:
-    """``int()`` without Python's digit separators: ``1_000`` is not a LETOR number."""
+def _int(text: bytes, kind=int):
+    """``int()`` (or ``kind``) without Python's digit separators: ``1_000`` is no LETOR number."""
     if b"_" in text:
         raise ValueError(text)
-    return int(text)
-
-
-def _float(text: bytes) -> float:
-    """``float()`` without Python's digit separators."""
-    if b"_" in text:
-        raise ValueError(text)
-    return float(text)
-
-
-def _strip(line: bytes) -> bytes:
-    """Drops a trailing ``# comment`` and surrounding whitespace (CR included)."""
-    return line.partition(b"#")[0].strip()
+    return kind(text)
 
 
 def _parse_label(token: bytes, path: str, line_no: int) -> int:
@@ -122,7 +110,7 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
             path, line_no, f"feature index {index} is above the feature count {num_features}", token
         )
     try:
-        value = _float(value_text)
+        value = _int(value_text, float)
     except ValueError:
         raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
     if not math.isfinite(value):
@@ -130,16 +118,6 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
     if abs(value) >= _FLOAT32_OVERFLOW:
         raise LetorFormatError(path, line_no, "feature value overflows float32", token)
     return index, value
-
-
-def _duplicate_error(token: bytes, index: int, path: str, line_no: int) -> LetorFormatError:
-    return LetorFormatError(
-        path,
-        line_no,
-        f"feature index {index} is duplicated on the line (pass --duplicate-features "
-        "last or first to keep one of its values)",
-        token,
-    )
 
 
 def _line_features(
@@ -156,7 +134,13 @@ def _line_features(
     for token, (index, value) in zip(tokens, pairs):
         if index in kept:
             if duplicates == "error":
-                raise _duplicate_error(token, index, path, line_no)
+                raise LetorFormatError(
+                    path,
+                    line_no,
+                    f"feature index {index} is duplicated on the line (pass --duplicate-features "
+                    "last or first to keep one of its values)",
+                    token,
+                )
             repeated = True
             if duplicates == "first":
                 continue
@@ -181,7 +165,7 @@ def parse_letor_lines(
         )
     items = _ItemColumns()
     for offset, raw in enumerate(lines):
-        tokens = _strip(raw).split()
+        tokens = raw.partition(b"#")[0].split()  # a comment dropped
         if tokens:
             items.add_line(
                 tokens,
@@ -212,7 +196,6 @@ class _ItemColumns:
     def add_line(
         self, tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
     ) -> None:
-        """Parses one non-blank line's tokens and appends its item."""
         label = _parse_label(tokens[0], path, line_no)
         qid = _parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no)
         if len(tokens) < 3:

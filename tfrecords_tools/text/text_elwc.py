@@ -3,7 +3,6 @@ ours also ids and ``first_stage_score``), encoded by hand without TensorFlow."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import glob
 import math
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from google.protobuf.message import DecodeError
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
+from tfrecords_tools.list_processing import Histogram
 from tfrecords_tools.protobuf_wire import (
     ExampleListWithContext,
     bytes_feature,
@@ -194,8 +194,7 @@ class TextSplitWriter:
         self.counts = [0] * num_shards
         self.num_lists = self.num_items = 0
         # Lists by their length: every list, and those without a relevant document.
-        self.list_lengths: collections.Counter = collections.Counter()
-        self.empty_list_lengths: collections.Counter = collections.Counter()
+        self.list_lengths, self.empty_list_lengths = Histogram(), Histogram()
         self._writers = [TFRecordWriter(os.path.join(directory, n)) for n in self.names]
 
     def write(self, text_list: TextList) -> None:
@@ -205,15 +204,15 @@ class TextSplitWriter:
         length = len(text_list.document_ids)
         self.num_lists += 1
         self.num_items += length
-        self.list_lengths[length] += 1
+        self.list_lengths.add(length)
         if max(text_list.relevance, default=0) == 0:
-            self.empty_list_lengths[length] += 1
+            self.empty_list_lengths.add(length)
 
     def length_histograms(self) -> dict:
         """``{str(length): lists}`` of every list and of those whose list label is 0."""
         return {
-            "list_length_histogram": _histogram(self.list_lengths),
-            "empty_list_length_histogram": _histogram(self.empty_list_lengths),
+            "list_length_histogram": self.list_lengths.as_dict(),
+            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
         }
 
     def close(self) -> dict:
@@ -221,10 +220,6 @@ class TextSplitWriter:
         for writer in self._writers:
             writer.close()
         return dict(zip(self.names, self.counts))
-
-
-def _histogram(counts: collections.Counter) -> dict:
-    return {str(length): counts[length] for length in sorted(counts)}
 
 
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:

@@ -121,13 +121,13 @@ def _run(parsed) -> None:
 
 
 def _eval(parsed) -> None:
-    from tfrecords_tools.text.bm25_run import evaluate_bm25
+    from tfrecords_tools.text.bm25_run import evaluate_bm25_splits
 
     args = from_args(parsed, EvalOptions)
     if not args.data:
         raise ValueError("missing --data")
     config = from_args(parsed, Bm25Config)
-    metrics = evaluate_bm25(args.data, split=args.split, config=config)
+    metrics = evaluate_bm25_splits(args.data, (args.split,), config=config)[args.split]
     ndcg = "  ".join(f"{k.upper()} {v:.2f}" for k, v in metrics.items() if k.startswith("ndcg@"))
     print(
         f"BM25 on {args.data} [{args.split}]: {ndcg}  ({metrics['num_lists_counted']:,} of "

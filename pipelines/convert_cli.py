@@ -41,13 +41,10 @@ from tfr_rankformer.core.config_io import add_options, from_args, given, load_se
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import ConvertConfig, convert
-from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ElwcConfig
-from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.synthetic import SyntheticConfig
 from tfrecords_tools.text.text_sources import is_text_input
 from tfrecords_tools.text.trec_config import TrecConfig
-from tfrecords_tools.tfrecord_reader import TFRecordFormatError
 
 __all__ = ["build_parser", "main"]
 
@@ -228,14 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             manifests = convert(config, progress=not args.no_progress)
         else:
             manifests = _convert_on_beam(args, config, beam_args)
-    except (
-        LetorFormatError,
-        TFRecordFormatError,
-        DatasetNotFoundError,
-        FileExistsError,
-        ValueError,
-        OSError,
-    ) as e:
+    except (ValueError, OSError) as e:  # the input's and the output's errors
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:

@@ -107,11 +107,9 @@ def run_text_conversion(args) -> Manifest:
 
 def text_main(args) -> int:
     """``tfr-convert``'s run for a text input: converts, prints the counts; the exit code."""
-    from tfrecords_tools.text.trec_files import TrecFormatError
-
     try:
         manifest = run_text_conversion(args)
-    except (TrecFormatError, FileExistsError, ValueError, OSError) as e:
+    except (ValueError, OSError) as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     counts = (

@@ -390,7 +390,7 @@ def test_synthetic_input_keeps_its_generated_source(tmp_path):
 
 def test_spawned_workers_give_the_same_output(synthetic_source, tmp_path, monkeypatch):
     # macOS and Windows start workers with spawn rather than fork.
-    import tfrecords_tools.letor.parse_workers as parse_workers
+    import tfrecords_tools.block_processing as parse_workers
 
     _convert(synthetic_source, tmp_path / "one")
     monkeypatch.setattr(parse_workers, "_start_method", lambda: "spawn")
@@ -404,7 +404,7 @@ def test_workers_are_forked_only_from_a_single_threaded_process(synthetic_source
     # the pool: a process with threads takes its workers from a fork server.
     code = (
         "import threading\n"
-        "from tfrecords_tools.letor.parse_workers import _start_method\n"
+        "from tfrecords_tools.block_processing import _start_method\n"
         "print(_start_method())\n"
         "stop = threading.Event()\n"
         "threading.Thread(target=stop.wait).start()\n"
@@ -419,7 +419,7 @@ def test_workers_are_forked_only_from_a_single_threaded_process(synthetic_source
     # the output is the same as with one process.
     import threading
 
-    import tfrecords_tools.letor.parse_workers as parse_workers
+    import tfrecords_tools.block_processing as parse_workers
 
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)

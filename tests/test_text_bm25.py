@@ -14,7 +14,7 @@ from pipelines.bm25_cli import main as bm25_main
 from pipelines.convert_cli import main as convert_main
 from tests.test_text_synthetic import list_aware, ndcg
 from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index
-from tfrecords_tools.text.bm25_run import evaluate_bm25, write_bm25_run
+from tfrecords_tools.text.bm25_run import evaluate_bm25_splits, write_bm25_run
 from tfrecords_tools.text.text_elwc import read_text_split
 from tfrecords_tools.text.trec_files import TrecFormatError, read_run
 
@@ -96,7 +96,7 @@ def synthetic_text(tmp_path_factory):
 
 
 def test_bm25_ndcg_on_synthetic_text_is_below_the_list_aware_oracle(synthetic_text):
-    metrics = evaluate_bm25(synthetic_text, split="test")
+    metrics = evaluate_bm25_splits(synthetic_text, ("test",))["test"]
     assert metrics["num_lists"] == 50 and metrics["index_documents"] > 2000
     lists = [
         (t.query_tokens, t.document_tokens, np.array(t.relevance))

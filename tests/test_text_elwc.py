@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import struct
 
 import numpy as np
 import pytest
 
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.elwc_writer import TFRecordWriter
-from tfrecords_tools.protobuf_wire import decode_feature
 from tfrecords_tools.text.text_elwc import (
     TextList,
     TextSplitWriter,
@@ -135,12 +133,6 @@ def test_first_stage_scores_parse_with_the_protobuf_classes():
     values = [list(e.features.feature["first_stage_score"].float_list.value) for e in elwc.examples]
     assert values == [[12.5], [float(np.float32(0.1))], [-3.0]]
     assert decode_text_list(elwc.SerializeToString()) == SCORED
-
-
-def test_unpacked_float_lists_decode_too():
-    # FloatList.value (1) as separate fixed32 fields (wire type 5), not packed.
-    unpacked = b"".join(b"\x0d" + struct.pack("<f", v) for v in (1.5, -2.0))
-    assert decode_feature(b"\x12" + bytes([len(unpacked)]) + unpacked) == ("float", [1.5, -2.0])
 
 
 def test_first_stage_scores_are_checked():

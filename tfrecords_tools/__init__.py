@@ -1,6 +1,4 @@
-"""Turning learning-to-rank files into ELWC TFRecords: streaming LETOR, TREC and ELWC
-input with validation, dataset layouts, click simulation, normalisation fitting, the ELWC
-writer and synthetic generators."""
+"""Turning learning-to-rank files (LETOR, TREC, ELWC, TFDS, synthetic) into ELWC TFRecords."""
 
 from tfrecords_tools.click_simulation import ClickConfig, simulate_clicks
 from tfrecords_tools.convert import ConvertConfig, convert

@@ -1,10 +1,5 @@
-"""Publishing a converted directory: built in a scratch directory, then swapped in.
-
-``--overwrite`` replaces only what tfr-convert wrote: an empty directory, or one holding
-only its ``manifest.json``, TFRecord shards, ``source/`` and ``FoldN/`` directories of the
-same kind; anything else is refused, named. The swap renames the old output aside, the
-new one in, and deletes the old one last. A mount point cannot be renamed onto.
-"""
+"""A converted directory is built in a scratch directory, then swapped in; ``--overwrite``
+replaces only what tfr-convert wrote (``core.atomic_files`` cannot check that)."""
 
 from __future__ import annotations
 
@@ -43,12 +38,7 @@ class ForeignOutputError(FileExistsError):
 
 
 def manifest_is_ours(text: bytes | str) -> bool:
-    """Whether a ``manifest.json`` content comes from tfr-convert (text that is not JSON
-    counts as a damaged one of ours: rerunning with ``--overwrite`` repairs it).
-
-    >>> manifest_is_ours('{"created_by": "tfr-convert 0.3.0"}'), manifest_is_ours('{"a": 1}')
-    (True, False)
-    """
+    """Whether a ``manifest.json`` is tfr-convert's (not JSON: a damaged one of ours)."""
     try:
         manifest = json.loads(text)
     except ValueError:
@@ -58,15 +48,8 @@ def manifest_is_ours(text: bytes | str) -> bool:
 
 
 def foreign_entries_of(paths: Iterable[str], is_ours: Callable[[str], bool]) -> list[str]:
-    """The sorted entries of a listing that tfr-convert never writes (empty: it is ours).
-
-    ``paths`` are ``/``-separated and relative to the output, directories ending in ``/``
-    (``FoldN/`` expanded); ``is_ours`` says whether the ``manifest.json`` at a relative
-    path is tfr-convert's.
-
-    >>> foreign_entries_of(["notes.txt", "Fold1/manifest.json", "Fold2/"], lambda p: True)
-    ['Fold2/', 'notes.txt']
-    """
+    """The sorted entries of ``paths`` (relative, ``/``-separated, directories ending in
+    ``/``) that tfr-convert never writes; ``is_ours(path)`` judges a ``manifest.json``."""
     top: set[str] = set()
     folds: dict[str, set[str]] = {}
     for path in paths:
@@ -216,9 +199,7 @@ def prepare(output: str, *, overwrite: bool) -> tuple[str, str]:
 
 
 def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = None) -> None:
-    """Makes the complete ``scratch`` the output ``final`` (``output`` as the caller gave
-    it, for messages): the old one is checked again, renamed aside, the new one renamed
-    in (else the old one is put back), and the old one deleted last."""
+    """Swaps the complete ``scratch`` in as ``final``: old aside, new in, old deleted last."""
     output = output or final
     check_replaceable(output, overwrite=overwrite, final=final)
     if not os.path.lexists(final):
@@ -262,9 +243,8 @@ def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = N
 
 @contextlib.contextmanager
 def scratch_directory(output: str, *, overwrite: bool) -> Iterator[str]:
-    """A scratch directory beside ``output`` that becomes ``output`` when the block ends
-    normally and is removed when it raises; an ``OSError`` about a file inside it (a full
-    disk, say) becomes an :class:`OutputError` naming ``output``."""
+    """A scratch directory that becomes ``output`` when the block ends and is removed when
+    it raises; an ``OSError`` inside it becomes an :class:`OutputError` naming ``output``."""
     final, scratch = prepare(output, overwrite=overwrite)
     try:
         yield scratch

@@ -1,15 +1,19 @@
-"""The work done on one block of a LETOR file, in a worker process or in-process: parse,
-summarise its normalisation statistics (train), and encode every list wholly inside it
-straight to the block's part files; its first and last lists go back to be joined. Lists
-draw from their own seeded generators and the sample is keyed by line number, so the
-output does not depend on how the file is cut or scheduled.
-"""
+"""One block of a LETOR file, in a worker or in-process: parsed, fitted (train) and its inner
+lists encoded to part files; its first and last lists go back to be joined. Blocks are
+parsed in processes: parsing holds the GIL, so threads would not help."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
+from tfrecords_tools.letor.letor_fast_path import warm_up_fast_path
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import Block, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import (
@@ -24,9 +28,7 @@ from tfrecords_tools.normalization import FitPartial
 
 @dataclasses.dataclass(frozen=True)
 class BlockTask:
-    """One block and what to do with it: its lists go to part ``part`` of ``split``;
-    ``fit_seed`` ``None`` skips the normalisation statistics, whose sample keeps rows
-    with keys up to ``fit_threshold``; ``in_worker`` parses single-threaded."""
+    """One block and where its lists go; ``fit_seed`` ``None`` skips the statistics."""
 
     block: Block
     num_features: int
@@ -43,11 +45,8 @@ class BlockTask:
 
 @dataclasses.dataclass
 class BlockResult:
-    """What a block gives back: its first and last lists (``last`` only when it differs),
-    records per shard and counts of the lists in between, the qids and first lines of
-    its lists, its normalisation statistics and parse counts. ``error`` is returned, not
-    raised, so that the main process can first report a qid reappearing from an earlier
-    block (``group_qids`` then holds the lists before the error)."""
+    """A block's first and last lists, counts, qids and statistics; ``error`` is returned so
+    the main process can first report a qid reappearing from an earlier block."""
 
     first: QueryList | None = None
     last: QueryList | None = None
@@ -80,7 +79,6 @@ def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError |
 
 
 def process_block(task: BlockTask) -> BlockResult:
-    """Parses and processes one block (see the module docstring)."""
     try:
         parsed, fast = parse_block(
             task.block,
@@ -109,14 +107,7 @@ def process_block(task: BlockTask) -> BlockResult:
     part = PartWriter(task.parts_dir, task.split, task.part, task.num_shards)
     try:
         for query in groups[1:-1]:
-            records = process_list(
-                query,
-                split=task.split,
-                where=task.block.path,
-                encoder=encoder,
-                policy=task.policy,
-                stats=stats,
-            )
+            records = process_list(query, task.split, task.block.path, encoder, task.policy, stats)
             part.write_list(query.qid, records)
     finally:
         records_per_shard = part.close()
@@ -134,3 +125,46 @@ def process_block(task: BlockTask) -> BlockResult:
         duplicate_lines=parsed.duplicate_lines,
         sparse_lines=parsed.sparse_lines,
     )
+
+
+# === Worker processes ===
+
+
+def default_workers() -> int:
+    """One parsing process per core, at most 4 (memory grows with each)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _init_worker() -> None:
+    # Ctrl-C reaches the main process, which tears the pool down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_method() -> str:
+    # fork keeps the warm-up, but a worker forked while another thread holds a lock
+    # can crash, and the pool then waits forever: a process running Python threads or
+    # TensorFlow (whose native threads Python does not count) uses forkserver.
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    if threading.active_count() > 1 or "tensorflow" in sys.modules:
+        return "forkserver"
+    return "fork"
+
+
+@contextlib.contextmanager
+def parse_workers(count: int):
+    """Yields ``(pool, count)``: a pool of ``count`` parsing processes, or ``(None, 1)``
+    when ``count <= 1``."""
+    if count <= 1:
+        yield None, 1
+        return
+    method = _start_method()
+    if method == "fork":
+        warm_up_fast_path()
+    context = multiprocessing.get_context(method)
+    pool = context.Pool(count, initializer=_init_worker)
+    try:
+        yield pool, count
+    finally:
+        pool.terminate()
+        pool.join()

@@ -1,8 +1,5 @@
-"""Implicit-feedback simulation of the RankFormer paper (Buyl et al., KDD 2023, Sec. 6.1),
-``N_b`` times per list: sample ``min(|J|, N_s)`` items; draw the intent from the sample's
-best label (Eq. 11, which Algorithm 1's printed thresholds contradict); then purchases
-(``purchase_label``: 2 in the paper, 4 in the authors' code) and clicks (Eq. 12).
-"""
+"""Implicit-feedback simulation of the RankFormer paper (Buyl et al., KDD 2023, Sec. 6.1;
+Eq. 11 for the intent, which Algorithm 1's printed thresholds contradict)."""
 
 from __future__ import annotations
 
@@ -69,13 +66,7 @@ def simulate_clicks(
     relevance: np.ndarray, *, rng: np.random.Generator, config: ClickConfig, max_relevance: int
 ) -> SimulatedLists:
     """Draws ``N_b`` simulated lists with implicit labels from one list's ``[n]`` explicit
-    labels, each in ``0..max_relevance``, with the list's generator (:func:`list_rng`).
-
-    With ``rho(r) = (2^r - 1) / (2^r_max - 1)`` and ``m`` the sample's best label:
-    ``P(T=0) = 1 - rho(m)``, ``P(T=1) = (1 - kappa) rho(m)``, ``P(T=2) = kappa rho(m)``;
-    under ``T = 2`` an item is purchased with probability ``rho(r_i)``; one not purchased is,
-    under ``T >= 1``, clicked with probability ``eps + (1 - eps) rho(r_i)``.
-    """
+    labels (sampling, intent from the best label, purchases, noisy clicks: Sec. 6.1)."""
     relevance = np.asarray(relevance, dtype=np.int64)
     n = relevance.shape[0]
     k = min(n, config.sample_size)

@@ -1,9 +1,4 @@
-"""``tfr-convert``'s library function: LETOR folds to ELWC TFRecords and a manifest.
-
-One fold's output (``--folds all`` writes one per ``FoldN/``) holds ``manifest.json``,
-the ``{train,vali,test}-NNNNN-of-NNNNN.tfrecord`` shards and, for synthetic input, the
-generated LETOR text under ``source/``. It is built in a scratch directory and swapped in.
-"""
+"""``tfr-convert``'s library function: LETOR folds to ELWC TFRecord shards and a manifest."""
 
 from __future__ import annotations
 
@@ -19,13 +14,18 @@ from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.empty_splits import log_empty_splits
 from tfr_rankformer.inputs.manifest import Manifest, write_manifest
 from tfrecords_tools.atomic_output import scratch_directory
+from tfrecords_tools.block_processing import default_workers, parse_workers
 from tfrecords_tools.click_simulation import ClickConfig
-from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
+from tfrecords_tools.converted_fold import (
+    fold_manifest,
+    input_path,
+    letor_entry,
+    log_reordered_lines,
+)
 from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 from tfrecords_tools.letor.letor_reader import DEFAULT_CHUNK_BYTES, LetorFile
-from tfrecords_tools.letor.parse_workers import default_workers, parse_workers
 from tfrecords_tools.list_processing import ListPolicy
 from tfrecords_tools.normalization import NORMALIZATIONS, NormalizationFitter
 from tfrecords_tools.sources import Source, dataset_sizes, resolve_source, select_folds
@@ -300,15 +300,7 @@ class _FoldWriter:
                 stats.input_items,
             )
         log_reordered_lines(path, parsing.unsorted_lines, parsing.duplicate_lines)
-        entry = {
-            "path": input_path(letor.path, self.scratch),
-            "sha256": letor.sha256,
-            "bytes": letor.size_bytes,
-            "lines": letor.num_lines,
-            "unsorted_feature_lines": parsing.unsorted_lines,
-            "duplicate_feature_lines": parsing.duplicate_lines,
-            "items_with_missing_features": parsing.sparse_lines,
-        }
+        entry = letor_entry(input_path(letor.path, self.scratch), letor, parsing)
         return stats, entry
 
 

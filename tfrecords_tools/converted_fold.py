@@ -20,6 +20,19 @@ def input_path(path: str, scratch: str) -> str:
     return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
 
 
+def letor_entry(path: str, letor, counts) -> dict:
+    """The manifest's entry of a LETOR file read whole; ``counts`` has its parse counts."""
+    return {
+        "path": path,
+        "sha256": letor.sha256,
+        "bytes": letor.size_bytes,
+        "lines": letor.num_lines,
+        "unsorted_feature_lines": counts.unsorted_lines,
+        "duplicate_feature_lines": counts.duplicate_lines,
+        "items_with_missing_features": counts.sparse_lines,
+    }
+
+
 def log_reordered_lines(path: str, unsorted: int, duplicates: int) -> None:
     """Reports lines whose features were sorted or had a repeated index resolved."""
     if unsorted:

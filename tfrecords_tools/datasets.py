@@ -1,7 +1,4 @@
-"""Known learning-to-rank datasets and the LETOR directory layouts: ``FoldN/`` directories
-of ``{train,vali,test}.txt`` or one such set (possibly one level down, as Istella-S's
-``sample/``); ``valid`` for ``vali``, Yahoo's ``set1.`` prefixes and ``.gz`` accepted.
-"""
+"""Known learning-to-rank datasets and the LETOR directory layouts they unpack to."""
 
 from __future__ import annotations
 
@@ -12,9 +9,7 @@ import re
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """A public LETOR dataset, the directory names it is unpacked to, where to download it
-    and the prefix of its split files (Yahoo's ``set1.``).
-    """
+    """A public LETOR dataset: its directory names, download page and split-file prefix."""
 
     name: str
     num_features: int

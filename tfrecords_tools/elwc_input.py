@@ -1,10 +1,5 @@
-"""What an ``elwc:`` input names: its files per split, and the item features to read.
-
-``elwc:DIR`` takes the files whose names start with ``train``, ``vali``/``valid``/``eval``
-or ``test`` (others are reported and left out); ``elwc:GLOB`` assigns the matches by the
-same prefixes; ``elwc:train=GLOB,vali=GLOB,test=GLOB`` names each split. Item features are
-exact names, globs (``custom_features_*``) or ranges (``custom_features_{1..136}``).
-"""
+"""What an ``elwc:`` input names: its files per split (by name prefix or ``split=GLOB``)
+and the item features to read (names, globs or ``{1..136}`` ranges)."""
 
 from __future__ import annotations
 
@@ -97,9 +92,7 @@ def _natural_key(name: str):
 
 
 def resolve_feature_names(patterns: tuple[str, ...], available: set[str]) -> list[str]:
-    """Expands ranges and globs (matched against the ``available`` names) into the
-    ordered list of item feature names.
-    """
+    """Expands ranges and globs (matched against ``available``) into ordered feature names."""
     if not patterns:
         raise ValueError(NO_FEATURES_MESSAGE)
     names: list[str] = []

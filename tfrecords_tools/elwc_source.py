@@ -1,9 +1,5 @@
-"""TF-Ranking-style ELWC as a ``tfr-convert`` input (``--input elwc:...``): records whose
-items hold one feature per name and a label, read into the project's layout. The files
-are read twice: a survey (feature names for globs, the highest label, the context
-features' types), then the conversion, validating every record; an error names the file,
-record, item and field. TensorFlow is imported for the protobuf classes.
-"""
+"""TF-Ranking-style ELWC as a ``tfr-convert`` input, read twice: a survey (names, labels,
+context types), then the validated conversion; errors name file, record, item and field."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from tfrecords_tools.elwc_input import (
     NO_FEATURES_MESSAGE,
@@ -22,6 +19,7 @@ from tfrecords_tools.elwc_input import (
 )
 from tfrecords_tools.letor.letor_parser import LetorFormatError
 from tfrecords_tools.letor.letor_reader import QueryList
+from tfrecords_tools.protobuf_wire import ExampleListWithContext
 from tfrecords_tools.tfrecord_reader import TFRecordFile
 
 logger = logging.getLogger(__name__)
@@ -62,12 +60,9 @@ class _SplitCounts:
     unused: set = dataclasses.field(default_factory=set)
 
 
-def _parse(input_pb2, path: str, number: int, data: bytes):
-    from google.protobuf.message import DecodeError
-
-    elwc = input_pb2.ExampleListWithContext()
+def _parse(path: str, number: int, data: bytes):
     try:
-        elwc.ParseFromString(data)
+        elwc = ExampleListWithContext.FromString(data)
     except DecodeError as e:
         raise ElwcFormatError(path, number, f"not an ExampleListWithContext proto ({e})") from None
     if not elwc.examples:
@@ -98,9 +93,7 @@ def _scalar(feature, path: str, number: int, item: int | None, name: str) -> flo
 
 
 class ElwcSource:
-    """An ``elwc:`` input, surveyed on creation; ``max_relevance`` ``None`` takes the
-    largest label found.
-    """
+    """An ``elwc:`` input, surveyed on creation."""
 
     def __init__(self, spec: str, config: ElwcConfig, *, max_relevance: int | None):
         self.spec, self.config = spec, config
@@ -108,9 +101,6 @@ class ElwcSource:
             raise ValueError(NO_FEATURES_MESSAGE)  # before reading any file
         self.files = elwc_split_files(spec)
         self.splits = {split: split for split in self.files}
-        from tensorflow_serving.apis import input_pb2
-
-        self._pb = input_pb2
         available, max_label, self.context_types = self._survey()
         self.feature_names = resolve_feature_names(config.features, available)
         self.num_features = len(self.feature_names)
@@ -127,7 +117,7 @@ class ElwcSource:
         for paths in self.files.values():
             for path in paths:
                 for number, data in TFRecordFile(path).records():
-                    elwc = _parse(self._pb, path, number, data)
+                    elwc = _parse(path, number, data)
                     for example in elwc.examples:
                         names.update(example.features.feature.keys())
                         if label in example.features.feature:
@@ -156,16 +146,14 @@ class ElwcSource:
         }
 
     def lists(self, split: str) -> Iterator[QueryList]:
-        """Yields the split's lists, validating every record; items are numbered across the
-        split as lines are in a LETOR file.
-        """
+        """Yields the split's validated lists; items are numbered across the split."""
         counts = self._counts[split] = _SplitCounts()
         position, ordinal, seen = 1, 0, {}
         for path in self.files[split]:
             reader = TFRecordFile(path)
             for number, data in reader.records():
                 ordinal += 1
-                elwc = _parse(self._pb, path, number, data)
+                elwc = _parse(path, number, data)
                 qid = self._qid(elwc, path, number, ordinal)
                 if qid in seen:
                     message = f"qid {qid} appears again; it was {seen[qid]}"

@@ -1,10 +1,5 @@
-"""Encoding query lists as ELWC protos and writing them to TFRecord shards.
-
-``ExampleListWithContext`` is encoded by hand: every item of a dataset has the same
-features, hence the same byte layout, so a whole list is assembled with numpy in one
-step. TFRecord framing is written directly too, so conversion does not load TensorFlow;
-tests check the bytes against the protobuf classes and TF's own parsers.
-"""
+"""ELWC protos and TFRecord framing written by hand: every item has the same byte layout,
+so numpy assembles whole lists at once, and conversion never loads TensorFlow."""
 
 from __future__ import annotations
 
@@ -67,9 +62,8 @@ class ElwcEncoder:
         *,
         context: bytes = b"",
     ) -> bytes:
-        """One list's ``ExampleListWithContext``: ``[n, d]`` raw features, ``[n]`` labels
-        and relevance; ``context`` holds further context features as a serialised
-        ``tf.train.Features`` without ``qid``."""
+        """One list's ELWC from ``[n, d]`` features and ``[n]`` labels; ``context``: further
+        serialised ``Features`` entries."""
         return self.encode_lists(
             qid, features[None], labels[None], relevance[None], context=context
         )[0]
@@ -176,7 +170,6 @@ class PartWriter:
         self._writers: dict[int, TFRecordWriter] = {}
 
     def write_list(self, qid: int, records: list[bytes]) -> None:
-        """Writes the records that one query list produced."""
         if not records:
             return
         shard = shard_of(qid, self.num_shards)

@@ -14,9 +14,7 @@ from tfrecords_tools.letor.letor_reader import QueryList
 
 @dataclasses.dataclass(frozen=True)
 class ListPolicy:
-    """What happens to each list on its way to the shards: longer lists are subsampled
-    (seeded, file order kept), shorter ones dropped (counted), and labels simulated
-    unless ``clicks`` is ``None``."""
+    """Subsampling, filtering and click simulation (``clicks``) applied to each list."""
 
     max_list_size: int | None
     min_list_size: int
@@ -95,7 +93,6 @@ class SplitStats:
         self.empty_list_lengths.add(lengths[list_labels == 0])
 
     def merge(self, other: SplitStats) -> None:
-        """Adds the counts of another part of the same split."""
         for name in ("input_lists", "input_items", "num_lists", "num_items"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.longest_list = max(self.longest_list, other.longest_list)
@@ -155,19 +152,10 @@ def check_labels(query: QueryList, max_relevance: int, where: str) -> None:
 
 
 def process_list(
-    query: QueryList,
-    *,
-    split: str,
-    where: str,
-    encoder: ElwcEncoder,
-    policy: ListPolicy,
-    stats: SplitStats,
+    query: QueryList, split: str, where: str, encoder: ElwcEncoder, policy: ListPolicy, stats
 ) -> list[bytes]:
-    """Subsamples, filters and (optionally) simulates one list; returns its ELWC records.
-
-    The list's generator depends only on the seed, the split and the qid, so the records
-    do not depend on which process handles the list.
-    """
+    """One list subsampled, filtered and maybe simulated, as ELWC records; its generator
+    depends only on the seed, split and qid."""
     n = len(query)
     stats.input_lists += 1
     stats.input_items += n

@@ -1,8 +1,5 @@
-"""Fitting feature normalisation statistics on the train split, in bounded memory:
-``standard`` and ``log1p`` moments, exact (merged with Chan et al.'s update), and the
-paper's ``quantile`` transform from a bottom-k sample of items keyed by a hash of the seed
-and their position, so the sample does not depend on how the file is cut or read.
-"""
+"""Normalisation statistics fitted on train in bounded memory: exact moments (Chan et al.'s
+merge) and quantiles from a bottom-k sample keyed by the seed and item position."""
 
 from __future__ import annotations
 
@@ -64,9 +61,7 @@ class _Moments:
 
 @dataclasses.dataclass
 class FitPartial:
-    """Statistics of one block of items, to be merged by :class:`NormalizationFitter`:
-    moments of the raw and ``signed_log1p`` features, column extremes, and the sample
-    keys and float32 rows of the candidates for the quantile sample."""
+    """One block's moments, extremes and quantile-sample candidates."""
 
     raw: _Moments
     log: _Moments
@@ -163,11 +158,9 @@ class NormalizationFitter:
         return rows
 
     def partial(self, features: np.ndarray, positions: np.ndarray) -> FitPartial:
-        """Summarises a block in this process (see :meth:`FitPartial.of`)."""
         return FitPartial.of(features, positions, seed=self.seed, threshold=self.threshold)
 
     def merge(self, part: FitPartial) -> None:
-        """Adds a block's statistics."""
         self._raw = self._raw.merge(part.raw)
         self._log = self._log.merge(part.log)
         self._min = np.minimum(self._min, part.minimum)

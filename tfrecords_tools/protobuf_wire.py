@@ -1,29 +1,19 @@
-"""The protobuf wire format and ``tf.train.Example`` protos, encoded and decoded by hand,
-so that converting and reading load no TensorFlow (tests check the bytes against the
-protobuf classes both ways). See https://protobuf.dev/programming-guides/encoding/.
-
->>> decode_example(encode_example({"x": int64_feature([3]), "s": float_feature([0.5])}))
-{'x': ('int64', [3]), 's': ('float', [0.5])}
-"""
+"""The protobuf wire format of ``tf.train.Example`` and ELWC: encoded by hand, since every
+item has the same layout, and decoded by protobuf classes built from the field numbers, so
+converting and reading never load TensorFlow (https://protobuf.dev/programming-guides/encoding/)."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 LENGTH_DELIMITED = 2  # wire type of bytes, strings, sub-messages and packed lists
 
 
-class WireFormatError(ValueError):
-    """Bytes that are not a well-formed protobuf message (truncated or unsupported)."""
-
-
 def encode_varint(value: int) -> bytes:
-    """The varint bytes of ``value``; negative values take ten bytes, as int64 does.
-
-    >>> encode_varint(300).hex(), encode_varint(-1).hex()
-    ('ac02', 'ffffffffffffffffff01')
-    """
+    """The varint bytes of ``value`` (negative: ten bytes, as int64)."""
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -33,57 +23,9 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint starting at ``data[pos]`` and the position after it.
-
-    >>> decode_varint(b"\\x00\\xac\\x02", 1)
-    (300, 3)
-    """
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise WireFormatError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def field_header(number: int, length: int) -> bytes:
-    """Tag and length of a length-delimited field whose ``length`` payload bytes follow.
-
-    >>> field_header(1, 3).hex()
-    '0a03'
-    """
+    """Tag and length of a length-delimited field."""
     return encode_varint(number << 3 | LENGTH_DELIMITED) + encode_varint(length)
-
-
-def iter_fields(data: bytes) -> Iterator[tuple[int, int, object]]:
-    """Yields a message's ``(field number, wire type, value)``: an int for varints, the
-    payload for length-delimited fields and the raw bytes of fixed-width ones.
-
-    >>> list(iter_fields(b"\\x08\\x96\\x01\\x12\\x02hi"))
-    [(1, 0, 150), (2, 2, b'hi')]
-    """
-    pos = 0
-    while pos < len(data):
-        key, pos = decode_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = decode_varint(data, pos)
-        elif wire == LENGTH_DELIMITED:
-            length, pos = decode_varint(data, pos)
-            if pos + length > len(data):
-                raise WireFormatError("truncated field")
-            value, pos = data[pos : pos + length], pos + length
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            value, pos = data[pos : pos + width], pos + width
-        else:
-            raise WireFormatError(f"unsupported wire type {wire}")
-        yield number, wire, value
 
 
 # === tf.train.Example ===
@@ -117,58 +59,45 @@ def encode_example(features: dict) -> bytes:
     return length_delimited(1, entries)
 
 
-def _int64_values(data: bytes) -> list[int]:
-    """The values of an ``Int64List``, packed or not."""
-    values = []
-    for n, w, v in iter_fields(data):
-        if n == 1 and w == 2:  # packed
-            pos = 0
-            while pos < len(v):
-                item, pos = decode_varint(v, pos)
-                values.append(item - (1 << 64) if item >> 63 else item)
-        elif n == 1 and w == 0:
-            values.append(v - (1 << 64) if v >> 63 else v)
-    return values
+def _elwc_class():
+    """TF-Serving's ``ExampleListWithContext`` and TF's ``Example``, same field numbers."""
+    field = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="tfr_elwc.proto", package="tfr", syntax="proto3"
+    )
+
+    def add(name, *fields, into=proto.message_type):
+        message = into.add(name=name)
+        for number, (field_name, kind, label) in enumerate(fields, start=1):
+            spec = message.field.add(name=field_name, number=number, label=label)
+            if isinstance(kind, str):
+                spec.type, spec.type_name = field.TYPE_MESSAGE, f".tfr.{kind}"
+            else:
+                spec.type = kind
+        return message
+
+    one, many = field.LABEL_OPTIONAL, field.LABEL_REPEATED
+    add("BytesList", ("value", field.TYPE_BYTES, many))
+    add("FloatList", ("value", field.TYPE_FLOAT, many))
+    add("Int64List", ("value", field.TYPE_INT64, many))
+    kinds = [(f"{k}_list", f"{k.title()}List", one) for k in ("bytes", "float", "int64")]
+    feature = add("Feature", *kinds)
+    feature.oneof_decl.add(name="kind")
+    for spec in feature.field:
+        spec.oneof_index = 0
+    features = add("Features", ("feature", "Features.FeatureEntry", many))
+    entry = add(
+        "FeatureEntry",
+        ("key", field.TYPE_STRING, one),
+        ("value", "Feature", one),
+        into=features.nested_type,
+    )
+    entry.options.map_entry = True
+    add("Example", ("features", "Features", one))
+    add("ExampleListWithContext", ("examples", "Example", many), ("context", "Example", one))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfr.ExampleListWithContext"))
 
 
-def _float_values(data: bytes) -> list[float]:
-    """The values of a ``FloatList``, packed (wire type 2) or not (wire type 5)."""
-    values = []
-    for n, w, v in iter_fields(data):
-        if n != 1 or w not in (2, 5):
-            continue
-        if len(v) % 4 or (w == 5 and len(v) != 4):
-            raise WireFormatError(f"a float list of {len(v)} bytes")
-        values.extend(struct.unpack(f"<{len(v) // 4}f", v))
-    return values
-
-
-def decode_feature(data: bytes) -> tuple[str, list]:
-    """A ``Feature`` as ``(kind, values)``: ``bytes``, ``float``, ``int64`` or ``empty``."""
-    for number, wire, value in iter_fields(data):
-        if number == 1 and wire == 2:
-            return "bytes", [v for n, w, v in iter_fields(value) if n == 1 and w == 2]
-        if number == 3 and wire == 2:
-            return "int64", _int64_values(value)
-        if number == 2 and wire == 2:
-            return "float", _float_values(value)
-    return "empty", []
-
-
-def decode_example(data: bytes) -> dict:
-    """An ``Example``'s bytes -> ``{name: (kind, values)}`` (see :func:`decode_feature`)."""
-    features = {}
-    for number, wire, value in iter_fields(data):
-        if number != 1 or wire != 2:
-            continue
-        for n, w, entry in iter_fields(value):
-            if n != 1 or w != 2:
-                continue
-            key, feature = "", b""
-            for en, ew, ev in iter_fields(entry):
-                if en == 1 and ew == 2:
-                    key = ev.decode("utf-8")
-                elif en == 2 and ew == 2:
-                    feature = ev
-            features[key] = decode_feature(feature)
-    return features
+ExampleListWithContext = _elwc_class()

@@ -23,10 +23,7 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Source:
-    """A resolved input: its kind (``directory``, ``dataset``, ``tfds``, ``elwc`` or
-    ``synthetic``), ``{fold (None: a single set): {split: file}}``, the sizes where known
-    without reading the files, and the reader of a ``tfds:`` or ``elwc:`` input.
-    """
+    """A resolved input: its kind, ``{fold: {split: file}}``, known sizes and its reader."""
 
     kind: str
     dataset: str | None
@@ -36,11 +33,6 @@ class Source:
     tfds: object = None
     elwc: object = None
     feature_names: list | None = None
-
-
-def _lookup_roots(data_dir: str | None) -> list[str]:
-    roots = [data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()]
-    return [r for r in roots if r]
 
 
 def resolve_source(
@@ -53,9 +45,7 @@ def resolve_source(
     elwc: ElwcConfig | None = None,
     max_relevance: int | None = None,
 ) -> Source:
-    """Finds the input named by ``--input``; ``synthetic`` is generated under
-    ``scratch/source``.
-    """
+    """Finds the input named by ``--input``; ``synthetic`` is generated under ``scratch``."""
     if name.lower() == "synthetic":
         directory = os.path.join(scratch, "source")
         generate_letor(directory, synthetic)
@@ -88,7 +78,8 @@ def resolve_source(
             f"--input {name!r} is not a directory, a known dataset "
             f"({', '.join(sorted(DATASETS))}), tfds:NAME, elwc:FILES or synthetic"
         )
-    directory = find_dataset_dir(info, _lookup_roots(data_dir))
+    roots = [r for r in (data_dir, os.environ.get("TFR_DATA_DIR"), os.getcwd()) if r]
+    directory = find_dataset_dir(info, roots)
     folds = find_folds(directory, prefix=info.file_prefix)
     return Source("dataset", info.name, folds, info.num_features, info.max_relevance)
 
@@ -111,9 +102,7 @@ def select_folds(source: Source, *, fold: int | None, all_folds: bool) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class DataSizes:
-    """The sizes every output of one conversion shares; ``num_features_source`` is
-    ``"given"``, ``"dataset"`` or the ``PATH:LINE`` first reaching the highest index.
-    """
+    """The sizes every output of one conversion shares, and where the feature count came from."""
 
     num_features: int
     max_relevance: int
@@ -123,9 +112,7 @@ class DataSizes:
 def dataset_sizes(
     source: Source, folds: dict, *, num_features: int | None, max_relevance: int | None
 ) -> DataSizes:
-    """The feature count and highest label: given, known, or scanned from the files
-    (``folds``: ``{fold: {split: path or [paths]}}``) under ``feature_count``'s rule.
-    """
+    """The feature count and highest label: given, known, or scanned from the files."""
     if source.kind == "elwc" and num_features not in (None, source.num_features):
         raise ValueError(
             f"--num-features {num_features} disagrees with the {source.num_features} item "

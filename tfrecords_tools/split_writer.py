@@ -1,10 +1,5 @@
-"""Writing one split: blocks processed in order, boundary lists joined, counts merged.
-
-Workers write the lists inside their block to part files; this process joins the lists
-that straddle blocks and writes them to parts of their own, placed between the blocks'
-parts. Parts are appended to the shards in input order, so the same input and seed give
-byte-identical shards with or without workers.
-"""
+"""Writing one split: workers write the lists inside their blocks to part files, this
+process joins those that straddle blocks, and parts go to the shards in input order."""
 
 from __future__ import annotations
 
@@ -49,20 +44,6 @@ class ParseCounts:
         self.sparse_lines += result.sparse_lines
 
 
-def _append_file(destination, source_path: str) -> None:
-    with open(source_path, "rb") as source:
-        remaining = os.fstat(source.fileno()).st_size
-        try:
-            while remaining > 0:  # copied inside the kernel where supported
-                copied = os.copy_file_range(source.fileno(), destination.fileno(), remaining)
-                if copied == 0:
-                    break
-                remaining -= copied
-        except (AttributeError, OSError):
-            source.seek(os.fstat(source.fileno()).st_size - remaining)
-            shutil.copyfileobj(source, destination, 1 << 22)
-
-
 class SplitTarget:
     """A split's shard files (all written, possibly empty), to which finished parts are
     appended in the order given, and its record counts per shard."""
@@ -85,13 +66,12 @@ class SplitTarget:
             for shard, destination in enumerate(self._files):
                 path = os.path.join(self.parts_dir, f"{self.split}.{name}.{shard:05d}.part")
                 if os.path.exists(path):
-                    destination.flush()
-                    _append_file(destination, path)
+                    with open(path, "rb") as source:
+                        shutil.copyfileobj(source, destination, 1 << 22)
                     os.remove(path)
             fault_points.reached("convert.shard")
 
     def close(self) -> list[str]:
-        """Closes the shards; returns their file names."""
         for destination in self._files:
             destination.close()
         return self.names
@@ -165,12 +145,7 @@ class _BlockMerger:
 
     def _write_joined(self, query: QueryList) -> None:
         records = process_list(
-            query,
-            split=self._target.split,
-            where=self._where,
-            encoder=self._encoder,
-            policy=self._policy,
-            stats=self.stats,
+            query, self._target.split, self._where, self._encoder, self._policy, self.stats
         )
         self._part.write_list(query.qid, records)
 
@@ -200,7 +175,6 @@ class _BlockMerger:
         self._open_part(index + 1)
 
     def finish(self) -> None:
-        """Closes the last list and moves the last part to the shards."""
         self._joiner.close()
         self._target.add_counts(self._part.close())
         self._target.append(self._part_name)
@@ -221,13 +195,8 @@ def write_letor_split(
     on_progress: Callable[[int, int], None] | None = None,
     duplicates: str = "error",
 ) -> tuple[SplitStats, ParseCounts]:
-    """Writes every list of a LETOR file to the split's shards, ``window`` blocks in
-    flight in ``pool`` (or in this process); ``fitter`` (train only) receives the
-    normalisation statistics; ``on_progress`` gets ``(bytes read, items)`` per block.
-
-    Raises:
-      LetorFormatError: invalid lines, labels, or a qid that reappears.
-    """
+    """Writes a LETOR file's lists to the split's shards, ``window`` blocks in flight in
+    ``pool``; raises :class:`LetorFormatError` on bad lines, labels or reappearing qids."""
     merger = _BlockMerger(
         letor.path, target=target, policy=policy, fitter=fitter, num_features=num_features
     )
@@ -293,14 +262,7 @@ def write_query_lists(
             pending_items += len(query)
             if pending_items >= _FIT_BATCH:
                 fit_pending()
-            records = process_list(
-                query,
-                split=target.split,
-                where=where,
-                encoder=encoder,
-                policy=policy,
-                stats=stats,
-            )
+            records = process_list(query, target.split, where, encoder, policy, stats)
             part.write_list(query.qid, records)
         fit_pending()
     finally:

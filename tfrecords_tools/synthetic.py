@@ -1,8 +1,5 @@
-"""A deterministic generator of WEB30K-shaped LETOR data with list-context effects: 136
-features, skewed 0-4 labels, and relevance that depends on the list (a price relative
-to the list's, and a category that matters only as the list's majority). Integer
-features are printed as integers and the others with six decimals, as in the MSLR files.
-"""
+"""Deterministic WEB30K-shaped LETOR data (136 features, 0-4 labels) whose relevance
+depends on the list (a relative price, a majority category)."""
 
 from __future__ import annotations
 
@@ -77,13 +74,7 @@ class SyntheticConfig:
 def list_sizes(
     rng: np.random.Generator, count: int, mean: int, spread: str = "default"
 ) -> np.ndarray:
-    """``count`` list lengths with mean about ``mean``.
-
-    ``"default"``: log-normal, sigma 0.6, rounded and clipped to [2, 6 x mean]. ``"web30k"``:
-    MSLR-WEB30K's right tail, log-normal with sigma 0.75 truncated to
-    [1, round(mean x 1251 / 120)] by redrawing, located so that the truncated mean is
-    ``mean`` (at mean 120 the longest of 18,900 lists comes out near WEB30K's 1,251).
-    """
+    """``count`` list lengths of mean about ``mean``, spread as ``--synthetic-length-spread``."""
     if spread == "web30k":
         return _web30k_sizes(rng, count, mean)
     if spread != "default":
@@ -154,18 +145,8 @@ class LatentList:
 
 
 def draw_latent_list(rng: np.random.Generator, n: int) -> LatentList:
-    """Draws the hidden variables of one list of ``n`` items (query ``q``, item ``i``):
-
-    * difficulty ``b_q ~ N(-0.4, 0.7)``, price level ``log P_q ~ N(3, 1)``, intent ``m_q`` 0
-      or 1; quality ``g_i ~ N(0, 1)``, log price ``p_i = log P_q + N(0, 0.5)``, category
-      ``c_i = m_q`` with probability 0.8;
-    * utility ``u_i = g_i + b_q - 1.2 (p_i - mean_j p_j) + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.3)``,
-      cut at 0.3, 1.3, 2.1, 2.8 into labels.
-
-    Each category is the majority in half the lists, so only a model that sees the list can
-    use it. Features (:func:`_list_features`): 1-40 noisy views of ``g_i``, 41-60 of
-    ``b_q``, 61 the price, 62 ``c_i``, 63-136 noise.
-    """
+    """Hidden variables of one list: utility ``g_i + b_q - 1.2 (p_i - mean p) + 1.2 ([c_i =
+    m_q] - 0.8) + noise`` cut into labels; the category helps only a model seeing the list."""
     difficulty = rng.normal(-0.4, 0.7)
     log_price = rng.normal(3.0, 1.0) + rng.normal(0.0, 0.5, size=n)
     quality = rng.normal(0.0, 1.0, size=n)
@@ -229,9 +210,7 @@ def generate_split(
 
 
 def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) -> dict[str, str]:
-    """Writes ``train.txt``, ``vali.txt`` and ``test.txt`` (qids disjoint across splits)
-    into ``directory``; returns ``{split: path}``.
-    """
+    """Writes ``{train,vali,test}.txt`` into ``directory``; returns ``{split: path}``."""
     os.makedirs(directory, exist_ok=True)
     paths, first_qid = {}, 1
     for split, count in (

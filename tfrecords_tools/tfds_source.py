@@ -1,7 +1,4 @@
-"""Reading learning-to-rank datasets through tensorflow-datasets (``tfds:NAME``): the
-ranking builders (``mslr_web``, ``istella``, ``yahoo_ltrc``) yield one example per query
-with ``float_features [n, d]``, ``label [n]`` and ``query_id``.
-"""
+"""Ranking datasets read through tensorflow-datasets (``tfds:NAME``)."""
 
 from __future__ import annotations
 
@@ -24,9 +21,7 @@ _SPLIT_ALIASES = {"validation": "vali", "valid": "vali"}
 
 
 class TfdsSource:
-    """A TFDS ranking dataset (``mslr_web/30k_fold1``, ...), split by split; ``download``
-    lets TFDS download and prepare it.
-    """
+    """A TFDS ranking dataset, split by split."""
 
     def __init__(self, name: str, *, data_dir: str | None, download: bool):
         import tensorflow_datasets as tfds
@@ -63,7 +58,6 @@ class TfdsSource:
         self.splits = {_SPLIT_ALIASES.get(s, s): s for s in available}
 
     def describe(self, split: str) -> dict:
-        """What the manifest records about the split's input."""
         return {
             "tfds": self.name,
             "tfds_split": self.splits[split],
@@ -71,9 +65,7 @@ class TfdsSource:
         }
 
     def lists(self, split: str) -> Iterator[QueryList]:
-        """Yields the split's lists; items are numbered across the split (errors name them so).
-        A non-numeric ``query_id`` becomes ``-(list number)``; a repeated qid is an error.
-        """
+        """Yields the split's lists (non-numeric ``query_id``: ``-(list number)``)."""
         import tensorflow_datasets as tfds
 
         dataset = self._builder.as_dataset(split=self.splits[split], shuffle_files=False)

@@ -1,6 +1,4 @@
-"""Reading TFRecord files (plain or GZIP) record by record without TensorFlow, checking
-every record's framing: ``length (uint64) | masked CRC32C of length | data | masked CRC32C
-of data``."""
+"""Reading TFRecord files (plain or GZIP) without TensorFlow, checking every record's CRCs."""
 
 from __future__ import annotations
 

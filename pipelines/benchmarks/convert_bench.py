@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from pipelines.benchmarks.bench_support import parser as bench_parser
-from tfrecords_tools.letor.parse_workers import default_workers
+from tfrecords_tools.block_processing import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
 CHILD = """

@@ -48,12 +48,12 @@ def _ndcg(lists, scorer) -> dict:
 
 def text_baselines(directory: str, *, split: str = "test") -> dict:
     """``{ranking: {k: NDCG@k x 100}}`` on one split of a text dataset."""
-    from tfrecords_tools.text.bm25_run import evaluate_bm25
+    from tfrecords_tools.text.bm25_run import evaluate_bm25_splits
     from tfrecords_tools.text.synthetic_text import oracle_scores
     from tfrecords_tools.text.text_elwc import read_text_split
 
     lists = list(read_text_split(directory, split))
-    bm25 = evaluate_bm25(directory, split=split, ks=KS)
+    bm25 = evaluate_bm25_splits(directory, (split,), ks=KS)[split]
     return {
         "random": _ndcg(lists, lambda t: -np.arange(len(t.relevance), dtype=np.float64)),
         "bm25": {k: bm25[f"ndcg@{k}"] for k in KS},

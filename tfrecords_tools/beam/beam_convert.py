@@ -1,10 +1,6 @@
-"""``tfr-convert --runner``: the conversion as an Apache Beam pipeline, with the local
-converter's layout and, for the same seed, the same lists, labels and features. Lists
-are grouped by qid (a list may span files), invalid lines go to a dead-letter file and
-fail the run only beyond ``max_bad_lines``, and quantiles come from Beam's sketches.
-Remote outputs (``gs://``) cannot be renamed: shards are written in place, the manifest
-last, and a failed run deletes what it wrote.
-"""
+"""``tfr-convert --runner``: the conversion on Apache Beam, with the local layout and the
+same records for the same seed; bad lines go to a dead-letter file. Remote outputs
+(``gs://``) are written in place, the manifest last, and deleted on failure."""
 
 from __future__ import annotations
 
@@ -49,22 +45,8 @@ class BadLinesError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class BeamConfig:
-    """Settings of a conversion on Apache Beam.
-
-    Attributes:
-      convert: the conversion's settings, as for the local converter (its
-        ``input`` is ``files`` when the split files are given as patterns).
-      runner: the Beam runner, one of ``RUNNERS``.
-      pipeline_args: further Beam pipeline options (``--project``, ``--region``,
-        ``--temp_location``, ``--flink_master``, ``--environment_type`` ...).
-      max_bad_lines: invalid lines allowed before the run fails.
-      bad_lines_output: the dead-letter file; ``None``: ``OUTPUT.bad_lines.txt``.
-      train_files: glob patterns of the train files (instead of ``convert.input``).
-      vali_files: glob patterns of the vali files.
-      test_files: glob patterns of the test files.
-      quantile_epsilon: rank error bound of the quantile sketches, as a share of
-        the train items; ``None``: ``1 / num_quantiles`` (Beam's default).
-    """
+    """Settings of a conversion on Apache Beam (each flag's help says what it is);
+    ``convert.input`` is ``files`` when the splits are given as patterns."""
 
     convert: ConvertConfig
     runner: str = "DirectRunner"
@@ -153,27 +135,19 @@ def _sizes(config: ConvertConfig, source: Source, folds: dict) -> DataSizes:
 def _jobs(config: BeamConfig, folds: dict, sizes: DataSizes, work_dir: str) -> list[SplitJob]:
     c = config.convert
     policy = list_policy(c, sizes.max_relevance)
-    jobs = []
-    for fold, files in folds.items():
-        out_dir = FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
-        for split in (s for s in SPLITS if s in files):
-            jobs.append(
-                SplitJob(
-                    fold=fold,
-                    split=split,
-                    files=tuple(files[split]),
-                    out_dir=out_dir,
-                    num_shards=c.shards,
-                    num_features=sizes.num_features,
-                    policy=policy,
-                    chunk_bytes=c.chunk_bytes,
-                    fit_seed=c.seed if split == "train" else None,
-                    num_quantiles=c.num_quantiles,
-                    quantile_epsilon=config.epsilon,
-                    duplicates=c.duplicate_features,
-                )
-            )
-    return jobs
+    n, epsilon = sizes.num_features, config.epsilon
+    return [
+        SplitJob(
+            fold, split, tuple(files[split]), _fold_dir(c, work_dir, fold), n, policy, epsilon, c
+        )
+        for fold, files in folds.items()
+        for split in SPLITS
+        if split in files
+    ]
+
+
+def _fold_dir(c: ConvertConfig, work_dir: str, fold) -> str:
+    return FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
 
 
 def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, bad_path: str):
@@ -192,7 +166,10 @@ def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, b
         )
         first = (
             bad_lines
-            | "FirstBadLines" >> beam.combiners.Top.Smallest(_SHOWN_BAD_LINES, key=_bad_order)
+            | "FirstBadLines"
+            >> beam.combiners.Top.Smallest(
+                _SHOWN_BAD_LINES, key=lambda line: (line.path, line.line)
+            )
             | "KeyFirst" >> beam.Map(lambda lines: (("all", "all", "first_bad_lines"), lines))
         )
         _ = (
@@ -201,10 +178,6 @@ def _run_pipeline(config: BeamConfig, jobs: list[SplitJob], results_path: str, b
             | "Gather" >> beam.combiners.ToList()
             | "WriteResults" >> beam.ParDo(WriteResults(results_path))
         )
-
-
-def _bad_order(line) -> tuple[str, int]:
-    return line.path, line.line
 
 
 def _spread(values: list[float], num_quantiles: int) -> list[float]:
@@ -318,11 +291,7 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
         _check_bad_lines(config, results, bad_path)
         manifests = _manifests(config, source, folds, sizes, results, work_dir)
         for manifest in manifests:
-            fold = manifest.fold
-            out_dir = (
-                FileSystems.join(work_dir, f"Fold{fold}") if c.all_folds and fold else work_dir
-            )
-            write_manifest(out_dir, manifest, write_text=_write_text)
+            write_manifest(_fold_dir(c, work_dir, manifest.fold), manifest, write_text=_write_text)
         if not remote:
             publish(work_dir, final, overwrite=c.overwrite, output=c.output)
     except BaseException:

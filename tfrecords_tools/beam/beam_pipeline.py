@@ -1,11 +1,5 @@
-"""The Apache Beam transforms of one split: read, group by qid, process, write shards.
-
-Pieces of lists are grouped by qid, put in input order (file, then line) and go through
-the local converter's ``process_list``, seeded by (seed, split, qid), so the records do
-not depend on the worker or the order. Shards hold the lists whose qid hashes to them
-(``shard_of``, as locally), sorted by qid. What the driver needs back is gathered as
-``((fold, split, kind), value)`` pairs and written as one pickle.
-"""
+"""The Beam transforms of one split: lists grouped by qid and put in input order go through
+``process_list``, so records match the local ones; shards hold lists sorted by qid."""
 
 from __future__ import annotations
 
@@ -18,14 +12,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.stats import ApproximateQuantilesCombineFn
 
 from tfrecords_tools.beam.beam_reading import ListPiece, read_letor_file
+from tfrecords_tools.convert import ConvertConfig
 from tfrecords_tools.elwc_writer import ElwcEncoder, frame_records, shard_names, shard_of
 from tfrecords_tools.letor.letor_reader import QueryList
 from tfrecords_tools.list_processing import ListPolicy, SplitStats, process_list
-
-
-def open_stored(path: str):
-    """Opens a file's stored bytes (no decompression) through Beam's file systems."""
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +27,14 @@ class SplitJob:
     split: str
     files: tuple[str, ...]
     out_dir: str
-    num_shards: int
     num_features: int
     policy: ListPolicy
-    chunk_bytes: int
-    fit_seed: int | None
-    num_quantiles: int
     quantile_epsilon: float
-    duplicates: str = "error"
+    convert: ConvertConfig
+
+    @property
+    def fit_seed(self) -> int | None:
+        return self.convert.seed if self.split == "train" else None
 
     @property
     def key(self) -> str:
@@ -68,9 +58,9 @@ class _ReadFiles(beam.DoFn):
             num_features=job.num_features,
             max_relevance=job.policy.max_relevance,
             fit_seed=job.fit_seed,
-            chunk_bytes=job.chunk_bytes,
-            opener=open_stored,
-            duplicates=job.duplicates,
+            chunk_bytes=job.convert.chunk_bytes,
+            opener=lambda p: FileSystems.open(p, compression_type=CompressionTypes.UNCOMPRESSED),
+            duplicates=job.convert.duplicate_features,
         )
         for kind, value in events:
             if kind == "piece":
@@ -101,37 +91,21 @@ class _ProcessList(beam.DoFn):
         pieces = sorted(pieces, key=lambda piece: piece.order)
         query = QueryList.join([piece.query for piece in pieces])
         stats = SplitStats()
+        where = self._job.files[pieces[0].file_index]
         records = process_list(
-            query,
-            split=self._job.split,
-            where=self._job.files[pieces[0].file_index],
-            encoder=self._encoder,
-            policy=self._job.policy,
-            stats=stats,
+            query, self._job.split, where, self._encoder, self._job.policy, stats
         )
         if records:
-            yield shard_of(qid, self._job.num_shards), (qid, records)
+            yield shard_of(qid, self._job.convert.shards), (qid, records)
         yield beam.pvalue.TaggedOutput("stats", stats)
 
 
-class _MergeStats(beam.CombineFn):
-    """Adds up the counts of lists (every count is a sum, so order does not matter)."""
-
-    def create_accumulator(self):
-        return SplitStats()
-
-    def add_input(self, accumulator, stats):
-        accumulator.merge(stats)
-        return accumulator
-
-    def merge_accumulators(self, accumulators):
-        total = SplitStats()
-        for accumulator in accumulators:
-            total.merge(accumulator)
-        return total
-
-    def extract_output(self, accumulator):
-        return accumulator
+def _merge_stats(parts) -> SplitStats:
+    """Adds up the counts of lists (sums, so order does not matter)."""
+    total = SplitStats()
+    for stats in parts:
+        total.merge(stats)
+    return total
 
 
 class _WriteShard(beam.DoFn):
@@ -142,7 +116,7 @@ class _WriteShard(beam.DoFn):
 
     def process(self, element):
         shard, lists = element
-        name = shard_names(self._job.split, self._job.num_shards)[shard]
+        name = shard_names(self._job.split, self._job.convert.shards)[shard]
         count = 0
         stream = FileSystems.create(
             FileSystems.join(self._job.out_dir, name),
@@ -179,7 +153,9 @@ def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:
         | f"{label}/Process" >> beam.ParDo(_ProcessList(job)).with_outputs("stats", main="lists")
     )
     # Every shard is written, even one that receives no list.
-    empty = pipeline | f"{label}/Shards" >> beam.Create([(s, None) for s in range(job.num_shards)])
+    empty = pipeline | f"{label}/Shards" >> beam.Create(
+        [(s, None) for s in range(job.convert.shards)]
+    )
     written = (
         (processed.lists, empty)
         | f"{label}/AllShards" >> beam.Flatten()
@@ -187,14 +163,14 @@ def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:
         | f"{label}/Write" >> beam.ParDo(_WriteShard(job))
     )
     results = {
-        "stats": processed.stats | f"{label}/Stats" >> beam.CombineGlobally(_MergeStats()),
+        "stats": processed.stats | f"{label}/Stats" >> beam.CombineGlobally(_merge_stats),
         "shards": written | f"{label}/ShardList" >> beam.combiners.ToList(),
         "files": read.file | f"{label}/FileList" >> beam.combiners.ToList(),
         "bad_lines": read.bad | f"{label}/BadCount" >> beam.combiners.Count.Globally(),
     }
     if job.fit_seed is not None:
         sketch = ApproximateQuantilesCombineFn.create(
-            job.num_quantiles, epsilon=job.quantile_epsilon, input_batched=True
+            job.convert.num_quantiles, epsilon=job.quantile_epsilon, input_batched=True
         )
         results["fits"] = read.fit | f"{label}/FitList" >> beam.combiners.ToList()
         results["quantiles"] = (

@@ -1,10 +1,5 @@
-"""Reading LETOR files on Apache Beam: one file per element, bad lines set aside.
-
-Each file is read whole by one worker through Beam's file systems, so its SHA-256 and
-line count are recorded as locally. A block that fails to parse is parsed again line by
-line; each invalid line becomes a :class:`BadLine` with the local parser's message. The
-items leave as pieces of lists (runs of one qid), to be grouped by qid.
-"""
+"""Reading LETOR files on Beam, one file per element; invalid lines are set aside as
+:class:`BadLine` with the local parser's message."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from tfrecords_tools.converted_fold import letor_entry
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
 from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
 from tfrecords_tools.list_processing import label_error
@@ -52,25 +48,6 @@ class ListPiece:
         return self.file_index, int(self.query.line_numbers[0])
 
 
-def _concat(parts: list[ParsedLines], num_features: int) -> ParsedLines:
-    if not parts:
-        return ParsedLines(
-            labels=np.zeros(0, np.int64),
-            qids=np.zeros(0, np.int64),
-            features=np.zeros((0, num_features), np.float32),
-            line_numbers=np.zeros(0, np.int64),
-        )
-    return ParsedLines(
-        labels=np.concatenate([p.labels for p in parts]),
-        qids=np.concatenate([p.qids for p in parts]),
-        features=np.concatenate([p.features for p in parts]),
-        line_numbers=np.concatenate([p.line_numbers for p in parts]),
-        unsorted_lines=sum(p.unsorted_lines for p in parts),
-        duplicate_lines=sum(p.duplicate_lines for p in parts),
-        sparse_lines=sum(p.sparse_lines for p in parts),
-    )
-
-
 def parse_lenient(
     block, num_features: int, *, duplicates: str = "error"
 ) -> tuple[ParsedLines, list[LetorFormatError]]:
@@ -80,22 +57,15 @@ def parse_lenient(
         return parsed, []
     except LetorFormatError:
         pass
-    good, errors = [], []
-    for offset, line in enumerate(block.read().split(b"\n")[: block.num_lines]):
+    lines, errors = block.read().split(b"\n")[: block.num_lines], []
+    options = {"num_features": num_features, "path": block.path, "duplicates": duplicates}
+    for offset, line in enumerate(lines):
         try:
-            parsed = parse_letor_lines(
-                [line],
-                num_features=num_features,
-                path=block.path,
-                first_line=block.first_line + offset,
-                duplicates=duplicates,
-            )
+            parse_letor_lines([line], first_line=block.first_line + offset, **options)
         except LetorFormatError as error:
             errors.append(error)
-            continue
-        if len(parsed):
-            good.append(parsed)
-    return _concat(good, num_features), errors
+            lines[offset] = b""  # a blank line is skipped
+    return parse_letor_lines(lines, first_line=block.first_line, **options), errors
 
 
 def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
@@ -108,13 +78,13 @@ def _drop_high_labels(parsed: ParsedLines, max_relevance: int, path: str):
         for i in np.flatnonzero(high)
     ]
     keep = ~high
-    kept = ParsedLines(
-        parsed.labels[keep],
-        parsed.qids[keep],
-        parsed.features[keep],
-        parsed.line_numbers[keep],
-        unsorted_lines=parsed.unsorted_lines,
-        duplicate_lines=parsed.duplicate_lines,
+    kept = dataclasses.replace(
+        parsed,
+        labels=parsed.labels[keep],
+        qids=parsed.qids[keep],
+        features=parsed.features[keep],
+        line_numbers=parsed.line_numbers[keep],
+        last_features=None,
     )
     return kept, errors
 
@@ -130,14 +100,8 @@ def read_letor_file(
     opener=None,
     duplicates: str = "error",
 ) -> Iterator[tuple[str, object]]:
-    """Reads one LETOR file leniently, block by block; labels above ``max_relevance``
-    are bad lines.
-
-    Yields ``("piece", ListPiece)`` in file order, ``("bad", BadLine)``, with a
-    ``fit_seed`` per block ``("fit", (order, FitPartial))`` (moments and extremes) and
-    ``("columns", [d, n] values)`` for the quantile sketches, and last ``("file", info)``:
-    the manifest's description of the file.
-    """
+    """Reads one LETOR file leniently; yields ``(kind, value)``: ``piece``, ``bad``, ``fit``,
+    ``columns`` (``[d, n]`` for the sketches) and last ``file`` (its manifest entry)."""
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
     counts = _FileCounts()
     try:
@@ -159,7 +123,7 @@ def read_letor_file(
             "bad",
             BadLine.of(LetorFormatError(path, None, "file is empty: it holds no LETOR lines")),
         )
-    yield "file", counts.file_info(path, letor)
+    yield "file", letor_entry(path, letor, counts)
 
 
 @dataclasses.dataclass
@@ -171,15 +135,6 @@ class _FileCounts:
     unsorted_lines: int = 0
     duplicate_lines: int = 0
     sparse_lines: int = 0
-
-    def file_info(self, path: str, letor: LetorFile) -> dict:
-        """The ``("file", info)`` value, once ``letor`` has been read."""
-        info = {"path": path, "sha256": letor.sha256, "bytes": letor.size_bytes}
-        info["lines"] = letor.num_lines
-        info["unsorted_feature_lines"] = self.unsorted_lines
-        info["duplicate_feature_lines"] = self.duplicate_lines
-        info["items_with_missing_features"] = self.sparse_lines
-        return info
 
 
 def _read_block(

@@ -1,10 +1,5 @@
-"""The feature count of LETOR files that do not state it, and the rule that guards it.
-
-Without ``--num-features`` the count is the highest feature index of any line, found by
-a quick pass. One line reaching far beyond the others would widen every item, so the
-count is refused when, with the widest 1 % of the lines set aside (at least one), the
-widest line's highest index exceeds 4 times the highest index of the rest, or 100.
-"""
+"""The feature count of LETOR files that do not state it: the highest index of any line,
+refused when the widest line reaches over 4 x (or 100 past) the rest's widest 1 %."""
 
 from __future__ import annotations
 
@@ -56,16 +51,7 @@ def _lines(path: str) -> Iterator[tuple[int, bytes]]:
 
 
 def scan_letor_file(path: str) -> FeatureScan:
-    """The largest label and every line's highest feature index; tokens that do not
-    parse are left for the validating pass to report.
-
-    >>> import tempfile
-    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-    ...     _ = f.write("2 qid:1 115:0.5 5:0.1\\n1 qid:1 3:0.2\\n")
-    >>> scan = scan_letor_file(f.name)
-    >>> scan.max_index, scan.max_label, dict(scan.widths), scan.widest_line
-    (115, 2, {115: 1, 3: 1}, 1)
-    """
+    """The largest label and every line's highest feature index (bad tokens left for later)."""
     scan = FeatureScan(path)
     widths, widest = scan.widths, 0
     for number, raw in _lines(path):

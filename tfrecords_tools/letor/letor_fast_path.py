@@ -1,7 +1,5 @@
-"""The fast path for dense LETOR chunks (every line lists features ``1..d`` in order):
-pyarrow's CSV reader parses the floats. Any chunk that is not clean and dense gives
-``None`` and goes to the reference parser (``letor_parser``).
-"""
+"""The fast path for dense LETOR chunks, parsed by pyarrow's CSV reader; any other chunk
+gives ``None`` and goes to the reference parser."""
 
 from __future__ import annotations
 
@@ -66,11 +64,8 @@ def _separator_rows(num_features: int) -> tuple[bytes, bytes]:
 
 
 def _clean_separators(data: bytes, num_features: int, num_lines: int) -> bool:
-    """Whether every line has exactly the spaces and colons of a dense line, in order.
-
-    pyarrow reads ':' as ' '; this keeps ``1 qid:1:1 0.5 ...`` from passing as
-    ``1 qid:1 1:0.5 ...``.
-    """
+    """Whether every line has exactly a dense line's spaces and colons (pyarrow reads ':'
+    as ' ', which would pass ``1 qid:1:1 0.5``)."""
     separators = data.translate(None, _NOT_SEPARATORS)
     return any(separators == row * num_lines for row in _separator_rows(num_features))
 
@@ -92,10 +87,8 @@ def parse_dense_chunk(
     num_lines: int | None = None,
     use_threads: bool = True,
 ) -> ParsedLines | None:
-    """Parses whole dense LETOR lines with pyarrow, or returns ``None``: never a verdict
-    on validity, only that the reference parser must look (blank, comment-only or
-    sparse lines, ...). ``use_threads`` is off in worker processes, which fill the cores.
-    """
+    """Parses whole dense LETOR lines with pyarrow, or returns ``None`` for the reference
+    parser to look at (never a verdict on validity)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,9 +1,5 @@
-"""A LETOR file as lists of raw features, for scoring (``tfr-predict``).
-
-Lines go through the converter's validating parser and are grouped by contiguous qid. A
-document's id is the ``docid`` of its line's comment (``#docid = GX...``), else its line
-number. An omitted feature reads 0, as ``tfr-convert`` reads it.
-"""
+"""A LETOR file as lists of raw features for ``tfr-predict``; a document's id is its
+comment's ``docid``, else its line number."""
 
 from __future__ import annotations
 
@@ -20,9 +16,7 @@ _DOCID = re.compile(rb"docid\s*=\s*(\S+)")
 
 @dataclasses.dataclass(frozen=True)
 class LetorLists:
-    """A LETOR file parsed whole: ``(qid, docids, [n, d] raw features)`` per list, the
-    count of items whose lines omitted a feature, and per item its line number and
-    highest feature index."""
+    """A LETOR file parsed whole: ``(qid, docids, [n, d] features)`` per list."""
 
     path: str
     num_features: int
@@ -71,15 +65,7 @@ def _docid(path: str, number: int, line: bytes) -> str:
 
 
 def check_complete_lines(letor: LetorLists, *, why: str) -> None:
-    """Refuses the first line whose highest feature index is below ``d``.
-
-    >>> letor = LetorLists("q.txt", 3, [], 1, np.array([1, 2]), np.array([3, 2]))
-    >>> try:
-    ...     check_complete_lines(letor, why="dense training data")
-    ... except LetorFormatError as error:
-    ...     print(error)
-    q.txt:2: the line's features stop at 2, the model takes 3 (dense training data)
-    """
+    """Refuses the first line whose highest feature index is below ``d``."""
     short = np.flatnonzero(letor.last_features < letor.num_features)
     if short.size:
         i = int(short[0])
@@ -89,8 +75,3 @@ def check_complete_lines(letor: LetorLists, *, why: str) -> None:
             f"the line's features stop at {int(letor.last_features[i])}, the model takes "
             f"{letor.num_features} ({why})",
         )
-
-
-def read_letor_lists(path: str, num_features: int, *, duplicates: str = "error"):
-    """``(qid, docids, [n, d] raw features)`` per list of a LETOR file, checked whole first."""
-    yield from load_letor_lists(path, num_features, duplicates=duplicates).lists

@@ -1,10 +1,5 @@
-"""Parsing LETOR / SVMlight lines into arrays, with validation.
-
-A line is ``<label> qid:<int> <index>:<value> ... [# comment]``. This module holds the
-reference parser, pure Python, which handles sparse lines and names the file, line and
-token of any error; ``letor_fast_path`` parses clean dense chunks into the same
-:class:`ParsedLines` with pyarrow and leaves everything else to it.
-"""
+"""The reference LETOR / SVMlight parser (``<label> qid:<int> <index>:<value> ... [# c]``),
+pure Python, naming the file, line and token of any error."""
 
 from __future__ import annotations
 
@@ -37,16 +32,8 @@ class LetorFormatError(ValueError):
 
 @dataclasses.dataclass
 class ParsedLines:
-    """Items parsed from consecutive lines of one file.
-
-    Attributes:
-      labels, qids, line_numbers: ``[n]`` int64 (line numbers 1-based).
-      features: ``[n, d]`` float32 raw feature values; missing features are 0.
-      unsorted_lines: lines whose feature indices were out of order (sorted).
-      duplicate_lines: lines that repeated a feature index and kept one value.
-      sparse_lines: lines that omitted some feature index of ``1..d`` (read as 0).
-      last_features: ``[n]`` highest feature index of each line (reference parser only).
-    """
+    """Items of consecutive lines: ``[n]`` labels, qids, 1-based line numbers, ``[n, d]``
+    float32 raw features (missing: 0), and counts of reordered, repeated and sparse lines."""
 
     labels: np.ndarray
     qids: np.ndarray
@@ -67,23 +54,11 @@ class ParsedLines:
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
-def _int(text: bytes) -> int:
-    """``int()`` without Python's digit separators: ``1_000`` is not a LETOR number."""
+def _int(text: bytes, kind=int):
+    """``int()`` (or ``kind``) without Python's digit separators: ``1_000`` is no LETOR number."""
     if b"_" in text:
         raise ValueError(text)
-    return int(text)
-
-
-def _float(text: bytes) -> float:
-    """``float()`` without Python's digit separators."""
-    if b"_" in text:
-        raise ValueError(text)
-    return float(text)
-
-
-def _strip(line: bytes) -> bytes:
-    """Drops a trailing ``# comment`` and surrounding whitespace (CR included)."""
-    return line.partition(b"#")[0].strip()
+    return kind(text)
 
 
 def _parse_label(token: bytes, path: str, line_no: int) -> int:
@@ -135,7 +110,7 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
             path, line_no, f"feature index {index} is above the feature count {num_features}", token
         )
     try:
-        value = _float(value_text)
+        value = _int(value_text, float)
     except ValueError:
         raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
     if not math.isfinite(value):
@@ -143,16 +118,6 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
     if abs(value) >= _FLOAT32_OVERFLOW:
         raise LetorFormatError(path, line_no, "feature value overflows float32", token)
     return index, value
-
-
-def _duplicate_error(token: bytes, index: int, path: str, line_no: int) -> LetorFormatError:
-    return LetorFormatError(
-        path,
-        line_no,
-        f"feature index {index} is duplicated on the line (pass --duplicate-features "
-        "last or first to keep one of its values)",
-        token,
-    )
 
 
 def _line_features(
@@ -169,7 +134,13 @@ def _line_features(
     for token, (index, value) in zip(tokens, pairs):
         if index in kept:
             if duplicates == "error":
-                raise _duplicate_error(token, index, path, line_no)
+                raise LetorFormatError(
+                    path,
+                    line_no,
+                    f"feature index {index} is duplicated on the line (pass --duplicate-features "
+                    "last or first to keep one of its values)",
+                    token,
+                )
             repeated = True
             if duplicates == "first":
                 continue
@@ -187,20 +158,14 @@ def parse_letor_lines(
     first_line: int,
     duplicates: str = "error",
 ) -> ParsedLines:
-    """Parses raw LETOR lines (without their newline) one at a time.
-
-    Blank and comment-only lines are skipped; CRLF and trailing ``# comments`` are
-    accepted. Features may come in any order (sorted and counted); a repeated index
-    follows ``duplicates`` (one of ``DUPLICATE_POLICIES``). Raises
-    :class:`LetorFormatError` at the first invalid line.
-    """
+    """Parses raw LETOR lines; raises :class:`LetorFormatError` at the first invalid one."""
     if duplicates not in DUPLICATE_POLICIES:
         raise ValueError(
             f"Unknown duplicate-feature policy {duplicates!r}; choose from {DUPLICATE_POLICIES}"
         )
     items = _ItemColumns()
     for offset, raw in enumerate(lines):
-        tokens = _strip(raw).split()
+        tokens = raw.partition(b"#")[0].split()  # a comment dropped
         if tokens:
             items.add_line(
                 tokens,
@@ -231,7 +196,6 @@ class _ItemColumns:
     def add_line(
         self, tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
     ) -> None:
-        """Parses one non-blank line's tokens and appends its item."""
         label = _parse_label(tokens[0], path, line_no)
         qid = _parse_qid(tokens[1] if len(tokens) > 1 else None, path, line_no)
         if len(tokens) < 3:

@@ -20,9 +20,8 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 
 @dataclasses.dataclass
 class QueryList:
-    """The items of one query in file order: ``[n]`` int64 labels, ``[n, d]`` float32
-    raw features, ``[n]`` line numbers (positions in the split for TFDS and ELWC input)
-    and further context features as a serialised ``tf.train.Features`` (ELWC input)."""
+    """One query's items in file order: labels, ``[n, d]`` raw features, line numbers and
+    further context as serialised ``Features`` (ELWC input)."""
 
     qid: int
     labels: np.ndarray
@@ -70,12 +69,8 @@ class Block:
 
 
 class LetorFile:
-    """One LETOR file read once, as blocks of about ``chunk_bytes``.
-
-    Once :meth:`blocks` is exhausted, ``sha256`` and ``size_bytes`` describe the file as
-    stored and ``num_lines`` counts its lines. ``opener`` opens the stored bytes through
-    another file system (Beam's); ``None`` opens a local file.
-    """
+    """One LETOR file read once in blocks; ``sha256``, ``size_bytes`` and ``num_lines`` are
+    set once :meth:`blocks` is exhausted."""
 
     def __init__(self, path: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, opener=None):
         self.path = str(path)
@@ -88,9 +83,7 @@ class LetorFile:
         self._hash = hashlib.sha256()
 
     def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
-        """Yields the file's blocks in order. Without ``keep_data`` (plain files only) the
-        file is read into one reused buffer to hash it and find line boundaries, and
-        whoever parses a block re-reads it by offset."""
+        """Yields the blocks in order; without ``keep_data`` workers re-read them by offset."""
         if keep_data or self._opener is not None or is_gzip(self.path):
             yield from self._blocks_with_data()
         else:

@@ -1,7 +1,5 @@
-"""BM25 from files: a TREC first-stage run from queries and a collection, and BM25's
-NDCG on a converted text dataset, whose index statistics come from the documents of its
-lists over every split, each document once. The ranking is ``tfr_rankformer.text.bm25``'s.
-"""
+"""BM25 from files: a TREC run from queries and a collection, and BM25's NDCG on a
+converted text dataset."""
 
 from __future__ import annotations
 
@@ -25,11 +23,7 @@ def write_bm25_run(
     tag: str = "bm25",
     progress: bool = True,
 ) -> dict:
-    """Writes a TREC run of each query's ``top_k`` BM25 documents; returns counts.
-
-    Documents sharing no term with a query are not listed for it, so a query may get
-    fewer than ``top_k`` (counted). A qid or docid given twice is a ``TrecFormatError``.
-    """
+    """Writes a TREC run of each query's ``top_k`` BM25 documents (those sharing a term)."""
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
     query_list = list(_read_unique(queries, read_queries, "qid"))
@@ -82,19 +76,6 @@ def _read_unique(paths: list[str], reader, what: str):
             yield key, text
 
 
-def evaluate_bm25(
-    directory: str,
-    *,
-    split: str = "test",
-    config: Bm25Config = Bm25Config(),
-    ks=(1, 5, 10),
-    progress: bool = False,
-) -> dict:
-    """NDCG@k x 100 of BM25 on one split of a converted text dataset, with list counts."""
-    found = evaluate_bm25_splits(directory, (split,), config=config, ks=ks, progress=progress)
-    return found[split]
-
-
 def evaluate_bm25_splits(
     directory: str,
     splits,
@@ -103,7 +84,8 @@ def evaluate_bm25_splits(
     ks=(1, 5, 10),
     progress: bool = False,
 ) -> dict[str, dict]:
-    """``evaluate_bm25`` on several splits, over one index: ``{split: metrics}``."""
+    """NDCG@k x 100 of BM25 and list counts per split of a converted text dataset, over
+    one index of all its documents: ``{split: metrics}``."""
     available = _dataset_splits(directory)
     for split in splits:
         if split not in available:

@@ -1,8 +1,5 @@
-"""A deterministic generator of text ranking lists whose relevance depends on the list
-(:func:`draw_text_list`): each query is ambiguous between two topics, and only a scorer
-that sees the list's majority topic can tell its intent. :func:`generate_trec_layout`
-writes the lists as TREC-layout files, so they take the same conversion path as real data.
-"""
+"""Deterministic text ranking lists whose relevance depends on the list's majority topic,
+written as TREC-layout files so they take the real data's conversion path."""
 
 from __future__ import annotations
 
@@ -32,15 +29,7 @@ _NOISE = 0.35
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticTextConfig:
-    """Size and seed of a synthetic text dataset.
-
-    Attributes:
-      train_queries: lists in the train split.
-      vali_queries: lists in the vali split.
-      test_queries: lists in the test split.
-      mean_list_size: mean documents per list.
-      seed: the random seed; the same config gives byte-identical files.
-    """
+    """Size and seed of a synthetic text dataset (lists per split, mean list size)."""
 
     train_queries: int = 300
     vali_queries: int = 100
@@ -139,21 +128,8 @@ def _document(rng, query_terms, covered, stuffed_term, topic, other_topic) -> li
 
 
 def draw_text_list(rng: np.random.Generator, n: int) -> SyntheticTextList:
-    """Draws one list of ``n`` documents for a query of 2 to 4 words whose intent ``m_q``
-    is one of two topics. Per document ``i``:
-
-    * topic ``c_i = m_q`` with probability 0.8, else the other one;
-    * quality ``g_i ~ N(0, 1)``; each query term occurs with probability
-      ``sigmoid(1.6 g_i - 0.3)``, 1 + Poisson(0.7) times; with probability 0.15 one query
-      term is stuffed 5 to 9 times (counted as covered);
-    * coverage ``v_i``, the share of the query's distinct terms present;
-    * utility ``u_i = 3 v_i + 1.2 ([c_i = m_q] - 0.8) + N(0, 0.35)``, cut at 1.0, 1.9, 2.6,
-      3.2 into labels 0-4.
-
-    A document has 20 + Poisson(30) further words (30 % from its topic, 5 % from the other,
-    the rest Zipf-distributed background), shuffled. Each topic is the majority in half of
-    its lists, so a document's own topic says nothing of its relevance.
-    """
+    """Draws one list of ``n`` documents for an ambiguous query: relevance rises with query
+    term coverage and with the document's topic matching the list's majority."""
     pair = rng.choice(NUM_TOPICS, size=2, replace=False)
     intent = int(pair[rng.integers(2)])
     num_terms = int(rng.choice([2, 3, 4], p=[0.3, 0.4, 0.3]))
@@ -229,10 +205,7 @@ SPLIT_FILES = {
 def generate_trec_layout(
     directory: str, config: SyntheticTextConfig = SyntheticTextConfig()
 ) -> dict[str, str]:
-    """Writes the lists as ``queries.{train,vali,test}.tsv`` (qids disjoint across
-    splits), ``collection.tsv``, ``qrels.txt`` (every document judged) and ``run.txt``
-    (each query's documents in random order) into ``directory``; returns their paths as
-    ``TrecConfig`` fields."""
+    """Writes the lists as TREC-layout files into ``directory``; returns ``TrecConfig`` fields."""
     os.makedirs(directory, exist_ok=True)
     paths = {
         f"{split}_queries": os.path.join(directory, name) for split, name in SPLIT_FILES.items()

@@ -25,12 +25,7 @@ MANIFEST_VERSION = 1
 
 
 def first_stage_score_source(*, scored: int, unscored: int) -> str:
-    """The manifest's ``first_stage_score_source`` of ``scored`` documents whose run line
-    had a score and ``unscored`` whose line had none (MS MARCO's: minus the rank).
-
-    >>> first_stage_score_source(scored=4, unscored=0)
-    'run score'
-    """
+    """The manifest's ``first_stage_score_source`` (MS MARCO lines: minus the rank)."""
     if scored and unscored:
         logger.warning(
             "%d documents have their run score and %d (of run lines without a score, MS "

@@ -1,12 +1,8 @@
-"""The text ELWC layout of TF-Ranking's text examples: per query, context
-``query_tokens`` and items ``document_tokens`` and ``relevance``; ours add ``query_id``,
-``document_id`` and, from a first stage's run, a float32 ``first_stage_score``. The protos
-are encoded by hand (``protobuf_wire``), so conversion and reading never load TensorFlow.
-"""
+"""The text ELWC layout (context ``query_tokens``, items ``document_tokens``, ``relevance``,
+ours also ids and ``first_stage_score``), encoded by hand without TensorFlow."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import glob
 import math
@@ -15,15 +11,16 @@ import struct
 import zlib
 from collections.abc import Iterator
 
+from google.protobuf.message import DecodeError
+
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
+from tfrecords_tools.list_processing import Histogram
 from tfrecords_tools.protobuf_wire import (
-    WireFormatError,
+    ExampleListWithContext,
     bytes_feature,
-    decode_example,
     encode_example,
     float_feature,
     int64_feature,
-    iter_fields,
     length_delimited,
 )
 from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
@@ -38,12 +35,7 @@ TEXT_KIND = "text"
 
 
 def to_float32(value: float) -> float:
-    """``value`` rounded to float32, as the ``float_list`` stores it; ``ValueError`` when
-    it is not finite or beyond float32's range.
-
-    >>> to_float32(0.1), to_float32(-3)
-    (0.10000000149011612, -3.0)
-    """
+    """``value`` rounded to float32; ``ValueError`` when not finite in float32."""
     try:
         (rounded,) = struct.unpack("<f", struct.pack("<f", value))
     except OverflowError:
@@ -122,8 +114,18 @@ def encode_text_list(text_list: TextList) -> bytes:
 # === Decoding ===
 
 
-def _tokens(features: dict, name: str, where: str) -> tuple:
-    kind, values = features.get(name, ("missing", []))
+def _values(features, name: str) -> tuple[str, list]:
+    """A feature's ``(kind, values)``: ``bytes``, ``float``, ``int64``, ``empty``, ``missing``."""
+    if name not in features:
+        return "missing", []
+    kind = features[name].WhichOneof("kind")
+    if kind is None:
+        return "empty", []
+    return kind.removesuffix("_list"), list(getattr(features[name], kind).value)
+
+
+def _tokens(features, name: str, where: str) -> tuple:
+    kind, values = _values(features, name)
     if kind == "missing":
         raise ValueError(f"{where} lacks the bytes feature {name!r}")
     if kind not in ("bytes", "empty"):
@@ -131,13 +133,13 @@ def _tokens(features: dict, name: str, where: str) -> tuple:
     return tuple(v.decode("utf-8") for v in values)
 
 
-def _first_stage_scores(items: list[dict]) -> tuple | None:
+def _first_stage_scores(items: list) -> tuple | None:
     """Each item's ``first_stage_score``; ``None`` when no item has one."""
     if not any(FIRST_STAGE_FEATURE in item for item in items):
         return None
     scores = []
     for i, item in enumerate(items, start=1):
-        kind, values = item.get(FIRST_STAGE_FEATURE, ("missing", []))
+        kind, values = _values(item, FIRST_STAGE_FEATURE)
         if kind != "float" or len(values) != 1:
             raise ValueError(
                 f"item {i}: {FIRST_STAGE_FEATURE!r} must be one float (as the list's other "
@@ -151,21 +153,18 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
     """Parses one serialised list of the text layout; ``ValueError`` names a malformed
     proto or a missing or mistyped feature."""
     try:
-        items, context = [], {}
-        for number, wire, value in iter_fields(data):
-            if number == 1 and wire == 2:
-                items.append(decode_example(value))
-            elif number == 2 and wire == 2:
-                context = decode_example(value)
-    except (WireFormatError, UnicodeDecodeError) as e:
+        elwc = ExampleListWithContext.FromString(data)
+    except DecodeError as e:
         raise ValueError(f"not an ExampleListWithContext ({e})") from None
+    context = elwc.context.features.feature
+    items = [example.features.feature for example in elwc.examples]
     query_tokens = _tokens(context, QUERY_FEATURE, "the context")
     ids = _tokens(context, QUERY_ID_FEATURE, "the context") if QUERY_ID_FEATURE in context else ()
     doc_ids, doc_tokens, labels = [], [], []
     for i, item in enumerate(items, start=1):
         where = f"item {i}"
         doc_tokens.append(_tokens(item, DOCUMENT_FEATURE, where))
-        kind, values = item.get(LABEL_FEATURE, ("missing", []))
+        kind, values = _values(item, LABEL_FEATURE)
         if kind != "int64" or len(values) != 1 or values[0] < 0:
             raise ValueError(
                 f"{where}: {LABEL_FEATURE!r} must be one non-negative int64, got {kind} {values}"
@@ -195,8 +194,7 @@ class TextSplitWriter:
         self.counts = [0] * num_shards
         self.num_lists = self.num_items = 0
         # Lists by their length: every list, and those without a relevant document.
-        self.list_lengths: collections.Counter = collections.Counter()
-        self.empty_list_lengths: collections.Counter = collections.Counter()
+        self.list_lengths, self.empty_list_lengths = Histogram(), Histogram()
         self._writers = [TFRecordWriter(os.path.join(directory, n)) for n in self.names]
 
     def write(self, text_list: TextList) -> None:
@@ -206,15 +204,15 @@ class TextSplitWriter:
         length = len(text_list.document_ids)
         self.num_lists += 1
         self.num_items += length
-        self.list_lengths[length] += 1
+        self.list_lengths.add(length)
         if max(text_list.relevance, default=0) == 0:
-            self.empty_list_lengths[length] += 1
+            self.empty_list_lengths.add(length)
 
     def length_histograms(self) -> dict:
         """``{str(length): lists}`` of every list and of those whose list label is 0."""
         return {
-            "list_length_histogram": _histogram(self.list_lengths),
-            "empty_list_length_histogram": _histogram(self.empty_list_lengths),
+            "list_length_histogram": self.list_lengths.as_dict(),
+            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
         }
 
     def close(self) -> dict:
@@ -222,10 +220,6 @@ class TextSplitWriter:
         for writer in self._writers:
             writer.close()
         return dict(zip(self.names, self.counts))
-
-
-def _histogram(counts: collections.Counter) -> dict:
-    return {str(length): counts[length] for length in sorted(counts)}
 
 
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:

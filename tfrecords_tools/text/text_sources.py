@@ -1,11 +1,5 @@
-"""``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` and ``synthetic-text``.
-
-``trec:DIR`` finds its files by their conventional names (each may end in ``.gz``;
-files given by flags take precedence): ``queries.tsv`` (split by a hash of the qid) or
-``queries.{train,vali|dev,test}.tsv``, ``collection.tsv``, ``qrels.{txt,tsv}`` and
-``run.{txt,tsv}``. ``synthetic-text`` converts the files of ``synthetic_text``, whose run
-is a random order and gives no ``first_stage_score``.
-"""
+"""``tfr-convert``'s text inputs: ``trec``, ``trec:DIR`` (files found by their usual names)
+and ``synthetic-text``."""
 
 from __future__ import annotations
 
@@ -69,17 +63,7 @@ def convert_synthetic_text(
 
     def build(scratch: str) -> Manifest:
         paths = generate_trec_layout(os.path.join(scratch, "source"), synthetic)
-        config = TrecConfig(
-            output=output,
-            overwrite=overwrite,
-            train_queries=paths["train_queries"],
-            vali_queries=paths["vali_queries"],
-            test_queries=paths["test_queries"],
-            collection=paths["collection"],
-            qrels=paths["qrels"],
-            run=paths["run"],
-            **options,
-        )
+        config = TrecConfig(output=output, overwrite=overwrite, **paths, **options)
         source = {"kind": SYNTHETIC_TEXT, "synthetic": dataclasses.asdict(synthetic)}
         # The generated run is a random order, no first stage: no first_stage_score.
         return write_text_dataset(

@@ -7,21 +7,6 @@ import zlib
 
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints, setting
 
-# The ``TrecConfig`` fields that name input files: the query files first.
-FILE_FIELDS = (
-    "queries",
-    "train_queries",
-    "vali_queries",
-    "test_queries",
-    "train_qids",
-    "vali_qids",
-    "test_qids",
-    "collection",
-    "qrels",
-    "run",
-)
-
-
 _FILE = {"action": "append", "metavar": "FILE"}
 
 
@@ -127,6 +112,12 @@ class TrecConfig:
     @classmethod
     def from_json(cls, values: dict) -> TrecConfig:
         return from_dict(cls, values, what="text conversion settings")
+
+
+# The fields that name input files, the query files first.
+FILE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TrecConfig) if f.metadata.get("metavar") == "FILE"
+)
 
 
 def hash_split(qid: str, *, seed: int, fractions: tuple) -> str:

@@ -1,10 +1,5 @@
-"""TREC-layout text ranking data (queries, collection, qrels, a run) to text ELWC.
-
-The run decides the lists (run order, cut to ``max_list_size``), the qrels their labels
-(unjudged: 0) and each item's ``first_stage_score`` (``-rank`` for an MS MARCO line). A
-:class:`TrecFormatError` names the file and line of anything refused; what is filtered is
-counted in the manifest's ``filtered`` entry. The collection is read last, streamed.
-"""
+"""TREC-layout text data to text ELWC: the run decides the lists, the qrels their labels
+(unjudged: 0); refused lines name file and line, filtered ones are counted."""
 
 from __future__ import annotations
 
@@ -247,12 +242,6 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
         )
 
 
-def _log_filtered(filtered: dict) -> None:
-    for name, count in filtered.items():
-        if count:
-            logger.debug("%s: %d", name.replace("_", " "), count)
-
-
 def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
     """Writes the lists; returns the manifest's ``splits`` and the highest label."""
     writers = {s: TextSplitWriter(out_dir, s, reader.config.shards) for s in SPLITS}
@@ -273,14 +262,6 @@ def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
         for s, w in writers.items()
     }
     return splits, max_label
-
-
-def _first_stage_source(reader: _Reader) -> str | None:
-    """The manifest's ``first_stage_score_source`` (``None``: no first stage written)."""
-    if not reader.first_stage:
-        return None
-    given = reader.score_given
-    return first_stage_score_source(scored=given[True], unscored=given[False])
 
 
 def write_text_dataset(
@@ -306,12 +287,15 @@ def write_text_dataset(
     counts = dict(sorted(reader.counts.items()))
     read = {k: counts.pop(k, 0) for k in _INPUT_COUNTS}
     filtered = counts
-    _log_filtered(filtered)
+    shown = {k.replace("_", " "): v for k, v in filtered.items() if v}
+    for name, count in shown.items():
+        logger.debug("%s: %d", name, count)
     if not any(s["num_lists"] for s in splits.values()):
         raise ValueError(
-            "no list left to write: "
-            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in filtered.items() if v)
+            "no list left to write: " + ", ".join(f"{k} {v}" for k, v in shown.items())
         )
+    given = reader.score_given
+    scored = first_stage_score_source(scored=given[True], unscored=given[False])
     parameters = relative_paths(config.to_json(), os.path.abspath(out_dir))
     return text_manifest(
         parameters,
@@ -321,7 +305,7 @@ def write_text_dataset(
         max_label,
         source,
         seed=config.seed,
-        first_stage_source=_first_stage_source(reader),
+        first_stage_source=scored if first_stage else None,
     )
 
 

@@ -1,10 +1,5 @@
-"""Streaming readers of the TREC-layout files text ranking data ships as (MS MARCO,
-TripClick): queries ``qid<TAB>text``; a collection ``docid<TAB>text[<TAB>more text]``;
-qrels ``qid iteration docid relevance``; a run ``qid Q0 docid rank score tag`` (TREC) or
-``qid<TAB>docid<TAB>rank`` (MS MARCO). Files may be gzip; blank lines are skipped. A
-:class:`TrecFormatError` names the file and line of the first bad one, including bytes
-that are not UTF-8 (ids are never decoded leniently: they could then match another).
-"""
+"""Streaming readers of TREC-layout files (queries, collection, qrels, TREC or MS MARCO
+runs; gzip accepted); a :class:`TrecFormatError` names the file and line."""
 
 from __future__ import annotations
 
@@ -52,11 +47,7 @@ def _decode(path: str, number: int, raw: bytes) -> str:
 
 
 def _word_at(raw: bytes, at: int, limit: int = 40) -> bytes:
-    """The first ``limit`` bytes of the word of ``raw`` holding byte ``at``.
-
-    >>> _word_at(b"1 Q0 caf\\xe9 1 2.0 bm25", 8)
-    b'caf\\xe9'
-    """
+    """The first ``limit`` bytes of the word of ``raw`` holding byte ``at``."""
     start = max(raw.rfind(b" ", 0, at), raw.rfind(b"\t", 0, at)) + 1
     ends = [i for i in (raw.find(b" ", at), raw.find(b"\t", at)) if i >= 0]
     return raw[start : min(ends, default=len(raw))][:limit]

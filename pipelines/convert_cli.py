@@ -36,7 +36,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, text_main
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, from_args, given, load_settings, setting
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
 from tfrecords_tools.click_simulation import ClickConfig
@@ -212,6 +212,7 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
         parser.error(f"{', '.join(beam)} need --runner (the local converter stops at an error)")
 
 
+@one_error_line("tfr-convert")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
@@ -234,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
         DatasetNotFoundError,
         FileExistsError,
         ValueError,
-        OSError,
     ) as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1

@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_command
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import add_options, from_args, setting
 from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
@@ -263,6 +263,7 @@ def _output_error(error: OSError, output: str, partial: str) -> OSError:
     return OSError(f"--output {output}: cannot write it: {error.strerror or error}")
 
 
+@one_error_line("tfr-predict")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parsed = parser.parse_args(argv)

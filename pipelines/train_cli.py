@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -36,9 +35,9 @@ from pipelines.cli_common import (
     make_parser,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
+from tfr_rankformer.core.config_io import add_options, given, load_settings, read_settings, setting
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.text_config import TextConfig
@@ -195,8 +194,7 @@ def _checkpoint_settings(settings: dict, flags: dict) -> dict:
 def _model_name(args) -> str | None:
     if args.model is not None or not args.config:
         return args.model
-    with open(args.config, encoding="utf-8") as f:
-        return json.load(f).get("model")
+    return read_settings(args.config).get("model")
 
 
 def _flag_error(message: str, flags: dict) -> str:
@@ -261,6 +259,7 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
     return metrics, None if args.no_export else export_run(config.model_dir)
 
 
+@one_error_line("tfr-train")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -271,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         done = _train_and_export(args, config, existing)
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
+    except ValueError as e:  # an OSError names its path and option (one_error_line)
         print(f"tfr-train: error: {e}", file=sys.stderr)
         return 1
     except tf.errors.DataLossError as e:

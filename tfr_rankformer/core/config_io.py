@@ -31,6 +31,7 @@ __all__ = [
     "load_settings",
     "nest_flat",
     "on_off",
+    "read_settings",
     "require_positive_ints",
     "setting",
     "write_json",
@@ -147,7 +148,7 @@ def require_positive_ints(config, *names: str, optional: bool = False) -> None:
 _KINDS = {bool: bool, int: int, float: (int, float), str: str, type(None): type(None)}
 _KINDS |= {tuple: (list, tuple), list: (list, tuple), dict: dict}
 _NAMES = {bool: "true or false", int: "an int", float: "a number", str: "a string"}
-_NAMES |= {type(None): "null", tuple: "a list", list: "a list"}
+_NAMES |= {type(None): "null", tuple: "a list", list: "a list", dict: "an object"}
 
 
 def _matches(hint, value) -> bool:
@@ -205,20 +206,43 @@ def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
             raise ValueError(f"{where}: `{name}` must be {_describe(hint)}, got {value!r}")
 
 
-def load_settings(path: str, cls, *, flat: bool = False) -> dict:
-    """The JSON object of settings in ``path``, each checked against ``cls``'s field types.
+def read_settings(path: str) -> dict:
+    """The JSON object in the settings file ``path``, unchecked.
 
     Raises:
-      ValueError: the file is not a JSON object, or a value has the wrong type (naming
-        the file and the field).
+      ValueError: naming the file (and line and column) unless it holds a JSON object.
     """
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not JSON ({e})") from None
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not UTF-8 text") from None
     if not isinstance(values, dict):
-        raise ValueError(f"{path}: must hold an object of settings")
+        found = _NAMES.get(type(values), type(values).__name__)
+        raise ValueError(
+            f'{path}: must hold a JSON object of settings ({{"name": value}}), not {found}'
+        )
+    return values
+
+
+def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> dict:
+    """The JSON object of settings in ``path``, each key a field of ``cls`` (``flat``: or
+    of one of its nested dataclasses; ``extra``: other keys the caller reads) of its
+    annotated type.
+
+    Raises:
+      ValueError: naming the file and the field (and the type it takes).
+    """
+    values = read_settings(path)
+    hints = _hints(cls)
+    known = set(hints) | set(extra)
+    for hint in hints.values() if flat else ():
+        known |= set(_hints(hint)) if dataclasses.is_dataclass(hint) else set()
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown settings {', '.join(map(repr, unknown))}")
     check_types(cls, values, where=path, flat=flat)
     return values
 

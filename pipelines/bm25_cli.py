@@ -148,13 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.error("choose a command: run or eval")
     start_command(args, log_level="INFO")
-    from tfrecords_tools.text.trec_files import TrecFormatError
-
-    try:
-        _run(args) if args.command == "run" else _eval(args)
-    except (TrecFormatError, FileExistsError, ValueError, OSError) as e:
-        print(f"tfr-bm25: error: {e}", file=sys.stderr)
-        return 1
+    _run(args) if args.command == "run" else _eval(args)
     return 0
 
 

@@ -75,13 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     options = from_args(args, ExportOptions)
     from tfr_rankformer.runner import export_run
 
-    try:
-        path = export_run(
-            options.model_dir, version=options.version, invalid_items=options.invalid_items
-        )
-    except ValueError as e:  # an OSError names its path and option (one_error_line)
-        print(f"tfr-export: error: {e}", file=sys.stderr)
-        return 1
+    path = export_run(
+        options.model_dir, version=options.version, invalid_items=options.invalid_items
+    )
     token_ids = _token_id_export(args.model_dir, path)
     if token_ids:
         print(f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)")

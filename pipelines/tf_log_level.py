@@ -126,9 +126,10 @@ def one_error_line(prog: str):
 
 
 def error_line(error: Exception, argv: list[str]) -> str:
-    """The user's line for ``error``: its message; an I/O failure (``OSError`` with an errno,
-    a TensorFlow ``OpError``) also names the option of ``argv`` whose path it concerns; an
-    unexpected kind of error says how to see more.
+    """The user's line for ``error``: its message, a `field` given as an option named as the
+    user wrote it (``--top-k``); an I/O failure (``OSError`` with an errno, a TensorFlow
+    ``OpError``) also names the option of ``argv`` whose path it concerns; an unexpected
+    kind of error says how to see more.
 
     >>> error_line(OSError(28, "No space left on device", "run/x.index"), ["--model-dir", "run"])
     '--model-dir run: No space left on device: run/x.index'
@@ -150,7 +151,7 @@ def error_line(error: Exception, argv: list[str]) -> str:
     elif isinstance(error, OSError):
         text = str(error)
     elif isinstance(error, ValueError):
-        return str(error)
+        return _as_flags(str(error), argv)
     else:
         return f"unexpected {type(error).__name__}: {error} (run again with --verbose to see where)"
     path = path and re.sub(r"\.partial(?=/|$)", "", path)  # atomic_path's temporary name
@@ -160,11 +161,25 @@ def error_line(error: Exception, argv: list[str]) -> str:
     flag, value = option
     if path is not None and os.path.abspath(path) != os.path.abspath(value):
         return f"{flag} {value}: {text}: {path}"
-    if path is None and flag in text:
-        return text
-    return (
-        f"{flag} {text}" if path is None and text.startswith(value) else f"{flag} {value}: {text}"
-    )
+    if path is None and re.match(re.escape(value) + r"[\s:]", text):
+        return f"{flag} {text}"  # a message about the option's own path
+    if path is None and isinstance(error, OSError):
+        return text  # its own message names the path
+    return f"{flag} {value}: {text}"
+
+
+def _as_flags(text: str, argv: list[str]) -> str:
+    """``text`` with each `field` the user gave as an option written as that option.
+
+    >>> _as_flags("`top_k` must be a positive int, got 0", ["--top-k", "0"])
+    '--top-k must be a positive int, got 0'
+    """
+
+    def named(match: re.Match) -> str:
+        flag = "--" + match.group(1).replace("_", "-")
+        return flag if any(w == flag or w.startswith(flag + "=") for w in argv) else match[0]
+
+    return re.sub(r"`([a-z][a-z_0-9]*)`", named, text)
 
 
 def _option_of(text: str, argv: list[str]) -> tuple[str, str] | None:

@@ -270,9 +270,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         done = _train_and_export(args, config, existing)
-    except ValueError as e:  # an OSError names its path and option (one_error_line)
-        print(f"tfr-train: error: {e}", file=sys.stderr)
-        return 1
     except tf.errors.DataLossError as e:
         print(f"tfr-train: error: {data_loss_message(config.data, e)}", file=sys.stderr)
         return 1

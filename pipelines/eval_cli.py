@@ -57,9 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         results = evaluate(args.model_dir, data_dir=args.data, splits=splits)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"tfr-eval: error: {e}", file=sys.stderr)
-        return 1
     except tf.errors.DataLossError as e:
         where = args.data or f"the data of {args.model_dir}"
         print(f"tfr-eval: error: {data_loss_message(where, e)}", file=sys.stderr)

@@ -32,6 +32,7 @@ __all__ = [
     "add_verbose_flag",
     "configure_command_logging",
     "error_line",
+    "written_as_given",
     "one_error_line",
     "set_tensorflow_log_level",
     "start_command",
@@ -151,7 +152,7 @@ def error_line(error: Exception, argv: list[str]) -> str:
     elif isinstance(error, OSError):
         text = str(error)
     elif isinstance(error, ValueError):
-        return _as_flags(str(error), argv)
+        return written_as_given(str(error), argv)
     else:
         return f"unexpected {type(error).__name__}: {error} (run again with --verbose to see where)"
     path = path and re.sub(r"\.partial(?=/|$)", "", path)  # atomic_path's temporary name
@@ -168,10 +169,10 @@ def error_line(error: Exception, argv: list[str]) -> str:
     return f"{flag} {value}: {text}"
 
 
-def _as_flags(text: str, argv: list[str]) -> str:
+def written_as_given(text: str, argv: list[str]) -> str:
     """``text`` with each `field` the user gave as an option written as that option.
 
-    >>> _as_flags("`top_k` must be a positive int, got 0", ["--top-k", "0"])
+    >>> written_as_given("`top_k` must be a positive int, got 0", ["--top-k", "0"])
     '--top-k must be a positive int, got 0'
     """
 

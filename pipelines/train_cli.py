@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import sys
 
 from pipelines.cli_common import (
@@ -35,9 +34,16 @@ from pipelines.cli_common import (
     make_parser,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import Display, one_error_line, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command, written_as_given
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.config_io import add_options, given, load_settings, read_settings, setting
+from tfr_rankformer.core.config_io import (
+    SettingsFileError,
+    add_options,
+    given,
+    load_settings,
+    read_settings,
+    setting,
+)
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.text_config import TextConfig
@@ -197,16 +203,6 @@ def _model_name(args) -> str | None:
     return read_settings(args.config).get("model")
 
 
-def _flag_error(message: str, flags: dict) -> str:
-    """``message`` with each `field` given as a flag written as that flag (``--epochs``)."""
-
-    def as_flag(match: re.Match) -> str:
-        name = match.group(1)
-        return "--" + name.replace("_", "-") if name in flags else match.group(0)
-
-    return re.sub(r"`([a-z_0-9]+)`", as_flag, message)
-
-
 def _configs(parser: argparse.ArgumentParser, args):
     """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
     flags = {**given(args, TrainConfig), **given(args, ModelConfig), **given(args, TextConfig)}
@@ -219,8 +215,10 @@ def _configs(parser: argparse.ArgumentParser, args):
                 raise ValueError("--final-weights: for the neural models only")
             return _gbdt_config(args, flags, gbdt)
         return _neural_config(args, flags, gbdt)
+    except SettingsFileError:
+        raise  # one line, not a usage error
     except (ValueError, TypeError) as e:
-        parser.error(_flag_error(str(e), {**flags, **gbdt}))
+        parser.error(written_as_given(str(e), [_as_flags([k]) for k in {**flags, **gbdt}]))
     except OSError as e:  # the --config file
         parser.error(f"--config: {e.strerror or e}: {e.filename or args.config}")
 

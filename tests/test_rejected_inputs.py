@@ -66,10 +66,7 @@ def _cli_error(main, argv: list[str], prog: str, env: Env, absent: list[Path]) -
     written as ``DIR``."""
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            rc = main(argv)
-        except SystemExit as e:  # a usage error: exit status 2
-            rc = e.code
+        rc = main(argv)
     text = err.getvalue()
     assert rc != 0, out.getvalue()
     assert "Traceback" not in text, text
@@ -819,14 +816,13 @@ _HEADER = """# Rejected inputs
 Every input the commands and the serving signatures refuse, with the message
 each gives. `DIR/` stands for the directory of the input and `RUN` for the run
 directory. Commands exit with status 1 after this one line on stderr (status 2,
-after the usage lines, for a bad option or `--config` file of `tfr-train`) and
-leave no partial output. An I/O failure (a full disk, a read-only or forbidden
-directory) names the path and the option that gave it, and a training run it
-stopped continues with `--resume`. An error of any other kind is one line too,
-naming its kind; only `--verbose` shows a Python traceback. The signatures fail
-the request with `INVALID_ARGUMENT` and this message (TF Serving passes it to the
-client), unless the model was exported with `tfr-export --invalid-items
-score-last` (see [tfr-export.md](tfr-export.md)).
+after the usage lines, for a bad option) and leave no partial output. An I/O
+failure (a full disk, a read-only or forbidden directory) names the path and the
+option that gave it, and a training run it stopped continues with `--resume`. An
+error of any other kind is one line too, naming its kind; only `--verbose` shows
+a Python traceback. The signatures fail the request with `INVALID_ARGUMENT` and
+this message (TF Serving passes it to the client), unless the model was exported
+with `tfr-export --invalid-items score-last` (see [tfr-export.md](tfr-export.md)).
 
 Generated from the cases in `tests/test_rejected_inputs.py`; `make
 docs-rejected` rewrites it, and the test suite fails when it is out of date.

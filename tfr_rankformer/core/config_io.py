@@ -22,6 +22,7 @@ import typing
 from tfr_rankformer.core.atomic_files import atomic_write
 
 __all__ = [
+    "SettingsFileError",
     "add_options",
     "check_fields",
     "check_types",
@@ -206,22 +207,28 @@ def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
             raise ValueError(f"{where}: `{name}` must be {_describe(hint)}, got {value!r}")
 
 
+class SettingsFileError(ValueError):
+    """A settings file that does not hold valid settings; the message names the file."""
+
+
 def read_settings(path: str) -> dict:
     """The JSON object in the settings file ``path``, unchecked.
 
     Raises:
-      ValueError: naming the file (and line and column) unless it holds a JSON object.
+      SettingsFileError: naming the file (and line and column) unless it holds a JSON object.
     """
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+            raise SettingsFileError(
+                f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}"
+            ) from None
         except UnicodeDecodeError:
-            raise ValueError(f"{path}: not UTF-8 text") from None
+            raise SettingsFileError(f"{path}: not UTF-8 text") from None
     if not isinstance(values, dict):
         found = _NAMES.get(type(values), type(values).__name__)
-        raise ValueError(
+        raise SettingsFileError(
             f'{path}: must hold a JSON object of settings ({{"name": value}}), not {found}'
         )
     return values
@@ -233,7 +240,7 @@ def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> d
     annotated type.
 
     Raises:
-      ValueError: naming the file and the field (and the type it takes).
+      SettingsFileError: naming the file and the field (and the type it takes).
     """
     values = read_settings(path)
     hints = _hints(cls)
@@ -242,8 +249,11 @@ def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> d
         known |= set(_hints(hint)) if dataclasses.is_dataclass(hint) else set()
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown settings {', '.join(map(repr, unknown))}")
-    check_types(cls, values, where=path, flat=flat)
+        raise SettingsFileError(f"{path}: unknown settings {', '.join(map(repr, unknown))}")
+    try:
+        check_types(cls, values, where=path, flat=flat)
+    except ValueError as e:
+        raise SettingsFileError(str(e)) from None
     return values
 
 

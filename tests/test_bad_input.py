@@ -537,3 +537,34 @@ def test_a_tensorflow_write_error_names_the_path_and_option():
     assert error_line(error, ["--model-dir", "run"]) == (
         "--model-dir run: No space left on device: run/checkpoints/best_temp/p0"
     )
+
+
+def test_a_flag_checked_by_the_library_is_named_as_written(tmp_path, capsys):
+    from pipelines.bm25_cli import main as bm25_main
+
+    (tmp_path / "q.tsv").write_text("1\tcoffee\n")
+    (tmp_path / "c.tsv").write_text("d1\tcoffee shop\n")
+    argv = ["run", "--queries", str(tmp_path / "q.tsv"), "--collection", str(tmp_path / "c.tsv")]
+    assert bm25_main([*argv, "--output", str(tmp_path / "r.txt"), "--top-k", "0"]) == 1
+    assert capsys.readouterr().err == "tfr-bm25: error: --top-k must be a positive int, got 0\n"
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_the_installed_command_prints_one_line_for_a_bad_settings_file(tmp_path):
+    import subprocess
+    import sys
+
+    config = tmp_path / "settings.json"
+    config.write_text('{"learning_rate": "0.01"}')
+    argv = ["--model", "mlp", "--data", str(tmp_path), "--model-dir", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.train_cli", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"tfr-train: error: {config}: `learning_rate` must be a number or null, got '0.01'\n"
+    )
+    assert not (tmp_path / "run").exists()

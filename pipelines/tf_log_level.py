@@ -59,8 +59,8 @@ class Display:
     verbose: bool = setting(
         False,
         "show TensorFlow's own log lines (CUDA plugin registration, oneDNN and CPU notices, "
-        "its Python warnings), which are hidden by default; an explicit TF_CPP_MIN_LOG_LEVEL "
-        "in the environment is always respected",
+        "its Python warnings), which are hidden by default, and an error's Python traceback; "
+        "an explicit TF_CPP_MIN_LOG_LEVEL in the environment is always respected",
     )
 
 

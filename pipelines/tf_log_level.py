@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 
 from tfr_rankformer.core.config_io import add_options, setting
 
@@ -103,8 +104,8 @@ def configure_command_logging(level: str) -> None:
 
 def one_error_line(prog: str):
     """Decorates the ``main(argv)`` of command ``prog``: an exception it raises is printed as
-    one line (:func:`error_line`) and exit status 1 returned, or with ``--verbose`` raised
-    on with its traceback; Ctrl-C exits with status 130."""
+    one line (:func:`error_line`), after its traceback with ``--verbose``, and exit status
+    1 returned; Ctrl-C exits with status 130."""
 
     def decorate(main):
         @functools.wraps(main)
@@ -117,7 +118,7 @@ def one_error_line(prog: str):
                 return 130
             except Exception as error:
                 if "--verbose" in words:
-                    raise
+                    traceback.print_exc()
                 print(f"{prog}: error: {error_line(error, words)}", file=sys.stderr)
                 return 1
 

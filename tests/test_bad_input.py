@@ -474,9 +474,11 @@ def test_an_unexpected_error_is_one_line_naming_the_command(tmp_path, capsys):
     )
 
 
-def test_verbose_shows_the_traceback(tmp_path):
-    with pytest.raises(KeyError, match="boom"):
-        _export_main_raising(KeyError("boom"), ["--model-dir", str(tmp_path), "--verbose"])
+def test_verbose_shows_the_traceback(tmp_path, capsys):
+    assert _export_main_raising(KeyError("boom"), ["--model-dir", str(tmp_path), "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "KeyError: 'boom'" in err
+    assert err.splitlines()[-1].startswith("tfr-export: error: unexpected KeyError: 'boom'")
 
 
 def test_ctrl_c_is_one_line_and_status_130(tmp_path, capsys):

@@ -578,6 +578,7 @@ def _failing_at(point: str, error: Exception):
 
 
 _NO_SPACE = (errno.ENOSPC, "No space left on device")
+_RUNS: dict[str, Path] = {}
 
 
 def _train_argv(env: Env, run: Path) -> list[str]:
@@ -600,6 +601,7 @@ def _train_disk_full(env: Env) -> str:
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv + ["--resume"]) == 0
     assert (run / "metrics.json").exists()
+    _RUNS.setdefault("run", run)  # a complete run for _export_read_only
     return message
 
 
@@ -644,9 +646,6 @@ def _predict_disk_full(env: Env) -> str:
 def _predict_empty_file(env: Env) -> str:
     (env.tmp / "q.txt").write_bytes(b"")
     return _predict(env, env.tmp / "q.txt")
-
-
-_RUNS: dict[str, Path] = {}
 
 
 def _export_read_only(env: Env) -> str:

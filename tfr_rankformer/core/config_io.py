@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import functools
 import json
 import types
@@ -249,7 +250,9 @@ def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> d
         known |= set(_hints(hint)) if dataclasses.is_dataclass(hint) else set()
     unknown = sorted(set(values) - known)
     if unknown:
-        raise SettingsFileError(f"{path}: unknown settings {', '.join(map(repr, unknown))}")
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SettingsFileError(f"{path}: unknown settings {', '.join(map(repr, unknown))}{hint}")
     try:
         check_types(cls, values, where=path, flat=flat)
     except ValueError as e:

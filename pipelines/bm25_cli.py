@@ -19,7 +19,7 @@ import logging
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, from_args, setting
 from tfr_rankformer.text.bm25 import Bm25Config
 
@@ -141,19 +141,14 @@ def _eval(parsed) -> None:
         print(f"wrote {args.output}")
 
 
+@one_error_line("tfr-bm25")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: run or eval")
     start_command(args, log_level="INFO")
-    from tfrecords_tools.text.trec_files import TrecFormatError
-
-    try:
-        _run(args) if args.command == "run" else _eval(args)
-    except (TrecFormatError, FileExistsError, ValueError, OSError) as e:
-        print(f"tfr-bm25: error: {e}", file=sys.stderr)
-        return 1
+    _run(args) if args.command == "run" else _eval(args)
     return 0
 
 

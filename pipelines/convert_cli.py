@@ -36,11 +36,12 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, text_main
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, from_args, given, load_settings, setting
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import ConvertConfig, convert
+from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ElwcConfig
 from tfrecords_tools.synthetic import SyntheticConfig
 from tfrecords_tools.text.text_sources import is_text_input
@@ -209,6 +210,7 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
         parser.error(f"{', '.join(beam)} need --runner (the local converter stops at an error)")
 
 
+@one_error_line("tfr-convert")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             manifests = convert(config, progress=not args.no_progress)
         else:
             manifests = _convert_on_beam(args, config, beam_args)
-    except (ValueError, OSError) as e:  # the input's and the output's errors
+    except (DatasetNotFoundError, FileExistsError, ValueError) as e:  # input, output
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:

@@ -15,7 +15,7 @@ import math
 import sys
 
 from pipelines.cli_common import LightGBMOptions, make_parser, parse_lgb_params
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
 
@@ -115,6 +115,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
     return "\n\n".join(blocks)
 
 
+@one_error_line("tfr-distill")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args)

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 
 from pipelines.cli_common import data_loss_message, format_metrics, make_parser
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_command
 from pipelines.train_cli import REPORTED
 from tfr_rankformer.core.config_io import add_options, setting
 
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@one_error_line("tfr-eval")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args)
@@ -56,9 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         results = evaluate(args.model_dir, data_dir=args.data, splits=splits)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"tfr-eval: error: {e}", file=sys.stderr)
-        return 1
     except tf.errors.DataLossError as e:
         where = args.data or f"the data of {args.model_dir}"
         print(f"tfr-eval: error: {data_loss_message(where, e)}", file=sys.stderr)

@@ -20,7 +20,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.experiment_specs import ExperimentConfig
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, from_args
 
 __all__ = ["build_parser", "main"]
@@ -56,6 +56,7 @@ _DISPLAY = {
 }
 
 
+@one_error_line("tfr-experiment")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ import os
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_command
 from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 from tfr_rankformer.core.config_io import add_options, from_args, setting
 
@@ -68,19 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@one_error_line("tfr-export")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_command(args)
     options = from_args(args, ExportOptions)
     from tfr_rankformer.runner import export_run
 
-    try:
-        path = export_run(
-            options.model_dir, version=options.version, invalid_items=options.invalid_items
-        )
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
-        print(f"tfr-export: error: {e}", file=sys.stderr)
-        return 1
+    path = export_run(
+        options.model_dir, version=options.version, invalid_items=options.invalid_items
+    )
     token_ids = _token_id_export(args.model_dir, path)
     if token_ids:
         print(f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)")

@@ -22,10 +22,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import add_verbose_flag, start_command
+from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_command
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import add_options, from_args, setting
-from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES, LetorFormatError
+from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 
 if TYPE_CHECKING:
     from tfr_rankformer.inputs.training_density import TrainingDensity
@@ -256,13 +256,7 @@ def _check_output(output: str) -> None:
         raise FileNotFoundError(f"--output {output}: the directory {directory} {what}")
 
 
-def _output_error(error: OSError, output: str, partial: str) -> OSError:
-    """``error`` naming ``--output`` rather than its hidden temporary file."""
-    if error.filename not in (partial, output):
-        return error
-    return OSError(f"--output {output}: cannot write it: {error.strerror or error}")
-
-
+@one_error_line("tfr-predict")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parsed = parser.parse_args(argv)
@@ -275,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
         from tfr_rankformer.serving.serving_client import ServingError
 
         server_errors = (ServingError,)
-    partial = args.output + ".partial"  # atomic_write's temporary name
     try:
         _check_output(args.output)
         from tqdm.auto import tqdm
@@ -293,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         with atomic_write(args.output, newline="") as out:
             count = write_results(lists, out, fmt=args.format, tag=args.tag)
-    except (LetorFormatError, FileNotFoundError, ValueError, OSError, *server_errors) as e:
-        if isinstance(e, OSError):
-            e = _output_error(e, args.output, partial)
+    except server_errors as e:  # the rest: one_error_line
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
     print(f"scored {count} lists with {model}; wrote {args.output}")

@@ -67,7 +67,7 @@ def run_text_conversion(args) -> Manifest:
     Raises:
       TrecFormatError, ValueError, FileExistsError, OSError: with a message for the user.
     """
-    values = load_settings(args.config, TrecConfig) if args.config else {}
+    values = load_settings(args.config, TrecConfig, extra=("synthetic",)) if args.config else {}
     synthetic = dict(values.pop("synthetic", None) or {})
     values.update({k: getattr(args, k) for k in _SHARED if getattr(args, k) is not None})
     values.update(given(args, TrecConfig))

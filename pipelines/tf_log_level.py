@@ -1,4 +1,5 @@
-"""TensorFlow's start-up messages, hidden unless a command is run with ``--verbose``.
+"""What every command shares: TensorFlow's start-up messages hidden and errors given as one
+line, unless the command is run with ``--verbose``.
 
 Importing TensorFlow prints lines about CUDA factories, drivers, oneDNN and CPU
 instructions that a newcomer reads as failures. TensorFlow's C++ side reads its level
@@ -6,6 +7,9 @@ instructions that a newcomer reads as failures. TensorFlow's C++ side reads its 
 (no TensorFlow), calls :func:`start_command`, and only then imports TensorFlow. A few
 Abseil lines ignore that level (XLA's "Compiled cluster" notice, grappler's
 "Error in PredictCost()", Abseil's banner): :class:`NativeLogFilter` drops those alone.
+:func:`one_error_line` wraps each command's ``main``: whatever it raises becomes one
+``<command>: error: ...`` line (an I/O failure naming its path and the option that gave it)
+and exit status 1; only ``--verbose`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import dataclasses
+import functools
 import logging
 import os
 import re
 import sys
 import threading
+import traceback
 
 from tfr_rankformer.core.config_io import add_options, setting
 
@@ -26,6 +32,9 @@ __all__ = [
     "NativeLogFilter",
     "add_verbose_flag",
     "configure_command_logging",
+    "error_line",
+    "written_as_given",
+    "one_error_line",
     "set_tensorflow_log_level",
     "start_command",
 ]
@@ -51,8 +60,8 @@ class Display:
     verbose: bool = setting(
         False,
         "show TensorFlow's own log lines (CUDA plugin registration, oneDNN and CPU notices, "
-        "its Python warnings), which are hidden by default; an explicit TF_CPP_MIN_LOG_LEVEL "
-        "in the environment is always respected",
+        "its Python warnings), which are hidden by default, and an error's Python traceback; "
+        "an explicit TF_CPP_MIN_LOG_LEVEL in the environment is always respected",
     )
 
 
@@ -91,6 +100,100 @@ def start_command(
 def configure_command_logging(level: str) -> None:
     """The root logger at ``level``, writing ``LEVEL module: message`` lines to stderr."""
     logging.basicConfig(level=level, format=LOG_FORMAT)
+
+
+def one_error_line(prog: str):
+    """Decorates the ``main(argv)`` of command ``prog``: an exception it raises is printed as
+    one line (:func:`error_line`), after its traceback with ``--verbose``, and exit status
+    1 returned; Ctrl-C exits with status 130."""
+
+    def decorate(main):
+        @functools.wraps(main)
+        def run(argv: list[str] | None = None) -> int:
+            words = sys.argv[1:] if argv is None else list(argv)
+            try:
+                return main(argv)
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted", file=sys.stderr)
+                return 130
+            except Exception as error:
+                if "--verbose" in words:
+                    traceback.print_exc()
+                print(f"{prog}: error: {error_line(error, words)}", file=sys.stderr)
+                return 1
+
+        return run
+
+    return decorate
+
+
+def error_line(error: Exception, argv: list[str]) -> str:
+    """The user's line for ``error``: its message, a `field` given as an option named as the
+    user wrote it (``--top-k``); an I/O failure (``OSError`` with an errno, a TensorFlow
+    ``OpError``) also names the option of ``argv`` whose path it concerns; an unexpected
+    kind of error says how to see more.
+
+    >>> error_line(OSError(28, "No space left on device", "run/x.index"), ["--model-dir", "run"])
+    '--model-dir run: No space left on device: run/x.index'
+    >>> error_line(KeyError("k"), [])
+    "unexpected KeyError: 'k' (run again with --verbose to see where)"
+    """
+    tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
+    path = None
+    if isinstance(error, OSError) and error.errno and error.filename:
+        path, text = str(error.filename), error.strerror or str(error)
+    elif tf_errors is not None and isinstance(error, tf_errors.OpError):
+        # "{{function_node ...}} PATH; REASON [Op:SaveV2]" -> PATH, REASON
+        text = re.sub(r"\{\{.*?\}\}|\[Op:\w+\]", "", error.message).strip()
+        text = (text.splitlines() or [type(error).__name__])[0]
+        where, _, reason = text.rpartition("; ")
+        head, _, named = where.rpartition(" ")
+        if "/" in named and reason:
+            path, text = named, f"{head.rstrip(': ')}: {reason}" if head else reason
+    elif isinstance(error, OSError):
+        text = str(error)
+    elif isinstance(error, ValueError):
+        return written_as_given(str(error), argv)
+    else:
+        return f"unexpected {type(error).__name__}: {error} (run again with --verbose to see where)"
+    path = path and re.sub(r"\.partial(?=/|$)", "", path)  # atomic_path's temporary name
+    option = _option_of(path or text, argv)
+    if option is None:
+        return f"{path}: {text}" if path else text
+    flag, value = option
+    if path is not None and os.path.abspath(path) != os.path.abspath(value):
+        return f"{flag} {value}: {text}: {path}"
+    if path is None and re.match(re.escape(value) + r"[\s:]", text):
+        return f"{flag} {text}"  # a message about the option's own path
+    if path is None and isinstance(error, OSError):
+        return text  # its own message names the path
+    return f"{flag} {value}: {text}"
+
+
+def written_as_given(text: str, argv: list[str]) -> str:
+    """``text`` with each `field` the user gave as an option written as that option.
+
+    >>> written_as_given("`top_k` must be a positive int, got 0", ["--top-k", "0"])
+    '--top-k must be a positive int, got 0'
+    """
+
+    def named(match: re.Match) -> str:
+        flag = "--" + match.group(1).replace("_", "-")
+        return flag if any(w == flag or w.startswith(flag + "=") for w in argv) else match[0]
+
+    return re.sub(r"`([a-z][a-z_0-9]*)`", named, text)
+
+
+def _option_of(text: str, argv: list[str]) -> tuple[str, str] | None:
+    """The ``(--flag, value)`` of ``argv`` whose value is the longest path in ``text``."""
+    pairs = [w.split("=", 1) for w in argv if w.startswith("--") and "=" in w]
+    pairs += [(f, v) for f, v in zip(argv, argv[1:]) if f.startswith("--") and v[:1] != "-"]
+    found = []
+    for flag, value in pairs:
+        where = re.escape(value.rstrip("/") or "/")
+        if re.search(rf"(?:^|[\s'\"(=]){where}(?:$|[/\s:;,.'\")])", text):
+            found.append((len(value), flag, value))
+    return max(found)[1:] if found else None
 
 
 _BANNER = b"WARNING: All log messages before absl::InitializeLog() is called"

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import re
 import sys
 
 from pipelines.cli_common import (
@@ -36,9 +34,16 @@ from pipelines.cli_common import (
     make_parser,
     parse_lgb_params,
 )
-from pipelines.tf_log_level import Display, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command, written_as_given
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
+from tfr_rankformer.core.config_io import (
+    SettingsFileError,
+    add_options,
+    given,
+    load_settings,
+    read_settings,
+    setting,
+)
 from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.text.listformer_config import ListformerConfig
@@ -196,18 +201,7 @@ def _checkpoint_settings(settings: dict, flags: dict) -> dict:
 def _model_name(args) -> str | None:
     if args.model is not None or not args.config:
         return args.model
-    with open(args.config, encoding="utf-8") as f:
-        return json.load(f).get("model")
-
-
-def _flag_error(message: str, flags: dict) -> str:
-    """``message`` with each `field` given as a flag written as that flag (``--epochs``)."""
-
-    def as_flag(match: re.Match) -> str:
-        name = match.group(1)
-        return "--" + name.replace("_", "-") if name in flags else match.group(0)
-
-    return re.sub(r"`([a-z_0-9]+)`", as_flag, message)
+    return read_settings(args.config).get("model")
 
 
 def _configs(parser: argparse.ArgumentParser, args):
@@ -221,8 +215,10 @@ def _configs(parser: argparse.ArgumentParser, args):
         if model_families.is_gbdt(model):
             return _gbdt_config(args, flags, gbdt)
         return _neural_config(args, flags, gbdt, model)
+    except SettingsFileError:
+        raise  # one line, not a usage error
     except (ValueError, TypeError) as e:
-        parser.error(_flag_error(str(e), {**flags, **gbdt}))
+        parser.error(written_as_given(str(e), [_as_flags([k]) for k in {**flags, **gbdt}]))
     except OSError as e:  # the --config file
         parser.error(f"--config: {e.strerror or e}: {e.filename or args.config}")
 
@@ -261,6 +257,7 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
     return metrics, None if args.no_export else export_run(config.model_dir)
 
 
+@one_error_line("tfr-train")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -271,9 +268,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         done = _train_and_export(args, config, existing)
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
-        print(f"tfr-train: error: {e}", file=sys.stderr)
-        return 1
     except tf.errors.DataLossError as e:
         print(f"tfr-train: error: {data_loss_message(config.data, e)}", file=sys.stderr)
         return 1

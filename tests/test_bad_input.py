@@ -417,3 +417,156 @@ def test_colon_moved_to_another_token_is_rejected(tmp_path, bad_line, token):
 
     assert info.value.line == DENSE_BAD_AT
     assert info.value.token == token
+
+
+# === Settings files and the one error path of every command ===
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[1, 2]", "{path}: must hold a JSON object of settings"),
+        ('{"seed": 1,\n "shards": }', "{path}:2:12: not valid JSON: Expecting value"),
+        ('{"seed": "1"}', "{path}: `seed` must be an int, got '1'"),
+        ('{"seed": 1, "sheeds": 2}', "{path}: unknown settings 'sheeds'"),
+        ('{"clicks": {"bootstraps": "3"}}', "{path}: `bootstraps` must be an int, got '3'"),
+        (b"\xff{}", "{path}: not UTF-8 text"),
+    ],
+)
+def test_a_bad_settings_file_is_named_with_what_is_wrong(tmp_path, text, message):
+    from tfr_rankformer.core.config_io import load_settings
+
+    path = tmp_path / "settings.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError) as info:
+        load_settings(str(path), ConvertConfig)
+    assert str(info.value).startswith(message.format(path=path)), info.value
+
+
+def test_settings_of_nested_sections_may_stand_flat_or_be_named_extra(tmp_path):
+    from tfr_rankformer.core.config_io import load_settings
+    from tfr_rankformer.training.train_config import TrainConfig
+
+    path = tmp_path / "settings.json"
+    path.write_text('{"epochs": 2, "dropout": 0.1, "note": "mine"}')
+    values = load_settings(str(path), TrainConfig, flat=True, extra=("note",))
+    assert values == {"epochs": 2, "dropout": 0.1, "note": "mine"}
+    with pytest.raises(ValueError, match="unknown settings 'note'"):
+        load_settings(str(path), TrainConfig, flat=True)
+
+
+def _export_main_raising(error: BaseException, argv: list[str]) -> int:
+    from unittest import mock
+
+    from pipelines.export_cli import main
+    from tfr_rankformer import runner
+
+    with mock.patch.object(runner, "export_run", side_effect=error):
+        return main(argv)
+
+
+def test_an_unexpected_error_is_one_line_naming_the_command(tmp_path, capsys):
+    rc = _export_main_raising(KeyError("boom"), ["--model-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "tfr-export: error: unexpected KeyError: 'boom' (run again with --verbose to see where)"
+    )
+
+
+def test_verbose_shows_the_traceback(tmp_path, capsys):
+    assert _export_main_raising(KeyError("boom"), ["--model-dir", str(tmp_path), "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "KeyError: 'boom'" in err
+    assert err.splitlines()[-1].startswith("tfr-export: error: unexpected KeyError: 'boom'")
+
+
+def test_ctrl_c_is_one_line_and_status_130(tmp_path, capsys):
+    assert _export_main_raising(KeyboardInterrupt(), ["--model-dir", str(tmp_path)]) == 130
+    assert capsys.readouterr().err.strip() == "tfr-export: interrupted"
+
+
+@pytest.mark.parametrize(
+    "error, argv, line",
+    [
+        (
+            OSError(28, "No space left on device", "out/train.partial/x"),
+            ["--output", "out"],
+            "--output out: No space left on device: out/train/x",
+        ),
+        (
+            OSError(13, "Permission denied", "run"),
+            ["--model-dir=run"],
+            "--model-dir run: Permission denied",
+        ),
+        (
+            OSError(30, "Read-only file system", "/elsewhere/f"),
+            ["--output", "o"],
+            "/elsewhere/f: Read-only file system",
+        ),
+        (
+            FileNotFoundError("data: no manifest.json"),
+            ["--data", "data"],
+            "--data data: no manifest.json",
+        ),
+        (
+            ValueError("`top_k` must be a positive int, got 0"),
+            ["--top-k", "0"],
+            "--top-k must be a positive int, got 0",
+        ),
+        (
+            ValueError("`top_k` must be a positive int, got 0"),
+            ["--config", "c.json"],
+            "`top_k` must be a positive int, got 0",
+        ),
+    ],
+)
+def test_error_lines_name_the_option_as_the_user_wrote_it(error, argv, line):
+    from pipelines.tf_log_level import error_line
+
+    assert error_line(error, argv) == line
+
+
+def test_a_tensorflow_write_error_names_the_path_and_option():
+    import tensorflow as tf
+
+    from pipelines.tf_log_level import error_line
+
+    message = (
+        "{{function_node SaveV2}} run/checkpoints/best_temp/p0; No space left on device [Op:SaveV2]"
+    )
+    error = tf.errors.ResourceExhaustedError(None, None, message)
+    assert error_line(error, ["--model-dir", "run"]) == (
+        "--model-dir run: No space left on device: run/checkpoints/best_temp/p0"
+    )
+
+
+def test_a_flag_checked_by_the_library_is_named_as_written(tmp_path, capsys):
+    from pipelines.bm25_cli import main as bm25_main
+
+    (tmp_path / "q.tsv").write_text("1\tcoffee\n")
+    (tmp_path / "c.tsv").write_text("d1\tcoffee shop\n")
+    argv = ["run", "--queries", str(tmp_path / "q.tsv"), "--collection", str(tmp_path / "c.tsv")]
+    assert bm25_main([*argv, "--output", str(tmp_path / "r.txt"), "--top-k", "0"]) == 1
+    assert capsys.readouterr().err == "tfr-bm25: error: --top-k must be a positive int, got 0\n"
+    assert not (tmp_path / "r.txt").exists()
+
+
+def test_the_installed_command_prints_one_line_for_a_bad_settings_file(tmp_path):
+    import subprocess
+    import sys
+
+    config = tmp_path / "settings.json"
+    config.write_text('{"learning_rate": "0.01"}')
+    argv = ["--model", "mlp", "--data", str(tmp_path), "--model-dir", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.train_cli", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"tfr-train: error: {config}: `learning_rate` must be a number or null, got '0.01'\n"
+    )
+    assert not (tmp_path / "run").exists()

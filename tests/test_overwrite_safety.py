@@ -176,7 +176,9 @@ def test_an_unwritable_parent_names_the_output(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code, err = _run(["--input", "synthetic", "--synthetic-lists", "3", "--output", "out"], capsys)
     assert code == 1
-    assert err == "tfr-convert: error: out: cannot create the output directory: Permission denied\n"
+    assert err == (
+        "tfr-convert: error: --output out: cannot create the output directory: Permission denied\n"
+    )
 
 
 def test_an_uncreatable_parent_names_the_output_and_the_parent(tmp_path, monkeypatch, capsys):
@@ -187,7 +189,8 @@ def test_an_uncreatable_parent_names_the_output_and_the_parent(tmp_path, monkeyp
     out = str(tmp_path / "ro" / "out")
     code, err = _run(["--input", "synthetic", "--output", out], capsys)
     assert code == 1 and err == (
-        f"tfr-convert: error: {out}: cannot create the output directory: Permission denied "
+        f"tfr-convert: error: --output {out}: cannot create the output directory: "
+        "Permission denied "
         f"({tmp_path / 'ro'})\n"
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import gzip
 import io
 import os
@@ -540,6 +541,181 @@ def _data_cases() -> list[Case]:
 
 
 # ---------------------------------------------------------------------------
+# Settings files and I/O failures (a full disk, a read-only or forbidden directory),
+# simulated where the write happens: a fault point, or the write itself raising.
+# ---------------------------------------------------------------------------
+
+
+def _train_with_config(env: Env, text: str) -> str:
+    from pipelines.train_cli import main
+
+    data, config = _tiny_converted(env), env.tmp / "settings.json"
+    config.write_text(text)
+    run = env.tmp / "run"
+    argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--quiet"]
+    return _cli_error(main, argv + ["--config", str(config)], "tfr-train", env, [run])
+
+
+def _convert_with_config(env: Env, text: str) -> str:
+    from pipelines.convert_cli import main
+
+    config = env.tmp / "settings.json"
+    config.write_text(text)
+    out = env.tmp / "out"
+    argv = ["--input", "synthetic", "--output", str(out), "--config", str(config)]
+    return _cli_error(main, argv + ["--no-progress"], "tfr-convert", env, [out])
+
+
+def _failing_at(point: str, error: Exception):
+    """``fault_points.reached`` raising ``error`` at ``point``."""
+    from tfr_rankformer.core import fault_points
+
+    def reached(name: str) -> None:
+        if name == point:
+            raise error
+
+    return mock.patch.object(fault_points, "reached", reached)
+
+
+_NO_SPACE = (errno.ENOSPC, "No space left on device")
+_RUNS: dict[str, Path] = {}
+
+
+def _train_argv(env: Env, run: Path) -> list[str]:
+    data = _tiny_converted(env)
+    return ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--epochs", "1"]
+
+
+def _train_disk_full(env: Env) -> str:
+    """TensorFlow's checkpoint write finds the disk full; ``--resume`` then finishes."""
+    from pipelines.train_cli import main
+
+    run = env.tmp / "run"
+    argv = _train_argv(env, run) + ["--quiet", "--no-export"]
+    full = tf.errors.ResourceExhaustedError(
+        None, None, f"{run}/checkpoints/best_temp/part-0.tempstate1; No space left on device"
+    )
+    with _failing_at("train.checkpoint", full):
+        message = _cli_error(main, argv, "tfr-train", env, [])
+    assert not list(run.rglob("*.partial")) and not (run / "metrics.json").exists()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv + ["--resume"]) == 0
+    assert (run / "metrics.json").exists()
+    _RUNS.setdefault("run", run)  # a complete run for _export_read_only
+    return message
+
+
+def _train_forbidden(env: Env) -> str:
+    """``--model-dir`` in a directory where no file may be created."""
+    from pipelines.train_cli import main
+    from tfr_rankformer.core import atomic_files
+
+    def refuse(file, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", file)
+
+    run = env.tmp / "run"
+    with mock.patch.object(atomic_files, "open", refuse, create=True):
+        message = _cli_error(main, _train_argv(env, run) + ["--quiet"], "tfr-train", env, [])
+    assert not list(run.rglob("*")), list(run.rglob("*"))
+    return message
+
+
+def _convert_disk_full(env: Env) -> str:
+    from pipelines.convert_cli import main
+
+    out = env.tmp / "out"
+    argv = ["--input", "synthetic", "--synthetic-lists", "3", "--output", str(out)]
+    with _failing_at("convert.shard", OSError(*_NO_SPACE)):
+        message = _cli_error(main, argv + ["--no-progress"], "tfr-convert", env, [out])
+    assert os.listdir(env.tmp) == [], os.listdir(env.tmp)
+    return message
+
+
+def _predict_disk_full(env: Env) -> str:
+    from tfr_rankformer.serving import prediction
+
+    def write_results(lists, out, **options):
+        out.write("1 Q0 d1 1 0.5 tfr\n")
+        raise OSError(*_NO_SPACE)
+
+    source = write_lines(env.tmp / "q.txt", [letor_line(1, 1, [0.5] * 3)])
+    with mock.patch.object(prediction, "write_results", write_results):
+        return _predict(env, Path(source))
+
+
+def _predict_empty_file(env: Env) -> str:
+    (env.tmp / "q.txt").write_bytes(b"")
+    return _predict(env, env.tmp / "q.txt")
+
+
+def _export_read_only(env: Env) -> str:
+    """The SavedModel's write fails as on a read-only run directory."""
+    from pipelines.export_cli import main
+    from pipelines.train_cli import main as train_main
+
+    if "run" not in _RUNS:
+        run = env.request.getfixturevalue("tmp_path_factory").mktemp("tiny-run") / "run"
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert train_main(_train_argv(env, run) + ["--quiet", "--no-export"]) == 0
+        _RUNS["run"] = run
+    run = env.tmp / "run"
+    shutil.copytree(_RUNS["run"], run)
+    denied = tf.errors.PermissionDeniedError(
+        None, None, f"{run}/export/1.partial/variables; Read-only file system"
+    )
+    with _failing_at("export.saved", denied):
+        message = _cli_error(main, ["--model-dir", str(run)], "tfr-export", env, [])
+    assert os.listdir(run / "export") == []
+    return message
+
+
+def _settings_and_io_cases() -> list[Case]:
+    files = [
+        ("a JSON list", "[1, 2]", "list"),
+        ("invalid JSON", '{"epochs": 1,\n "dropout": }', "json"),
+        ('`"learning_rate": "0.01"` (a string)', '{"learning_rate": "0.01"}', "type"),
+        ("an unknown field", '{"epochs": 1, "learning_rat": 0.01}', "unknown"),
+    ]
+    cases = [
+        Case(
+            "tfr-train",
+            f"a `--config` file holding {text}",
+            lambda e, t=t: _train_with_config(e, t),
+            f"config-{key}",
+        )
+        for text, t, key in files
+    ]
+    return cases + [
+        Case(
+            "tfr-convert",
+            'a `--config` file holding `"seed": "1"` (a string)',
+            lambda env: _convert_with_config(env, '{"seed": "1"}'),
+            "convert-config-type",
+        ),
+        Case(
+            "tfr-train",
+            "a full disk under `--model-dir` (a checkpoint write)",
+            _train_disk_full,
+            "train-disk-full",
+        ),
+        Case(
+            "tfr-train",
+            "`--model-dir` where no file may be created",
+            _train_forbidden,
+            "train-forbidden",
+        ),
+        Case(
+            "tfr-convert", "a full disk under `--output`", _convert_disk_full, "convert-disk-full"
+        ),
+        Case(
+            "tfr-predict", "a full disk under `--output`", _predict_disk_full, "predict-disk-full"
+        ),
+        Case("tfr-predict", "an empty LETOR file", _predict_empty_file, "predict-empty"),
+        Case("tfr-export", "a read-only run directory", _export_read_only, "export-read-only"),
+    ]
+
+
+# ---------------------------------------------------------------------------
 # The serving signatures, as a client calls them.
 # ---------------------------------------------------------------------------
 
@@ -608,7 +784,7 @@ def _serving_cases() -> list[Case]:
     ]
 
 
-CASES = _convert_cases() + _data_cases() + _serving_cases()
+CASES = _convert_cases() + _data_cases() + _settings_and_io_cases() + _serving_cases()
 
 
 @pytest.fixture
@@ -638,10 +814,14 @@ _HEADER = """# Rejected inputs
 
 Every input the commands and the serving signatures refuse, with the message
 each gives. `DIR/` stands for the directory of the input and `RUN` for the run
-directory. Commands exit with status 1 after this one line on stderr and leave
-no partial output; the signatures fail the request with `INVALID_ARGUMENT`
-and this message (TF Serving passes it to the client), unless the model was
-exported with `tfr-export --invalid-items score-last` (see [tfr-export.md](tfr-export.md)).
+directory. Commands exit with status 1 after this one line on stderr (status 2,
+after the usage lines, for a bad option) and leave no partial output. An I/O
+failure (a full disk, a read-only or forbidden directory) names the path and the
+option that gave it, and a training run it stopped continues with `--resume`. An
+error of any other kind is one line too, naming its kind; only `--verbose` shows
+a Python traceback. The signatures fail the request with `INVALID_ARGUMENT` and
+this message (TF Serving passes it to the client), unless the model was exported
+with `tfr-export --invalid-items score-last` (see [tfr-export.md](tfr-export.md)).
 
 Generated from the cases in `tests/test_rejected_inputs.py`; `make
 docs-rejected` rewrites it, and the test suite fails when it is out of date.
@@ -655,8 +835,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _code(text: str) -> str:
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def render(rows: list[tuple[str, str, str]]) -> str:
-    body = "".join(f"| {c} | {_cell(i)} | `{_cell(m)}` |\n" for c, i, m in rows)
+    body = "".join(f"| {c} | {_cell(i)} | {_code(_cell(m))} |\n" for c, i, m in rows)
     return _HEADER + body
 
 

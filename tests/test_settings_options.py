@@ -89,14 +89,13 @@ def test_an_option_fills_its_field(flag):
 def test_a_config_file_of_the_wrong_type_names_file_and_field(tmp_path, capsys):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"learning_rate": "0.01", "dropout": 0.1}))
-    with pytest.raises(SystemExit) as stop:
-        main(["--config", str(path), "--data", "d", "--model-dir", str(tmp_path / "m")])
-    assert stop.value.code == 2
+    assert main(["--config", str(path), "--data", "d", "--model-dir", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
-    assert f"{path}: `learning_rate` must be a number or null, got '0.01'" in err
+    assert (
+        err == f"tfr-train: error: {path}: `learning_rate` must be a number or null, got '0.01'\n"
+    )
     path.write_text(json.dumps({"architecture": {"num_layers": 2.5}}))
-    with pytest.raises(SystemExit):
-        main(["--config", str(path), "--data", "d", "--model-dir", str(tmp_path / "m")])
+    assert main(["--config", str(path), "--data", "d", "--model-dir", str(tmp_path / "m")]) == 1
     assert "`num_layers` must be an int or null, got 2.5" in capsys.readouterr().err
 
 

@@ -14,6 +14,8 @@ import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 
+from tfr_rankformer.core.atomic_files import WRITE_ERRORS
+
 logger = logging.getLogger(__name__)
 
 _SHARD = re.compile(r"(train|vali|test)-\d{5,}-of-\d{5,}\.tfrecord")
@@ -252,6 +254,8 @@ def scratch_directory(output: str, *, overwrite: bool) -> Iterator[str]:
     except OSError as e:
         shutil.rmtree(scratch, ignore_errors=True)
         inside = str(e.filename or "").startswith(scratch + os.sep)
+        if e.filename is None and e.errno in WRITE_ERRORS:  # a write: no file named
+            raise _output_error(output, "write it", e, scratch) from None
         if inside and not isinstance(e, OutputError):
             name = os.path.relpath(str(e.filename), scratch)
             raise _output_error(output, f"write {name}", e, scratch) from None

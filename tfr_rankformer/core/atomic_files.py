@@ -4,6 +4,7 @@ renamed into place when complete, so that an error or a kill leaves nothing part
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Iterator
@@ -11,19 +12,24 @@ from typing import IO
 
 __all__ = ["atomic_path", "atomic_write"]
 
+# Errors of writing: an ``OSError`` of a write or a flush names no file.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
 
 def _remove(path: str) -> None:
+    """Removes ``path`` if it is there; a failure is left to the writes that follow."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
+    elif os.path.lexists(path):
+        with contextlib.suppress(OSError):
             os.remove(path)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str, *, suffix: str = ".partial") -> Iterator[str]:
     """Yields ``path + suffix`` to write a file or a directory at; it becomes ``path``
-    when the block ends normally and is removed when the block raises.
+    when the block ends normally and is removed when the block raises. An ``OSError`` of
+    writing it names ``path``, not the temporary name the user never gave.
 
     >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "out.txt")
     >>> with atomic_path(target) as temporary:
@@ -36,8 +42,17 @@ def atomic_path(path: str, *, suffix: str = ".partial") -> Iterator[str]:
     try:
         yield temporary
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         _remove(temporary)
+        if (
+            isinstance(error, OSError)
+            and error.errno
+            and (
+                error.filename == temporary
+                or (error.filename is None and error.errno in WRITE_ERRORS)
+            )
+        ):
+            raise OSError(error.errno, error.strerror, path) from error
         raise
 
 

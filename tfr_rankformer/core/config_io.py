@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import functools
 import json
 import types
@@ -22,6 +23,7 @@ import typing
 from tfr_rankformer.core.atomic_files import atomic_write
 
 __all__ = [
+    "SettingsFileError",
     "add_options",
     "check_fields",
     "check_types",
@@ -31,6 +33,7 @@ __all__ = [
     "load_settings",
     "nest_flat",
     "on_off",
+    "read_settings",
     "require_positive_ints",
     "setting",
     "write_json",
@@ -147,7 +150,7 @@ def require_positive_ints(config, *names: str, optional: bool = False) -> None:
 _KINDS = {bool: bool, int: int, float: (int, float), str: str, type(None): type(None)}
 _KINDS |= {tuple: (list, tuple), list: (list, tuple), dict: dict}
 _NAMES = {bool: "true or false", int: "an int", float: "a number", str: "a string"}
-_NAMES |= {type(None): "null", tuple: "a list", list: "a list"}
+_NAMES |= {type(None): "null", tuple: "a list", list: "a list", dict: "an object"}
 
 
 def _matches(hint, value) -> bool:
@@ -205,21 +208,55 @@ def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
             raise ValueError(f"{where}: `{name}` must be {_describe(hint)}, got {value!r}")
 
 
-def load_settings(path: str, cls, *, flat: bool = False) -> dict:
-    """The JSON object of settings in ``path``, each checked against ``cls``'s field types.
+class SettingsFileError(ValueError):
+    """A settings file that does not hold valid settings; the message names the file."""
+
+
+def read_settings(path: str) -> dict:
+    """The JSON object in the settings file ``path``, unchecked.
 
     Raises:
-      ValueError: the file is not a JSON object, or a value has the wrong type (naming
-        the file and the field).
+      SettingsFileError: naming the file (and line and column) unless it holds a JSON object.
     """
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not JSON ({e})") from None
+            raise SettingsFileError(
+                f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}"
+            ) from None
+        except UnicodeDecodeError:
+            raise SettingsFileError(f"{path}: not UTF-8 text") from None
     if not isinstance(values, dict):
-        raise ValueError(f"{path}: must hold an object of settings")
-    check_types(cls, values, where=path, flat=flat)
+        found = _NAMES.get(type(values), type(values).__name__)
+        raise SettingsFileError(
+            f'{path}: must hold a JSON object of settings ({{"name": value}}), not {found}'
+        )
+    return values
+
+
+def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> dict:
+    """The JSON object of settings in ``path``, each key a field of ``cls`` (``flat``: or
+    of one of its nested dataclasses; ``extra``: other keys the caller reads) of its
+    annotated type.
+
+    Raises:
+      SettingsFileError: naming the file and the field (and the type it takes).
+    """
+    values = read_settings(path)
+    hints = _hints(cls)
+    known = set(hints) | set(extra)
+    for hint in hints.values() if flat else ():
+        known |= set(_hints(hint)) if dataclasses.is_dataclass(hint) else set()
+    unknown = sorted(set(values) - known)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SettingsFileError(f"{path}: unknown settings {', '.join(map(repr, unknown))}{hint}")
+    try:
+        check_types(cls, values, where=path, flat=flat)
+    except ValueError as e:
+        raise SettingsFileError(str(e)) from None
     return values
 
 

@@ -248,8 +248,9 @@ def run_session(
     except BaseException as error:
         if replaced is not None:
             _restore(path, replaced)
-        else:
-            _write_state(path, "failed", error=f"{type(error).__name__}: {error}")
+        else:  # a full or read-only disk may refuse this too: the run stays "running"
+            with contextlib.suppress(OSError):
+                _write_state(path, "failed", error=f"{type(error).__name__}: {error}")
         raise
     if start != "complete":
         _write_state(path, "complete")

@@ -33,6 +33,8 @@ def load_letor_lists(path: str, num_features: int, *, duplicates: str = "error")
     parsed = parse_letor_lines(
         lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates
     )
+    if not len(parsed.qids):
+        raise LetorFormatError(path, None, "file is empty: it holds no LETOR lines")
     docids = [_docid(path, int(n), lines[n - 1]) for n in parsed.line_numbers]
     lists = [
         (int(parsed.qids[begin]), docids[begin:end], parsed.features[begin:end])

@@ -33,6 +33,7 @@ __all__ = [
     "next_version",
     "save_servable",
     "served_outputs",
+    "serve_nonempty",
     "write_version",
 ]
 
@@ -52,6 +53,15 @@ def served_outputs(outputs: dict, list_head: bool) -> dict:
         served["list_probs"] = probs
         served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
     return served
+
+
+def serve_nonempty(serve: Callable[[tf.Tensor], dict], examples: tf.Tensor) -> dict:
+    """``serve(examples)`` for ``examples [B]`` serialized lists, an empty batch included:
+    proto parsing refuses no value at all, so one empty list stands in and its outputs are
+    dropped (``[0, ...]`` outputs for ``[0]`` examples)."""
+    count = tf.shape(examples)[0]
+    padded = tf.concat([examples, tf.fill([tf.maximum(1 - count, 0)], "")], axis=0)
+    return {name: value[:count] for name, value in serve(padded).items()}
 
 
 class _Servable(tf.Module):
@@ -76,6 +86,9 @@ class _Servable(tf.Module):
         )
 
     def _serve_examples(self, examples):
+        return serve_nonempty(self._score_examples, examples)
+
+    def _score_examples(self, examples):
         import tensorflow_ranking as tfr
 
         # Variable length (no default), so that a missing or short field is seen as such.

@@ -287,7 +287,8 @@ class RemoteSignature:
         """Sends ``inputs`` by input name; returns the outputs.
 
         Raises:
-          TypeError: other input names than the signature's.
+          TypeError: other input names than the signature's, or an input of another dtype
+            (floats are converted), naming it.
           ModelRejectedError: the model refused the inputs.
         """
         missing = sorted(set(self.input_specs) - set(inputs))
@@ -296,6 +297,14 @@ class RemoteSignature:
                 f"{self.name} takes {sorted(self.input_specs)}, got {sorted(inputs)}"
                 + (f": the request lacks {', '.join(missing)}" if missing else "")
             )
+        for name, value in inputs.items():
+            array = np.asarray(value.numpy() if isinstance(value, tf.Tensor) else value)
+            given, wanted = array.dtype, self.input_specs[name].dtype
+            given = tf.string if given.kind in "OSU" else tf.as_dtype(given)
+            if array.size and given != wanted and not (given.is_floating and wanted.is_floating):
+                raise TypeError(f"{self.name}: the input {name} is {given.name}, not {wanted.name}")
+            if wanted != tf.string:  # floats as the signature's (TF Serving converts no proto)
+                inputs[name] = array.astype(wanted.as_numpy_dtype)
         outputs = self._transport.predict(inputs, self.name)
         typed = {}
         for name, value in outputs.items():

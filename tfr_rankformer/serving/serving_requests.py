@@ -13,7 +13,9 @@ rows ``instances`` or columns ``inputs``) and gRPC ``PredictRequest`` protos.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping, Sequence
+import gzip
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -32,6 +34,7 @@ __all__ = [
     "FeatureList",
     "ListEncoder",
     "elwc_records",
+    "letor_lists",
     "padded_tensors",
     "rest_body",
     "rest_elwc_body",
@@ -87,6 +90,45 @@ def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[byt
         zeros = np.zeros(len(docids), np.float32)
         records.append(encoder.encode(int(qid), values, zeros, zeros))
     return records
+
+
+def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
+    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (plain or ``.gz``),
+    read only as far as the lists taken: a client reads only the lists it sends. A docid is
+    the line's ``#docid = ...``, else its line number; an omitted feature reads 0
+    (``tfr-predict`` reads whole files with the converter's validating parser).
+
+    Raises:
+      ValueError: naming the file and line of a line that does not parse.
+    """
+    qid, docids, rows = None, [], []
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            fields, _, comment = line.partition("#")
+            cells = fields.split()
+            if not cells:
+                continue
+            row = np.zeros(num_features, np.float32)
+            try:
+                if not cells[1].startswith("qid:"):
+                    raise ValueError("the second field is not qid:N")
+                line_qid = int(cells[1][4:])
+                for cell in cells[2:]:
+                    index, value = cell.split(":")
+                    if not 1 <= int(index) <= num_features:
+                        raise ValueError(f"feature {index} is outside 1..{num_features}")
+                    row[int(index) - 1] = float(value)
+            except (ValueError, IndexError) as e:
+                raise ValueError(f"{path}:{number}: not a LETOR line ({e})") from None
+            if line_qid != qid and docids:
+                yield qid, docids, np.stack(rows)
+                docids, rows = [], []
+            qid = line_qid
+            found = re.search(r"docid\s*=\s*(\S+)", comment)
+            docids.append(found.group(1) if found else str(number))
+            rows.append(row)
+    if docids:
+        yield qid, docids, np.stack(rows)
 
 
 def padded_tensors(

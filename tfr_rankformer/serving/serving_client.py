@@ -214,12 +214,13 @@ class _GrpcTransport:
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         self.channel = grpc.insecure_channel(address.target, options=options)
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.spec = dict(version=address.version, version_label=address.version_label)
 
     def metadata(self):
         from tensorflow_serving.apis import get_model_metadata_pb2
 
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
-        request.model_spec.CopyFrom(model_spec(**self._spec()))
+        request.model_spec.CopyFrom(model_spec(self.address.model_name, **self.spec))
         response = self._call(self.stub.GetModelMetadata, request)
         signatures = get_model_metadata_pb2.SignatureDefMap()
         packed = response.metadata.get("signature_def")
@@ -227,16 +228,11 @@ class _GrpcTransport:
             raise ServingError(f"{self.address.url}: the model metadata holds no signature_def")
         return signatures
 
-    def _spec(self) -> dict:
-        address = self.address
-        return {
-            "model_name": address.model_name,
-            "version": address.version,
-            "version_label": address.version_label,
-        }
-
     def predict(self, inputs: Mapping[str, object], signature_name: str) -> dict[str, np.ndarray]:
-        request = predict_request(inputs, signature_name=signature_name, **self._spec())
+        name = self.address.model_name
+        request = predict_request(
+            inputs, model_name=name, signature_name=signature_name, **self.spec
+        )
         return grpc_outputs(self._call(self.stub.Predict, request))
 
     def _call(self, method, request):

@@ -122,3 +122,30 @@ def test_a_served_listformer_reranks_as_the_local_export(text_run, capsys, expor
     expected, got = _scores(local), _scores(served)
     assert got.keys() == expected.keys() and len(got) > 0
     np.testing.assert_allclose([got[k] for k in expected], list(expected.values()), atol=1e-5)
+
+
+def test_an_empty_batch_gives_empty_outputs_through_every_text_signature(text_run):
+    from tfr_rankformer.text.text_tokenizer import register_text_ops
+
+    _, model_dir, _ = text_run
+    register_text_ops()
+
+    def latest(name):
+        root = os.path.join(model_dir, name)
+        version = max(os.listdir(root), key=int)
+        return tf.saved_model.load(os.path.join(root, version)).signatures
+
+    text, ids = latest("export"), latest("export_token_ids")
+    answers = [
+        text["serving_default"](
+            query=tf.zeros([0], tf.string), documents=tf.zeros([0, 0], tf.string)
+        ),
+        text["predict_examples"](examples=tf.zeros([0], tf.string)),
+        ids["serving_default"](
+            query_ids=tf.zeros([0, 1], tf.int32),
+            document_ids=tf.zeros([0, 0, 1], tf.int32),
+            document_mask=tf.zeros([0, 0], tf.bool),
+        ),
+    ]
+    for outputs in answers:
+        assert outputs["scores"].shape[0] == 0

@@ -48,7 +48,7 @@ from tfr_rankformer.serving.serving_requests import (  # noqa: E402
     rest_outputs,
     rest_tensor_body,
 )
-from tfrecords_tools.elwc_writer import ElwcEncoder, TFRecordWriter  # noqa: E402
+from tfrecords_tools.elwc_writer import TFRecordWriter  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = 3  # the tiny export's feature count
@@ -107,10 +107,10 @@ def test_builders_use_the_export_signatures_input_names_and_dtypes(fake):
     assert tensors == {FEATURES: (tf.float32, [None, None, D]), MASK: (tf.bool, [None, None])}
 
 
-def test_elwc_records_are_the_converters_protos_of_the_lists():
+def test_elwc_records_hold_each_lists_qid_and_raw_features():
     from tensorflow_serving.apis import input_pb2
 
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     for (qid, docids, features), record in zip(LISTS, records):
         elwc = input_pb2.ExampleListWithContext.FromString(record)
         assert list(elwc.context.features.feature["qid"].int64_list.value) == [qid]
@@ -118,12 +118,12 @@ def test_elwc_records_are_the_converters_protos_of_the_lists():
         np.testing.assert_array_equal(np.array(values, np.float32), features)
         assert len(elwc.examples) == len(docids)
     with pytest.raises(ValueError, match=r"list 5: features of shape \(2, 4\), expected \(2, 3\)"):
-        elwc_records([(5, ["a", "b"], np.zeros((2, 4)))], ElwcEncoder(D))
+        elwc_records([(5, ["a", "b"], np.zeros((2, 4)))], D)
 
 
 @pytest.mark.parametrize("form", REST_FORMS)
 def test_rest_elwc_body_decoded_as_tf_serving_scores_as_tfr_predict(fake, local_scores, form):
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     body = _through_json(rest_elwc_body(records, form=form))
     assert body["signature_name"] == SIGNATURE_ELWC and set(body) == {"signature_name", form}
     column = body["instances"] if form == "instances" else body["inputs"][EXAMPLES]
@@ -152,7 +152,7 @@ def test_rest_tensor_body_decoded_as_tf_serving_scores_as_tfr_predict(fake, loca
 
 @pytest.mark.parametrize("form", REST_FORMS)
 def test_a_one_output_answer_without_its_name_reads_as_scores(fake, local_scores, form):
-    inputs = {EXAMPLES: tf.constant(elwc_records(LISTS, ElwcEncoder(D)))}
+    inputs = {EXAMPLES: tf.constant(elwc_records(LISTS, D))}
     outputs = fake.loaded.signatures[SIGNATURE_ELWC](**inputs)
     answer = _through_json(rest_answer({"scores": outputs["scores"]}, form))
     assert isinstance(answer.get("predictions", answer.get("outputs")), list)
@@ -171,7 +171,7 @@ def test_grpc_request_decoded_as_tf_serving_scores_as_tfr_predict(fake, local_sc
     from tensorflow_serving.apis import predict_pb2
 
     if kind == "elwc":
-        request = grpc_elwc_request(elwc_records(LISTS, ElwcEncoder(D)), model_name="tiny")
+        request = grpc_elwc_request(elwc_records(LISTS, D), model_name="tiny")
     else:
         request = grpc_tensor_request(*padded_tensors(LISTS, D), model_name="tiny", version=3)
     request = predict_pb2.PredictRequest.FromString(request.SerializeToString())  # on the wire
@@ -202,7 +202,7 @@ def _letor_file(tmp_path) -> str:
 
 def _elwc_file(tmp_path, records=None) -> str:
     writer = TFRecordWriter(str(tmp_path / "lists.tfrecord"))
-    writer.write_many(records or elwc_records(LISTS, ElwcEncoder(D)))
+    writer.write_many(records or elwc_records(LISTS, D))
     writer.close()
     return str(tmp_path / "lists.tfrecord")
 
@@ -332,7 +332,7 @@ def test_http_400_gives_the_status_and_tf_servings_message(
 def test_an_item_the_model_rejects_is_named_as_locally(export, request, tmp_path, capsys, protocol):
     from tensorflow_serving.apis import input_pb2
 
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     bad = input_pb2.ExampleListWithContext.FromString(records[1])
     del bad.examples[2].features.feature["features"]
     data = _elwc_file(tmp_path, [records[0], bad.SerializeToString(), records[2]])
@@ -370,7 +370,7 @@ def _docs_section() -> str:
 def test_the_docs_curl_bodies_are_what_the_builders_give():
     bodies = [json.loads(b) for b in re.findall(r":predict -d '(.*?)'\n", _docs_section(), re.S)]
     expected = [
-        rest_elwc_body(elwc_records(DOC_LIST, ElwcEncoder(D))),
+        rest_elwc_body(elwc_records(DOC_LIST, D)),
         rest_tensor_body(*padded_tensors(DOC_LIST, D)),
     ]
     assert bodies == expected
@@ -379,7 +379,7 @@ def test_the_docs_curl_bodies_are_what_the_builders_give():
 def test_the_docs_sample_answer_is_the_tiny_exports(fake):
     found = re.search(r"```json\n(\{\n  \"predictions\".*?)```", _docs_section(), re.S)
     answer = json.loads(found.group(1))
-    records = elwc_records(DOC_LIST, ElwcEncoder(D))
+    records = elwc_records(DOC_LIST, D)
     outputs = fake.loaded.signatures[SIGNATURE_ELWC](examples=tf.constant(records))
     expected = rest_outputs(_through_json(rest_answer(outputs, "instances")))
     got = rest_outputs(answer)

@@ -53,9 +53,7 @@ _MODULES = {
         "letor_lists",
         "padded_tensors",
         "rest_tensor_body",
-        "rest_elwc_body",
         "grpc_tensor_request",
-        "grpc_elwc_request",
         "rest_outputs",
         "grpc_outputs",
         "list_scores",
@@ -95,9 +93,7 @@ __all__ = [
     "letor_lists",
     "padded_tensors",
     "rest_tensor_body",
-    "rest_elwc_body",
     "grpc_tensor_request",
-    "grpc_elwc_request",
     "rest_outputs",
     "grpc_outputs",
     "list_scores",
@@ -120,13 +116,11 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_model
     from tfr_rankformer.serving.serving_client import wait_until_available
     from tfr_rankformer.serving.serving_requests import (
-        grpc_elwc_request,
         grpc_outputs,
         grpc_tensor_request,
         letor_lists,
         list_scores,
         padded_tensors,
-        rest_elwc_body,
         rest_outputs,
         rest_tensor_body,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +26,12 @@ from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
-from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.serving.export import (
+    INVALID_ITEMS,
+    SIGNATURE_ELWC,
+    SIGNATURE_TENSORS,
+    next_version,
+)
 from tfr_rankformer.serving.serving_requests import padded_tensors
 
 if TYPE_CHECKING:
@@ -88,25 +94,18 @@ def resolve_export(path: str) -> str:
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     export = os.path.join(path, EXPORT_NAME)
-    versions = sorted(
-        (int(v) for v in os.listdir(export) if v.isdigit()) if os.path.isdir(export) else []
-    )
-    if not versions:
+    newest = next_version(export) - 1
+    if not newest:
         raise FileNotFoundError(
             f"{path} is neither an exported SavedModel nor a run with export/<version>/ "
             "(tfr-export writes one)"
         )
-    return os.path.join(export, str(versions[-1]))
+    return os.path.join(export, str(newest))
 
 
-def batched(items: Iterator, size: int) -> Iterator[list]:
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
         yield batch
 
 

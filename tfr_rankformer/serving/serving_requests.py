@@ -16,23 +16,22 @@ import base64
 import gzip
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
-
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
 
 if TYPE_CHECKING:
     from tensorflow_serving.apis import model_pb2, predict_pb2
 
 __all__ = [
+    "SIGNATURE_ELWC",
+    "SIGNATURE_TENSORS",
     "EXAMPLES",
     "FEATURES",
     "MASK",
     "REST_FORMS",
     "FeatureList",
-    "ListEncoder",
     "elwc_records",
     "letor_lists",
     "padded_tensors",
@@ -48,7 +47,9 @@ __all__ = [
     "list_scores",
 ]
 
-# The signatures' input names (the ``TensorSpec`` names of ``export._Servable``).
+# A feature-vector export's signatures and their input names (``export._Servable``'s).
+SIGNATURE_ELWC = "serving_default"
+SIGNATURE_TENSORS = "predict_tensors"
 EXAMPLES = "examples"
 FEATURES = "features"
 MASK = "mask"
@@ -62,33 +63,28 @@ _SINGLE_OUTPUT = "scores"
 FeatureList = tuple[int, Sequence[str], np.ndarray]
 
 
-class ListEncoder(Protocol):
-    """Serialises one list as an ELWC proto: the converter's ``tfrecords_tools.ElwcEncoder``."""
-
-    num_features: int
-
-    def encode(
-        self, qid: int, features: np.ndarray, labels: np.ndarray, relevance: np.ndarray
-    ) -> bytes: ...
-
-
-def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[bytes]:
-    """The lists as serialized ELWC protos, as ``tfr-convert`` writes them (labels 0), one
-    ``examples`` value per list; ``encoder`` is the converter's ``tfrecords_tools.ElwcEncoder(d)``.
+def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]:
+    """The lists as serialized ELWC protos (context ``qid``, each item's raw ``features``),
+    one ``examples`` value per list.
 
     Raises:
-      ValueError: a list whose features are not ``[len(docids), d]``.
+      ValueError: a list whose features are not ``[len(docids), num_features]``.
     """
+    from tensorflow_serving.apis import input_pb2
+
     records = []
     for qid, docids, features in lists:
         values = np.asarray(features, np.float32)
-        if values.shape != (len(docids), encoder.num_features):
+        if values.shape != (len(docids), num_features):
             raise ValueError(
                 f"list {qid}: features of shape {values.shape}, expected "
-                f"({len(docids)}, {encoder.num_features}) for {len(docids)} docids"
+                f"({len(docids)}, {num_features}) for {len(docids)} docids"
             )
-        zeros = np.zeros(len(docids), np.float32)
-        records.append(encoder.encode(int(qid), values, zeros, zeros))
+        elwc = input_pb2.ExampleListWithContext()
+        elwc.context.features.feature["qid"].int64_list.value.append(int(qid))
+        for vector in values:
+            elwc.examples.add().features.feature[FEATURES].float_list.value.extend(vector.tolist())
+        records.append(elwc.SerializeToString())
     return records
 
 

@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         "MODEL_DIR/export_token_ids/<version>/ takes WordPiece ids ('query_ids', "
         "'document_ids', 'document_mask'), holds core TF ops only, and carries "
         "assets.extra/vocab.txt and tokenizer.json for the client's tokenizer "
-        "(docs/serving.md).",
+        "(docs/serving.md). A Listformer trained with the first stage's score takes "
+        "'first_stage_scores' (float32 [batch, list]) in every signature as well.",
         __doc__,
     )
     add_options(p, ExportOptions)

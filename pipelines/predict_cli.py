@@ -10,6 +10,9 @@ Examples::
     # score through a running TF Serving, over REST or gRPC
     tfr-predict --server http://localhost:8501/v1/models/rankformer --input q.txt --output run.txt
     tfr-predict --server grpc://localhost:8500/rankformer --input data/web30k --output run.txt
+    # a served Listformer's token-id export; its tokenizer from the run's export
+    tfr-predict --server http://localhost:8501/v1/models/listformer --wait 60 \
+        --tokenizer runs/listformer --input data/trec_text --split test --output rerank.txt
 """
 
 from __future__ import annotations
@@ -44,12 +47,28 @@ class PredictOptions:
     )
     server: str | None = setting(
         None,
-        "score with the feature-vector export a running TF Serving serves, instead of "
-        "--model: http://host:8501/v1/models/NAME (REST) or grpc://host:8500/NAME (gRPC), "
-        "optionally ending /versions/N or /labels/LABEL. LETOR lists are sent to its "
-        "predict_tensors signature, ELWC records to serving_default, --batch-size lists a "
-        "request",
+        "score with the export a running TF Serving serves, instead of --model: "
+        "http://host:8501/v1/models/NAME (REST) or grpc://host:8500/NAME (gRPC), optionally "
+        "ending /labels/LABEL; the version the server's policy serves (the latest by "
+        "default) unless --version. LETOR lists go to a feature-vector export's "
+        "predict_tensors signature, ELWC records to serving_default, a text dataset's lists "
+        "to a Listformer export's serving_default; --batch-size lists a request",
         metavar="URL",
+    )
+    version: int | None = setting(
+        None, "with --server: the model version to ask for. Default: the server's choice"
+    )
+    wait: float = setting(
+        0.0,
+        "with --server: wait up to this long for the model to be AVAILABLE (a server "
+        "starting up). Default: 0, no wait",
+        metavar="SECONDS",
+    )
+    tokenizer: str | None = setting(
+        None,
+        "with --server and a Listformer's token-id export: the export_token_ids/<version> "
+        "directory (or its run directory) whose assets.extra/ holds the client's tokenizer",
+        metavar="DIR",
     )
     timeout: float = setting(
         60.0,
@@ -189,24 +208,20 @@ def _lists(args, filled: _Filled) -> tuple[str, object]:
     from tfr_rankformer.runner import load_remote, load_served, predict
 
     if args.server:
-        if _is_text(args.input):
-            raise ValueError(
-                f"{args.input} holds text lists: --server scores feature-vector lists; score "
-                "text lists with --model and a Listformer export"
-            )
-        served = load_remote(args.server, timeout=args.timeout)
+        url = args.server if args.version is None else f"{args.server}/versions/{args.version}"
+        served = load_remote(url, timeout=args.timeout, wait=args.wait, tokenizer=args.tokenizer)
     else:
         served = load_served(args.model)
     if served.is_text:
         if not _is_text(args.input):
             raise ValueError(
-                f"{args.model} is a Listformer export: --input must be a text dataset "
+                f"{served.path} is a Listformer export: --input must be a text dataset "
                 f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
             )
         return served.path, predict(served, _text_lists(args), batch_size=args.batch_size)
     if _is_text(args.input):
         raise ValueError(
-            f"{args.input} holds text lists: score it with a Listformer export, not {args.model}"
+            f"{args.input} holds text lists: score it with a Listformer export, not {served.path}"
         )
     files = _elwc_files(args, filled)
     if files is None:
@@ -263,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     args = from_args(parsed, PredictOptions)
     if not args.timeout > 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not args.wait >= 0:
+        parser.error(f"--wait must be a number of seconds >= 0, got {args.wait:g}")
+    if args.version is not None and "/versions/" in (args.server or "/versions/"):
+        parser.error("--version goes with a --server URL that names no version")
     start_command(parsed)
     server_errors = ()
     if args.server:  # the client imports TensorFlow: only when it is used

@@ -152,8 +152,10 @@ def compose_problems(command: str, root: str, compose: list[str]) -> list[str]:
     export = named.group(1) if named else SERVED_EXPORT
     wanted = ("bind", os.path.join(os.path.realpath(root), export), f"/models/{name}")
     problems = [] if wanted in mounts else [f"mounts {mounts}, not {wanted}"]
-    ports = sorted(str(p["published"]) + ":" + str(p["target"]) for p in service.get("ports", []))
-    if ports != ["8500:8500", "8501:8501"]:
+    ports = sorted(
+        f"{p.get('host_ip')}:{p['published']}:{p['target']}" for p in service.get("ports", [])
+    )
+    if ports != ["127.0.0.1:8500:8500", "127.0.0.1:8501:8501"]:
         problems.append(f"ports {ports}")
     return problems
 
@@ -216,16 +218,46 @@ def _docker_run_args(command: str, root: str) -> list[str]:
 @pytest.mark.parametrize("name,command", _serve_commands("run"))
 def test_documented_docker_run_mounts_the_export_as_compose_does(name, command):
     args = _docker_run_args(command, ROOT)
-    assert args[0] == "run" and args[-1] == f"tensorflow/serving:{_pin('tensorflow-serving-api')}"
-    options = list(zip(args[1:-1], args[2:]))
-    assert ("-p", "8500:8500") in options and ("-p", "8501:8501") in options
-    (mount,) = [
-        dict(f.partition("=")[::2] for f in v.split(",")) for k, v in options if k == "--mount"
-    ]
-    (model,) = [v.split("=", 1)[1] for k, v in options if k == "-e" and v.startswith("MODEL_NAME=")]
+    image = f"tensorflow/serving:{_pin('tensorflow-serving-api')}"
+    assert args[0] == "run" and image in args
+    args = [a for a in args if a != "-d"]  # detached or not
+    end = args.index(image)
+    options = list(zip(args[1:end], args[2:end]))
+    # Published on this machine only: TF Serving has no authentication.
+    assert ("-p", "127.0.0.1:8500:8500") in options and ("-p", "127.0.0.1:8501:8501") in options
+    assert not [v for k, v in options if k == "-p" and not v.startswith("127.0.0.1:")]
+    mounts = {
+        m["target"]: m
+        for m in (
+            dict(f.partition("=")[::2] for f in v.split(",")) for k, v in options if k == "--mount"
+        )
+    }
+    if args[end + 1 :]:  # the models.config variant
+        assert args[end + 1 :] == ["--model_config_file=/models/models.config"]
+        config = mounts.pop("/models/models.config")
+        assert config["source"] == os.path.join(os.path.realpath(ROOT), "docker", "models.config")
+        (model,) = re.findall(r'name: "(\w+)"', _read("docker/models.config"))
+    else:
+        (model,) = [
+            v.split("=", 1)[1] for k, v in options if k == "-e" and v.startswith("MODEL_NAME=")
+        ]
+    (mount,) = mounts.values()
     assert mount["type"] == "bind" and "readonly" in mount
-    assert mount["source"] == os.path.join(os.path.realpath(ROOT), SERVED_EXPORT), name
+    exports = (SERVED_EXPORT, os.path.join("runs", model, "export_token_ids"))  # or a Listformer's
+    assert mount["source"] in [os.path.join(os.path.realpath(ROOT), e) for e in exports], name
     assert mount["target"] == f"/models/{model}"
+
+
+def test_models_config_serves_every_version_of_the_mounted_export():
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = text_format.Parse(
+        _read("docker/models.config"), model_server_config_pb2.ModelServerConfig()
+    )
+    (model,) = config.model_config_list.config
+    assert model.base_path == f"/models/{model.name}" and model.model_platform == "tensorflow"
+    assert model.model_version_policy.WhichOneof("policy_choice") == "all"
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no docker command")

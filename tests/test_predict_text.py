@@ -88,3 +88,64 @@ def test_kinds_of_model_and_data_must_match(text_run, dataset, tiny_servables, c
     assert predict_main(["--model", numeric_export, "--input", data, "--output", output]) == 1
     assert "holds text lists: score it with a Listformer export" in capsys.readouterr().err
     assert not os.path.exists(output) and not os.path.exists(output + ".partial")
+
+
+# === Through a running TF Serving (the stand-in) ===
+
+
+def _scores(path) -> dict:
+    return {(qid, docid): float(score) for qid, _, docid, _, score, _ in _run_lines(path)}
+
+
+@pytest.mark.parametrize(
+    "export, protocol",
+    [("export_token_ids", "rest"), ("export_token_ids", "grpc"), ("export", "rest")],
+)
+def test_a_served_listformer_reranks_as_the_local_export(text_run, capsys, export, protocol):
+    from tests.tf_serving_fakes import FakeModel, serve_grpc, serve_rest
+    from tfr_rankformer.text.text_tokenizer import register_text_ops
+
+    data, model_dir, root = text_run
+    local, served = root / "local.txt", root / f"{export}-{protocol}.txt"
+    assert predict_main(["--model", model_dir, "--input", data, "--output", str(local)]) == 0
+    register_text_ops()  # the stand-in loads the raw-string export in this process
+    fake = FakeModel(os.path.join(model_dir, export), "rerank")  # the latest version
+    serve = serve_rest if protocol == "rest" else serve_grpc
+    with serve(fake) as where:
+        url = f"{where}/v1/models/rerank" if protocol == "rest" else f"grpc://{where}/rerank"
+        command = ["--server", url, "--input", data, "--output", str(served)]
+        if export == "export_token_ids":
+            assert predict_main(command) == 1  # the client needs the export's tokenizer
+            assert "serves a token-id export: give its" in capsys.readouterr().err
+            command += ["--tokenizer", model_dir]
+        assert predict_main(command) == 0
+    expected, got = _scores(local), _scores(served)
+    assert got.keys() == expected.keys() and len(got) > 0
+    np.testing.assert_allclose([got[k] for k in expected], list(expected.values()), atol=1e-5)
+
+
+def test_an_empty_batch_gives_empty_outputs_through_every_text_signature(text_run):
+    from tfr_rankformer.text.text_tokenizer import register_text_ops
+
+    _, model_dir, _ = text_run
+    register_text_ops()
+
+    def latest(name):
+        root = os.path.join(model_dir, name)
+        version = max(os.listdir(root), key=int)
+        return tf.saved_model.load(os.path.join(root, version)).signatures
+
+    text, ids = latest("export"), latest("export_token_ids")
+    answers = [
+        text["serving_default"](
+            query=tf.zeros([0], tf.string), documents=tf.zeros([0, 0], tf.string)
+        ),
+        text["predict_examples"](examples=tf.zeros([0], tf.string)),
+        ids["serving_default"](
+            query_ids=tf.zeros([0, 1], tf.int32),
+            document_ids=tf.zeros([0, 0, 1], tf.int32),
+            document_mask=tf.zeros([0, 0], tf.bool),
+        ),
+    ]
+    for outputs in answers:
+        assert outputs["scores"].shape[0] == 0

@@ -7,12 +7,15 @@ working directory of its own, with the installed commands on PATH as
 
 - ``install``: ``make -n install`` names the target the block types;
 - ``train``: convert, train with default flags, evaluate, export;
-- ``serve``: through bash with ``docker`` replaced by a function that records
-  its arguments: ``docker run`` mounts the export the train block wrote, and
+- ``serve`` and ``serve-compose``: through bash with ``docker`` replaced by a function that
+  records its arguments: ``docker run`` mounts the export the train block wrote, and
   compose's own parser accepts the compose command there;
 - ``python`` and ``request``: against a stand-in for TF Serving on port 8501
-  that decodes requests as TF Serving does and answers from the export
-  (``tf_serving_fakes``): the scores equal ``tfr-predict --model``'s.
+  that decodes requests as TF Serving does and answers from the export's latest version
+  (``tf_serving_fakes``): the scores equal ``tfr-predict --model``'s;
+- ``text`` and ``text-serve``: a BM25 run of small TREC files, converted, a Listformer trained
+  one epoch from a tiny checkpoint and exported, its token-id export served by the stand-in
+  and the test queries re-ranked through it: the run equals ``tfr-predict --model``'s.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.bert_checkpoints import WORDS, write_checkpoint  # noqa: E402
 from tests.test_docker import _shell_env, compose_problems  # noqa: E402
 from tests.test_docker import compose as compose  # noqa: E402, F401  (the fixture)
 from tests.tf_serving_fakes import FakeModel, serve_rest  # noqa: E402
@@ -116,29 +120,99 @@ def test_the_train_block_converts_trains_evaluates_and_exports(trained):
     assert os.path.isfile(os.path.join(_latest_export(trained), "saved_model.pb"))
 
 
-def _serve_calls(work) -> list[list[str]]:
-    """The serve block's ``docker`` argument lists, once bash has expanded them."""
-    record = 'docker() { printf "%s\\0" "$@"; printf "\\n"; }\n'
-    out = _bash(readme_block("serve"), work, prelude=record)
+RECORD_DOCKER = 'docker() { printf "%s\\0" "$@"; printf "\\n"; }\n'
+
+
+def _serve_calls(work, *blocks) -> list[list[str]]:
+    """The serve blocks' ``docker`` argument lists, once bash has expanded them."""
+    out = "".join(_bash(readme_block(block), work, prelude=RECORD_DOCKER) for block in blocks)
     return [line.split("\0")[:-1] for line in out.splitlines() if line]
 
 
 def test_the_serve_block_mounts_the_export_and_compose_parses_it(trained, compose):  # noqa: F811
-    (run, up) = _serve_calls(trained)
+    (run, up) = _serve_calls(trained, "serve", "serve-compose")
     assert run[0] == "run" and run[-1].startswith("tensorflow/serving:")
     options = dict(zip(run[1:-1], run[2:]))
     mount = dict(f.partition("=")[::2] for f in options["--mount"].split(","))
     assert mount["source"] == str(trained / "runs" / "rankformer" / "export")
     assert os.path.isfile(os.path.join(mount["source"], "1", "saved_model.pb"))
     assert up[0] == "compose" and up[-1] == "up"
-    (command,) = [c for c in readme_block("serve").splitlines() if "docker compose" in c]
+    (command,) = [c for c in readme_block("serve-compose").splitlines() if "docker compose" in c]
     assert compose_problems(command, str(trained), compose) == []
+
+
+# === The text path: BM25, a Listformer from a checkpoint, its token-id export served ===
+
+
+def _trec_inputs(work, rng) -> None:
+    """queries.tsv, collection.tsv and qrels.txt of the checkpoint's words: 24 queries of 2
+    words, 80 documents of 6; a document's grade is how many of the query's words it holds."""
+    words = WORDS[:30]
+    documents = [" ".join(rng.choice(words, 6)) for _ in range(80)]
+    queries = [" ".join(rng.choice(words, 2, replace=False)) for _ in range(24)]
+    (work / "collection.tsv").write_text("".join(f"d{j}\t{t}\n" for j, t in enumerate(documents)))
+    (work / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in enumerate(queries)))
+    qrels = [
+        f"{q} 0 d{j} {sum(w in d.split() for w in t.split())}\n"
+        for q, t in enumerate(queries)
+        for j, d in enumerate(documents)
+        if set(t.split()) & set(d.split())
+    ]
+    (work / "qrels.txt").write_text("".join(qrels))
+
+
+@pytest.mark.slow  # a Listformer trained and exported by the commands; fast: test_predict_text
+def test_the_text_path_reranks_through_the_served_token_id_export(tmp_path):
+    work = tmp_path
+    _trec_inputs(work, np.random.default_rng(1))
+    write_checkpoint(str(work / "minilm"))
+    # The block as written, trained one epoch at the tiny checkpoint's token caps.
+    short = 'tfr-train() { command tfr-train "$@" --epochs 1 --max-query-tokens 8 '
+    short += "--max-document-tokens 16 --quiet; }\n"
+    _bash(readme_block("text"), work, prelude=f"export MINILM_DIR={work}/minilm\n{short}")
+    assert (work / "run.bm25.txt").read_text().strip()
+    ids_export = str(work / "runs" / "rerank" / "export_token_ids")
+    fake = FakeModel(ids_export, "rerank")
+    specs = fake.loaded.signatures["serving_default"].structured_input_signature[1]
+    assert "first_stage_scores" in specs  # BM25's score is an input of the model
+    with serve_rest(fake, port=PORT) as base:
+        (run, *_) = _serve_calls(work, "text-serve")
+        mount = dict(f.partition("=")[::2] for f in dict(zip(run, run[1:]))["--mount"].split(","))
+        assert mount["source"] == ids_export
+        body = {"inputs": {"query_ids": [[2]], "document_ids": [[[3]]], "document_mask": [[True]]}}
+        answer = _post(f"{base}/v1/models/rerank:predict", body)
+        assert "400" in answer and "first_stage_scores" in answer
+    _bash(
+        "tfr-predict --model runs/rerank --input data/rerank --split test --output local.txt", work
+    )
+    local, remote = _read_run(work / "local.txt"), _read_run(work / "rerank.txt")
+    assert local and remote.keys() == local.keys()
+    for qid, scores in local.items():
+        assert remote[qid].keys() == scores.keys()
+        np.testing.assert_allclose(
+            [remote[qid][d] for d in scores], list(scores.values()), rtol=1e-5, atol=1e-5
+        )
+
+
+def _post(url: str, body: dict) -> str:
+    """The status and answer of a POST of ``body``."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return f"{answer.status} {answer.read().decode()}"
+    except urllib.error.HTTPError as e:
+        return f"{e.code} {e.read().decode()}"
 
 
 @pytest.fixture(scope="module")
 def served(trained):
-    """The stand-in server on port 8501, serving the newest export as ``rankformer``."""
-    fake = FakeModel(_latest_export(trained), "rankformer")
+    """The stand-in server on port 8501, serving the export's latest version as
+    ``rankformer``, as TF Serving's default policy does."""
+    _latest_export(trained)  # versions 1 and 2
+    fake = FakeModel(str(trained / "runs" / "rankformer" / "export"), "rankformer")
     try:
         with serve_rest(fake, port=PORT):
             yield trained

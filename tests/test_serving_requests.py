@@ -48,7 +48,7 @@ from tfr_rankformer.serving.serving_requests import (  # noqa: E402
     rest_outputs,
     rest_tensor_body,
 )
-from tfrecords_tools.elwc_writer import ElwcEncoder, TFRecordWriter  # noqa: E402
+from tfrecords_tools.elwc_writer import TFRecordWriter  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = 3  # the tiny export's feature count
@@ -107,10 +107,10 @@ def test_builders_use_the_export_signatures_input_names_and_dtypes(fake):
     assert tensors == {FEATURES: (tf.float32, [None, None, D]), MASK: (tf.bool, [None, None])}
 
 
-def test_elwc_records_are_the_converters_protos_of_the_lists():
+def test_elwc_records_hold_each_lists_qid_and_raw_features():
     from tensorflow_serving.apis import input_pb2
 
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     for (qid, docids, features), record in zip(LISTS, records):
         elwc = input_pb2.ExampleListWithContext.FromString(record)
         assert list(elwc.context.features.feature["qid"].int64_list.value) == [qid]
@@ -118,12 +118,12 @@ def test_elwc_records_are_the_converters_protos_of_the_lists():
         np.testing.assert_array_equal(np.array(values, np.float32), features)
         assert len(elwc.examples) == len(docids)
     with pytest.raises(ValueError, match=r"list 5: features of shape \(2, 4\), expected \(2, 3\)"):
-        elwc_records([(5, ["a", "b"], np.zeros((2, 4)))], ElwcEncoder(D))
+        elwc_records([(5, ["a", "b"], np.zeros((2, 4)))], D)
 
 
 @pytest.mark.parametrize("form", REST_FORMS)
 def test_rest_elwc_body_decoded_as_tf_serving_scores_as_tfr_predict(fake, local_scores, form):
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     body = _through_json(rest_elwc_body(records, form=form))
     assert body["signature_name"] == SIGNATURE_ELWC and set(body) == {"signature_name", form}
     column = body["instances"] if form == "instances" else body["inputs"][EXAMPLES]
@@ -152,7 +152,7 @@ def test_rest_tensor_body_decoded_as_tf_serving_scores_as_tfr_predict(fake, loca
 
 @pytest.mark.parametrize("form", REST_FORMS)
 def test_a_one_output_answer_without_its_name_reads_as_scores(fake, local_scores, form):
-    inputs = {EXAMPLES: tf.constant(elwc_records(LISTS, ElwcEncoder(D)))}
+    inputs = {EXAMPLES: tf.constant(elwc_records(LISTS, D))}
     outputs = fake.loaded.signatures[SIGNATURE_ELWC](**inputs)
     answer = _through_json(rest_answer({"scores": outputs["scores"]}, form))
     assert isinstance(answer.get("predictions", answer.get("outputs")), list)
@@ -171,7 +171,7 @@ def test_grpc_request_decoded_as_tf_serving_scores_as_tfr_predict(fake, local_sc
     from tensorflow_serving.apis import predict_pb2
 
     if kind == "elwc":
-        request = grpc_elwc_request(elwc_records(LISTS, ElwcEncoder(D)), model_name="tiny")
+        request = grpc_elwc_request(elwc_records(LISTS, D), model_name="tiny")
     else:
         request = grpc_tensor_request(*padded_tensors(LISTS, D), model_name="tiny", version=3)
     request = predict_pb2.PredictRequest.FromString(request.SerializeToString())  # on the wire
@@ -202,7 +202,7 @@ def _letor_file(tmp_path) -> str:
 
 def _elwc_file(tmp_path, records=None) -> str:
     writer = TFRecordWriter(str(tmp_path / "lists.tfrecord"))
-    writer.write_many(records or elwc_records(LISTS, ElwcEncoder(D)))
+    writer.write_many(records or elwc_records(LISTS, D))
     writer.close()
     return str(tmp_path / "lists.tfrecord")
 
@@ -332,7 +332,7 @@ def test_http_400_gives_the_status_and_tf_servings_message(
 def test_an_item_the_model_rejects_is_named_as_locally(export, request, tmp_path, capsys, protocol):
     from tensorflow_serving.apis import input_pb2
 
-    records = elwc_records(LISTS, ElwcEncoder(D))
+    records = elwc_records(LISTS, D)
     bad = input_pb2.ExampleListWithContext.FromString(records[1])
     del bad.examples[2].features.feature["features"]
     data = _elwc_file(tmp_path, [records[0], bad.SerializeToString(), records[2]])
@@ -370,7 +370,7 @@ def _docs_section() -> str:
 def test_the_docs_curl_bodies_are_what_the_builders_give():
     bodies = [json.loads(b) for b in re.findall(r":predict -d '(.*?)'\n", _docs_section(), re.S)]
     expected = [
-        rest_elwc_body(elwc_records(DOC_LIST, ElwcEncoder(D))),
+        rest_elwc_body(elwc_records(DOC_LIST, D)),
         rest_tensor_body(*padded_tensors(DOC_LIST, D)),
     ]
     assert bodies == expected
@@ -379,10 +379,105 @@ def test_the_docs_curl_bodies_are_what_the_builders_give():
 def test_the_docs_sample_answer_is_the_tiny_exports(fake):
     found = re.search(r"```json\n(\{\n  \"predictions\".*?)```", _docs_section(), re.S)
     answer = json.loads(found.group(1))
-    records = elwc_records(DOC_LIST, ElwcEncoder(D))
+    records = elwc_records(DOC_LIST, D)
     outputs = fake.loaded.signatures[SIGNATURE_ELWC](examples=tf.constant(records))
     expected = rest_outputs(_through_json(rest_answer(outputs, "instances")))
     got = rest_outputs(answer)
     assert sorted(got) == sorted(expected)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], atol=1e-4)
+
+
+# === Versions, waiting, inputs a model cannot take ===
+
+
+@pytest.fixture(scope="module")
+def versioned(export, tmp_path_factory):
+    """A base path holding versions 1 and 2 (the tiny export), served as TF Serving's
+    default policy serves it: the latest only."""
+    base = tmp_path_factory.mktemp("base")
+    for version in ("1", "2"):
+        os.symlink(export, base / version)
+    fake = FakeModel(str(base), "tiny")
+    with serve_rest(fake) as rest, serve_grpc(fake) as target:
+        yield f"{rest}/v1/models/tiny", f"grpc://{target}/tiny"
+
+
+@pytest.mark.parametrize("protocol", [0, 1])
+def test_the_server_serves_the_latest_version_and_the_cli_names_none(
+    versioned, tmp_path, capsys, protocol
+):
+    from tfr_rankformer.serving.serving_client import wait_until_available
+
+    url = versioned[protocol]
+    data = _letor_file(tmp_path)
+    wait_until_available(url, seconds=5)
+    assert _run(["--server", url, "--wait", "5"], data, tmp_path / "latest.txt") == 0
+    assert _run(["--server", url, "--version", "2"], data, tmp_path / "v2.txt") == 0
+    assert (tmp_path / "v2.txt").read_text() == (tmp_path / "latest.txt").read_text()
+    capsys.readouterr()
+    assert _run(["--server", url, "--version", "1"], data, tmp_path / "v1.txt") == 1
+    assert "Servable not found for request: Specific(tiny, 1)" in capsys.readouterr().err
+    assert not (tmp_path / "v1.txt").exists()
+
+
+def test_the_rest_status_reports_the_latest_version_available(versioned):
+    import urllib.request
+
+    with urllib.request.urlopen(versioned[0]) as answer:
+        (status,) = json.load(answer)["model_version_status"]
+    assert (status["version"], status["state"]) == ("2", "AVAILABLE")
+
+
+def test_waiting_for_a_server_that_never_comes_names_the_url(tmp_path, capsys):
+    url = f"http://127.0.0.1:{_free_port()}/v1/models/tiny"
+    assert _run(["--server", url, "--wait", "0.5"], _letor_file(tmp_path), tmp_path / "r") == 1
+    assert f"{url} is not AVAILABLE after 0.5 s: cannot reach" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["reject", "score-last"])
+def test_an_empty_batch_gives_empty_outputs_through_every_signature(tiny_servables, policy):
+    loaded = tf.saved_model.load(tiny_servables[policy])
+    for name in (SIGNATURE_ELWC, "predict"):
+        outputs = loaded.signatures[name](examples=tf.constant([], tf.string))
+        assert outputs["scores"].shape == [0, 0] and outputs["list_probs"].shape == [0, 2]
+    features, mask = padded_tensors([], D)
+    outputs = loaded.signatures[SIGNATURE_TENSORS](features=features, mask=mask)
+    assert outputs["scores"].shape == [0, 0] and outputs["expected_list_label"].shape == [0]
+
+
+def test_a_wrong_dtype_is_refused_naming_the_input(fake, rest_url):
+    from tensorflow_serving.apis import input_pb2
+
+    from tfr_rankformer.serving.serving_client import connect
+
+    remote = connect(rest_url)
+    features, mask = padded_tensors(LISTS, D)
+    with pytest.raises(TypeError, match="predict_tensors: the input mask is int64, not bool"):
+        remote.signatures[SIGNATURE_TENSORS](features=features, mask=mask.astype(np.int64))
+    with pytest.raises(TypeError, match="the request lacks mask"):
+        remote.signatures[SIGNATURE_TENSORS](features=features)
+    # float64 features are sent as the signature's float32, as TF Serving's JSON does.
+    scores = remote.signatures[SIGNATURE_TENSORS](features=features.astype(np.float64), mask=mask)
+    assert scores["scores"].dtype == tf.float32
+    remote.close()
+    # In an ELWC the signature checks the field's type itself and names it.
+    record = input_pb2.ExampleListWithContext()
+    record.examples.add().features.feature[FEATURES].int64_list.value.extend([1, 2, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Key: features.*Expected type: float"):
+        fake.loaded.signatures[SIGNATURE_ELWC](examples=tf.constant([record.SerializeToString()]))
+
+
+def test_letor_lists_reads_only_the_lists_taken(tmp_path):
+    import itertools
+
+    from tfr_rankformer import letor_lists
+
+    lines = [letor_line(1, 7, [0.5, 1.0, 2.0], "docid = a"), letor_line(0, 7, [1.0])]
+    lines += [letor_line(2, 8, [3.0, 0.0, 1.0]), letor_line(0, 9, [1.0]), "not a letor line\n"]
+    path = write_lines(tmp_path / "lists.txt", lines)
+    (first, second) = itertools.islice(letor_lists(path, D), 2)
+    assert first[:2] == (7, ["a", "2"]) and second[:2] == (8, ["3"])
+    np.testing.assert_array_equal(first[2], [[0.5, 1.0, 2.0], [1.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"lists.txt:5: not a LETOR line"):
+        list(letor_lists(path, D))

@@ -13,9 +13,12 @@ a request, and call the SavedModel's signature:
   object per row) and ``{"outputs": ...}`` to columns; an error is HTTP 400
   (``INVALID_ARGUMENT``) or 404 (model not found) with ``{"error": message}``.
 * REST ``GET /v1/models/NAME/metadata``: ``{"model_spec": ..., "metadata":
-  {"signature_def": <SignatureDefMap as JSON, proto field names>}}``.
+  {"signature_def": <SignatureDefMap as JSON, proto field names>}}``; ``GET
+  /v1/models/NAME``: ``{"model_version_status": [{"version": "2", "state": "AVAILABLE", ...}]}``.
 * gRPC ``Predict`` (each input ``tf.make_ndarray``'d) and ``GetModelMetadata``
   (the ``SignatureDefMap`` packed in an ``Any``); errors as gRPC status codes.
+* Versions as TF Serving's default policy serves them: of a base path's numbered
+  directories only the highest; a request naming another version is NOT_FOUND (404).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import threading
 
 import tensorflow as tf
@@ -40,11 +44,13 @@ __all__ = [
 
 
 class FakeModel:
-    """A SavedModel as a TF Serving serves it.
+    """A model base path (numbered versions) as a TF Serving serves it: the latest version
+    alone. A SavedModel directory itself is served as version 1.
 
     Attributes:
       loaded: the loaded SavedModel.
       name: the model name it is served under.
+      version: the version served.
       signature_map: its ``SignatureDefMap`` (the metadata TF Serving gives).
       predict_error: ``(HTTP status, body)`` every REST predict answers instead,
         or ``None``.
@@ -54,6 +60,10 @@ class FakeModel:
         from tensorflow.core.protobuf import saved_model_pb2
         from tensorflow_serving.apis.get_model_metadata_pb2 import SignatureDefMap
 
+        self.version = 1
+        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+            self.version = max(int(v) for v in os.listdir(path) if v.isdigit())
+            path = os.path.join(path, str(self.version))
         self.loaded = tf.saved_model.load(path)
         self.name = name
         saved = saved_model_pb2.SavedModel()
@@ -63,6 +73,14 @@ class FakeModel:
         for key, signature_def in saved.meta_graphs[0].signature_def.items():
             self.signature_map.signature_def[key].CopyFrom(signature_def)
         self.predict_error: tuple[int, bytes] | None = None
+
+    def missing(self, name: str, version: int | None) -> str | None:
+        """TF Serving's NOT_FOUND message for a request of model ``name`` and ``version``
+        (``None``: the latest), or ``None`` when this model answers it."""
+        if name == self.name and version in (None, self.version):
+            return None
+        wanted = f"Latest({name})" if version is None else f"Specific({name}, {version})"
+        return f"Servable not found for request: {wanted}"
 
 
 def _decoded(value):
@@ -98,8 +116,9 @@ def decode_rest_body(body: dict, loaded) -> tuple[str, dict]:
     else:
         inputs = _decoded(body["inputs"])
         columns = inputs if isinstance(inputs, dict) else {next(iter(specs)): inputs}
-    if set(columns) != set(specs):
-        raise ValueError(f"inputs {sorted(columns)}, the signature takes {sorted(specs)}")
+    missing, extra = sorted(set(specs) - set(columns)), sorted(set(columns) - set(specs))
+    if missing or extra:
+        raise ValueError(f"missing inputs {missing}, unknown inputs {extra} for {name}")
     return name, {key: tf.constant(columns[key], dtype=specs[key].dtype) for key in specs}
 
 
@@ -118,8 +137,13 @@ def grpc_answer(fake: FakeModel, request):
     """The ``PredictResponse`` to a ``PredictRequest``; a signature's error propagates."""
     from tensorflow_serving.apis import predict_pb2
 
-    signature = fake.loaded.signatures[request.model_spec.signature_name or "serving_default"]
+    name = request.model_spec.signature_name or "serving_default"
+    signature = fake.loaded.signatures[name]
     inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+    specs = signature.structured_input_signature[1]
+    missing, extra = sorted(set(specs) - set(inputs)), sorted(set(inputs) - set(specs))
+    if missing or extra:
+        raise ValueError(f"missing inputs {missing}, unknown inputs {extra} for {name}")
     outputs = signature(**inputs)
     response = predict_pb2.PredictResponse()
     response.model_spec.CopyFrom(request.model_spec)
@@ -146,21 +170,36 @@ def _rest_handler(fake: FakeModel, signature_map):
             self.end_headers()
             self.wfile.write(data)
 
-        def _not_found(self, model: str) -> None:
-            self._answer(404, {"error": f"Servable not found for request: Latest({model})"})
+        def _route(self, suffix: str) -> bool:
+            """Answers 404 unless the path is ``/v1/models/NAME[/versions/N]`` + ``suffix``
+            of the served model."""
+            found = re.fullmatch(rf"/v1/models/([^/:]+)(?:/versions/(\d+))?{suffix}", self.path)
+            missing = "Malformed request" if found is None else None
+            if found:
+                version = found.group(2)
+                missing = fake.missing(found.group(1), int(version) if version else None)
+            if missing:
+                self._answer(404, {"error": missing})
+            return missing is None
 
         def do_GET(self):
-            model = self.path.removeprefix("/v1/models/").removesuffix("/metadata")
-            if model != fake.name or not self.path.endswith("/metadata"):
-                return self._not_found(model)
-            signatures = json_format.MessageToDict(signature_map, preserving_proto_field_name=True)
-            spec = {"name": fake.name, "signature_name": "", "version": "1"}
-            self._answer(200, {"model_spec": spec, "metadata": {"signature_def": signatures}})
+            if self.path.endswith("/metadata"):
+                if self._route("/metadata"):
+                    signatures = json_format.MessageToDict(
+                        signature_map, preserving_proto_field_name=True
+                    )
+                    spec = {"name": fake.name, "signature_name": "", "version": str(fake.version)}
+                    self._answer(
+                        200, {"model_spec": spec, "metadata": {"signature_def": signatures}}
+                    )
+            elif self._route(""):
+                ok = {"error_code": "OK", "error_message": ""}
+                state = {"version": str(fake.version), "state": "AVAILABLE", "status": ok}
+                self._answer(200, {"model_version_status": [state]})
 
         def do_POST(self):
-            model = self.path.removeprefix("/v1/models/").removesuffix(":predict")
-            if model != fake.name or not self.path.endswith(":predict"):
-                return self._not_found(model)
+            if not self._route(":predict"):
+                return
             if fake.predict_error is not None:
                 return self._answer(*fake.predict_error)
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -214,18 +253,19 @@ def serve_grpc(fake: FakeModel):
 
     class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         def _check_model(self, request, context) -> None:
-            if request.model_spec.name != fake.name:
-                context.abort(
-                    grpc.StatusCode.NOT_FOUND,
-                    f"Servable not found for request: Latest({request.model_spec.name})",
-                )
+            spec = request.model_spec
+            missing = fake.missing(
+                spec.name, spec.version.value if spec.HasField("version") else None
+            )
+            if missing:
+                context.abort(grpc.StatusCode.NOT_FOUND, missing)
 
         def Predict(self, request, context):
             self._check_model(request, context)
             try:
                 return grpc_answer(fake, request)
-            except tf.errors.InvalidArgumentError as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
+            except (ValueError, tf.errors.InvalidArgumentError) as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, getattr(e, "message", str(e)))
 
         def GetModelMetadata(self, request, context):
             self._check_model(request, context)

@@ -3,7 +3,9 @@
 The public names (``__all__``): data (``Manifest``, ``load_manifest``, the ``tf.data``
 datasets), models (``ModelConfig``, ``build_model``, the losses, the model-family
 registry), training (``TrainConfig``, ``train``, ``evaluate``, ``evaluate_rankings``) and
-serving (``export_run``, ``export_model``, ``predict``, the signature names). Each is
+serving (``export_run``, ``export_model``, ``predict``, the signature names) and a TF
+Serving client's requests (REST bodies and gRPC requests from lists or a LETOR file, the
+answers' scores, ``ClientTokenizer`` for a Listformer's token-id export). Each is
 imported from its module on first use (PEP 562), so ``import tfr_rankformer`` loads no
 TensorFlow; everything else is importable from its module but may change.
 
@@ -47,6 +49,18 @@ _MODULES = {
     "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings",),
     # === Serving ===
     "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS", "export_model"),
+    # === TF Serving clients ===
+    "tfr_rankformer.serving.serving_requests": (
+        "letor_lists",
+        "padded_tensors",
+        "rest_tensor_body",
+        "grpc_tensor_request",
+        "rest_outputs",
+        "grpc_outputs",
+        "list_scores",
+    ),
+    "tfr_rankformer.serving.serving_client": ("wait_until_available",),
+    "tfr_rankformer.serving.client_tokenizer": ("ClientTokenizer",),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -77,6 +91,15 @@ __all__ = [
     "export_model",
     "SIGNATURE_ELWC",
     "SIGNATURE_TENSORS",
+    "letor_lists",
+    "padded_tensors",
+    "rest_tensor_body",
+    "grpc_tensor_request",
+    "rest_outputs",
+    "grpc_outputs",
+    "list_scores",
+    "wait_until_available",
+    "ClientTokenizer",
 ]
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them
@@ -90,7 +113,18 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from tfr_rankformer.ranking.losses import OrdinalListLoss, get_score_loss
     from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
     from tfr_rankformer.runner import evaluate, export_run, predict, train
+    from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
     from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_model
+    from tfr_rankformer.serving.serving_client import wait_until_available
+    from tfr_rankformer.serving.serving_requests import (
+        grpc_outputs,
+        grpc_tensor_request,
+        letor_lists,
+        list_scores,
+        padded_tensors,
+        rest_outputs,
+        rest_tensor_body,
+    )
     from tfr_rankformer.training.text_config import TextConfig
     from tfr_rankformer.training.train_config import TrainConfig
 

@@ -22,11 +22,12 @@ from collections.abc import Iterable, Iterator
 
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import write_json
-from tfr_rankformer.core.model_families import FEATURES_KIND
+from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.model_spec import RunFamily
 from tfr_rankformer.core.run_layout import METRICS_NAME
 from tfr_rankformer.core.run_results import RunMetrics, SplitMetrics
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
+from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.serving.prediction import ScoredList, ServedModel
 from tfr_rankformer.serving.serving_checks import check_policy
 from tfr_rankformer.serving.serving_client import DEFAULT_TIMEOUT, ServingError, connect
@@ -147,21 +148,34 @@ def load_served(model: str) -> ServedModel:
     return _family_at(model).load(model)
 
 
-def load_remote(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> ServedModel:
-    """Opens the feature-vector export a TF Serving serves at ``url``
-    (``http://host:8501/v1/models/NAME`` or ``grpc://host:8500/NAME``) for ``predict``.
+def load_remote(
+    url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0, tokenizer: str | None = None
+) -> ServedModel:
+    """Opens the export a TF Serving serves at ``url`` (``http://host:8501/v1/models/NAME``
+    or ``grpc://host:8500/NAME``) for ``predict``: a feature-vector export, or a Listformer's
+    (a token-id export needs ``tokenizer``, its ``export_token_ids/<version>`` directory).
+    ``wait``: seconds to wait for the model to be AVAILABLE.
 
     Raises:
       ValueError: ``url`` is not a TF Serving model URL.
       ServingError: the server cannot be reached, errs, or serves another kind of model.
     """
-    remote = connect(url, timeout=timeout)
+    remote = connect(url, timeout=timeout, wait=wait)
     try:
-        num_features = remote.num_features
-    except ServingError:
+        kind = remote.kind
+        if kind == TEXT_KIND and "query_ids" in remote.text_inputs():
+            if tokenizer is None:
+                raise ServingError(
+                    f"{url} serves a token-id export: give its export_token_ids/<version> "
+                    "directory for the client's tokenizer (--tokenizer)"
+                )
+            client = ClientTokenizer.from_export(tokenizer)
+            return ServedModel(remote.url, kind, None, remote, client)
+    except BaseException:
         remote.close()
         raise
-    return ServedModel(remote.url, FEATURES_KIND, num_features, remote)
+    num_features = None if kind == TEXT_KIND else remote.num_features
+    return ServedModel(remote.url, kind, num_features, remote)
 
 
 def predict(

@@ -46,6 +46,7 @@ _WHITE_SPACE = r"[\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x
 _WHITE_SPACE += r"\x{202F}\x{205F}\x{3000}]+"
 _SETTINGS = ("max_query_tokens", "max_document_tokens", "lower_case", "basic_tokenization")
 _SETTINGS += ("unknown_token", "suffix_indicator", "max_bytes_per_word")
+FIRST_STAGE_INPUT = "first_stage_scores"  # ``core.elwc_schema``'s; this module imports no TF
 
 
 def _padded(rows: list, width: int) -> list:
@@ -57,7 +58,9 @@ class ClientTokenizer:
 
     ``lower_case`` and ``basic_tokenization`` mean what they mean to ``TextTokenizer``;
     ``basic_tokenization`` (a BERT checkpoint's vocabulary) also deletes control characters
-    and, with ``lower_case``, strips accents.
+    and, with ``lower_case``, strips accents. ``first_stage``: the export takes
+    ``first_stage_scores [B, L]`` (a model trained with the first stage's score; ``None``:
+    not known, as for an export older than the setting).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class ClientTokenizer:
         unknown_token: str = "[UNK]",
         suffix_indicator: str = "##",
         max_bytes_per_word: int = 100,
+        first_stage: bool | None = None,
     ):
         ids = {token: i for i, token in enumerate(vocabulary)}
         if unknown_token not in ids:
@@ -79,6 +83,7 @@ class ClientTokenizer:
         self.max_document_tokens = max_document_tokens
         self.lower_case = lower_case
         self.basic_tokenization = basic_tokenization
+        self.first_stage = first_stage
         self.unknown_id = ids[unknown_token]
         tokenizer = Tokenizer(
             models.WordPiece(
@@ -114,11 +119,17 @@ class ClientTokenizer:
         missing = [key for key in _SETTINGS if key not in settings]
         if missing:
             raise ValueError(f"{settings_path}: missing {', '.join(missing)}")
-        return cls(vocabulary, **{key: settings[key] for key in _SETTINGS})
+        first_stage = settings.get(FIRST_STAGE_INPUT)
+        return cls(vocabulary, **{key: settings[key] for key in _SETTINGS}, first_stage=first_stage)
 
     @classmethod
     def from_export(cls, export_dir: str) -> ClientTokenizer:
-        """The tokenizer of a token-id export (``export_token_ids/<version>``)."""
+        """The tokenizer of a token-id export (``export_token_ids/<version>``, or a run
+        directory: its newest)."""
+        runs = os.path.join(export_dir, "export_token_ids")
+        if not os.path.isdir(os.path.join(export_dir, ASSETS_EXTRA)) and os.path.isdir(runs):
+            newest = max((v for v in os.listdir(runs) if v.isdigit()), key=int, default="")
+            export_dir = os.path.join(runs, newest)
         extra = os.path.join(export_dir, ASSETS_EXTRA)
         return cls.from_files(os.path.join(extra, VOCAB_FILE), os.path.join(extra, SETTINGS_NAME))
 
@@ -139,15 +150,31 @@ class ClientTokenizer:
         """All of ``text``'s ids, uncut."""
         return self.token_ids_batch([text])[0]
 
-    def encode(self, queries: list[str], documents: list[list[str]]) -> dict:
+    def encode(
+        self,
+        queries: list[str],
+        documents: list[list[str]],
+        first_stage_scores: list[list[float]] | None = None,
+    ) -> dict:
         """The token-id signature's inputs for ``B`` queries and their document lists.
 
         An empty document string is a padding document. Returns nested lists:
         ``query_ids [B][Q]``, ``document_ids [B][N][T]`` (``-1`` padding; ``Q``, ``T`` the
-        batch's longest after the cut, at least 1) and ``document_mask [B][N]``.
+        batch's longest after the cut, at least 1), ``document_mask [B][N]`` and, for an
+        export that takes them, ``first_stage_scores [B][N]`` (0 on padding).
+
+        Raises:
+          ValueError: lists of unequal counts, or ``first_stage_scores`` missing for an
+            export that takes them (or given to one that does not).
         """
         if len(queries) != len(documents):
             raise ValueError(f"{len(queries)} queries but {len(documents)} document lists")
+        if self.first_stage not in (None, first_stage_scores is not None):
+            needs = "needs" if self.first_stage else "does not take"
+            raise ValueError(
+                f"the export {needs} the input {FIRST_STAGE_INPUT} (each document's "
+                "first-stage score)"
+            )
         query_rows = [ids[: self.max_query_tokens] for ids in self.token_ids_batch(queries)]
         size = max((len(texts) for texts in documents), default=0)
         lists = [list(texts) + [""] * (size - len(texts)) for texts in documents]
@@ -156,15 +183,45 @@ class ClientTokenizer:
         rows = [flat[i * size : (i + 1) * size] for i in range(len(lists))]
         query_width = max([1, *(len(row) for row in query_rows)])
         width = max([1, *(len(row) for row in flat)])
-        return {
+        encoded = {
             "query_ids": _padded(query_rows, query_width),
             "document_ids": [_padded(texts, width) for texts in rows],
             "document_mask": [[text != "" for text in texts] for texts in lists],
         }
+        if first_stage_scores is not None:
+            if [len(s) for s in first_stage_scores] != [len(texts) for texts in documents]:
+                raise ValueError(f"{FIRST_STAGE_INPUT} must hold one score per document")
+            encoded[FIRST_STAGE_INPUT] = [
+                [float(x) for x in s] + [0.0] * (size - len(s)) for s in first_stage_scores
+            ]
+        return encoded
 
-    def rest_request(self, queries: list[str], documents: list[list[str]]) -> dict:
+    def arrays(self, queries, documents, first_stage_scores=None) -> dict:
+        """``encode``'s inputs as numpy arrays of the signature's dtypes."""
+        import numpy as np
+
+        encoded = self.encode(queries, documents, first_stage_scores)
+        ids = np.array(encoded.pop("document_ids"), np.int32)
+        if ids.ndim < 3:  # no document in the batch: [B, 0, 1]
+            ids = ids.reshape(len(queries), 0, 1)
+        dtypes = {"query_ids": np.int32, "document_mask": bool, FIRST_STAGE_INPUT: np.float32}
+        arrays = {name: np.array(value, dtypes[name]) for name, value in encoded.items()}
+        for name in ("document_mask", FIRST_STAGE_INPUT):
+            if name in arrays:
+                arrays[name] = arrays[name].reshape(ids.shape[:2])
+        return {**arrays, "document_ids": ids}
+
+    def rest_request(self, queries, documents, first_stage_scores=None) -> dict:
         """A TF Serving REST ``:predict`` body (columnar ``inputs``) for the lists."""
-        return {"signature_name": "serving_default", "inputs": self.encode(queries, documents)}
+        inputs = self.encode(queries, documents, first_stage_scores)
+        return {"signature_name": "serving_default", "inputs": inputs}
+
+    def grpc_request(self, queries, documents, first_stage_scores=None, *, model_name: str):
+        """A TF Serving gRPC ``PredictRequest`` for the lists (imports TensorFlow)."""
+        from tfr_rankformer.serving.serving_requests import predict_request
+
+        inputs = self.arrays(queries, documents, first_stage_scores)
+        return predict_request(inputs, model_name=model_name, signature_name="serving_default")
 
 
 def tokenizer_settings(
@@ -175,6 +232,7 @@ def tokenizer_settings(
     basic_tokenization: bool,
     unknown_token: str = "[UNK]",
     suffix_indicator: str = "##",
+    first_stage: bool = False,
 ) -> dict:
     """``tokenizer.json``'s content: what :class:`ClientTokenizer` needs besides ``vocab.txt``."""
     return {
@@ -187,5 +245,6 @@ def tokenizer_settings(
         "suffix_indicator": suffix_indicator,
         "max_bytes_per_word": 100,
         "padding_id": PADDING_ID,
+        FIRST_STAGE_INPUT: first_stage,
         "client": "tfr_rankformer/serving/client_tokenizer.py (HF tokenizers)",
     }

@@ -22,6 +22,13 @@ from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.run_layout import EXPORT_NAME, is_text_run
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
+from tfr_rankformer.serving.serving_requests import (
+    EXAMPLES,
+    SIGNATURE_ELWC,
+    SIGNATURE_TENSORS,
+    elwc_records,
+    predict_request,
+)
 from tfr_rankformer.training.training_setup import load_run
 
 __all__ = [
@@ -33,11 +40,10 @@ __all__ = [
     "next_version",
     "save_servable",
     "served_outputs",
+    "serve_nonempty",
     "write_version",
 ]
 
-SIGNATURE_ELWC = "serving_default"
-SIGNATURE_TENSORS = "predict_tensors"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 # The extra output of exports with the ``score-last`` policy.
 INVALID_ITEMS = "invalid_items"
@@ -52,6 +58,15 @@ def served_outputs(outputs: dict, list_head: bool) -> dict:
         served["list_probs"] = probs
         served["expected_list_label"] = tf.reduce_sum(probs, axis=-1)  # [B]
     return served
+
+
+def serve_nonempty(serve: Callable[[tf.Tensor], dict], examples: tf.Tensor) -> dict:
+    """``serve(examples)`` for ``examples [B]`` serialized lists, an empty batch included:
+    proto parsing refuses no value at all, so one empty list stands in and its outputs are
+    dropped (``[0, ...]`` outputs for ``[0]`` examples)."""
+    count = tf.shape(examples)[0]
+    padded = tf.concat([examples, tf.fill([tf.maximum(1 - count, 0)], "")], axis=0)
+    return {name: value[:count] for name, value in serve(padded).items()}
 
 
 class _Servable(tf.Module):
@@ -76,6 +91,9 @@ class _Servable(tf.Module):
         )
 
     def _serve_examples(self, examples):
+        return serve_nonempty(self._score_examples, examples)
+
+    def _score_examples(self, examples):
         import tensorflow_ranking as tfr
 
         # Variable length (no default), so that a missing or short field is seen as such.
@@ -112,15 +130,13 @@ class _Servable(tf.Module):
 
 
 def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    from tensorflow_serving.apis import prediction_log_pb2
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
         for size in sorted({1, min(4, len(examples)), len(examples)}):
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(signature_name=signature),
-            )
-            request.inputs["examples"].CopyFrom(tf.make_tensor_proto(examples[:size]))
+            inputs = {EXAMPLES: np.asarray(examples[:size], object)}
+            request = predict_request(inputs, model_name="", signature_name=signature)
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)
             )
@@ -242,17 +258,6 @@ def _model_io(model: tf.keras.Model) -> tuple[int, bool]:
     return int(inputs[elwc_schema.FEATURES].shape[-1]), "list_quality" in outputs
 
 
-def _elwc(items: np.ndarray) -> bytes:
-    """One list of raw feature vectors (``[n, d]``) as a serialized ELWC proto."""
-    from tensorflow_serving.apis import input_pb2
-
-    request = input_pb2.ExampleListWithContext()
-    for vector in items:
-        example = request.examples.add()
-        example.features.feature[elwc_schema.FEATURES].float_list.value.extend(vector.tolist())
-    return request.SerializeToString()
-
-
 def _warmup_lists(lists, num_features: int) -> list[np.ndarray]:
     if lists is None:
         return [np.zeros((1, num_features), np.float32)]
@@ -291,7 +296,8 @@ def export_model(
     """
     serving_checks.check_policy(invalid_items)
     num_features, list_head = _model_io(model)
-    warmup = [_elwc(items) for items in _warmup_lists(warmup_lists, num_features)]
+    lists = [(0, [""] * len(items), items) for items in _warmup_lists(warmup_lists, num_features)]
+    warmup = elwc_records(lists, num_features)
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; an export is never overwritten")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +26,12 @@ from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
-from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS
+from tfr_rankformer.serving.export import (
+    INVALID_ITEMS,
+    SIGNATURE_ELWC,
+    SIGNATURE_TENSORS,
+    next_version,
+)
 from tfr_rankformer.serving.serving_requests import padded_tensors
 
 if TYPE_CHECKING:
@@ -88,25 +94,18 @@ def resolve_export(path: str) -> str:
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     export = os.path.join(path, EXPORT_NAME)
-    versions = sorted(
-        (int(v) for v in os.listdir(export) if v.isdigit()) if os.path.isdir(export) else []
-    )
-    if not versions:
+    newest = next_version(export) - 1
+    if not newest:
         raise FileNotFoundError(
             f"{path} is neither an exported SavedModel nor a run with export/<version>/ "
             "(tfr-export writes one)"
         )
-    return os.path.join(export, str(versions[-1]))
+    return os.path.join(export, str(newest))
 
 
-def batched(items: Iterator, size: int) -> Iterator[list]:
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
         yield batch
 
 
@@ -260,12 +259,18 @@ def text_signature(export):
     return opened_export(export).signatures[SIGNATURE_ELWC]
 
 
-def text_inputs(queries: list[str], documents: list[list[str]]) -> dict:
+def text_inputs(queries: list[str], documents: list[list[str]], first_stage_scores=None) -> dict:
     """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
-    padded with empty strings."""
+    padded with empty strings, and ``first_stage_scores [B, L]`` (0 on padding) if given."""
     width = max(map(len, documents))
     padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
-    return {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
+    inputs = {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
+    if first_stage_scores is not None:
+        scores = np.zeros([len(documents), width], np.float32)
+        for i, row in enumerate(first_stage_scores):
+            scores[i, : len(row)] = row
+        inputs[FIRST_STAGE_INPUT] = scores
+    return inputs
 
 
 def score_text_lists(
@@ -273,37 +278,36 @@ def score_text_lists(
     lists: Iterable[tuple],
     *,
     batch_size: int = 16,
-    inputs: Callable[[list[str], list[list[str]]], dict] = text_inputs,
+    inputs: Callable[..., dict] = text_inputs,
 ) -> Iterator[ScoredList]:
     """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
-    through a Listformer export's ``signature``; ``inputs`` makes a batch's inputs (``text_inputs``,
-    or a token-id export's ids). An empty document cannot be told from padding: it gets the
+    through a Listformer export's ``signature`` (local or served); ``inputs`` makes a batch's
+    inputs (``text_inputs``, or a token-id export's ``ClientTokenizer.arrays``). An empty
+    document cannot be told from padding: it gets the
     padding score, is ranked last and is counted in ``ScoredList.num_invalid``.
     """
     first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
     for batch in batched(lists, batch_size):
         queries = [item[2] for item in batch]
-        given = inputs(queries, [list(item[3]) for item in batch])
+        texts = [list(item[3]) for item in batch]
         if first_stage:
-            given[FIRST_STAGE_INPUT] = _first_stage_scores(batch)
+            given = inputs(queries, texts, [_first_stage_scores(item) for item in batch])
+        else:
+            given = inputs(queries, texts)
         outputs = signature(**given)
         for i, (qid, docids, _, texts, *_) in enumerate(batch):
             empty = sum(1 for text in texts if not text)
             yield ScoredList(qid, docids, *unpacked(outputs, i, len(docids)), num_invalid=empty)
 
 
-def _first_stage_scores(batch: list) -> np.ndarray:
-    """``[B, L]`` float32 first-stage scores of a batch's lists, 0 after their documents."""
-    width = max(len(item[1]) for item in batch)
-    scores = np.zeros([len(batch), width], np.float32)
-    for i, item in enumerate(batch):
-        if len(item) < 5 or item[4] is None:
-            raise ValueError(
-                f"query {item[0]}: the model takes the first stage's scores, and the list "
-                "has none (convert the lists from a run: tfr-convert --input trec --run)"
-            )
-        scores[i, : len(item[4])] = item[4]
-    return scores
+def _first_stage_scores(item: tuple) -> list[float]:
+    """A list's first-stage scores, for a model that takes them."""
+    if len(item) < 5 or item[4] is None:
+        raise ValueError(
+            f"query {item[0]}: the model takes the input {FIRST_STAGE_INPUT} and the list has "
+            "no first-stage scores (convert the lists from a run: tfr-convert --input trec --run)"
+        )
+    return list(item[4])
 
 
 def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> int:

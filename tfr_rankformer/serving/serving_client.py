@@ -2,7 +2,9 @@
 
 ``connect(url)`` reads a served model's signatures from the server's metadata and returns a
 ``RemoteModel`` whose ``signatures[name]`` are called as a loaded SavedModel's are, so
-``prediction.score_lists`` and ``score_elwc`` score through the server unchanged. Errors
+``prediction.score_lists`` and ``score_elwc`` (a feature-vector export) and
+``score_text_lists`` (a Listformer's) score through the server unchanged;
+``wait_until_available`` waits for a server starting up. Errors
 name the URL; ``ModelRejectedError`` (a request the model refused) is also the
 ``tf.errors.InvalidArgumentError`` a local signature raises.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,6 +23,8 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.model_families import FEATURES_KIND, TEXT_KIND
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.serving.serving_requests import (
     EXAMPLES,
@@ -41,6 +46,7 @@ __all__ = [
     "RemoteModel",
     "parse_server_url",
     "connect",
+    "wait_until_available",
 ]
 
 DEFAULT_TIMEOUT = 60.0  # seconds per request
@@ -50,6 +56,8 @@ _PATHS = {
     "https": re.compile(rf"/v1/models/{_MODEL_PATH}"),
     "grpc": re.compile(rf"/{_MODEL_PATH}"),
 }
+# The Listformer's default signature: on text, or on token ids (``text_export``).
+_TEXT_INPUTS = ({"query", "documents"}, {"query_ids", "document_ids", "document_mask"})
 _URL_FORMS = (
     "http://host:8501/v1/models/NAME or grpc://host:8500/NAME, optionally ending "
     "/versions/N or /labels/LABEL"
@@ -206,12 +214,13 @@ class _GrpcTransport:
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         self.channel = grpc.insecure_channel(address.target, options=options)
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.spec = dict(version=address.version, version_label=address.version_label)
 
     def metadata(self):
         from tensorflow_serving.apis import get_model_metadata_pb2
 
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
-        request.model_spec.CopyFrom(model_spec(**self._spec()))
+        request.model_spec.CopyFrom(model_spec(self.address.model_name, **self.spec))
         response = self._call(self.stub.GetModelMetadata, request)
         signatures = get_model_metadata_pb2.SignatureDefMap()
         packed = response.metadata.get("signature_def")
@@ -219,16 +228,11 @@ class _GrpcTransport:
             raise ServingError(f"{self.address.url}: the model metadata holds no signature_def")
         return signatures
 
-    def _spec(self) -> dict:
-        address = self.address
-        return {
-            "model_name": address.model_name,
-            "version": address.version,
-            "version_label": address.version_label,
-        }
-
     def predict(self, inputs: Mapping[str, object], signature_name: str) -> dict[str, np.ndarray]:
-        request = predict_request(inputs, signature_name=signature_name, **self._spec())
+        name = self.address.model_name
+        request = predict_request(
+            inputs, model_name=name, signature_name=signature_name, **self.spec
+        )
         return grpc_outputs(self._call(self.stub.Predict, request))
 
     def _call(self, method, request):
@@ -279,11 +283,24 @@ class RemoteSignature:
         """Sends ``inputs`` by input name; returns the outputs.
 
         Raises:
-          TypeError: other input names than the signature's.
+          TypeError: other input names than the signature's, or an input of another dtype
+            (floats are converted), naming it.
           ModelRejectedError: the model refused the inputs.
         """
-        if set(inputs) != set(self.input_specs):
-            raise TypeError(f"{self.name} takes {sorted(self.input_specs)}, got {sorted(inputs)}")
+        missing = sorted(set(self.input_specs) - set(inputs))
+        if missing or set(inputs) - set(self.input_specs):
+            raise TypeError(
+                f"{self.name} takes {sorted(self.input_specs)}, got {sorted(inputs)}"
+                + (f": the request lacks {', '.join(missing)}" if missing else "")
+            )
+        for name, value in inputs.items():
+            array = np.asarray(value.numpy() if isinstance(value, tf.Tensor) else value)
+            given, wanted = array.dtype, self.input_specs[name].dtype
+            given = tf.string if given.kind in "OSU" else tf.as_dtype(given)
+            if array.size and given != wanted and not (given.is_floating and wanted.is_floating):
+                raise TypeError(f"{self.name}: the input {name} is {given.name}, not {wanted.name}")
+            if wanted != tf.string:  # floats as the signature's (TF Serving converts no proto)
+                inputs[name] = array.astype(wanted.as_numpy_dtype)
         outputs = self._transport.predict(inputs, self.name)
         typed = {}
         for name, value in outputs.items():
@@ -308,6 +325,20 @@ class RemoteModel:
         return self.address.url
 
     @property
+    def kind(self) -> str:
+        """``model_families``' kind of the served export: text (a Listformer's, on text or
+        token ids) or feature vectors; ``ServingError`` for neither."""
+        if self.text_inputs() - {FIRST_STAGE_INPUT} in _TEXT_INPUTS:
+            return TEXT_KIND
+        self.num_features  # noqa: B018  (raises for an export of neither kind)
+        return FEATURES_KIND
+
+    def text_inputs(self) -> set[str]:
+        """The input names of the default signature."""
+        default = self.signatures.get(SIGNATURE_ELWC)
+        return set(default.input_specs) if default else set()
+
+    @property
     def num_features(self) -> int:
         """The feature count ``d`` of a feature-vector export; ``ServingError`` for another."""
         elwc = self.signatures.get(SIGNATURE_ELWC)
@@ -328,16 +359,51 @@ class RemoteModel:
         self._transport.close()
 
 
-def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> RemoteModel:
+def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Waits up to ``seconds`` until the model at ``url`` can answer: over REST until
+    ``GET /v1/models/NAME`` reports a version ``AVAILABLE``, over gRPC until its metadata
+    answers.
+
+    Raises:
+      ValueError: a URL of neither form.
+      ServingError: still not available after ``seconds``, with the last answer.
+    """
+    address = parse_server_url(url)
+    deadline = time.monotonic() + seconds
+    while True:
+        transport = (_GrpcTransport if address.protocol == "grpc" else _RestTransport)(
+            address, timeout
+        )
+        try:
+            if address.protocol == "grpc":
+                transport.metadata()
+                return
+            states = transport._send(address.url, None).get("model_version_status", [])
+            if any(state.get("state") == "AVAILABLE" for state in states):
+                return
+            last = f"its versions are {[state.get('state') for state in states]}"
+        except ServingError as e:
+            last = str(e)
+        finally:
+            transport.close()
+        if time.monotonic() >= deadline:
+            raise ServingError(f"{url} is not AVAILABLE after {seconds:g} s: {last}")
+        time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
+
+
+def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0) -> RemoteModel:
     """Opens the model at ``http(s)://host:port/v1/models/NAME`` or
-    ``grpc://host:port/NAME`` (optionally ending ``/versions/N`` or ``/labels/LABEL``);
-    ``timeout`` is seconds per request.
+    ``grpc://host:port/NAME`` (optionally ending ``/versions/N`` or ``/labels/LABEL``; without,
+    the version the server's policy serves, by default the latest); ``timeout`` is seconds
+    per request, ``wait`` the seconds to wait for the model to be AVAILABLE.
 
     Raises:
       ValueError: a URL of neither form.
       ServingError: the server cannot be reached or answers with an error.
     """
     address = parse_server_url(url)
+    if wait > 0:
+        wait_until_available(url, seconds=wait, timeout=timeout)
     transport_type = _GrpcTransport if address.protocol == "grpc" else _RestTransport
     transport = transport_type(address, timeout)
     try:

@@ -13,25 +13,27 @@ rows ``instances`` or columns ``inputs``) and gRPC ``PredictRequest`` protos.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+import gzip
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
-
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
 
 if TYPE_CHECKING:
     from tensorflow_serving.apis import model_pb2, predict_pb2
 
 __all__ = [
+    "SIGNATURE_ELWC",
+    "SIGNATURE_TENSORS",
     "EXAMPLES",
     "FEATURES",
     "MASK",
     "REST_FORMS",
     "FeatureList",
-    "ListEncoder",
     "elwc_records",
+    "letor_lists",
     "padded_tensors",
     "rest_body",
     "rest_elwc_body",
@@ -45,7 +47,9 @@ __all__ = [
     "list_scores",
 ]
 
-# The signatures' input names (the ``TensorSpec`` names of ``export._Servable``).
+# A feature-vector export's signatures and their input names (``export._Servable``'s).
+SIGNATURE_ELWC = "serving_default"
+SIGNATURE_TENSORS = "predict_tensors"
 EXAMPLES = "examples"
 FEATURES = "features"
 MASK = "mask"
@@ -59,34 +63,68 @@ _SINGLE_OUTPUT = "scores"
 FeatureList = tuple[int, Sequence[str], np.ndarray]
 
 
-class ListEncoder(Protocol):
-    """Serialises one list as an ELWC proto: the converter's ``tfrecords_tools.ElwcEncoder``."""
-
-    num_features: int
-
-    def encode(
-        self, qid: int, features: np.ndarray, labels: np.ndarray, relevance: np.ndarray
-    ) -> bytes: ...
-
-
-def elwc_records(lists: Iterable[FeatureList], encoder: ListEncoder) -> list[bytes]:
-    """The lists as serialized ELWC protos, as ``tfr-convert`` writes them (labels 0), one
-    ``examples`` value per list; ``encoder`` is the converter's ``tfrecords_tools.ElwcEncoder(d)``.
+def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]:
+    """The lists as serialized ELWC protos (context ``qid``, each item's raw ``features``),
+    one ``examples`` value per list.
 
     Raises:
-      ValueError: a list whose features are not ``[len(docids), d]``.
+      ValueError: a list whose features are not ``[len(docids), num_features]``.
     """
+    from tensorflow_serving.apis import input_pb2
+
     records = []
     for qid, docids, features in lists:
         values = np.asarray(features, np.float32)
-        if values.shape != (len(docids), encoder.num_features):
+        if values.shape != (len(docids), num_features):
             raise ValueError(
                 f"list {qid}: features of shape {values.shape}, expected "
-                f"({len(docids)}, {encoder.num_features}) for {len(docids)} docids"
+                f"({len(docids)}, {num_features}) for {len(docids)} docids"
             )
-        zeros = np.zeros(len(docids), np.float32)
-        records.append(encoder.encode(int(qid), values, zeros, zeros))
+        elwc = input_pb2.ExampleListWithContext()
+        elwc.context.features.feature["qid"].int64_list.value.append(int(qid))
+        for vector in values:
+            elwc.examples.add().features.feature[FEATURES].float_list.value.extend(vector.tolist())
+        records.append(elwc.SerializeToString())
     return records
+
+
+def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
+    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (plain or ``.gz``),
+    read only as far as the lists taken: a client reads only the lists it sends. A docid is
+    the line's ``#docid = ...``, else its line number; an omitted feature reads 0
+    (``tfr-predict`` reads whole files with the converter's validating parser).
+
+    Raises:
+      ValueError: naming the file and line of a line that does not parse.
+    """
+    qid, docids, rows = None, [], []
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            fields, _, comment = line.partition("#")
+            cells = fields.split()
+            if not cells:
+                continue
+            row = np.zeros(num_features, np.float32)
+            try:
+                if not cells[1].startswith("qid:"):
+                    raise ValueError("the second field is not qid:N")
+                line_qid = int(cells[1][4:])
+                for cell in cells[2:]:
+                    index, value = cell.split(":")
+                    if not 1 <= int(index) <= num_features:
+                        raise ValueError(f"feature {index} is outside 1..{num_features}")
+                    row[int(index) - 1] = float(value)
+            except (ValueError, IndexError) as e:
+                raise ValueError(f"{path}:{number}: not a LETOR line ({e})") from None
+            if line_qid != qid and docids:
+                yield qid, docids, np.stack(rows)
+                docids, rows = [], []
+            qid = line_qid
+            found = re.search(r"docid\s*=\s*(\S+)", comment)
+            docids.append(found.group(1) if found else str(number))
+            rows.append(row)
+    if docids:
+        yield qid, docids, np.stack(rows)
 
 
 def padded_tensors(

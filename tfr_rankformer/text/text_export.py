@@ -27,7 +27,12 @@ from tfr_rankformer.serving.client_tokenizer import (
     VOCAB_FILE,
     tokenizer_settings,
 )
-from tfr_rankformer.serving.export import next_version, served_outputs, write_version
+from tfr_rankformer.serving.export import (
+    next_version,
+    serve_nonempty,
+    served_outputs,
+    write_version,
+)
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS
 from tfr_rankformer.text.text_runs import load_text_run, takes_first_stage, text_model_inputs
@@ -98,7 +103,8 @@ class _TextServable(tf.Module):
         return self._score(batch)
 
     def _serve_examples(self, examples):
-        return self._score(text_data.parse_text_batch(examples, self.data, list_size=None))
+        parse = text_data.parse_text_batch
+        return serve_nonempty(lambda e: self._score(parse(e, self.data, list_size=None)), examples)
 
 
 def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *, list_head: bool):
@@ -170,7 +176,7 @@ class _TokenIdServable(tf.Module):
         return served_outputs(self.model(inputs, training=False), self.list_head)
 
 
-def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[str]) -> None:
+def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[str], model) -> None:
     """``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json`` for the client."""
     extra = os.path.join(path, ASSETS_EXTRA)
     os.makedirs(extra, exist_ok=True)
@@ -182,6 +188,7 @@ def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[st
         basic_tokenization=tokenizer.basic_tokenization,
         unknown_token=UNKNOWN,
         suffix_indicator=SUFFIX,
+        first_stage=takes_first_stage(model),
     )
     write_json(os.path.join(extra, SETTINGS_NAME), settings)
 
@@ -197,7 +204,7 @@ def save_token_id_servable(
         )
     servable = _TokenIdServable(model, tokenizer, list_head)
     tf.saved_model.save(servable, path, signatures={SIGNATURE_TOKEN_IDS: servable.serve_ids})
-    _write_client_files(path, tokenizer, vocabulary)
+    _write_client_files(path, tokenizer, vocabulary, model)
 
 
 def _free_version(model_dir: str, version: int | None) -> int:

@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import os
 
-import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core.config_io import write_json
@@ -191,7 +190,7 @@ class TextFamily:
         if files is not None:
             raise ValueError(f"{served.path} scores text lists, not ELWC files")
         signature = text_signature(served.model)
-        inputs = text_inputs if served.tokenizer is None else _token_id_inputs(served.tokenizer)
+        inputs = text_inputs if served.tokenizer is None else served.tokenizer.arrays
         batch_size = batch_size or BATCH_SIZE
         return score_text_lists(signature, lists, batch_size=batch_size, inputs=inputs)
 
@@ -319,21 +318,3 @@ def _log_truncation(config, metrics: dict) -> None:
                 "(%d, %d) and were cut",
                 *(split, cut["documents_cut"], cut["documents"], cut["queries_cut"], *caps),
             )
-
-
-def _token_id_inputs(tokenizer: ClientTokenizer):
-    """A token-id export's inputs for queries and document lists, tokenised by ``tokenizer``
-    (as ``text_inputs`` gives a raw-string export's)."""
-
-    def inputs(queries: list[str], documents: list[list[str]]) -> dict:
-        encoded = tokenizer.encode(queries, documents)
-        ids = np.array(encoded["document_ids"], np.int32)
-        if ids.ndim < 3:  # no document in the batch: [B, 0, 1]
-            ids = ids.reshape(len(queries), 0, 1)
-        return {
-            "query_ids": np.array(encoded["query_ids"], np.int32),
-            "document_ids": ids,
-            "document_mask": np.array(encoded["document_mask"], bool).reshape(ids.shape[:2]),
-        }
-
-    return inputs

@@ -13,6 +13,7 @@ import dataclasses
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.command_names import ATTENTIONS, INITIALIZATIONS, SIMILARITIES
 from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
+from tfr_rankformer.inputs.list_limit import ListLimit
 
 __all__ = [
     "ModelConfig",
@@ -196,6 +197,17 @@ class ModelConfig:
                 f"`{spec.item_width}` {width} is not divisible by `num_heads` {values['num_heads']}"
             )
         return ModelConfig(**values)
+
+    def list_limit(self) -> ListLimit | None:
+        """The most items a list may hold (``None``: any): a learned position table's."""
+        if self.positional_encoding != "learned":
+            return None
+        return ListLimit(
+            self.max_positions,
+            f"its learned positional encoding's --max-positions {self.max_positions}",
+            "set --max-positions {longest} or more, or --positional-encoding fixed (--list-size "
+            "cuts only training lists: evaluation scores whole ones)",
+        )
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ModelConfig:
         """``resolved`` for a training run: a text model's similarity follows its start

@@ -120,16 +120,13 @@ def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
             why_empty(manifest, split, manifest_path=path),
         )
     train = manifest.splits.get(_TRAIN)
-    value = None if train is None else one_label(train.label_histogram)
-    if value is not None:
+    if (value := one_label(train.label_histogram) if train else None) is not None:
         raise nothing_to_learn(_no_ranking(_TRAIN, data_dir, value))
     for split, entry in manifest.splits.items():
         value = one_label(entry.label_histogram, entry.relevance_histogram)
         if split not in empty and value is not None:
-            message = _no_ranking(split, data_dir, value)
-            logger.warning(
-                "%s: nothing to measure, it is left out of this run's evaluation", message
-            )
+            left_out = "nothing to measure, it is left out of this run's evaluation"
+            logger.warning(f"{_no_ranking(split, data_dir, value)}: {left_out}")
             empty.append(split)
     warn_constant_features(manifest, data_dir=data_dir)
     if not empty:

@@ -31,17 +31,9 @@ def constant_features(manifest: Manifest) -> list[str]:
 
 
 def warn_constant_features(manifest: Manifest, *, data_dir: str) -> None:
-    """A warning naming the features that carry no signal: a model cannot rank by them."""
-    constant = constant_features(manifest)
-    if constant:
-        of = f"{len(constant)} of the {manifest.num_features or len(constant)} features"
-        logger.warning(
-            "%s of %s hold one value on every training item (std 0: min = max in its "
-            "manifest.json's normalization): %s; they carry no signal to rank by",
-            of,
-            data_dir,
-            _shown(constant),
-        )
+    """A warning naming the features of one value on every training item."""
+    how = "on every training item (std 0: min = max in its manifest.json's normalization)"
+    _warn(constant_features(manifest), manifest, data_dir, how, "carry no signal to rank by")
 
 
 def _names(manifest: Manifest, count: int) -> list[str]:
@@ -78,20 +70,15 @@ def varies_within_lists(features: np.ndarray, starts, lengths) -> np.ndarray:
 
 def warn_fixed_within_lists(manifest: Manifest, varies: np.ndarray, *, data_dir: str) -> None:
     """A warning naming the features that vary only between lists (``varies``: see
-    ``varies_within_lists``): they cannot order a list's items."""
-    constant = set(constant_features(manifest))  # warned about already
+    ``varies_within_lists``), those constant everywhere being named already."""
+    constant = set(constant_features(manifest))
     names = _names(manifest, len(varies))
     fixed = [n for n, v in zip(names, varies) if not v and n not in constant]
-    if fixed:
-        logger.warning(
-            "%d of the %d features of %s hold one value within every training list: %s; "
-            "they cannot order a list's items",
-            len(fixed),
-            len(varies),
-            data_dir,
-            _shown(fixed),
-        )
+    _warn(fixed, manifest, data_dir, "within every training list", "cannot order a list's items")
 
 
-def _shown(names: list[str]) -> str:
-    return ", ".join(names[:_SHOWN]) + (", ..." if len(names) > _SHOWN else "")
+def _warn(names: list[str], manifest: Manifest, data_dir: str, how: str, why: str) -> None:
+    if names:
+        shown = ", ".join(names[:_SHOWN]) + (", ..." if len(names) > _SHOWN else "")
+        count = f"{len(names)} of the {manifest.num_features or len(names)} features"
+        logger.warning(f"{count} of {data_dir} hold one value {how}: {shown}; they {why}")

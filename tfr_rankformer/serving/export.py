@@ -62,7 +62,6 @@ class _Servable(tf.Module):
         self.model = model
         # Saved with the export, so that tfr-predict refuses longer lists before scoring.
         self.max_list_items = tf.Variable(max_items, trainable=False, dtype=tf.int32)
-        self.max_items = max_items
         self.num_features = num_features
         self.list_head = list_head
         self.policy = serving_checks.check_policy(policy)
@@ -107,16 +106,6 @@ class _Servable(tf.Module):
         return self._score(features, mask, invalid)
 
     def _score(self, features, mask, invalid):
-        limit = self.max_items
-        if limit:  # [B, L]: a learned position table takes at most ``limit`` items
-            check = tf.debugging.assert_less_equal(
-                tf.shape(mask)[1],
-                limit,
-                message=f"a list holds more than {limit} items, the most this model takes "
-                f"(the --max-positions {limit} of its learned positional encoding)",
-            )
-            with tf.control_dependencies([check]):
-                mask = tf.identity(mask)
         outputs = self.model({elwc_schema.FEATURES: features, data.MASK: mask}, training=False)
         served = served_outputs(outputs, self.list_head)
         if invalid is not None:

@@ -181,8 +181,10 @@ def plan_run(
     the model takes, in any split, raises ``ListLimitError`` (evaluation keeps every item)."""
     worker = worker or WorkerRole()
     limit = config.architecture.list_limit()
-    for split, entry in manifest.splits.items() if limit else ():
-        limit.check(entry.longest_or(1), where=f"the {split!r} split of {data_dir}")
+    if limit is not None:
+        split = max(manifest.splits, key=lambda name: manifest.splits[name].longest_or(1))
+        where = f"the {split!r} split of {data_dir}"
+        limit.check(manifest.splits[split].longest_or(1), where=where)
     include_empty = config.training_includes_empty_lists()
     lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
     cap = list_cap(config, manifest)

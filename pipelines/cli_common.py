@@ -55,7 +55,8 @@ class LightGBMOptions:
 
 
 def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
-    """A plain-text table: one row per split, one column per metric key."""
+    """A plain-text table: one row per split, one column per metric key; then each split's
+    metrics that no list could measure."""
     rows = [["split", *keys]]
     for split, values in metrics.items():
         row = [split]
@@ -67,7 +68,12 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
                 row.append("-" if value is None else str(value))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    # What no list of a split could measure is said, not shown as a number.
+    lines += [
+        f"{s}: not measured: {v['not_measured']}" for s, v in metrics.items() if "not_measured" in v
+    ]
+    return "\n".join(lines)
 
 
 def parse_lgb_params(pairs: list[str] | None) -> dict:

@@ -135,10 +135,11 @@ class _Filled:
     converted: int = 0  # items of a converted split whose input lacked features
 
 
-def _elwc_files(args, filled: _Filled) -> list[str] | None:
+def _elwc_files(args, filled: _Filled, served) -> list[str] | None:
     """The ELWC shards ``--input`` names, or ``None`` for a LETOR text file."""
     from tfr_rankformer.inputs.manifest import MANIFEST_NAME, load_manifest
     from tfr_rankformer.inputs.record_checks import check_tfrecord_file
+    from tfr_rankformer.serving.prediction import check_list_limit
 
     if os.path.isdir(args.input):
         counts = {}
@@ -149,6 +150,8 @@ def _elwc_files(args, filled: _Filled) -> list[str] | None:
             counts = entry.files
             if entry.items_with_missing_features is not None:
                 filled.converted = entry.items_with_missing_features
+            where = f"the {args.split!r} split of --input {args.input}"
+            check_list_limit(served, entry.longest_or(0), where=where)
         else:
             files = sorted(glob.glob(os.path.join(args.input, "*.tfrecord")))
         if not files:
@@ -186,12 +189,14 @@ def _text_lists(args):
         yield text_list.query_id, list(text_list.document_ids), query, documents, scores
 
 
-def _letor_lists(args, num_features: int, filled: _Filled):
+def _letor_lists(args, served, filled: _Filled):
     """The lists of the LETOR file ``--input``; a line that stops before the model's
     last feature is refused when the training data gave every feature on every line."""
     from tfr_rankformer.inputs.training_density import TrainingDensity, training_density
+    from tfr_rankformer.serving.prediction import check_list_limit
     from tfrecords_tools.letor.letor_lists import check_complete_lines, load_letor_lists
 
+    num_features = served.num_features
     letor = load_letor_lists(args.input, num_features, duplicates=args.duplicate_features)
     if args.server:
         density = TrainingDensity(None, f"{args.server} gives no record of its training data")
@@ -199,6 +204,8 @@ def _letor_lists(args, num_features: int, filled: _Filled):
         density = training_density(args.model)
     if density.dense:
         check_complete_lines(letor, why=_DENSE)
+    longest = max((len(items) for _, _, items in letor.lists), default=0)
+    check_list_limit(served, longest, where=f"--input {args.input}")
     filled.items, filled.num_features, filled.density = letor.filled_items, num_features, density
     return letor.lists
 
@@ -223,9 +230,9 @@ def _lists(args, filled: _Filled) -> tuple[str, object]:
         raise ValueError(
             f"{args.input} holds text lists: score it with a Listformer export, not {served.path}"
         )
-    files = _elwc_files(args, filled)
+    files = _elwc_files(args, filled, served)
     if files is None:
-        lists = _letor_lists(args, served.num_features, filled)
+        lists = _letor_lists(args, served, filled)
         return served.path, predict(served, lists, batch_size=args.batch_size)
     return served.path, predict(served, files=files, batch_size=args.batch_size)
 

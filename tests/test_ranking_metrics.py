@@ -158,10 +158,11 @@ def test_all_equal_lists_are_left_out():
     assert "ndcg_y@10_tmax" not in out and "list_acc_t>=1" not in out
 
 
-def test_no_counted_list_gives_nan():
+def test_no_counted_list_is_named_never_nan():
     out = evaluate_rankings(*_pad([([0.3, 0.1], [1, 1], [0, 0]), ([0.2], [2], [1])], 3), ks=(5,))
     assert (out["num_lists_y"], out["num_lists_r"]) == (0, 0)
-    assert math.isnan(out["ndcg_y@5"]) and math.isnan(out["ndcg_r@5"])
+    assert "ndcg_y@5" not in out and "ndcg_r@5" not in out
+    assert out["not_measured"].startswith("ndcg_y@5, ndcg_r@5: no list to measure on")
 
 
 def test_empty_lists_are_ignored():
@@ -243,7 +244,7 @@ def test_ndcg_y_at_10_tmax_subset():
     assert out["ndcg_y@10_tmax"] == pytest.approx(100 * expected)
     assert out["ndcg_y@10_tmax"] != pytest.approx(100 * ndcg_at_k(*lists[2][:2], 10))
     assert "ndcg_y@10" not in out  # 10 is computed for the subset, not reported
-    assert math.isnan(evaluate_rankings(*_pad(lists, 3), max_label=3)["ndcg_y@10_tmax"])
+    assert "ndcg_y@10_tmax" not in evaluate_rankings(*_pad(lists, 3), max_label=3)
 
 
 def test_list_head_metrics_against_sklearn_and_hand_count():
@@ -284,7 +285,7 @@ def test_list_head_metrics_against_sklearn_and_hand_count():
 def test_list_head_single_class_and_one_column():
     lists = [([0.1, 0.2], [1, 0], [0, 1]), ([0.3, 0.2], [2, 1], [0, 1])]
     out = evaluate_rankings(*_pad(lists, 2), list_probs=np.array([[0.9], [0.4]]))
-    assert math.isnan(out["list_auc_t>=1"])  # every list has t >= 1
+    assert "list_auc_t>=1" in out["not_measured"]  # every list has t >= 1
     assert out["list_acc_t>=1"] == pytest.approx(0.5)
     assert "list_acc_t>=2" not in out and "list_auc_t>=2" not in out
 
@@ -292,12 +293,10 @@ def test_list_head_single_class_and_one_column():
 def test_list_head_ignores_columns_after_the_second():
     lists = [([0.1, 0.2], [1, 0], [0, 1]), ([0.3, 0.2], [2, 1], [0, 1])]
     out = evaluate_rankings(*_pad(lists, 2), list_probs=np.full((2, 4), 0.7))
-    assert {key for key in out if key.startswith("list_")} == {
-        "list_acc_t>=1",
-        "list_auc_t>=1",
-        "list_acc_t>=2",
-        "list_auc_t>=2",
-    }
+    measured = {key for key in out if key.startswith("list_")}
+    assert measured == {"list_acc_t>=1", "list_acc_t>=2", "list_auc_t>=2"}
+    # Every list has t >= 1: that AUC has no negative to measure on.
+    assert out["not_measured"].startswith("list_auc_t>=1: ")
 
 
 def _batch():

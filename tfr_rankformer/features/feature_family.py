@@ -65,7 +65,8 @@ class FeatureFamily:
         def evaluate(directory: str, manifest: Manifest, split: str) -> dict:
             return _metrics(config, directory, manifest, model, split)
 
-        return data_evaluator(config.data, manifest.num_features, data_dir, evaluate)
+        limit = config.architecture.list_limit()
+        return data_evaluator(config.data, manifest.num_features, data_dir, evaluate, limit)
 
     def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str:
         return export.export_run(model_dir, version=version, invalid_items=invalid_items)

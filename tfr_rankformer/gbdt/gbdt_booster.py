@@ -118,7 +118,7 @@ def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: 
             return name, float("nan"), True
         scores = vali.padded(predictions.astype(np.float32), 0.0)
         metrics = evaluate_rankings(scores, padded_labels, padded_labels, mask, ks=(10,))
-        return name, metrics["ndcg_y@10"], True
+        return name, metrics.get("ndcg_y@10", float("nan")), True
 
     return feval
 

@@ -29,6 +29,7 @@ from tfr_rankformer.gbdt.gbdt_booster import (
 )
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs.empty_splits import without_empty_splits
+from tfr_rankformer.inputs.feature_signal import varies_within_lists, warn_fixed_within_lists
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import load_manifest
 
@@ -60,6 +61,8 @@ def _train_gbdt(config: GBDTConfig, manifest, callbacks: list | None) -> dict:
         train = train.select(train.list_labels() > 0)
     if not train.num_lists:
         raise ValueError(f"{config.data}: no training list passes the training-list policy")
+    varies = varies_within_lists(train.features, train.offsets[:-1], train.sizes)
+    warn_fixed_within_lists(manifest, varies, data_dir=config.data)
     params = config.lightgbm_params()
     logger.info(
         "training LightGBM %s (%s) on %d lists, %d items (%s t = 0 lists), %d threads",

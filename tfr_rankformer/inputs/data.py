@@ -20,6 +20,7 @@ from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.multi_worker import WorkerRole
 from tfr_rankformer.inputs import batching, list_parsing
 from tfr_rankformer.inputs.batching import BatchPlan
+from tfr_rankformer.inputs.feature_signal import varies_within_lists, warn_fixed_within_lists
 from tfr_rankformer.inputs.list_parsing import (
     INDEX,
     PARSE_BATCH,
@@ -151,6 +152,9 @@ def training_dataset(
     )
     if lists_in_memory:
         store = load_lists(files, manifest.num_features, edge=bucket, normalize=normalize)
+        features = store.features.numpy()
+        varies = varies_within_lists(features, store.starts.numpy(), store.lengths.numpy())
+        warn_fixed_within_lists(manifest, varies, data_dir=data_dir)
         batches = resident_batches(store, plan, steps, finish)
     else:
         if bucket is None:

@@ -1,5 +1,7 @@
 """Splits a conversion left without lists (``--min-list-size``): warned about by
 tfr-convert, refused for training, left out of evaluation, refused by ``tfr-eval`` by name.
+A split whose items all share one label is as empty for ranking (no list has two different
+labels): refused for training, left out of evaluation with a warning.
 
 >>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3}}
 >>> manifest = Manifest.coerce({"parameters": {"min_list_size": 5}, "splits": {"vali": entry}})
@@ -13,6 +15,7 @@ import dataclasses
 import logging
 import os
 
+from tfr_rankformer.inputs.feature_signal import warn_constant_features
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest
 
 logger = logging.getLogger(__name__)
@@ -29,6 +32,32 @@ class EmptySplitError(ValueError):
 def empty_splits(manifest: Manifest) -> list[str]:
     """The splits whose manifest entry records 0 lists (an unrecorded count is not 0)."""
     return [name for name, entry in manifest.splits.items() if entry.num_lists == 0]
+
+
+def one_label(*histograms) -> str | None:
+    """The one label value of every item the recorded ``histograms`` count (``None``:
+    several, or none recorded).
+
+    >>> one_label({"0": 7, "1": 0}, None), one_label({"0": 7, "1": 2})
+    ('0', None)
+    """
+    present = {value for h in histograms if h is not None for value, n in h.items() if n}
+    return next(iter(present)) if len(present) == 1 else None
+
+
+def nothing_to_learn(why: str) -> EmptySplitError:
+    """The refusal of a training split in which no list has two different labels."""
+    return EmptySplitError(
+        f"{why}: there is nothing to learn; train on data whose lists hold items of "
+        "different labels"
+    )
+
+
+def _no_ranking(split: str, data_dir: str, value: str) -> str:
+    return (
+        f"the {split!r} split of {data_dir} has no list with two different labels (every "
+        f"item's label is {value}: label_histogram in its manifest.json)"
+    )
 
 
 def why_empty(manifest: Manifest, split: str, *, manifest_path: str = "its manifest.json") -> str:
@@ -76,11 +105,10 @@ def empty_split_error(
 
 
 def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
-    """``manifest`` without its empty ``vali`` and ``test`` splits (a warning for each);
-    an empty ``train`` split raises ``EmptySplitError``, naming why and what to change."""
+    """``manifest`` without its ``vali`` and ``test`` splits that are empty or all of one
+    label (a warning for each); such a ``train`` split raises ``EmptySplitError``, naming
+    why and what to change."""
     empty = empty_splits(manifest)
-    if not empty:
-        return manifest
     path = os.path.join(data_dir, MANIFEST_NAME)
     if _TRAIN in empty:
         raise empty_split_error(manifest, _TRAIN, data_dir=data_dir)
@@ -91,6 +119,18 @@ def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
             data_dir,
             why_empty(manifest, split, manifest_path=path),
         )
+    train = manifest.splits.get(_TRAIN)
+    if (value := one_label(train.label_histogram) if train else None) is not None:
+        raise nothing_to_learn(_no_ranking(_TRAIN, data_dir, value))
+    for split, entry in manifest.splits.items():
+        value = one_label(entry.label_histogram, entry.relevance_histogram)
+        if split not in empty and value is not None:
+            left_out = "nothing to measure, it is left out of this run's evaluation"
+            logger.warning(f"{_no_ranking(split, data_dir, value)}: {left_out}")
+            empty.append(split)
+    warn_constant_features(manifest, data_dir=data_dir)
+    if not empty:
+        return manifest
     splits = {name: e for name, e in manifest.splits.items() if name not in empty}
     return dataclasses.replace(manifest, splits=splits)
 

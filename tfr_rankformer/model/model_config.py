@@ -13,6 +13,7 @@ from tfr_rankformer.core import model_families
 from tfr_rankformer.core.command_names import INITIALIZATIONS
 from tfr_rankformer.core.config_io import check_fields, require_positive_ints, setting
 from tfr_rankformer.core.model_spec import load_object
+from tfr_rankformer.inputs.list_limit import ListLimit
 
 __all__ = [
     "ModelConfig",
@@ -161,6 +162,17 @@ class ModelConfig:
         if spec.summary_tokens and not values["cls_token"]:
             raise ValueError(f"{model}'s [CLS] is one of its global tokens: it needs `cls_token`")
         return cls(**values)
+
+    def list_limit(self) -> ListLimit | None:
+        """The most items a list may hold (``None``: any): a learned position table's."""
+        if self.positional_encoding != "learned":
+            return None
+        return ListLimit(
+            self.max_positions,
+            f"its learned positional encoding's --max-positions {self.max_positions}",
+            "set --max-positions {longest} or more, or --positional-encoding fixed (--list-size "
+            "cuts only training lists: evaluation scores whole ones)",
+        )
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ModelConfig:
         """``resolved`` for a training run (``pretrained``: from a checkpoint): a model whose

@@ -119,8 +119,8 @@ class LearnedPositionalEncoding(tf.keras.layers.Layer):
         check = tf.debugging.assert_less_equal(
             length,
             self.max_positions,
-            message=f"a list is longer than the learned positional encoding's "
-            f"max_positions ({self.max_positions})",
+            message=f"a list holds more than {self.max_positions} items, the most this model "
+            f"takes (the --max-positions {self.max_positions} of its learned positional encoding)",
         )
         with tf.control_dependencies([check]):
             encoding = tf.cast(self.embeddings[:length], x.dtype)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 CONVENTION = "NDCG x 100; lists whose labels are all equal are left out (RankFormer paper)"
+NOT_MEASURED = (
+    "no list to measure on (NDCG needs two different labels in a list, ROC-AUC both outcomes)"
+)
 GAINS = ("exponential", "linear")
 # Items per chunk of lists: bounds the temporary arrays for very long lists.
 _CHUNK_ITEMS = 1 << 21
@@ -63,12 +66,13 @@ def evaluate_rankings(
 
     ``scores`` must be finite and ``labels`` (``y``) and ``relevance`` (``r``)
     non-negative where ``mask`` is True. Returns ``ndcg_y@{k}`` and ``ndcg_r@{k}`` (x 100
-    over the lists whose ``y`` resp. ``r`` differ; ``nan`` if none), with ``max_label``
+    over the lists whose ``y`` resp. ``r`` differ), with ``max_label``
     ``ndcg_y@10_tmax`` over the lists whose max ``y`` equals it, ``num_lists`` (lists with
     an item; empty lists count nowhere), ``num_lists_y``, ``num_lists_r`` and
     ``convention``; with ``list_probs`` (``[num_lists, K]``, column ``k - 1`` the predicted
     ``P(t >= k)``) ``list_acc_t>={k}`` (``P > 0.5``) and ``list_auc_t>={k}`` for ``k`` in
-    ``1..min(K, 2)``. Bad shapes, dtypes or values raise a ``ValueError`` naming the array.
+    ``1..min(K, 2)``. A metric no list measures is left out and named in ``not_measured``.
+    Bad shapes, dtypes or values raise a ``ValueError`` naming the array.
     """
     scores, labels, relevance, mask = _check_batch(scores, labels, relevance, mask)
     ks = tuple(_check_k(k) for k in ks)
@@ -84,6 +88,11 @@ def evaluate_rankings(
     out.update({name: int(lists.sum()) for name, lists in counts.items()})
     if list_probs is not None:
         out.update(_list_head_metrics(list_probs, y_max, nonempty))
+    # A metric without a list to measure it on is named, never written as NaN.
+    unmeasured = [key for key, value in out.items() if np.isnan(value)]
+    out = {key: value for key, value in out.items() if key not in unmeasured}
+    if unmeasured:
+        out["not_measured"] = f"{', '.join(unmeasured)}: {NOT_MEASURED}"
     out["convention"] = CONVENTION
     return out
 

@@ -72,9 +72,11 @@ def serve_nonempty(serve: Callable[[tf.Tensor], dict], examples: tf.Tensor) -> d
 class _Servable(tf.Module):
     """The model behind the two serving signatures."""
 
-    def __init__(self, model: tf.keras.Model, num_features: int, list_head: bool, policy: str):
+    def __init__(self, model, num_features: int, list_head: bool, policy: str, max_items: int = 0):
         super().__init__()
         self.model = model
+        # Saved with the export, so that tfr-predict refuses longer lists before scoring.
+        self.max_list_items = tf.Variable(max_items, trainable=False, dtype=tf.int32)
         self.num_features = num_features
         self.list_head = list_head
         self.policy = serving_checks.check_policy(policy)
@@ -151,10 +153,12 @@ def save_servable(
     list_head: bool,
     warmup: list[bytes],
     invalid_items: str = "reject",
+    max_items: int = 0,
 ) -> None:
     """Saves ``model`` (raw features in) with the serving signatures and warm-up requests;
-    ``invalid_items`` is the policy for items the signatures cannot score."""
-    servable = _Servable(model, num_features, list_head, invalid_items)
+    ``invalid_items`` is the policy for items the signatures cannot score, ``max_items``
+    the most items a list may hold (0: any)."""
+    servable = _Servable(model, num_features, list_head, invalid_items, max_items)
     tf.saved_model.save(
         servable,
         path,
@@ -224,6 +228,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
             f"{model_dir} holds a text run: export it with runner.export_run (tfr-export)"
         )
     config, manifest, model = load_run(model_dir)
+    limit = config.architecture.list_limit()
 
     def save(path: str) -> None:
         save_servable(
@@ -233,6 +238,7 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
             list_head=config.uses_list_head,
             warmup=_sample_requests(config, manifest),
             invalid_items=invalid_items,
+            max_items=limit.items if limit else 0,
         )
 
     return write_version(model_dir, version, save)

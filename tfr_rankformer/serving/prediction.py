@@ -25,6 +25,7 @@ from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
 from tfr_rankformer.core.model_families import TEXT_KIND
 from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
+from tfr_rankformer.inputs.list_limit import ListLimit
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
 from tfr_rankformer.serving.export import (
     INVALID_ITEMS,
@@ -41,6 +42,7 @@ __all__ = [
     "ScoredList",
     "ServedModel",
     "resolve_export",
+    "check_list_limit",
     "load_export",
     "tensor_signature",
     "signature_num_features",
@@ -86,6 +88,18 @@ class ServedModel:
     @property
     def is_text(self) -> bool:
         return self.kind == TEXT_KIND
+
+
+def check_list_limit(served: ServedModel, longest: int, *, where: str) -> None:
+    """Refuses, before anything is scored, lists longer than an export's position table
+    (``ListLimitError``); exports without one take any length."""
+    items = getattr(served.model, "max_list_items", None)
+    items = 0 if items is None else int(items.numpy())
+    if items:
+        what = f"it was trained with --max-positions {items}"
+        ListLimit(items, what, "retrain it with --max-positions {longest} or more").check(
+            longest, where=where
+        )
 
 
 def resolve_export(path: str) -> str:

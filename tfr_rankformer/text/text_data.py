@@ -266,7 +266,7 @@ def scan_split(
 
     lists = documents = longest = longer = unlabelled = 0
     max_label = 0.0
-    empty_lists = 0
+    empty_lists = ranked = 0
     lengths: collections.Counter = collections.Counter()  # documents -> lists
     relevant_lengths: collections.Counter = collections.Counter()  # of lists with t > 0
     batches = batched_text_lists(parsed_text_lists(data, split, list_size=None), 256)
@@ -281,6 +281,8 @@ def scan_split(
         labels = np.where(mask, batch[LABEL], 0.0)
         max_label = max(max_label, float(labels.max(initial=0.0)))
         empty_lists += int((labels.max(axis=1, initial=0.0) <= 0).sum())
+        low = np.where(mask, batch[LABEL], np.inf).min(axis=1, initial=np.inf)
+        ranked += int((labels.max(axis=1, initial=0.0) > low).sum())  # two different labels
         lengths.update(sizes.tolist())
         relevant_lengths.update(sizes[labels.max(axis=1, initial=0.0) > 0].tolist())
         if word_counts is not None:
@@ -296,6 +298,7 @@ def scan_split(
         "unlabelled_documents": unlabelled,
         "max_label": int(max_label),
         "lists_without_relevant": empty_lists,
+        "lists_with_two_labels": ranked,
         "lengths": {int(n): c for n, c in sorted(lengths.items())},
         "lengths_with_relevant": {int(n): c for n, c in sorted(relevant_lengths.items())},
     }

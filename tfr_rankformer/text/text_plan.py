@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tfr_rankformer.inputs.empty_splits import nothing_to_learn
 from tfr_rankformer.training.memory_estimate import RUNTIME_BYTES, MemoryEstimate, available_memory
 from tfr_rankformer.training.run_plan import RunPlan, batch_plan, largest_step
 
@@ -112,7 +113,12 @@ def evaluation_lists(config, longest: int) -> int:
 
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
     """The ``RunPlan`` of a text run from the training split's ``text_data.scan_split``;
-    ``cap``: the documents a training list keeps."""
+    ``cap``: the documents a training list keeps. No list of two different labels in it
+    raises ``EmptySplitError``."""
+    if not scan["lists_with_two_labels"]:
+        raise nothing_to_learn(
+            f"the 'train' split of {config.data} has no list with two different labels"
+        )
     lengths = scan["lengths"] if include_empty else scan["lengths_with_relevant"]
     longest = max((int(n) for n in lengths), default=1)
     tokens = config.text.max_document_tokens

@@ -177,8 +177,14 @@ def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.Batc
 def plan_run(
     config: TrainConfig, manifest: Manifest, *, data_dir: str, worker: WorkerRole | None = None
 ) -> RunPlan:
-    """Plans the training run of ``config`` on the dataset ``data_dir``."""
+    """Plans the training run of ``config`` on the dataset ``data_dir``; a list longer than
+    the model takes, in any split, raises ``ListLimitError`` (evaluation keeps every item)."""
     worker = worker or WorkerRole()
+    limit = config.architecture.list_limit()
+    if limit is not None:
+        split = max(manifest.splits, key=lambda name: manifest.splits[name].longest_or(1))
+        where = f"the {split!r} split of {data_dir}"
+        limit.check(manifest.splits[split].longest_or(1), where=where)
     include_empty = config.training_includes_empty_lists()
     lengths = data.list_lengths(data_dir, manifest, "train", include_empty_lists=include_empty)
     cap = list_cap(config, manifest)

@@ -170,10 +170,11 @@ def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
 
 
 def data_evaluator(
-    trained_on: str, num_features: int, data_dir: str | None, evaluate
+    trained_on: str, num_features: int, data_dir: str | None, evaluate, limit=None
 ) -> RunEvaluator:
     """A ``RunEvaluator`` over the converted dataset ``data_dir`` (default: ``trained_on``),
-    refusing one of another feature count; ``evaluate(data_dir, manifest, split)``."""
+    refusing one of another feature count, or lists over the model's ``limit`` (a
+    ``ListLimit``); ``evaluate(data_dir, manifest, split)``."""
     data_dir = data_dir or trained_on
     manifest = load_manifest(data_dir)
     if manifest.num_features != num_features:
@@ -189,6 +190,9 @@ def data_evaluator(
             then = "there is nothing to evaluate"
             raise empty_split_error(manifest, split, data_dir=data_dir, then=then)
         check_split_files(data_dir, manifest, splits)
+        for split in splits if limit else ():
+            where = f"the {split!r} split of {data_dir}"
+            limit.check(manifest.split(split).longest_or(1), where=where)
 
     splits = [split for split in manifest.splits if split not in empty]
     return RunEvaluator(

@@ -209,7 +209,7 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
     else:
         run = TrainConfig.from_flat(_neural_values(config, params, model_dir))
         metrics = train(run, verbose=0, callbacks=[_keras_pruning(trial)] if pruning else None)
-    return float(metrics["vali"]["ndcg_y@10"])
+    return float(metrics["vali"].get("ndcg_y@10", "nan"))
 
 
 def _open_study(config: TuneConfig, space: dict):

@@ -1,4 +1,4 @@
-"""The README's "Use it from Python" example: public names only, it runs as printed,
+"""docs/python_api.md's example: public names only, it runs as printed,
 and the SavedModel it exports scores lists as the trained model does."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import tensorflow as tf
 import tfr_rankformer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTION = "## Use it from Python"
+SECTION = "# The Python API"
 EXPORT = os.path.join("rankformer_export", "1")
 
 
 def readme_example() -> str:
-    """The one ``python`` code block of the README's section."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    """The one ``python`` code block of the page."""
+    with open(os.path.join(REPO, "docs", "python_api.md"), encoding="utf-8") as f:
         text = f.read()
     start = text.index(SECTION)
     end = text.find("\n## ", start)
@@ -76,7 +76,7 @@ def ran(tmp_path_factory) -> tuple[dict, str]:
     os.chdir(directory)
     try:
         namespace = {"__name__": "readme_example"}
-        exec(compile(readme_example(), "README.md", "exec"), namespace)
+        exec(compile(readme_example(), "python_api.md", "exec"), namespace)
     finally:
         os.chdir(here)
     return namespace, str(directory)

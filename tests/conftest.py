@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 
 import pytest
 
 REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+# The files that take longest, longest first. `make test` hands each worker whole files
+# in collection order (`--dist loadfile --no-loadscope-reorder`), so these start first
+# and no long file is left running alone at the end; the rest follow, most tests first.
+LONGEST_FILES = [
+    "test_readme_path.py",
+    "test_distill.py",
+    "test_listformer_init_from.py",
+    "test_experiment_text.py",
+    "test_tuning.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    tests = collections.Counter(item.path for item in items)
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests[item.path]))
 
 
 def letor_line(label: int, qid: int, values, comment: str = "") -> str:

@@ -16,6 +16,8 @@ REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"
 LONGEST_FILES = [
     "test_readme_path.py",
     "test_distill.py",
+    "test_text_token_id_export.py",
+    "test_training.py",
     "test_listformer_init_from.py",
     "test_experiment_text.py",
     "test_tuning.py",
@@ -26,6 +28,23 @@ def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     tests = collections.Counter(item.path for item in items)
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests[item.path]))
+
+
+# Files that read the same costly session fixture go to the same worker, which builds it once.
+SAME_WORKER = {"tests/test_predict_text.py": "tests/test_experiment_text.py"}  # text_experiment
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return Scheduling(config, log)
 
 
 def letor_line(label: int, qid: int, values, comment: str = "") -> str:

@@ -1,4 +1,5 @@
-"""Shared helpers: tiny LETOR files written inside the tests."""
+"""Shared helpers (tiny LETOR files written inside the tests, session fixtures) and the
+order in which pytest-xdist workers take the test files."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"
 LONGEST_FILES = [
     "test_readme_path.py",
     "test_distill.py",
+    "test_experiment_text.py",
     "test_text_token_id_export.py",
     "test_training.py",
     "test_listformer_init_from.py",
-    "test_experiment_text.py",
     "test_tuning.py",
+    "test_predict.py",
+    "test_elwc_input.py",
 ]
 
 

@@ -19,6 +19,7 @@ LONGEST_FILES = [
     "test_distill.py",
     "test_experiment_text.py",
     "test_text_token_id_export.py",
+    "test_one_training_loop.py",
     "test_training.py",
     "test_listformer_init_from.py",
     "test_tuning.py",

@@ -16,12 +16,15 @@ REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"
 # and no long file is left running alone at the end; the rest follow, most tests first.
 LONGEST_FILES = [
     "test_readme_path.py",
+    "test_experiment.py",
     "test_distill.py",
     "test_experiment_text.py",
     "test_text_token_id_export.py",
     "test_one_training_loop.py",
     "test_training.py",
+    "test_export.py",
     "test_listformer_init_from.py",
+    "test_listformer_training.py",
     "test_tuning.py",
     "test_predict.py",
     "test_elwc_input.py",

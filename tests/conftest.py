@@ -1,13 +1,57 @@
-"""Shared helpers: tiny LETOR files written inside the tests."""
+"""Shared helpers (tiny LETOR files written inside the tests, session fixtures) and the
+order in which pytest-xdist workers take the test files."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 
 import pytest
 
 REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+# The files that take longest, longest first. `make test` hands each worker whole files
+# in collection order (`--dist loadfile --no-loadscope-reorder`), so these start first
+# and no long file is left running alone at the end; the rest follow, most tests first.
+LONGEST_FILES = [
+    "test_readme_path.py",
+    "test_experiment.py",
+    "test_distill.py",
+    "test_experiment_text.py",
+    "test_text_token_id_export.py",
+    "test_one_training_loop.py",
+    "test_training.py",
+    "test_export.py",
+    "test_listformer_init_from.py",
+    "test_listformer_training.py",
+    "test_tuning.py",
+    "test_predict.py",
+    "test_elwc_input.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    tests = collections.Counter(item.path for item in items)
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests[item.path]))
+
+
+# Files that read the same costly session fixture go to the same worker, which builds it once.
+SAME_WORKER = {"tests/test_predict_text.py": "tests/test_experiment_text.py"}  # text_experiment
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return Scheduling(config, log)
 
 
 def letor_line(label: int, qid: int, values, comment: str = "") -> str:

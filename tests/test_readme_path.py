@@ -220,13 +220,14 @@ def served(trained):
         pytest.fail(f"cannot serve on port {PORT} for the README's requests: {e}")
 
 
-def _local_run(work) -> dict:
+@pytest.fixture(scope="module")
+def local(trained) -> dict:
     """``qid -> {docid: score}`` of ``tfr-predict --model`` on the test file."""
     _bash(
         "tfr-predict --model runs/rankformer --input MSLR-WEB30K/Fold1/test.txt --output local.txt",
-        work,
+        trained,
     )
-    return _read_run(work / "local.txt")
+    return _read_run(trained / "local.txt")
 
 
 def _read_run(path) -> dict:
@@ -237,12 +238,11 @@ def _read_run(path) -> dict:
     return run
 
 
-def test_the_python_block_prints_each_querys_best_documents(served, monkeypatch):
+def test_the_python_block_prints_each_querys_best_documents(served, local, monkeypatch):
     monkeypatch.chdir(served)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(readme_block("python"), "README.md", "exec"), {"__name__": "readme"})
-    local = _local_run(served)
     lines = printed.getvalue().splitlines()
     assert len(lines) == 2
     for line in lines:
@@ -254,12 +254,11 @@ def test_the_python_block_prints_each_querys_best_documents(served, monkeypatch)
     assert os.path.isfile(served / "request.json")
 
 
-def test_curl_and_tfr_predict_server_answer_as_the_local_export(served):
+def test_curl_and_tfr_predict_server_answer_as_the_local_export(served, local):
     blocks = readme_block("request").splitlines()
     answer = json.loads(_bash(blocks[0], served))
     outputs = answer["outputs"]
     assert set(outputs) == {"scores", "list_probs", "expected_list_label"}  # as the README shows
-    local = _local_run(served)
     _bash(blocks[1], served)
     remote = _read_run(served / "run.txt")
     assert remote.keys() == local.keys()

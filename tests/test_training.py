@@ -85,14 +85,16 @@ def test_run_directory_and_reloaded_checkpoint_reproduce_the_metrics(trained):
 
 def test_mlp_and_transformer_train_without_a_list_head(dataset, tmp_path):
     for name in ("mlp", "transformer"):
-        metrics = train(_config(dataset, tmp_path / name, model=name, epochs=2), verbose=0)
+        config = _config(dataset, tmp_path / name, model=name, epochs=2, evaluate_splits=["test"])
+        metrics = train(config, verbose=0)
         assert "list_auc_t>=1" not in metrics["test"]
         assert metrics["settings"]["alpha"] == 0.0
 
 
 def test_peer_models_and_other_losses_train_and_reload(dataset, tmp_path, capsys):
     # context_aware with the item-level ordinal loss and a fixed positional encoding.
-    flags = ["--data", dataset, "--epochs", "2", "--batch-size", "64", "--no-export", "--quiet"]
+    flags = ["--data", dataset, "--epochs", "1", "--batch-size", "64", "--no-export", "--quiet"]
+    flags += ["--evaluate-splits", "test"]
     flags += ["--num-layers", "1", "--ff-dim", "16", "--d-fc", "8", "--log-level", "WARNING"]
     context_dir = str(tmp_path / "context_aware")
     assert (

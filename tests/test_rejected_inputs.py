@@ -456,6 +456,53 @@ def _predict_short_line(env: Env) -> str:
     return _cli_error(main, argv, "tfr-predict", env, [out])
 
 
+def _train_one_label(env: Env) -> str:
+    """Train lists whose labels are all 0, kept by ``--include-empty-lists``."""
+    from pipelines.convert_cli import main as convert_main
+    from pipelines.train_cli import main
+
+    for split in ("train", "vali", "test"):
+        lines = [
+            letor_line(0 if split == "train" else i % 3, i // 3, [0.1 * i, 1.0, i % 2])
+            for i in range(9)
+        ]
+        write_lines(env.tmp / "letor" / f"{split}.txt", lines)
+    data, run = env.tmp / "data", env.tmp / "run"
+    argv = ["--input", str(env.tmp / "letor"), "--output", str(data), "--workers", "1"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert convert_main(argv + ["--no-progress", "--log-level", "ERROR"]) == 0
+    argv = ["--model", "mlp", "--data", str(data), "--model-dir", str(run), "--quiet"]
+    return _cli_error(main, argv + ["--include-empty-lists"], "tfr-train", env, [run])
+
+
+def _train_past_learned_positions(env: Env) -> str:
+    from pipelines.train_cli import main
+
+    data, run = _tiny_converted(env), env.tmp / "run"
+    argv = ["--model", "context_aware", "--data", str(data), "--model-dir", str(run), "--quiet"]
+    argv += ["--positional-encoding", "learned", "--max-positions", "2", "--list-size", "2"]
+    return _cli_error(main, argv, "tfr-train", env, [run])
+
+
+def _predict_past_learned_positions(env: Env) -> str:
+    """An untrained context_aware export whose learned positions take 3 items, given 5."""
+    from pipelines.predict_cli import main
+    from tests.conftest import SMALL, identity_manifest
+    from tfr_rankformer.model.model_config import ModelConfig
+    from tfr_rankformer.model.models import build_model
+    from tfr_rankformer.serving.export import save_servable
+
+    tf.keras.utils.set_random_seed(0)
+    config = ModelConfig(**SMALL, d_fc=8, positional_encoding="learned", max_positions=3)
+    model = build_model("context_aware", identity_manifest(3), config.resolved("context_aware"), 2)
+    export = str(env.tmp / "export" / "1")
+    save_servable(model, export, num_features=3, list_head=False, warmup=[], max_items=3)
+    source = write_lines(env.tmp / "in.txt", [letor_line(0, 2, [i, 0, 1]) for i in range(5)])
+    out = env.tmp / "out.trec"
+    argv = ["--model", export, "--input", str(source), "--output", str(out), "--no-progress"]
+    return _cli_error(main, argv, "tfr-predict", env, [out])
+
+
 def _data_cases() -> list[Case]:
     cases = []
     for command, runner in (("tfr-train", _train), ("tfr-eval", _eval)):
@@ -491,6 +538,24 @@ def _data_cases() -> list[Case]:
             "a dataset whose train split `tfr-convert --min-list-size` left without lists",
             _train_empty_split,
             "train-empty-split",
+        ),
+        Case(
+            "tfr-train",
+            "a train split whose labels are all 0 (kept by `--include-empty-lists`)",
+            _train_one_label,
+            "train-one-label",
+        ),
+        Case(
+            "tfr-train",
+            "`--positional-encoding learned --max-positions 2` on lists of 3 items",
+            _train_past_learned_positions,
+            "train-learned-positions",
+        ),
+        Case(
+            "tfr-predict",
+            "a list of 5 items to an export trained with `--max-positions 3`",
+            _predict_past_learned_positions,
+            "predict-learned-positions",
         ),
         Case(
             "tfr-predict",

@@ -54,7 +54,8 @@ class ModelFamily:
     mixed_precision: bool = True
     architecture: Target = "tfr_rankformer.model.model_config:ModelConfig"
 
-    __post_init__ = _check_name
+    def __post_init__(self):
+        _check_name(self)
 
     def load(self) -> RunFamily:
         """The family object (its module imported now)."""

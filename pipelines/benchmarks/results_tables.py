@@ -42,6 +42,10 @@ BLOCKS = {
         RESULTS,
         lambda root: tables.speed_table(root, speed_records.SERVING_RECORD),
     ),
+    "text-serving-latency": (
+        RESULTS,
+        lambda root: tables.speed_table(root, speed_records.TEXT_SERVING_RECORD),
+    ),
     "input-pipeline": (RESULTS, lambda root: tables.speed_table(root, speed_records.INPUT_RECORD)),
     "mq2008-30": (RESULTS, lambda root: tables.parity_table(root, tables.PARITY_30)),
     "mq2008-200": (RESULTS, lambda root: tables.parity_table(root, tables.PARITY_200)),

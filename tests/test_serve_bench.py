@@ -96,6 +96,9 @@ def test_text_mode_times_the_listformer_beside_sentence_transformers(capsys, tmp
     ]
     assert speed_records.main([str(record)]) == 0
     rows = capsys.readouterr().out.splitlines()[2:]
-    assert [row.split(" | ")[2] for row in rows] == ["float32", "bf16"]
+    assert [row.split(" | ")[2:4] for row in rows] == [
+        ["checkpoint", "float32"],
+        ["checkpoint", "bf16"],
+    ]
     assert serve_bench.main([*flags, "--query", "3"]) == 1
     assert "--query 3: " in capsys.readouterr().err

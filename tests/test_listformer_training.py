@@ -163,6 +163,17 @@ def test_exported_listformer_scores_raw_strings(tmp_path):
     # The same lists as text ELWC through the other signature give the same scores.
     from_examples = loaded.signatures["predict_examples"](examples=examples)["scores"].numpy()
     np.testing.assert_allclose(from_examples, scores, rtol=1e-5, atol=1e-5)
+    # Computing in bf16 (as export_text_run's precision bf16 builds it), close to float32.
+    from tfr_rankformer.training.precision import precision_policy
+
+    with precision_policy("bf16"):
+        bf16 = build_text_model("listformer", len(vocabulary), config, 2)
+    bf16.set_weights(model.get_weights())
+    save_text_servable(bf16, tokenizer, data, path + "_bf16", list_head=True)
+    served = tf.saved_model.load(path + "_bf16").signatures["serving_default"]
+    low = served(query=query, documents=documents)["scores"]
+    assert low.dtype == tf.float32 and low[1, 2] < -1e8
+    np.testing.assert_allclose(low[:, :2], scores[:, :2], atol=0.05 * np.abs(scores[:, :2]).max())
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.benchmarks import serve_bench  # noqa: E402
 
 
@@ -60,3 +62,43 @@ def test_a_record_mixing_kinds_is_refused(tmp_path, capsys):
     record.write_text('{"kind": "serving"}\n{"kind": "train_step"}\n')
     assert speed_records.main([str(record)]) == 1
     assert "one kind of line" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # two exports and torch's start
+def test_text_mode_times_the_listformer_beside_sentence_transformers(capsys, tmp_path):
+    from pipelines.benchmarks import speed_records
+    from pipelines.benchmarks.bench_support import read_lines
+    from tests.bert_checkpoints import write_checkpoint
+
+    checkpoint, data = tmp_path / "bert", tmp_path / "data"
+    write_checkpoint(str(checkpoint))
+    data.mkdir()
+    words = "the quick brown fox jump over lazy dog search engine rank document".split()
+    (data / "collection.tsv").write_text(
+        "".join(f"d{i}\t{' '.join(words[i:] + words[:i])}\n" for i in range(6))
+    )
+    (data / "queries.tsv").write_text("1\tquick fox\n2\tlazy dog search\n")
+    record = tmp_path / "text.jsonl"
+    flags = ["--family", "text", "--checkpoint", str(checkpoint), "--data", str(data)]
+    flags += ["--query", "2", "--documents", "4", "--repeats", "2", "--record", str(record)]
+    flags += ["--query-tokens", "8", "--document-tokens", "16"]
+    assert serve_bench.main([*flags, "--precisions", "float32", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "1 query, 4 documents" in out and "listformer bf16: p50 " in out
+    (line,) = read_lines(str(record))
+    names = [call["call"] for call in line["calls"]]
+    assert line["kind"] == "text_serving" and line["documents"] == 4
+    assert names == [
+        "listformer float32",
+        "listformer bf16",
+        "sentence-transformers float32",
+        "sentence-transformers bf16",
+    ]
+    assert speed_records.main([str(record)]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split(" | ")[2:4] for row in rows] == [
+        ["checkpoint", "float32"],
+        ["checkpoint", "bf16"],
+    ]
+    assert serve_bench.main([*flags, "--query", "3"]) == 1
+    assert "--query 3: " in capsys.readouterr().err

@@ -33,6 +33,7 @@ _PARITY.update({"mq2008-200-seeds-0-1": tables.PARITY_200_SEEDS})
 _PARITY.update({"mq2008-200-keras-epsilon": tables.PARITY_200_KERAS})
 _SPEED = {"train-step": speed_records.STEP_RECORD, "serving-latency": speed_records.SERVING_RECORD}
 _SPEED["input-pipeline"] = speed_records.INPUT_RECORD
+_SPEED["text-serving-latency"] = speed_records.TEXT_SERVING_RECORD
 _WEB30K = {"web30k-clicks": tables.WEB30K_CLICKS}
 _WEB30K["web30k-clicks-batch-sizes"] = tables.WEB30K_BATCHES
 BLOCKS = {  # name -> (page, its table of the records under a root)

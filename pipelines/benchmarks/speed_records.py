@@ -9,6 +9,7 @@ from pipelines.benchmarks.bench_support import parser, read_lines
 
 STEP_RECORD = "train_step.jsonl"
 SERVING_RECORD = "serve_latency.jsonl"
+TEXT_SERVING_RECORD = "text_serve_latency.jsonl"
 INPUT_RECORD = "input_pipeline.jsonl"
 
 
@@ -112,9 +113,39 @@ def serving_table(lines: list[dict]) -> str:
     return "\n".join(out)
 
 
+def text_serving_table(lines: list[dict]) -> str:
+    """One row per precision of each run: the Listformer beside sentence-transformers."""
+    out = [
+        "| CPU (cores; load average) | documents | similarity | precision "
+        "| Listformer p50 / p99 ms "
+        "| sentence-transformers p50 / p99 ms | Listformer / sentence-transformers, p50 |",
+        "|---|---:|---|---|---|---|---:|",
+    ]
+    for line in lines:
+        calls = {c["call"]: c for c in line["calls"]}
+        for name, ours in calls.items():
+            if not name.startswith("listformer "):
+                continue
+            precision = name.split()[1]
+            anchor = calls[f"sentence-transformers {precision}"]
+            out.append(
+                f"| {line['cpu']} ({line['cores']}; {line['load_average'][0]}) "
+                f"| {line['documents']} | {line['similarity']} | {precision} "
+                f"| {ours['p50_ms']:,.0f} / "
+                f"{ours['p99_ms']:,.0f} | {anchor['p50_ms']:,.0f} / {anchor['p99_ms']:,.0f} "
+                f"| {_ratio(ours['p50_ms'], anchor['p50_ms'])} |"
+            )
+    return "\n".join(out)
+
+
 def record_table(lines: list[dict]) -> str:
     """The table of a record's lines, by their kind (one a file)."""
-    tables = {"train_step": step_table, "serving": serving_table, "input_pipeline": input_table}
+    tables = {
+        "train_step": step_table,
+        "serving": serving_table,
+        "text_serving": text_serving_table,
+        "input_pipeline": input_table,
+    }
     kinds = {line.get("kind") for line in lines}
     if len(kinds) != 1 or not kinds <= tables.keys():
         raise ValueError(f"a record holds one kind of line ({', '.join(tables)}), found {kinds}")

@@ -115,6 +115,7 @@ def blocked_attention(
     own_bias,
     dropout=None,
     global_rows=None,
+    local_queries: bool = True,
 ):
     """Global-local attention without the full score matrix.
 
@@ -125,6 +126,9 @@ def blocked_attention(
       own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
       dropout: applied to the attention weights.
       global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own projections.
+        The global queries read no local query: ``locals_qkv``'s ``q`` may be ``None`` where
+        nothing else reads it.
+      local_queries: ``False``: only the global context (``local_context`` is ``None``).
 
     Returns:
       ``(global_context [B, H, G, Dh], local_context [B, H, N, T, Dh])``.
@@ -137,6 +141,8 @@ def blocked_attention(
     global_context = _global_queries(
         *rows, global_valid, flat_valid, own_bias=own_bias, dropout=dropout
     )
+    if not local_queries:
+        return global_context, None
     # === Local queries: the globals and their own block, [B, H, N, T, G + T] ===
     local_context = _local_queries(
         globals_qkv, locals_qkv, global_valid, local_valid, window=window, dropout=dropout

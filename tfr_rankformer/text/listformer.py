@@ -72,7 +72,8 @@ def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
 
 
 def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
-    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, S, D]``."""
+    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, G, D]``, the
+    global tokens' outputs (the last layer computes no other)."""
     encoder = []
     for i in range(config.num_layers):
         layer = GlobalLocalTextEncoderLayer(
@@ -86,6 +87,7 @@ def _encoder(x, global_valid, local_valid, config: ModelConfig, form: Listformer
             norm_first=form.norm_first,
             epsilon=form.layer_norm_epsilon,
             global_projections=form.global_projections,
+            globals_only=i == config.num_layers - 1,  # only [CLS] and the [SEP]s are read
             name=f"encoder_{i}",
         )
         x = layer(x, global_valid, local_valid)
@@ -153,7 +155,7 @@ def build_listformer(
     # -> [B, S, D] with S = 1 + Q + N + N T, [B, G], [B, N, T]
     x, global_valid, local_valid = embedding(inputs[QUERY_IDS], inputs[DOCUMENT_IDS], mask)
     # === Encoder ===
-    x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D]
+    x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D] -> [B, G, D]
     # === Heads ===
     z_cls, z_seps = DocumentReadout(name="readout")(x, global_valid, mask)  # [B, D], [B, N, D]
     outputs = _document_scores(z_seps, inputs, config, item_levels, tower)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfr_rankformer.core.command_names import ATTENTIONS
 from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.layers import FastDropout, LayerNorm, uses_compiled_ops
-from tfr_rankformer.model.projections import Dense
+from tfr_rankformer.model.projections import Dense, matmul_last_axis
 from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.global_local_attention import blocked_attention, dense_attention
 
@@ -141,8 +141,11 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
     with the checkpoint's epsilon and, with ``global_projections``, Longformer's own
     projections for the global tokens. ``window``: how far a document's token sees within its
     document; ``own_bias_init``: the start of ``[SEP]_j``'s per-head bias on document ``j``.
+    ``globals_only`` (the last layer: only ``[CLS]`` and the ``[SEP]`` tokens are read)
+    computes the global tokens' outputs alone, and no local query.
 
-    Call args: ``x [B, S, D]``, ``global_valid [B, G]``, ``local_valid [B, N, T]``.
+    Call args: ``x [B, S, D]``, ``global_valid [B, G]``, ``local_valid [B, N, T]``; returns
+    ``[B, S, D]``, or ``[B, G, D]`` with ``globals_only``.
     """
 
     def __init__(
@@ -153,6 +156,7 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         norm_first: bool = True,
         epsilon: float = 1e-5,
         global_projections: bool = False,
+        globals_only: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -166,6 +170,7 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         self.norm_first = norm_first
         self.epsilon = epsilon
         self.global_projections = global_projections
+        self.globals_only = globals_only
 
     def build(self, input_shape):
         super().build(input_shape)
@@ -174,6 +179,8 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
             self.norm_ff = LayerNorm(epsilon=self.epsilon)
         if self.global_projections:
             self.qkv_global = Dense(3 * input_shape[-1], name="qkv_global")
+            # Built here: a last layer with global projections never calls the local ones.
+            self.qkv.build(tf.TensorShape([None, None, input_shape[-1]]))
         self.own_bias = self.add_weight(
             name="own_document_bias",
             shape=(self.num_heads,),
@@ -186,34 +193,50 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         num_global = tf.shape(global_valid)[1]
         dim = h.shape[-1]
         heads, head_dim = self.num_heads, dim // self.num_heads
+        # [B, S, D] -> [B, G, D], [B, N T, D]: one split (its gradient is a concatenation;
+        # two slices' would each fill a zero tensor of the whole input).
+        h_global, h_local = tf.split(h, tf.stack([num_global, docs * block]), axis=1)
 
-        def projected(qkv):  # [B, S, 3 D] -> ((q, k, v) of the globals, of the locals)
-            # One split of the rows (a split's gradient is a concatenation; two slices'
-            # would each fill a zero tensor of the whole input), one transpose per part.
-            g, loc = tf.split(qkv, tf.stack([num_global, docs * block]), axis=1)
-            g = tf.transpose(tf.reshape(g, [batch, -1, 3, heads, head_dim]), [2, 0, 3, 1, 4])
-            loc = tf.reshape(loc, [batch, docs, block, 3, heads, head_dim])
-            loc = tf.transpose(loc, [3, 0, 4, 1, 2, 5])  # [3, B, H, N, T, Dh]
-            return tuple(tf.unstack(g, 3)), tuple(tf.unstack(loc, 3))
+        def projected(projection, local_queries=True):
+            """((q, k, v) of the globals [B, H, G, Dh], of the locals [B, H, N, T, Dh]);
+            without ``local_queries`` the locals' q is None and never computed."""
+            g = tf.reshape(projection(h_global), [batch, -1, 3, heads, head_dim])
+            g = tf.transpose(g, [2, 0, 3, 1, 4])  # [3, B, H, G, Dh]
+            parts = 3 if local_queries else 2
+            if local_queries:
+                loc = projection(h_local)  # [B, N T, 3 D]
+            else:  # the key and value columns alone: [B, N T, 2 D]
+                kernel = tf.cast(projection.kernel[:, dim:], h.dtype)
+                loc = tf.nn.bias_add(
+                    matmul_last_axis(h_local, kernel), tf.cast(projection.bias[dim:], h.dtype)
+                )
+            loc = tf.reshape(loc, [batch, docs, block, parts, heads, head_dim])
+            loc = tf.unstack(tf.transpose(loc, [3, 0, 4, 1, 2, 5]), parts)  # [B, H, N, T, Dh]
+            return tuple(tf.unstack(g, 3)), tuple([None] * (3 - parts) + loc)
 
-        globals_qkv, locals_qkv = projected(self.qkv(h))
+        blocked = self.attention == "blocked"
         settings = dict(
             window=self.window,
             own_bias=tf.cast(self.own_bias, h.dtype),
             dropout=lambda w: self.dropout_weights(w, training=training),
         )
-        if self.global_projections:
-            settings["global_rows"] = projected(self.qkv_global(h))
-        if self.attention == "blocked":
+        if self.global_projections:  # the global queries read no local query
+            settings["global_rows"] = projected(self.qkv_global, local_queries=False)
+        if blocked and self.globals_only:
+            rows = settings.pop("global_rows", None) or projected(self.qkv, local_queries=False)
             g, loc = blocked_attention(
-                globals_qkv, locals_qkv, global_valid, local_valid, **settings
+                *rows, global_valid, local_valid, **settings, local_queries=False
             )
+        elif blocked:
+            g, loc = blocked_attention(*projected(self.qkv), global_valid, local_valid, **settings)
         else:
             pattern = "full" if self.attention == "full" else "global_local"
             g, loc = dense_attention(
-                globals_qkv, locals_qkv, global_valid, local_valid, pattern=pattern, **settings
+                *projected(self.qkv), global_valid, local_valid, pattern=pattern, **settings
             )
         g = tf.reshape(tf.transpose(g, [0, 2, 1, 3]), [batch, -1, dim])  # [B, G, D]
+        if self.globals_only:
+            return self.attention_out(g)  # [B, G, D]
         loc = tf.reshape(tf.transpose(loc, [0, 2, 3, 1, 4]), [batch, docs * block, dim])
         return self.attention_out(tf.concat([g, loc], axis=1))  # [B, S, D]
 
@@ -227,21 +250,24 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         return self.dropout_out(self.ff_out(h), training=training)
 
     def call(self, x, global_valid, local_valid, training=None):
+        # The residual stream of the rows computed: [B, S, D], or [B, G, D] globals only.
+        rows = x[:, : tf.shape(global_valid)[1]] if self.globals_only else x
         if not self.norm_first:
             h = self._global_local(x, global_valid, local_valid, training)
-            x = self.norm_attention(x + self.dropout_attention(h, training=training))
+            x = self.norm_attention(rows + self.dropout_attention(h, training=training))
             return self.norm_ff(x + self._feed_forward_update(x, training))
         h = self._global_local(
             self.norm_attention(x, training=training), global_valid, local_valid, training
         )
-        x = x + self.dropout_attention(h, training=training)
+        x = rows + self.dropout_attention(h, training=training)
         return x + self._feed_forward(x, training)
 
 
 @serializable
 class DocumentReadout(tf.keras.layers.Layer):
     """``(cls [B, D], seps [B, N, D])``: the outputs of ``[CLS]`` and of the ``[SEP]`` that
-    close the documents, from ``x [B, S, D]``, ``global_valid [B, G]``, ``mask [B, N]``."""
+    close the documents, from ``x [B, G or S, D]`` (the globals first), ``global_valid [B, G]``,
+    ``mask [B, N]``."""
 
     def call(self, x, global_valid, mask):
         num_global = tf.shape(global_valid)[1]

@@ -220,15 +220,19 @@ def _free_version(model_dir: str, version: int | None) -> int:
     return version
 
 
-def export_text_run(model_dir: str, *, version: int | None = None) -> str:
+def export_text_run(
+    model_dir: str, *, version: int | None = None, precision: str = "float32"
+) -> str:
     """Exports a text run's best weights to ``model_dir/export/<version>`` (raw text) and
-    ``model_dir/export_token_ids/<version>`` (token ids); returns the first path.
+    ``model_dir/export_token_ids/<version>`` (token ids); returns the first path. The exports
+    compute in ``precision``: bf16 is faster on CPUs with bfloat16 instructions
+    (``avx512_bf16``, AMX), emulated and slower on others.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.
       FileExistsError: if either version directory exists.
     """
-    config, tokenizer, model, _ = load_text_run(model_dir)
+    config, tokenizer, model, _ = load_text_run(model_dir, precision=precision)
     data = text_data.load_text_data(config.data, config.text)
     vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
     version = _free_version(model_dir, version)

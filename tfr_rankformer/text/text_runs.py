@@ -271,9 +271,10 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
     return values["label_levels"], _pretrained_settings(path, values), tower
 
 
-def load_text_run(model_dir: str):
+def load_text_run(model_dir: str, *, precision: str = "float32"):
     """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights
-    (a pretrained start rebuilt from ``text_model.json``, without its checkpoint).
+    (a pretrained start rebuilt from ``text_model.json``, without its checkpoint), computing
+    in ``precision`` (float32 whatever the run trained in, unless told).
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained text run.
@@ -293,7 +294,7 @@ def load_text_run(model_dir: str):
         tokenization = {k: pretrained[k] for k in ("lower_case", "basic_tokenization")}
     tokenizer = text_tokenizer(config, vocabulary, **tokenization)
     score_loss = get_score_loss(config.loss)
-    with precision_policy("float32"):  # a mixed-precision run is reloaded to compute in float32
+    with precision_policy(precision):
         model = build_text_model(
             config.model,
             vocab_size,

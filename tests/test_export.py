@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 from tfr_rankformer.inputs.manifest import load_manifest
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_run  # noqa: E402
+from tfr_rankformer.serving.export import export_run  # noqa: E402
+from tfr_rankformer.serving.serving_requests import SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
 from tfr_rankformer.training.training_setup import load_run  # noqa: E402
 from tfrecords_tools.elwc_writer import ElwcEncoder  # noqa: E402
 

@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tensorflow_serving.apis import input_pb2  # noqa: E402
 
-from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
+from tfr_rankformer.serving.export import INVALID_ITEMS  # noqa: E402
+from tfr_rankformer.serving.serving_requests import SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
 
 D = 3
 PADDING = -1e9

@@ -185,7 +185,8 @@ def test_a_later_float32_run_in_the_same_process_is_float32(bf16_run, dataset, t
 
 def test_the_export_of_a_bf16_run_serves_float32_close_to_the_bf16_model(bf16_run):
     from tfr_rankformer.core.run_layout import BEST_WEIGHTS
-    from tfr_rankformer.serving.export import SIGNATURE_TENSORS, export_run
+    from tfr_rankformer.serving.export import export_run
+    from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS
     from tfr_rankformer.training.training_setup import build_run_model, load_run
 
     model_dir, _, _ = bf16_run

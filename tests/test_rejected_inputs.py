@@ -808,7 +808,7 @@ def _signatures(path: str):
 
 
 def _serve(env: Env, items) -> str:
-    from tfr_rankformer.serving.export import SIGNATURE_ELWC
+    from tfr_rankformer.serving.serving_requests import SIGNATURE_ELWC
 
     signature = _signatures(env.servables["reject"])[SIGNATURE_ELWC]
     request = tf.constant([_elwc([[0.1, 0.2, 0.3]]), _elwc(items)])
@@ -816,7 +816,7 @@ def _serve(env: Env, items) -> str:
 
 
 def _tensors(env: Env, features: np.ndarray, mask: np.ndarray) -> str:
-    from tfr_rankformer.serving.export import SIGNATURE_TENSORS
+    from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS
 
     signature = _signatures(env.servables["reject"])[SIGNATURE_TENSORS]
     inputs = {"features": tf.constant(features, tf.float32), "mask": tf.constant(mask)}

@@ -9,8 +9,9 @@ from tensorflow_serving.apis import input_pb2  # noqa: E402
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
 from tfr_rankformer.core.elwc_schema import MASK
-from tfr_rankformer.serving.export import INVALID_ITEMS, SIGNATURE_TENSORS, export_run  # noqa: E402
+from tfr_rankformer.serving.export import INVALID_ITEMS, export_run  # noqa: E402
 from tfr_rankformer.serving.serving_checks import check_policy  # noqa: E402
+from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS  # noqa: E402
 
 
 def _shard(path, lists) -> str:

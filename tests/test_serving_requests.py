@@ -32,12 +32,13 @@ from tests.tf_serving_fakes import (  # noqa: E402
     serve_rest,
 )
 from tfr_rankformer.runner import predict  # noqa: E402
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS  # noqa: E402
-from tfr_rankformer.serving.serving_requests import (  # noqa: E402
+from tfr_rankformer.serving.serving_requests import (  # noqa: E402  # noqa: E402
     EXAMPLES,
     FEATURES,
     MASK,
     REST_FORMS,
+    SIGNATURE_ELWC,
+    SIGNATURE_TENSORS,
     elwc_records,
     grpc_elwc_request,
     grpc_outputs,

@@ -48,9 +48,11 @@ _MODULES = {
     "tfr_rankformer.core.run_results": ("RunMetrics",),
     "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings",),
     # === Serving ===
-    "tfr_rankformer.serving.export": ("SIGNATURE_ELWC", "SIGNATURE_TENSORS", "export_model"),
+    "tfr_rankformer.serving.export": ("export_model",),
     # === TF Serving clients ===
     "tfr_rankformer.serving.serving_requests": (
+        "SIGNATURE_ELWC",
+        "SIGNATURE_TENSORS",
         "letor_lists",
         "padded_tensors",
         "rest_tensor_body",
@@ -114,9 +116,11 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
     from tfr_rankformer.runner import evaluate, export_run, predict, train
     from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
-    from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, export_model
+    from tfr_rankformer.serving.export import export_model
     from tfr_rankformer.serving.serving_client import wait_until_available
     from tfr_rankformer.serving.serving_requests import (
+        SIGNATURE_ELWC,
+        SIGNATURE_TENSORS,
         grpc_outputs,
         grpc_tensor_request,
         letor_lists,

@@ -24,7 +24,8 @@ from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.cranfield_rerank import DEFAULT_DATA, minilm_directory
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.model.models import build_model
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS, save_servable
+from tfr_rankformer.serving.export import save_servable
+from tfr_rankformer.serving.serving_requests import SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfrecords_tools.elwc_writer import ElwcEncoder
 
 

@@ -15,7 +15,7 @@ from tfr_rankformer.core.elwc_schema import MASK
 from tfr_rankformer.core.run_layout import CONFIG_NAME
 from tfr_rankformer.gbdt.gbdt_booster import is_gbdt_run, load_booster, score_arrays
 from tfr_rankformer.inputs.list_arrays import ListArrays
-from tfr_rankformer.serving.export import SIGNATURE_TENSORS
+from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS
 from tfr_rankformer.training.training_setup import load_run
 
 __all__ = ["Teacher", "load_teacher"]

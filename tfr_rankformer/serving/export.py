@@ -33,8 +33,6 @@ from tfr_rankformer.training.training_setup import load_run
 
 __all__ = [
     "INVALID_ITEMS",
-    "SIGNATURE_ELWC",
-    "SIGNATURE_TENSORS",
     "export_model",
     "export_run",
     "next_version",

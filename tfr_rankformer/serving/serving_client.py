@@ -25,11 +25,12 @@ import tensorflow as tf
 
 from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
 from tfr_rankformer.core.model_families import FEATURES_KIND, TEXT_KIND
-from tfr_rankformer.serving.export import SIGNATURE_ELWC, SIGNATURE_TENSORS
 from tfr_rankformer.serving.serving_requests import (
     EXAMPLES,
     FEATURES,
     MASK,
+    SIGNATURE_ELWC,
+    SIGNATURE_TENSORS,
     grpc_outputs,
     model_spec,
     predict_request,

@@ -165,12 +165,13 @@ def listformer_signature(checkpoint: str, precision: str, scratch: str, settings
     starts it (a residual over a first stage and the checkpoint's cosine by ``settings``'
     ``similarity``), exported to ``scratch`` computing in ``precision`` and loaded back."""
     from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
+    from tfr_rankformer.text.listformer_config import ListformerConfig
     from tfr_rankformer.text.text_data import TextData
     from tfr_rankformer.text.text_export import SIGNATURE_TEXT, save_text_servable
     from tfr_rankformer.training.precision import precision_policy
 
     settings = dict(settings)
-    config = ModelConfig(similarity=settings.pop("similarity"), first_stage=True)
+    config = ListformerConfig(similarity=settings.pop("similarity"), first_stage=True)
     with precision_policy(precision):
         start = listformer_from_checkpoint(checkpoint, config, None, **settings)
     data = TextData("", {}, "query_tokens", "document_tokens", "relevance", None, "first_stage")

@@ -41,6 +41,13 @@ class ExportOptions:
         "[batch, list] output",
         choices=INVALID_ITEM_POLICIES,
     )
+    precision: str = setting(
+        "float32",
+        "what a text run's exports compute in: bf16 is faster on CPUs with bfloat16 "
+        "instructions (avx512_bf16, AMX) and emulated, slower, on others; weights and scores "
+        "stay float32 (feature-vector exports compute in float32)",
+        choices=("float32", "bf16"),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     from tfr_rankformer.runner import export_run
 
     path = export_run(
-        options.model_dir, version=options.version, invalid_items=options.invalid_items
+        options.model_dir,
+        version=options.version,
+        invalid_items=options.invalid_items,
+        precision=options.precision,
     )
     token_ids = _token_id_export(args.model_dir, path)
     if token_ids:

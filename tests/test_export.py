@@ -162,6 +162,8 @@ def test_export_cli_versions_and_errors(exported, capsys, tmp_path):
     assert "never overwritten" in capsys.readouterr().err
     assert export_main(["--model-dir", str(tmp_path)]) == 1
     assert "not a trained run" in capsys.readouterr().err
+    assert export_main(["--model-dir", model_dir, "--precision", "bf16"]) == 1
+    assert "exports compute in float32" in capsys.readouterr().err
 
 
 def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):

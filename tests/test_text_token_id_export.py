@@ -398,3 +398,19 @@ def test_tfr_export_writes_the_next_version_of_both(text_run, capsys):
     assert os.path.isfile(os.path.join(text_run, "export_token_ids", "2", "saved_model.pb"))
     assert export_main(["--model-dir", text_run, "--version", "2"]) == 1
     assert "never overwritten" in capsys.readouterr().err
+
+
+def _computes_in_bf16(path: str) -> bool:
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    return "DT_BFLOAT16" in str(saved.meta_graphs[0].graph_def)
+
+
+def test_tfr_export_precision_bf16_writes_exports_that_compute_in_bfloat16(text_run, capsys):
+    argv = ["--model-dir", text_run, "--version", "9", "--precision", "bf16"]
+    assert export_main(argv) == 0
+    capsys.readouterr()
+    for name in ("export", "export_token_ids"):
+        assert _computes_in_bf16(os.path.join(text_run, name, "9"))
+        assert not _computes_in_bf16(os.path.join(text_run, name, "1"))  # float32, the default

@@ -119,19 +119,30 @@ def evaluate(
 # === Export ===
 
 
-def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
+def export_run(
+    model_dir: str,
+    *,
+    version: int | None = None,
+    invalid_items: str = "reject",
+    precision: str = "float32",
+) -> str:
     """Exports a trained neural run's best weights to ``model_dir/export/<version>``;
     returns that path. A feature-vector run's SavedModel takes ELWC and feature tensors;
     a text run's takes raw strings, and ``export_token_ids/<version>`` token ids.
-    ``invalid_items`` (``serving_checks``) applies to feature vectors only.
+    ``invalid_items`` (``serving_checks``) applies to feature vectors only, ``precision``
+    (``float32`` or ``bf16`` compute) to text runs only.
 
     Raises:
       FileNotFoundError: if ``model_dir`` is not a trained run.
       FileExistsError: if the version directory exists.
-      ValueError: for an unknown ``invalid_items`` policy.
+      ValueError: for an unknown ``invalid_items`` policy, or a ``precision`` the run's
+        family does not export in.
     """
     check_policy(invalid_items)
-    return _family_at(model_dir).export(model_dir, version=version, invalid_items=invalid_items)
+    family = _family_at(model_dir)
+    return family.export(
+        model_dir, version=version, invalid_items=invalid_items, precision=precision
+    )
 
 
 # === Scoring ===

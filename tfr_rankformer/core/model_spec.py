@@ -75,7 +75,9 @@ class RunFamily(Protocol):
 
     def evaluator(self, model_dir: str, data_dir: str | None) -> Any: ...  # a RunEvaluator
 
-    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str: ...
+    def export(
+        self, model_dir: str, *, version: int | None, invalid_items: str, precision: str
+    ) -> str: ...
 
     def load(self, path: str) -> Any: ...  # a ServedModel
 

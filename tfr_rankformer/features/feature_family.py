@@ -68,7 +68,14 @@ class FeatureFamily:
         limit = config.architecture.list_limit()
         return data_evaluator(config.data, manifest.num_features, data_dir, evaluate, limit)
 
-    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str:
+    def export(
+        self, model_dir: str, *, version: int | None, invalid_items: str, precision: str
+    ) -> str:
+        if precision != "float32":
+            raise ValueError(
+                f"--precision {precision}: {model_dir} is a feature-vector run, whose exports "
+                "compute in float32 (bf16 exports are for text runs)"
+            )
         return export.export_run(model_dir, version=version, invalid_items=invalid_items)
 
     def load(self, path: str) -> ServedModel:

@@ -58,7 +58,9 @@ class GbdtFamily:
 
         return data_evaluator(config["data"], booster.num_feature(), data_dir, evaluate)
 
-    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str:
+    def export(
+        self, model_dir: str, *, version: int | None, invalid_items: str, precision: str
+    ) -> str:
         raise ValueError(
             f"{model_dir} is a GBDT run: tfr-predict scores its {MODEL_FILE} as it is, "
             "there is nothing to export"

@@ -174,9 +174,11 @@ class TextFamily:
 
         return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)
 
-    def export(self, model_dir: str, *, version: int | None, invalid_items: str) -> str:
+    def export(
+        self, model_dir: str, *, version: int | None, invalid_items: str, precision: str
+    ) -> str:
         del invalid_items  # no item features to check
-        return export_text_run(model_dir, version=version)
+        return export_text_run(model_dir, version=version, precision=precision)
 
     def load(self, path: str) -> ServedModel:
         path = resolve_export(path)

@@ -1,12 +1,7 @@
-"""A client of a running TF Serving, used as a loaded export is.
-
-``connect(url)`` reads a served model's signatures from the server's metadata and returns a
-``RemoteModel`` whose ``signatures[name]`` are called as a loaded SavedModel's are, so
-``prediction.score_lists`` and ``score_elwc`` (a feature-vector export) and
-``score_text_lists`` (a Listformer's) score through the server unchanged;
-``wait_until_available`` waits for a server starting up. Errors
-name the URL; ``ModelRejectedError`` (a request the model refused) is also the
-``tf.errors.InvalidArgumentError`` a local signature raises.
+"""A client of a running TF Serving, used as a loaded export is: ``connect(url)`` returns a
+``RemoteModel`` whose ``signatures[name]`` are called as a loaded SavedModel's, so the
+scoring functions of ``prediction`` work through the server unchanged. Errors name the URL;
+``ModelRejectedError`` is also the ``tf.errors.InvalidArgumentError`` a local signature raises.
 """
 
 from __future__ import annotations
@@ -76,21 +71,19 @@ class ModelRejectedError(ServingError, tf.errors.InvalidArgumentError):
     def __init__(self, message: str):
         tf.errors.InvalidArgumentError.__init__(self, None, None, message)
 
-    def __str__(self) -> str:
-        # ``message`` stays the server's, for callers that name the rejected list.
+    def __str__(self) -> str:  # ``message`` stays the server's, naming the rejected list
         return f"the served model rejected the input: {self.message}"
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerAddress:
-    """Where a model is served (``parse_server_url``); ``protocol`` is ``rest`` or ``grpc``,
-    ``target`` ``host:port``, ``version`` and ``version_label`` ``None`` for the newest."""
+    """Where a model is served (``parse_server_url``): ``rest`` or ``grpc`` at ``host:port``."""
 
     url: str
     protocol: str
     target: str
     model_name: str
-    version: int | None = None
+    version: int | None = None  # None (and no label): the version the server serves
     version_label: str | None = None
 
 
@@ -180,12 +173,11 @@ class _RestTransport:
         except urllib.error.HTTPError as e:
             message = f"HTTP {e.code} from {url}: {_error_text(e.read())}"
             raise (ModelRejectedError if e.code == 400 else ServingError)(message) from None
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, TimeoutError):
-                raise self._timeout(url) from None
-            raise ServingError(f"cannot reach TF Serving at {url}: {e.reason}") from None
-        except TimeoutError:
-            raise self._timeout(url) from None
+        except (urllib.error.URLError, TimeoutError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError):
+                raise ServingError(f"{url} did not answer within {self.timeout:g} s") from None
+            raise ServingError(f"cannot reach TF Serving at {url}: {reason}") from None
         except OSError as e:
             raise ServingError(f"lost the connection to {url}: {e}") from None
         try:
@@ -194,9 +186,6 @@ class _RestTransport:
             raise ServingError(
                 f"{url} answered with something other than JSON: {text[:200]!r}"
             ) from None
-
-    def _timeout(self, url: str) -> ServingError:
-        return ServingError(f"{url} did not answer within {self.timeout:g} s")
 
     def close(self) -> None:
         pass
@@ -230,10 +219,8 @@ class _GrpcTransport:
         return signatures
 
     def predict(self, inputs: Mapping[str, object], signature_name: str) -> dict[str, np.ndarray]:
-        name = self.address.model_name
-        request = predict_request(
-            inputs, model_name=name, signature_name=signature_name, **self.spec
-        )
+        spec = dict(model_name=self.address.model_name, signature_name=signature_name)
+        request = predict_request(inputs, **spec, **self.spec)
         return grpc_outputs(self._call(self.stub.Predict, request))
 
     def _call(self, method, request):
@@ -327,15 +314,14 @@ class RemoteModel:
 
     @property
     def kind(self) -> str:
-        """``model_families``' kind of the served export: text (a Listformer's, on text or
-        token ids) or feature vectors; ``ServingError`` for neither."""
+        """The served export's kind: text (on text or token ids) or feature vectors;
+        ``ServingError`` for neither."""
         if self.text_inputs() - {FIRST_STAGE_INPUT} in _TEXT_INPUTS:
             return TEXT_KIND
         self.num_features  # noqa: B018  (raises for an export of neither kind)
         return FEATURES_KIND
 
-    def text_inputs(self) -> set[str]:
-        """The input names of the default signature."""
+    def text_inputs(self) -> set[str]:  # the default signature's input names
         default = self.signatures.get(SIGNATURE_ELWC)
         return set(default.input_specs) if default else set()
 
@@ -361,9 +347,8 @@ class RemoteModel:
 
 
 def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Waits up to ``seconds`` until the model at ``url`` can answer: over REST until
-    ``GET /v1/models/NAME`` reports a version ``AVAILABLE``, over gRPC until its metadata
-    answers.
+    """Waits up to ``seconds`` until ``GET /v1/models/NAME`` reports a version ``AVAILABLE``
+    (over gRPC, until the model's metadata answers).
 
     Raises:
       ValueError: a URL of neither form.
@@ -372,9 +357,7 @@ def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_T
     address = parse_server_url(url)
     deadline = time.monotonic() + seconds
     while True:
-        transport = (_GrpcTransport if address.protocol == "grpc" else _RestTransport)(
-            address, timeout
-        )
+        transport = _transport(address, timeout)
         try:
             if address.protocol == "grpc":
                 transport.metadata()
@@ -392,11 +375,14 @@ def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_T
         time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
 
 
+def _transport(address: ServerAddress, timeout: float):
+    return (_GrpcTransport if address.protocol == "grpc" else _RestTransport)(address, timeout)
+
+
 def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0) -> RemoteModel:
-    """Opens the model at ``http(s)://host:port/v1/models/NAME`` or
-    ``grpc://host:port/NAME`` (optionally ending ``/versions/N`` or ``/labels/LABEL``; without,
-    the version the server's policy serves, by default the latest); ``timeout`` is seconds
-    per request, ``wait`` the seconds to wait for the model to be AVAILABLE.
+    """Opens the model at ``url`` (``parse_server_url``; without a version, the one the
+    server's policy serves, by default the latest); ``timeout`` is seconds per request,
+    ``wait`` the seconds to wait for the model to be AVAILABLE.
 
     Raises:
       ValueError: a URL of neither form.
@@ -405,8 +391,7 @@ def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0) ->
     address = parse_server_url(url)
     if wait > 0:
         wait_until_available(url, seconds=wait, timeout=timeout)
-    transport_type = _GrpcTransport if address.protocol == "grpc" else _RestTransport
-    transport = transport_type(address, timeout)
+    transport = _transport(address, timeout)
     try:
         signature_map = transport.metadata()
     except BaseException:

@@ -1,13 +1,7 @@
 """RankFormer and listwise learning-to-rank peers on TensorFlow-Ranking.
 
-The public names (``__all__``): data (``Manifest``, ``load_manifest``, the ``tf.data``
-datasets), models (``ModelConfig``, ``build_model``, the losses, the model-family
-registry), training (``TrainConfig``, ``train``, ``evaluate``, ``evaluate_rankings``) and
-serving (``export_run``, ``export_model``, ``predict``, the signature names) and a TF
-Serving client's requests (REST bodies and gRPC requests from lists or a LETOR file, the
-answers' scores, ``ClientTokenizer`` for a Listformer's token-id export). Each is
-imported from its module on first use (PEP 562), so ``import tfr_rankformer`` loads no
-TensorFlow; everything else is importable from its module but may change.
+The public names (``__all__``) are imported from their modules on first use (PEP 562), so
+``import tfr_rankformer`` loads no TensorFlow; every other name may change.
 
 >>> import tfr_rankformer
 >>> "rankformer" in tfr_rankformer.model_names()

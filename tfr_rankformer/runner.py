@@ -1,9 +1,5 @@
-"""Training, evaluating, exporting and scoring with any run: one entry point each.
-
-The runner finds the family object (``core.model_spec.RunFamily``) once: a config's by
-its model, a run directory or an export by the family that claims it (the default
-family takes the rest), a ``ServedModel`` by its kind; the family does the work. The
-runner does once what every kind shares: recording evaluations in ``metrics.json``.
+"""Training, evaluating, exporting and scoring with any run: one entry point each, which
+finds the run's family object (``core.model_spec.RunFamily``) once and hands it the work.
 
 >>> from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 >>> train(GBDTConfig(model="gbdt", data="d", model_dir="m"), final_weights="w.npz")
@@ -37,8 +33,7 @@ __all__ = ["train", "evaluate", "export_run", "predict", "load_served", "load_re
 
 
 def _family_at(path: str) -> RunFamily:
-    """The family of the run or export at ``path``: the first whose ``owns`` claims it,
-    else the default family."""
+    """The first family whose ``owns`` claims ``path``, else the default family."""
     default = None
     for record in model_families.families():
         if record.default:
@@ -62,15 +57,8 @@ def train(
     progress_seconds: float = 30.0,
     existing: str = "refuse",
 ) -> RunMetrics:
-    """Trains a run of any kind, keeps its weights, evaluates every split; returns
-    ``metrics.json``'s content (``{}`` on a multi-worker job's non-chief workers).
-
-    ``verbose``: the neural models' progress output (progress lines every
-    ``progress_seconds`` where no terminal shows the bar); ``final_weights``: neural
-    models also write the weights training ended with to this ``.npz``; ``callbacks``:
-    extra Keras (or LightGBM) callbacks run after the run's own; ``existing``:
-    ``refuse``, ``resume`` or ``overwrite`` a run already in ``model_dir``.
-    """
+    """Trains a run of any kind and evaluates it; returns ``metrics.json``'s content. The
+    options are ``training.loop.train``'s (``callbacks`` may be LightGBM's for a GBDT)."""
     family = model_families.family_of(config.model).load()
     return family.train(
         config,
@@ -88,15 +76,10 @@ def train(
 def evaluate(
     model_dir: str, *, data_dir: str | None = None, splits: list[str] | None = None
 ) -> dict[str, SplitMetrics]:
-    """Evaluates a trained run on ``splits`` of ``data_dir`` (default: every split of its
-    training data); merges the results into ``model_dir/metrics.json`` (another dataset's
-    under ``"<split>@<data_dir>"``) and returns them.
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained run.
-      ValueError: the data does not match the model, or a shard is cut short or corrupt
-        (``record_checks.RecordFileError``, naming file and record).
-    """
+    """Evaluates a trained run on ``splits`` of ``data_dir`` (default: its training data's
+    splits), merged into ``model_dir/metrics.json`` (another dataset's under
+    ``"<split>@<data_dir>"``). ``FileNotFoundError`` for no trained run, ``ValueError`` for
+    data that does not match or a corrupt shard."""
     evaluator = _family_at(model_dir).evaluator(model_dir, data_dir)
     splits = splits or evaluator.splits
     if evaluator.check is not None:
@@ -126,18 +109,9 @@ def export_run(
     invalid_items: str = "reject",
     precision: str = "float32",
 ) -> str:
-    """Exports a trained neural run's best weights to ``model_dir/export/<version>``;
-    returns that path. A feature-vector run's SavedModel takes ELWC and feature tensors;
-    a text run's takes raw strings, and ``export_token_ids/<version>`` token ids.
-    ``invalid_items`` (``serving_checks``) applies to feature vectors only, ``precision``
-    (``float32`` or ``bf16`` compute) to text runs only.
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained run.
-      FileExistsError: if the version directory exists.
-      ValueError: for an unknown ``invalid_items`` policy, or a ``precision`` the run's
-        family does not export in.
-    """
+    """Exports a trained neural run's best weights to ``model_dir/export/<version>`` (a text
+    run's also to ``export_token_ids/<version>``); returns that path. ``invalid_items``
+    (``serving_checks``) is for feature vectors, ``precision`` (float32, bf16) for text."""
     check_policy(invalid_items)
     family = _family_at(model_dir)
     return family.export(
@@ -149,28 +123,17 @@ def export_run(
 
 
 def load_served(model: str) -> ServedModel:
-    """Opens ``model`` to score with: a GBDT run directory (its ``model.txt``), an
-    ``export/<version>`` directory (a text run's ``export_token_ids/<version>`` too),
-    or a run directory (its newest ``export/<version>``).
-
-    Raises:
-      FileNotFoundError: if ``model`` is none of these.
-    """
+    """Opens ``model`` to score with: a GBDT run, an export, or a run directory (its newest
+    export); ``FileNotFoundError`` for anything else."""
     return _family_at(model).load(model)
 
 
 def load_remote(
     url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0, tokenizer: str | None = None
 ) -> ServedModel:
-    """Opens the export a TF Serving serves at ``url`` (``http://host:8501/v1/models/NAME``
-    or ``grpc://host:8500/NAME``) for ``predict``: a feature-vector export, or a Listformer's
-    (a token-id export needs ``tokenizer``, its ``export_token_ids/<version>`` directory).
-    ``wait``: seconds to wait for the model to be AVAILABLE.
-
-    Raises:
-      ValueError: ``url`` is not a TF Serving model URL.
-      ServingError: the server cannot be reached, errs, or serves another kind of model.
-    """
+    """Opens the export TF Serving serves at ``url`` (``http://host:8501/v1/models/NAME``
+    or ``grpc://host:8500/NAME``) for ``predict``, waiting up to ``wait`` seconds for it; a
+    token-id export needs ``tokenizer``, its ``export_token_ids/<version>`` directory."""
     remote = connect(url, timeout=timeout, wait=wait)
     try:
         kind = remote.kind
@@ -196,20 +159,10 @@ def predict(
     files: list[str] | None = None,
     batch_size: int | None = None,
 ) -> Iterator[ScoredList]:
-    """Scores lists with a trained model: a feature-vector or text run's export, or a GBDT;
-    yields them in input order, scored as they are read.
-
-    Args:
-      model: a path ``load_served`` opens, or what it returned.
-      lists: ``(qid, docids, [n, d] raw features)`` for feature vectors and GBDTs,
-        ``(qid, docids, query text, document texts)`` for text models.
-      files: ELWC TFRecord shards to score instead of ``lists`` (not for text models).
-      batch_size: lists per model call at most; ``None``: 256, 16 for text models.
-
-    Raises:
-      ValueError: neither or both of ``lists`` and ``files``, or ``files`` for text.
-      FileNotFoundError: see ``load_served``.
-    """
+    """Yields the scored lists in input order. ``model``: a path ``load_served`` opens, or
+    what it returned; ``lists``: ``(qid, docids, [n, d] raw features)``, or ``(qid, docids,
+    query, documents)`` for text; ``files``: ELWC shards instead (not for text);
+    ``batch_size``: lists per call (``None``: 256, 16 for text)."""
     served = model if isinstance(model, ServedModel) else load_served(model)
     if (lists is None) == (files is None):
         raise ValueError("predict takes either `lists` or `files`")

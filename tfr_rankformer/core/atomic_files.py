@@ -17,7 +17,7 @@ WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACC
 
 
 def _remove(path: str) -> None:
-    """Removes ``path`` if it is there; a failure is left to the writes that follow."""
+    """Removes ``path`` if there; a failure is left to the writes that follow."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
@@ -27,9 +27,8 @@ def _remove(path: str) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str, *, suffix: str = ".partial") -> Iterator[str]:
-    """Yields ``path + suffix`` to write a file or a directory at; it becomes ``path``
-    when the block ends normally and is removed when the block raises. An ``OSError`` of
-    writing it names ``path``, not the temporary name the user never gave.
+    """Yields ``path + suffix`` to write at, renamed to ``path`` when the block ends
+    normally, removed when it raises; an ``OSError`` of writing it names ``path``.
 
     >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "out.txt")
     >>> with atomic_path(target) as temporary:

@@ -1,7 +1,5 @@
-"""The builtin model families and models, declared once (``model_families`` registers
-them): each model's architecture defaults (its family's ``architecture``), training defaults
-(``TrainConfig``) and traits. No TensorFlow: classes and builders are named by path.
-"""
+"""The builtin model families and models with their defaults and traits, which
+``model_families`` registers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The names the commands offer besides the models, importable without TensorFlow so that
-``--help`` stays quick. Names a TensorFlow-side registry also holds (``gbdt.PRESETS``) are
-repeated here, and ``tests/test_quiet_start.py`` checks that both agree."""
+"""The names the commands offer besides the models, without TensorFlow so that ``--help``
+is quick (``tests/test_quiet_start.py`` checks them against the registries)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Settings declared once, on dataclass fields: validation, JSON loading and writing, and
-the command-line options generated from the fields (no TensorFlow here: ``--help`` is quick).
+"""Settings declared once, on dataclass fields: command-line options generated from them,
+their checks, and JSON settings files.
 
 >>> @dataclasses.dataclass(frozen=True)
 ... class Demo:
@@ -41,9 +41,8 @@ __all__ = [
 
 
 def setting(default=None, help: str = "", **options):
-    """A dataclass field with its command-line option: ``help`` and ``add_argument``
-    keywords (``choices``, ``metavar``, ``type``, ``action``; ``flag`` renames the option).
-    The help states the default unless it says ``Default`` itself."""
+    """A dataclass field with its option's ``help`` and ``add_argument`` keywords (``flag``
+    renames the option; ``off_flag``/``off_help`` add a flag that turns it off)."""
     if isinstance(default, (dict, list)):
         return dataclasses.field(
             default_factory=lambda: type(default)(default), metadata={"help": help, **options}
@@ -64,8 +63,7 @@ def _flag(field: dataclasses.Field) -> str:
 
 
 def _dest(field: dataclasses.Field) -> str:
-    """The option's attribute in the parsed namespace: its flag's name, so that fields of
-    several classes may share one option (``--seed``) and renamed ones do not collide."""
+    """The flag's name: fields of several classes may share one option (``--seed``)."""
     return _flag(field)[2:].replace("-", "_")
 
 
@@ -86,10 +84,9 @@ def _stated(text: str, default) -> str:
 
 
 def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) -> None:
-    """Adds to ``group`` (a parser or an argument group) one option per field of ``cls``
-    that has a help text (in field order; ``only`` picks and orders). Every option's
-    parsed default is ``None`` (not given), so flags override ``--config`` values only when
-    given; ``overrides`` maps a field to ``add_argument`` keywords replacing its own."""
+    """Adds to ``group`` an option per field of ``cls`` with a help text (``only`` picks and
+    orders), parsed to ``None`` when not given so that only given flags override
+    ``--config``; ``overrides``: a field's ``add_argument`` keywords replacing its own."""
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if "help" in f.metadata}
     for name in only or fields:
@@ -118,7 +115,7 @@ def add_options(group, cls, *, only=(), skip=(), overrides: dict | None = None) 
 
 
 def given(args: argparse.Namespace, cls) -> dict:
-    """Field name -> value of the options of ``cls``'s fields given on the command line."""
+    """Field name -> value of ``cls``'s options given on the command line."""
     fields = [f for f in dataclasses.fields(cls) if "help" in f.metadata]
     values = {f.name: getattr(args, _dest(f), None) for f in fields}
     return {name: value for name, value in values.items() if value is not None}
@@ -137,7 +134,7 @@ def write_json(path: str, values: dict) -> None:
 
 
 def require_positive_ints(config, *names: str, optional: bool = False) -> None:
-    """Raises ``ValueError`` unless each named field is an int >= 1 (or ``None`` if optional)."""
+    """Raises ``ValueError`` unless each named field is an int >= 1 (or ``optional`` None)."""
     for name in names:
         value = getattr(config, name)
         if optional and value is None:
@@ -176,8 +173,7 @@ def _hints(cls) -> dict:
 
 
 def check_fields(config) -> None:
-    """Raises ``ValueError`` naming the field unless each value of the dataclass ``config``
-    has its annotated type and, where the field lists ``choices``, is one of them."""
+    """Raises ``ValueError`` naming the field of ``config`` not of its type or choices."""
     hints = _hints(type(config))
     for field in dataclasses.fields(config):
         value, hint = getattr(config, field.name), hints[field.name]
@@ -191,9 +187,8 @@ def check_fields(config) -> None:
 
 
 def check_types(cls, values: dict, *, where: str, flat: bool = False) -> None:
-    """Raises ``ValueError`` naming ``where`` and the field unless each value of ``values``
-    has its field's annotated type (nested dataclasses are checked within; ``flat``: keys
-    of nested classes may also stand at the top). Unknown keys are left to the class."""
+    """Raises ``ValueError`` naming ``where`` and the field of ``values`` not of its type in
+    ``cls`` (``flat``: nested classes' keys may stand at the top; unknown keys pass)."""
     hints = _hints(cls)
     nested = {n: h for n, h in hints.items() if dataclasses.is_dataclass(h)}
     for name, value in values.items():
@@ -213,11 +208,7 @@ class SettingsFileError(ValueError):
 
 
 def read_settings(path: str) -> dict:
-    """The JSON object in the settings file ``path``, unchecked.
-
-    Raises:
-      SettingsFileError: naming the file (and line and column) unless it holds a JSON object.
-    """
+    """The JSON object in ``path``, unchecked; else ``SettingsFileError`` naming the file."""
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
@@ -236,13 +227,8 @@ def read_settings(path: str) -> dict:
 
 
 def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> dict:
-    """The JSON object of settings in ``path``, each key a field of ``cls`` (``flat``: or
-    of one of its nested dataclasses; ``extra``: other keys the caller reads) of its
-    annotated type.
-
-    Raises:
-      SettingsFileError: naming the file and the field (and the type it takes).
-    """
+    """The settings in ``path``, each a field of ``cls`` (``flat``: or of its nested
+    classes; ``extra``: other keys) of its type, else ``SettingsFileError`` naming both."""
     values = read_settings(path)
     hints = _hints(cls)
     known = set(hints) | set(extra)
@@ -261,12 +247,8 @@ def load_settings(path: str, cls, *, flat: bool = False, extra: tuple = ()) -> d
 
 
 def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "settings"):
-    """Builds the dataclass ``cls`` from JSON-like ``values`` (nested dataclasses, named by
-    ``nested``, may be dicts).
-
-    Raises:
-      ValueError: naming keys that are not fields of ``cls``.
-    """
+    """``cls`` from JSON ``values`` (``nested`` fields' classes, given as dicts); a
+    ``ValueError`` names keys that are not fields."""
     values = dict(values)
     for name, field_cls in (nested or {}).items():
         if isinstance(values.get(name), dict):
@@ -278,9 +260,8 @@ def from_dict(cls, values: dict, *, nested: dict | None = None, what: str = "set
 
 
 def nest_flat(settings: dict, sections: dict) -> dict:
-    """``settings`` with each key that names a setting of a section (``sections``: section
-    -> its setting names) moved into that section; a section may also be given whole (a
-    dict or a dataclass), and a flat key overrides its value there."""
+    """``settings`` with each key of a section (``sections``: name -> its keys) moved into
+    it; a section may be given whole too, and a flat key overrides it there."""
     values, nested = {}, {}
     for name in sections:
         given = settings.get(name)

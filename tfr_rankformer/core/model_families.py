@@ -1,9 +1,6 @@
-"""The model-family registry: every model name, its family, and the family's class.
-
-The builtin families and models (``builtin_families``) are registered on import; a new
-one is added with ``register_family`` and ``register_model``
-(``docs/contributing/adding_a_model.md``). No TensorFlow: the command lines read their
-choices here at parse time.
+"""The model-family registry: every model name, its family, and the family's class; the
+builtin ones are registered on import, others with ``register_family`` and
+``register_model`` (``docs/contributing/adding_a_model.md``).
 
 >>> get_model("rankformer").has_list_head, is_text("listformer"), is_gbdt("gbdt-1k")
 (True, True, True)
@@ -119,8 +116,7 @@ def _kind_of(name: str) -> str | None:
     return None if spec is None else _FAMILIES[spec.family].kind
 
 
-# Whether a model name ranks text lists, is a GBDT, or a Keras model of the training loop
-# (``False`` for unknown names).
+# A model name's kind (``False`` for unknown names).
 def is_text(name: str) -> bool:
     return _kind_of(name) == TEXT_KIND
 

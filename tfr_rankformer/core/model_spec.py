@@ -1,7 +1,5 @@
-"""The registry's records: ``ModelFamily`` (a kind of model and its class), ``ModelSpec``
-(one model name's family, defaults and traits) and ``RunFamily``, the methods a family
-class provides. No TensorFlow: classes and builders may be ``"package.module:name"``
-paths, imported when used.
+"""The registry's records, ``ModelFamily`` and ``ModelSpec``, and ``RunFamily``, what a
+family class provides; classes and builders may be ``"module:name"`` paths, imported on use.
 """
 
 from __future__ import annotations
@@ -38,13 +36,12 @@ class ModelFamily:
     """A kind of model and the class that trains, evaluates, exports and serves it.
 
     Attributes:
-      name: the family's name (its models' ``ModelSpec.family``).
+      name: the name its models' ``ModelSpec.family`` gives.
       kind: one of ``model_families.KINDS``: the data its models read.
       family: the ``RunFamily`` class (or its path), built with this record.
       default: whether it takes the runs and exports no other family's ``owns`` claims.
       mixed_precision: whether its models may train in bf16 or float16.
-      architecture: its neural models' architecture settings class (or its path): a
-        ``ModelConfig`` or a subclass, ``TrainConfig.architecture``.
+      architecture: its ``TrainConfig.architecture`` class (``ModelConfig`` or a subclass).
     """
 
     name: str
@@ -63,9 +60,8 @@ class ModelFamily:
 
 
 class RunFamily(Protocol):
-    """What a family class provides: ``runner`` calls the first six, the training loop
-    (``training.loop``, neural kinds only) the rest, with the ``PreparedRun`` that
-    ``prepare`` returned."""
+    """What a family class provides: ``runner`` calls the first six, the training loop of
+    the neural kinds the rest."""
 
     record: ModelFamily
 
@@ -108,12 +104,10 @@ class ModelSpec:
       name: the ``--model`` name.
       family: the name of a registered ``ModelFamily``.
       has_list_head: whether the model predicts the list label (``alpha`` > 0).
-      builder: the Keras builder (or its path); a feature-vector model's takes
-        ``(num_features, config, levels, item_levels)`` and maps ``{"features": [B, L, d]
-        normalised, "mask": [B, L]}`` to scores. ``None`` for GBDTs.
-      architecture: ``ModelConfig`` defaults (fields left ``None`` take them);
-        ``loss_architecture``: per score loss, defaults over them.
-      training: ``TrainConfig`` defaults (fields left ``None`` take them).
+      builder: the Keras builder (or its path), ``(num_features, config, levels,
+        item_levels) -> model``; ``None`` for GBDTs.
+      architecture: ``ModelConfig`` defaults; ``loss_architecture``: per loss, over them.
+      training: ``TrainConfig`` defaults.
       alpha: the default ``alpha`` per loss scaling (absent: 0).
       attention: whether items attend to each other (``False``: pointwise).
       item_width: the setting that is the encoder's width (``None``: the feature count).

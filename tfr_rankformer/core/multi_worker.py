@@ -36,8 +36,8 @@ class WorkerRole:
 
 
 def worker_role(tf_config: str | dict | None = None) -> WorkerRole:
-    """This worker's role in ``tf_config`` (default: the ``TF_CONFIG`` environment
-    variable); a ``ValueError`` when it is not JSON or names a task outside its cluster."""
+    """This worker's role in ``tf_config`` (default: ``$TF_CONFIG``); a ``ValueError``
+    names what is wrong with it."""
     if tf_config is None:
         tf_config = os.environ.get("TF_CONFIG", "")
     if isinstance(tf_config, str):
@@ -63,8 +63,7 @@ def worker_role(tf_config: str | dict | None = None) -> WorkerRole:
 
 
 def chief_values(strategy: tf.distribute.Strategy, values: list[float]) -> list[float]:
-    """The chief's ``values`` on every worker (all must call it): an all-reduce to which
-    only the chief's first replica contributes."""
+    """The chief's ``values`` on every worker (all must call it)."""
     local = tf.constant(values, tf.float64)
     contributions = strategy.experimental_distribute_values_from_function(
         lambda context: local if context.replica_id_in_sync_group == 0 else tf.zeros_like(local)

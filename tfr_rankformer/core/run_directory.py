@@ -53,10 +53,8 @@ def describe_entries(names: list[str], shown: int = 5) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunDirectory:
-    """An existing, non-empty run directory: its top-level ``entries`` (directories with a
-    trailing ``/``), the ``foreign`` ones a run never writes, its ``state`` (``interrupted``
-    without ``run_state.json`` and ``metrics.json``), its ``config.json`` ``settings`` and
-    ``run_state.json`` ``record`` (``{}`` if none)."""
+    """A non-empty run directory: its top-level ``entries`` (directories end in ``/``), the
+    ``foreign`` ones no run writes, its ``state``, ``config.json`` and ``run_state.json``."""
 
     path: str
     entries: list[str]
@@ -126,8 +124,7 @@ def _write_state(path: str, state: str, **details) -> None:
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:
-    """``{"architecture": {"num_layers": 3}}`` -> ``{"architecture.num_layers": 3}``, as
-    JSON holds them (tuples as lists)."""
+    """``{"architecture": {"num_layers": 3}}`` -> ``{"architecture.num_layers": 3}``."""
     flat = {}
     for key, value in json.loads(json.dumps(settings)).items():
         if isinstance(value, dict):
@@ -138,8 +135,7 @@ def _flat(settings: dict, prefix: str = "") -> dict:
 
 
 def _changed_settings(old: dict, new: dict) -> list[str]:
-    """``name old -> new`` for each setting of ``new`` that differs, ``epochs`` aside (a
-    setting only ``old`` holds is one this model no longer has).
+    """``name old -> new`` for each setting of ``new`` that differs, ``epochs`` aside.
 
     >>> _changed_settings({"model": "mlp", "epochs": 2}, {"model": "rankformer", "epochs": 9})
     ["model 'mlp' -> 'rankformer'"]
@@ -192,9 +188,8 @@ def _check_resume(run: RunDirectory, settings: dict, *, resumable: bool) -> None
 def check_run_directory(
     path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
 ) -> str:
-    """How a run with ``settings`` would start in ``path``, without writing anything:
-    ``"new"``, ``"resume"``, ``"complete"`` (``--resume`` of a finished run) or
-    ``"overwrite"``; a ``RunExistsError`` as the module docstring says."""
+    """How a run would start in ``path`` (``new``, ``resume``, ``complete``, ``overwrite``),
+    without writing; else ``RunExistsError``."""
     if existing not in EXISTING_RUN:
         raise ValueError(f"existing must be one of {EXISTING_RUN}, got {existing!r}")
     run = inspect_run(path)
@@ -221,10 +216,9 @@ def check_run_directory(
 def run_session(
     path: str, settings: dict, *, existing: str = "refuse", resumable: bool = True
 ) -> Iterator[str]:
-    """Opens ``path`` for a run with ``settings`` and records its state; yields ``"new"``,
-    ``"resume"`` or ``"complete"`` (nothing to train). When the block ends normally the run
-    is ``complete`` (a run it replaced is deleted); when it raises, ``failed``, or after a
-    failed ``--overwrite`` the old run is put back."""
+    """Opens ``path`` for a run and records its state; yields ``new``, ``resume`` or
+    ``complete`` (nothing to train). A block that raises leaves the run ``failed``, or puts
+    back the run an ``--overwrite`` replaced."""
     start = check_run_directory(path, settings, existing=existing, resumable=resumable)
     replaced, details = None, {}
     if start == "overwrite":
@@ -258,7 +252,7 @@ def run_session(
 
 
 def _restore(path: str, holder: str) -> None:
-    """Puts the run an ``--overwrite`` moved aside back in place of the failed new one."""
+    """Puts back the run an ``--overwrite`` moved aside."""
     try:
         shutil.rmtree(path)
         os.rename(os.path.join(holder, "old"), path)

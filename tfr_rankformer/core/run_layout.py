@@ -1,5 +1,4 @@
-"""A run directory's layout: the files a run writes, and whether a run or an export is a
-text model's (by its model's family, or by the inputs of an export's signature)."""
+"""A run directory's layout, and whether a run or an export is a text model's."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ _TOKEN_ID_INPUTS = frozenset({"query_ids", "document_ids", "document_mask"})
 
 
 def _default_inputs(export: str) -> list[frozenset]:
-    """The input names of the SavedModel ``export``'s default signature, one set per graph,
-    read from ``saved_model.pb`` without loading the model."""
+    """The input names of ``export``'s default signature per graph, without loading it."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
@@ -52,8 +50,7 @@ def is_token_id_export(path: str) -> bool:
 
 
 def is_text_run(path: str) -> bool:
-    """Whether ``path`` holds a text model's run (its ``config.json`` names one), or an
-    export whose default signature takes text, as strings or token ids."""
+    """Whether ``path`` is a text model's run or an export that takes text or token ids."""
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         signatures = _default_inputs(path)
         return any(_TEXT_INPUTS <= s or _TOKEN_ID_INPUTS <= s for s in signatures)

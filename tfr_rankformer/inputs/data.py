@@ -1,9 +1,6 @@
-"""Reading the converter's ELWC shards into ``tf.data`` for training and evaluation.
-
-Training lists are sampled down to ``list_size``, filtered by their label ``t`` if asked,
-and batched by length buckets, by default from lists held in memory (``resident_lists``);
-evaluation keeps every item. Inputs are ``{"features", "mask"}``; targets ``{"scores"}``
-(padding -1) and, for list heads, ``{"list_quality": t}``.
+"""The converter's ELWC shards as ``tf.data`` for training (lists sampled, filtered and
+batched by length; inputs ``{"features", "mask"}``, targets ``{"scores"}`` and for list
+heads ``{"list_quality": t}``) and for evaluation (whole lists).
 """
 
 from __future__ import annotations
@@ -35,14 +32,13 @@ from tfr_rankformer.inputs.resident_lists import load_lists, resident_batches
 
 logger = logging.getLogger(__name__)
 
-# Streamed (``lists_in_memory`` off), the parsed, normalised training lists are cached
-# in memory after the first epoch up to this size, larger ones in a cache file if given.
+# Streamed lists are cached in memory after the first epoch up to this size.
 CACHE_BYTES = 1 << 30
 
 
 def shard_for_worker(files: list[str], worker: WorkerRole) -> WorkerShard:
-    """The disjoint part of ``files`` that ``worker`` trains on: files dealt round-robin,
-    or with fewer files than workers every ``n``-th record of all (a warning says so)."""
+    """The part of ``files`` ``worker`` trains on: files dealt round-robin, or with fewer
+    files than workers every ``n``-th record (with a warning)."""
     if worker.count == 1:
         return WorkerShard(tuple(files))
     if len(files) >= worker.count:
@@ -79,8 +75,7 @@ def _to_model_io(element, with_list_head: bool, with_item_levels: bool = False):
 def list_lengths(
     data_dir: str, manifest: Manifest, split: str, *, include_empty_lists: bool = True
 ) -> dict[int, int]:
-    """``{items: lists}`` of ``split`` (without t = 0 lists unless ``include_empty_lists``),
-    from the manifest's histograms, or read once when it has none."""
+    """``{items: lists}`` of ``split`` from the manifest, or read once when it has none."""
     lengths = manifest.split(split, data_dir).list_lengths(include_empty_lists=include_empty_lists)
     if lengths is not None:
         return lengths
@@ -135,8 +130,8 @@ def training_dataset(
       plan: the length buckets and their lists per batch over all replicas and workers.
       keep_order: cut long lists to their first items (for positional encodings).
       normalize: applied once to each list's features (``[1, n, d]``), so steps skip it.
-      cache_bytes, cache_file: streamed lists are cached after the first epoch in memory
-        up to ``cache_bytes``, else in ``cache_file`` if given (no other process may use it).
+      cache_bytes, cache_file: streamed lists are cached in memory up to ``cache_bytes``,
+        else in ``cache_file`` if given.
       pad_to_longest: no buckets: batches padded to their longest list (a baseline).
       lists_in_memory: serve every epoch from lists parsed once (``resident_lists``).
     """
@@ -172,8 +167,7 @@ def training_dataset(
 
 
 def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> int | None:
-    """The edge of the plan's only bucket if it holds every list of the split whole (the
-    lists are then parsed straight to that size), else ``None``."""
+    """The plan's only bucket's edge if every list of the split fits it whole, else ``None``."""
     if len(plan.edges) != 1 or pad_to_longest:
         return None
     edge = plan.edges[0]
@@ -182,9 +176,8 @@ def single_bucket(entry: SplitEntry, plan: BatchPlan, pad_to_longest: bool) -> i
 
 
 def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: EpochSteps):
-    """Batches of ``lists`` shuffled afresh each epoch, filtered and sampled as
-    ``training_dataset`` says: padded to their longest list, already of the one
-    ``bucket``'s size, or padded to their length bucket and grouped by it."""
+    """Batches of ``lists`` shuffled afresh each epoch, filtered, sampled and padded as
+    ``training_dataset`` says."""
     if not steps.include_empty_lists:
         lists = lists.filter(lambda element: _list_label(element) > 0)
     lists = lists.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
@@ -201,8 +194,7 @@ def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: 
 
 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:
-    """``batches`` ready for ``fit``: in a multi-worker job without tf.distribute's
-    auto-sharding, else asserted to number ``steps`` (a mismatch fails loudly)."""
+    """``batches`` for ``fit``: not auto-sharded in a multi-worker job, else of ``steps``."""
     if worker.multi_worker:
         # Sharded where the files are read: auto-sharding silently falls back to reading
         # everything and dropping records when it cannot shard by file.
@@ -221,10 +213,9 @@ def evaluation_dataset(
     batch_items: int | None = None,
     by_length: bool = True,
 ) -> tf.data.Dataset:
-    """Batches of whole lists: ``features``, ``mask``, ``label``, ``relevance``, ``qid``
-    and ``index`` (the list's place in file order). ``by_length``: grouped by length
-    buckets, at most ``batch_size`` lists and about ``batch_items`` padded items a batch,
-    so memory stays bounded; else ``batch_size`` lists in file order, padded."""
+    """Batches of whole lists with their ``index`` in file order: by length bucket, at most
+    ``batch_size`` lists and about ``batch_items`` padded items (``by_length``), else
+    ``batch_size`` lists in file order."""
     manifest = Manifest.coerce(manifest)
     lists = whole_lists(manifest, manifest.split_files(data_dir, split))
     lists = lists.enumerate().map(lambda i, element: {**element, INDEX: i})

@@ -1,6 +1,5 @@
-"""ELWC records parsed into one ``tf.data`` element per list (``features [L, d]``, ``mask``,
-``label``, ``relevance``, ``qid``), and the per-list steps that cut, sample, pad and group
-lists into ``batching``'s length buckets; every list lands in one batch per pass.
+"""ELWC records parsed into one ``tf.data`` element per list, and the steps that cut,
+sample, pad and group lists into ``batching``'s length buckets.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ from tfr_rankformer.inputs.manifest import Manifest
 
 LENGTHS = "lengths"  # valid items per list (``parse_batches(items_only=True)``)
 INDEX = "index"  # a list's position in its file order (evaluation)
-# Records per parse call (``run_plan``'s memory estimate counts them): at least
-# PARSE_BATCH, and for lists of a fixed size as many as hold PARSE_ITEMS items, since
-# larger calls share the per-call cost of the parser and the quantile transform.
+# Records per parse call: at least PARSE_BATCH, and as many as hold PARSE_ITEMS items of
+# lists of a fixed size (larger calls share the parser's and the transform's fixed cost).
 PARSE_BATCH = 64
 PARSE_ITEMS = 8192
 _ITEM_PADDING = {FEATURES: 0.0, MASK: False, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL}
@@ -62,10 +60,9 @@ class WorkerShard:
 
 
 def parsed_lists(files, num_features: int, *, list_size: int | None, transform=None):
-    """One element per list of ``files`` (or a ``WorkerShard``): padded or cut to its first
-    ``list_size`` items, or with ``None`` padded to its parse batch's longest list.
-    ``transform`` maps a parse batch's valid items' features (``[1, items, d]``; padding
-    stays 0), e.g. the model's normalisation."""
+    """One element per list of ``files`` (or a ``WorkerShard``), padded or cut to
+    ``list_size`` items (``None``: its parse batch's longest); ``transform`` maps the valid
+    items' features ``[1, items, d]``."""
     return parse_batches(files, num_features, list_size=list_size, transform=transform).unbatch()
 
 
@@ -123,8 +120,8 @@ def whole_lists(manifest: Manifest, files, *, normalize=None) -> tf.data.Dataset
 
 
 def padding_values() -> dict:
-    """Padding values of a list's fields for ``padded_batch`` (built on use: a constant
-    made at import would start TensorFlow before a multi-worker strategy configures it)."""
+    """Padding values for ``padded_batch`` (built on use, not at import: a multi-worker
+    strategy must configure TensorFlow first)."""
     return {**_ITEM_PADDING, QID: tf.constant(-1, tf.int64)}
 
 
@@ -138,14 +135,13 @@ def _gathered(element, keep):
 
 def own_items(element):
     """One list cut to its valid items, ``[L, ...] -> [n, ...]``: a copy, since a slice
-    could keep the whole padded parse batch alive in a cache or buffer."""
+    would keep the whole parse batch alive."""
     return _gathered(element, tf.range(tf.reduce_sum(tf.cast(element[MASK], tf.int32))))
 
 
 def kept_items(n: tf.Tensor, cap: int, key: tf.Tensor, *, keep_order: bool) -> tf.Tensor:
-    """The ``[min(n, cap)]`` int32 positions kept of a list of ``n`` items: the first
-    ``cap`` with ``keep_order``, else a uniform subset drawn from the list's int64 ``key``,
-    in the list's order."""
+    """The ``[min(n, cap)]`` positions kept of a list of ``n`` items: the first ``cap`` with
+    ``keep_order``, else a sorted uniform subset drawn from the int64 ``key``."""
     if keep_order:
         return tf.range(tf.minimum(n, cap))
 
@@ -159,8 +155,7 @@ def kept_items(n: tf.Tensor, cap: int, key: tf.Tensor, *, keep_order: bool) -> t
 def sample_long_lists(
     lists: tf.data.Dataset, cap: int, *, seed: int, keep_order: bool
 ) -> tf.data.Dataset:
-    """Cuts every list longer than ``cap`` to ``cap`` items (``kept_items``), drawn afresh
-    every epoch from ``seed``."""
+    """Cuts lists to ``cap`` items (``kept_items``), drawn afresh every epoch."""
 
     def cut(element, key):
         n = tf.shape(element[MASK])[0]
@@ -177,8 +172,8 @@ def _bucket(n: tf.Tensor, edges: tf.Tensor) -> tf.Tensor:
 
 
 def pad_to_bucket(element, edges: tuple[int, ...], padding: dict | None = None):
-    """Pads one list to its bucket's edge, ``[n, ...] -> [edge, ...]``; ``padding`` names
-    the keys padded and their values (default: a parsed list's item fields)."""
+    """Pads one list to its bucket's edge, ``[n, ...] -> [edge, ...]``; ``padding``: keys
+    and values (default: the item fields)."""
     edges_t = tf.constant(edges, tf.int64)
     n = _length(element)
     extra = edges_t[_bucket(n, edges_t)] - n
@@ -197,8 +192,7 @@ def bucketed(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
 
 
 def group_by_bucket(lists: tf.data.Dataset, plan: BatchPlan) -> tf.data.Dataset:
-    """Batches of ``pad_to_bucket``'s lists, each of one bucket and of that bucket's
-    ``plan.lists_per_batch`` (the last of a bucket may hold fewer)."""
+    """Batches of ``pad_to_bucket``'s lists of one bucket, ``plan.lists_per_batch`` each."""
     edges = tf.constant(plan.edges, tf.int64)
     sizes = tf.constant(plan.lists_per_batch, tf.int64)
     return lists.group_by_window(

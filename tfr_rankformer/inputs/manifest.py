@@ -1,6 +1,5 @@
 """The manifest ``tfr-convert`` writes beside its shards, typed (other keys are kept, so
-``Manifest.from_json(d).to_json() == d``), read with errors that name file and field, and
-written. Histograms map a value (a JSON string key) to its count; ``None`` is unrecorded.
+``Manifest.from_json(d).to_json() == d``); ``None`` is unrecorded.
 
 >>> m = Manifest.coerce({"num_features": 3, "max_relevance": 2, "splits": {
 ...     "train": {"files": {"train-00000-of-00001.tfrecord": 4}, "longest_list": 7}}})
@@ -98,10 +97,7 @@ def _read_splits(value, origin: Origin, name: str) -> dict[str, SplitEntry]:
 
 @dataclasses.dataclass(frozen=True)
 class Manifest(JsonRecord):
-    """A converted dataset's ``manifest.json`` (see ``docs/tfr-convert.md``): feature-vector
-    datasets have ``num_features``, ``feature_names`` and the ``normalization`` fitted on
-    train; text datasets ``kind: "text"`` and their features' names, with a first stage's
-    scores feature and where its scores come from (``first_stage_score_source``)."""
+    """A converted dataset's ``manifest.json`` (``docs/tfr-convert.md``)."""
 
     manifest_version: int | None = typed("int")
     created_by: str | None = typed("str")
@@ -135,9 +131,8 @@ class Manifest(JsonRecord):
 
     @classmethod
     def from_json(cls, data, *, path: str | None = None, complete: bool = True) -> Manifest:
-        """The manifest of the parsed JSON ``data`` read from ``path``; ``complete`` requires
-        ``splits`` listing their ``files`` and (unless text) ``num_features``. A
-        ``ValueError`` names the file and the field missing or of the wrong type."""
+        """The manifest of the JSON ``data`` from ``path``; ``complete`` requires ``splits``
+        with their ``files`` and (unless text) ``num_features``."""
         origin = Origin(path, "; rerun tfr-convert") if path else Origin()
         _check_manifest(origin, data, complete=complete)
         return cls(**cls.fields_of(data, origin))
@@ -153,7 +148,6 @@ class Manifest(JsonRecord):
 
     @property
     def is_text(self) -> bool:
-        """Whether the dataset holds text lists (``kind: "text"``)."""
         return self.kind == TEXT_KIND
 
     @property
@@ -170,8 +164,7 @@ class Manifest(JsonRecord):
 
     @property
     def label_levels(self) -> int:
-        """Levels of the list label above 0: the highest training label value (with
-        simulated clicks, the purchase label)."""
+        """Levels of the list label above 0: the highest training label."""
         if self.clicks is not None:
             return int(self.clicks["purchase_label"])
         if self.max_relevance is None:
@@ -184,7 +177,7 @@ class Manifest(JsonRecord):
         return max((e.longest_or(1) for e in self.splits.values()), default=1)
 
     def split(self, name: str, data_dir: str = "the dataset") -> SplitEntry:
-        """The entry of split ``name``; a ``ValueError`` naming the splits there are."""
+        """The entry of split ``name``, else a ``ValueError`` naming those there are."""
         if name not in self.splits:
             raise ValueError(f"{data_dir} has no {name!r} split; it has {sorted(self.splits)}")
         return self.splits[name]
@@ -200,7 +193,7 @@ class Manifest(JsonRecord):
 
 
 def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
-    """What every dataset reader relies on (the other fields are checked as read)."""
+    """What every reader relies on (other fields are checked as read)."""
     if not isinstance(data, Mapping):
         raise origin.error("the manifest is not a JSON object")
     if not complete:
@@ -215,8 +208,7 @@ def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
 
 
 def read_manifest(path: str, *, complete: bool = True) -> Manifest:
-    """The manifest in the file ``path``; a ``ValueError`` names the file (line and column
-    when it is not JSON) and the field at fault."""
+    """The manifest in ``path``; a ``ValueError`` names the file and the field at fault."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -233,8 +225,7 @@ def read_manifest(path: str, *, complete: bool = True) -> Manifest:
 
 
 def load_manifest(data_dir: str) -> Manifest:
-    """The ``manifest.json`` of a converted feature-vector dataset (errors as
-    ``read_manifest``'s; a missing file names the command that makes it)."""
+    """The ``manifest.json`` of a converted feature-vector dataset."""
     path = os.path.join(data_dir, MANIFEST_NAME)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -258,10 +249,7 @@ def manifest_text(manifest: Manifest) -> str:
 def write_manifest(
     directory: str, manifest: Manifest, *, write_text: Callable[[str, str], None] | None = None
 ) -> str:
-    """Writes ``directory/manifest.json``, every converter's manifest; returns its path.
-
-    ``write_text(path, text)`` writes it instead of a local file (a Beam file system).
-    """
+    """Writes ``directory/manifest.json`` (through ``write_text(path, text)`` if given)."""
     path = os.path.join(directory, MANIFEST_NAME)
     text = manifest_text(manifest)
     if write_text is not None:

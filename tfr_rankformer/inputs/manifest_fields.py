@@ -1,9 +1,5 @@
-"""The manifest's JSON fields: their checks, their read-only form and their text.
-
-:class:`JsonRecord` reads a dataclass of :func:`typed` fields from a JSON object and writes
-it back, keeping unknown keys (``extra``) and the keys' order. Objects are held as
-read-only mappings and arrays as tuples (:func:`frozen`); :func:`dumps` keeps lists of
-numbers on one line.
+"""The manifest's JSON fields: :class:`JsonRecord` reads a frozen dataclass of :func:`typed`
+fields from a JSON object and writes it back, keeping unknown keys and the keys' order.
 """
 
 from __future__ import annotations
@@ -53,8 +49,8 @@ _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 
 def typed(kind: str, *, default=None, read=None, **options) -> dataclasses.Field:
-    """A field read from the JSON key of its name and checked as ``kind``; ``default`` is
-    what an absent key gives, ``read(value, origin, name)`` replaces the check."""
+    """A field read from its JSON key and checked as ``kind`` (``read(value, origin, name)``
+    replaces the check)."""
     metadata = {"kind": kind, "read": read, "default": default}
     if isinstance(default, Mapping):  # a dataclass default must be hashable
         return dataclasses.field(default_factory=lambda: default, metadata=metadata, **options)
@@ -94,8 +90,7 @@ def check_field(value, kind: str, origin: Origin, name: str):
 
 
 class JsonRecord:
-    """A frozen dataclass read from a JSON object: its :func:`typed` fields, and
-    ``extra`` (the other keys) and ``key_order`` (the keys read, in order)."""
+    """A frozen dataclass of :func:`typed` fields, ``extra`` (other keys) and ``key_order``."""
 
     extra: Mapping[str, Any]
     key_order: tuple[str, ...]
@@ -130,7 +125,7 @@ class JsonRecord:
         object.__setattr__(self, "key_order", tuple(self.key_order))
 
     def to_json(self) -> dict:
-        """The JSON object: the keys read, in their order, then any field set since."""
+        """The JSON object: the keys read, in order, then any field set since."""
         values = {}
         for f in self.typed_fields():
             value = getattr(self, f.name)

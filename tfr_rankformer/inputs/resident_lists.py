@@ -1,8 +1,7 @@
-"""A training split's lists parsed and normalised once and held in memory, and the batches
-served from them by index shuffles and gathers: the streaming pipeline's steps taken on list
-indices, so an epoch holds the same lists and items in the same order for a seed. Lists are
-held *padded* (``[lists, edge, d]``) when all fit one bucket, else *flat* (``[items + 1,
-d]``, the last row padding, with each list's first row and length).
+"""A training split's lists parsed and normalised once and held in memory, and batches
+gathered from them by the streaming pipeline's steps taken on list indices (the same lists
+and items in the same order for a seed). Lists are held *padded* (``[lists, edge, d]``)
+when all fit one bucket, else *flat* (``[items + 1, d]``, the last row padding).
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ _PER_LIST = 16  # a list's first row and length, int64 each
 
 
 def resident_bytes(items: int, lists: int, num_features: int) -> int:
-    """Bytes ``ResidentLists`` takes for ``items`` held items (padding included in the
-    padded layout) of ``lists`` lists; loading holds the values twice for a moment.
+    """Bytes ``ResidentLists`` takes for ``items`` held items (padding included) of
+    ``lists`` lists.
 
     >>> resident_bytes(2_270_296, 18_919, 136) / 2**30  # doctest: +ELLIPSIS
     1.15...
@@ -38,9 +37,8 @@ def resident_bytes(items: int, lists: int, num_features: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ResidentLists:
-    """The lists of a split (or a worker's shard), in file order: normalised ``features``
-    and ``label`` in either layout, each list's first row (``starts``, flat layout),
-    ``lengths`` and ``list_labels`` ``t = max_i y_i``."""
+    """A split's lists in file order: ``features``, ``label``, each list's first row
+    (``starts``, flat layout), ``lengths`` and ``list_labels`` ``t = max_i y_i``."""
 
     features: tf.Tensor
     label: tf.Tensor
@@ -68,8 +66,7 @@ class ResidentLists:
 
 
 def load_lists(files: WorkerShard, num_features: int, *, edge: int | None, normalize=None):
-    """Parses every list of ``files`` into memory, ``normalize`` applied to its features:
-    the padded layout when every list is at most ``edge`` items, else (``None``) flat."""
+    """Parses ``files`` into memory, normalised: padded to ``edge``, or flat when ``None``."""
     began = time.perf_counter()
     flat = edge is None
     batches = parse_batches(
@@ -126,8 +123,7 @@ def _joined(features: list, label: list, lengths: np.ndarray, edge: int | None) 
 def resident_batches(
     store: ResidentLists, plan: BatchPlan, steps: EpochSteps, finish=None
 ) -> tf.data.Dataset:
-    """Batches of ``{features [B, L, d], mask [B, L], label [B, L]}``, one epoch per pass,
-    as ``data.training_dataset``'s; ``finish`` maps each batch in the step of its gather."""
+    """``data.training_dataset``'s batches, one epoch per pass; ``finish`` maps each."""
     finish = finish or (lambda batch: batch)
     kept = None
     if not steps.include_empty_lists:
@@ -153,8 +149,8 @@ def resident_batches(
     padding = tf.constant(store.padding_row, tf.int64)
 
     def list_rows(position, key=None):
-        """One list's rows, under the ``mask`` key that ``group_by_bucket`` reads: sampled
-        as ``sample_long_lists`` samples with the same key, padded to its bucket."""
+        """One list's rows under ``mask`` (the key ``group_by_bucket`` reads), sampled as
+        ``sample_long_lists`` samples, padded to its bucket."""
         i = listed(position)
         start, n = store.starts[i], store.lengths[i]
         if sampled:

@@ -1,8 +1,6 @@
-"""In-graph feature normalisation from the statistics in a dataset's manifest, so exported
-models take raw features: ``none``, ``standard``, ``log1p`` (standard on the signed log) or
-``quantile``, the paper's transform as scikit-learn's
-``QuantileTransformer(output_distribution="normal")``. A ``std`` below float32's resolution
-counts as 1; outputs are clipped to ``±OUTPUT_BOUND`` so extreme raw values cannot overflow.
+"""In-graph feature normalisation from the manifest's statistics, so exports take raw
+features: ``none``, ``standard``, ``log1p`` (standard on the signed log) or ``quantile``
+(scikit-learn's ``QuantileTransformer(output_distribution="normal")``).
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ def _check_method(method: str) -> None:
 
 
 def _vector(values, name: str, num_features: int) -> tuple[float, ...]:
-    """``values`` as a tuple of ``num_features`` finite floats (tuples stay untracked by Keras)."""
+    """``values`` as a tuple of ``num_features`` finite floats (untracked by Keras)."""
     if values is None:
         raise ValueError(f"`{name}` is required for this normalisation method")
     array = np.asarray(values, dtype=np.float64)
@@ -85,8 +83,7 @@ def _safe_scale(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
 
 
 def _ndtri(p: tf.Tensor) -> tf.Tensor:
-    """``ndtri(p)`` for float32 ``p`` in ``(0, 0.5]``, with or without XLA, whose own
-    ``ndtri`` loses the tail; Acklam's approximation works in ``log p``."""
+    """``ndtri(p)`` for float32 ``p`` in ``(0, 0.5]``; Acklam's tail keeps XLA's accuracy."""
     t = tf.sqrt(-2.0 * tf.math.log(tf.minimum(p, _ACKLAM_SPLIT)))
     tail = tf.math.polyval(list(_ACKLAM_NUMERATOR), t) / tf.math.polyval(
         list(_ACKLAM_DENOMINATOR), t
@@ -107,8 +104,7 @@ def run_starts(table: np.ndarray) -> np.ndarray:
 
 def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
     """scikit-learn's ``u`` (the mean of ``np.interp`` on the table and its mirror) and
-    ``1 - u``, interpolated from the other end so that both keep float32 precision, for
-    ``[d, n]`` values inside the ``[d, Q]`` table's range."""
+    ``1 - u`` from the other end, both in float32 precision, for ``[d, n]`` values."""
     last = float(table.shape[-1] - 1)
     # Multiplied by reciprocals: the graph optimiser turns a division by a constant into
     # that in traced functions only, which would round training and serving apart.
@@ -136,11 +132,8 @@ def _levels(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
 
 
 def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search):
-    """scikit-learn's ``QuantileTransformer(output_distribution="normal")`` of ``[d, n]``
-    values, one row per feature, with ``[d, Q]`` quantiles at ``linspace(0, 1, Q)``, their
-    ``run_starts`` and an exact equivalent of ``tf.searchsorted(table, x, side="right")``.
-    Returns ``[d, n]`` float32 normal scores within about ±5.2; NaN stays NaN.
-    """
+    """The quantile transform of ``[d, n]`` values with ``[d, Q]`` quantiles at
+    ``linspace(0, 1, Q)``, their ``run_starts`` and a ``searchsorted(side="right")``."""
     u, complement = _levels(x, table, starts, search)
     # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
     # lower end winning for a constant feature.
@@ -157,8 +150,7 @@ def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search
 @serializable
 class FeatureNormalization(tf.keras.layers.Layer):
     """Normalises ``[..., d]`` raw features with ``mean`` and ``std`` (``[d]``) or
-    ``quantiles`` (``[d, Q]``) fitted on the training split: plain numbers in the config,
-    so a saved model reloads alone. Float32 under any policy, for the transform's tails."""
+    ``quantiles`` (``[d, Q]``), numbers in the config; float32 under any policy."""
 
     def __init__(
         self,
@@ -193,8 +185,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
 
     @classmethod
     def from_manifest(cls, manifest: Manifest | Mapping, method: str | None = None, **kwargs):
-        """The layer of ``method`` (``None``: the manifest's) with only its statistics,
-        from a dataset's manifest; a ``ValueError`` names what the manifest lacks."""
+        """The layer of ``method`` (``None``: the manifest's) from a manifest's statistics."""
         manifest = Manifest.coerce(manifest)
         try:
             stats, num_features = manifest.normalization, manifest.num_features
@@ -248,7 +239,7 @@ class FeatureNormalization(tf.keras.layers.Layer):
 
 
 def _manifest_quantiles(section: dict) -> list:
-    """The ``[d, Q]`` values of the manifest's ``quantile`` section, after checking its format."""
+    """The ``[d, Q]`` values of the manifest's ``quantile`` section, checked."""
     distribution = section.get("output_distribution", "normal")
     if distribution != "normal":
         raise ValueError(f"Only a normal output distribution is supported, got {distribution!r}")

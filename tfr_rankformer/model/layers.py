@@ -1,8 +1,5 @@
 """Keras layers of the listwise models: the [CLS] token, dropout, GELU, heads, masked scores.
-
-GELU, dropout and layer norm have hand-written gradients (or XLA-compiled loops in
-training, ``compiled_ops``) because on CPU they, not the matrix products, dominated a
-training step (``docs/results.md``).
+GELU, dropout and layer norm have written-out gradients: on CPU they dominated a step.
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ def _in_save_context() -> bool:
 
 
 def _fast_training(training, dtype) -> bool:
-    """A training call in float32 or bfloat16 outside a SavedModel's trace: the calls that
-    may take the hand-written paths (serving never compiles anything)."""
+    """A float32 or bfloat16 training call outside a SavedModel's trace."""
     if tf.is_tensor(training) or not training or tf.as_dtype(dtype) not in COMPILED_DTYPES:
         return False
     return not _in_save_context()
@@ -64,18 +60,16 @@ def gelu(x):
 
 
 def stream_key(seed: int) -> int:
-    """A Philox key (a non-negative int64) hashed from a seed: unrelated keys, and so
-    independent streams, for different seeds."""
+    """A Philox key hashed from a seed: independent streams for different seeds."""
     digest = hashlib.blake2b(b"FastDropout/%d" % int(seed), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
 @serializable
 class FastDropout(tf.keras.layers.Layer):
-    """Inverted dropout with masks from 16 random bits per element (the rate rounded to
-    1/65536), or in float32 training ``compiled_ops.dropout``. Each layer's generator is a
-    checkpointed Philox stream of its own, keyed by :func:`stream_key` from ``seed`` (``None``:
-    drawn from numpy's global state), so a resumed run continues the same stream."""
+    """Inverted dropout with masks from 16 random bits per element, or
+    ``compiled_ops.dropout``; each layer's checkpointed Philox stream is keyed from ``seed``
+    (``None``: numpy's global state), so a resumed run continues it."""
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -109,8 +103,7 @@ class FastDropout(tf.keras.layers.Layer):
 
 @serializable
 class KeyedDropout(tf.keras.layers.Dropout):
-    """Keras's ``Dropout`` (the same checkpoint variables: none); in float32 training,
-    ``compiled_ops.dropout`` with a key from TensorFlow's seeded global stream."""
+    """Keras's ``Dropout``, or ``compiled_ops.dropout`` keyed from the global seed."""
 
     def call(self, inputs, training=None):
         if self.noise_shape is None and self.rate > 0 and uses_compiled_ops(training, inputs.dtype):
@@ -120,9 +113,8 @@ class KeyedDropout(tf.keras.layers.Dropout):
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
-    """Layer normalisation over the last axis with its gradient written out (Keras's takes
-    about 20 passes over ``x``): ``dx = (g - mean(g) - x^ mean(g x^)) / sigma``, ``g =
-    upstream * gamma``."""
+    """Layer normalisation over the last axis, gradient written out: ``dx = (g - mean(g) -
+    x^ mean(g x^)) / sigma``, ``g = upstream * gamma``."""
 
     @tf.custom_gradient
     def apply(x, gamma, beta):
@@ -144,8 +136,7 @@ def layer_norm(x, gamma, beta, epsilon: float):
 
 @serializable
 class LayerNorm(tf.keras.layers.LayerNormalization):
-    """Keras's ``LayerNormalization`` (its own name, which saved models record) that runs
-    :func:`layer_norm` in float32 or bfloat16 training over the last axis."""
+    """Keras's ``LayerNormalization`` running :func:`layer_norm` in training."""
 
     def call(self, inputs, training=None):
         written_out = (
@@ -190,9 +181,8 @@ class ClsToken(tf.keras.layers.Layer):
 
 @serializable
 class ItemAndContextHead(tf.keras.layers.Layer):
-    """``h_s(z_i || z_CLS)``: an MLP with one ReLU hidden layer and dropout on each item's
-    vector ``[B, L, d]`` joined with its list's ``[CLS]`` vector ``[B, d]``, computed as
-    ``z_i W_i + z_CLS W_c`` with ``z_CLS W_c`` once per list (no ``[B, L, 2d]`` tensor)."""
+    """``h_s(z_i || z_CLS)``, a one-hidden-layer MLP on items ``[B, L, d]`` and ``[CLS]``
+    ``[B, d]``, as ``z_i W_i + z_CLS W_c`` (no ``[B, L, 2d]`` tensor)."""
 
     def __init__(
         self, hidden: int, outputs: int, dropout: float = 0.0, init: str = "pytorch", **kwargs
@@ -240,8 +230,8 @@ class ItemAndContextHead(tf.keras.layers.Layer):
 
 @serializable
 class MaskedScores(tf.keras.layers.Layer):
-    """Scores ``[B, L, 1]`` to ``[B, L]`` float32, padding at ``PADDING_SCORE``; a float32
-    layer under any policy, so the losses never read scores rounded to 16 bits."""
+    """Scores ``[B, L, 1]`` to ``[B, L]`` float32 under any policy, padding at
+    ``PADDING_SCORE``."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("dtype", "float32")

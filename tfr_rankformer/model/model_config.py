@@ -1,7 +1,5 @@
-"""``ModelConfig``, the feature-vector family's architecture settings (a family names its
-own in ``ModelFamily.architecture``; the text family's extend these). A field left ``None``
-takes the model's default (``resolved``): its ``ModelSpec``'s ``loss_architecture`` for the
-loss, else its ``architecture``, else the value every model shares. No TensorFlow here.
+"""``ModelConfig``, the feature-vector family's architecture settings (the text family's
+extend them); a field left ``None`` takes the model's default (``resolved``).
 """
 
 from __future__ import annotations
@@ -48,8 +46,7 @@ _SWITCH = {"action": argparse.BooleanOptionalAction}
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``). Each
-    field's help says what it is; ``models`` builds them."""
+    """Architecture settings; ``None`` takes the model's default (its ``ModelSpec``)."""
 
     _defaults = _BASE  # a class's own defaults, under every model's
 
@@ -131,8 +128,7 @@ class ModelConfig:
 
     @classmethod
     def of(cls, settings) -> ModelConfig:
-        """``settings`` (a dict, or another family's architecture settings) as ``cls``: the
-        settings only another family's architecture has are left out."""
+        """``settings`` (a dict or another family's) as ``cls``, others' own fields left out."""
         if type(settings) is cls:
             return settings
         if dataclasses.is_dataclass(settings):
@@ -142,8 +138,7 @@ class ModelConfig:
         return cls(**{k: v for k, v in settings.items() if k not in others})
 
     def resolved(self, model: str, loss: str | None = None) -> ModelConfig:
-        """Every ``None`` replaced by ``model``'s default (for ``loss``, where it has one),
-        as ``model``'s family's architecture class."""
+        """Every ``None`` replaced by ``model``'s default (for ``loss``), as its family's class."""
         check_model_name(model)
         cls = architecture_class(model)
         if type(self) is not cls:
@@ -175,8 +170,7 @@ class ModelConfig:
         )
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ModelConfig:
-        """``resolved`` for a training run (``pretrained``: from a checkpoint): a model whose
-        [CLS] comes with its list head (the released code's) has one only with that head."""
+        """``resolved`` for a run: a [CLS] that comes with the list head only with it."""
         config = self
         if model_families.get_model(model).cls_token_with_list_head and config.cls_token is None:
             config = dataclasses.replace(config, cls_token=list_head)

@@ -1,9 +1,7 @@
-"""The feature-vector models, the RankFormer and its peers, as Keras functional models.
-
-They map ``{"features": [B, L, d] raw, "mask": [B, L]}`` to ``{"scores": [B, L]}``, with
-``list_quality`` ``[B, K]`` logits for list heads and ``item_levels`` ``[B, L, K]`` for the
-ordinal loss. A model is its normalisation layer, then the *ranker* (``ranker_of``), which
-training fits on features normalised once in the input pipeline.
+"""The feature-vector models, the RankFormer and its peers, as Keras functional models:
+``{"features": [B, L, d] raw, "mask": [B, L]}`` -> ``{"scores": [B, L]}`` (``list_quality``
+``[B, K]`` logits for list heads, ``item_levels`` ``[B, L, K]`` for the ordinal loss). A
+model is its normalisation, then the *ranker* that training fits on normalised features.
 """
 
 from __future__ import annotations
@@ -63,8 +61,8 @@ def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras
 
 
 def score_outputs(raw, mask, item_levels: int | None) -> dict:
-    """``scores`` from a ``[B, L, 1]`` output or, with ``item_levels`` ``K``, the sum of
-    the level probabilities of ``[B, L, K]`` logits, which are ``item_levels``."""
+    """``scores`` from ``[B, L, 1]``, or with ``item_levels`` the sum of the level
+    probabilities of ``[B, L, K]`` logits."""
     if not item_levels:
         return {"scores": MaskedScores(name="scores")(raw, mask)}
     logits = tf.keras.layers.Activation("linear", dtype="float32", name="item_levels")(raw)
@@ -73,9 +71,8 @@ def score_outputs(raw, mask, item_levels: int | None) -> dict:
 
 
 def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str, *, glob=0):
-    """The RankFormer encoder with score head, and the list head when ``levels``; with
-    ``glob`` > 0, ``glob`` summary tokens join ``[CLS]`` under global-local attention.
-    Without ``config.cls_token`` the encoder sees the items alone and scores ``h_s(z_i)``."""
+    """The RankFormer encoder, score head and (``levels``) list head; ``glob`` summary tokens
+    join ``[CLS]`` under global-local attention."""
     if levels and not config.cls_token:
         raise ValueError("a list head reads the [CLS] token: it needs `cls_token`")
     # === Inputs (normalised features) ===
@@ -100,8 +97,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
 
 
 def _with_leading_tokens(features, mask, config: ModelConfig, glob: int):
-    """The tokens ``[B, lead + L, d]``, their mask and ``lead``: the items after
-    ``[CLS]`` (with ``config.cls_token``) and ``glob`` summary tokens."""
+    """The items after ``[CLS]`` and ``glob`` summary tokens, their mask and ``lead``."""
     x, valid, lead = features, mask, 0
     if config.cls_token:
         cls = ClsToken(config.cls_stddev, name="cls_token")
@@ -114,8 +110,7 @@ def _with_leading_tokens(features, mask, config: ModelConfig, glob: int):
 
 
 def _encoder(x, valid, config: ModelConfig, glob: int):
-    """``config.num_layers`` encoder layers over ``x`` ``[B, T, d]``, then the final
-    LayerNorm when ``config.final_norm``."""
+    """The encoder layers over ``x`` ``[B, T, d]`` (and ``final_norm``)."""
     encoder = []
     for i in range(config.num_layers):
         settings = dict(num_heads=config.num_heads, ff_dim=config.ff_dim)
@@ -217,8 +212,7 @@ def build_model(
     item_levels: int | None = None,
 ) -> tf.keras.Model:
     """The feature-vector model ``name`` for a dataset (``manifest`` may be a mapping such
-    as ``{"num_features": d, "normalization": {"method": "none"}}``): normalisation, then
-    the ranker with ``K = levels`` list levels and ``item_levels`` logits per item."""
+    as ``{"num_features": d, "normalization": {"method": "none"}}``)."""
     if model_families.is_text(name):
         raise ValueError(f"{name!r} ranks text: build it with listformer.build_text_model")
     config = config.resolved(name)

@@ -17,9 +17,8 @@ from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
 @dataclasses.dataclass(frozen=True)
 class RunEvaluator:
-    """A trained run reloaded to be evaluated on the dataset ``data_dir`` (``runner.evaluate``):
-    ``evaluate(split)`` gives a split's metrics, and ``check(splits)``, if any, raises
-    before any metric is computed when one of them cannot be read whole."""
+    """A trained run to evaluate on ``data_dir``: ``evaluate(split)`` gives a split's
+    metrics; ``check(splits)`` raises first when one cannot be read whole."""
 
     trained_on: str
     data_dir: str
@@ -28,14 +27,12 @@ class RunEvaluator:
     check: Callable[[list[str]], None] | None = None
 
 
-# Kept beside the models, not on them: a function stored on a model would be
-# tracked, and saved with it into SavedModels.
+# Beside the models, not on them: a function on a model would be saved with it.
 _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _predict_step(model: tf.keras.Model):
-    """The model's inference call as one ``tf.function`` for any batch and list length,
-    made once per model so that evaluation after every epoch reuses its trace."""
+    """The model's inference as one ``tf.function`` for any shape, traced once per model."""
     step = _PREDICT_STEPS.get(model)
     if step is None:
         num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
@@ -53,9 +50,8 @@ def _predict_step(model: tf.keras.Model):
 
 
 def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
-    """``model`` over an evaluation dataset (``data.evaluation_dataset``): padded arrays
-    ``scores``, ``label``, ``relevance``, ``mask`` ``[num_lists, max_list]`` and, with a
-    list head, ``list_probs`` ``[num_lists, K]``, the lists in file order."""
+    """``model`` over ``data.evaluation_dataset``: padded ``[num_lists, max_list]`` arrays
+    (and ``list_probs`` ``[num_lists, K]``), the lists in file order."""
     step = _predict_step(model)
     parts: dict[str, list] = {k: [] for k in ("scores", "label", "relevance", "mask", "probs")}
     parts["index"] = []
@@ -104,8 +100,7 @@ LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "l
 
 
 class EvaluationCallback(tf.keras.callbacks.Callback):
-    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch, for
-    the checkpointing and early stopping placed after it."""
+    """Adds validation metrics (``val_ndcg_y@10`` ...) to each epoch's logs."""
 
     def __init__(
         self,

@@ -1,8 +1,5 @@
-"""Losses: a registry of item-score losses, the RankFormer's listwide loss, and how both are
-averaged over a batch. ``LOSS_SCALINGS``: ``released`` (default), as the authors' code: item
-losses are means over the list's items, lists whose loss is exactly 0 are left out of the
-mean over lists, and the listwide loss is a mean over levels (their ``alpha`` 1 is the
-paper's 0.25); ``paper``: Eq. 9 as printed, sums within lists, means over lists.
+"""A registry of item-score losses, the RankFormer's listwide loss, and their averaging over
+a batch (``LOSS_SCALINGS``: ``released``, the authors' code's, or ``paper``, Eq. 9's).
 """
 
 from __future__ import annotations
@@ -31,10 +28,9 @@ def _tfr():
 
 @serializable
 class OrdinalListLoss(tf.keras.losses.Loss):
-    """The RankFormer's ordinal listwide loss: per list, ``BCE(sigmoid(d_k), 1[t >= k])``
-    of the ``K = num_levels`` logits ``d_k`` (``y_pred`` ``[B, K]``) against the list label
-    ``t`` (``y_true`` ``[B, 1]``), averaged over the levels (``level_mean``, the released
-    code's) or summed (Eq. 9 as printed)."""
+    """The RankFormer's ordinal listwide loss: per list, ``BCE(sigmoid(d_k), 1[t >= k])`` of
+    the logits ``d`` ``[B, K]`` against the list label ``t`` ``[B, 1]``, averaged over the
+    levels (``level_mean``, the released code's) or summed (Eq. 9)."""
 
     def __init__(
         self, num_levels: int, level_mean: bool = True, name: str = "ordinal_list_loss", **kwargs
@@ -53,9 +49,8 @@ class OrdinalListLoss(tf.keras.losses.Loss):
 
 
 class _LambdaWeights:
-    """``sum_k factor_k * w_k`` of TF-Ranking's lambda weights for ``PairwiseLogisticLoss``,
-    each list scaled by its own number of valid items rather than the padded size
-    (TF-Ranking's), so that padding a list changes nothing."""
+    """``sum_k factor_k * w_k`` of TF-Ranking's lambda weights, scaled by each list's valid
+    items rather than the padded size, so that padding changes nothing."""
 
     def __init__(self, parts):
         self.parts = list(parts)
@@ -94,8 +89,7 @@ class ScaledSigmoidRMSE(tf.keras.losses.Loss):
 
 @serializable
 class PerListLoss(tf.keras.losses.Loss):
-    """A TF-Ranking loss summed within each list over its valid items or pairs: TF-Ranking
-    averages over every element, padding included, so padding would shrink a list's loss."""
+    """A TF-Ranking loss summed within each list (TF-Ranking's mean counts the padding)."""
 
     get_config = tf.keras.losses.Loss.get_config  # the wrapped loss is not serialised
 
@@ -113,8 +107,7 @@ class PerListLoss(tf.keras.losses.Loss):
 @serializable
 class ListNetLoss(tf.keras.losses.Loss):
     """ListNet's top-one cross-entropy (Cao et al., ICML 2007; allRank's ``listNet``):
-    ``-sum_i softmax(y)_i log softmax(s)_i`` over the valid items, per list. Unlike the
-    softmax loss, a list of equal labels has a (uniform) target."""
+    ``-sum_i softmax(y)_i log softmax(s)_i`` over the valid items, per list."""
 
     def __init__(self, name: str = "listnet_loss", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -132,10 +125,8 @@ class ListNetLoss(tf.keras.losses.Loss):
 
 @serializable
 class ListAverage(tf.keras.losses.Loss):
-    """A per-list loss averaged over a batch's lists: with ``item_mean`` each list's value
-    is divided by its valid items; with ``skip_zero_lists`` lists whose loss is exactly 0
-    are left out of the mean (none left: 0, zero gradient). Under ``tf.distribute`` each
-    replica averages its own lists."""
+    """A per-list loss averaged over the batch's lists (each replica's own): ``item_mean``
+    divides each by its valid items, ``skip_zero_lists`` leaves lists of loss 0 out."""
 
     def __init__(
         self,
@@ -180,10 +171,8 @@ class ScoreLoss:
 
     Attributes:
       per_list: ``max_label -> Loss`` whose ``call`` gives one value per list.
-      output: the model output it reads: ``"scores"`` ``[B, L]``, or ``"item_levels"``
-        ``[B, L, K]`` (the model's score is then the sum of the level probabilities).
-      item_sum: the per-list value is a sum over items or pairs, which the ``released``
-        scaling turns into a mean over the list's items.
+      output: the model output it reads: ``"scores"`` or ``"item_levels"``.
+      item_sum: the per-list value is a sum, which ``released`` makes a mean over items.
       summary: one line for ``--help`` (``command_names.LOSS_SUMMARIES``).
     """
 

@@ -1,8 +1,7 @@
-"""Offline ranking metrics shared by every model (numpy only), as the RankFormer paper
-evaluates: NDCG@k x 100 on the labels ``y`` and on the relevance ``r``, leaving out lists of
-equal labels; ``NDCG_y@10`` on lists of the highest ``t``; accuracy and ROC-AUC of list
-heads. Tied scores share their block's mean gain (scikit-learn's ``ignore_ties=False``),
-so results never depend on the input order.
+"""The RankFormer paper's metrics for every model (numpy): NDCG@k x 100 on the labels ``y``
+and the relevance ``r`` over lists of unequal labels, and the list heads' accuracy and
+ROC-AUC. Tied scores share their block's mean gain (scikit-learn's ``ignore_ties=False``),
+so results never depend on the input order; TF-Ranking's NDCG has no such averaging.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ _CHUNK_ITEMS = 1 << 21
 
 
 def dcg_gains(labels, *, gain: str = "exponential") -> np.ndarray:
-    """float64 gains of graded labels: ``exponential`` ``2**y - 1`` (TF-Ranking's
-    default) or ``linear`` ``y``."""
+    """float64 gains: ``exponential`` ``2**y - 1`` (TF-Ranking's default) or ``linear``."""
     labels = np.asarray(labels, dtype=np.float64)
     if gain == "exponential":
         return np.exp2(labels) - 1.0
@@ -30,8 +28,7 @@ def dcg_gains(labels, *, gain: str = "exponential") -> np.ndarray:
 
 
 def ndcg_at_k(scores, labels, k: int | None, *, gain: str = "exponential") -> float:
-    """NDCG@k in ``[0, 1]`` of one unpadded list (``k`` ``None``: the whole list), with
-    tie-averaged gains; ``nan`` when every label is 0.
+    """NDCG@k of one unpadded list (``k`` ``None``: whole); ``nan`` when every label is 0.
 
     >>> round(ndcg_at_k([0.3, 0.2, 0.1], [0, 1, 2], None), 3)
     0.587
@@ -62,17 +59,12 @@ def evaluate_rankings(
     list_probs=None,
     gain: str = "exponential",
 ) -> dict:
-    """The RankFormer paper's metrics over padded ``[num_lists, list_size]`` arrays.
-
-    ``scores`` must be finite and ``labels`` (``y``) and ``relevance`` (``r``)
-    non-negative where ``mask`` is True. Returns ``ndcg_y@{k}`` and ``ndcg_r@{k}`` (x 100
-    over the lists whose ``y`` resp. ``r`` differ), with ``max_label``
-    ``ndcg_y@10_tmax`` over the lists whose max ``y`` equals it, ``num_lists`` (lists with
-    an item; empty lists count nowhere), ``num_lists_y``, ``num_lists_r`` and
-    ``convention``; with ``list_probs`` (``[num_lists, K]``, column ``k - 1`` the predicted
-    ``P(t >= k)``) ``list_acc_t>={k}`` (``P > 0.5``) and ``list_auc_t>={k}`` for ``k`` in
-    ``1..min(K, 2)``. A metric no list measures is left out and named in ``not_measured``.
-    Bad shapes, dtypes or values raise a ``ValueError`` naming the array.
+    """The paper's metrics over padded ``[num_lists, list_size]`` arrays: ``ndcg_y@{k}``,
+    ``ndcg_r@{k}`` (over the lists whose ``y`` resp. ``r`` differ), with ``max_label``
+    ``ndcg_y@10_tmax`` (lists whose max ``y`` equals it), the lists counted, and with
+    ``list_probs`` (``[num_lists, K]`` of ``P(t >= k)``) ``list_acc_t>={k}`` and
+    ``list_auc_t>={k}`` for ``k <= 2``. A metric no list measures is named in
+    ``not_measured``; bad arrays raise a ``ValueError`` naming them.
     """
     scores, labels, relevance, mask = _check_batch(scores, labels, relevance, mask)
     ks = tuple(_check_k(k) for k in ks)
@@ -152,8 +144,7 @@ def _label_range(labels, mask):
 
 
 def _mean_ndcgs(ndcg, ks, all_ks, y_counted, r_counted, tmax) -> dict:
-    """The per-list NDCG ``[2, len(all_ks), num_lists]`` averaged x 100 over the counted
-    lists: ``ndcg_y@{k}``, ``ndcg_r@{k}`` and (unless ``tmax`` is None) ``ndcg_y@10_tmax``."""
+    """The per-list NDCG ``[2, len(all_ks), num_lists]`` averaged x 100 over counted lists."""
     out = {}
     for name, counted, per_label in (("y", y_counted, ndcg[0]), ("r", r_counted, ndcg[1])):
         for k in ks:

@@ -1,7 +1,5 @@
-"""The ELWC layout shared by the converter (writer) and the models (reader): context
-``qid`` (int64); per item ``features`` (float32, ``d`` raw values), ``label`` (the training
-label: simulated clicks or the file's label) and ``relevance`` (the file's label).
-"""
+"""The ELWC layout the converter writes and the models read: context ``qid``; per item
+``features`` (``d`` raw floats), ``label`` (the training label) and ``relevance``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Named points at which a test can kill the process outright, as a crash would.
-
-``TFR_RANKFORMER_KILL_AT=<point>[:<n>]`` makes the process send itself SIGKILL the ``n``-th
-time (default: first) it reaches ``<point>`` (``tests/test_fault_injection.py``).
+"""Named points at which a test kills the process as a crash would:
+``TFR_RANKFORMER_KILL_AT=<point>[:<n>]`` at its ``n``-th pass (default: first).
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""On/off switches for code paths chosen when layers trace: a default the program
-sets for a block, which an environment variable overrides.
+"""On/off switches for code paths chosen when layers trace, overridden by the environment.
 
 >>> switch = Switch("TFR_RANKFORMER_EXAMPLE_SWITCH", initial=False)
 >>> with switch.default(True):
@@ -19,8 +18,8 @@ __all__ = ["Switch"]
 
 
 class Switch:
-    """A path's switch: ``env`` (``0``/``false``/``off``/``no`` or anything else)
-    when it is set, else the innermost :meth:`default`, else ``initial``."""
+    """``env`` when set (``0``/``false``/``off``/``no``: off), else the innermost
+    :meth:`default`, else ``initial``."""
 
     def __init__(self, env: str, *, initial: bool):
         self.env = env

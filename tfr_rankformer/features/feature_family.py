@@ -1,7 +1,4 @@
-"""``FeatureFamily``: the feature-vector models, trained by the one training loop on ELWC
-lists; ``fit`` trains the ranker on features normalised in the input pipeline, while
-evaluation, checkpoints and exports (ELWC or feature tensors) use the whole model.
-"""
+"""``FeatureFamily``: the feature-vector models on ``tfr-convert``'s ELWC lists."""
 
 from __future__ import annotations
 
@@ -156,7 +153,7 @@ def _evaluation_data(config, directory: str, manifest: Manifest, split: str) -> 
 
 
 def _metrics(config, directory: str, manifest: Manifest, model, split: str) -> dict:
-    """The whole model's metrics (raw features) on ``split`` of the dataset ``directory``."""
+    """The whole model's metrics on ``split`` of ``directory``."""
     dataset = _evaluation_data(config, directory, manifest, split)
     list_head = config.uses_list_head
     return evaluate_model(model, dataset, max_label=manifest.label_levels, list_head=list_head)

@@ -1,7 +1,5 @@
-"""Length buckets: the padded length of each list (the smallest bucket edge ``>= n``; edges
-grow by about sqrt(2), so padding adds at most ~50%) and the lists per batch: fixed
-(``--batch-size``) or filling a budget of padded items, at most ``max_lists``, with
-attention entries kept within a full batch of 256-item lists'.
+"""Length buckets (edges growing by about sqrt(2)) and the lists per batch: fixed
+(``--batch-size``) or filling a budget of padded items and attention entries.
 
 >>> bucket_edges(100)
 (16, 24, 32, 48, 64, 96, 100)
@@ -25,9 +23,8 @@ ATTENTION_REFERENCE_LENGTH = 256
 
 
 def bucket_edges(longest: int, *, cap: int | None = None, smallest: int = 16) -> tuple[int, ...]:
-    """The ascending padded lengths of the buckets for lists up to ``longest`` items, or
-    ``cap`` (``--list-size``); none is below ``smallest``, so the click protocol's lists of
-    at most 16 share one bucket, as the released code batches them."""
+    """The buckets' padded lengths for lists up to ``longest`` (or ``cap``) items; none below
+    ``smallest``, so the click protocol's lists share one, as in the released code."""
     if longest < 1:
         raise ValueError(f"`longest` must be >= 1, got {longest}")
     top = min(longest, cap) if cap else longest
@@ -49,8 +46,7 @@ def clipped_lengths(histogram: dict, cap: int | None) -> dict[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class BatchPlan:
-    """How one epoch's lists are batched: each bucket's padded length (``edges``,
-    ascending), lists per full batch and lists in an epoch (``counts``)."""
+    """One epoch's batches: per bucket, its padded length, lists per batch and lists."""
 
     edges: tuple[int, ...]
     lists_per_batch: tuple[int, ...]
@@ -64,7 +60,7 @@ class BatchPlan:
 
     @property
     def steps(self) -> int:
-        """Batches (optimizer steps) in one epoch: full batches and one partial per bucket."""
+        """Batches (optimizer steps) in one epoch."""
         return sum(math.ceil(c / b) for c, b in zip(self.counts, self.lists_per_batch))
 
     @property
@@ -106,9 +102,8 @@ def plan_batches(
     max_lists: int | None = None,
     lists_per_batch: int | None = None,
 ) -> BatchPlan:
-    """The plan for ``{length: lists}`` (after any cap; string keys as in the manifest):
-    ``lists_per_batch`` in every bucket (the user's ``--batch-size``), else a budget of
-    ``batch_items`` padded items and at most ``max_lists`` lists per batch."""
+    """The plan for ``{length: lists}``: ``lists_per_batch`` in every bucket, else a budget
+    of ``batch_items`` padded items and at most ``max_lists`` lists per batch."""
     counts = [0] * len(edges)
     for length, count in lengths.items():
         n = int(length)

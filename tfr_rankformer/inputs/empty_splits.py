@@ -1,7 +1,5 @@
-"""Splits a conversion left without lists (``--min-list-size``): warned about by
-tfr-convert, refused for training, left out of evaluation, refused by ``tfr-eval`` by name.
-A split whose items all share one label is as empty for ranking (no list has two different
-labels): refused for training, left out of evaluation with a warning.
+"""Splits a conversion left without lists, or whose items all share one label: refused for
+training, left out of evaluation with a warning, refused by ``tfr-eval`` by name.
 
 >>> entry = {"num_lists": 0, "input_lists": 3, "lists_dropped": {"min_list_size": 3}}
 >>> manifest = Manifest.coerce({"parameters": {"min_list_size": 5}, "splits": {"vali": entry}})
@@ -35,8 +33,7 @@ def empty_splits(manifest: Manifest) -> list[str]:
 
 
 def one_label(*histograms) -> str | None:
-    """The one label value of every item the recorded ``histograms`` count (``None``:
-    several, or none recorded).
+    """The one label of every item ``histograms`` count (``None``: several or unrecorded).
 
     >>> one_label({"0": 7, "1": 0}, None), one_label({"0": 7, "1": 2})
     ('0', None)
@@ -61,7 +58,7 @@ def _no_ranking(split: str, data_dir: str, value: str) -> str:
 
 
 def why_empty(manifest: Manifest, split: str, *, manifest_path: str = "its manifest.json") -> str:
-    """Why ``split`` holds no lists, as its manifest (named ``manifest_path``) records it."""
+    """Why ``split`` holds no lists, as its manifest records it."""
     entry = manifest.split(split)
     dropped = {reason: n for reason, n in (entry.lists_dropped or {}).items() if n}
     if not dropped:
@@ -95,8 +92,7 @@ def _remedy(manifest: Manifest, split: str) -> str:
 def empty_split_error(
     manifest: Manifest, split: str, *, data_dir: str, then: str | None = None
 ) -> EmptySplitError:
-    """The error for the empty ``split`` of ``data_dir``: why it is empty, and
-    ``then`` (default: how to convert the data so that it is not)."""
+    """The error for the empty ``split``: why, and ``then`` (default: how to convert)."""
     path = os.path.join(data_dir, MANIFEST_NAME)
     return EmptySplitError(
         f"the {split!r} split of {data_dir} holds no lists "
@@ -105,9 +101,8 @@ def empty_split_error(
 
 
 def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
-    """``manifest`` without its ``vali`` and ``test`` splits that are empty or all of one
-    label (a warning for each); such a ``train`` split raises ``EmptySplitError``, naming
-    why and what to change."""
+    """``manifest`` without its empty or one-label evaluation splits (with a warning); such a
+    ``train`` split raises ``EmptySplitError``."""
     empty = empty_splits(manifest)
     path = os.path.join(data_dir, MANIFEST_NAME)
     if _TRAIN in empty:

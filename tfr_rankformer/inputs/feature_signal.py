@@ -1,6 +1,5 @@
-"""Features that carry no signal to rank by: one value on every training item (from the
-manifest's statistics, before training), or one value within every training list (from
-the lists a run holds in memory); both are warned about by name and count.
+"""Warnings naming features of one value on every training item (from the manifest) or
+within every training list (from the lists held in memory): no signal to rank by.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ _CHUNK_VALUES = 1 << 22  # values per temporary array of a padded layout's check
 
 
 def constant_features(manifest: Manifest) -> list[str]:
-    """The features whose every training item holds one value (the normalisation's
-    ``min`` equals its ``max``), by name.
+    """The features whose normalisation ``min`` equals its ``max``, by name.
 
     >>> normalization = {"min": [0.0, 1.0, 2.0], "max": [0.0, 3.0, 2.0]}
     >>> constant_features(Manifest.coerce({"normalization": normalization}))
@@ -41,9 +39,8 @@ def _names(manifest: Manifest, count: int) -> list[str]:
 
 
 def varies_within_lists(features: np.ndarray, starts, lengths) -> np.ndarray:
-    """``[d]`` bool: whether each feature takes two values within some list. ``features``
-    is flat ``[items, d]`` (list ``i`` at rows ``starts[i]:starts[i] + lengths[i]``) or
-    padded ``[lists, L, d]`` (``starts`` unused).
+    """``[d]`` bool: whether each feature varies within some list of flat ``[items, d]`` or
+    padded ``[lists, L, d]`` ``features``.
 
     >>> varies_within_lists(np.array([[1.0, 5.0], [1.0, 6.0], [2.0, 7.0]]), [0, 2], [2, 1])
     array([False,  True])
@@ -69,8 +66,7 @@ def varies_within_lists(features: np.ndarray, starts, lengths) -> np.ndarray:
 
 
 def warn_fixed_within_lists(manifest: Manifest, varies: np.ndarray, *, data_dir: str) -> None:
-    """A warning naming the features that vary only between lists (``varies``: see
-    ``varies_within_lists``), those constant everywhere being named already."""
+    """A warning naming the features that vary only between lists."""
     constant = set(constant_features(manifest))
     names = _names(manifest, len(varies))
     fixed = [n for n, v in zip(names, varies) if not v and n not in constant]

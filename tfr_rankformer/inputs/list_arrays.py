@@ -1,6 +1,5 @@
-"""A converted split as flat numpy arrays: one row per item, lists as offsets, as tree
-models (LightGBM) take them; the shared metrics take padded ``[num_lists, max_list]``
-arrays, which :meth:`ListArrays.padded` makes.
+"""A converted split as flat numpy arrays, one row per item and lists as offsets, as
+LightGBM takes them.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from tfr_rankformer.inputs.manifest import Manifest
 
 @dataclasses.dataclass(frozen=True)
 class ListArrays:
-    """Items of consecutive lists: ``[num_items]`` rows of raw ``features``, ``label`` and
-    ``relevance``, ``[num_lists]`` ``qid``; list ``i`` is rows ``offsets[i]:offsets[i + 1]``."""
+    """Items of consecutive lists; list ``i`` is rows ``offsets[i]:offsets[i + 1]``."""
 
     features: np.ndarray
     label: np.ndarray

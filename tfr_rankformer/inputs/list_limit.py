@@ -1,7 +1,5 @@
-"""The most items a model's list may hold (a learned position table's size), declared by
-the model (``ModelConfig.list_limit``) and checked against the data before anything runs:
-by the run plan against every split (evaluation scores whole lists) and by tfr-predict
-against its input.
+"""The most items a model's list may hold (``ModelConfig.list_limit``), checked against
+the data before anything runs.
 
 >>> limit = ListLimit(32, "its learned positional encoding's --max-positions 32",
 ...                   "set --max-positions {longest} or more, or --positional-encoding fixed")
@@ -25,15 +23,14 @@ class ListLimitError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ListLimit:
-    """``items`` a list holds at most, ``what`` sets that limit, and the flags that ``fix``
-    it (``{longest}`` stands for the longest list found)."""
+    """``items`` a list holds at most, ``what`` sets it, and the flags that ``fix`` it."""
 
     items: int
     what: str
     fix: str = ""
 
     def check(self, longest: int, *, where: str) -> None:
-        """Raises ``ListLimitError`` when ``longest`` (``where``'s longest list) is over."""
+        """Raises ``ListLimitError`` when ``where``'s ``longest`` list is over."""
         if longest <= self.items:
             return
         fix = self.fix.format(longest=longest)

@@ -1,9 +1,5 @@
-"""Checking TFRecord shards before a command reads them.
-
-``tf.data`` reports a shard cut short or corrupted only when it reaches the bad record,
-without the file's name. :func:`check_tfrecord_file` walks a shard's framing first
-(``length: uint64, masked crc32c(length): uint32, data, masked crc32c(data): uint32``), so
-commands stop before writing anything, naming the file and the record.
+"""Checking TFRecord shards before a command reads them: ``tf.data`` reports a bad record
+only when it reaches it, without the file's name.
 """
 
 from __future__ import annotations
@@ -39,8 +35,8 @@ def _masked_crc(data: bytes) -> int:
 
 
 def check_tfrecord_file(path: str, *, expected_records: int | None = None) -> int:
-    """Verifies an uncompressed TFRecord file's framing and checksums (and its manifest's
-    ``expected_records``); returns its number of records, else a ``RecordFileError``."""
+    """An uncompressed TFRecord file's record count after checking its framing, checksums and
+    ``expected_records``, else a ``RecordFileError``."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such TFRecord file (listed by the manifest)")
     size = os.path.getsize(path)
@@ -96,8 +92,7 @@ def check_split_files(data_dir: str, manifest: Manifest, splits: list[str] | Non
 
 
 def read_records(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(record number from 1, serialized record)`` of one TFRecord file, via ``tf.data``;
-    a ``RecordFileError`` names the record where it finds bad data."""
+    """``(record number from 1, record)`` of a TFRecord file, or ``RecordFileError``."""
     import tensorflow as tf
 
     number = 0

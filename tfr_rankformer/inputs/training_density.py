@@ -1,8 +1,5 @@
-"""Whether a model's training data gave every feature on every item.
-
-``tfr-convert`` counts per split the items whose input lacked a feature
-(``input.items_with_missing_features``); a model whose training data counts none never saw
-a filled-in feature, so ``tfr-predict`` refuses input lines that stop short for it.
+"""Whether a model's training data gave every feature on every item: ``tfr-predict``
+refuses short input lines for a model that never saw a filled-in feature.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ _RUN_CONFIG = "config.json"
 
 @dataclasses.dataclass(frozen=True)
 class TrainingDensity:
-    """Whether no item of the training data lacked a feature (``None``: unknown, and
-    ``reason`` says why)."""
+    """Whether no training item lacked a feature (``None``: unknown, ``reason`` says why)."""
 
     dense: bool | None
     reason: str = ""
@@ -55,8 +51,8 @@ def _run_directory(model: str) -> str | None:
 
 
 def training_density(model: str) -> TrainingDensity:
-    """The density of the data ``model`` (a run or an export) was trained on, from its
-    run's ``config.json`` and that data's manifest; unknown, never an error, when unreadable."""
+    """The density of the data ``model`` (a run or an export) was trained on; unknown, never
+    an error, when unreadable."""
     run = _run_directory(model)
     if run is None:
         return TrainingDensity(None, f"{model} is not inside the run that trained it")

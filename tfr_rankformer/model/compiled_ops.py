@@ -1,8 +1,7 @@
 """XLA-compiled element-wise pieces of the training step (dropout; bias + GELU + dropout),
-each one loop instead of a dozen kernels. Masks hash a key and each element's position, so
-the backward pass recomputes them. Training only; ``TFR_RANKFORMER_COMPILED_OPS=0``/``1``
-overrides :func:`default` (``tfr-train`` uses them only for batches of one shape, since XLA
-keeps memory per compiled shape).
+each one loop instead of a dozen kernels; masks hash a key and each element's position, so
+the backward pass recomputes them. ``TFR_RANKFORMER_COMPILED_OPS=0``/``1`` overrides
+:func:`default`.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ def _mix(u):
 
 
 def keep_mask(shape, key, rate: float):
-    """A bool tensor of ``shape``, True where dropout keeps an element, from the hash of
-    its position and the ``[2]`` int32 ``key``."""
+    """True where dropout keeps an element, from its position's hash with ``key``."""
     rate = _check_rate(rate)
     shape = tf.cast(shape, tf.int32)
     size = tf.reduce_prod(shape)
@@ -86,8 +84,7 @@ def _bias_gelu_dropout_gradient(upstream, h, bias, key, rate):
 
 
 def dropout(x, key, rate: float):
-    """Inverted dropout: ``x / (1 - rate)`` where ``keep_mask(x.shape, key, rate)``, else 0;
-    the gradient goes through the same mask."""
+    """Inverted dropout through ``keep_mask``; the gradient goes through the same mask."""
     rate = _check_rate(rate)
 
     @tf.custom_gradient
@@ -101,8 +98,7 @@ def dropout(x, key, rate: float):
 
 
 def bias_gelu_dropout(h, bias, key, rate: float):
-    """``dropout(gelu(h + bias))`` with exact GELU as one compiled loop, for ``[..., F]``
-    float32 or bfloat16 ``h`` and ``[F]`` ``bias``; differentiable in both."""
+    """``dropout(gelu(h + bias))`` as one compiled loop, for ``[..., F]`` ``h``."""
     rate = _check_rate(rate)
 
     @tf.custom_gradient

@@ -1,7 +1,4 @@
-"""The listwise models' Transformer encoder layer: PyTorch's
-``TransformerEncoderLayer(norm_first=True)``, as the RankFormer paper's, with no positional
-encoding (permutation-equivariant over items).
-"""
+"""The RankFormer's encoder layer: PyTorch's ``TransformerEncoderLayer(norm_first=True)``."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ def mask_bias(mask, dtype):
 
 @serializable
 class PreNormEncoderLayer(tf.keras.layers.Layer):
-    """One pre-LayerNorm encoder layer over a masked list: ``x + Dropout(SelfAttention(
-    LayerNorm(x)))``, then ``x + Dropout(Linear(Dropout(activation(Linear(LayerNorm(x))))))``
-    (``"gelu"``: exact GELU); ``init`` ``pytorch`` as ``torch.nn.TransformerEncoderLayer``."""
+    """A pre-LayerNorm encoder layer over a masked list: ``x + Dropout(SelfAttention(
+    LayerNorm(x)))``, then ``x + Dropout(FF(LayerNorm(x)))``."""
 
     def __init__(
         self,
@@ -79,8 +75,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return self.attention_out(self._attend(self.qkv(h), mask, training))
 
     def _split_heads(self, qkv):
-        """The input projection ``[B, L, 3 D]`` as ``q, k, v`` ``[B, H, L, D / H]`` and the
-        scale of their products."""
+        """``[B, L, 3 D]`` -> ``q, k, v`` ``[B, H, L, D / H]`` and their products' scale."""
         batch, length, heads = tf.shape(qkv)[0], tf.shape(qkv)[1], self.num_heads
         head_dim = qkv.shape[-1] // 3 // heads
 
@@ -93,8 +88,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return q, k, v, tf.cast(head_dim**-0.5, qkv.dtype)
 
     def _attend(self, qkv, mask, training):
-        """The heads' context from the input projection ``[B, L, 3 D]``, merged, before the
-        output projection: ``[B, L, D]``."""
+        """The heads' merged context ``[B, L, D]`` from the projection ``[B, L, 3 D]``."""
         q, k, v, scale = self._split_heads(qkv)
         scores = tf.matmul(q, k, transpose_b=True) * scale + mask_bias(mask, qkv.dtype)
         weights = self.dropout_weights(tf.nn.softmax(scores, axis=-1), training=training)
@@ -110,8 +104,7 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return merged
 
     def _compiled_feed_forward_hidden(self, h):
-        """Training's ``Dropout(GELU(ff_in(h)))``, the last three as one compiled loop:
-        ``[B, L, D] -> [B, L, F]``."""
+        """Training's ``Dropout(GELU(ff_in(h)))`` with a compiled loop, ``[..., D] -> [..., F]``."""
         if not self.ff_in.built:
             self.ff_in.build(h.shape)
         if not self.dropout_ff.built:
@@ -141,9 +134,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         return x + self._feed_forward(x, training)
 
     def _packed_call(self, x, mask, training):
-        """``call`` with the item-wise parts on the valid items only (``packed_items``),
-        as one ``[1, R, D]`` list that sees few shapes and so runs the compiled pieces;
-        the attention, whose shape follows the bucket, keeps plain ops."""
+        """``call`` with the item-wise parts on the valid items only (``packed_items``), as
+        one ``[1, R, D]`` list of few shapes that runs the compiled pieces."""
         rows, shape = packed_items.valid_rows(mask), tf.shape(mask)
 
         def packed(t):  # [B, L, D] -> [1, R, D]

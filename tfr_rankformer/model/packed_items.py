@@ -1,7 +1,5 @@
-"""Padded lists packed to their valid items, so the item-wise parts of an encoder skip the
-padding of length-bucketed batches (only attention sees ``[batch, list, dim]``); valid items'
-values are unchanged. ``tfr-train`` packs bucketed runs (:func:`default`);
-``TFR_RANKFORMER_PACKED_ITEMS`` (``0``/``1``) overrides it.
+"""Padded lists packed to their valid items, so an encoder's item-wise parts skip the
+padding; ``TFR_RANKFORMER_PACKED_ITEMS`` (``0``/``1``) overrides :func:`default`.
 
 >>> x, mask = tf.reshape(tf.range(6.0), [1, 3, 2]), tf.constant([[True, False, True]])
 >>> rows = valid_rows(mask)
@@ -68,8 +66,7 @@ def _scatter_rows(packed, rows, shape):
 
 
 def pack(x, rows, block: int = ROW_BLOCK):
-    """``[B, L, D] -> [R, D]``: the ``valid_rows``, in order, then zero rows up to
-    ``R = padded_count(N, block)``."""
+    """``[B, L, D] -> [R, D]``: the ``valid_rows``, then zero rows up to a ``block``."""
     dim = tf.shape(x)[-1]
     flat = tf.reshape(x, _flat_shape(tf.shape(x), dim))  # [B, L, D] -> [B * L, D]
     out = _gather_rows(flat, rows, padded_count(tf.shape(rows)[0], block))
@@ -78,8 +75,7 @@ def pack(x, rows, block: int = ROW_BLOCK):
 
 
 def unpack(packed, rows, list_shape):
-    """``[R, D] -> [B, L, D]`` for the mask's shape ``list_shape``, zeros at padding:
-    the inverse of :func:`pack`."""
+    """``[R, D] -> [B, L, D]`` (``list_shape``), zeros at padding: :func:`pack`'s inverse."""
     dim = tf.shape(packed)[-1]
     flat = _scatter_rows(packed, rows, _flat_shape(list_shape, dim))  # [B * L, D]
     out = tf.reshape(flat, tf.concat([list_shape, [dim]], axis=0))

@@ -1,6 +1,5 @@
-"""Layers of the RankFormer's listwise peers: allRank's context-aware ranker (post-LayerNorm
-block, positional encodings) and the summary-token ranker (global-local attention). Both
-encoder layers reuse the RankFormer encoder layer's projections, dropout and feed-forward.
+"""Layers of the RankFormer's peers: allRank's context-aware ranker (post-LayerNorm block,
+positional encodings) and the summary-token ranker (global-local attention).
 """
 
 from __future__ import annotations
@@ -31,9 +30,8 @@ class PostNormEncoderLayer(PreNormEncoderLayer):
 
 @serializable
 class GlobalLocalEncoderLayer(PreNormEncoderLayer):
-    """A pre-LayerNorm encoder layer whose ``num_global`` leading tokens (``[CLS]`` and the
-    summary tokens, always valid) attend to every token, while each item attends only to
-    them and to itself: cost linear in the list length, still permutation-equivariant."""
+    """A pre-LayerNorm encoder layer whose ``num_global`` leading tokens attend to every
+    token, each item only to them and itself: cost linear in the list length."""
 
     def __init__(self, num_global: int = 1, **kwargs):
         super().__init__(**kwargs)

@@ -1,8 +1,6 @@
-"""Dense layers of the models: :class:`Dense`, Keras's ``Dense`` (same weights and config)
-whose kernel and bias gradients take the faster route on CPU (:func:`matmul_last_axis`,
-:func:`column_sums`), and the initialisation schemes: ``pytorch`` (``torch.nn.Linear``'s,
-the released code's) or ``keras`` (Glorot-uniform, zero biases). Every call makes new
-initializers: one unseeded initializer reused gives several weights identical values.
+"""Dense layers whose gradients take the faster route on CPU, and the initialisation
+schemes ``pytorch`` (``torch.nn.Linear``'s) and ``keras`` (Glorot-uniform, zero biases);
+initializers are made anew per weight (one reused gives several weights equal values).
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def _matmul_2d(x, kernel):
 
 
 def matmul_last_axis(x, kernel):
-    """``[..., n_in] @ [n_in, n_out]`` as one 2-D product: ``tf.tensordot(x, kernel, 1)``'s
-    values and gradients."""
+    """``tf.tensordot(x, kernel, 1)`` as one 2-D product."""
     n_out = kernel.shape[-1]
     if x.shape.rank == 2:
         return _matmul_2d(x, kernel)

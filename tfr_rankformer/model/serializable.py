@@ -25,11 +25,8 @@ def _arguments(cls) -> list[str]:
 
 
 def serializable(cls):
-    """Registers the Keras layer, loss or optimizer ``cls`` under ``tfr_rankformer``.
-
-    Unless ``cls`` defines ``get_config``, it gets one that adds each constructor
-    argument, read from the attribute of the same name, to its base's config.
-    """
+    """Registers the Keras object ``cls``, with a ``get_config`` (unless it has one) adding
+    each constructor argument's same-named attribute to its base's config."""
     if "get_config" not in vars(cls):
         names = _arguments(cls)
 

@@ -1,7 +1,5 @@
-"""Faster equivalents of ``tf.searchsorted(table, x, side="right")`` for the quantile
-transform, with the same indices, so the features stay bit for bit the same:
-:func:`row_chunked_search` runs row chunks side by side (the layer: no XLA in exports);
-:func:`upper_bound` is a compiled branch-free search for the input pipeline.
+"""Faster, bit-exact equivalents of ``tf.searchsorted(table, x, side="right")`` for the
+quantile transform: row chunks side by side (the layer), or compiled (the input pipeline).
 
 >>> table = np.array([[0.0, 1.0], [5.0, 6.0]], np.float32)
 >>> search = row_chunked_search(table, chunks=2, split_from=1)
@@ -23,9 +21,8 @@ _WIDTH_STEP = 4096
 
 
 def row_chunked_search(table: np.ndarray, *, chunks: int = CHUNKS, split_from: int = SPLIT_FROM):
-    """``search(table_tensor, x)`` for the ``[d, Q]`` float32 ``table`` and ``[d, n]``
-    values ``x``, in up to ``chunks`` row chunks (constants of the traced graph) when ``x``
-    holds at least ``split_from`` values."""
+    """``search(table_tensor, x)`` over ``chunks`` row chunks of ``table`` when ``x`` holds
+    at least ``split_from`` values."""
     bounds = np.linspace(0, table.shape[0], min(chunks, table.shape[0]) + 1).astype(int)
     parts = [(tf.constant(table[a:b]), a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -62,8 +59,7 @@ _compiled_search = tf.function(_branch_free_search, jit_compile=True, autograph=
 
 
 def upper_bound(table: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-    """``tf.searchsorted(table, x, side="right")`` for ``[d, Q]`` and ``[d, n]`` float32,
-    compiled; NaN values give 0 (the transform keeps NaN either way).
+    """``tf.searchsorted(table, x, side="right")``, compiled; NaN gives 0.
 
     >>> table = tf.constant([[0.0, 1.0, 1.0, 2.0]])
     >>> upper_bound(table, tf.constant([[-1.0, 0.0, 1.0, 1.5, 9.0]])).numpy().tolist()
@@ -77,8 +73,7 @@ def upper_bound(table: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 
 
 def pipeline_normalization(layer):
-    """``layer`` (a ``FeatureNormalization``, or ``None``) as the input pipeline applies
-    it: the quantile method with ``upper_bound``, bit for bit the layer's output."""
+    """``layer`` (or ``None``) as the input pipeline applies it: quantiles by ``upper_bound``."""
     if layer is None or getattr(layer, "method", None) != "quantile":
         return layer
     return lambda features: layer.transform(features, search=upper_bound)

@@ -1,7 +1,6 @@
-"""The one training loop of every neural model, with tf.distribute: the run's family object
-(``core.model_spec.RunFamily``) supplies what differs; the loop does the memory refusal,
-the run directory (``run_layout``), the callbacks, the fit and the final evaluation. Under a
-multi-worker ``TF_CONFIG`` every worker trains on its shard of the files; the chief writes.
+"""The one training loop of every neural model, with tf.distribute: the family object
+supplies what differs; the loop does the memory refusal, the run directory, the callbacks,
+the fit and the final evaluation. Under a multi-worker ``TF_CONFIG`` the chief writes.
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 def choose_strategy() -> tf.distribute.Strategy:
-    """MultiWorkerMirrored when ``TF_CONFIG`` names several training workers (chief
-    included), Mirrored on several GPUs, else the default strategy."""
+    """MultiWorkerMirrored for several workers, Mirrored on several GPUs, else the default."""
     if worker_role().multi_worker:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_physical_devices("GPU")) > 1:
@@ -100,15 +98,12 @@ def train(
     existing: str = "refuse",
 ) -> dict:
     """Trains a neural model, keeps the best weights, evaluates every split; returns
-    ``metrics.json``'s content (``{}`` on a multi-worker job's non-chief workers).
+    ``metrics.json``'s content (``{}`` on non-chief workers).
 
     ``verbose`` 1 without a terminal logs progress lines every ``progress_seconds``;
-    ``final_weights``: also write the weights training ended with to this ``.npz``;
-    ``callbacks`` run after the loop's own (their logs hold the ``val_*`` metrics);
-    ``existing``: ``refuse``, ``resume`` or ``overwrite`` a run in ``model_dir``.
-
-    Raises:
-      run_plan.MemoryLimitError: the run would not fit in memory (before its first step).
+    ``final_weights``: also write the last weights to this ``.npz``; ``callbacks`` run
+    after the loop's own; ``existing``: ``refuse``, ``resume`` or ``overwrite`` a run.
+    ``run_plan.MemoryLimitError`` refuses a run that would not fit, before its first step.
     """
     chief = worker_role().is_chief
     if chief and existing == "refuse":  # refused before the data is read
@@ -151,8 +146,7 @@ def train(
 
 
 def _precision(config: TrainConfig, mixed: bool, *, gpu: bool) -> str:
-    """The run's precision (``mixed``: whether the family may train in mixed precision,
-    float32 on a GPU too otherwise); a warning when it would run slowly on this CPU."""
+    """The run's precision (``mixed``: whether the family may), warning if slow here."""
     precision = resolve_precision(config.precision, config.mixed_precision, gpu=gpu and mixed)
     warning = cpu_precision_warning(precision, gpu=gpu, native_bf16=gpu or native_bf16_cpu())
     if warning:

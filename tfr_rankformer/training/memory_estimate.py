@@ -1,9 +1,6 @@
-"""A run's peak memory, estimated before its first step, and the memory the machine has.
-
-The estimate adds the runtime (TensorFlow, the model, its optimizer state), the training
-lists held in memory, the input pipeline (cache, shuffle buffer, partial and prefetched
-batches), the largest training step's activations (per padded item and attention entry)
-and evaluation. The constants were fitted to measured peaks (``docs/results.md``).
+"""A run's peak memory, estimated before its first step: the runtime, the lists held in
+memory, the input pipeline, the largest step's activations and evaluation, with constants
+fitted to measured peaks (``docs/results.md``); and the memory the machine has.
 
 >>> step_bytes(_Shape(width=136, layers=3, heads=1, ff=512, head=128, extra=1, units=()),
 ...            lists=2048, length=16, num_features=136) / 2**30  # doctest: +ELLIPSIS
@@ -34,9 +31,8 @@ _FORWARD_SHARE = 0.35  # a forward pass without gradients, against a training st
 
 @dataclasses.dataclass(frozen=True)
 class _Shape:
-    """What a model's activations depend on: the encoder's width (0: none), layers, heads
-    and feed-forward width, the heads' hidden width, the tokens added to each list
-    ([CLS], summary tokens) and an MLP's hidden widths."""
+    """What a model's activations depend on (``width`` 0: no encoder; ``extra``: tokens
+    added to each list; ``units``: an MLP's widths)."""
 
     width: int
     layers: int
@@ -78,9 +74,8 @@ def format_gb(n: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryEstimate:
-    """A run's estimated peak by part, in bytes (see the module docstring); ``step_batch``:
-    ``(lists, length)`` of the largest training batch; ``resident``: the training lists
-    held in memory (0: read every epoch)."""
+    """A run's estimated peak by part, in bytes; ``step_batch``: the largest training
+    batch's ``(lists, length)``."""
 
     runtime: int
     pipeline: int
@@ -155,8 +150,7 @@ def _own_rss() -> int:
 
 
 def available_memory() -> int | None:
-    """Bytes this process may grow to: what it holds now plus what the machine (or
-    its cgroup) has available; ``None`` where neither can be read."""
+    """Bytes this process may grow to: its RSS plus what the machine or cgroup has free."""
     rooms = [r for r in (_meminfo_available(), _cgroup_room()) if r is not None]
     if not rooms:
         return None

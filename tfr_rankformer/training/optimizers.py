@@ -1,8 +1,5 @@
-"""The optimizers and learning-rate schedules of ``tfr-train`` runs: ``adamw`` (the
-RankFormer's) or ``adam`` (allRank's), epsilon added as ``torch.optim`` adds it
-(``adam_epsilon`` ``pytorch``, as both reference implementations) or as Keras does; the
-released code's ``epoch_inverse_sqrt``, its per-step ``step_inverse_sqrt``, and allRank's
-``step_decay``.
+"""The optimizers (``adamw``, ``adam``; epsilon placed as ``torch.optim`` or as Keras) and
+learning-rate schedules of ``tfr-train`` runs.
 """
 
 from __future__ import annotations
@@ -15,8 +12,7 @@ from tfr_rankformer.training.train_config import TrainConfig
 
 class _PyTorchEpsilon:
     """Adam's update with epsilon added to the bias-corrected ``sqrt(v_hat)``, as
-    ``torch.optim``; the rest (AdamW's decoupled decay among it) is Keras's. Sparse
-    gradients are made dense: Keras's sparse branch decays every row's moments too."""
+    ``torch.optim``; the rest is Keras's. Sparse gradients are made dense."""
 
     def update_step(self, gradient, variable):
         if self.amsgrad:
@@ -68,9 +64,9 @@ class InverseSqrtDecay(_Schedule):
 
 @serializable
 class EpochSchedule(_Schedule):
-    """A rate that changes once per epoch (from 0), as a PyTorch ``LambdaLR``/``StepLR``
-    stepped after each: ``epoch_inverse_sqrt`` 1 before epoch ``start``, then
-    ``(e - start + 1) ** -0.5``; ``step_decay`` ``0.1 ** (e // start)``."""
+    """A rate that changes once per epoch ``e``, as PyTorch's ``LambdaLR``/``StepLR``:
+    ``epoch_inverse_sqrt`` ``(e - start + 1) ** -0.5`` from ``start``; ``step_decay``
+    ``0.1 ** (e // start)``."""
 
     def __init__(self, learning_rate: float, steps_per_epoch: int, kind: str, start: int):
         if kind not in ("epoch_inverse_sqrt", "step_decay"):

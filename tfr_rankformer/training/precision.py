@@ -1,8 +1,5 @@
-"""A training run's compute precision, and the Keras dtype policy that carries it.
-
-``bf16`` and ``float16`` are mixed precision: layers compute in that type and keep float32
-variables (``float16`` also scales the loss); the output heads and the feature
-normalisation stay float32. Trained runs are reloaded in float32.
+"""A training run's compute precision, and the Keras dtype policy that carries it (``bf16``
+and ``float16`` are mixed: float32 variables, heads and normalisation).
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ def _alias(mixed_precision: bool) -> str:
 
 
 def check_precision(precision: str | None, mixed_precision: bool | None) -> None:
-    """Refuses a ``precision`` that ``mixed_precision`` (its alias: on is float16, off
-    float32) contradicts."""
+    """Refuses a ``precision`` that its alias ``mixed_precision`` contradicts."""
     if None not in (precision, mixed_precision) and precision != _alias(mixed_precision):
         raise ValueError(
             f"`mixed_precision` {'on' if mixed_precision else 'off'} means `precision` "
@@ -36,8 +32,7 @@ def check_precision(precision: str | None, mixed_precision: bool | None) -> None
 
 
 def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gpu: bool) -> str:
-    """``precision`` if given, else the one ``mixed_precision`` stands for, else float16
-    with a GPU and float32 without.
+    """``precision``, else ``mixed_precision``'s, else float16 on a GPU and float32 without.
 
     >>> resolve_precision(None, None, gpu=False), resolve_precision(None, True, gpu=False)
     ('float32', 'float16')
@@ -48,8 +43,7 @@ def resolve_precision(precision: str | None, mixed_precision: bool | None, *, gp
 
 
 def cpu_precision_warning(precision: str, *, gpu: bool, native_bf16: bool | None) -> str | None:
-    """What to warn of when ``precision`` runs slowly on this CPU: bf16 without bfloat16
-    instructions is emulated, and TensorFlow's CPU kernels have no fast float16 path."""
+    """A warning when ``precision`` runs slowly on this CPU."""
     if gpu:
         return None
     if precision == "bf16" and native_bf16 is False:
@@ -77,7 +71,7 @@ def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
 
 @contextlib.contextmanager
 def precision_policy(precision: str):
-    """Keras's global policy set to ``precision``'s inside the block, the previous one after."""
+    """Keras's global policy set to ``precision``'s inside the block."""
     import tensorflow as tf
 
     previous = tf.keras.mixed_precision.global_policy()

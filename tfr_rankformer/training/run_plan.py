@@ -1,6 +1,5 @@
-"""What a training run will do before it starts: list cap, length buckets, batch sizes,
-steps per epoch and peak memory (``RunPlan.describe()`` is logged before the first step);
-a run that cannot fit is refused with the flags that would make it fit.
+"""A training run's plan before it starts: list cap, buckets, batches, steps and peak
+memory; a run that cannot fit is refused with the flags that would make it fit.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ __all__ = [
 ]
 
 SHUFFLE_BUFFER = 10_000
-# The shuffle buffer holds about this many items (10,000 lists of the paper's 16), so
-# that long lists neither fill memory nor delay the first step.
+# The shuffle buffer holds about this many items (10,000 lists of the paper's 16).
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16
 _ROW = 4  # bytes per float
 
@@ -52,8 +50,8 @@ class MemoryLimitError(ValueError):
 
 
 def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
-    """Items a training list keeps at most (``None``: whole lists): ``--list-size``, else
-    the click simulation's sample size, else the model's ``slate_size``."""
+    """Items a training list keeps at most: ``--list-size``, else the click simulation's
+    sample size, else the model's ``slate_size`` (``None``: whole lists)."""
     if config.list_size is not None:
         return config.list_size
     if manifest.clicks is not None:
@@ -62,8 +60,7 @@ def list_cap(config: TrainConfig, manifest: Manifest) -> int | None:
 
 
 def shuffle_lists(manifest: Manifest) -> int:
-    """Lists the training shuffle buffer holds: about ``SHUFFLE_ITEMS`` items of the
-    training split's mean list length, at most ``SHUFFLE_BUFFER``.
+    """Lists the training shuffle buffer holds: about ``SHUFFLE_ITEMS`` items.
 
     >>> train = {"num_lists": 18_900, "num_items": 2_279_173}
     >>> shuffle_lists(Manifest.coerce({"splits": {"train": train}}))
@@ -124,9 +121,8 @@ class RunPlan:
 def batch_plan(
     config, lengths: dict, longest: int, cap: int | None, *, one_bucket: bool, item_tokens: int = 1
 ) -> batching.BatchPlan:
-    """The training split's batches: lists of ``lengths`` (``{length: count}``) cut at
-    ``cap``, grouped by length (in one bucket if ``one_bucket``), ``--batch-size`` lists
-    per batch or as many as fit ``--batch-items`` (of ``item_tokens`` per item)."""
+    """The training split's batches of ``lengths`` (``{length: count}``) cut at ``cap``:
+    ``--batch-size`` lists or as many as fit ``--batch-items`` (``item_tokens`` an item)."""
     edges = batching.bucket_edges(longest, cap=cap)
     edges = edges[-1:] if one_bucket else edges
     clipped = batching.clipped_lengths(lengths, edges[-1])
@@ -139,8 +135,7 @@ def batch_plan(
 
 
 def largest_step(plan: batching.BatchPlan, step_bytes) -> tuple[int, tuple[int, int]]:
-    """The largest training step's bytes (``step_bytes(lists, length)``) and its
-    ``(lists, length)``; a bucket's batches hold at most its lists."""
+    """The largest step's bytes (``step_bytes(lists, length)``) and ``(lists, length)``."""
     used = [(min(b, c), e) for b, e, c in zip(plan.lists_per_batch, plan.edges, plan.counts) if c]
     used = used or [(plan.lists_per_batch[0], plan.edges[0])]
     return max(((step_bytes(b, e), (b, e)) for b, e in used), key=lambda sized: sized[0])
@@ -164,8 +159,7 @@ def _pipeline_bytes(manifest: Manifest, plan: batching.BatchPlan, *, resident: b
 
 
 def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.BatchPlan) -> int:
-    """What ``inputs.resident_lists`` holds of the training split (0 when read every
-    epoch): padded to the one bucket when all fit it, else its items."""
+    """What ``inputs.resident_lists`` holds of the training split (0: streamed)."""
     if not config.lists_in_memory:
         return 0
     entry = manifest.split("train")
@@ -177,8 +171,8 @@ def _resident_bytes(config: TrainConfig, manifest: Manifest, plan: batching.Batc
 def plan_run(
     config: TrainConfig, manifest: Manifest, *, data_dir: str, worker: WorkerRole | None = None
 ) -> RunPlan:
-    """Plans the training run of ``config`` on the dataset ``data_dir``; a list longer than
-    the model takes, in any split, raises ``ListLimitError`` (evaluation keeps every item)."""
+    """Plans ``config``'s run on ``data_dir``; ``ListLimitError`` for a list the model
+    cannot take, in any split."""
     worker = worker or WorkerRole()
     limit = config.architecture.list_limit()
     if limit is not None:
@@ -240,9 +234,9 @@ def estimate_memory(
 def check_memory(
     run: RunPlan, config: TrainConfig, *, item_tokens: int = 1, shorter_lists: int = 256
 ) -> None:
-    """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit.
-    ``item_tokens``: what an item counts in ``--batch-items`` (a text run's are tokens);
-    ``shorter_lists``: the ``--list-size`` suggested when lists are longer."""
+    """Raises ``MemoryLimitError`` when the estimate exceeds the limit, naming flags that fit
+    (``item_tokens``: an item's count in ``--batch-items``; ``shorter_lists``: a
+    ``--list-size`` to suggest)."""
     if run.limit is None or run.memory.peak * SAFETY_MARGIN <= run.limit:
         return
     memory = run.memory

@@ -23,8 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 class Throughput(tf.keras.callbacks.Callback):
-    """Adds ``lists_per_sec`` (training lists per second so far in the epoch) to the logs;
-    mid-epoch, step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists."""
+    """Adds ``lists_per_sec`` (so far in the epoch) to the logs."""
 
     def __init__(self, lists_per_epoch: int, steps_per_epoch: int):
         super().__init__()
@@ -49,8 +48,7 @@ class Throughput(tf.keras.callbacks.Callback):
 
 
 def attached_to_terminal() -> bool:
-    """Whether both standard output (Keras's redrawn progress bar) and standard error (the
-    log) are terminals; a missing, closed or file-like stream is none."""
+    """Whether standard output and standard error are both terminals."""
     try:
         return sys.stdout.isatty() and sys.stderr.isatty()
     except (AttributeError, ValueError, OSError):
@@ -63,8 +61,7 @@ def _amount(value: float) -> str:
 
 
 def _metric(value) -> str:
-    """A loss or metric as the Keras bar shows it: four decimals, or four in exponent form
-    when it is tiny or huge; anything that is not a number as it prints."""
+    """A loss or metric as the Keras bar shows it."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -81,9 +78,7 @@ class ProgressLines(tf.keras.callbacks.Callback):
         epoch 1/200 step 40/81 (49%) 61 s, 152 lists/s, loss 1.2345, epoch ETA 63 s
         epoch 1/200 done: 81 steps in 125 s, 152 lists/s, loss 1.2011; validation 4.21 s, ...
 
-    Step ``s`` of ``S`` counts ``lists_per_epoch * s / S`` lists. The summary's rate counts
-    training time only; the time after the last step (validation) is shown with the
-    ``val_*`` metrics. ``clock``: seconds from a monotonic clock (tests give their own).
+    The summary's rate counts training time only. ``clock``: a monotonic clock.
     """
 
     def __init__(
@@ -144,9 +139,8 @@ class ProgressLines(tf.keras.callbacks.Callback):
 
 
 class BestWeights(tf.keras.callbacks.Callback):
-    """Saves the whole model's weights when ``monitor`` improves, or after every epoch when
-    ``monitor`` is ``None``. Under multi-worker training every worker follows the chief's
-    decision and saves (saving may read variables collectively): the others to scratch."""
+    """Saves the whole model's weights when ``monitor`` improves (``None``: every epoch);
+    every worker follows the chief and saves (collectively), the others to scratch."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""What a neural run is made of: its model and losses compiled for training and its
-callbacks; reloading a trained feature-vector run; the evaluator of a run (neural or
-GBDT) over a converted dataset.
+"""A neural run's compiled model, losses and callbacks; reloading a trained feature-vector
+run; a run's evaluator over a converted dataset.
 """
 
 from __future__ import annotations
@@ -48,16 +47,15 @@ def item_levels(config: TrainConfig, manifest: Manifest) -> int | None:
 
 
 def build_run_model(config: TrainConfig, manifest: Manifest) -> tf.keras.Model:
-    """The run's model (normalisation and ranker), untrained: a list head only when
-    alpha > 0, item-level logits when the loss reads them."""
+    """The run's untrained model (a list head only when alpha > 0)."""
     levels = manifest.label_levels if config.uses_list_head else None
     items = item_levels(config, manifest)
     return build_model(config.model, manifest, config.architecture, levels, item_levels=items)
 
 
 def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
-    """The run's losses and their weights, by model output: the score loss, and the
-    list head's ordinal loss weighted by alpha when the model has that head."""
+    """The run's losses and weights by output: the score loss, and alpha times the list
+    head's ordinal loss."""
     score_loss = get_score_loss(config.loss)
     losses = {score_loss.output: score_loss.build(levels, config.loss_scaling)}
     weights = {score_loss.output: 1.0}
@@ -71,8 +69,7 @@ def run_losses(config: TrainConfig, levels: int) -> tuple[dict, dict]:
 def build_compiled_model(
     config: TrainConfig, manifest: Manifest, *, steps_per_epoch: int, xla: bool
 ) -> tuple[tf.keras.Model, tf.keras.Model]:
-    """The model, and its ranker (fitted on normalised features) compiled with the
-    losses, the optimizer and its schedule. Call inside a strategy scope."""
+    """The model, and its ranker compiled for training (inside a strategy scope)."""
     model = build_run_model(config, manifest)
     ranker = ranker_of(model)
     losses, weights = run_losses(config, manifest.label_levels)
@@ -93,10 +90,8 @@ def run_callbacks(
     progress_lines: bool,
     progress_seconds: float,
 ) -> tuple[list[tf.keras.callbacks.Callback], str]:
-    """The training callbacks of every family, and the logged value that picks the best
-    weights: validation NDCG_y@10 with ``validation`` (the family's callback adding the
-    ``val_*`` metrics), else the training loss. ``keep_weights="last"`` keeps every
-    epoch's weights and never stops early. Only the chief gets the callbacks that write.
+    """Every family's training callbacks, and the logged value that picks the best weights:
+    validation NDCG_y@10 with ``validation`` (the family's callback), else the loss.
     """
     callbacks = [Throughput(lists, steps)]
     if validation is not None:
@@ -137,13 +132,9 @@ def run_callbacks(
 
 
 def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
-    """A trained feature-vector run's settings, training manifest, and model with the best
-    weights, built in float32 (whatever the run's precision) with its training statistics.
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained run.
-      ValueError: the checkpoint does not match the model this version builds.
-    """
+    """A trained feature-vector run's settings, manifest and float32 model with the best
+    weights; ``FileNotFoundError`` for no run, ``ValueError`` for a checkpoint that does
+    not match."""
     config_path = os.path.join(model_dir, CONFIG_NAME)
     weights = os.path.join(model_dir, BEST_WEIGHTS)
     if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
@@ -172,9 +163,9 @@ def load_run(model_dir: str) -> tuple[TrainConfig, Manifest, tf.keras.Model]:
 def data_evaluator(
     trained_on: str, num_features: int, data_dir: str | None, evaluate, limit=None
 ) -> RunEvaluator:
-    """A ``RunEvaluator`` over the converted dataset ``data_dir`` (default: ``trained_on``),
-    refusing one of another feature count, or lists over the model's ``limit`` (a
-    ``ListLimit``); ``evaluate(data_dir, manifest, split)``."""
+    """A ``RunEvaluator`` over ``data_dir`` (default: ``trained_on``) with
+    ``evaluate(data_dir, manifest, split)``, refusing another feature count or lists over
+    ``limit``."""
     data_dir = data_dir or trained_on
     manifest = load_manifest(data_dir)
     if manifest.num_features != num_features:

@@ -85,15 +85,6 @@ class RunDirectory:
         return pid
 
 
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def inspect_run(path: str) -> RunDirectory | None:
     """What ``path`` holds; ``None`` when absent or empty; ``RunExistsError`` for a file."""
     if not os.path.lexists(path):
@@ -105,17 +96,17 @@ def inspect_run(path: str) -> RunDirectory | None:
         return None
     entries = [n + "/" if os.path.isdir(os.path.join(path, n)) else n for n in names]
     foreign = [e for e, n in zip(entries, names) if n.removesuffix(".partial") not in RUN_ENTRIES]
-    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
+    record = layout.read_json(os.path.join(path, layout.RUN_STATE_NAME))
     state = record.get("state")
     if state not in layout.RUN_STATES:
         has_metrics = os.path.isfile(os.path.join(path, layout.METRICS_NAME))
         state = "complete" if has_metrics else "interrupted"
-    settings = _read_json(os.path.join(path, layout.CONFIG_NAME))
+    settings = layout.read_json(os.path.join(path, layout.CONFIG_NAME))
     return RunDirectory(path, entries, foreign, state, settings, record)
 
 
 def _write_state(path: str, state: str, **details) -> None:
-    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
+    record = layout.read_json(os.path.join(path, layout.RUN_STATE_NAME))
     record.update(details, state=state, updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if state == "running":
         record.update(pid=os.getpid(), host=socket.gethostname())
@@ -265,7 +256,7 @@ def _restore(path: str, holder: str) -> None:
 
 def _finish_replacement(path: str) -> None:
     """Deletes the runs this one replaced (an interrupted --overwrite's too)."""
-    record = _read_json(os.path.join(path, layout.RUN_STATE_NAME))
+    record = layout.read_json(os.path.join(path, layout.RUN_STATE_NAME))
     holders = record.pop("replaces", None)
     for holder in holders if isinstance(holders, list) else []:
         if isinstance(holder, str) and os.path.isdir(holder):

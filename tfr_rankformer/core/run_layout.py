@@ -42,6 +42,16 @@ def _default_inputs(export: str) -> list[frozenset]:
     return [frozenset(s.inputs) for s in signatures if s is not None]
 
 
+def read_json(path: str) -> dict:
+    """The JSON object in ``path``; ``{}`` when unreadable or not an object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def is_token_id_export(path: str) -> bool:
     """Whether ``path`` is a text run's token-id export (``export_token_ids/<version>``)."""
     if not os.path.isfile(os.path.join(path, "saved_model.pb")):
@@ -54,9 +64,4 @@ def is_text_run(path: str) -> bool:
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         signatures = _default_inputs(path)
         return any(_TEXT_INPUTS <= s or _TOKEN_ID_INPUTS <= s for s in signatures)
-    try:
-        with open(os.path.join(path, CONFIG_NAME), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(settings, dict) and model_families.is_text(settings.get("model"))
+    return model_families.is_text(read_json(os.path.join(path, CONFIG_NAME)).get("model"))

@@ -5,13 +5,10 @@ refuses short input lines for a model that never saw a filled-in feature.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
+from tfr_rankformer.core.run_layout import CONFIG_NAME, read_json
 from tfr_rankformer.inputs.manifest import MISSING_FEATURES, Manifest, load_manifest
-
-# What tfr-train, tfr-train --model gbdt and tfr-distill write in the run directory.
-_RUN_CONFIG = "config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,11 +38,11 @@ def manifest_density(manifest: Manifest) -> TrainingDensity:
 
 def _run_directory(model: str) -> str | None:
     """The run that holds ``model``: the directory itself or an export's run."""
-    if os.path.isfile(os.path.join(model, _RUN_CONFIG)):
+    if os.path.isfile(os.path.join(model, CONFIG_NAME)):
         return model
     parent = os.path.dirname(os.path.abspath(model))
     run = os.path.dirname(parent)
-    if os.path.basename(parent) == "export" and os.path.isfile(os.path.join(run, _RUN_CONFIG)):
+    if os.path.basename(parent) == "export" and os.path.isfile(os.path.join(run, CONFIG_NAME)):
         return run
     return None
 
@@ -56,13 +53,9 @@ def training_density(model: str) -> TrainingDensity:
     run = _run_directory(model)
     if run is None:
         return TrainingDensity(None, f"{model} is not inside the run that trained it")
-    try:
-        with open(os.path.join(run, _RUN_CONFIG), encoding="utf-8") as f:
-            data_dir = json.load(f).get("data")
-    except (OSError, ValueError, AttributeError):
-        data_dir = None
+    data_dir = read_json(os.path.join(run, CONFIG_NAME)).get("data")
     if not isinstance(data_dir, str) or not data_dir:
-        return TrainingDensity(None, f"{run}/{_RUN_CONFIG} names no training data")
+        return TrainingDensity(None, f"{run}/{CONFIG_NAME} names no training data")
     try:
         manifest = load_manifest(data_dir)
     except (OSError, ValueError):

@@ -27,18 +27,13 @@ PADDING_SCORE = -1e9
 COMPILED_DTYPES = (tf.float32, tf.bfloat16)
 
 
-def _in_save_context() -> bool:
-    """Whether ``tf.saved_model.save`` is tracing (it traces layers' training calls too)."""
-    from tensorflow.python.saved_model import save_context
-
-    return save_context.in_save_context()
-
-
 def _fast_training(training, dtype) -> bool:
     """A float32 or bfloat16 training call outside a SavedModel's trace."""
+    from tensorflow.python.saved_model import save_context  # saving traces training calls too
+
     if tf.is_tensor(training) or not training or tf.as_dtype(dtype) not in COMPILED_DTYPES:
         return False
-    return not _in_save_context()
+    return not save_context.in_save_context()
 
 
 def uses_compiled_ops(training, dtype) -> bool:

@@ -109,14 +109,18 @@ def forward_bytes(shape: _Shape, *, lists: int, length: int, num_features: int) 
     )
 
 
-def _meminfo_available() -> int | None:
+def _read(path: str) -> str:
     try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+        with open(path, encoding="ascii") as f:
+            return f.read()
     except OSError:
-        return None
+        return ""
+
+
+def _meminfo_available() -> int | None:
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
     return None
 
 
@@ -129,24 +133,15 @@ def _cgroup_room() -> int | None:
             "/sys/fs/cgroup/memory/memory.usage_in_bytes",
         ),
     ):
-        try:
-            with open(limit_path, encoding="ascii") as f:
-                limit = f.read().strip()
-            with open(usage_path, encoding="ascii") as f:
-                usage = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            return int(limit) - usage
+        limit, usage = _read(limit_path).strip(), _read(usage_path).strip()
+        if limit.isdigit() and usage.isdigit() and int(limit) < 1 << 60:
+            return int(limit) - int(usage)
     return None
 
 
 def _own_rss() -> int:
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    pages = _read("/proc/self/statm").split()
+    return int(pages[1]) * os.sysconf("SC_PAGE_SIZE") if len(pages) > 1 else 0
 
 
 def available_memory() -> int | None:

@@ -139,7 +139,7 @@ def test_gbdt_beats_random_ranking_and_uses_the_shared_metrics(gbdt_run, dataset
 def test_training_follows_the_list_policy_and_writes_the_run(gbdt_run, dataset):
     model_dir, metrics = gbdt_run
     manifest = load_manifest(dataset)
-    with_clicks = manifest.count_training_lists("train", include_empty_lists=False)
+    with_clicks = manifest.splits["train"].num_lists - manifest.splits["train"].empty_lists
     assert metrics["training"]["lists"] == with_clicks < manifest.splits["train"].num_lists
     assert 1 <= metrics["training"]["trees"] <= FAST["num_iterations"]
     assert metrics["training"]["lightgbm_params"]["num_leaves"] == FAST["num_leaves"]

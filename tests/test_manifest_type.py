@@ -90,9 +90,7 @@ def test_feature_vector_manifests_round_trip(tmp_path, written, clicks):
     assert isinstance(train, SplitEntry) and train.input_lists == 12
     assert manifest.longest_list == max(e.longest_list for e in manifest.splits.values())
     lengths = train.list_lengths(include_empty_lists=False)
-    assert sum(lengths.values()) == manifest.count_training_lists(
-        "train", include_empty_lists=False
-    )
+    assert sum(lengths.values()) == train.num_lists - train.empty_lists
     (shard,) = manifest.split_files("d", "train")
     assert shard == os.path.join("d", "train-00000-of-00001.tfrecord")
     assert train.items_with_missing_features == 0

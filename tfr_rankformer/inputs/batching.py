@@ -67,10 +67,6 @@ class BatchPlan:
     def lists(self) -> int:
         return sum(self.counts)
 
-    def bucket_of(self, length: int) -> int:
-        """The bucket a list of ``length`` items (after any cap) lands in."""
-        return min(bisect.bisect_left(self.edges, length), len(self.edges) - 1)
-
     def padded_items(self) -> int:
         """Items in an epoch's batches, padding included."""
         return sum(c * e for c, e in zip(self.counts, self.edges))

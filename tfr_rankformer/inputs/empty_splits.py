@@ -93,27 +93,26 @@ def empty_split_error(
     manifest: Manifest, split: str, *, data_dir: str, then: str | None = None
 ) -> EmptySplitError:
     """The error for the empty ``split``: why, and ``then`` (default: how to convert)."""
-    path = os.path.join(data_dir, MANIFEST_NAME)
     return EmptySplitError(
-        f"the {split!r} split of {data_dir} holds no lists "
-        f"({why_empty(manifest, split, manifest_path=path)}); {then or _remedy(manifest, split)}"
+        f"{_no_lists(manifest, split, data_dir)}; {then or _remedy(manifest, split)}"
     )
+
+
+def _no_lists(manifest: Manifest, split: str, directory: str) -> str:
+    path = os.path.join(directory, MANIFEST_NAME)
+    why = why_empty(manifest, split, manifest_path=path)
+    return f"the {split!r} split of {directory} holds no lists ({why})"
 
 
 def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
     """``manifest`` without its empty or one-label evaluation splits (with a warning); such a
     ``train`` split raises ``EmptySplitError``."""
     empty = empty_splits(manifest)
-    path = os.path.join(data_dir, MANIFEST_NAME)
     if _TRAIN in empty:
         raise empty_split_error(manifest, _TRAIN, data_dir=data_dir)
     for split in empty:
-        logger.warning(
-            "the %r split of %s holds no lists (%s): it is left out of this run's evaluation",
-            split,
-            data_dir,
-            why_empty(manifest, split, manifest_path=path),
-        )
+        left_out = "it is left out of this run's evaluation"
+        logger.warning(f"{_no_lists(manifest, split, data_dir)}: {left_out}")
     train = manifest.splits.get(_TRAIN)
     if (value := one_label(train.label_histogram) if train else None) is not None:
         raise nothing_to_learn(_no_ranking(_TRAIN, data_dir, value))
@@ -132,17 +131,10 @@ def without_empty_splits(manifest: Manifest, *, data_dir: str) -> Manifest:
 
 def log_empty_splits(manifest: Manifest, *, output_dir: str) -> None:
     """tfr-convert's warning for every split of ``output_dir`` it left without lists."""
-    path = os.path.join(output_dir, MANIFEST_NAME)
     for split in empty_splits(manifest):
         then = (
             f"tfr-train will refuse it; {_remedy(manifest, split)}"
             if split == _TRAIN
             else "tfr-train will leave it out of its evaluation"
         )
-        logger.warning(
-            "the %r split of %s holds no lists (%s); %s",
-            split,
-            output_dir,
-            why_empty(manifest, split, manifest_path=path),
-            then,
-        )
+        logger.warning(f"{_no_lists(manifest, split, output_dir)}; {then}")

@@ -186,11 +186,6 @@ class Manifest(JsonRecord):
         """The TFRecord shards of ``split``, as listed in the manifest."""
         return [os.path.join(data_dir, name) for name in self.split(split, data_dir).files or ()]
 
-    def count_training_lists(self, split: str, *, include_empty_lists: bool) -> int:
-        """Lists one training epoch sees, from the manifest's list-label histogram."""
-        entry = self.split(split)
-        return entry.num_lists - (0 if include_empty_lists else entry.empty_lists)
-
 
 def _check_manifest(origin: Origin, data, *, complete: bool) -> None:
     """What every reader relies on (other fields are checked as read)."""

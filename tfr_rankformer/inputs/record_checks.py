@@ -46,31 +46,21 @@ def check_tfrecord_file(path: str, *, expected_records: int | None = None) -> in
             number = count + 1
             header = f.read(_HEADER.size)
             if len(header) < _HEADER.size:
-                raise RecordFileError(
-                    path,
-                    number,
-                    f"truncated TFRecord data: the file ends inside a record "
-                    f"header at byte {size} (cut short?)",
-                )
+                cut = f"the file ends inside a record header at byte {size} (cut short?)"
+                raise RecordFileError(path, number, f"truncated TFRecord data: {cut}")
             length, length_crc = _HEADER.unpack(header)
             if _masked_crc(header[:8]) != length_crc:
-                raise RecordFileError(
-                    path, number, f"corrupt TFRecord data: bad length checksum at byte {offset}"
-                )
+                bad = f"bad length checksum at byte {offset}"
+                raise RecordFileError(path, number, f"corrupt TFRecord data: {bad}")
             end = offset + _HEADER.size + length + _FOOTER.size
             if end > size:
-                raise RecordFileError(
-                    path,
-                    number,
-                    f"truncated TFRecord data: the record needs bytes up to {end}, the file "
-                    f"ends at {size} (cut short?)",
-                )
+                cut = f"the record needs bytes up to {end}, the file ends at {size} (cut short?)"
+                raise RecordFileError(path, number, f"truncated TFRecord data: {cut}")
             data = f.read(length)
             (data_crc,) = _FOOTER.unpack(f.read(_FOOTER.size))
             if _masked_crc(data) != data_crc:
-                raise RecordFileError(
-                    path, number, f"corrupt TFRecord data: bad data checksum at byte {offset}"
-                )
+                bad = f"bad data checksum at byte {offset}"
+                raise RecordFileError(path, number, f"corrupt TFRecord data: {bad}")
             count, offset = number, end
     if expected_records is not None and count != expected_records:
         raise RecordFileError(

@@ -53,35 +53,28 @@ def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     """``model`` over ``data.evaluation_dataset``: padded ``[num_lists, max_list]`` arrays
     (and ``list_probs`` ``[num_lists, K]``), the lists in file order."""
     step = _predict_step(model)
-    parts: dict[str, list] = {k: [] for k in ("scores", "label", "relevance", "mask", "probs")}
-    parts["index"] = []
+    batches = []
     for batch in dataset:
-        if INDEX in batch:
-            parts["index"].append(batch[INDEX].numpy())
         outputs = step({FEATURES: batch[FEATURES], MASK: batch[MASK]})
-        parts["scores"].append(outputs["scores"].numpy())
-        for key in (LABEL, RELEVANCE, MASK):
-            parts[key].append(batch[key].numpy())
+        arrays = {key: batch[key].numpy() for key in (LABEL, RELEVANCE, MASK, INDEX)}
+        arrays["scores"] = outputs["scores"].numpy()
         if "list_quality" in outputs:
-            parts["probs"].append(tf.sigmoid(outputs["list_quality"]).numpy())
-    if not parts["mask"]:
+            arrays["list_probs"] = tf.sigmoid(outputs["list_quality"]).numpy()
+        batches.append(arrays)
+    if not batches:
         raise ValueError("the evaluation split holds no lists")
     # Each batch's rows are written straight into their place in file order.
-    rows = sum(m.shape[0] for m in parts["mask"])
-    width = max(m.shape[1] for m in parts["mask"])
+    rows = sum(len(b[INDEX]) for b in batches)
+    width = max(b[MASK].shape[1] for b in batches)
     fills = {"scores": -np.inf, LABEL: PADDING_LABEL, RELEVANCE: PADDING_LABEL, MASK: False}
-    result = {k: np.full((rows, width), v, dtype=parts[k][0].dtype) for k, v in fills.items()}
-    if parts["probs"]:
-        result["list_probs"] = np.empty((rows, parts["probs"][0].shape[1]), np.float32)
-    start = 0
-    for i, mask in enumerate(parts["mask"]):
-        n, w = mask.shape
-        where = parts["index"][i] if parts["index"] else np.arange(start, start + n)
-        start += n
+    result = {k: np.full((rows, width), v, dtype=batches[0][k].dtype) for k, v in fills.items()}
+    if "list_probs" in batches[0]:
+        result["list_probs"] = np.empty((rows, batches[0]["list_probs"].shape[1]), np.float32)
+    for b in batches:
         for key in fills:
-            result[key][where, :w] = parts[key][i]
-        if parts["probs"]:
-            result["list_probs"][where] = parts["probs"][i]
+            result[key][b[INDEX], : b[MASK].shape[1]] = b[key]
+        if "list_probs" in result:
+            result["list_probs"][b[INDEX]] = b["list_probs"]
     return result
 
 

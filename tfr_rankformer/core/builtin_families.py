@@ -44,9 +44,8 @@ RELEASED_TRAINING = dict(
 )
 # Settings every model shares when neither it nor the user gives one.
 FALLBACK_TRAINING = dict(learning_rate=1e-3, patience=20)
-# The Listformer from a pretrained checkpoint (--init-from) re-ranks a first stage's
-# top 100: a whole list is too long a sequence for a pretrained encoder's step, so
-# training lists keep 32 documents in batches of two such lists at 128 tokens.
+# The Listformer from a checkpoint (--init-from): a whole top 100 is too long a sequence for
+# a pretrained encoder's step, so batches hold two lists of 32 documents at 128 tokens.
 PRETRAINED_TEXT_TRAINING = dict(
     learning_rate=1e-4,
     list_size=32,
@@ -54,8 +53,7 @@ PRETRAINED_TEXT_TRAINING = dict(
     epochs=10,
     patience=3,
 )
-# The listwide loss's default weight per loss scaling: the released code's strength 1
-# is the paper's alpha 0.25 (its best).
+# The listwide loss's default weight: the released code's 1 is the paper's best, 0.25.
 _RANKFORMER_ALPHA = {"released": 1.0, "paper": 0.25}
 # allRank's published configurations.
 _ALLRANK_TRAINING = dict(
@@ -118,8 +116,7 @@ MODELS = (
         "context_aware",
         "features",
         builder="tfr_rankformer.model.models:build_context_aware",
-        # Pobrotyn et al.'s best MSLR-WEB30K setting, initialised as allRank does;
-        # per loss, allRank's published configuration where it differs.
+        # Pobrotyn et al.'s best MSLR-WEB30K setting, per loss allRank's published one.
         architecture=dict(
             num_layers=4, num_heads=2, ff_dim=512, dropout=0.4, d_fc=144, init="keras"
         ),

@@ -38,12 +38,10 @@ LOSS_SUMMARIES = {
     "rmse": "RMSE of max_label * sigmoid(score) against the labels, per list",
 }
 
-# The rows of a distillation's comparison: the teacher, its GBDT student, and
-# a GBDT of the same size trained on the labels.
+# A distillation's rows: the teacher, its GBDT student, a same-size GBDT on the labels.
 DISTILL_ROWS = ("teacher", "student", "gbdt_labels")
 
-# tfr-experiment's default grid; alpha on tfr-train's (the released code's)
-# scale, where 1 and 4 stand for the paper's 0.25 and 1.
+# tfr-experiment's default grid (alpha 1 and 4 are the paper's 0.25 and 1).
 DEFAULT_EXPERIMENT_MODELS = (
     "gbdt,gbdt-1k,gbdt-10k,mlp,rankformer:alpha=0,rankformer:alpha=1,rankformer:alpha=4"
 )
@@ -54,8 +52,7 @@ DEFAULT_TEXT_EXPERIMENT_MODELS = "bm25,listformer"
 # tfr-experiment's name for BM25 (bm25s) scoring a text dataset's lists.
 BM25_MODEL = "bm25"
 
-# How per-list losses make a batch's loss (``losses``): the authors' released
-# code, or the paper's Eq. 9 as printed.
+# How per-list losses make a batch's loss: the released code's, or Eq. 9 as printed.
 LOSS_SCALINGS = ("released", "paper")
 
 # Where Adam's epsilon is added (``optimizers``): as torch.optim, or as Keras.
@@ -64,6 +61,5 @@ ADAM_EPSILONS = ("pytorch", "keras")
 # Weight initialisation schemes of ``initializers``.
 INITIALIZATIONS = ("pytorch", "keras")
 
-# What a serving signature does with an item it cannot score
-# (``serving_checks``).
+# What a serving signature does with an item it cannot score (``serving_checks``).
 INVALID_ITEM_POLICIES = ("reject", "score-last")

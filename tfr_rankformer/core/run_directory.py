@@ -27,8 +27,7 @@ from tfr_rankformer.core.config_io import write_json
 logger = logging.getLogger(__name__)
 
 EXISTING_RUN = ("refuse", "resume", "overwrite")
-# Everything a run writes at its top level (and ``<name>.partial`` while writing it),
-# with a GBDT's booster (``gbdt_booster.MODEL_FILE``) and tfr-distill's label GBDT.
+# Everything a run writes at its top level (and ``<name>.partial`` while writing it).
 RUN_ENTRIES = frozenset(
     {
         *(layout.CONFIG_NAME, layout.METRICS_NAME, layout.HISTORY_NAME, layout.LOGS_NAME),

@@ -25,8 +25,7 @@ TEXT_RUN_NAME = "text_model.json"  # what rebuilding the model needs besides con
 RUN_STATE_NAME = "run_state.json"
 RUN_STATES = ("running", "failed", "complete")
 
-# A text export's default signature takes these strings, a token-id export's
-# these ids and mask (feature-vector exports take serialized ELWC ``examples``).
+# The inputs of a text export's default signature, and of a token-id export's.
 _TEXT_INPUTS = frozenset({"query", "documents"})
 _TOKEN_ID_INPUTS = frozenset({"query_ids", "document_ids", "document_mask"})
 

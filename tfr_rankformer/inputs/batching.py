@@ -17,8 +17,7 @@ import math
 
 # Powers of two and the midpoints between them (x1.5), from 16 up to 2^20.
 BASE_EDGES = tuple(sorted({16 << k for k in range(17)} | {24 << k for k in range(17)}))
-# A batch's attention entries (sum of its padded lengths squared) stay within
-# `batch_items` times this length.
+# A batch's attention entries stay within `batch_items` times this length.
 ATTENTION_REFERENCE_LENGTH = 256
 
 

@@ -196,8 +196,7 @@ def _streamed_batches(lists, entry: SplitEntry, plan: BatchPlan, bucket, steps: 
 def _for_fit(batches: tf.data.Dataset, worker: WorkerRole, steps: int) -> tf.data.Dataset:
     """``batches`` for ``fit``: not auto-sharded in a multi-worker job, else of ``steps``."""
     if worker.multi_worker:
-        # Sharded where the files are read: auto-sharding silently falls back to reading
-        # everything and dropping records when it cannot shard by file.
+        # Sharded where the files are read: auto-sharding may read all and drop records.
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return batches.with_options(options)

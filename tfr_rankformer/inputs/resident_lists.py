@@ -128,8 +128,7 @@ def resident_batches(
     kept = None
     if not steps.include_empty_lists:
         kept = tf.constant(np.flatnonzero(store.list_labels > 0).astype(np.int64))
-    # Positions shuffled as the streaming pipeline shuffles its lists: a shuffle's order
-    # depends on the seed and the count alone.
+    # Shuffled as the streamed lists are: a shuffle's order depends on seed and count alone.
     ids = tf.data.Dataset.range(store.num_lists if kept is None else int(kept.shape[0]))
     ids = ids.shuffle(steps.shuffle_buffer, seed=steps.seed, reshuffle_each_iteration=True)
 

@@ -20,7 +20,7 @@ class TrainingDensity:
 
 
 def manifest_density(manifest: Manifest) -> TrainingDensity:
-    """The density a converted dataset's manifest records over all its splits.
+    """The density a manifest records over all its splits.
 
     >>> manifest_density(Manifest.coerce({"splits": {"train": {"input": {MISSING_FEATURES: 0}}}}))
     TrainingDensity(dense=True, reason='')

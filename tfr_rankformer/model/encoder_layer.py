@@ -54,8 +54,8 @@ class PreNormEncoderLayer(tf.keras.layers.Layer):
         if dim % self.num_heads:
             raise ValueError(f"width {dim} is not divisible by `num_heads` {self.num_heads}")
         self.norm_attention = LayerNorm(epsilon=1e-5)
-        # PyTorch's MultiheadAttention written out (far fewer ops than Keras's, for
-        # latency): Xavier-uniform input projection with zero biases, as PyTorch sets.
+        # PyTorch's MultiheadAttention written out (fewer ops than Keras's): Xavier-uniform
+        # input projection with zero biases, as PyTorch's.
         self.qkv = Dense(3 * dim, name="qkv")
         self.dropout_weights = FastDropout(self.dropout)
         self.attention_out = Dense(

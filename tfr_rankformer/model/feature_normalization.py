@@ -17,8 +17,7 @@ from tfr_rankformer.model.table_search import row_chunked_search
 # The same names as `tfrecords_tools.normalization.NORMALIZATIONS` (the fitter).
 METHODS = ("quantile", "log1p", "standard", "none")
 
-# scikit-learn `preprocessing._data.BOUNDS_THRESHOLD`: inputs this close to the
-# outermost quantiles map to u = 0 or 1, and u is kept this far from 0 and 1.
+# scikit-learn's `BOUNDS_THRESHOLD`: inputs this close to the ends map to u = 0 or 1.
 BOUNDS_THRESHOLD = 1e-7
 OUTPUT_BOUND = 1e9
 _TAIL = np.float32(BOUNDS_THRESHOLD - np.spacing(1))
@@ -76,8 +75,7 @@ def _table(values, num_features: int) -> tuple[tuple[float, ...], ...]:
 def _safe_scale(mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
     """``std`` as float32, with 1 where it is 0 or too small to divide float32 differences."""
     mean32, std32 = np.float32(mean), np.float32(std)
-    # x - mean in float32 is rounded at ~eps * |mean|; dividing that noise by a
-    # smaller std would blow it up, so such features are treated as constant.
+    # x - mean in float32 is rounded at ~eps * |mean|: a smaller std would blow that up.
     constant = std32 <= 10 * np.finfo(np.float32).eps * np.abs(mean32)
     return np.where(constant, np.float32(1), std32).astype(np.float32)
 
@@ -135,8 +133,7 @@ def quantile_to_normal(x: tf.Tensor, table: tf.Tensor, starts: tf.Tensor, search
     """The quantile transform of ``[d, n]`` values with ``[d, Q]`` quantiles at
     ``linspace(0, 1, Q)``, their ``run_starts`` and a ``searchsorted(side="right")``."""
     u, complement = _levels(x, table, starts, search)
-    # As sklearn, inputs within BOUNDS_THRESHOLD of the ends take u = 0 or 1, the
-    # lower end winning for a constant feature.
+    # As sklearn: u = 0 or 1 near the ends, the lower end winning for a constant feature.
     at_top = x - table[:, -1:] > -BOUNDS_THRESHOLD  # [d, n] vs [d, 1]
     at_bottom = x - table[:, :1] < BOUNDS_THRESHOLD
     u = tf.where(at_bottom, 0.0, tf.where(at_top, 1.0, u))

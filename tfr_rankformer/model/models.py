@@ -80,8 +80,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     # === Encoder ===
     x, valid, lead = _with_leading_tokens(features, mask, config, glob)
     x = _encoder(x, valid, config, glob)
-    # [B, lead + L, d] -> [B, lead, d] and [B, L, d]; split, as a slice's gradient
-    # zero-fills a copy of the whole tensor.
+    # [B, lead + L, d] -> [B, lead, d] and [B, L, d] (a slice's gradient copies it whole)
     leading, z_items = tf.split(x, [lead, -1], axis=1) if lead else (None, x)
     # === Heads ===
     z_cls = leading[:, glob, :] if config.cls_token else None  # [B, d]

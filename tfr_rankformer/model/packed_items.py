@@ -17,8 +17,7 @@ from tfr_rankformer.core.switches import Switch
 
 ENV_SWITCH = "TFR_RANKFORMER_PACKED_ITEMS"
 
-# Packed items are padded to a multiple of this many rows, so that the item-wise parts
-# see few shapes and XLA's compiled pieces compile once for each.
+# Packed items are padded to a multiple of this many rows: few shapes to compile.
 ROW_BLOCK = 4096
 
 # Whether encoder layers pack their items (read when they trace).
@@ -41,8 +40,7 @@ def padded_count(count, block: int = ROW_BLOCK):
     return (count + block - 1) // block * block
 
 
-# Both directions have written-out gradients: a strided slice's gradient is a
-# zero-filled copy of the whole tensor.
+# Written-out gradients: a strided slice's is a zero-filled copy of the whole tensor.
 @tf.custom_gradient
 def _gather_rows(flat, rows, size):
     count = tf.shape(rows)[0]

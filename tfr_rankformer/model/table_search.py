@@ -15,8 +15,7 @@ import tensorflow as tf
 # Row chunks searched side by side; inputs of fewer values are searched whole.
 CHUNKS = 4
 SPLIT_FROM = 8192
-# Values per row are padded to a multiple of this, so XLA compiles one program per
-# padded width (a handful per run), not one per parse call.
+# Values per row are padded to a multiple of this: XLA compiles a handful of widths.
 _WIDTH_STEP = 4096
 
 

@@ -86,8 +86,7 @@ class MemoryEstimate:
 
     @property
     def peak(self) -> int:
-        # Evaluation runs between epochs, when no training step is live; the
-        # lists are loaded (and held twice for a moment) before the first step.
+        # Evaluation runs between epochs; loading the lists holds them twice for a moment.
         training = self.pipeline + max(self.step, self.evaluation)
         return self.runtime + self.resident + max(training, self.resident)
 

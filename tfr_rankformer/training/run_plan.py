@@ -40,8 +40,7 @@ SHUFFLE_BUFFER = 10_000
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16
 _ROW = 4  # bytes per float
 
-# A run is refused when the estimate times this exceeds the limit: the estimate leaves
-# out allocator pools and transient copies (``docs/results.md``).
+# A run is refused when the estimate times this (pools, transient copies) exceeds the limit.
 SAFETY_MARGIN = 1.3
 
 

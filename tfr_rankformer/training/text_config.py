@@ -11,9 +11,8 @@ __all__ = ["TextConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class TextConfig:
-    """How text lists are read and tokenised (each field's help says what it is).
-    ``init_from``'s files are checked when training starts, not here, so that a run
-    reloads after the checkpoint has moved."""
+    """How text lists are read and tokenised; ``init_from``'s files are checked when
+    training starts, so that a run reloads after the checkpoint has moved."""
 
     query_feature: str | None = setting(
         None,

@@ -37,8 +37,7 @@ from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
 
-# The settings of the nested sections (in field order): every neural family's architecture
-# settings, and the text lists'.
+# The settings of the nested sections, in field order.
 ARCHITECTURE_FIELDS = architecture_fields()
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))
 _SECTIONS = {"architecture": ARCHITECTURE_FIELDS, "text": TEXT_FIELDS}
@@ -61,10 +60,8 @@ _SWITCH = {"type": on_off, "metavar": "{auto,on,off}"}
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Settings of one training run; fields left ``None`` take the model's defaults
-    (the RankFormer family: the authors' released code; ``context_aware``: allRank's
-    configurations). Each field's help says what it is; ``config.json`` records the
-    resolved values."""
+    """Settings of one training run; fields left ``None`` take the model's defaults, and
+    ``config.json`` records the resolved values."""
 
     model: str = setting(
         "rankformer",
@@ -328,8 +325,7 @@ class TrainConfig:
         if self.is_text and self.text.init_from is not None:
             defaults.update(PRETRAINED_TEXT_TRAINING)
         if self.batch_size is not None:
-            # A batch size the user set keeps its meaning: that many lists in
-            # every batch, unless an item budget is given too.
+            # A batch size the user set means that many lists, unless a budget is given too.
             defaults.pop("batch_items", None)
         for name, value in defaults.items():
             if getattr(self, name) is None:
@@ -346,8 +342,7 @@ class TrainConfig:
             object.__setattr__(self, "decay_after_epoch", start)
 
     def evaluation_batch_items(self) -> int:
-        """Padded items per evaluation batch: the training budget (a forward pass holds
-        less than a step, but beside what the step left in TensorFlow's pool)."""
+        """Padded items per evaluation batch: the training budget."""
         return self.batch_items or RELEASED_TRAINING["batch_items"]
 
     @property
@@ -375,9 +370,7 @@ class TrainConfig:
 
     @classmethod
     def from_flat(cls, settings: dict) -> TrainConfig:
-        """Checked settings from flat keys (experiments, searches, flags): an architecture
-        setting goes to ``architecture``, a ``TextConfig`` field to ``text``; those sections
-        may also be given whole, and a flat key overrides theirs.
+        """Checked settings from flat keys, each section's moved into it (``nest_flat``).
 
         >>> config = TrainConfig.from_flat(
         ...     {"model": "mlp", "data": "d", "model_dir": "m", "epochs": 3, "dropout": 0.1}

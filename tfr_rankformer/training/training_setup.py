@@ -115,8 +115,7 @@ def run_callbacks(
         callbacks.append(
             tf.keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=config.patience)
         )
-    # Under MultiWorkerMirroredStrategy Keras has the chief write backup/chief/ and the
-    # others a backup/workertemp_<i>/ they delete; every worker restores from backup/chief/.
+    # Multi-worker: every worker restores from the chief's backup/chief/.
     callbacks.append(
         tf.keras.callbacks.BackupAndRestore(os.path.join(config.model_dir, BACKUP_NAME))
     )

@@ -10,8 +10,6 @@ import shutil
 from collections.abc import Iterator
 from typing import IO
 
-__all__ = ["atomic_path", "atomic_write"]
-
 # Errors of writing: an ``OSError`` of a write or a flush names no file.
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 

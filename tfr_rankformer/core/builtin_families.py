@@ -5,14 +5,6 @@ from __future__ import annotations
 
 from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 
-__all__ = [
-    "FAMILIES",
-    "FALLBACK_TRAINING",
-    "MODELS",
-    "PRETRAINED_TEXT_TRAINING",
-    "RELEASED_TRAINING",
-]
-
 _FEATURES = "tfr_rankformer.features.feature_family:FeatureFamily"
 FAMILIES = (
     ModelFamily("features", "features", _FEATURES, default=True),

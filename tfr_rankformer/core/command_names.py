@@ -3,19 +3,6 @@ is quick (``tests/test_quiet_start.py`` checks them against the registries)."""
 
 from __future__ import annotations
 
-__all__ = [
-    "ATTENTIONS",
-    "BM25_MODEL",
-    "DEFAULT_EXPERIMENT_MODELS",
-    "DEFAULT_TEXT_EXPERIMENT_MODELS",
-    "DISTILL_ROWS",
-    "GBDT_PRESET_NAMES",
-    "INITIALIZATIONS",
-    "LOSS_SCALINGS",
-    "LOSS_SUMMARIES",
-    "ADAM_EPSILONS",
-]
-
 # How the Listformer's encoder computes its attention (``listformer_layers``).
 ATTENTIONS = ("blocked", "dense_masked", "full")
 

@@ -22,23 +22,6 @@ import typing
 
 from tfr_rankformer.core.atomic_files import atomic_write
 
-__all__ = [
-    "SettingsFileError",
-    "add_options",
-    "check_fields",
-    "check_types",
-    "from_dict",
-    "from_args",
-    "given",
-    "load_settings",
-    "nest_flat",
-    "on_off",
-    "read_settings",
-    "require_positive_ints",
-    "setting",
-    "write_json",
-]
-
 
 def setting(default=None, help: str = "", **options):
     """A dataclass field with its option's ``help`` and ``add_argument`` keywords (``flag``

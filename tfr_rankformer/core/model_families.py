@@ -17,26 +17,6 @@ from collections.abc import Iterable
 from tfr_rankformer.core import builtin_families
 from tfr_rankformer.core.model_spec import ModelFamily, ModelSpec
 
-__all__ = [
-    "FEATURES_KIND",
-    "GBDT_KIND",
-    "KINDS",
-    "NEURAL_KINDS",
-    "TEXT_KIND",
-    "families",
-    "family_of",
-    "get_family",
-    "get_model",
-    "is_gbdt",
-    "is_neural",
-    "is_text",
-    "model_names",
-    "register_family",
-    "register_model",
-    "trainable_names",
-    "unregister_family",
-]
-
 FEATURES_KIND = "features"  # lists of feature vectors (ELWC from tfr-convert)
 TEXT_KIND = "text"  # lists of query and document texts
 GBDT_KIND = "gbdt"  # LightGBM boosters over feature vectors

@@ -10,8 +10,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-__all__ = ["ModelFamily", "ModelSpec", "RunFamily", "load_object"]
-
 Target = str | Callable
 
 

@@ -14,8 +14,6 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-__all__ = ["Switch"]
-
 
 class Switch:
     """``env`` when set (``0``/``false``/``off``/``no``: off), else the innermost

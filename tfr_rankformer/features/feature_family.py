@@ -36,8 +36,6 @@ from tfr_rankformer.training.training_setup import (
     load_run,
 )
 
-__all__ = ["FeatureFamily"]
-
 BATCH_SIZE = 256  # lists per model call when ``predict`` is not told: evaluation's
 
 

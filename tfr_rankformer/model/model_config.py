@@ -13,14 +13,6 @@ from tfr_rankformer.core.config_io import check_fields, require_positive_ints, s
 from tfr_rankformer.core.model_spec import load_object
 from tfr_rankformer.inputs.list_limit import ListLimit
 
-__all__ = [
-    "ModelConfig",
-    "POSITIONAL_ENCODINGS",
-    "architecture_class",
-    "architecture_fields",
-    "check_model_name",
-]
-
 # The value every model shares when its ``ModelSpec`` gives none.
 _BASE = dict(
     num_layers=3,

@@ -6,8 +6,6 @@ import inspect
 
 import tensorflow as tf
 
-__all__ = ["serializable"]
-
 _LIBRARIES = ("keras", "tf_keras", "tensorflow", "builtins")
 
 

@@ -33,8 +33,6 @@ from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.training.training_callbacks import attached_to_terminal
 from tfr_rankformer.training.training_setup import run_callbacks
 
-__all__ = ["PreparedRun", "choose_strategy", "train"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -14,15 +14,6 @@ import os
 
 from tfr_rankformer.core import model_families
 
-__all__ = [
-    "RUNTIME_BYTES",
-    "MemoryEstimate",
-    "model_shape",
-    "step_bytes",
-    "available_memory",
-    "format_gb",
-]
-
 RUNTIME_BYTES = 700 << 20  # TensorFlow's runtime and a small model, measured after start-up
 _FLOAT = 4
 _OVERHEAD = 1.25  # measured allocations over the tensors the backward pass keeps

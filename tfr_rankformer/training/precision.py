@@ -6,14 +6,6 @@ from __future__ import annotations
 
 import contextlib
 
-__all__ = [
-    "check_precision",
-    "cpu_precision_warning",
-    "native_bf16_cpu",
-    "precision_policy",
-    "resolve_precision",
-]
-
 _KERAS_POLICIES = {"float32": "float32", "bf16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 

@@ -23,18 +23,6 @@ from tfr_rankformer.training.memory_estimate import (
 )
 from tfr_rankformer.training.train_config import TrainConfig
 
-__all__ = [
-    "RunPlan",
-    "MemoryLimitError",
-    "SAFETY_MARGIN",
-    "batch_plan",
-    "largest_step",
-    "list_cap",
-    "plan_run",
-    "check_memory",
-    "shuffle_lists",
-]
-
 SHUFFLE_BUFFER = 10_000
 # The shuffle buffer holds about this many items (10,000 lists of the paper's 16).
 SHUFFLE_ITEMS = SHUFFLE_BUFFER * 16

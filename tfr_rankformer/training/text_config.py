@@ -6,8 +6,6 @@ import dataclasses
 
 from tfr_rankformer.core.config_io import require_positive_ints, setting
 
-__all__ = ["TextConfig"]
-
 
 @dataclasses.dataclass(frozen=True)
 class TextConfig:

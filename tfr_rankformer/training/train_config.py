@@ -35,8 +35,6 @@ from tfr_rankformer.model.model_config import (
 )
 from tfr_rankformer.training.text_config import TextConfig
 
-__all__ = ["TrainConfig", "ARCHITECTURE_FIELDS", "TEXT_FIELDS"]
-
 # The settings of the nested sections, in field order.
 ARCHITECTURE_FIELDS = architecture_fields()
 TEXT_FIELDS = tuple(f.name for f in dataclasses.fields(TextConfig))

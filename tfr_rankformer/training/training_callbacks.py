@@ -17,8 +17,6 @@ import tensorflow as tf
 from tfr_rankformer.core import fault_points
 from tfr_rankformer.core.multi_worker import WorkerRole, chief_values
 
-__all__ = ["Throughput", "ProgressLines", "attached_to_terminal", "BestWeights"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -28,16 +28,6 @@ from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.training.training_callbacks import BestWeights, ProgressLines, Throughput
 
-__all__ = [
-    "build_compiled_model",
-    "build_run_model",
-    "data_evaluator",
-    "item_levels",
-    "load_run",
-    "run_callbacks",
-    "run_losses",
-]
-
 
 def item_levels(config: TrainConfig, manifest: Manifest) -> int | None:
     """Label levels of the item-level logits the loss needs (``None``: plain scores)."""

@@ -1,2 +1,1 @@
-"""The feature-vector models' family (``feature_family``): the RankFormer, its peers and
-allRank's ranker, over ``tfr-convert``'s ELWC lists."""
+"""The feature-vector models' family (``feature_family``) over ``tfr-convert``'s ELWC."""

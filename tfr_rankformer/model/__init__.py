@@ -1,3 +1,1 @@
-"""Models: Keras layers, the encoder layer, the peers' layers, in-graph feature normalisation,
-compiled element-wise ops, and the model builders and their settings.
-"""
+"""Models: Keras layers, in-graph feature normalisation, the model builders and settings."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from tfr_rankformer.core.command_names import LOSS_SCALINGS, LOSS_SUMMARIES
+from tfr_rankformer.core.command_names import LOSS_SCALINGS
 from tfr_rankformer.model.serializable import serializable
 
 
@@ -173,13 +173,11 @@ class ScoreLoss:
       per_list: ``max_label -> Loss`` whose ``call`` gives one value per list.
       output: the model output it reads: ``"scores"`` or ``"item_levels"``.
       item_sum: the per-list value is a sum, which ``released`` makes a mean over items.
-      summary: one line for ``--help`` (``command_names.LOSS_SUMMARIES``).
     """
 
     per_list: Callable[[int], tf.keras.losses.Loss]
     output: str = "scores"
     item_sum: bool = True
-    summary: str = ""
 
     def build(self, max_label: int, scaling: str = "released") -> tf.keras.losses.Loss:
         """The batch loss under ``scaling`` (see ``LOSS_SCALINGS``)."""
@@ -206,7 +204,8 @@ def _pairwise(name: str, *weights) -> Callable[[int], tf.keras.losses.Loss]:
     return build
 
 
-_LOSSES = {
+# Losses on item scores (``command_names.LOSS_SUMMARIES`` describes each for --help).
+SCORE_LOSSES = {
     "softmax": ScoreLoss(_tfr_loss("SoftmaxLoss", "softmax_loss")),
     "listnet": ScoreLoss(lambda _: ListNetLoss()),
     "ordinal": ScoreLoss(
@@ -224,10 +223,6 @@ _LOSSES = {
         _pairwise("ndcg_loss2pp_loss", (1.0, "NDCGLambdaWeight"), (10.0, "NDCGLambdaWeightV2"))
     ),
     "rmse": ScoreLoss(lambda k: ScaledSigmoidRMSE(k), item_sum=False),
-}
-# Losses on item scores, each with its one-line summary.
-SCORE_LOSSES = {
-    name: dataclasses.replace(loss, summary=LOSS_SUMMARIES[name]) for name, loss in _LOSSES.items()
 }
 
 

@@ -1,2 +1,1 @@
-"""Training: ``TrainConfig``, the one training loop, its plan and memory model, optimizers
-and callbacks."""
+"""Training: ``TrainConfig``, the one training loop, its plan, memory model and callbacks."""

@@ -1,16 +1,11 @@
 """The Listformer's document-wise global-local attention, blocked per document.
 
-Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to every valid token and every
-token attends to them; a document's tokens attend to their own document within a window
-(cut at its borders) and to the global tokens. The sequence is held as ``G = 1 + Q + N``
-globals ``[B, H, G, Dh]`` and the documents in blocks ``[B, H, N, T, Dh]``, so
-:func:`blocked_attention` never builds the ``(G + N T)^2`` score matrix: memory is linear in
-the documents for the local part and ``T`` times less than full attention for the global.
-
-With positions restarting in every document nothing would tell ``[SEP]_j`` which document
-to summarise, so a learned per-head ``own_bias`` is added to its logits on document ``j``.
-With ``global_rows`` the global tokens' queries and what they read come from projections of
-their own, as Longformer's. :func:`dense_attention` is the reference with an explicit mask.
+Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to and are attended by every
+valid token; a document's tokens attend to their own document within a window and to the
+globals. Held as globals ``[B, H, G, Dh]`` and documents in blocks ``[B, H, N, T, Dh]``,
+:func:`blocked_attention` never builds the ``(G + N T)^2`` matrix, so memory is linear in
+the documents. Positions restart in every document, so a learned per-head ``own_bias`` tells
+``[SEP]_j`` its document. :func:`dense_attention` is the reference with an explicit mask.
 """
 
 from __future__ import annotations
@@ -23,13 +18,10 @@ __all__ = ["PATTERNS", "blocked_attention", "dense_attention", "band", "own_docu
 PATTERNS = ("global_local", "full")
 
 
-def _lowest(dtype) -> float:
-    return -1e9 if dtype == tf.float32 else float(dtype.min)
-
-
 def _bias(valid, dtype):
     """``True -> 0``, ``False -> lowest``: an additive mask."""
-    return tf.where(valid, tf.constant(0.0, dtype), tf.constant(_lowest(dtype), dtype))
+    lowest = -1e9 if dtype == tf.float32 else float(dtype.min)
+    return tf.where(valid, tf.constant(0.0, dtype), tf.constant(lowest, dtype))
 
 
 def band(length, window: int) -> tf.Tensor:
@@ -84,7 +76,7 @@ def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bi
 
 def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window, dropout):
     """The documents' tokens' context: ``[B, H, N, T, Dh]`` over the globals and their
-    own block. The products with the globals run on ``[B, H, N T, Dh]`` (reshapes)."""
+    own block."""
     _, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = ql.dtype
@@ -125,9 +117,8 @@ def blocked_attention(
       global_valid: ``[B, G]`` bool; local_valid: ``[B, N, T]`` bool.
       own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
       dropout: applied to the attention weights.
-      global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own projections.
-        The global queries read no local query: ``locals_qkv``'s ``q`` may be ``None`` where
-        nothing else reads it.
+      global_rows: ``(globals_qkv, locals_qkv)`` under the globals' own projections (a
+        ``q`` of the locals may be ``None``: the global queries read none).
       local_queries: ``False``: only the global context (``local_context`` is ``None``).
 
     Returns:
@@ -185,10 +176,8 @@ def dense_attention(
     dropout=None,
     global_rows=None,
 ):
-    """The same attention over the whole sequence with an ``[S, S]`` mask (``pattern``
-    ``global_local``: the reference of :func:`blocked_attention`; ``full``: plain full attention,
-    without the own-document bias); arguments and results as :func:`blocked_attention`'s.
-    """
+    """:func:`blocked_attention` through an ``[S, S]`` mask (``pattern`` ``full``: plain
+    full attention without the own-document bias)."""
     qg, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = qg.dtype

@@ -1,13 +1,12 @@
-"""The Listformer's layer form: its own from-scratch form, or a pretrained checkpoint's.
-
-No TensorFlow here: the form is recorded beside a run's settings and read back.
+"""The Listformer's layer form: its own from-scratch form, or a pretrained checkpoint's,
+recorded beside a run's settings (no TensorFlow here).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from tfr_rankformer.core.config_io import from_dict
+from tfr_rankformer.core.config_io import check_fields, from_dict
 
 __all__ = ["ACTIVATIONS", "ListformerForm"]
 
@@ -17,13 +16,10 @@ ACTIVATIONS = ("gelu", "relu")
 
 @dataclasses.dataclass(frozen=True)
 class ListformerForm:
-    """How the Listformer's embedding and encoder layers are laid out.
-
-    From scratch (the default): pre-LayerNorm layers and a final LayerNorm, one set of
-    projections, ``[CLS]`` without a position. A BERT checkpoint's (:meth:`bert`):
-    post-LayerNorm without a final LayerNorm, its epsilon and activation, the global tokens'
-    own projections (Longformer's) and ``[CLS]`` at position 0 with the query after it.
-    """
+    """How the Listformer's layers are laid out: from scratch, pre-LayerNorm with a final
+    LayerNorm, one set of projections, ``[CLS]`` without a position; a BERT checkpoint's
+    (:meth:`bert`): post-LayerNorm, its epsilon and activation, the globals' own projections
+    (Longformer's) and ``[CLS]`` at position 0."""
 
     norm_first: bool = True
     layer_norm_epsilon: float = 1e-5
@@ -32,12 +28,9 @@ class ListformerForm:
     cls_position: bool = False
 
     def __post_init__(self):
-        for name in ("norm_first", "global_projections", "cls_position"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be a bool, got {getattr(self, name)!r}")
-        epsilon = self.layer_norm_epsilon
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0:
-            raise ValueError(f"`layer_norm_epsilon` must be a number > 0, got {epsilon!r}")
+        check_fields(self)
+        if not self.layer_norm_epsilon > 0:
+            raise ValueError(f"`layer_norm_epsilon` must be > 0, got {self.layer_norm_epsilon!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"`activation` must be one of {list(ACTIVATIONS)}, got {self.activation!r}"

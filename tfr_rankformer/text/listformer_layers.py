@@ -1,10 +1,8 @@
 """Keras layers of the Listformer: its embedding, encoder layer and read-out.
 
-The sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` is held as one tensor
-``[B, S, D]`` laid out as ``[CLS], q_1 .. q_Q, [SEP]_1 .. [SEP]_N`` (the
-``G = 1 + Q + N`` global tokens) followed by the ``N`` documents' tokens in
-blocks of ``T`` (``S = G + N T``). Token ids are ``-1`` where there is no
-token (padding).
+The sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` is held as ``[B, S, D]``: the
+``G = 1 + Q + N`` globals ``[CLS], q_1 .. q_Q, [SEP]_1 .. [SEP]_N``, then the documents'
+tokens in blocks of ``T`` (``S = G + N T``). Token ids are ``-1`` for padding.
 """
 
 from __future__ import annotations
@@ -23,10 +21,6 @@ __all__ = [
     "GlobalLocalTextEncoderLayer",
     "DocumentReadout",
 ]
-
-# ``GlobalLocalTextEncoderLayer``'s attentions: ``blocked`` (memory linear in the documents),
-# ``dense_masked`` (the same through the full masked matrix, the reference) or ``full``
-# (plain full attention, a baseline).
 
 
 @serializable
@@ -135,14 +129,10 @@ class ListformerEmbedding(tf.keras.layers.Layer):
 
 @serializable
 class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
-    """An encoder layer with the Listformer's document-wise attention.
-
-    From scratch pre-LayerNorm (``norm_first``); in a BERT checkpoint's form post-LayerNorm
-    with the checkpoint's epsilon and, with ``global_projections``, Longformer's own
-    projections for the global tokens. ``window``: how far a document's token sees within its
-    document; ``own_bias_init``: the start of ``[SEP]_j``'s per-head bias on document ``j``.
-    ``globals_only`` (the last layer: only ``[CLS]`` and the ``[SEP]`` tokens are read)
-    computes the global tokens' outputs alone, and no local query.
+    """An encoder layer with the Listformer's document-wise attention: pre-LayerNorm
+    (``norm_first``) or a BERT checkpoint's form (post-LayerNorm, its epsilon, with
+    ``global_projections`` Longformer's own projections for the globals). ``globals_only``
+    (the last layer, whose ``[CLS]`` and ``[SEP]`` alone are read) computes only the globals.
 
     Call args: ``x [B, S, D]``, ``global_valid [B, G]``, ``local_valid [B, N, T]``; returns
     ``[B, S, D]``, or ``[B, G, D]`` with ``globals_only``.

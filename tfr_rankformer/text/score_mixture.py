@@ -1,13 +1,10 @@
 """A re-ranker's score as a residual over what ranks the lists before training.
 
-``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``: the Listformer's head ``h`` on document
-``j``'s ``[SEP]``, the checkpoint's zero-shot cosine and the first stage's score, each
-standardised over the list's documents and weighted by a learned ``a``, ``b``. The head
-starts at zero, ``a`` at 1 and ``b`` at 0 (1 without a similarity), so the untrained model
-ranks as the checkpoint does and fine-tuning learns what to add.
-
-The weights are stored divided by ``_RATE``: Adam moves a weight by about the learning rate
-per step, and a fine-tuning rate would leave them where they start for hundreds of steps.
+``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``: the head on ``[SEP]_j``, the checkpoint's
+cosine and the first stage's score standardised per list, with learned ``a``, ``b``. The head
+starts at zero, ``a`` at 1, ``b`` at 0 (1 alone), so the untrained model ranks as the
+checkpoint does. Weights are stored divided by ``_RATE`` so that Adam at a fine-tuning rate
+moves them.
 """
 
 from __future__ import annotations
@@ -23,8 +20,8 @@ _EPSILON = 1e-6
 
 
 def standardized(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """``values [B, N]`` standardised over each list's valid documents (``mask [B, N]``):
-    mean 0, deviation 1 (a list whose values are all equal: 0); 0 on padding.
+    """``values [B, N]`` standardised over each list's valid documents (``mask [B, N]``);
+    0 on padding and where all are equal.
 
     >>> values, mask = tf.constant([[1.0, 3.0, 9.0]]), tf.constant([[True, True, False]])
     >>> standardized(values, mask).numpy().round(4)
@@ -42,11 +39,8 @@ def standardized(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 
 @serializable
 class ScoreMixture(tf.keras.layers.Layer):
-    """``scores + a * std(signal_1) + b * std(signal_2) ...`` over a list's documents.
-
-    ``signals`` names the signals in call order (``("similarity", "first_stage")``);
-    ``initial`` is their weights before training, one for all or one per signal.
-    """
+    """``scores + a * std(signal_1) + b * std(signal_2) ...``; ``signals`` names them in
+    call order, ``initial`` gives their starting weights (one for all or one each)."""
 
     def __init__(self, signals=("similarity",), initial=1.0, **kwargs):
         kwargs["dtype"] = "float32"

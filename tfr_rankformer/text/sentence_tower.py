@@ -6,7 +6,6 @@ Each text runs alone as ``[CLS] text [SEP]`` and is pooled as sentence-transform
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.model.layers import LayerNorm
@@ -18,6 +17,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     assign_values,
     layer_values,
     norm_values,
+    token_types,
 )
 from tfr_rankformer.text.bert_encoder_layer import BertEncoderLayer
 from tfr_rankformer.text.listformer_form import ACTIVATIONS
@@ -35,12 +35,11 @@ _NORM_EPSILON = 1e-12
 
 @serializable
 class SentenceTower(tf.keras.layers.Layer):
-    """A BERT encoder run on each text alone, mean-pooled and L2-normalised; frozen unless
-    told (``trainable``).
+    """A frozen BERT encoder run on each text alone, mean-pooled and L2-normalised.
 
-    Call args: ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` (int32, ``-1`` padding,
-    no ``[CLS]`` / ``[SEP]``), optional ``mask [B, N]``. Returns ``(query [B, D], documents
-    [B, N, D])``; a text without tokens or a padding document gets zeros (cosine 0).
+    Call args: ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1`` padding),
+    optional ``mask [B, N]``; returns ``(query [B, D], documents [B, N, D])``, zeros for a
+    padding document or a text without tokens.
 
     >>> tower = SentenceTower(10, 8, 1, 2, 16, 12, cls_id=2, sep_id=3)
     >>> tower.cosine(tf.constant([[4, 5]]), tf.constant([[[4, 5, -1], [-1, -1, -1]]])).shape
@@ -174,8 +173,8 @@ class SentenceTower(tf.keras.layers.Layer):
 
 
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
-    """Sets every weight of ``tower`` to the checkpoint's; token type 0's embedding is added
-    to every token. Raises ``ValueError`` naming a setting or weight that does not fit."""
+    """Sets every weight of ``tower`` to the checkpoint's (token type 0 added to every
+    token); ``ValueError`` names a setting or weight that does not fit."""
     for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(
@@ -184,9 +183,7 @@ def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None
             )
     if not tower.built:
         tower.build()
-    weights = checkpoint.weights
-    types = weights.get("embeddings.token_type_embeddings.weight")
-    type_0 = np.zeros([checkpoint.width], np.float32) if types is None else types[0]
+    weights, type_0 = checkpoint.weights, token_types(checkpoint)[0]
     values = [
         (tower.tokens, weights["embeddings.word_embeddings.weight"], "word_embeddings"),
         (tower.positions, weights["embeddings.position_embeddings.weight"], "positions"),
@@ -215,8 +212,7 @@ def tower_settings(checkpoint: BertCheckpoint) -> dict:
 
 
 def tower_from_checkpoint(checkpoint: BertCheckpoint, **kwargs) -> SentenceTower:
-    """A :class:`SentenceTower` with the checkpoint's sizes and weights; ``kwargs`` are
-    Keras layer arguments."""
+    """A :class:`SentenceTower` with the checkpoint's sizes and weights."""
     tower = SentenceTower(**tower_settings(checkpoint), **kwargs)
     load_tower_weights(tower, checkpoint)
     return tower

@@ -1,22 +1,17 @@
-"""A text run's training batches: lists sampled to ``--list-size`` documents, judged
-relevant ones first, grouped by their number of documents, tokenised in the pipeline.
-
-A pretrained encoder's step on a first stage's whole top 100 is a 12,800-token sequence per
-list, so training lists are sampled anew each epoch to the plan's cap; evaluation and
-prediction keep whole lists. Batches follow the run's ``RunPlan`` (``text_plan``), padded
-to few shapes.
+"""A text run's training batches by its ``RunPlan``: each list sampled anew each epoch to
+the plan's cap (a whole top 100 makes too long a sequence), grouped by length, padded to few
+shapes and tokenised in the pipeline. Evaluation and prediction keep whole lists.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfr_rankformer.core.elwc_schema import PADDING_LABEL
 from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.text import text_data
-from tfr_rankformer.text.text_data import DOCUMENTS, LABEL, MASK, QUERY
+from tfr_rankformer.text.text_data import LABEL, MASK
 
-__all__ = ["sample_documents", "training_batches", "padding_values"]
+__all__ = ["sample_documents", "training_batches"]
 
 # Query and document tokens are padded to multiples of these (few shapes to trace),
 # and a batch's documents to a multiple of DOCUMENT_MULTIPLE.
@@ -25,17 +20,9 @@ DOCUMENT_MULTIPLE = 8
 SHUFFLE_LISTS = 10_000
 
 
-def padding_values(spec: dict) -> dict:
-    """The padding of each key of a parsed text list (``spec``: its element spec)."""
-    fixed = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL}
-    return {k: fixed[k] if k in fixed else tf.zeros([], v.dtype) for k, v in spec.items()}
-
-
 def sample_documents(element: dict, cap: int, key) -> dict:
-    """One parsed list with at most ``cap`` of its documents: every judged relevant one
-    first, then a uniform sample of the others drawn from ``key`` (an int64 scalar); padding
-    documents are dropped and per-document keys stay aligned.
-    """
+    """One parsed list cut to ``cap`` documents: the relevant ones first, then a uniform
+    sample of the others drawn from ``key`` (int64); padding dropped."""
     mask, label = element[MASK], element[LABEL]
     n = tf.shape(mask)[0]
     noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
@@ -53,7 +40,7 @@ def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data
     ``multiple`` documents, at most the bucket's edge."""
     edges = tf.constant(plan.edges, tf.int64)
     sizes = tf.constant(plan.lists_per_batch, tf.int64)
-    padding = padding_values(lists.element_spec)
+    padding = text_data.padding_values(lists)
 
     def bucket(element):
         n = tf.reduce_sum(tf.cast(element[MASK], tf.int64))
@@ -90,10 +77,8 @@ def training_batches(
     to_model_io,
     pad_to_cap: bool = False,
 ) -> tf.data.Dataset:
-    """The epoch's ``to_model_io(batch)`` batches of the training split, by ``plan`` (their
-    count is asserted); ``pad_to_cap`` pads every batch to the last edge (``--length-buckets
-    off``) rather than to its longest list.
-    """
+    """The epoch's ``to_model_io(batch)`` batches of the training split, as many as ``plan``
+    says; ``pad_to_cap`` (``--length-buckets off``) pads every batch to the last edge."""
     lists = text_data.parsed_text_lists(data, "train", list_size=None)
     if not include_empty_lists:
         lists = lists.filter(lambda e: tf.reduce_max(tf.where(e[MASK], e[LABEL], 0.0)) > 0)

@@ -1,11 +1,9 @@
-"""Text lists: TF-Ranking's text ELWC read into ``tf.data`` for the Listformer.
+"""TF-Ranking's text ELWC (``<dir>/{train,vali,test}-*.tfrecord``: context ``query_tokens``,
+per-item ``document_tokens`` words and ``relevance``; an optional text ``manifest.json`` may
+rename them, list the files and name a ``first_stage_feature``) read into ``tf.data``.
 
-Files ``<dir>/{train,vali,test}-*.tfrecord`` hold a context ``query_tokens``, per-item
-``document_tokens`` (bytes, one entry per word) and ``relevance`` (int64, ``-1`` padding);
-an optional ``manifest.json`` (``kind: "text"``) may rename them, list the files and name a
-``first_stage_feature``. Word tokens are joined with spaces, which the model's tokenizer
-splits again. A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}``
-and, with a first stage, ``"first_stage": [L]`` float32.
+A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}`` (words joined
+with spaces) and, with a first stage, ``"first_stage": [L]`` float32.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ __all__ = [
     "load_text_data",
     "parsed_text_lists",
     "batched_text_lists",
+    "padding_values",
     "length_sorted_batches",
     "trimmed_to_documents",
     "scan_split",
@@ -50,8 +49,7 @@ _PARSE_BATCH = 64
 
 @dataclasses.dataclass(frozen=True)
 class TextData:
-    """A directory of text ELWC: its files per split and its feature names
-    (``first_stage_feature``: the per-item first-stage scores, or ``None``)."""
+    """A directory of text ELWC: its files per split and its feature names."""
 
     directory: str
     files: dict[str, list[str]]
@@ -81,13 +79,9 @@ def _manifest_files(directory: str, entry: SplitEntry | None) -> list[str] | Non
 
 
 def load_text_data(directory: str, config: TextConfig) -> TextData:
-    """The splits and feature names of a text ELWC directory; without a manifest (or a
-    split's ``files``) the files are found by name and the features take ``TextConfig``'s names.
-
-    Raises:
-      FileNotFoundError: if the directory holds no ``train-*.tfrecord`` file.
-      ValueError: if the manifest describes numeric lists or is not a manifest.
-    """
+    """The splits and feature names of a text ELWC directory: the manifest's, else files
+    found by name and ``TextConfig``'s names. No train file: ``FileNotFoundError``; a
+    feature-vector manifest: ``ValueError``."""
     manifest = Manifest()  # no manifest.json: nothing recorded
     path = os.path.join(directory, MANIFEST_NAME)
     if os.path.isfile(path):
@@ -140,12 +134,8 @@ def parse_text_batch(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> dict:
-    """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]``, ``mask [B, L]``,
-    ``label [B, L]`` float32 (``-1`` padding) and, with a first stage, ``first_stage [B, L]``.
-
-    TF-Ranking's parser shuffles and cuts whole examples, so every per-document tensor keeps
-    one order.
-    """
+    """``[B]`` serialized ELWC -> a batch of parsed lists ``[B, L]``; TF-Ranking's parser
+    shuffles and cuts whole examples, so every per-document tensor keeps one order."""
     import tensorflow_ranking as tfr
 
     example_spec = {
@@ -202,15 +192,14 @@ def parsed_text_lists(
 _PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL, FIRST_STAGE: 0.0}
 
 
-def _padding(lists: tf.data.Dataset) -> dict:
-    # FIRST_STAGE only where the lists hold it.
+def padding_values(lists: tf.data.Dataset) -> dict:
+    """The padding of each key the parsed ``lists`` hold."""
     return {key: _PADDING[key] for key in lists.element_spec}
 
 
 def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-    """Lists padded to the longest of each batch (padding documents: empty, masked,
-    label -1, first-stage score 0)."""
-    return lists.padded_batch(batch_size, padding_values=_padding(lists))
+    """Lists padded to the longest of each batch."""
+    return lists.padded_batch(batch_size, padding_values=padding_values(lists))
 
 
 def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
@@ -231,14 +220,10 @@ def length_sorted_batches(
     multiple: int = 1,
     seed: int | None = None,
 ) -> tf.data.Dataset:
-    """Batches of lists of similar numbers of documents, so that little is padding.
-
-    Every ``window`` batches' worth of lists is sorted by length and cut into batches of
-    ``batch_size`` lists, each trimmed (``trimmed_to_documents``); the batches hold exactly
-    the lists ``batched_text_lists`` would. With ``seed`` they are shuffled within a window of
-    batches, anew on each pass.
-    """
-    lists = lists.padded_batch(batch_size * window, padding_values=_padding(lists))
+    """The lists ``batched_text_lists`` would batch, sorted by length within each
+    ``window`` of batches and trimmed, so that little is padding; with ``seed`` the batches
+    are shuffled within a window, anew on each pass."""
+    lists = lists.padded_batch(batch_size * window, padding_values=padding_values(lists))
 
     def sorted_window(group):
         sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
@@ -255,13 +240,8 @@ def length_sorted_batches(
 def scan_split(
     data: TextData, split: str, *, word_counts=None, list_size: int | None = None
 ) -> dict:
-    """One pass over a split: counts of lists, documents and labels, the lists by their
-    number of documents (of all, and of those with a relevant document), and the words of its
-    text when ``word_counts`` (a ``Counter``) is given.
-
-    Raises:
-      ValueError: if the split holds no list.
-    """
+    """One pass over a split (``ValueError`` if it holds no list): counts of lists,
+    documents and labels, lists by length, and its words into ``word_counts``."""
     from tfr_rankformer.text.text_tokenizer import count_words
 
     lists = documents = longest = longer = unlabelled = 0

@@ -1,8 +1,7 @@
-"""``TextFamily``: the text models (the Listformer) on text ELWC, trained by the one
-training loop in one process. A text run also writes ``vocab.txt`` (built from the training
-split unless ``--vocab`` or ``--init-from`` gives one) and ``text_model.json``. Long
-training lists are sampled anew each epoch, evaluation keeps every document, and what
-the token caps cut is counted per split in ``metrics.json`` (``truncation``).
+"""``TextFamily``: the text models (the Listformer) on text ELWC, through the one training
+loop in one process. A run also writes ``vocab.txt`` and ``text_model.json``; training lists
+are sampled anew each epoch, evaluation keeps every document, and what the token caps cut is
+counted per split in ``metrics.json`` (``truncation``).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_checkpoint import (
     check_checkpoint_directory,
+    checkpoint_form,
     checkpoint_model_config,
     checkpoint_tokenizer,
     pretrained_listformer,
@@ -52,9 +52,10 @@ from tfr_rankformer.text.text_runs import (
     evaluate_text_model,
     load_text_run,
     text_model_inputs,
-    text_tokenizer,
+    token_caps,
 )
 from tfr_rankformer.text.text_tokenizer import (
+    TextTokenizer,
     build_vocabulary,
     read_vocabulary,
     register_text_ops,
@@ -76,7 +77,7 @@ BATCH_SIZE = 16  # lists per model call when ``predict`` is not told: evaluation
 
 @dataclasses.dataclass(frozen=True)
 class _TextStart:
-    """What the text family settled in ``prepare``, beside the run's data."""
+    """What ``prepare`` settled beside the run's data."""
 
     vocabulary: list
     tokenizer: object
@@ -108,7 +109,7 @@ def _parameters(config, vocab_size: int) -> int:
 
 
 def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
-    """The data's splits, ``train`` first, without those recorded as empty (logged)."""
+    """The data's splits, ``train`` first, without those recorded as empty."""
     splits = []
     for split in sorted(data.files, key=lambda s: s != "train"):
         entry = data.manifest.splits.get(split)
@@ -120,8 +121,7 @@ def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
 
 
 def _with_first_stage(config, data: text_data.TextData):
-    """``config`` with ``first_stage`` settled: on where the data has first-stage scores,
-    unless turned off; refused when asked for and absent."""
+    """``config`` with ``first_stage`` settled by the data (refused if asked for and absent)."""
     first_stage = config.architecture.first_stage
     if first_stage and not data.has_first_stage:
         raise ValueError(
@@ -135,15 +135,14 @@ def _with_first_stage(config, data: text_data.TextData):
 
 
 def _start(config):
-    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from`` (the config
-    with the checkpoint's sizes), or ``(config, None, None, None)`` without one."""
+    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from``, the config with
+    the checkpoint's sizes; ``(config, None, None, None)`` without one."""
     directory = config.text.init_from
     if directory is None:
         return config, None, None, None
     check_checkpoint_directory(directory)  # a bad checkpoint fails before the scan
     checkpoint = read_bert_checkpoint(directory)
-    caps = {k: getattr(config.text, k) for k in ("max_query_tokens", "max_document_tokens")}
-    tokenizer = checkpoint_tokenizer(checkpoint, **caps)
+    tokenizer = checkpoint_tokenizer(checkpoint, **token_caps(config))
     architecture = checkpoint_model_config(checkpoint, config.architecture)
     config = dataclasses.replace(config, architecture=architecture)
     return config, checkpoint, tokenizer, checkpoint.vocab_size
@@ -167,7 +166,7 @@ class TextFamily:
         config, tokenizer, model, max_label = load_text_run(model_dir)
         data = text_data.load_text_data(data_dir or config.data, config.text)
         settings = dict(batch_size=config.eval_batch_size, max_label=max_label)
-        settings.update(list_head=config.uses_list_head)
+        settings["list_head"] = config.uses_list_head
 
         def evaluate(split: str) -> dict:
             return evaluate_text_model(model, tokenizer, data, split, **settings)
@@ -182,11 +181,10 @@ class TextFamily:
 
     def load(self, path: str) -> ServedModel:
         path = resolve_export(path)
-        if is_token_id_export(path):
-            tokenizer = ClientTokenizer.from_export(path)
-            return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
-        register_text_ops()  # its graph tokenises with TF Text's ops
-        return ServedModel(path, self.record.kind, None, load_export(path))
+        tokenizer = ClientTokenizer.from_export(path) if is_token_id_export(path) else None
+        if tokenizer is None:
+            register_text_ops()  # its graph tokenises with TF Text's ops
+        return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
         if files is not None:
@@ -216,7 +214,7 @@ class TextFamily:
             vocabulary = read_vocabulary(config.text.vocab)
         else:
             vocabulary = build_vocabulary(words, size=config.text.vocab_size)
-        tokenizer = tokenizer or text_tokenizer(config, vocabulary)
+        tokenizer = tokenizer or TextTokenizer(vocabulary, **token_caps(config))
         parameters = _parameters(config, vocab_size or len(vocabulary))
         tower = config.architecture.similarity == "checkpoint"
         frozen = _parameters(config, vocab_size) if tower else 0
@@ -235,7 +233,8 @@ class TextFamily:
         # What rebuilding the model needs besides config.json.
         text_run = {"label_levels": run.levels}
         if start.checkpoint is not None:  # the form, token table and tokenisation of the start
-            text_run["pretrained"] = pretrained_settings(start.checkpoint, start.tokenizer)
+            form, size = checkpoint_form(start.checkpoint), start.checkpoint.vocab_size
+            text_run["pretrained"] = pretrained_settings(form, size, start.tokenizer)
         if run.config.architecture.similarity == "checkpoint":
             text_run["similarity"] = tower_settings(start.checkpoint)
         write_json(os.path.join(directory, TEXT_RUN_NAME), text_run)

@@ -1,11 +1,6 @@
-"""A text run's plan before its first step: its batches and its peak memory, so that a
-Listformer run is refused as a feature-vector run is (``run_plan.check_memory``).
-
-Items are documents: training lists keep at most ``--list-size`` of them, grouped by
-length; a ``--batch-items`` budget counts padded tokens (documents x
-``--max-document-tokens``). The memory model counts what a training step keeps for its
-backward pass from the sequence's ``1 + Q + N + N T`` tokens, the sizes, the attention
-window and the global tokens, plus the weights, gradients and optimizer moments.
+"""A text run's plan before its first step: its batches (items are documents; a
+``--batch-items`` budget counts padded tokens) and its peak memory, from what a step keeps
+for its backward pass over the ``1 + Q + N + N T`` tokens plus the weights' copies.
 
 >>> shape = TextShape(width=384, layers=6, heads=12, ff=1536, window=256, query=32,
 ...                   document=128, parameters=25_000_000)
@@ -31,9 +26,8 @@ _PIPELINE_BYTES = 200 << 20  # strings and token ids of the parsed and prefetche
 
 @dataclasses.dataclass(frozen=True)
 class TextShape:
-    """What a Listformer step's memory depends on: the encoder's sizes, the attention
-    window per side, the query and document token caps, the weights, and the frozen
-    weights (the pretrained similarity's own encoder)."""
+    """What a Listformer step's memory depends on (``frozen``: the similarity encoder's
+    weights)."""
 
     width: int
     layers: int
@@ -76,8 +70,7 @@ def _layer_floats(shape: TextShape, documents: int) -> tuple[int, int]:
 
 
 def _tower_floats(shape: TextShape, documents: int) -> int:
-    """What the frozen similarity encoder's layer holds for one list (forward only, each
-    document alone)."""
+    """What the frozen similarity encoder's layer holds for one list (forward only)."""
     if not shape.frozen:
         return 0
     t = shape.document + 2
@@ -112,9 +105,8 @@ def evaluation_lists(config, longest: int) -> int:
 
 
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
-    """The ``RunPlan`` of a text run from the training split's ``text_data.scan_split``;
-    ``cap``: the documents a training list keeps. No list of two different labels in it
-    raises ``EmptySplitError``."""
+    """The ``RunPlan`` of a text run from its training split's ``scan_split`` (``cap``: the
+    documents a training list keeps); ``EmptySplitError`` if no list has two labels."""
     if not scan["lists_with_two_labels"]:
         raise nothing_to_learn(
             f"the 'train' split of {config.data} has no list with two different labels"

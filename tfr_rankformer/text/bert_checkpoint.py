@@ -13,7 +13,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from tfr_rankformer.core.config_io import read_settings
-from tfr_rankformer.text.listformer_form import ACTIVATIONS
+from tfr_rankformer.text.listformer_config import ACTIVATIONS
 from tfr_rankformer.text.text_tokenizer import UNKNOWN, read_vocabulary
 
 __all__ = [

@@ -36,9 +36,7 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
     a token of document ``j`` (the ``[SEP]`` tokens are the last ``N`` globals), else 0."""
     eye = tf.eye(num_docs, dtype=own_bias.dtype)  # [N, N]
     per_token = tf.repeat(eye, block, axis=1)  # [N, N] -> [N, N T]
-    rows = tf.concat(
-        [tf.zeros([num_global - num_docs, num_docs * block], own_bias.dtype), per_token], 0
-    )
+    rows = tf.pad(per_token, [[num_global - num_docs, 0], [0, 0]])  # -> [G, N T]
     return own_bias[:, tf.newaxis, tf.newaxis] * rows[tf.newaxis]  # [H, G, N T]
 
 
@@ -48,17 +46,12 @@ def _split_keys(weights, num_global):
     return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
 
 
-def _block_dims(blocks):
-    shape = tf.shape(blocks)
-    return shape[0], shape[1], shape[2], shape[3], shape[4]
-
-
 def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bias, dropout):
     """The global tokens' context: ``[B, H, G, Dh]`` over every valid token."""
     qg, kg, vg = globals_qkv
     _, kl, vl = locals_qkv
     dtype = qg.dtype
-    batch, heads, docs, block, head_dim = _block_dims(kl)
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(kl))
     num_global = tf.shape(qg)[2]
     qg = qg * tf.cast(qg.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
@@ -80,7 +73,7 @@ def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window
     _, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = ql.dtype
-    batch, heads, docs, block, head_dim = _block_dims(ql)
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(ql))
     num_global = tf.shape(kg)[2]
     ql = ql * tf.cast(ql.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_q = tf.reshape(ql, [batch, heads, docs * block, head_dim])
@@ -143,8 +136,7 @@ def blocked_attention(
 
 def dense_mask(global_valid, local_valid, *, window: int, pattern: str = "global_local"):
     """``[B, S, S]`` bool over the sequence ``globals + documents' blocks``, ``S = G + N T``."""
-    shape = tf.shape(local_valid)
-    batch, docs, block = shape[0], shape[1], shape[2]
+    batch, docs, block = tf.unstack(tf.shape(local_valid))
     num_global = tf.shape(global_valid)[1]
     valid = tf.concat([global_valid, tf.reshape(local_valid, [batch, docs * block])], axis=1)
     keys = tf.broadcast_to(valid[:, tf.newaxis, :], [batch, tf.shape(valid)[1], tf.shape(valid)[1]])
@@ -152,15 +144,11 @@ def dense_mask(global_valid, local_valid, *, window: int, pattern: str = "global
         return keys
     if pattern != "global_local":
         raise ValueError(f"Unknown attention pattern {pattern!r}; choose from {list(PATTERNS)}")
-    position = tf.range(docs * block)
-    doc_of = position // block
-    within = position % block
-    same_doc = doc_of[:, tf.newaxis] == doc_of[tf.newaxis, :]
-    near = tf.abs(within[:, tf.newaxis] - within[tf.newaxis, :]) <= window
-    local_local = same_doc & near  # [N T, N T]
-    top = tf.ones([num_global, num_global + docs * block], tf.bool)  # globals see all
-    bottom = tf.concat([tf.ones([docs * block, num_global], tf.bool), local_local], axis=1)
-    pattern_mask = tf.concat([top, bottom], axis=0)  # [S, S]
+    same_doc = tf.cast(tf.eye(docs), tf.bool)[:, tf.newaxis, :, tf.newaxis]  # [N, 1, N, 1]
+    local_local = same_doc & band(block, window)[tf.newaxis, :, tf.newaxis, :]  # [N, T, N, T]
+    local_local = tf.reshape(local_local, [docs * block, docs * block])
+    # The globals see all and are seen by all: [N T, N T] -> [S, S].
+    pattern_mask = tf.pad(local_local, [[num_global, 0], [num_global, 0]], constant_values=True)
     return keys & pattern_mask[tf.newaxis]
 
 
@@ -181,8 +169,7 @@ def dense_attention(
     qg, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = qg.dtype
-    shape = tf.shape(ql)
-    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(ql))
     num_global = tf.shape(qg)[2]
     scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
 

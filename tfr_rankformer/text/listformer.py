@@ -1,7 +1,7 @@
 """The Listformer (Reuter, 2022): a listwise text re-ranker with document-wise
 global-local attention over ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]``, positions restarting
 in every document (order invariance). Document ``j``'s score is a linear layer on its closing
-``[SEP]`` (or a residual over known rankings, ``score_mixture``); a list head reads ``[CLS]``.
+``[SEP]`` (or a residual over known rankings, ``ScoreMixture``); a list head reads ``[CLS]``.
 """
 
 from __future__ import annotations
@@ -9,17 +9,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.model.layers import FastDropout, LayerNorm
+from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.model.model_config import ModelConfig
-from tfr_rankformer.model.models import copy_first_layer, score_outputs
+from tfr_rankformer.model.models import _head, copy_first_layer, score_outputs
 from tfr_rankformer.model.projections import Dense, dense
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerForm
 from tfr_rankformer.text.listformer_layers import (
-    DocumentReadout,
     GlobalLocalTextEncoderLayer,
     ListformerEmbedding,
+    ScoreMixture,
 )
-from tfr_rankformer.text.score_mixture import ScoreMixture
 from tfr_rankformer.text.sentence_tower import SentenceTower
 
 __all__ = [
@@ -151,21 +150,17 @@ def build_listformer(
     # === Encoder ===
     x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D] -> [B, G, D]
     # === Heads ===
-    z_cls, z_seps = DocumentReadout(name="readout")(x, global_valid, mask)  # [B, D], [B, N, D]
+    # [CLS] and the [SEP]s closing the documents, the last N globals: [B, D], [B, N, D].
+    num_global = tf.shape(global_valid)[1]
+    docs = tf.shape(mask)[1]
+    z_cls, z_seps = x[:, 0], x[:, num_global - docs : num_global]
     outputs = _document_scores(z_seps, inputs, config, item_levels, tower)
     if levels:
-        head = tf.keras.Sequential(
-            [
-                dense(config.head_hidden, fan_in=config.width, init=config.init, activation="relu"),
-                FastDropout(config.head_dropout),
-                dense(levels, fan_in=config.head_hidden, init=config.init, dtype="float32"),
-            ],
-            name="list_head",
-        )
         # h_d(z_CLS): [B, D] -> [B, K] logits of P(t >= k).
+        logits = _head(config.width, config, levels, "list_head")(z_cls)
         outputs["list_quality"] = tf.keras.layers.Activation(
             "linear", dtype="float32", name="list_quality"
-        )(head(z_cls))
+        )(logits)
     return tf.keras.Model(inputs, outputs, name="listformer")
 
 

@@ -31,8 +31,7 @@ from tfr_rankformer.text.bert_checkpoint import (
     token_types,
 )
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER, build_text_model
-from tfr_rankformer.text.listformer_config import ListformerConfig
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerConfig, ListformerForm
 from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_settings
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
@@ -72,13 +71,10 @@ class PretrainedListformer:
     form: ListformerForm
     vocab_size: int
 
-    def settings(self) -> dict:
-        """What rebuilding it needs besides the architecture and ``vocab.txt`` (JSON)."""
-        return pretrained_settings(self.form, self.vocab_size, self.tokenizer)
-
 
 def pretrained_settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -> dict:
-    """``text_model.json``'s ``pretrained`` entry of a start in ``form``."""
+    """``text_model.json``'s ``pretrained`` entry: what rebuilding a start in ``form`` needs
+    besides the architecture and ``vocab.txt``."""
     return {
         "form": form.to_json(),
         "vocab_size": vocab_size,

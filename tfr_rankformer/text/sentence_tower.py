@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.bert_checkpoint import (
@@ -19,10 +20,11 @@ from tfr_rankformer.text.bert_checkpoint import (
     norm_values,
     token_types,
 )
-from tfr_rankformer.text.bert_encoder_layer import BertEncoderLayer
-from tfr_rankformer.text.listformer_form import ACTIVATIONS
+from tfr_rankformer.text.listformer_config import ACTIVATIONS
+from tfr_rankformer.text.listformer_layers import bert_weight
 
 __all__ = [
+    "BertEncoderLayer",
     "SentenceTower",
     "load_tower_weights",
     "tower_from_checkpoint",
@@ -31,6 +33,47 @@ __all__ = [
 
 # sentence-transformers' Normalize: x / max(||x||, eps).
 _NORM_EPSILON = 1e-12
+
+
+@serializable
+class BertEncoderLayer(PreNormEncoderLayer):
+    """Hugging Face's ``BertLayer`` in inference: ``x = LayerNorm(x + Attention(x))``, then
+    ``LayerNorm(x + FF(x))``, without dropout.
+
+    Call args: ``x [S, L, D]`` float and ``valid [S, L]`` bool; returns ``[S, L, D]``.
+    """
+
+    def __init__(
+        self,
+        num_heads: int = 12,
+        ff_dim: int = 3072,
+        epsilon: float = 1e-12,
+        activation: str = "gelu",
+        **kwargs,
+    ):
+        kwargs.setdefault("dropout", 0.0)
+        super().__init__(num_heads, ff_dim, activation=activation, **kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.norm_attention = LayerNorm(epsilon=self.epsilon, name="norm_attention")
+        self.norm_ff = LayerNorm(epsilon=self.epsilon, name="norm_ff")
+        width = int(input_shape[-1])
+        # Built here, so that a checkpoint's weights can be assigned before any call.
+        for layer, features in (
+            (self.qkv, width),
+            (self.attention_out, width),
+            (self.norm_attention, width),
+            (self.ff_in, width),
+            (self.ff_out, self.ff_dim),
+            (self.norm_ff, width),
+        ):  # [S, L, features]: a LayerNorm keeps the rank it was built for
+            layer.build(tf.TensorShape([None, None, features]))
+
+    def call(self, x, valid):
+        x = self.norm_attention(x + self._attention(x, valid, False))
+        return self.norm_ff(x + self.ff_out(self.ff_in(x)))
 
 
 @serializable
@@ -83,17 +126,9 @@ class SentenceTower(tf.keras.layers.Layer):
 
     def build(self, input_shape=None):
         width = self.width
-
-        def normal():  # BERT's N(0, 0.02^2), truncated; a new initializer per weight
-            return tf.keras.initializers.TruncatedNormal(stddev=0.02)
-
-        self.tokens = self.add_weight(
-            name="tokens", shape=(self.vocab_size, width), initializer=normal()
-        )
-        self.positions = self.add_weight(
-            name="positions", shape=(self.max_positions, width), initializer=normal()
-        )
-        self.token_type = self.add_weight(name="token_type", shape=(width,), initializer=normal())
+        self.tokens = bert_weight(self, "tokens", (self.vocab_size, width))
+        self.positions = bert_weight(self, "positions", (self.max_positions, width))
+        self.token_type = bert_weight(self, "token_type", (width,))
         self.norm = LayerNorm(epsilon=self.epsilon, name="embedding_norm")
         self.norm.build(tf.TensorShape([None, None, width]))
         self.encoder_layers = []
@@ -149,8 +184,7 @@ class SentenceTower(tf.keras.layers.Layer):
     def call(self, query_ids, document_ids, mask=None):
         query_ids = tf.convert_to_tensor(query_ids, tf.int32)
         document_ids = tf.convert_to_tensor(document_ids, tf.int32)
-        shape = tf.shape(document_ids)
-        batch, docs, block = shape[0], shape[1], shape[2]
+        batch, docs, block = tf.unstack(tf.shape(document_ids))
         flat = tf.reshape(document_ids, [batch * docs, block])  # [B, N, T] -> [B N, T]
         runs = tf.reduce_any(flat >= 0, axis=1)  # [B N]
         if mask is not None:

@@ -3,7 +3,9 @@ per-item ``document_tokens`` words and ``relevance``; an optional text ``manifes
 rename them, list the files and name a ``first_stage_feature``) read into ``tf.data``.
 
 A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}`` (words joined
-with spaces) and, with a first stage, ``"first_stage": [L]`` float32.
+with spaces) and, with a first stage, ``"first_stage": [L]`` float32. Training lists are
+sampled anew each epoch to the plan's cap (a whole top 100 makes too long a sequence) and
+batched by length; evaluation and prediction keep whole lists.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core.elwc_schema import PADDING_LABEL, SPLITS
+from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.manifest import (
     MANIFEST_NAME,
     TEXT_KIND,
     Manifest,
-    SplitEntry,
     read_manifest,
 )
+from tfr_rankformer.training.run_plan import RunPlan
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = [
@@ -35,6 +38,8 @@ __all__ = [
     "length_sorted_batches",
     "trimmed_to_documents",
     "scan_split",
+    "sample_documents",
+    "training_batches",
     "QUERY",
     "DOCUMENTS",
     "MASK",
@@ -45,6 +50,11 @@ __all__ = [
 QUERY, DOCUMENTS, MASK, LABEL = "query", "documents", "mask", "label"
 FIRST_STAGE = "first_stage"
 _PARSE_BATCH = 64
+# Query and document tokens are padded to multiples of these (few shapes to trace),
+# and a batch's documents to a multiple of DOCUMENT_MULTIPLE.
+TOKEN_MULTIPLES = (4, 16)
+DOCUMENT_MULTIPLE = 8
+SHUFFLE_LISTS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +82,6 @@ class TextData:
         return self.files[split]
 
 
-def _manifest_files(directory: str, entry: SplitEntry | None) -> list[str] | None:
-    if entry is None or not entry.files:
-        return None
-    return [os.path.join(directory, name) for name in entry.files]
-
-
 def load_text_data(directory: str, config: TextConfig) -> TextData:
     """The splits and feature names of a text ELWC directory: the manifest's, else files
     found by name and ``TextConfig``'s names. No train file: ``FileNotFoundError``; a
@@ -93,7 +97,7 @@ def load_text_data(directory: str, config: TextConfig) -> TextData:
             )
     files = {}
     for split in SPLITS:
-        listed = _manifest_files(directory, manifest.splits.get(split))
+        listed = manifest.split_files(directory, split) if split in manifest.splits else []
         found = listed or sorted(glob.glob(os.path.join(directory, f"{split}-*.tfrecord")))
         missing = [f for f in found if not os.path.isfile(f)]
         if missing:
@@ -244,41 +248,83 @@ def scan_split(
     documents and labels, lists by length, and its words into ``word_counts``."""
     from tfr_rankformer.text.text_tokenizer import count_words
 
-    lists = documents = longest = longer = unlabelled = 0
-    max_label = 0.0
-    empty_lists = ranked = 0
-    lengths: collections.Counter = collections.Counter()  # documents -> lists
-    relevant_lengths: collections.Counter = collections.Counter()  # of lists with t > 0
+    parts = collections.defaultdict(list)  # per list: documents, top and lowest label
     batches = batched_text_lists(parsed_text_lists(data, split, list_size=None), 256)
     for batch in batches.as_numpy_iterator():
-        mask = batch[MASK]
-        sizes = mask.sum(axis=1)
-        lists += len(sizes)
-        documents += int(sizes.sum())
-        longest = max(longest, int(sizes.max(initial=0)))
-        longer += int((sizes > list_size).sum()) if list_size else 0
-        unlabelled += int((mask & (batch[LABEL] < 0)).sum())
-        labels = np.where(mask, batch[LABEL], 0.0)
-        max_label = max(max_label, float(labels.max(initial=0.0)))
-        empty_lists += int((labels.max(axis=1, initial=0.0) <= 0).sum())
-        low = np.where(mask, batch[LABEL], np.inf).min(axis=1, initial=np.inf)
-        ranked += int((labels.max(axis=1, initial=0.0) > low).sum())  # two different labels
-        lengths.update(sizes.tolist())
-        relevant_lengths.update(sizes[labels.max(axis=1, initial=0.0) > 0].tolist())
+        mask, labels = batch[MASK], batch[LABEL]
+        parts["sizes"].append(mask.sum(axis=1))
+        parts["top"].append(np.where(mask, labels, 0.0).max(axis=1, initial=0.0))
+        parts["low"].append(np.where(mask, labels, np.inf).min(axis=1, initial=np.inf))
+        parts["unlabelled"].append((mask & (labels < 0)).sum(axis=1))
         if word_counts is not None:
             count_words((q.decode("utf-8") for q in batch[QUERY]), word_counts)
             count_words((d.decode("utf-8") for d in batch[DOCUMENTS][mask]), word_counts)
-    if lists == 0:
+    if not parts:
         raise ValueError(f"{data.directory}: the {split!r} split holds no list")
+    sizes, top, low, unlabelled = (np.concatenate(parts[k]) for k in parts)
+
+    def histogram(values) -> dict:
+        return {int(n): int(c) for n, c in zip(*np.unique(values, return_counts=True))}
+
     return {
-        "lists": lists,
-        "documents": documents,
-        "longest_list": longest,
-        "lists_longer_than_list_size": longer,
-        "unlabelled_documents": unlabelled,
-        "max_label": int(max_label),
-        "lists_without_relevant": empty_lists,
-        "lists_with_two_labels": ranked,
-        "lengths": {int(n): c for n, c in sorted(lengths.items())},
-        "lengths_with_relevant": {int(n): c for n, c in sorted(relevant_lengths.items())},
+        "lists": len(sizes),
+        "documents": int(sizes.sum()),
+        "longest_list": int(sizes.max()),
+        "lists_longer_than_list_size": int((sizes > list_size).sum()) if list_size else 0,
+        "unlabelled_documents": int(unlabelled.sum()),
+        "max_label": int(top.max()),
+        "lists_without_relevant": int((top <= 0).sum()),
+        "lists_with_two_labels": int((top > low).sum()),
+        "lengths": histogram(sizes),
+        "lengths_with_relevant": histogram(sizes[top > 0]),
     }
+
+
+def sample_documents(element: dict, cap: int, key) -> dict:
+    """One parsed list cut to ``cap`` documents: the relevant ones first, then a uniform
+    sample of the others drawn from ``key`` (int64); padding dropped."""
+    mask, label = element[MASK], element[LABEL]
+    n = tf.shape(mask)[0]
+    noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
+    # Relevant documents above the others, padding below both.
+    priority = tf.where(mask, noise + tf.where(label > 0, 2.0, 1.0), 0.0)
+    keep = tf.math.top_k(priority, k=tf.minimum(n, cap)).indices
+    valid = tf.reduce_sum(tf.cast(tf.gather(mask, keep), tf.int32))
+    keep = keep[:valid]
+    keep = tf.gather(keep, tf.argsort(tf.gather(noise, keep)))  # relevant ones not in front
+    return {k: tf.gather(v, keep) if v.shape.rank else v for k, v in element.items()}
+
+
+def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data.Dataset:
+    """Batches of one bucket each, their document axis cut to their longest list rounded up
+    to a multiple of ``multiple``, at most the bucket's edge."""
+    batches = lists.bucket_by_sequence_length(
+        lambda element: tf.reduce_sum(tf.cast(element[MASK], tf.int32)),
+        bucket_boundaries=[edge + 1 for edge in plan.edges],
+        bucket_batch_sizes=[*plan.lists_per_batch, 1],  # the last: no list is that long
+        padding_values=padding_values(lists),
+        pad_to_bucket_boundary=True,
+    )
+    return batches.map(lambda batch: trimmed_to_documents(batch, multiple))
+
+
+def training_batches(data: TextData, plan: RunPlan, config, to_model_io) -> tf.data.Dataset:
+    """The epoch's ``to_model_io(batch)`` batches of the training split, as many as ``plan``
+    says; with ``--length-buckets off`` every batch is padded to the last edge."""
+    lists = parsed_text_lists(data, "train", list_size=None)
+    if not config.training_includes_empty_lists():
+        lists = lists.filter(lambda e: tf.reduce_max(tf.where(e[MASK], e[LABEL], 0.0)) > 0)
+    seed = config.seed
+    lists = lists.shuffle(SHUFFLE_LISTS, seed=seed, reshuffle_each_iteration=True)
+    keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    lists = tf.data.Dataset.zip((lists, keys)).map(
+        lambda element, key: sample_documents(element, plan.cap, key),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    buckets = plan.batches
+    multiple = DOCUMENT_MULTIPLE if config.length_buckets else buckets.edges[-1]
+    batches = _bucketed(lists, buckets, multiple)
+    batches = batches.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE)
+    # The plan counts the batches exactly; a mismatch fails loudly.
+    batches = batches.apply(tf.data.experimental.assert_cardinality(buckets.steps))
+    return batches.prefetch(2)

@@ -66,14 +66,6 @@ def _first_stage_spec(model) -> list:
     return [tf.TensorSpec([None, None], tf.float32, name=FIRST_STAGE_INPUT)]
 
 
-def _module(**tracked) -> tf.Module:
-    """A module holding what the signatures use, so that the SavedModel keeps it."""
-    module = tf.Module()
-    for name, value in tracked.items():
-        setattr(module, name, value)
-    return module
-
-
 def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *, list_head: bool):
     """Saves ``model`` behind the tokenizer with the two text signatures."""
     first_stage = takes_first_stage(model)
@@ -97,8 +89,11 @@ def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *,
         parse = text_data.parse_text_batch
         return serve_nonempty(lambda e: score(parse(e, data, list_size=None)), examples)
 
+    module = tf.Module()  # holds what the signatures use, so that the SavedModel keeps it
+    module.model = model
+    module.tokenizer = tokenizer
     signatures = {SIGNATURE_TEXT: serve_text, SIGNATURE_EXAMPLES: serve_examples}
-    tf.saved_model.save(_module(model=model, tokenizer=tokenizer), path, signatures=signatures)
+    tf.saved_model.save(module, path, signatures=signatures)
 
 
 def _id_checks(query_ids, document_ids, document_mask, vocab_size: int) -> list:
@@ -116,25 +111,11 @@ def _id_checks(query_ids, document_ids, document_mask, vocab_size: int) -> list:
     return checks
 
 
-def _write_client_files(path: str, tokenizer: TextTokenizer, vocabulary: list[str], model) -> None:
-    """``assets.extra/vocab.txt`` and ``assets.extra/tokenizer.json`` for the client."""
-    extra = os.path.join(path, ASSETS_EXTRA)
-    os.makedirs(extra, exist_ok=True)
-    write_vocabulary(os.path.join(extra, VOCAB_FILE), vocabulary)
-    settings = tokenizer_settings(
-        max_query_tokens=tokenizer.max_query_tokens,
-        max_document_tokens=tokenizer.max_document_tokens,
-        lower_case=tokenizer.lower_case,
-        basic_tokenization=tokenizer.basic_tokenization,
-        first_stage=takes_first_stage(model),
-    )
-    write_json(os.path.join(extra, SETTINGS_NAME), settings)
-
-
 def save_token_id_servable(
     model, tokenizer: TextTokenizer, vocabulary: list[str], path: str, *, list_head: bool
 ):
-    """Saves ``model`` with the token-id signature and its clients' files."""
+    """Saves ``model`` with the token-id signature and, in ``assets.extra/``, its clients'
+    ``vocab.txt`` and ``tokenizer.json``."""
     if len(vocabulary) != tokenizer.vocab_size:
         raise ValueError(
             f"{len(vocabulary)} vocabulary entries for a tokenizer of {tokenizer.vocab_size}"
@@ -160,9 +141,20 @@ def save_token_id_servable(
                 inputs[FIRST_STAGE] = tf.identity(first_stage_scores)
         return served_outputs(model(inputs, training=False), list_head)
 
-    signatures = {SIGNATURE_TOKEN_IDS: serve_ids}
-    tf.saved_model.save(_module(model=model), path, signatures=signatures)
-    _write_client_files(path, tokenizer, vocabulary, model)
+    module = tf.Module()  # holds the model, so that the SavedModel keeps it
+    module.model = model
+    tf.saved_model.save(module, path, signatures={SIGNATURE_TOKEN_IDS: serve_ids})
+    extra = os.path.join(path, ASSETS_EXTRA)
+    os.makedirs(extra, exist_ok=True)
+    write_vocabulary(os.path.join(extra, VOCAB_FILE), vocabulary)
+    settings = tokenizer_settings(
+        max_query_tokens=tokenizer.max_query_tokens,
+        max_document_tokens=tokenizer.max_document_tokens,
+        lower_case=tokenizer.lower_case,
+        basic_tokenization=tokenizer.basic_tokenization,
+        first_stage=takes_first_stage(model),
+    )
+    write_json(os.path.join(extra, SETTINGS_NAME), settings)
 
 
 def _free_version(model_dir: str, version: int | None) -> int:

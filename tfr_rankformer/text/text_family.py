@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 
@@ -22,6 +23,7 @@ from tfr_rankformer.core.run_layout import (
     is_text_run,
     is_token_id_export,
 )
+from tfr_rankformer.inputs.empty_splits import empty_splits
 from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
@@ -33,7 +35,7 @@ from tfr_rankformer.serving.prediction import (
     text_inputs,
     text_signature,
 )
-from tfr_rankformer.text import text_batches, text_data
+from tfr_rankformer.text import text_data
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_checkpoint import (
@@ -110,14 +112,10 @@ def _parameters(config, vocab_size: int) -> int:
 
 def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
     """The data's splits, ``train`` first, without those recorded as empty."""
-    splits = []
-    for split in sorted(data.files, key=lambda s: s != "train"):
-        entry = data.manifest.splits.get(split)
-        if split != "train" and entry is not None and entry.num_lists == 0:
-            logger.warning("%s: the %r split holds no lists; it is left out", data.directory, split)
-            continue
-        splits.append(split)
-    return tuple(splits)
+    empty = set(empty_splits(data.manifest)) - {"train"}
+    for split in sorted(empty & set(data.files)):
+        logger.warning("%s: the %r split holds no lists; it is left out", data.directory, split)
+    return tuple(s for s in sorted(data.files, key=lambda s: s != "train") if s not in empty)
 
 
 def _with_first_stage(config, data: text_data.TextData):
@@ -167,10 +165,7 @@ class TextFamily:
         data = text_data.load_text_data(data_dir or config.data, config.text)
         settings = dict(batch_size=config.eval_batch_size, max_label=max_label)
         settings["list_head"] = config.uses_list_head
-
-        def evaluate(split: str) -> dict:
-            return evaluate_text_model(model, tokenizer, data, split, **settings)
-
+        evaluate = functools.partial(evaluate_text_model, model, tokenizer, data, **settings)
         return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)
 
     def export(
@@ -258,7 +253,7 @@ class TextFamily:
     def training_data(self, run: PreparedRun, model, cache_dir: str) -> tf.data.Dataset:
         del model, cache_dir  # text lists are parsed anew each epoch
         config, tokenizer = run.config, run.extra.tokenizer
-        multiples = text_batches.TOKEN_MULTIPLES if config.length_buckets else (1, 1)
+        multiples = text_data.TOKEN_MULTIPLES if config.length_buckets else (1, 1)
         output = get_score_loss(config.loss).output
         first_stage = bool(config.architecture.first_stage)
 
@@ -273,15 +268,7 @@ class TextFamily:
                 targets["list_quality"] = t[:, tf.newaxis]  # [B] -> [B, 1]
             return inputs, targets
 
-        return text_batches.training_batches(
-            run.data,
-            run.plan.batches,
-            cap=run.plan.cap,
-            include_empty_lists=config.training_includes_empty_lists(),
-            seed=config.seed,
-            to_model_io=to_model_io,
-            pad_to_cap=not config.length_buckets,
-        )
+        return text_data.training_batches(run.data, run.plan, config, to_model_io)
 
     def _evaluation(self, run: PreparedRun) -> dict:
         longest = max(run.data.manifest.longest_list, run.extra.scan["longest_list"])

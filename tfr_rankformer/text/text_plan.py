@@ -92,11 +92,6 @@ def text_forward_bytes(shape: TextShape, *, lists: int, documents: int) -> int:
     return int(_OVERHEAD * _FLOAT * lists * floats)
 
 
-def runtime_bytes(shape: TextShape) -> int:
-    """TensorFlow, the trained weights with their gradients and moments, the frozen ones."""
-    return RUNTIME_BYTES + _FLOAT * (_COPIES_OF_WEIGHTS * shape.parameters + shape.frozen)
-
-
 def evaluation_lists(config, longest: int) -> int:
     """Lists of ``longest`` documents per evaluation batch within its token budget, at most
     ``--eval-batch-size``, at least one."""
@@ -121,10 +116,11 @@ def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_emp
     items = sum(min(int(n), edge) * c for n, c in lengths.items())
     step, batch = largest_step(plan, lambda b, e: text_step_bytes(shape, lists=b, documents=e))
     longest = scan["longest_list"]
-    evaluation = text_forward_bytes(
-        shape, lists=evaluation_lists(config, longest), documents=longest
-    )
-    memory = MemoryEstimate(runtime_bytes(shape), _PIPELINE_BYTES, step, evaluation, batch)
+    eval_lists = evaluation_lists(config, longest)
+    evaluation = text_forward_bytes(shape, lists=eval_lists, documents=longest)
+    # TensorFlow, the trained weights' copies and the frozen weights.
+    runtime = RUNTIME_BYTES + _FLOAT * (_COPIES_OF_WEIGHTS * shape.parameters + shape.frozen)
+    memory = MemoryEstimate(runtime, _PIPELINE_BYTES, step, evaluation, batch)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
-    eval_items = evaluation_lists(config, longest) * longest
+    eval_items = eval_lists * longest
     return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit, unit="documents")

@@ -2,13 +2,12 @@
 
 A run's ``text_model.json`` holds ``label_levels`` and, after ``--init-from``, ``pretrained``
 (form, token rows, tokenisation: reloading needs no checkpoint) and ``similarity`` (the
-frozen checkpoint encoder's settings of ``score_mixture``).
+frozen checkpoint encoder's settings of ``ScoreMixture``).
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import time
@@ -24,7 +23,7 @@ from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS, build_text_model
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
 from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
@@ -43,14 +42,6 @@ logger = logging.getLogger(__name__)
 
 # The validation metrics a text run logs each epoch (``val_*``).
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
-
-
-class _TextRun(typing.TypedDict):
-    """``text_model.json``: what rebuilding the model needs besides ``config.json``."""
-
-    label_levels: int
-    pretrained: dict | None
-    similarity: dict | None  # the frozen checkpoint encoder's settings
 
 
 class _Pretrained(typing.TypedDict):
@@ -127,17 +118,13 @@ def _predict_step(model):
     return step
 
 
-# Evaluation sorts the lists by length in windows of this many batches.
-_EVALUATION_WINDOW = 64
-
-
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
     """``(inputs, labels, cut)`` of ``split``'s lists, sorted by length, tokenised in the
     pipeline."""
     lists = text_data.parsed_text_lists(data, split, list_size=None)
-    batches = text_data.length_sorted_batches(lists, batch_size, window=_EVALUATION_WINDOW)
+    batches = text_data.length_sorted_batches(lists, batch_size, window=64)
 
     def encoded(batch):
         mask = batch[text_data.MASK]
@@ -223,19 +210,20 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
     """``text_model.json``'s ``label_levels``, checked ``pretrained`` and ``similarity``."""
     path = os.path.join(model_dir, TEXT_RUN_NAME)
     values = read_settings(path)
-    check_types(_TextRun, values, where=path)
-    settings = values.get("pretrained")
+    settings, tower = values.get("pretrained"), values.get("similarity")
+    if tower is not None and not isinstance(tower, dict):
+        raise ValueError(f"{path}: 'similarity' must be an object of settings, got {tower!r}")
     if settings is None:
-        return values["label_levels"], None, values.get("similarity")
+        return values["label_levels"], None, tower
     keys = sorted(_Pretrained.__annotations__)
-    if sorted(settings) != keys:
+    if not isinstance(settings, dict) or sorted(settings) != keys:
         raise ValueError(f"{path}: 'pretrained' must have the keys {keys}, got {settings!r}")
     check_types(_Pretrained, settings, where=f"{path}: 'pretrained'")
     try:
         form = ListformerForm.from_json(settings["form"])
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: 'pretrained.form': {error}") from error
-    return values["label_levels"], dict(settings, form=form), values.get("similarity")
+    return values["label_levels"], dict(settings, form=form), tower
 
 
 def load_text_run(model_dir: str, *, precision: str = "float32"):
@@ -246,8 +234,7 @@ def load_text_run(model_dir: str, *, precision: str = "float32"):
     weights = os.path.join(model_dir, BEST_WEIGHTS)
     if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
         raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
-    with open(config_path, encoding="utf-8") as f:
-        config = TrainConfig.from_json(json.load(f))
+    config = TrainConfig.from_json(read_settings(config_path))
     max_label, pretrained, tower = _read_text_run(model_dir)
     vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
     vocab_size, form, tokenization = len(vocabulary), None, {}

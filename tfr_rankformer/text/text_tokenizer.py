@@ -139,8 +139,6 @@ class TextTokenizer(tf.Module):
             vocab=list(vocabulary),
             suffix_indicator=SUFFIX,
             unknown_token=UNKNOWN,
-            no_pretokenization=False,
-            support_detokenization=False,
             token_out_type=tf.int32,
         )
 
@@ -184,13 +182,9 @@ def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
 
 def _bert_tokenizer(vocabulary: list[str]):
     """TF Text's ``BertTokenizer`` on a table of constants (a SavedModel carries it)."""
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(
-            tf.constant(list(vocabulary), tf.string),
-            tf.range(len(vocabulary), dtype=tf.int64),
-        ),
-        default_value=-1,
-    )
+    ids = tf.range(len(vocabulary), dtype=tf.int64)
+    initializer = tf.lookup.KeyValueTensorInitializer(list(vocabulary), ids)
+    table = tf.lookup.StaticHashTable(initializer, default_value=-1)
     return register_text_ops().BertTokenizer(
         table,
         suffix_indicator=SUFFIX,

@@ -33,13 +33,10 @@ def bert_weight(layer: tf.keras.layers.Layer, name: str, shape: tuple) -> tf.Var
 
 @serializable
 class ListformerEmbedding(tf.keras.layers.Layer):
-    """Token, position and segment embeddings of the whole sequence.
-
-    Every document's positions start from 0, so the documents' order carries no signal;
-    the ``[SEP]`` closing document ``j`` takes position ``len(d_j)``. With ``cls_position``
-    (a BERT checkpoint's form) ``[CLS]`` takes position 0 and the query ``1 .. Q``. With
-    ``match_marks``, query token ``i`` and every document token with its id get the learned
-    mark ``m_i``, zero at the start.
+    """Token, position and segment embeddings of the whole sequence: positions restart in
+    every document (``[SEP]_j`` at ``len(d_j)``), so the order carries no signal; with
+    ``cls_position`` (a checkpoint's form) ``[CLS]`` is at 0 and the query at ``1 .. Q``; with
+    ``match_marks`` query token ``i`` and the document tokens equal to it get a learned ``m_i``.
 
     Call args: ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1`` padding) and
     ``mask [B, N]``; returns ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.

@@ -1,7 +1,6 @@
-"""A frozen BERT sentence encoder: the zero-shot cosine of a query and its documents.
-
-Each text runs alone as ``[CLS] text [SEP]`` and is pooled as sentence-transformers'
-``all-MiniLM-L6-v2`` was trained to be read: the mean over its tokens, L2-normalised.
+"""A frozen BERT sentence encoder: each text alone as ``[CLS] text [SEP]``, mean-pooled and
+L2-normalised as sentence-transformers' ``all-MiniLM-L6-v2`` is read, so that a query's and a
+document's dot product is the checkpoint's zero-shot cosine.
 """
 
 from __future__ import annotations
@@ -197,8 +196,7 @@ class SentenceTower(tf.keras.layers.Layer):
         return self.encode(query_ids), documents
 
     def cosine(self, query_ids, document_ids, mask=None):
-        """``[B, N]`` float: the cosine of each query with each of its documents (0 for a
-        padding document, or a document or query without tokens); arguments as the call's."""
+        """``[B, N]``: each query's cosine with its documents (0 where either has no token)."""
         query, documents = self(query_ids, document_ids, mask=mask)
         return tf.einsum("bd,bnd->bn", query, documents)
 

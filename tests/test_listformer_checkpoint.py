@@ -27,9 +27,9 @@ from tfr_rankformer.text.listformer import DOCUMENT_IDS, QUERY_IDS, build_text_m
 from tfr_rankformer.text.listformer_checkpoint import (
     listformer_from_checkpoint,
     load_checkpoint_weights,
+    pretrained_settings,
 )
-from tfr_rankformer.text.listformer_config import ListformerConfig
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerConfig, ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 # === The load is exact ===
@@ -125,7 +125,8 @@ def test_a_run_rebuilds_the_model_and_tokenizer_from_the_recorded_settings(tmp_p
     pretrained = listformer_from_checkpoint(
         str(tmp_path / "bert"), ListformerConfig(), None, max_query_tokens=8, max_document_tokens=16
     )
-    settings = json.loads(json.dumps(pretrained.settings()))
+    recorded = pretrained_settings(pretrained.form, pretrained.vocab_size, pretrained.tokenizer)
+    settings = json.loads(json.dumps(recorded))
     pretrained.model.save_weights(str(tmp_path / "weights" / "best"))
     model = build_text_model(
         "listformer",

@@ -1,5 +1,5 @@
 """A Listformer from a checkpoint starts as a residual over the checkpoint's own cosine and
-the first stage's score (``score_mixture``), and serves the first stage's scores."""
+the first stage's score (``ScoreMixture``), and serves the first stage's scores."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tfr_rankformer.core.model_families import get_family  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.text import text_data  # noqa: E402
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER  # noqa: E402
-from tfr_rankformer.text.score_mixture import standardized  # noqa: E402
+from tfr_rankformer.text.listformer_layers import standardized  # noqa: E402
 from tfr_rankformer.text.text_runs import text_model_inputs  # noqa: E402
 from tfr_rankformer.training.train_config import TrainConfig  # noqa: E402
 from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec  # noqa: E402

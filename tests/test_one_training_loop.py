@@ -23,7 +23,7 @@ from tfr_rankformer.core.model_families import family_of  # noqa: E402
 from tfr_rankformer.core.multi_worker import WorkerRole  # noqa: E402
 from tfr_rankformer.features.feature_family import FeatureFamily  # noqa: E402
 from tfr_rankformer.runner import train  # noqa: E402
-from tfr_rankformer.text import text_batches  # noqa: E402
+from tfr_rankformer.text import text_data  # noqa: E402
 from tfr_rankformer.text.text_family import TextFamily  # noqa: E402
 from tfr_rankformer.training import (
     loop,  # noqa: E402
@@ -140,14 +140,14 @@ def _element(labels, valid):
 def test_sampled_lists_keep_the_judged_relevant_documents_first(cap, kept):
     labels = [0, 2, 0, 0, 1, 0, 0, 3, -1, -1]  # 8 documents, then padding
     for key in range(5):
-        out = text_batches.sample_documents(_element(labels, 8), cap, tf.constant(key, tf.int64))
+        out = text_data.sample_documents(_element(labels, 8), cap, tf.constant(key, tf.int64))
         got = out["label"].numpy()
         assert len(got) == kept and out["mask"].numpy().all()  # padding dropped
         assert (got > 0).sum() == min(3, kept)  # every relevant one, up to the cap
         names = [d.decode() for d in out["documents"].numpy()]
         assert [labels[int(d[1:])] for d in names] == got.tolist()  # aligned
     same = [
-        text_batches.sample_documents(_element(labels, 8), 4, tf.constant(7, tf.int64))
+        text_data.sample_documents(_element(labels, 8), 4, tf.constant(7, tf.int64))
         for _ in range(2)
     ]
     np.testing.assert_array_equal(same[0]["documents"], same[1]["documents"])

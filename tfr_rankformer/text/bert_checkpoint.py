@@ -1,29 +1,26 @@
-"""Reading a BERT-family checkpoint in the Hugging Face layout, without TensorFlow.
-
-A directory holds ``config.json``, ``model.safetensors`` (Hugging Face's BERT weight names,
-optionally prefixed ``bert.``; others ignored), ``vocab.txt`` and optionally
-``tokenizer_config.json``. Every field and weight shape the Listformer needs is checked, and a
-bad one is named with its file. Weights stay NumPy arrays in PyTorch's ``[out, in]`` layout.
+"""Reading a Hugging Face BERT-family checkpoint directory (``config.json``,
+``model.safetensors``, ``vocab.txt``, optional ``tokenizer_config.json``) without TensorFlow;
+a bad field or weight is named with its file. Weights stay NumPy ``[out, in]`` arrays.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 
 import numpy as np
 from safetensors.numpy import load_file
 
-from tfr_rankformer.text.listformer_form import ACTIVATIONS
+from tfr_rankformer.core.config_io import read_settings
+from tfr_rankformer.text.listformer_config import ACTIVATIONS
 from tfr_rankformer.text.text_tokenizer import UNKNOWN, read_vocabulary
 
 __all__ = [
     "CONFIG_FILE",
     "WEIGHTS_FILE",
     "VOCAB_FILE",
-    "read_json_object",
+    "SIZES",
     "TOKENIZER_CONFIG_FILE",
     "BertCheckpoint",
     "read_bert_checkpoint",
@@ -31,6 +28,7 @@ __all__ = [
     "norm_values",
     "layer_values",
     "attention_names",
+    "token_types",
     "assign_values",
 ]
 
@@ -45,7 +43,7 @@ CLS, SEP = "[CLS]", "[SEP]"
 _WORDS = "embeddings.word_embeddings.weight"
 _TOKEN_TYPES = "embeddings.token_type_embeddings.weight"
 # config.json field -> BertCheckpoint attribute: the sizes the Listformer takes.
-_SIZES = {
+SIZES = {
     "hidden_size": "width",
     "num_hidden_layers": "num_layers",
     "num_attention_heads": "num_heads",
@@ -57,11 +55,8 @@ _SIZES = {
 
 @dataclasses.dataclass(frozen=True)
 class BertCheckpoint:
-    """A BERT-family checkpoint, read and checked: its sizes (``config.json``'s), its
-    vocabulary in id order (``vocab.txt`` may be shorter than ``vocab_size``), whether its
-    tokenizer lower-cases (and strips accents), and its weights by name without ``bert.``;
-    ``type_vocab_size`` 0 when it has no token types.
-    """
+    """A checked checkpoint: ``config.json``'s sizes (``type_vocab_size`` 0 without token
+    types), ``vocab.txt`` in id order, whether it lower-cases, weights without ``bert.``."""
 
     directory: str
     width: int
@@ -82,18 +77,6 @@ class BertCheckpoint:
         return self.vocabulary.index(token)
 
 
-def read_json_object(path: str) -> dict:
-    """The JSON object in ``path``; a ValueError naming the file if it is not one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
-    return values
-
-
 def _int_field(path: str, values: dict, name: str, *, minimum: int = 1) -> int:
     if name not in values:
         raise ValueError(f"{path}: missing field {name!r}")
@@ -107,8 +90,8 @@ def _read_config(path: str) -> dict:
     """The Listformer's settings from ``config.json``; unsupported values refused."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist: not a Hugging Face checkpoint directory")
-    values = read_json_object(path)
-    settings = {attribute: _int_field(path, values, name) for name, attribute in _SIZES.items()}
+    values = read_settings(path)
+    settings = {attribute: _int_field(path, values, name) for name, attribute in SIZES.items()}
     fixed = {"model_type": "bert", "position_embedding_type": "absolute"}
     for name, supported in fixed.items():
         if values.get(name, supported) != supported:
@@ -169,7 +152,8 @@ def _expected_shapes(settings: dict) -> dict:
 
 
 def _read_weights(path: str, settings: dict, config_path: str) -> dict:
-    """The weights the Listformer takes, float32, checked against ``settings``'s shapes."""
+    """The weights the Listformer takes, float32, checked against ``settings``'s shapes
+    (whose ``type_vocab_size`` becomes 0 without token types)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist")
     try:
@@ -179,7 +163,7 @@ def _read_weights(path: str, settings: dict, config_path: str) -> dict:
     if _WORDS not in stored and PREFIX + _WORDS in stored:
         stored = {name[len(PREFIX) :]: v for name, v in stored.items() if name.startswith(PREFIX)}
     if _TOKEN_TYPES not in stored:  # token types are optional
-        settings = dict(settings, type_vocab_size=0)
+        settings["type_vocab_size"] = 0
     weights = {}
     for name, shape in _expected_shapes(settings).items():
         if name not in stored:
@@ -206,7 +190,7 @@ def _token(value):
 
 def _lower_case(path: str, vocabulary: list[str]) -> bool:
     """Whether the checkpoint's tokenizer lower-cases; its unsupported settings refused."""
-    settings = read_json_object(path) if os.path.isfile(path) else {}
+    settings = read_settings(path) if os.path.isfile(path) else {}
     for name in ("do_basic_tokenize", "tokenize_chinese_chars"):
         if settings.get(name, True) is not True:
             raise ValueError(
@@ -243,13 +227,8 @@ def _read_vocabulary(path: str, vocab_size: int, config_path: str) -> list[str]:
 
 
 def read_bert_checkpoint(directory: str) -> BertCheckpoint:
-    """The checkpoint in ``directory``.
-
-    Raises:
-      FileNotFoundError: naming a missing file.
-      ValueError: naming the file and the field or weight that is missing, not supported, or of
-        the wrong shape.
-    """
+    """The checkpoint in ``directory``; ``FileNotFoundError`` or ``ValueError`` name the
+    file and the field or weight that is missing, unsupported or misshapen."""
     config_path = os.path.join(directory, CONFIG_FILE)
     settings = _read_config(config_path)
     weights = _read_weights(os.path.join(directory, WEIGHTS_FILE), settings, config_path)
@@ -257,8 +236,6 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
         os.path.join(directory, VOCAB_FILE), settings["vocab_size"], config_path
     )
     lower_case = _lower_case(os.path.join(directory, TOKENIZER_CONFIG_FILE), vocabulary)
-    if _TOKEN_TYPES not in weights:
-        settings["type_vocab_size"] = 0
     checkpoint = BertCheckpoint(
         directory=directory,
         vocabulary=tuple(vocabulary),
@@ -266,22 +243,16 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
         weights=weights,
         **settings,
     )
-    logger.info(
-        "read %s: %d layers, width %d, %d heads, feed-forward %d, %d tokens (%s)",
-        directory,
-        checkpoint.num_layers,
-        checkpoint.width,
-        checkpoint.num_heads,
-        checkpoint.ff_dim,
-        len(vocabulary),
-        "lower-cased" if lower_case else "cased",
-    )
+    sizes = [settings[k] for k in ("num_layers", "width", "num_heads", "ff_dim")]
+    case = "lower-cased" if lower_case else "cased"
+    message = "read %s: %d layers, width %d, %d heads, feed-forward %d, %d tokens (%s)"
+    logger.info(message, directory, *sizes, len(vocabulary), case)
     return checkpoint
 
 
 def dense_values(layer, weights: dict, *names: str) -> list:
-    """``(variable, value, source)`` of a Dense layer from PyTorch ``[out, in]`` weights,
-    several of them side by side (the query, key and value projections)."""
+    """``(variable, value, source)`` of a Dense layer from ``[out, in]`` weights ``names``
+    side by side (query, key and value)."""
     kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
     bias = np.concatenate([weights[f"{n}.bias"] for n in names])
     source = " + ".join(names)
@@ -297,8 +268,7 @@ def norm_values(layer, weights: dict, name: str) -> list:
 
 
 def layer_values(layer, weights: dict, index: int) -> list:
-    """``(variable, value, source)`` of encoder layer ``index``, for a layer with BERT's
-    parts (the Listformer's and the sentence tower's)."""
+    """``(variable, value, source)`` of encoder layer ``index`` (a layer with BERT's parts)."""
     prefix = f"encoder.layer.{index}."
     return [
         *dense_values(layer.qkv, weights, *attention_names(index)),
@@ -310,14 +280,21 @@ def layer_values(layer, weights: dict, index: int) -> list:
     ]
 
 
+def token_types(checkpoint: BertCheckpoint) -> np.ndarray:
+    """``[2, D]``: token types 0 and 1 (0 again if it is the only one; zeros without any)."""
+    types = checkpoint.weights.get(_TOKEN_TYPES)
+    if types is None:
+        return np.zeros([2, checkpoint.width], np.float32)
+    return types[[0, min(1, len(types) - 1)]]
+
+
 def attention_names(index: int) -> list[str]:
     """The query, key and value projections' weight names of encoder layer ``index``."""
     return [f"encoder.layer.{index}.attention.self.{part}" for part in ("query", "key", "value")]
 
 
 def assign_values(values: list, *, directory: str, owner: str) -> None:
-    """Sets each ``(variable, value, source)``; a ``ValueError`` naming ``directory``, the
-    weight and ``owner``'s variable refuses a shape that is not its variable's."""
+    """Sets each ``(variable, value, source)``; a misshapen value raises ``ValueError``."""
     for variable, value, source in values:
         if tuple(variable.shape) != value.shape:
             raise ValueError(

@@ -1,16 +1,11 @@
 """The Listformer's document-wise global-local attention, blocked per document.
 
-Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to every valid token and every
-token attends to them; a document's tokens attend to their own document within a window
-(cut at its borders) and to the global tokens. The sequence is held as ``G = 1 + Q + N``
-globals ``[B, H, G, Dh]`` and the documents in blocks ``[B, H, N, T, Dh]``, so
-:func:`blocked_attention` never builds the ``(G + N T)^2`` score matrix: memory is linear in
-the documents for the local part and ``T`` times less than full attention for the global.
-
-With positions restarting in every document nothing would tell ``[SEP]_j`` which document
-to summarise, so a learned per-head ``own_bias`` is added to its logits on document ``j``.
-With ``global_rows`` the global tokens' queries and what they read come from projections of
-their own, as Longformer's. :func:`dense_attention` is the reference with an explicit mask.
+Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to and are attended by every
+valid token; a document's tokens attend to their own document within a window and to the
+globals. Held as globals ``[B, H, G, Dh]`` and documents in blocks ``[B, H, N, T, Dh]``,
+:func:`blocked_attention` never builds the ``(G + N T)^2`` matrix, so memory is linear in
+the documents. Positions restart in every document, so a learned per-head ``own_bias`` tells
+``[SEP]_j`` its document. :func:`dense_attention` is the reference with an explicit mask.
 """
 
 from __future__ import annotations
@@ -23,13 +18,10 @@ __all__ = ["PATTERNS", "blocked_attention", "dense_attention", "band", "own_docu
 PATTERNS = ("global_local", "full")
 
 
-def _lowest(dtype) -> float:
-    return -1e9 if dtype == tf.float32 else float(dtype.min)
-
-
 def _bias(valid, dtype):
     """``True -> 0``, ``False -> lowest``: an additive mask."""
-    return tf.where(valid, tf.constant(0.0, dtype), tf.constant(_lowest(dtype), dtype))
+    lowest = -1e9 if dtype == tf.float32 else float(dtype.min)
+    return tf.where(valid, tf.constant(0.0, dtype), tf.constant(lowest, dtype))
 
 
 def band(length, window: int) -> tf.Tensor:
@@ -44,9 +36,7 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
     a token of document ``j`` (the ``[SEP]`` tokens are the last ``N`` globals), else 0."""
     eye = tf.eye(num_docs, dtype=own_bias.dtype)  # [N, N]
     per_token = tf.repeat(eye, block, axis=1)  # [N, N] -> [N, N T]
-    rows = tf.concat(
-        [tf.zeros([num_global - num_docs, num_docs * block], own_bias.dtype), per_token], 0
-    )
+    rows = tf.pad(per_token, [[num_global - num_docs, 0], [0, 0]])  # -> [G, N T]
     return own_bias[:, tf.newaxis, tf.newaxis] * rows[tf.newaxis]  # [H, G, N T]
 
 
@@ -56,17 +46,12 @@ def _split_keys(weights, num_global):
     return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
 
 
-def _block_dims(blocks):
-    shape = tf.shape(blocks)
-    return shape[0], shape[1], shape[2], shape[3], shape[4]
-
-
 def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bias, dropout):
     """The global tokens' context: ``[B, H, G, Dh]`` over every valid token."""
     qg, kg, vg = globals_qkv
     _, kl, vl = locals_qkv
     dtype = qg.dtype
-    batch, heads, docs, block, head_dim = _block_dims(kl)
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(kl))
     num_global = tf.shape(qg)[2]
     qg = qg * tf.cast(qg.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_k = tf.reshape(kl, [batch, heads, docs * block, head_dim])  # [B, H, N T, Dh]
@@ -84,11 +69,11 @@ def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bi
 
 def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window, dropout):
     """The documents' tokens' context: ``[B, H, N, T, Dh]`` over the globals and their
-    own block. The products with the globals run on ``[B, H, N T, Dh]`` (reshapes)."""
+    own block."""
     _, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = ql.dtype
-    batch, heads, docs, block, head_dim = _block_dims(ql)
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(ql))
     num_global = tf.shape(kg)[2]
     ql = ql * tf.cast(ql.shape[-1] ** -0.5, dtype)  # scaled queries: fewer products
     flat_q = tf.reshape(ql, [batch, heads, docs * block, head_dim])
@@ -125,9 +110,8 @@ def blocked_attention(
       global_valid: ``[B, G]`` bool; local_valid: ``[B, N, T]`` bool.
       own_bias: ``[H]``, added to ``[SEP]_j``'s logits on document ``j``'s tokens.
       dropout: applied to the attention weights.
-      global_rows: ``(globals_qkv, locals_qkv)`` under the global tokens' own projections.
-        The global queries read no local query: ``locals_qkv``'s ``q`` may be ``None`` where
-        nothing else reads it.
+      global_rows: ``(globals_qkv, locals_qkv)`` under the globals' own projections (a
+        ``q`` of the locals may be ``None``: the global queries read none).
       local_queries: ``False``: only the global context (``local_context`` is ``None``).
 
     Returns:
@@ -152,8 +136,7 @@ def blocked_attention(
 
 def dense_mask(global_valid, local_valid, *, window: int, pattern: str = "global_local"):
     """``[B, S, S]`` bool over the sequence ``globals + documents' blocks``, ``S = G + N T``."""
-    shape = tf.shape(local_valid)
-    batch, docs, block = shape[0], shape[1], shape[2]
+    batch, docs, block = tf.unstack(tf.shape(local_valid))
     num_global = tf.shape(global_valid)[1]
     valid = tf.concat([global_valid, tf.reshape(local_valid, [batch, docs * block])], axis=1)
     keys = tf.broadcast_to(valid[:, tf.newaxis, :], [batch, tf.shape(valid)[1], tf.shape(valid)[1]])
@@ -161,15 +144,11 @@ def dense_mask(global_valid, local_valid, *, window: int, pattern: str = "global
         return keys
     if pattern != "global_local":
         raise ValueError(f"Unknown attention pattern {pattern!r}; choose from {list(PATTERNS)}")
-    position = tf.range(docs * block)
-    doc_of = position // block
-    within = position % block
-    same_doc = doc_of[:, tf.newaxis] == doc_of[tf.newaxis, :]
-    near = tf.abs(within[:, tf.newaxis] - within[tf.newaxis, :]) <= window
-    local_local = same_doc & near  # [N T, N T]
-    top = tf.ones([num_global, num_global + docs * block], tf.bool)  # globals see all
-    bottom = tf.concat([tf.ones([docs * block, num_global], tf.bool), local_local], axis=1)
-    pattern_mask = tf.concat([top, bottom], axis=0)  # [S, S]
+    same_doc = tf.cast(tf.eye(docs), tf.bool)[:, tf.newaxis, :, tf.newaxis]  # [N, 1, N, 1]
+    local_local = same_doc & band(block, window)[tf.newaxis, :, tf.newaxis, :]  # [N, T, N, T]
+    local_local = tf.reshape(local_local, [docs * block, docs * block])
+    # The globals see all and are seen by all: [N T, N T] -> [S, S].
+    pattern_mask = tf.pad(local_local, [[num_global, 0], [num_global, 0]], constant_values=True)
     return keys & pattern_mask[tf.newaxis]
 
 
@@ -185,15 +164,12 @@ def dense_attention(
     dropout=None,
     global_rows=None,
 ):
-    """The same attention over the whole sequence with an ``[S, S]`` mask (``pattern``
-    ``global_local``: the reference of :func:`blocked_attention`; ``full``: plain full attention,
-    without the own-document bias); arguments and results as :func:`blocked_attention`'s.
-    """
+    """:func:`blocked_attention` through an ``[S, S]`` mask (``pattern`` ``full``: plain
+    full attention without the own-document bias)."""
     qg, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = qg.dtype
-    shape = tf.shape(ql)
-    batch, heads, docs, block, head_dim = shape[0], shape[1], shape[2], shape[3], shape[4]
+    batch, heads, docs, block, head_dim = tf.unstack(tf.shape(ql))
     num_global = tf.shape(qg)[2]
     scale = tf.cast(qg.shape[-1] ** -0.5, dtype)
 

@@ -1,13 +1,7 @@
 """The Listformer (Reuter, 2022): a listwise text re-ranker with document-wise
-global-local attention.
-
-One sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` goes through an encoder whose global
-tokens attend to all (``global_local_attention``); positions restart in every document, so
-permuting the documents permutes their scores. Document ``j``'s score is a linear layer on
-its closing ``[SEP]``; a list head reads ``[CLS]``. Inputs: ``query_ids [B, Q]``,
-``document_ids [B, N, T]`` (int32, ``-1`` padding), ``mask [B, N]`` and, with
-``config.first_stage``, ``first_stage [B, N]``. With ``similarity == "checkpoint"`` the
-score is a residual over a frozen ``sentence_tower``'s cosine (``score_mixture``).
+global-local attention over ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]``, positions restarting
+in every document (order invariance). Document ``j``'s score is a linear layer on its closing
+``[SEP]`` (or a residual over known rankings, ``ScoreMixture``); a list head reads ``[CLS]``.
 """
 
 from __future__ import annotations
@@ -15,17 +9,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.model.layers import FastDropout, LayerNorm
+from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.model.model_config import ModelConfig
-from tfr_rankformer.model.models import copy_first_layer, score_outputs
+from tfr_rankformer.model.models import _head, copy_first_layer, score_outputs
 from tfr_rankformer.model.projections import Dense, dense
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerForm
 from tfr_rankformer.text.listformer_layers import (
-    DocumentReadout,
     GlobalLocalTextEncoderLayer,
     ListformerEmbedding,
+    ScoreMixture,
 )
-from tfr_rankformer.text.score_mixture import ScoreMixture
 from tfr_rankformer.text.sentence_tower import SentenceTower
 
 __all__ = [
@@ -72,8 +65,8 @@ def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
 
 
 def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
-    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, G, D]``, the
-    global tokens' outputs (the last layer computes no other)."""
+    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, S, D]`` ->
+    the globals' outputs ``[B, G, D]``."""
     encoder = []
     for i in range(config.num_layers):
         layer = GlobalLocalTextEncoderLayer(
@@ -100,8 +93,7 @@ def _encoder(x, global_valid, local_valid, config: ModelConfig, form: Listformer
 
 
 def _document_scores(z_seps, inputs: dict, config: ModelConfig, item_levels, tower) -> dict:
-    """``scores [B, N]`` (and ``item_levels``) from the ``[SEP]`` outputs ``[B, N, D]``:
-    a linear head, or a residual over the known rankings."""
+    """``scores [B, N]`` (and ``item_levels``) from the ``[SEP]`` outputs ``[B, N, D]``."""
     mask = inputs[MASK]
     signals = _signals(inputs, config, tower)
     if signals and item_levels:
@@ -127,14 +119,15 @@ def build_listformer(
     form: ListformerForm | None = None,
     tower: dict | None = None,
 ) -> tf.keras.Model:
-    """The Listformer on token ids.
+    """The Listformer on ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1``
+    padding), ``mask [B, N]`` (and ``first_stage [B, N]``).
 
     Args:
       vocab_size: the tokenizer's vocabulary size.
       config: resolved settings (``ModelConfig.resolved("listformer")``).
       levels: ``K`` levels of the list head; ``None`` or 0: no list head.
       item_levels: per-document level logits for the ordinal loss; ``None``: one score.
-      form: the layers' form; ``None``: the from-scratch form, ``ListformerForm()``.
+      form: the layers' form; ``None``: ``ListformerForm()``.
       tower: ``SentenceTower``'s settings when ``config.similarity`` is ``checkpoint``.
     """
     form = form or ListformerForm()
@@ -157,21 +150,17 @@ def build_listformer(
     # === Encoder ===
     x = _encoder(x, global_valid, local_valid, config, form)  # [B, S, D] -> [B, G, D]
     # === Heads ===
-    z_cls, z_seps = DocumentReadout(name="readout")(x, global_valid, mask)  # [B, D], [B, N, D]
+    # [CLS] and the [SEP]s closing the documents, the last N globals: [B, D], [B, N, D].
+    num_global = tf.shape(global_valid)[1]
+    docs = tf.shape(mask)[1]
+    z_cls, z_seps = x[:, 0], x[:, num_global - docs : num_global]
     outputs = _document_scores(z_seps, inputs, config, item_levels, tower)
     if levels:
-        head = tf.keras.Sequential(
-            [
-                dense(config.head_hidden, fan_in=config.width, init=config.init, activation="relu"),
-                FastDropout(config.head_dropout),
-                dense(levels, fan_in=config.head_hidden, init=config.init, dtype="float32"),
-            ],
-            name="list_head",
-        )
         # h_d(z_CLS): [B, D] -> [B, K] logits of P(t >= k).
+        logits = _head(config.width, config, levels, "list_head")(z_cls)
         outputs["list_quality"] = tf.keras.layers.Activation(
             "linear", dtype="float32", name="list_quality"
-        )(head(z_cls))
+        )(logits)
     return tf.keras.Model(inputs, outputs, name="listformer")
 
 
@@ -185,8 +174,7 @@ def build_text_model(
     form: ListformerForm | None = None,
     tower: dict | None = None,
 ) -> tf.keras.Model:
-    """The text model ``name`` with ``config``'s defaults filled in; ``form`` and
-    ``tower`` as :func:`build_listformer`'s."""
+    """The text model ``name`` with ``config``'s defaults filled in."""
     if not model_families.is_text(name):
         known = sorted(model_families.model_names(model_families.TEXT_KIND))
         raise ValueError(f"Unknown text model {name!r}; choose from {known}")

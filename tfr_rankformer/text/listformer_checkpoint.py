@@ -1,11 +1,7 @@
-"""A pretrained start for the Listformer: a BERT-family checkpoint's weights and vocabulary.
-
-The Listformer is built in the checkpoint's form (post-LayerNorm, its activation and epsilon)
-and sizes. Embeddings, ``[CLS]``/``[SEP]`` (their word embeddings), segments (token types 0
-and 1) and every encoder layer start from the checkpoint; the global projections start as
-copies of the local ones, as Longformer's did from RoBERTa; the own-document bias and the
-heads start fresh. With one document inside the window and the bias at 0 the encoder
-computes the checkpoint's BERT on ``[CLS] q [SEP] d``.
+"""A Listformer started from a BERT-family checkpoint: its form, sizes, vocabulary and
+weights. The global projections start as copies of the local ones (as Longformer's did from
+RoBERTa); the own-document bias and the heads start fresh, so with one document and the bias
+at 0 the encoder computes the checkpoint's BERT on ``[CLS] q [SEP] d``.
 """
 
 from __future__ import annotations
@@ -14,14 +10,15 @@ import dataclasses
 import logging
 import os
 
-import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.config_io import read_settings
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     CONFIG_FILE,
     SEP,
+    SIZES,
     VOCAB_FILE,
     WEIGHTS_FILE,
     BertCheckpoint,
@@ -31,11 +28,10 @@ from tfr_rankformer.text.bert_checkpoint import (
     layer_values,
     norm_values,
     read_bert_checkpoint,
-    read_json_object,
+    token_types,
 )
 from tfr_rankformer.text.listformer import SIMILARITY_LAYER, build_text_model
-from tfr_rankformer.text.listformer_config import ListformerConfig
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerConfig, ListformerForm
 from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_settings
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
@@ -60,21 +56,13 @@ MODEL = "listformer"
 # The files a checkpoint directory must hold.
 CHECKPOINT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE)
 # The sizes a checkpoint fixes: ModelConfig field -> config.json field.
-CHECKPOINT_SIZES = {
-    "width": "hidden_size",
-    "num_layers": "num_hidden_layers",
-    "num_heads": "num_attention_heads",
-    "ff_dim": "intermediate_size",
-    "max_positions": "max_position_embeddings",
-}
+CHECKPOINT_SIZES = {name: field for field, name in SIZES.items() if name != "vocab_size"}
 
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedListformer:
-    """A Listformer started from a checkpoint (heads fresh), its tokenizer and vocabulary,
-    the resolved settings and layer form, and the checkpoint's ``vocab_size`` (which may exceed
-    ``len(vocabulary)``): what a run records to rebuild it.
-    """
+    """A Listformer started from a checkpoint, with what a run records to rebuild it
+    (``vocab_size`` may exceed ``len(vocabulary)``)."""
 
     model: tf.keras.Model
     tokenizer: TextTokenizer
@@ -83,13 +71,10 @@ class PretrainedListformer:
     form: ListformerForm
     vocab_size: int
 
-    def settings(self) -> dict:
-        """What rebuilding the model and tokenizer needs besides the architecture and
-        ``vocab.txt`` (JSON)."""
-        return _settings(self.form, self.vocab_size, self.tokenizer)
 
-
-def _settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -> dict:
+def pretrained_settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -> dict:
+    """``text_model.json``'s ``pretrained`` entry: what rebuilding a start in ``form`` needs
+    besides the architecture and ``vocab.txt``."""
     return {
         "form": form.to_json(),
         "vocab_size": vocab_size,
@@ -98,14 +83,8 @@ def _settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -
     }
 
 
-def pretrained_settings(checkpoint: BertCheckpoint, tokenizer: TextTokenizer) -> dict:
-    """``PretrainedListformer.settings`` of a start from ``checkpoint``, without a model."""
-    return _settings(checkpoint_form(checkpoint), checkpoint.vocab_size, tokenizer)
-
-
 def checkpoint_model_config(checkpoint: BertCheckpoint, config: ModelConfig) -> ModelConfig:
-    """``config`` resolved for the Listformer with the checkpoint's sizes
-    (``CHECKPOINT_SIZES``) in place of its own."""
+    """``config`` resolved for the Listformer with the checkpoint's sizes."""
     sizes = {name: getattr(checkpoint, name) for name in CHECKPOINT_SIZES}
     return dataclasses.replace(ListformerConfig.of(config), **sizes).resolved(MODEL)
 
@@ -120,8 +99,8 @@ def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:
 def checkpoint_tokenizer(
     checkpoint: BertCheckpoint, *, max_query_tokens: int, max_document_tokens: int
 ) -> TextTokenizer:
-    """The tokenizer giving the checkpoint's own token ids, with the token caps; a cap
-    that leaves no position for ``[SEP]`` or ``[CLS]`` raises ``ValueError``."""
+    """The checkpoint's own tokenizer with the token caps (``ValueError`` for a cap that
+    leaves no position for ``[CLS]`` or ``[SEP]``)."""
     caps = {"max_query_tokens": max_query_tokens, "max_document_tokens": max_document_tokens}
     for name, cap in caps.items():
         if cap >= checkpoint.max_positions:
@@ -129,24 +108,15 @@ def checkpoint_tokenizer(
                 f"`{name}` {cap} needs the checkpoint's max_position_embeddings "
                 f"({checkpoint.max_positions}, {checkpoint.directory}) above it"
             )
-    return TextTokenizer(
-        list(checkpoint.vocabulary),
-        max_query_tokens=max_query_tokens,
-        max_document_tokens=max_document_tokens,
-        lower_case=checkpoint.lower_case,
-        basic_tokenization=True,
-    )
+    vocabulary, lower_case = list(checkpoint.vocabulary), checkpoint.lower_case
+    return TextTokenizer(vocabulary, **caps, lower_case=lower_case, basic_tokenization=True)
 
 
 def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
     weights = checkpoint.weights
     words = weights["embeddings.word_embeddings.weight"]
     positions = "embeddings.position_embeddings.weight"
-    types = weights.get("embeddings.token_type_embeddings.weight")
-    if types is None:  # no token types: the segments add nothing at first
-        segments = np.zeros([2, checkpoint.width], np.float32)
-    else:  # query side type 0, document side type 1 (or 0 again if it is the only one)
-        segments = types[[0, min(1, len(types) - 1)]]
+    segments = token_types(checkpoint)  # the query's type 0, the documents' type 1
     special = words[[checkpoint.token_id(CLS), checkpoint.token_id(SEP)]]
     return [
         (embedding.tokens, words, "embeddings.word_embeddings.weight"),
@@ -157,25 +127,20 @@ def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
     ]
 
 
-def _layer_values(layer, weights: dict, index: int) -> list:
-    values = layer_values(layer, weights, index)
-    if layer.global_projections:  # Longformer: global projections start as the local ones
-        values += dense_values(layer.qkv_global, weights, *attention_names(index))
-    return values
-
-
 def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -> None:
-    """Sets a Listformer's embedding and encoder weights to the checkpoint's; the model
-    must have the checkpoint's sizes and form. ``ValueError`` names a weight that does not fit."""
+    """Sets a Listformer's embedding and encoder weights (checkpoint's sizes and form) to
+    the checkpoint's; ``ValueError`` names a weight that does not fit."""
     values = _embedding_values(model.get_layer("embedding"), checkpoint)
     for i in range(checkpoint.num_layers):
-        values += _layer_values(model.get_layer(f"encoder_{i}"), checkpoint.weights, i)
+        layer = model.get_layer(f"encoder_{i}")
+        values += layer_values(layer, checkpoint.weights, i)
+        if layer.global_projections:  # Longformer: global projections start as the local ones
+            values += dense_values(layer.qkv_global, checkpoint.weights, *attention_names(i))
     assign_values(values, directory=checkpoint.directory, owner="Listformer")
 
 
 def check_checkpoint_directory(directory: str) -> None:
-    """Refuses (``ValueError``) a checkpoint directory that lacks one of
-    ``CHECKPOINT_FILES``; nothing is read."""
+    """Refuses (``ValueError``) a directory without ``CHECKPOINT_FILES``, reading nothing."""
     if not os.path.isdir(directory):
         raise ValueError(f"`init_from` {directory} is not a directory")
     for name in CHECKPOINT_FILES:
@@ -190,7 +155,7 @@ def checkpoint_conflicts(directory: str, given: dict) -> list[str]:
     """Why settings of ``given`` (``ModelConfig`` field -> value or ``None``) differ from
     the sizes the checkpoint's ``config.json`` fixes."""
     path = os.path.join(directory, CONFIG_FILE)
-    values = read_json_object(path)
+    values = read_settings(path)
     return [
         f"`{name}` {given[name]} differs from the checkpoint's {field} {values[field]} "
         f"({path}): with `init_from` the checkpoint's sizes are the model's"
@@ -243,13 +208,8 @@ def listformer_from_checkpoint(
     max_query_tokens: int,
     max_document_tokens: int,
 ) -> PretrainedListformer:
-    """A Listformer started from the Hugging Face BERT-family checkpoint in
-    ``directory``; ``levels`` and ``item_levels`` as ``build_text_model``'s.
-
-    Raises:
-      FileNotFoundError / ValueError: naming the checkpoint's file and the field or weight that
-        is missing, not supported or of the wrong shape.
-    """
+    """``pretrained_listformer`` from the checkpoint in ``directory`` (errors as
+    ``read_bert_checkpoint``'s)."""
     checkpoint = read_bert_checkpoint(directory)
     tokenizer = checkpoint_tokenizer(
         checkpoint, max_query_tokens=max_query_tokens, max_document_tokens=max_document_tokens

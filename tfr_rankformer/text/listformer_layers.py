@@ -1,10 +1,8 @@
-"""Keras layers of the Listformer: its embedding, encoder layer and read-out.
+"""Keras layers of the Listformer: its embedding, encoder layer and score mixture.
 
-The sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` is held as one tensor
-``[B, S, D]`` laid out as ``[CLS], q_1 .. q_Q, [SEP]_1 .. [SEP]_N`` (the
-``G = 1 + Q + N`` global tokens) followed by the ``N`` documents' tokens in
-blocks of ``T`` (``S = G + N T``). Token ids are ``-1`` where there is no
-token (padding).
+The sequence ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]`` is held as ``[B, S, D]``: the
+``G = 1 + Q + N`` globals ``[CLS], q_1 .. q_Q, [SEP]_1 .. [SEP]_N``, then the documents'
+tokens in blocks of ``T`` (``S = G + N T``). Token ids are ``-1`` for padding.
 """
 
 from __future__ import annotations
@@ -21,23 +19,24 @@ from tfr_rankformer.text.global_local_attention import blocked_attention, dense_
 __all__ = [
     "ListformerEmbedding",
     "GlobalLocalTextEncoderLayer",
-    "DocumentReadout",
+    "bert_weight",
+    "ScoreMixture",
+    "standardized",
 ]
 
-# ``GlobalLocalTextEncoderLayer``'s attentions: ``blocked`` (memory linear in the documents),
-# ``dense_masked`` (the same through the full masked matrix, the reference) or ``full``
-# (plain full attention, a baseline).
+
+def bert_weight(layer: tf.keras.layers.Layer, name: str, shape: tuple) -> tf.Variable:
+    """A weight of ``layer`` initialised as BERT's, N(0, 0.02^2) truncated."""
+    normal = tf.keras.initializers.TruncatedNormal(stddev=0.02)
+    return layer.add_weight(name=name, shape=shape, initializer=normal)
 
 
 @serializable
 class ListformerEmbedding(tf.keras.layers.Layer):
-    """Token, position and segment embeddings of the whole sequence.
-
-    Every document's positions start from 0, so the documents' order carries no signal;
-    the ``[SEP]`` closing document ``j`` takes position ``len(d_j)``. With ``cls_position``
-    (a BERT checkpoint's form) ``[CLS]`` takes position 0 and the query ``1 .. Q``. With
-    ``match_marks``, query token ``i`` and every document token with its id get the learned
-    mark ``m_i``, zero at the start.
+    """Token, position and segment embeddings of the whole sequence: positions restart in
+    every document (``[SEP]_j`` at ``len(d_j)``), so the order carries no signal; with
+    ``cls_position`` (a checkpoint's form) ``[CLS]`` is at 0 and the query at ``1 .. Q``; with
+    ``match_marks`` query token ``i`` and the document tokens equal to it get a learned ``m_i``.
 
     Call args: ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1`` padding) and
     ``mask [B, N]``; returns ``(x [B, S, D], global_valid [B, G], local_valid [B, N, T])``.
@@ -65,18 +64,10 @@ class ListformerEmbedding(tf.keras.layers.Layer):
 
     def build(self, input_shape):
         width = self.width
-
-        def normal():  # BERT's N(0, 0.02^2), truncated; a new initializer per weight
-            return tf.keras.initializers.TruncatedNormal(stddev=0.02)
-
-        self.tokens = self.add_weight(
-            name="tokens", shape=(self.vocab_size, width), initializer=normal()
-        )
-        self.positions = self.add_weight(
-            name="positions", shape=(self.max_positions, width), initializer=normal()
-        )
-        self.segments = self.add_weight(name="segments", shape=(2, width), initializer=normal())
-        self.special = self.add_weight(name="cls_sep", shape=(2, width), initializer=normal())
+        self.tokens = bert_weight(self, "tokens", (self.vocab_size, width))
+        self.positions = bert_weight(self, "positions", (self.max_positions, width))
+        self.segments = bert_weight(self, "segments", (2, width))
+        self.special = bert_weight(self, "cls_sep", (2, width))
         if self.match_marks:
             self.marks = self.add_weight(
                 name="match_marks", shape=(self.max_positions, width), initializer="zeros"
@@ -99,8 +90,7 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         return marks * tf.cast(tf.reduce_any(same, axis=-1), marks.dtype)[..., tf.newaxis]
 
     def call(self, query_ids, document_ids, mask, training=None):
-        shape = tf.shape(document_ids)
-        batch, docs, block = shape[0], shape[1], shape[2]
+        batch, docs, block = tf.unstack(tf.shape(document_ids))
         query_valid = query_ids >= 0  # [B, Q]
         local_valid = (document_ids >= 0) & mask[:, :, tf.newaxis]  # [B, N, T]
         last = self.max_positions - 1
@@ -135,14 +125,10 @@ class ListformerEmbedding(tf.keras.layers.Layer):
 
 @serializable
 class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
-    """An encoder layer with the Listformer's document-wise attention.
-
-    From scratch pre-LayerNorm (``norm_first``); in a BERT checkpoint's form post-LayerNorm
-    with the checkpoint's epsilon and, with ``global_projections``, Longformer's own
-    projections for the global tokens. ``window``: how far a document's token sees within its
-    document; ``own_bias_init``: the start of ``[SEP]_j``'s per-head bias on document ``j``.
-    ``globals_only`` (the last layer: only ``[CLS]`` and the ``[SEP]`` tokens are read)
-    computes the global tokens' outputs alone, and no local query.
+    """An encoder layer with the Listformer's document-wise attention: pre-LayerNorm
+    (``norm_first``) or a BERT checkpoint's form (post-LayerNorm, its epsilon, with
+    ``global_projections`` Longformer's own projections for the globals). ``globals_only``
+    (the last layer, whose ``[CLS]`` and ``[SEP]`` alone are read) computes only the globals.
 
     Call args: ``x [B, S, D]``, ``global_valid [B, G]``, ``local_valid [B, N, T]``; returns
     ``[B, S, D]``, or ``[B, G, D]`` with ``globals_only``.
@@ -188,8 +174,7 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         )
 
     def _global_local(self, h, global_valid, local_valid, training):
-        shape = tf.shape(local_valid)
-        batch, docs, block = shape[0], shape[1], shape[2]
+        batch, docs, block = tf.unstack(tf.shape(local_valid))
         num_global = tf.shape(global_valid)[1]
         dim = h.shape[-1]
         heads, head_dim = self.num_heads, dim // self.num_heads
@@ -263,13 +248,69 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
         return x + self._feed_forward(x, training)
 
 
-@serializable
-class DocumentReadout(tf.keras.layers.Layer):
-    """``(cls [B, D], seps [B, N, D])``: the outputs of ``[CLS]`` and of the ``[SEP]`` that
-    close the documents, from ``x [B, G or S, D]`` (the globals first), ``global_valid [B, G]``,
-    ``mask [B, N]``."""
+# === The score as a residual ===
+# ``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``: the head on ``[SEP]_j``, the checkpoint's
+# cosine and the first stage's score standardised per list, with learned ``a``, ``b``. The
+# head starts at zero, ``a`` at 1, ``b`` at 0 (1 alone), so the untrained model ranks as the
+# checkpoint does. Weights are stored divided by ``_RATE`` so that Adam at a fine-tuning rate
+# moves them.
 
-    def call(self, x, global_valid, mask):
-        num_global = tf.shape(global_valid)[1]
-        docs = tf.shape(mask)[1]
-        return x[:, 0], x[:, num_global - docs : num_global]
+_RATE = 100.0
+_EPSILON = 1e-6
+
+
+def standardized(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """``values [B, N]`` standardised over each list's valid documents (``mask [B, N]``);
+    0 on padding and where all are equal.
+
+    >>> values, mask = tf.constant([[1.0, 3.0, 9.0]]), tf.constant([[True, True, False]])
+    >>> standardized(values, mask).numpy().round(4)
+    array([[-1.,  1.,  0.]], dtype=float32)
+    """
+    weights = tf.cast(mask, values.dtype)
+    count = tf.maximum(tf.reduce_sum(weights, axis=-1, keepdims=True), 1.0)  # [B, 1]
+    mean = tf.reduce_sum(values * weights, axis=-1, keepdims=True) / count
+    centred = (values - mean) * weights
+    deviation = tf.sqrt(tf.reduce_sum(tf.square(centred), axis=-1, keepdims=True) / count)
+    return tf.math.divide_no_nan(
+        centred, deviation + _EPSILON * tf.cast(deviation > 0, values.dtype)
+    )
+
+
+@serializable
+class ScoreMixture(tf.keras.layers.Layer):
+    """``scores + a * std(signal_1) + b * std(signal_2) ...``; ``signals`` names them in
+    call order, ``initial`` gives their starting weights (one for all or one each)."""
+
+    def __init__(self, signals=("similarity",), initial=1.0, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.signals = list(signals)
+        if isinstance(initial, (int, float)):
+            initial = [initial] * len(self.signals)
+        if len(initial) != len(self.signals):
+            raise ValueError(f"{len(initial)} initial weights for signals {self.signals}")
+        self.initial = [float(v) for v in initial]
+
+    def build(self, input_shape):
+        self.weights_by_signal = {
+            name: self.add_weight(
+                name=f"{name}_weight",
+                shape=(),
+                initializer=tf.keras.initializers.Constant(initial / _RATE),
+            )
+            for name, initial in zip(self.signals, self.initial)
+        }
+        super().build(input_shape)
+
+    def call(self, scores, mask, *signals):
+        """``scores [B, N]``, ``mask [B, N]`` bool, one ``[B, N]`` tensor per signal."""
+        out = tf.cast(scores, tf.float32)
+        for name, signal in zip(self.signals, signals):
+            weight = _RATE * self.weights_by_signal[name]
+            out += weight * standardized(tf.cast(signal, tf.float32), mask)
+        return out
+
+    def mixing_weights(self) -> dict:
+        """Each signal's weight ``a``, ``b`` ... as the scores use it."""
+        return {name: float(_RATE * w.numpy()) for name, w in self.weights_by_signal.items()}

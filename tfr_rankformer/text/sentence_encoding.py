@@ -15,6 +15,7 @@ import tensorflow as tf
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer_checkpoint import checkpoint_tokenizer
 from tfr_rankformer.text.sentence_tower import tower_from_checkpoint
+from tfr_rankformer.text.text_tokenizer import at_least_one_token
 
 __all__ = ["SentenceEncoder"]
 
@@ -71,9 +72,6 @@ class SentenceEncoder:
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="texts", unit="batch", disable=None if progress else True):
             rows = order[start : start + batch_size]
-            longest = max(1, max(len(ids[i]) for i in rows))
-            batch = np.full([len(rows), longest], -1, np.int32)  # [batch, longest]
-            for row, i in enumerate(rows):
-                batch[row, : len(ids[i])] = ids[i]
-            out[rows] = self._encode(tf.constant(batch)).numpy()
+            batch = tf.ragged.constant([ids[i] for i in rows], tf.int32, ragged_rank=1)
+            out[rows] = self._encode(at_least_one_token(batch.to_tensor(-1))).numpy()
         return out

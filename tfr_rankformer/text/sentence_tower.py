@@ -1,14 +1,13 @@
-"""A frozen BERT sentence encoder: the zero-shot cosine of a query and its documents.
-
-Each text runs alone as ``[CLS] text [SEP]`` and is pooled as sentence-transformers'
-``all-MiniLM-L6-v2`` was trained to be read: the mean over its tokens, L2-normalised.
+"""A frozen BERT sentence encoder: each text alone as ``[CLS] text [SEP]``, mean-pooled and
+L2-normalised as sentence-transformers' ``all-MiniLM-L6-v2`` is read, so that a query's and a
+document's dot product is the checkpoint's zero-shot cosine.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.model.encoder_layer import PreNormEncoderLayer
 from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.bert_checkpoint import (
@@ -18,11 +17,13 @@ from tfr_rankformer.text.bert_checkpoint import (
     assign_values,
     layer_values,
     norm_values,
+    token_types,
 )
-from tfr_rankformer.text.bert_encoder_layer import BertEncoderLayer
-from tfr_rankformer.text.listformer_form import ACTIVATIONS
+from tfr_rankformer.text.listformer_config import ACTIVATIONS
+from tfr_rankformer.text.listformer_layers import bert_weight
 
 __all__ = [
+    "BertEncoderLayer",
     "SentenceTower",
     "load_tower_weights",
     "tower_from_checkpoint",
@@ -34,13 +35,53 @@ _NORM_EPSILON = 1e-12
 
 
 @serializable
-class SentenceTower(tf.keras.layers.Layer):
-    """A BERT encoder run on each text alone, mean-pooled and L2-normalised; frozen unless
-    told (``trainable``).
+class BertEncoderLayer(PreNormEncoderLayer):
+    """Hugging Face's ``BertLayer`` in inference: ``x = LayerNorm(x + Attention(x))``, then
+    ``LayerNorm(x + FF(x))``, without dropout.
 
-    Call args: ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` (int32, ``-1`` padding,
-    no ``[CLS]`` / ``[SEP]``), optional ``mask [B, N]``. Returns ``(query [B, D], documents
-    [B, N, D])``; a text without tokens or a padding document gets zeros (cosine 0).
+    Call args: ``x [S, L, D]`` float and ``valid [S, L]`` bool; returns ``[S, L, D]``.
+    """
+
+    def __init__(
+        self,
+        num_heads: int = 12,
+        ff_dim: int = 3072,
+        epsilon: float = 1e-12,
+        activation: str = "gelu",
+        **kwargs,
+    ):
+        kwargs.setdefault("dropout", 0.0)
+        super().__init__(num_heads, ff_dim, activation=activation, **kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.norm_attention = LayerNorm(epsilon=self.epsilon, name="norm_attention")
+        self.norm_ff = LayerNorm(epsilon=self.epsilon, name="norm_ff")
+        width = int(input_shape[-1])
+        # Built here, so that a checkpoint's weights can be assigned before any call.
+        for layer, features in (
+            (self.qkv, width),
+            (self.attention_out, width),
+            (self.norm_attention, width),
+            (self.ff_in, width),
+            (self.ff_out, self.ff_dim),
+            (self.norm_ff, width),
+        ):  # [S, L, features]: a LayerNorm keeps the rank it was built for
+            layer.build(tf.TensorShape([None, None, features]))
+
+    def call(self, x, valid):
+        x = self.norm_attention(x + self._attention(x, valid, False))
+        return self.norm_ff(x + self.ff_out(self.ff_in(x)))
+
+
+@serializable
+class SentenceTower(tf.keras.layers.Layer):
+    """A frozen BERT encoder run on each text alone, mean-pooled and L2-normalised.
+
+    Call args: ``query_ids [B, Q]``, ``document_ids [B, N, T]`` (int32, ``-1`` padding),
+    optional ``mask [B, N]``; returns ``(query [B, D], documents [B, N, D])``, zeros for a
+    padding document or a text without tokens.
 
     >>> tower = SentenceTower(10, 8, 1, 2, 16, 12, cls_id=2, sep_id=3)
     >>> tower.cosine(tf.constant([[4, 5]]), tf.constant([[[4, 5, -1], [-1, -1, -1]]])).shape
@@ -84,17 +125,9 @@ class SentenceTower(tf.keras.layers.Layer):
 
     def build(self, input_shape=None):
         width = self.width
-
-        def normal():  # BERT's N(0, 0.02^2), truncated; a new initializer per weight
-            return tf.keras.initializers.TruncatedNormal(stddev=0.02)
-
-        self.tokens = self.add_weight(
-            name="tokens", shape=(self.vocab_size, width), initializer=normal()
-        )
-        self.positions = self.add_weight(
-            name="positions", shape=(self.max_positions, width), initializer=normal()
-        )
-        self.token_type = self.add_weight(name="token_type", shape=(width,), initializer=normal())
+        self.tokens = bert_weight(self, "tokens", (self.vocab_size, width))
+        self.positions = bert_weight(self, "positions", (self.max_positions, width))
+        self.token_type = bert_weight(self, "token_type", (width,))
         self.norm = LayerNorm(epsilon=self.epsilon, name="embedding_norm")
         self.norm.build(tf.TensorShape([None, None, width]))
         self.encoder_layers = []
@@ -150,8 +183,7 @@ class SentenceTower(tf.keras.layers.Layer):
     def call(self, query_ids, document_ids, mask=None):
         query_ids = tf.convert_to_tensor(query_ids, tf.int32)
         document_ids = tf.convert_to_tensor(document_ids, tf.int32)
-        shape = tf.shape(document_ids)
-        batch, docs, block = shape[0], shape[1], shape[2]
+        batch, docs, block = tf.unstack(tf.shape(document_ids))
         flat = tf.reshape(document_ids, [batch * docs, block])  # [B, N, T] -> [B N, T]
         runs = tf.reduce_any(flat >= 0, axis=1)  # [B N]
         if mask is not None:
@@ -164,8 +196,7 @@ class SentenceTower(tf.keras.layers.Layer):
         return self.encode(query_ids), documents
 
     def cosine(self, query_ids, document_ids, mask=None):
-        """``[B, N]`` float: the cosine of each query with each of its documents (0 for a
-        padding document, or a document or query without tokens); arguments as the call's."""
+        """``[B, N]``: each query's cosine with its documents (0 where either has no token)."""
         query, documents = self(query_ids, document_ids, mask=mask)
         return tf.einsum("bd,bnd->bn", query, documents)
 
@@ -174,8 +205,8 @@ class SentenceTower(tf.keras.layers.Layer):
 
 
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
-    """Sets every weight of ``tower`` to the checkpoint's; token type 0's embedding is added
-    to every token. Raises ``ValueError`` naming a setting or weight that does not fit."""
+    """Sets every weight of ``tower`` to the checkpoint's (token type 0 added to every
+    token); ``ValueError`` names a setting or weight that does not fit."""
     for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(
@@ -184,9 +215,7 @@ def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None
             )
     if not tower.built:
         tower.build()
-    weights = checkpoint.weights
-    types = weights.get("embeddings.token_type_embeddings.weight")
-    type_0 = np.zeros([checkpoint.width], np.float32) if types is None else types[0]
+    weights, type_0 = checkpoint.weights, token_types(checkpoint)[0]
     values = [
         (tower.tokens, weights["embeddings.word_embeddings.weight"], "word_embeddings"),
         (tower.positions, weights["embeddings.position_embeddings.weight"], "positions"),
@@ -215,8 +244,7 @@ def tower_settings(checkpoint: BertCheckpoint) -> dict:
 
 
 def tower_from_checkpoint(checkpoint: BertCheckpoint, **kwargs) -> SentenceTower:
-    """A :class:`SentenceTower` with the checkpoint's sizes and weights; ``kwargs`` are
-    Keras layer arguments."""
+    """A :class:`SentenceTower` with the checkpoint's sizes and weights."""
     tower = SentenceTower(**tower_settings(checkpoint), **kwargs)
     load_tower_weights(tower, checkpoint)
     return tower

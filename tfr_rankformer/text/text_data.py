@@ -1,11 +1,11 @@
-"""Text lists: TF-Ranking's text ELWC read into ``tf.data`` for the Listformer.
+"""TF-Ranking's text ELWC (``<dir>/{train,vali,test}-*.tfrecord``: context ``query_tokens``,
+per-item ``document_tokens`` words and ``relevance``; an optional text ``manifest.json`` may
+rename them, list the files and name a ``first_stage_feature``) read into ``tf.data``.
 
-Files ``<dir>/{train,vali,test}-*.tfrecord`` hold a context ``query_tokens``, per-item
-``document_tokens`` (bytes, one entry per word) and ``relevance`` (int64, ``-1`` padding);
-an optional ``manifest.json`` (``kind: "text"``) may rename them, list the files and name a
-``first_stage_feature``. Word tokens are joined with spaces, which the model's tokenizer
-splits again. A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}``
-and, with a first stage, ``"first_stage": [L]`` float32.
+A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}`` (words joined
+with spaces) and, with a first stage, ``"first_stage": [L]`` float32. Training lists are
+sampled anew each epoch to the plan's cap (a whole top 100 makes too long a sequence) and
+batched by length; evaluation and prediction keep whole lists.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core.elwc_schema import PADDING_LABEL, SPLITS
+from tfr_rankformer.inputs.batching import BatchPlan
 from tfr_rankformer.inputs.manifest import (
     MANIFEST_NAME,
     TEXT_KIND,
     Manifest,
-    SplitEntry,
     read_manifest,
 )
+from tfr_rankformer.training.run_plan import RunPlan
 from tfr_rankformer.training.text_config import TextConfig
 
 __all__ = [
@@ -33,9 +34,12 @@ __all__ = [
     "load_text_data",
     "parsed_text_lists",
     "batched_text_lists",
+    "padding_values",
     "length_sorted_batches",
     "trimmed_to_documents",
     "scan_split",
+    "sample_documents",
+    "training_batches",
     "QUERY",
     "DOCUMENTS",
     "MASK",
@@ -46,12 +50,16 @@ __all__ = [
 QUERY, DOCUMENTS, MASK, LABEL = "query", "documents", "mask", "label"
 FIRST_STAGE = "first_stage"
 _PARSE_BATCH = 64
+# Query and document tokens are padded to multiples of these (few shapes to trace),
+# and a batch's documents to a multiple of DOCUMENT_MULTIPLE.
+TOKEN_MULTIPLES = (4, 16)
+DOCUMENT_MULTIPLE = 8
+SHUFFLE_LISTS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
 class TextData:
-    """A directory of text ELWC: its files per split and its feature names
-    (``first_stage_feature``: the per-item first-stage scores, or ``None``)."""
+    """A directory of text ELWC: its files per split and its feature names."""
 
     directory: str
     files: dict[str, list[str]]
@@ -74,20 +82,10 @@ class TextData:
         return self.files[split]
 
 
-def _manifest_files(directory: str, entry: SplitEntry | None) -> list[str] | None:
-    if entry is None or not entry.files:
-        return None
-    return [os.path.join(directory, name) for name in entry.files]
-
-
 def load_text_data(directory: str, config: TextConfig) -> TextData:
-    """The splits and feature names of a text ELWC directory; without a manifest (or a
-    split's ``files``) the files are found by name and the features take ``TextConfig``'s names.
-
-    Raises:
-      FileNotFoundError: if the directory holds no ``train-*.tfrecord`` file.
-      ValueError: if the manifest describes numeric lists or is not a manifest.
-    """
+    """The splits and feature names of a text ELWC directory: the manifest's, else files
+    found by name and ``TextConfig``'s names. No train file: ``FileNotFoundError``; a
+    feature-vector manifest: ``ValueError``."""
     manifest = Manifest()  # no manifest.json: nothing recorded
     path = os.path.join(directory, MANIFEST_NAME)
     if os.path.isfile(path):
@@ -99,7 +97,7 @@ def load_text_data(directory: str, config: TextConfig) -> TextData:
             )
     files = {}
     for split in SPLITS:
-        listed = _manifest_files(directory, manifest.splits.get(split))
+        listed = manifest.split_files(directory, split) if split in manifest.splits else []
         found = listed or sorted(glob.glob(os.path.join(directory, f"{split}-*.tfrecord")))
         missing = [f for f in found if not os.path.isfile(f)]
         if missing:
@@ -140,12 +138,8 @@ def parse_text_batch(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> dict:
-    """``[B]`` serialized ELWC -> ``query [B]``, ``documents [B, L]``, ``mask [B, L]``,
-    ``label [B, L]`` float32 (``-1`` padding) and, with a first stage, ``first_stage [B, L]``.
-
-    TF-Ranking's parser shuffles and cuts whole examples, so every per-document tensor keeps
-    one order.
-    """
+    """``[B]`` serialized ELWC -> a batch of parsed lists ``[B, L]``; TF-Ranking's parser
+    shuffles and cuts whole examples, so every per-document tensor keeps one order."""
     import tensorflow_ranking as tfr
 
     example_spec = {
@@ -202,15 +196,14 @@ def parsed_text_lists(
 _PADDING = {QUERY: "", DOCUMENTS: "", MASK: False, LABEL: PADDING_LABEL, FIRST_STAGE: 0.0}
 
 
-def _padding(lists: tf.data.Dataset) -> dict:
-    # FIRST_STAGE only where the lists hold it.
+def padding_values(lists: tf.data.Dataset) -> dict:
+    """The padding of each key the parsed ``lists`` hold."""
     return {key: _PADDING[key] for key in lists.element_spec}
 
 
 def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-    """Lists padded to the longest of each batch (padding documents: empty, masked,
-    label -1, first-stage score 0)."""
-    return lists.padded_batch(batch_size, padding_values=_padding(lists))
+    """Lists padded to the longest of each batch."""
+    return lists.padded_batch(batch_size, padding_values=padding_values(lists))
 
 
 def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
@@ -231,14 +224,10 @@ def length_sorted_batches(
     multiple: int = 1,
     seed: int | None = None,
 ) -> tf.data.Dataset:
-    """Batches of lists of similar numbers of documents, so that little is padding.
-
-    Every ``window`` batches' worth of lists is sorted by length and cut into batches of
-    ``batch_size`` lists, each trimmed (``trimmed_to_documents``); the batches hold exactly
-    the lists ``batched_text_lists`` would. With ``seed`` they are shuffled within a window of
-    batches, anew on each pass.
-    """
-    lists = lists.padded_batch(batch_size * window, padding_values=_padding(lists))
+    """The lists ``batched_text_lists`` would batch, sorted by length within each
+    ``window`` of batches and trimmed, so that little is padding; with ``seed`` the batches
+    are shuffled within a window, anew on each pass."""
+    lists = lists.padded_batch(batch_size * window, padding_values=padding_values(lists))
 
     def sorted_window(group):
         sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
@@ -255,50 +244,87 @@ def length_sorted_batches(
 def scan_split(
     data: TextData, split: str, *, word_counts=None, list_size: int | None = None
 ) -> dict:
-    """One pass over a split: counts of lists, documents and labels, the lists by their
-    number of documents (of all, and of those with a relevant document), and the words of its
-    text when ``word_counts`` (a ``Counter``) is given.
-
-    Raises:
-      ValueError: if the split holds no list.
-    """
+    """One pass over a split (``ValueError`` if it holds no list): counts of lists,
+    documents and labels, lists by length, and its words into ``word_counts``."""
     from tfr_rankformer.text.text_tokenizer import count_words
 
-    lists = documents = longest = longer = unlabelled = 0
-    max_label = 0.0
-    empty_lists = ranked = 0
-    lengths: collections.Counter = collections.Counter()  # documents -> lists
-    relevant_lengths: collections.Counter = collections.Counter()  # of lists with t > 0
+    parts = collections.defaultdict(list)  # per list: documents, top and lowest label
     batches = batched_text_lists(parsed_text_lists(data, split, list_size=None), 256)
     for batch in batches.as_numpy_iterator():
-        mask = batch[MASK]
-        sizes = mask.sum(axis=1)
-        lists += len(sizes)
-        documents += int(sizes.sum())
-        longest = max(longest, int(sizes.max(initial=0)))
-        longer += int((sizes > list_size).sum()) if list_size else 0
-        unlabelled += int((mask & (batch[LABEL] < 0)).sum())
-        labels = np.where(mask, batch[LABEL], 0.0)
-        max_label = max(max_label, float(labels.max(initial=0.0)))
-        empty_lists += int((labels.max(axis=1, initial=0.0) <= 0).sum())
-        low = np.where(mask, batch[LABEL], np.inf).min(axis=1, initial=np.inf)
-        ranked += int((labels.max(axis=1, initial=0.0) > low).sum())  # two different labels
-        lengths.update(sizes.tolist())
-        relevant_lengths.update(sizes[labels.max(axis=1, initial=0.0) > 0].tolist())
+        mask, labels = batch[MASK], batch[LABEL]
+        parts["sizes"].append(mask.sum(axis=1))
+        parts["top"].append(np.where(mask, labels, 0.0).max(axis=1, initial=0.0))
+        parts["low"].append(np.where(mask, labels, np.inf).min(axis=1, initial=np.inf))
+        parts["unlabelled"].append((mask & (labels < 0)).sum(axis=1))
         if word_counts is not None:
             count_words((q.decode("utf-8") for q in batch[QUERY]), word_counts)
             count_words((d.decode("utf-8") for d in batch[DOCUMENTS][mask]), word_counts)
-    if lists == 0:
+    if not parts:
         raise ValueError(f"{data.directory}: the {split!r} split holds no list")
+    sizes, top, low, unlabelled = (np.concatenate(parts[k]) for k in parts)
+
+    def histogram(values) -> dict:
+        return {int(n): int(c) for n, c in zip(*np.unique(values, return_counts=True))}
+
     return {
-        "lists": lists,
-        "documents": documents,
-        "longest_list": longest,
-        "lists_longer_than_list_size": longer,
-        "unlabelled_documents": unlabelled,
-        "max_label": int(max_label),
-        "lists_without_relevant": empty_lists,
-        "lists_with_two_labels": ranked,
-        "lengths": {int(n): c for n, c in sorted(lengths.items())},
-        "lengths_with_relevant": {int(n): c for n, c in sorted(relevant_lengths.items())},
+        "lists": len(sizes),
+        "documents": int(sizes.sum()),
+        "longest_list": int(sizes.max()),
+        "lists_longer_than_list_size": int((sizes > list_size).sum()) if list_size else 0,
+        "unlabelled_documents": int(unlabelled.sum()),
+        "max_label": int(top.max()),
+        "lists_without_relevant": int((top <= 0).sum()),
+        "lists_with_two_labels": int((top > low).sum()),
+        "lengths": histogram(sizes),
+        "lengths_with_relevant": histogram(sizes[top > 0]),
     }
+
+
+def sample_documents(element: dict, cap: int, key) -> dict:
+    """One parsed list cut to ``cap`` documents: the relevant ones first, then a uniform
+    sample of the others drawn from ``key`` (int64); padding dropped."""
+    mask, label = element[MASK], element[LABEL]
+    n = tf.shape(mask)[0]
+    noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
+    # Relevant documents above the others, padding below both.
+    priority = tf.where(mask, noise + tf.where(label > 0, 2.0, 1.0), 0.0)
+    keep = tf.math.top_k(priority, k=tf.minimum(n, cap)).indices
+    valid = tf.reduce_sum(tf.cast(tf.gather(mask, keep), tf.int32))
+    keep = keep[:valid]
+    keep = tf.gather(keep, tf.argsort(tf.gather(noise, keep)))  # relevant ones not in front
+    return {k: tf.gather(v, keep) if v.shape.rank else v for k, v in element.items()}
+
+
+def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data.Dataset:
+    """Batches of one bucket each, their document axis cut to their longest list rounded up
+    to a multiple of ``multiple``, at most the bucket's edge."""
+    batches = lists.bucket_by_sequence_length(
+        lambda element: tf.reduce_sum(tf.cast(element[MASK], tf.int32)),
+        bucket_boundaries=[edge + 1 for edge in plan.edges],
+        bucket_batch_sizes=[*plan.lists_per_batch, 1],  # the last: no list is that long
+        padding_values=padding_values(lists),
+        pad_to_bucket_boundary=True,
+    )
+    return batches.map(lambda batch: trimmed_to_documents(batch, multiple))
+
+
+def training_batches(data: TextData, plan: RunPlan, config, to_model_io) -> tf.data.Dataset:
+    """The epoch's ``to_model_io(batch)`` batches of the training split, as many as ``plan``
+    says; with ``--length-buckets off`` every batch is padded to the last edge."""
+    lists = parsed_text_lists(data, "train", list_size=None)
+    if not config.training_includes_empty_lists():
+        lists = lists.filter(lambda e: tf.reduce_max(tf.where(e[MASK], e[LABEL], 0.0)) > 0)
+    seed = config.seed
+    lists = lists.shuffle(SHUFFLE_LISTS, seed=seed, reshuffle_each_iteration=True)
+    keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    lists = tf.data.Dataset.zip((lists, keys)).map(
+        lambda element, key: sample_documents(element, plan.cap, key),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    buckets = plan.batches
+    multiple = DOCUMENT_MULTIPLE if config.length_buckets else buckets.edges[-1]
+    batches = _bucketed(lists, buckets, multiple)
+    batches = batches.map(to_model_io, num_parallel_calls=tf.data.AUTOTUNE)
+    # The plan counts the batches exactly; a mismatch fails loudly.
+    batches = batches.apply(tf.data.experimental.assert_cardinality(buckets.steps))
+    return batches.prefetch(2)

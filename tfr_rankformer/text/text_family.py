@@ -1,8 +1,7 @@
-"""``TextFamily``: the text models (the Listformer) on text ELWC, trained by the one
-training loop in one process. A text run also writes ``vocab.txt`` (built from the training
-split unless ``--vocab`` or ``--init-from`` gives one) and ``text_model.json``. Long
-training lists are sampled anew each epoch, evaluation keeps every document, and what
-the token caps cut is counted per split in ``metrics.json`` (``truncation``).
+"""``TextFamily``: the text models (the Listformer) on text ELWC, through the one training
+loop in one process. A run also writes ``vocab.txt`` and ``text_model.json``; training lists
+are sampled anew each epoch, evaluation keeps every document, and what the token caps cut is
+counted per split in ``metrics.json`` (``truncation``).
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 
@@ -23,6 +23,7 @@ from tfr_rankformer.core.run_layout import (
     is_text_run,
     is_token_id_export,
 )
+from tfr_rankformer.inputs.empty_splits import empty_splits
 from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
@@ -34,11 +35,12 @@ from tfr_rankformer.serving.prediction import (
     text_inputs,
     text_signature,
 )
-from tfr_rankformer.text import text_batches, text_data
+from tfr_rankformer.text import text_data
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
 from tfr_rankformer.text.listformer_checkpoint import (
     check_checkpoint_directory,
+    checkpoint_form,
     checkpoint_model_config,
     checkpoint_tokenizer,
     pretrained_listformer,
@@ -52,9 +54,10 @@ from tfr_rankformer.text.text_runs import (
     evaluate_text_model,
     load_text_run,
     text_model_inputs,
-    text_tokenizer,
+    token_caps,
 )
 from tfr_rankformer.text.text_tokenizer import (
+    TextTokenizer,
     build_vocabulary,
     read_vocabulary,
     register_text_ops,
@@ -76,7 +79,7 @@ BATCH_SIZE = 16  # lists per model call when ``predict`` is not told: evaluation
 
 @dataclasses.dataclass(frozen=True)
 class _TextStart:
-    """What the text family settled in ``prepare``, beside the run's data."""
+    """What ``prepare`` settled beside the run's data."""
 
     vocabulary: list
     tokenizer: object
@@ -108,20 +111,15 @@ def _parameters(config, vocab_size: int) -> int:
 
 
 def _splits_with_lists(data: text_data.TextData) -> tuple[str, ...]:
-    """The data's splits, ``train`` first, without those recorded as empty (logged)."""
-    splits = []
-    for split in sorted(data.files, key=lambda s: s != "train"):
-        entry = data.manifest.splits.get(split)
-        if split != "train" and entry is not None and entry.num_lists == 0:
-            logger.warning("%s: the %r split holds no lists; it is left out", data.directory, split)
-            continue
-        splits.append(split)
-    return tuple(splits)
+    """The data's splits, ``train`` first, without those recorded as empty."""
+    empty = set(empty_splits(data.manifest)) - {"train"}
+    for split in sorted(empty & set(data.files)):
+        logger.warning("%s: the %r split holds no lists; it is left out", data.directory, split)
+    return tuple(s for s in sorted(data.files, key=lambda s: s != "train") if s not in empty)
 
 
 def _with_first_stage(config, data: text_data.TextData):
-    """``config`` with ``first_stage`` settled: on where the data has first-stage scores,
-    unless turned off; refused when asked for and absent."""
+    """``config`` with ``first_stage`` settled by the data (refused if asked for and absent)."""
     first_stage = config.architecture.first_stage
     if first_stage and not data.has_first_stage:
         raise ValueError(
@@ -135,15 +133,14 @@ def _with_first_stage(config, data: text_data.TextData):
 
 
 def _start(config):
-    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from`` (the config
-    with the checkpoint's sizes), or ``(config, None, None, None)`` without one."""
+    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from``, the config with
+    the checkpoint's sizes; ``(config, None, None, None)`` without one."""
     directory = config.text.init_from
     if directory is None:
         return config, None, None, None
     check_checkpoint_directory(directory)  # a bad checkpoint fails before the scan
     checkpoint = read_bert_checkpoint(directory)
-    caps = {k: getattr(config.text, k) for k in ("max_query_tokens", "max_document_tokens")}
-    tokenizer = checkpoint_tokenizer(checkpoint, **caps)
+    tokenizer = checkpoint_tokenizer(checkpoint, **token_caps(config))
     architecture = checkpoint_model_config(checkpoint, config.architecture)
     config = dataclasses.replace(config, architecture=architecture)
     return config, checkpoint, tokenizer, checkpoint.vocab_size
@@ -167,11 +164,8 @@ class TextFamily:
         config, tokenizer, model, max_label = load_text_run(model_dir)
         data = text_data.load_text_data(data_dir or config.data, config.text)
         settings = dict(batch_size=config.eval_batch_size, max_label=max_label)
-        settings.update(list_head=config.uses_list_head)
-
-        def evaluate(split: str) -> dict:
-            return evaluate_text_model(model, tokenizer, data, split, **settings)
-
+        settings["list_head"] = config.uses_list_head
+        evaluate = functools.partial(evaluate_text_model, model, tokenizer, data, **settings)
         return RunEvaluator(config.data, data_dir or config.data, list(data.files), evaluate)
 
     def export(
@@ -182,11 +176,10 @@ class TextFamily:
 
     def load(self, path: str) -> ServedModel:
         path = resolve_export(path)
-        if is_token_id_export(path):
-            tokenizer = ClientTokenizer.from_export(path)
-            return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
-        register_text_ops()  # its graph tokenises with TF Text's ops
-        return ServedModel(path, self.record.kind, None, load_export(path))
+        tokenizer = ClientTokenizer.from_export(path) if is_token_id_export(path) else None
+        if tokenizer is None:
+            register_text_ops()  # its graph tokenises with TF Text's ops
+        return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
         if files is not None:
@@ -216,7 +209,7 @@ class TextFamily:
             vocabulary = read_vocabulary(config.text.vocab)
         else:
             vocabulary = build_vocabulary(words, size=config.text.vocab_size)
-        tokenizer = tokenizer or text_tokenizer(config, vocabulary)
+        tokenizer = tokenizer or TextTokenizer(vocabulary, **token_caps(config))
         parameters = _parameters(config, vocab_size or len(vocabulary))
         tower = config.architecture.similarity == "checkpoint"
         frozen = _parameters(config, vocab_size) if tower else 0
@@ -235,7 +228,8 @@ class TextFamily:
         # What rebuilding the model needs besides config.json.
         text_run = {"label_levels": run.levels}
         if start.checkpoint is not None:  # the form, token table and tokenisation of the start
-            text_run["pretrained"] = pretrained_settings(start.checkpoint, start.tokenizer)
+            form, size = checkpoint_form(start.checkpoint), start.checkpoint.vocab_size
+            text_run["pretrained"] = pretrained_settings(form, size, start.tokenizer)
         if run.config.architecture.similarity == "checkpoint":
             text_run["similarity"] = tower_settings(start.checkpoint)
         write_json(os.path.join(directory, TEXT_RUN_NAME), text_run)
@@ -259,7 +253,7 @@ class TextFamily:
     def training_data(self, run: PreparedRun, model, cache_dir: str) -> tf.data.Dataset:
         del model, cache_dir  # text lists are parsed anew each epoch
         config, tokenizer = run.config, run.extra.tokenizer
-        multiples = text_batches.TOKEN_MULTIPLES if config.length_buckets else (1, 1)
+        multiples = text_data.TOKEN_MULTIPLES if config.length_buckets else (1, 1)
         output = get_score_loss(config.loss).output
         first_stage = bool(config.architecture.first_stage)
 
@@ -274,15 +268,7 @@ class TextFamily:
                 targets["list_quality"] = t[:, tf.newaxis]  # [B] -> [B, 1]
             return inputs, targets
 
-        return text_batches.training_batches(
-            run.data,
-            run.plan.batches,
-            cap=run.plan.cap,
-            include_empty_lists=config.training_includes_empty_lists(),
-            seed=config.seed,
-            to_model_io=to_model_io,
-            pad_to_cap=not config.length_buckets,
-        )
+        return text_data.training_batches(run.data, run.plan, config, to_model_io)
 
     def _evaluation(self, run: PreparedRun) -> dict:
         longest = max(run.data.manifest.longest_list, run.extra.scan["longest_list"])

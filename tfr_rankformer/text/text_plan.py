@@ -1,11 +1,6 @@
-"""A text run's plan before its first step: its batches and its peak memory, so that a
-Listformer run is refused as a feature-vector run is (``run_plan.check_memory``).
-
-Items are documents: training lists keep at most ``--list-size`` of them, grouped by
-length; a ``--batch-items`` budget counts padded tokens (documents x
-``--max-document-tokens``). The memory model counts what a training step keeps for its
-backward pass from the sequence's ``1 + Q + N + N T`` tokens, the sizes, the attention
-window and the global tokens, plus the weights, gradients and optimizer moments.
+"""A text run's plan before its first step: its batches (items are documents; a
+``--batch-items`` budget counts padded tokens) and its peak memory, from what a step keeps
+for its backward pass over the ``1 + Q + N + N T`` tokens plus the weights' copies.
 
 >>> shape = TextShape(width=384, layers=6, heads=12, ff=1536, window=256, query=32,
 ...                   document=128, parameters=25_000_000)
@@ -31,9 +26,8 @@ _PIPELINE_BYTES = 200 << 20  # strings and token ids of the parsed and prefetche
 
 @dataclasses.dataclass(frozen=True)
 class TextShape:
-    """What a Listformer step's memory depends on: the encoder's sizes, the attention
-    window per side, the query and document token caps, the weights, and the frozen
-    weights (the pretrained similarity's own encoder)."""
+    """What a Listformer step's memory depends on (``frozen``: the similarity encoder's
+    weights)."""
 
     width: int
     layers: int
@@ -76,8 +70,7 @@ def _layer_floats(shape: TextShape, documents: int) -> tuple[int, int]:
 
 
 def _tower_floats(shape: TextShape, documents: int) -> int:
-    """What the frozen similarity encoder's layer holds for one list (forward only, each
-    document alone)."""
+    """What the frozen similarity encoder's layer holds for one list (forward only)."""
     if not shape.frozen:
         return 0
     t = shape.document + 2
@@ -99,11 +92,6 @@ def text_forward_bytes(shape: TextShape, *, lists: int, documents: int) -> int:
     return int(_OVERHEAD * _FLOAT * lists * floats)
 
 
-def runtime_bytes(shape: TextShape) -> int:
-    """TensorFlow, the trained weights with their gradients and moments, the frozen ones."""
-    return RUNTIME_BYTES + _FLOAT * (_COPIES_OF_WEIGHTS * shape.parameters + shape.frozen)
-
-
 def evaluation_lists(config, longest: int) -> int:
     """Lists of ``longest`` documents per evaluation batch within its token budget, at most
     ``--eval-batch-size``, at least one."""
@@ -112,9 +100,8 @@ def evaluation_lists(config, longest: int) -> int:
 
 
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
-    """The ``RunPlan`` of a text run from the training split's ``text_data.scan_split``;
-    ``cap``: the documents a training list keeps. No list of two different labels in it
-    raises ``EmptySplitError``."""
+    """The ``RunPlan`` of a text run from its training split's ``scan_split`` (``cap``: the
+    documents a training list keeps); ``EmptySplitError`` if no list has two labels."""
     if not scan["lists_with_two_labels"]:
         raise nothing_to_learn(
             f"the 'train' split of {config.data} has no list with two different labels"
@@ -129,10 +116,11 @@ def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_emp
     items = sum(min(int(n), edge) * c for n, c in lengths.items())
     step, batch = largest_step(plan, lambda b, e: text_step_bytes(shape, lists=b, documents=e))
     longest = scan["longest_list"]
-    evaluation = text_forward_bytes(
-        shape, lists=evaluation_lists(config, longest), documents=longest
-    )
-    memory = MemoryEstimate(runtime_bytes(shape), _PIPELINE_BYTES, step, evaluation, batch)
+    eval_lists = evaluation_lists(config, longest)
+    evaluation = text_forward_bytes(shape, lists=eval_lists, documents=longest)
+    # TensorFlow, the trained weights' copies and the frozen weights.
+    runtime = RUNTIME_BYTES + _FLOAT * (_COPIES_OF_WEIGHTS * shape.parameters + shape.frozen)
+    memory = MemoryEstimate(runtime, _PIPELINE_BYTES, step, evaluation, batch)
     limit = int(config.memory_limit * 2**30) if config.memory_limit else available_memory()
-    eval_items = evaluation_lists(config, longest) * longest
+    eval_items = eval_lists * longest
     return RunPlan(plan, cap, items, sampled_out, eval_items, memory, limit, unit="documents")

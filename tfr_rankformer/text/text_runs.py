@@ -1,30 +1,29 @@
-"""A text model's inputs, evaluating a text model, and reloading a trained text run.
+"""A text model's inputs, its evaluation, and reloading a trained text run.
 
-A text run's ``text_model.json`` (``text_family`` writes it) holds ``label_levels`` and,
-for a run started from a checkpoint (``--init-from``), ``pretrained``: the layers' form,
-the token table's rows and the tokenisation, so that reloading needs no checkpoint; and
-``similarity``: the frozen checkpoint encoder's settings when the score is a residual
-over its cosine (``score_mixture``).
+A run's ``text_model.json`` holds ``label_levels`` and, after ``--init-from``, ``pretrained``
+(form, token rows, tokenisation: reloading needs no checkpoint) and ``similarity`` (the
+frozen checkpoint encoder's settings of ``ScoreMixture``).
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import time
+import typing
 import weakref
 
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.config_io import check_types, read_settings
 from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME, TEXT_RUN_NAME, VOCAB_NAME
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.listformer import DOCUMENT_IDS, FIRST_STAGE, QUERY_IDS, build_text_model
-from tfr_rankformer.text.listformer_form import ListformerForm
+from tfr_rankformer.text.listformer_config import ListformerForm
 from tfr_rankformer.text.text_tokenizer import TextTokenizer, read_vocabulary
 from tfr_rankformer.training.precision import precision_policy
 from tfr_rankformer.training.train_config import TrainConfig
@@ -35,7 +34,7 @@ __all__ = [
     "load_text_run",
     "takes_first_stage",
     "text_model_inputs",
-    "text_tokenizer",
+    "token_caps",
 ]
 
 
@@ -44,31 +43,19 @@ logger = logging.getLogger(__name__)
 # The validation metrics a text run logs each epoch (``val_*``).
 LOGGED = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "list_auc_t>=1")
 
-# A pretrained run's ``pretrained`` entry of ``text_model.json``: key -> expected types.
-_PRETRAINED_KEYS = {
-    "form": (dict,),
-    "vocab_size": (int,),
-    "lower_case": (bool,),
-    "basic_tokenization": (bool,),
-}
+
+class _Pretrained(typing.TypedDict):
+    """``text_model.json``'s ``pretrained`` entry: the layers' form, rows and tokenisation."""
+
+    form: dict
+    vocab_size: int
+    lower_case: bool
+    basic_tokenization: bool
 
 
-def text_tokenizer(
-    config: TrainConfig,
-    vocabulary: list[str],
-    *,
-    lower_case: bool = True,
-    basic_tokenization: bool = False,
-) -> TextTokenizer:
-    """The run's tokenizer: ``vocabulary`` with the token caps of ``config.text`` (and a
-    checkpoint's lower-casing and basic tokenisation for a pretrained run)."""
-    return TextTokenizer(
-        vocabulary,
-        max_query_tokens=config.text.max_query_tokens,
-        max_document_tokens=config.text.max_document_tokens,
-        lower_case=lower_case,
-        basic_tokenization=basic_tokenization,
-    )
+def token_caps(config: TrainConfig) -> dict:
+    """``config.text``'s token caps, as the tokenizers take them."""
+    return {k: getattr(config.text, k) for k in ("max_query_tokens", "max_document_tokens")}
 
 
 def takes_first_stage(model: tf.keras.Model) -> bool:
@@ -83,16 +70,20 @@ def text_model_inputs(
     token_multiples: tuple[int, int] = (1, 1),
     first_stage: bool = False,
 ) -> dict:
-    """Model inputs of a batch of text lists (``text_data``'s layout), the token axes padded
-    (``-1``, which changes no score) to multiples of ``token_multiples`` ``(q, t)`` within
-    the caps so that batches take few shapes; with the first-stage scores if asked."""
-    encoded = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
-    query_multiple, document_multiple = token_multiples
+    """Model inputs of a batch of text lists, the token axes padded (``-1``) to multiples of
+    ``token_multiples`` ``(q, t)`` within the caps, so that batches take few shapes."""
+    tokens = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
+    caps = (tokenizer.max_query_tokens, tokenizer.max_document_tokens)
+    for key, multiple, cap in zip(("query_ids", "document_ids"), token_multiples, caps):
+        tokens[key] = _padded_up(tokens[key], multiple, cap)
+    return _inputs(tokens, batch, first_stage)
+
+
+def _inputs(tokens: dict, batch: dict, first_stage: bool) -> dict:
+    """Model inputs from ``TextTokenizer.encode``'s ``tokens`` and the batch."""
     inputs = {
-        QUERY_IDS: _padded_up(encoded["query_ids"], query_multiple, tokenizer.max_query_tokens),
-        DOCUMENT_IDS: _padded_up(
-            encoded["document_ids"], document_multiple, tokenizer.max_document_tokens
-        ),
+        QUERY_IDS: tokens["query_ids"],
+        DOCUMENT_IDS: tokens["document_ids"],
         text_data.MASK: batch[text_data.MASK],
     }
     if first_stage:
@@ -118,13 +109,7 @@ _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _predict_step(model):
     step = _PREDICT_STEPS.get(model)
     if step is None:
-        signature = {
-            QUERY_IDS: tf.TensorSpec([None, None], tf.int32),
-            DOCUMENT_IDS: tf.TensorSpec([None, None, None], tf.int32),
-            text_data.MASK: tf.TensorSpec([None, None], tf.bool),
-        }
-        if takes_first_stage(model):
-            signature[FIRST_STAGE] = tf.TensorSpec([None, None], tf.float32)
+        signature = {k: tf.TensorSpec(i.shape, i.dtype) for k, i in model.input.items()}
         ref = weakref.ref(model)
         step = tf.function(
             lambda inputs: ref()(inputs, training=False), input_signature=[signature]
@@ -133,40 +118,28 @@ def _predict_step(model):
     return step
 
 
-# Evaluation sorts the lists by length in windows of this many batches.
-_EVALUATION_WINDOW = 64
-
-
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
-    """``(inputs, labels, cut)`` for every batch of ``split``'s lists, lists of similar
-    lengths together (little padding), tokenised in the input pipeline."""
+    """``(inputs, labels, cut)`` of ``split``'s lists, sorted by length, tokenised in the
+    pipeline."""
     lists = text_data.parsed_text_lists(data, split, list_size=None)
-    batches = text_data.length_sorted_batches(lists, batch_size, window=_EVALUATION_WINDOW)
+    batches = text_data.length_sorted_batches(lists, batch_size, window=64)
 
     def encoded(batch):
         mask = batch[text_data.MASK]
         tokens = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
-        inputs = {
-            QUERY_IDS: tokens["query_ids"],
-            DOCUMENT_IDS: tokens["document_ids"],
-            text_data.MASK: mask,
-        }
-        if first_stage:
-            inputs[FIRST_STAGE] = batch[text_data.FIRST_STAGE]
         cut = {
             "queries_cut": tf.reduce_sum(tf.cast(tokens["query_cut"], tf.int32)),
             "documents_cut": tf.reduce_sum(tf.cast(tokens["documents_cut"] & mask, tf.int32)),
         }
-        return inputs, batch[text_data.LABEL], cut
+        return _inputs(tokens, batch, first_stage), batch[text_data.LABEL], cut
 
     return batches.map(encoded, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
 class _EvaluationProgress:
-    """Logs a line every ``every`` seconds while a split is evaluated (a silent minute
-    looks hung)."""
+    """Logs a line every ``every`` seconds of an evaluation (a silent minute looks hung)."""
 
     def __init__(self, split: str, every: float = 30.0, clock=time.monotonic):
         self.split, self.every, self.clock = split, every, clock
@@ -178,21 +151,17 @@ class _EvaluationProgress:
         now = self.clock()
         if now - self.last >= self.every:
             self.last = now
-            rate = self.lists / max(now - self.start, 1e-9)
-            logger.info(
-                "evaluating %s: %d lists in %.0f s, %.2f lists/s",
-                self.split,
-                self.lists,
-                now - self.start,
-                rate,
-            )
+            seconds = now - self.start
+            rate = self.lists / max(seconds, 1e-9)
+            message = "evaluating %s: %d lists in %.0f s, %.2f lists/s"
+            logger.info(message, self.split, self.lists, seconds, rate)
 
 
 def evaluate_text_model(
     model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
 ) -> dict:
-    """NDCG (x 100, the shared ranking metrics) of ``model`` on every list of ``split``,
-    with the documents and queries cut at the token caps counted under ``truncation``."""
+    """The ranking metrics of ``model`` on every list of ``split``, with what the token caps
+    cut counted under ``truncation``."""
     step = _predict_step(model)
     parts = collections.defaultdict(list)
     cut = collections.Counter()
@@ -237,62 +206,42 @@ def evaluate_text_model(
     return metrics
 
 
-def _pretrained_settings(path: str, values: dict) -> dict | None:
-    """The ``pretrained`` entry of ``text_model.json`` (``None``: a from-scratch run),
-    checked."""
-    settings = values.get("pretrained")
+def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
+    """``text_model.json``'s ``label_levels``, checked ``pretrained`` and ``similarity``."""
+    path = os.path.join(model_dir, TEXT_RUN_NAME)
+    values = read_settings(path)
+    settings, tower = values.get("pretrained"), values.get("similarity")
+    if tower is not None and not isinstance(tower, dict):
+        raise ValueError(f"{path}: 'similarity' must be an object of settings, got {tower!r}")
     if settings is None:
-        return None
-    if not isinstance(settings, dict) or set(settings) != set(_PRETRAINED_KEYS):
-        raise ValueError(
-            f"{path}: 'pretrained' must be an object with the keys {sorted(_PRETRAINED_KEYS)}, "
-            f"got {settings!r}"
-        )
-    for key, types in _PRETRAINED_KEYS.items():
-        value = settings[key]
-        if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
-            raise ValueError(f"{path}: 'pretrained.{key}' has a bad value {value!r}")
+        return values["label_levels"], None, tower
+    keys = sorted(_Pretrained.__annotations__)
+    if not isinstance(settings, dict) or sorted(settings) != keys:
+        raise ValueError(f"{path}: 'pretrained' must have the keys {keys}, got {settings!r}")
+    check_types(_Pretrained, settings, where=f"{path}: 'pretrained'")
     try:
         form = ListformerForm.from_json(settings["form"])
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: 'pretrained.form': {error}") from error
-    return dict(settings, form=form)
-
-
-def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
-    """``label_levels``, the checked ``pretrained`` entry of ``text_model.json`` and its
-    ``similarity`` entry (the checkpoint encoder's settings, or ``None``)."""
-    path = os.path.join(model_dir, TEXT_RUN_NAME)
-    with open(path, encoding="utf-8") as f:
-        values = json.load(f)
-    tower = values.get("similarity")
-    if tower is not None and not isinstance(tower, dict):
-        raise ValueError(f"{path}: 'similarity' must be an object of settings, got {tower!r}")
-    return values["label_levels"], _pretrained_settings(path, values), tower
+    return values["label_levels"], dict(settings, form=form), tower
 
 
 def load_text_run(model_dir: str, *, precision: str = "float32"):
-    """``(config, tokenizer, model, max_label)`` of a trained text run, with its best weights
-    (a pretrained start rebuilt from ``text_model.json``, without its checkpoint), computing
-    in ``precision`` (float32 whatever the run trained in, unless told).
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained text run.
-      ValueError: naming ``text_model.json`` if its ``pretrained`` entry is bad.
-    """
+    """``(config, tokenizer, model, max_label)`` of a trained text run with its best weights,
+    computing in ``precision``. ``FileNotFoundError`` if it is no trained run; ``ValueError``
+    naming ``text_model.json`` if that is bad."""
     config_path = os.path.join(model_dir, CONFIG_NAME)
     weights = os.path.join(model_dir, BEST_WEIGHTS)
     if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):
         raise FileNotFoundError(f"{model_dir} is not a trained run (written by tfr-train)")
-    with open(config_path, encoding="utf-8") as f:
-        config = TrainConfig.from_json(json.load(f))
+    config = TrainConfig.from_json(read_settings(config_path))
     max_label, pretrained, tower = _read_text_run(model_dir)
     vocabulary = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))
     vocab_size, form, tokenization = len(vocabulary), None, {}
     if pretrained is not None:
         vocab_size, form = pretrained["vocab_size"], pretrained["form"]
         tokenization = {k: pretrained[k] for k in ("lower_case", "basic_tokenization")}
-    tokenizer = text_tokenizer(config, vocabulary, **tokenization)
+    tokenizer = TextTokenizer(vocabulary, **token_caps(config), **tokenization)
     score_loss = get_score_loss(config.loss)
     with precision_policy(precision):
         model = build_text_model(

@@ -1,16 +1,10 @@
-"""WordPiece tokenisation in the graph, and a vocabulary built from the training text.
+"""WordPiece tokenisation in the graph (TF Text, so a SavedModel takes raw text), and a
+vocabulary built from the training text.
 
-:class:`TextTokenizer` turns strings into ids with TF Text, so a SavedModel takes raw text.
-A vocabulary built from the training text is split with ``FastWordpieceTokenizer`` on white
-space and punctuation after ``tf.strings.lower``; a checkpoint's (``basic_tokenization``) as
-its own tokenizer splits: control characters deleted, lower-cased and accents stripped when
-``lower_case``, then ``BertTokenizer``. Lower-casing happens here because ``BertTokenizer``'s
-NFKC case folding changes ligatures and full-width letters that BERT's tokenizer keeps.
-
-:func:`build_vocabulary` is a deterministic frequency heuristic, not BERT's
-likelihood-driven WordPiece training: the special tokens, every character (alone and as a
-``##`` continuation), then the whole words, prefixes and ``##`` suffixes (2 to 6 characters)
-covering the most word occurrences (ties: whole words, then longer, then alphabetical).
+A built vocabulary is split by ``FastWordpieceTokenizer`` after ``tf.strings.lower``; a
+checkpoint's (``basic_tokenization``) as BERT's tokenizer splits: controls deleted, lower-cased
+and accents stripped when ``lower_case`` (here, as ``BertTokenizer``'s NFKC case folding
+changes letters BERT keeps), then ``BertTokenizer``.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "UNKNOWN",
     "TextTokenizer",
+    "at_least_one_token",
     "build_vocabulary",
     "count_words",
     "read_vocabulary",
@@ -48,18 +43,14 @@ _BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
-def _text():
+def register_text_ops():
+    """TF Text, its ops registered in this process (loading a raw-string export needs them)."""
     # tensorflow-text imports tensorflow-hub, which warns about pkg_resources.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import tensorflow_text
 
     return tensorflow_text
-
-
-def register_text_ops() -> None:
-    """Registers TF Text's ops in this process, which loading a raw-string export needs."""
-    _text()
 
 
 def count_words(texts: Iterable[str], counts: collections.Counter | None = None):
@@ -71,8 +62,10 @@ def count_words(texts: Iterable[str], counts: collections.Counter | None = None)
 
 
 def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
-    """A WordPiece vocabulary of at most ``size`` entries from ``word_counts``; a
-    ``ValueError`` if ``size`` cannot hold the special tokens and every character."""
+    """A WordPiece vocabulary of at most ``size`` entries by a deterministic frequency
+    heuristic (not BERT's training): the special tokens, every character (also as ``##``),
+    then the words, prefixes and ``##`` suffixes of 2 to 6 characters covering the most
+    occurrences; ``ValueError`` if ``size`` cannot hold the characters."""
     characters: collections.Counter = collections.Counter()
     pieces: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
@@ -103,8 +96,7 @@ def write_vocabulary(path: str, vocabulary: list[str]) -> None:
 
 
 def read_vocabulary(path: str) -> list[str]:
-    """A vocabulary file (one token per line, as BERT's ``vocab.txt``); errors name the file
-    and the line of a bad entry."""
+    """A vocabulary file (one token per line); errors name the file and line."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"vocabulary file {path} does not exist")
     with open(path, encoding="utf-8") as f:
@@ -143,12 +135,10 @@ class TextTokenizer(tf.Module):
         if basic_tokenization:
             self.wordpiece = _bert_tokenizer(vocabulary)
             return
-        self.wordpiece = _text().FastWordpieceTokenizer(
+        self.wordpiece = register_text_ops().FastWordpieceTokenizer(
             vocab=list(vocabulary),
             suffix_indicator=SUFFIX,
             unknown_token=UNKNOWN,
-            no_pretokenization=False,
-            support_detokenization=False,
             token_out_type=tf.int32,
         )
 
@@ -162,12 +152,9 @@ class TextTokenizer(tf.Module):
         return self.wordpiece.tokenize(strings)
 
     def encode(self, query: tf.Tensor, documents: tf.Tensor) -> dict:
-        """Model inputs from ``query [B]`` and ``documents [B, N]`` strings.
-
-        ``query_ids [B, Q]`` and ``document_ids [B, N, T]`` int32 (``-1`` where there is no
-        token; ``Q``, ``T`` the batch's longest within the caps), and ``query_cut [B]``,
-        ``documents_cut [B, N]``: the text had more tokens.
-        """
+        """``query [B]`` and ``documents [B, N]`` strings -> ``query_ids [B, Q]`` and
+        ``document_ids [B, N, T]`` int32 (``-1`` padding, cut at the caps) and ``query_cut
+        [B]``, ``documents_cut [B, N]``: the text had more tokens."""
         query_tokens = self.token_ids(query)  # [B, (q)]
         document_tokens = self.token_ids(documents)  # [B, N, (t)]
         query_cut = query_tokens.row_lengths(axis=-1) > self.max_query_tokens
@@ -176,38 +163,29 @@ class TextTokenizer(tf.Module):
             documents_cut = documents_cut.to_tensor(default_value=False)
         query_ids = query_tokens[:, : self.max_query_tokens].to_tensor(default_value=-1)
         document_ids = document_tokens[:, :, : self.max_document_tokens].to_tensor(default_value=-1)
-        # A batch without any token still needs a token axis of length >= 1.
-        query_ids = _at_least_one(query_ids)
-        document_ids = _at_least_one(document_ids)
         return {
-            "query_ids": query_ids,
-            "document_ids": document_ids,
+            "query_ids": at_least_one_token(query_ids),
+            "document_ids": at_least_one_token(document_ids),
             "query_cut": query_cut,
             "documents_cut": documents_cut,
         }
 
 
 def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
-    """BERT's text cleaning and, with ``lower_case``, its lower-casing and accent stripping,
-    as Hugging Face's ``BertNormalizer`` does them."""
+    """Hugging Face's ``BertNormalizer``: cleaning, and lower-casing and accent stripping."""
     strings = tf.strings.regex_replace(strings, _BERT_DELETED, "")
     if not lower_case:
         return strings
-    strings = _text().normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD")
+    strings = register_text_ops().normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD")
     return tf.strings.regex_replace(strings, r"\p{Mn}", "")
 
 
 def _bert_tokenizer(vocabulary: list[str]):
-    """TF Text's ``BertTokenizer`` over ``vocabulary``, its table built from constants so that
-    a SavedModel carries it; the text reaches it normalised."""
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(
-            tf.constant(list(vocabulary), tf.string),
-            tf.range(len(vocabulary), dtype=tf.int64),
-        ),
-        default_value=-1,
-    )
-    return _text().BertTokenizer(
+    """TF Text's ``BertTokenizer`` on a table of constants (a SavedModel carries it)."""
+    ids = tf.range(len(vocabulary), dtype=tf.int64)
+    initializer = tf.lookup.KeyValueTensorInitializer(list(vocabulary), ids)
+    table = tf.lookup.StaticHashTable(initializer, default_value=-1)
+    return register_text_ops().BertTokenizer(
         table,
         suffix_indicator=SUFFIX,
         unknown_token=UNKNOWN,
@@ -216,7 +194,8 @@ def _bert_tokenizer(vocabulary: list[str]):
     )
 
 
-def _at_least_one(ids: tf.Tensor) -> tf.Tensor:
+def at_least_one_token(ids: tf.Tensor) -> tf.Tensor:
+    """``ids [..., K]`` padded with ``-1`` to ``K >= 1``: a batch without tokens needs an axis."""
     missing = tf.maximum(1 - tf.shape(ids)[-1], 0)
     rank = ids.shape.rank
     return tf.pad(ids, [[0, 0]] * (rank - 1) + [[0, missing]], constant_values=-1)

@@ -47,9 +47,8 @@ def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
 
 
 class _History:
-    """A LightGBM callback: records the first validation metric of every tree it is
-    computed for, and logs it every ``every`` trees, and the tree count at least every
-    ``every_seconds`` (slow trees). ``clock`` gives seconds; tests give their own."""
+    """A LightGBM callback recording the first validation metric of every tree it is computed
+    for, logging it every ``every`` trees and the tree count at least every ``every_seconds``."""
 
     def __init__(
         self,
@@ -105,9 +104,9 @@ def _counted_lists(labels: np.ndarray, arrays: ListArrays) -> int:
 
 
 def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: int, trees: int):
-    """A LightGBM ``feval``: the shared metrics' NDCG@10 (x 100) of ``vali`` on ``labels``
-    (LightGBM's own counts a list of all-0 labels as perfect), after every ``every``-th
-    tree and the last (``trees``); NaN for the others."""
+    """A LightGBM ``feval``: the shared NDCG@10 (x 100) of ``vali`` on ``labels`` (LightGBM's
+    counts a list of all-0 labels as perfect) after every ``every``-th and the last tree,
+    NaN after the others."""
     padded_labels = vali.padded(labels.astype(np.float32), 0.0)
     mask = vali.mask()
     calls = [0]
@@ -137,10 +136,9 @@ def fit_booster(
 ) -> tuple[lgb.Booster, _History]:
     """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``.
 
-    A ranking objective takes integer grades and watches the shared NDCG@10 of ``vali``
-    on ``vali_targets`` (default: its labels); a regression watches ``params["metric"]``.
-    With ``early_stopping_rounds`` 0 every tree is kept and ``vali`` is scored every
-    ``eval_every`` trees. ``callbacks``: extra LightGBM callbacks, after every tree.
+    A ranking objective watches the shared NDCG@10 of ``vali`` on ``vali_targets`` (default:
+    its labels), a regression ``params["metric"]``. Without early stopping every tree is kept
+    and ``vali`` scored every ``eval_every`` trees.
     """
     lgb.register_logger(logger)
     params = dict(params)
@@ -148,18 +146,13 @@ def fit_booster(
     ranking = params.get("objective") in ("lambdarank", "rank_xendcg")
     train_set = _train_set(train, targets, ranking=ranking)
     history = _History(log_every)
-    extra = list(callbacks or [])
-    callbacks = [history]
     # Early stopping needs every tree's score; otherwise a sample is enough.
     every = 1 if early_stopping_rounds else eval_every
     valid_sets, feval = _validation(
         vali, vali_targets, train_set, ranking=ranking, every=every, trees=trees
     )
-    if valid_sets and early_stopping_rounds:
-        callbacks.append(
-            lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=True)
-        )
-    callbacks += extra
+    stopping = valid_sets and early_stopping_rounds
+    stop = [lgb.early_stopping(early_stopping_rounds, first_metric_only=True)] if stopping else []
     booster = lgb.train(
         params,
         train_set,
@@ -167,9 +160,9 @@ def fit_booster(
         valid_sets=valid_sets,
         valid_names=["vali"] if valid_sets else None,
         feval=feval,
-        callbacks=callbacks,
+        callbacks=[history, *stop, *(callbacks or [])],
     )
-    if not (valid_sets and early_stopping_rounds):
+    if not stopping:
         # Without early stopping the whole budget is the model: nothing may cut it.
         booster.best_iteration = 0
     _log_growth(booster, history, trees)
@@ -177,7 +170,6 @@ def fit_booster(
 
 
 def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.Dataset:
-    """LightGBM's training set: ``train``'s items with ``targets``, features named ``f1``..."""
     return lgb.Dataset(
         train.features,
         label=targets,
@@ -197,8 +189,8 @@ def _validation(
     every: int,
     trees: int,
 ) -> tuple[list, object]:
-    """``lgb.train``'s ``valid_sets`` (``[]``: none, also when no list's targets differ
-    under a ranking objective) and ``feval`` for ``vali``."""
+    """``lgb.train``'s ``valid_sets`` (``[]``: none, also when no list's targets differ under
+    a ranking objective) and ``feval`` for ``vali``."""
     if vali is None or not vali.num_lists:
         return [], None
     if vali_targets is None:
@@ -223,19 +215,14 @@ def _validation(
 
 def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
     """Logs when LightGBM grew fewer than ``trees`` trees, or stopped early."""
-    # LightGBM hands back an early-stopped booster already cut to its best
-    # iteration; the history counts the trees that were grown.
-    grown = max(history.grown, booster.current_iteration())
-    if grown < trees and not booster.best_iteration:
+    # An early-stopped booster is already cut to its best iteration; the history counts
+    # the trees that were grown.
+    grown, best = max(history.grown, booster.current_iteration()), booster.best_iteration
+    if best:
+        logger.info("early stopping after %d of %d trees kept the best %d", grown, trees, best)
+    elif grown < trees:
         logger.warning(
             "LightGBM grew %d of %d trees: no further split met its requirements", grown, trees
-        )
-    elif booster.best_iteration:
-        logger.info(
-            "early stopping after %d of %d trees kept the best %d",
-            grown,
-            trees,
-            booster.best_iteration,
         )
 
 
@@ -262,7 +249,7 @@ def load_booster(model_dir: str) -> lgb.Booster:
 def score_arrays(
     booster: lgb.Booster, arrays: ListArrays, *, num_threads: int | None = None
 ) -> np.ndarray:
-    """Per-item scores ``[num_items]`` float32 (``num_threads``: LightGBM's default if None)."""
+    """Per-item scores ``[num_items]`` float32, at the best iteration if early stopping set one."""
     if not arrays.features.shape[0]:
         return np.zeros(0, np.float32)
     expected = booster.num_feature()
@@ -271,7 +258,6 @@ def score_arrays(
             f"the data has {arrays.features.shape[1]} features; the GBDT was trained on {expected}"
         )
     options = {} if num_threads is None else {"num_threads": num_threads}
-    # At the best iteration when early stopping set one, else every tree.
     return booster.predict(arrays.features, **options).astype(np.float32)
 
 

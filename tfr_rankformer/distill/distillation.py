@@ -1,7 +1,5 @@
-"""``tfr-distill``: a pointwise LightGBM student fitted to a teacher's scores (any run or
-export), beside a GBDT of the same settings fitted to the labels, all three compared on the
-held-out splits. ``output/`` holds the student as a GBDT run and the label GBDT in
-``gbdt_labels/``.
+"""``tfr-distill``: a pointwise LightGBM student fitted to a teacher's scores, and a GBDT of
+the same settings fitted to the labels (in ``gbdt_labels/``), compared on held-out splits.
 """
 
 from __future__ import annotations
@@ -94,8 +92,7 @@ class DistillConfig:
 
 
 def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
-    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list; lists
-    of fewer than 2 items or where either is constant are left out (``nan`` if none remain)."""
+    """Mean within-list Spearman correlation of ``a`` and ``b`` over lists where both vary."""
     from scipy.stats import spearmanr
 
     values = []
@@ -116,8 +113,7 @@ def _timed(function, *args, **kwargs) -> tuple:
 
 
 def distill(config: DistillConfig) -> dict:
-    """Fits the student and the label GBDT and evaluates all three; returns ``metrics.json``'s
-    content. A failed run leaves no output."""
+    """Distills; returns ``metrics.json``'s content. A failed run leaves no output."""
     final = os.path.abspath(config.output)
     existing = inspect_run(final)  # None: absent or empty
     if existing is not None and existing.foreign:
@@ -211,8 +207,7 @@ def _evaluations(
     seconds: dict,
     max_label: int,
 ) -> dict:
-    """The student's metrics per split and, but for train, the ``comparison`` of teacher,
-    student and label GBDT and the student's ``fidelity`` to the teacher."""
+    """The student's metrics, and teacher, student and label GBDT compared but on train."""
     metrics: dict = {"comparison": {}, "fidelity": {}}
     for split, arrays in splits.items():
         scored = {

@@ -24,8 +24,7 @@ __all__ = ["Teacher", "load_teacher"]
 
 @dataclasses.dataclass
 class Teacher:
-    """A model that scores lists: ``kind`` is ``checkpoint``, ``saved_model`` or ``gbdt``;
-    ``data`` and ``training_seconds`` are what its run recorded, if anything."""
+    """A model that scores lists, and what its run recorded (``data``, ``training_seconds``)."""
 
     path: str
     kind: str
@@ -36,8 +35,7 @@ class Teacher:
 
 
 def _padded_scorer(call, batch_size: int) -> Callable[[ListArrays], np.ndarray]:
-    """Scores lists in batches through ``call(features [B, L, d], mask [B, L])``, which returns
-    ``{"scores": [B, L], ...}``."""
+    """Scores lists in batches through ``call(features, mask) -> {'scores': [B, L], ...}``."""
 
     def score(arrays: ListArrays) -> np.ndarray:
         parts = []

@@ -1,6 +1,4 @@
-"""LightGBM boosters: fitting, saving, loading and scoring them, and evaluating their scores
-with the shared metrics. A GBDT run (``lightgbm_ranker``) and ``tfr-distill`` build on these.
-"""
+"""LightGBM boosters: fitting, saving, loading, scoring and evaluating them."""
 
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
 
 
 class _History:
-    """A LightGBM callback recording the first validation metric of every tree it is computed
-    for, logging it every ``every`` trees and the tree count at least every ``every_seconds``."""
+    """A LightGBM callback recording the validation metric per tree and logging progress."""
 
     def __init__(
         self,
@@ -104,9 +101,8 @@ def _counted_lists(labels: np.ndarray, arrays: ListArrays) -> int:
 
 
 def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: int, trees: int):
-    """A LightGBM ``feval``: the shared NDCG@10 (x 100) of ``vali`` on ``labels`` (LightGBM's
-    counts a list of all-0 labels as perfect) after every ``every``-th and the last tree,
-    NaN after the others."""
+    """A LightGBM ``feval``: the shared NDCG@10 (LightGBM's counts all-0 lists as perfect)
+    after every ``every``-th and the last tree, NaN after the others."""
     padded_labels = vali.padded(labels.astype(np.float32), 0.0)
     mask = vali.mask()
     calls = [0]
@@ -134,22 +130,17 @@ def fit_booster(
     eval_every: int = 1,
     callbacks: list | None = None,
 ) -> tuple[lgb.Booster, _History]:
-    """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``.
-
-    A ranking objective watches the shared NDCG@10 of ``vali`` on ``vali_targets`` (default:
-    its labels), a regression ``params["metric"]``. Without early stopping every tree is kept
-    and ``vali`` scored every ``eval_every`` trees.
-    """
+    """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``
+    (ranking: the shared NDCG@10 on ``vali_targets``, default its labels; else ``metric``)."""
     lgb.register_logger(logger)
     params = dict(params)
     trees = int(params.pop("num_iterations"))
     ranking = params.get("objective") in ("lambdarank", "rank_xendcg")
-    train_set = _train_set(train, targets, ranking=ranking)
     history = _History(log_every)
     # Early stopping needs every tree's score; otherwise a sample is enough.
     every = 1 if early_stopping_rounds else eval_every
-    valid_sets, feval = _validation(
-        vali, vali_targets, train_set, ranking=ranking, every=every, trees=trees
+    train_set, valid_sets, feval = _datasets(
+        train, targets, vali, vali_targets, ranking=ranking, every=every, trees=trees
     )
     stopping = valid_sets and early_stopping_rounds
     stop = [lgb.early_stopping(early_stopping_rounds, first_metric_only=True)] if stopping else []
@@ -169,8 +160,9 @@ def fit_booster(
     return booster, history
 
 
-def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.Dataset:
-    return lgb.Dataset(
+def _datasets(train, targets, vali, vali_targets, *, ranking: bool, every: int, trees: int):
+    """``lgb.train``'s training set, ``valid_sets`` (``[]``: nothing to watch) and ``feval``."""
+    train_set = lgb.Dataset(
         train.features,
         label=targets,
         # Query groups only for ranking: with them LightGBM demands integer targets.
@@ -178,29 +170,13 @@ def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.
         feature_name=[f"f{i}" for i in range(1, train.features.shape[1] + 1)],
         free_raw_data=True,
     )
-
-
-def _validation(
-    vali: ListArrays | None,
-    vali_targets: np.ndarray | None,
-    train_set: lgb.Dataset,
-    *,
-    ranking: bool,
-    every: int,
-    trees: int,
-) -> tuple[list, object]:
-    """``lgb.train``'s ``valid_sets`` (``[]``: none, also when no list's targets differ under
-    a ranking objective) and ``feval`` for ``vali``."""
     if vali is None or not vali.num_lists:
-        return [], None
-    if vali_targets is None:
-        vali_targets = integer_labels(vali, "vali")
-        name = "ndcg_y@10"
-    else:
-        name = "ndcg@10"
+        return train_set, [], None
+    name = "ndcg_y@10" if vali_targets is None else "ndcg@10"
+    vali_targets = integer_labels(vali, "vali") if vali_targets is None else vali_targets
     if ranking and not _counted_lists(vali_targets, vali):
         logger.warning("no validation list has targets that differ: no early stopping")
-        return [], None
+        return train_set, [], None
     valid_set = lgb.Dataset(
         vali.features,
         label=vali_targets,
@@ -210,13 +186,12 @@ def _validation(
     feval = (
         _validation_ndcg(vali, vali_targets, name, every=every, trees=trees) if ranking else None
     )
-    return [valid_set], feval
+    return train_set, [valid_set], feval
 
 
 def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
     """Logs when LightGBM grew fewer than ``trees`` trees, or stopped early."""
-    # An early-stopped booster is already cut to its best iteration; the history counts
-    # the trees that were grown.
+    # An early-stopped booster is already cut to its best tree; the history counts all grown.
     grown, best = max(history.grown, booster.current_iteration()), booster.best_iteration
     if best:
         logger.info("early stopping after %d of %d trees kept the best %d", grown, trees, best)

@@ -1,5 +1,4 @@
-"""``GBDTConfig``, the settings of a GBDT run, and its LightGBM presets (LightGBM's usual
-lambdarank settings and the paper's Table 5); parameter names are checked and made canonical."""
+"""``GBDTConfig``, a GBDT run's settings, with LightGBM presets and canonical parameter names."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ _BASE_PARAMS = {
 
 
 def canonical_params(params: dict) -> dict:
-    """``params`` under LightGBM's canonical names; ``ValueError`` for an unknown name, so a
-    typo is not ignored."""
+    """``params`` under LightGBM's canonical names; ``ValueError`` for a name it does not know."""
     table = lgb.basic._ConfigAliases._get_all_param_aliases()
     canonical = {alias: name for name, aliases in table.items() for alias in aliases}
     out = {}

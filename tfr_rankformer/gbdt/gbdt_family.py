@@ -1,5 +1,4 @@
-"""``GbdtFamily``: LightGBM GBDTs over feature vectors, trained by ``lightgbm_ranker``,
-evaluated and scored from their ``model.txt`` (a GBDT run has no SavedModel export)."""
+"""``GbdtFamily``: LightGBM runs, evaluated and scored from their ``model.txt`` (no export)."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ class GbdtFamily:
         )
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
-        """Scores raw-feature ``lists`` or the ELWC ``files`` (as ``score_elwc`` with the
-        ``reject`` policy) with the booster."""
+        """Scores raw-feature ``lists`` or ELWC ``files`` (checked as ``score_elwc`` rejects)."""
         if files is not None:
             d = served.model.num_feature()
             records = ((path, n, record) for path in files for n, record in read_records(path))

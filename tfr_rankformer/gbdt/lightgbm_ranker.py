@@ -1,7 +1,5 @@
-"""A GBDT run (``tfr-train --model gbdt|gbdt-1k|gbdt-10k``): LightGBM's lambdarank on the
-lists with ``t > 0``, as the neural baselines, evaluated with the shared metrics. Features are
-used raw: normalisation would only move the trees' thresholds.
-"""
+"""A GBDT run: LightGBM's lambdarank on the lists with ``t > 0``, as the neural baselines, on
+raw features (normalisation would only move the trees' thresholds)."""
 
 from __future__ import annotations
 

@@ -54,11 +54,8 @@ def _padded(rows: list, width: int) -> list:
 
 
 class ClientTokenizer:
-    """Text to the token-id export's inputs, as the raw-string export tokenises.
-
-    ``lower_case`` and ``basic_tokenization`` mean what they mean to ``TextTokenizer``;
-    ``first_stage``: the export takes ``first_stage_scores [B, L]`` (``None``: not known).
-    """
+    """Text to the token-id export's inputs, as the raw-string export tokenises; ``first_stage``:
+    the export takes ``first_stage_scores [B, L]`` (``None``: not known)."""
 
     def __init__(
         self,
@@ -119,8 +116,7 @@ class ClientTokenizer:
 
     @classmethod
     def from_export(cls, export_dir: str) -> ClientTokenizer:
-        """The tokenizer of a token-id export (``export_token_ids/<version>``, or a run
-        directory: its newest)."""
+        """The tokenizer of a token-id export, or of a run's newest."""
         runs = os.path.join(export_dir, TOKEN_ID_EXPORT_NAME)
         if not os.path.isdir(os.path.join(export_dir, ASSETS_EXTRA)) and os.path.isdir(runs):
             newest = max((v for v in os.listdir(runs) if v.isdigit()), key=int, default="")
@@ -151,14 +147,9 @@ class ClientTokenizer:
         documents: list[list[str]],
         first_stage_scores: list[list[float]] | None = None,
     ) -> dict:
-        """The token-id signature's inputs for ``B`` queries and their document lists (an
-        empty document is padding), as nested lists: ``query_ids [B][Q]``, ``document_ids
-        [B][N][T]`` (``-1`` padding), ``document_mask [B][N]`` and, for an export that takes
-        them, ``first_stage_scores [B][N]`` (0 on padding).
-
-        Raises:
-          ValueError: lists of unequal counts, or ``first_stage_scores`` wrongly given or not.
-        """
+        """The token-id signature's inputs as nested lists: ``query_ids [B][Q]``, ``document_ids
+        [B][N][T]`` (``-1`` padding), ``document_mask [B][N]`` (an empty document is padding) and
+        ``first_stage_scores [B][N]`` for an export that takes them."""
         if len(queries) != len(documents):
             raise ValueError(f"{len(queries)} queries but {len(documents)} document lists")
         if self.first_stage not in (None, first_stage_scores is not None):

@@ -1,10 +1,8 @@
-"""Exporting a feature-vector ranking model as a SavedModel that TF Serving loads, in
-``model_dir/export/<version>/`` (never overwritten), with warm-up requests.
+"""A feature-vector model as a SavedModel for TF Serving, in ``model_dir/export/<version>/``.
 
-Signatures: ``serving_default`` (also ``predict``) on ``examples`` (serialized ELWC with raw
-features) and ``predict_tensors`` on ``features [B, L, d] float32`` and ``mask [B, L] bool``;
-both return ``scores [B, L]`` and, with a list head, ``list_probs [B, K]`` and
-``expected_list_label [B]``.
+Signatures: ``serving_default`` (also ``predict``) on ``examples`` (serialized ELWC, raw
+features) and ``predict_tensors`` on ``features [B, L, d] float32`` and ``mask [B, L] bool``,
+returning ``scores [B, L]`` and, with a list head, ``list_probs`` and ``expected_list_label``.
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ INVALID_ITEMS = "invalid_items"
 
 
 def served_outputs(outputs: dict, list_head: bool) -> dict:
-    """A signature's outputs from the model's: ``scores`` and, with a list head,
-    ``list_probs [B, K]`` (``P(t >= k)``) and ``expected_list_label [B]``."""
+    """``scores`` and, with a list head, ``list_probs [B, K]`` and ``expected_list_label [B]``."""
     served = {"scores": outputs["scores"]}
     if list_head:
         probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
@@ -147,8 +144,7 @@ def save_servable(
     invalid_items: str = "reject",
     max_items: int = 0,
 ) -> None:
-    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests;
-    ``max_items``: the most items a list may hold (0: any)."""
+    """Saves ``model`` with the signatures; ``max_items``: the most items a list holds (0: any)."""
     servable = _Servable(model, num_features, list_head, invalid_items, max_items)
     tf.saved_model.save(
         servable,
@@ -180,8 +176,7 @@ def write_version(
     *,
     export_name: str = EXPORT_NAME,
 ) -> str:
-    """``save(path)`` writes what becomes ``model_dir/<export_name>/<version>`` (``None``:
-    ``next_version``); returns that path. ``FileExistsError`` if it exists."""
+    """``save(path)`` writes ``model_dir/<export_name>/<version>``; returns that path."""
     export_dir = os.path.join(model_dir, export_name)
     path = os.path.join(export_dir, str(version or next_version(export_dir)))
     return _save_new(path, save, "export versions are never overwritten")
@@ -205,13 +200,8 @@ def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
 
 
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
-    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``;
-    returns that path (``runner.export_run`` exports any kind of run).
-
-    Raises:
-      FileNotFoundError: not a trained run. FileExistsError: the version exists.
-      ValueError: an unknown ``invalid_items`` policy, or a text run.
-    """
+    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``; returns
+    that path. ``ValueError`` for a text run (``runner.export_run`` exports any)."""
     serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):
         raise ValueError(
@@ -274,15 +264,9 @@ def export_model(
     warmup_lists: Sequence[np.ndarray] | None = None,
     invalid_items: str = "reject",
 ) -> str:
-    """Saves a model held in memory (``{"features": [B, L, d], "mask": [B, L]}`` raw features
-    in, ``{"scores": [B, L], ...}`` out) as :func:`export_run` saves a run's; returns ``path``.
-    ``warmup_lists``: ``[items, d]`` arrays sent as warm-up requests (``None``: one zero item).
-
-    Raises:
-      FileExistsError: ``path`` exists.
-      ValueError: a model without those inputs and outputs, bad ``warmup_lists`` or an
-        unknown ``invalid_items`` policy.
-    """
+    """Saves a model held in memory (``features`` and ``mask`` raw in, ``scores`` out) as
+    :func:`export_run` saves a run's; returns ``path``. ``warmup_lists``: ``[items, d]`` arrays
+    sent as warm-up requests (``None``: one zero item); ``ValueError`` for another model."""
     serving_checks.check_policy(invalid_items)
     num_features, list_head = _model_io(model)
     lists = [(0, [""] * len(items), items) for items in _warmup_lists(warmup_lists, num_features)]

@@ -1,6 +1,4 @@
-"""Scoring lists with an export (local or served) and writing the results: raw-feature lists
-through the tensor signature, ELWC records through the proto signature, text lists through a
-Listformer export's default signature."""
+"""Scoring lists with a feature-vector or text export, local or served; writing the results."""
 
 from __future__ import annotations
 
@@ -50,8 +48,7 @@ __all__ = [
 
 @dataclasses.dataclass
 class ScoredList:
-    """One query's documents and the model's outputs, in input order; ``list_probs`` is
-    ``P(t >= k)`` (``None`` without a list head), ``num_invalid`` the items ranked last unscored."""
+    """One query's documents and outputs in input order; ``num_invalid``: items ranked last."""
 
     qid: int | str
     docids: list[str]
@@ -62,10 +59,8 @@ class ScoredList:
 
 @dataclasses.dataclass(frozen=True)
 class ServedModel:
-    """A trained model opened to score lists: ``path`` is the SavedModel, the GBDT's
-    ``model.txt`` or a served model's URL; ``model`` the loaded SavedModel, a
-    ``serving_client.RemoteModel`` or a LightGBM booster; ``num_features`` is ``None`` for text;
-    ``tokenizer`` a token-id text export's client tokenizer."""
+    """A trained model opened to score lists: a loaded SavedModel, a ``RemoteModel`` or a
+    LightGBM booster; ``num_features`` is ``None`` for text."""
 
     path: str
     kind: str
@@ -84,9 +79,8 @@ def check_list_limit(served: ServedModel, longest: int, *, where: str) -> None:
     items = 0 if items is None else int(items.numpy())
     if items:
         what = f"it was trained with --max-positions {items}"
-        ListLimit(items, what, "retrain it with --max-positions {longest} or more").check(
-            longest, where=where
-        )
+        limit = ListLimit(items, what, "retrain it with --max-positions {longest} or more")
+        limit.check(longest, where=where)
 
 
 def resolve_export(path: str) -> str:
@@ -117,9 +111,8 @@ _WINDOW = 8  # batches' worth of lists sorted by length at a time
 def _by_length(
     items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
 ) -> Iterator:
-    """``score_batch``'s results for ``items`` in input order, from batches of lists of similar
-    length (at most ``size`` lists, ``max_items`` padded items and the attention entries
-    ``batching`` allows), so memory stays bounded and short lists are not padded long."""
+    """``score_batch``'s results in input order, from batches of lists of similar length within
+    the item and attention budgets, so memory stays bounded and short lists are not padded long."""
     for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
         results: list = [None] * len(window)
@@ -165,8 +158,7 @@ def signature_num_features(signature) -> int:
 def score_lists(
     signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``
-    (local or served), in batches of similar length; they come out in input order."""
+    """Scores ``(qid, docids, [n, d] raw features)`` lists in input order."""
     num_features = signature_num_features(signature)
 
     def score(batch):
@@ -198,11 +190,8 @@ def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileE
 
 
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records through ``export``'s proto signature, items numbered in list order.
-
-    Raises:
-      RecordFileError: naming the file and record of a rejected list or of corrupt data.
-    """
+    """Scores ELWC records through ``export``'s proto signature, items numbered in list order;
+    ``RecordFileError`` names the file and record of a rejected list or of corrupt data."""
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 
@@ -243,8 +232,7 @@ def text_signature(export):
 
 
 def text_inputs(queries: list[str], documents: list[list[str]], first_stage_scores=None) -> dict:
-    """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
-    padded with empty strings, and ``first_stage_scores [B, L]`` (0 on padding) if given."""
+    """A raw-string export's inputs, lists padded with empty documents (and scores of 0)."""
     width = max(map(len, documents))
     padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
     inputs = {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
@@ -263,10 +251,8 @@ def score_text_lists(
     batch_size: int = 16,
     inputs: Callable[..., dict] = text_inputs,
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
-    through a Listformer export's ``signature``; ``inputs`` makes a batch's inputs
-    (``text_inputs`` or ``ClientTokenizer.arrays``). An empty document is padding to the model:
-    it is ranked last and counted in ``ScoredList.num_invalid``."""
+    """Scores ``(qid, docids, query, documents[, first-stage scores])`` lists; an empty document
+    is padding to the model, ranked last and counted in ``num_invalid``."""
     first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
     for batch in batched(lists, batch_size):
         queries = [item[2] for item in batch]
@@ -291,23 +277,18 @@ def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> in
     """Writes a TREC run (``fmt="trec"``) or CSV; returns the number of lists."""
     writer = csv.writer(out) if fmt == "csv" else None
     count = 0
-    for scored in lists:
-        order = np.argsort(-scored.scores, kind="stable")
-        if writer is not None and count == 0:
-            levels = 0 if scored.list_probs is None else len(scored.list_probs)
+    for count, scored in enumerate(lists, start=1):
+        probs = scored.list_probs
+        extra = [] if probs is None or not len(probs) else [probs.sum(), *probs]
+        if writer is not None and count == 1:
             header = ["qid", "docid", "rank", "score"]
-            header += ["expected_list_label"] if levels else []
-            writer.writerow(header + [f"p_t_ge_{k}" for k in range(1, levels + 1)])
-        for rank, j in enumerate(order, start=1):
+            if extra:
+                header += ["expected_list_label", *(f"p_t_ge_{k}" for k in range(1, len(extra)))]
+            writer.writerow(header)
+        for rank, j in enumerate(np.argsort(-scored.scores, kind="stable"), start=1):
+            values = [f"{v:.6f}" for v in (scored.scores[j], *extra)]
             if writer is None:
-                out.write(
-                    f"{scored.qid} Q0 {scored.docids[j]} {rank} {scored.scores[j]:.6f} {tag}\n"
-                )
-                continue
-            row = [scored.qid, scored.docids[j], rank, f"{scored.scores[j]:.6f}"]
-            if scored.list_probs is not None:
-                row.append(f"{scored.list_probs.sum():.6f}")
-                row += [f"{p:.6f}" for p in scored.list_probs]
-            writer.writerow(row)
-        count += 1
+                out.write(f"{scored.qid} Q0 {scored.docids[j]} {rank} {values[0]} {tag}\n")
+            else:
+                writer.writerow([scored.qid, scored.docids[j], rank, *values])
     return count

@@ -1,7 +1,6 @@
-"""In-graph checks of served items, so a list is scored only from what the client sent: an
-item whose ``features`` are missing, not ``d`` values or not finite fails the request naming
-list, item and field (``reject``), or is masked, ranked last and flagged in an
-``invalid_items [B, L]`` output (``score-last``).
+"""In-graph checks that a list is scored only from what the client sent: an item of missing,
+short, long or non-finite ``features`` fails the request (``reject``) or is ranked last and
+flagged in ``invalid_items [B, L]`` (``score-last``).
 """
 
 from __future__ import annotations
@@ -112,9 +111,8 @@ def _apply(features, mask, invalid, policy: str, checks: list):
 
 
 def checked_items(features, mask, lengths, *, num_features: int, policy: str):
-    """Checks parsed ELWC items (``features [B, L, d]``, ``mask`` and ``lengths [B, L]``);
-    returns the features, the mask of the items to score and (``score-last`` only) the
-    ``[B, L]`` bool of invalid items."""
+    """Checks parsed ELWC items; returns the features, the mask of the items to score and
+    (``score-last`` only) the ``[B, L]`` bool of invalid items."""
     bad_length = tf.logical_and(mask, tf.not_equal(lengths, num_features))
     finite = tf.reduce_all(tf.math.is_finite(features), axis=-1)  # [B, L, d] -> [B, L]
     nonfinite = tf.logical_and(mask, tf.logical_and(tf.logical_not(bad_length), ~finite))
@@ -136,8 +134,7 @@ def checked_items(features, mask, lengths, *, num_features: int, policy: str):
 
 
 def checked_tensors(features, mask, *, num_features: int, policy: str):
-    """Checks the raw-tensor signature's inputs as ``checked_items`` does; the shapes must
-    agree under every policy, and padding items' values are ignored."""
+    """Checks the tensor signature's inputs as ``checked_items`` does, and their shapes."""
     shape = tf.shape(features)
     shape_checks = [
         _assert(

@@ -1,6 +1,5 @@
-"""A client of a running TF Serving: ``connect(url)`` returns a ``RemoteModel`` whose
-``signatures[name]`` are called as a loaded SavedModel's, so ``prediction`` scores through the
-server unchanged. Errors name the URL."""
+"""A TF Serving client: ``connect(url)`` returns a ``RemoteModel`` whose ``signatures`` are
+called as a loaded SavedModel's, so ``prediction`` scores through the server unchanged."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ class ServingError(RuntimeError):
 
 
 class ModelRejectedError(ServingError, tf.errors.InvalidArgumentError):
-    """The model refused a request (HTTP 400, gRPC ``INVALID_ARGUMENT``), caught as the
-    ``InvalidArgumentError`` a local signature raises."""
+    """A request the model refused, also the ``InvalidArgumentError`` a local signature raises."""
 
     def __init__(self, message: str):
         tf.errors.InvalidArgumentError.__init__(self, None, None, message)
@@ -236,8 +234,7 @@ class _GrpcTransport:
 
 
 class RemoteSignature:
-    """One signature of a served model, called as a loaded SavedModel's; answers take the
-    output dtypes of the server's metadata (REST answers are JSON)."""
+    """One signature of a served model, called as a loaded SavedModel's."""
 
     def __init__(self, transport, name: str, signature_def):
         self._transport = transport
@@ -330,8 +327,7 @@ class RemoteModel:
 
 
 def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Waits up to ``seconds`` until the model's metadata answers, which it does once a version
-    is ``AVAILABLE``; ``ServingError`` after that."""
+    """Waits up to ``seconds`` until the model's metadata answers (a version is AVAILABLE)."""
     address = parse_server_url(url)
     deadline = time.monotonic() + seconds
     while True:
@@ -353,9 +349,8 @@ def _transport(address: ServerAddress, timeout: float):
 
 
 def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0) -> RemoteModel:
-    """Opens the model at ``url`` (``parse_server_url``; without a version, the one the server
-    serves); ``timeout``: seconds per request; ``wait``: seconds to wait for it to be AVAILABLE.
-    ``ServingError`` if the server cannot be reached or answers with an error."""
+    """Opens the model at ``url`` (without a version, the one the server serves); ``timeout``:
+    seconds per request; ``wait``: seconds to wait for it (``ServingError``)."""
     address = parse_server_url(url)
     if wait > 0:
         wait_until_available(url, seconds=wait, timeout=timeout)

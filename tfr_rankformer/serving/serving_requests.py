@@ -55,14 +55,12 @@ REST_FORMS = ("instances", "inputs")
 # The name of a signature's only output, which TF Serving's REST answer leaves out.
 _SINGLE_OUTPUT = "scores"
 
-# ``(qid, docids, [n, d] raw features)``: one query's list, as ``prediction.score_lists``
-# and the LETOR reader (``tfrecords_tools.letor.letor_lists``) hold it.
+# One query's list, as ``prediction.score_lists`` and the LETOR readers hold it.
 FeatureList = tuple[int, Sequence[str], np.ndarray]
 
 
 def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]:
-    """The lists as serialized ELWC protos (context ``qid``, each item's raw ``features``);
-    ``ValueError`` for a list whose features are not ``[len(docids), num_features]``."""
+    """The lists as serialized ELWC; ``ValueError`` for features not ``[len(docids), d]``."""
     from tensorflow_serving.apis import input_pb2
 
     records = []
@@ -82,9 +80,8 @@ def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]
 
 
 def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
-    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (plain or ``.gz``), read
-    lazily so a client reads only the lists it sends. A docid is the line's ``#docid = ...``,
-    else its line number; an omitted feature reads 0. ``ValueError`` names a bad line."""
+    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (or ``.gz``), read lazily;
+    docids from ``#docid = ...``, else line numbers; an omitted feature reads 0."""
     qid, docids, rows = None, [], []
     with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
@@ -118,8 +115,7 @@ def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
 def padded_tensors(
     lists: Sequence[FeatureList], num_features: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``predict_tensors``' inputs for ``lists``, each padded to the longest: ``features
-    [B, L, d]`` float32 and ``mask [B, L]`` bool."""
+    """``lists`` padded to the longest: ``features [B, L, d]`` float32, ``mask [B, L]`` bool."""
     width = max((len(docids) for _, docids, _ in lists), default=0)
     features = np.zeros((len(lists), width, num_features), np.float32)
     mask = np.zeros((len(lists), width), bool)
@@ -130,8 +126,7 @@ def padded_tensors(
 
 
 def _array(value) -> np.ndarray:
-    """``value`` as numpy; strings as Python ``bytes`` objects (a fixed-width ``S`` array drops
-    a proto's trailing zero bytes)."""
+    """``value`` as numpy, strings as ``bytes`` objects (an ``S`` array drops trailing zeros)."""
     if isinstance(value, tf.Tensor):
         value = value.numpy()
     array = np.asarray(value)
@@ -280,8 +275,7 @@ def predict_request(
 def grpc_elwc_request(
     records: Sequence[bytes], *, model_name: str, signature_name: str = SIGNATURE_ELWC, **spec
 ) -> predict_pb2.PredictRequest:
-    """A ``PredictRequest`` scoring serialized ELWC ``records``; ``spec``: ``version`` or
-    ``version_label``."""
+    """A ``PredictRequest`` scoring ELWC ``records``; ``spec``: ``version`` or ``version_label``."""
     inputs = _elwc_inputs(records)
     return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
 

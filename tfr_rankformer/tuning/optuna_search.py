@@ -1,9 +1,6 @@
-"""``tfr-tune``'s library function: a resumable Optuna search over a model's settings.
-
-Each trial is one ``tfr-train`` run in ``output/trials/<number>/``, scored by its validation
-NDCG_y@10; a seeded TPE samples, a median pruner stops trials behind earlier ones, and the
-study lives in ``output/study.db``. ``output/`` also receives ``best_config.json`` (for
-``tfr-train --config``), ``trials.csv``, ``search_space.json`` and the plots.
+"""``tfr-tune``'s library function: a resumable Optuna search (seeded TPE, median pruning,
+the study in ``output/study.db``) whose trials are ``tfr-train`` runs in
+``output/trials/<number>/``, scored by their validation NDCG_y@10.
 """
 
 from __future__ import annotations
@@ -62,8 +59,7 @@ class TuneConfig:
 
     def __post_init__(self):
         if not _tunable(self.model):
-            known = list(_tunable_names())
-            raise ValueError(f"Unknown model {self.model!r}; choose from {known}")
+            raise ValueError(f"Unknown model {self.model!r}; choose from {list(_tunable_names())}")
         if not self.data or not self.output:
             raise ValueError("`data` and `output` must be given")
         require_positive_ints(self, "trials", "jobs")
@@ -124,8 +120,7 @@ def resolve_space(config: TuneConfig) -> dict:
 
 
 def _trial_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
-    """A trial's settings: the fixed ones, then the sampled ``params`` (for a GBDT, the
-    ``GBDTConfig`` fields and the LightGBM parameters apart)."""
+    """A trial's settings: the fixed ones, then the sampled ``params``."""
     run = {"model": config.model, "data": config.data, "model_dir": model_dir, "seed": config.seed}
     if not config.is_gbdt:
         return {**config.settings, **params, **run}
@@ -184,8 +179,7 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
 
 
 def _open_study(config: TuneConfig, space: dict):
-    """The study in ``output/study.db``, created or resumed (same model and space only);
-    trials a killed process left running are marked failed."""
+    """The study, created or resumed; trials a killed process left running are marked failed."""
     import optuna
 
     storage = f"sqlite:///{os.path.abspath(os.path.join(config.output, STUDY_DB))}"
@@ -232,9 +226,8 @@ def _write_outputs(config: TuneConfig, study, space: dict) -> dict:
 
 
 def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
-    """Runs (or resumes) the search; returns a summary of the study (trial counts, the best
-    trial and its configuration, the plots, this call's seconds). ``ValueError`` for a bad
-    search-space file, data without a ``vali`` split, or an ``output`` of another study."""
+    """Runs (or resumes) the search; returns a summary of the study. ``ValueError`` for a bad
+    search space, data without a ``vali`` split, or an ``output`` of another study."""
     import optuna
 
     space = resolve_space(config)
@@ -270,9 +263,8 @@ def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
 
 
 def load_tuned(directory: str) -> list[tuple[str, dict]]:
-    """``tfr-experiment --tuned``'s rows: ``directory/best_config.json`` as ``tuned <model>``,
-    else each ``directory/<name>/best_config.json`` as ``tuned <name>``, without ``data``,
-    ``model_dir`` and ``seed``. ``ValueError`` if there is none, or of an unknown model."""
+    """``tfr-experiment --tuned``'s rows: ``directory/best_config.json``, else each
+    ``directory/<name>/best_config.json``, without ``data``, ``model_dir`` and ``seed``."""
     top = os.path.join(directory, BEST_CONFIG)
     below = sorted(glob.glob(os.path.join(glob.escape(directory), "*", BEST_CONFIG)))
     found = [top] if os.path.isfile(top) else below

@@ -28,8 +28,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Range:
-    """One searched setting: an interval ``[low, high]`` (on a log scale, of integers) or
-    ``choices``."""
+    """One searched setting: ``[low, high]`` (on a log scale, of integers) or ``choices``."""
 
     low: float | None = None
     high: float | None = None
@@ -87,8 +86,7 @@ _ENCODER_KEYS = ("num_layers", "num_heads", "ff_dim")
 
 
 def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[str, Range]:
-    """The default search space of ``model``; ``width``'s divisors up to 8 are
-    ``num_heads``'s choices."""
+    """``model``'s default space; ``num_heads`` takes ``width``'s divisors up to 8."""
     if gbdt:
         return dict(GBDT_SPACE)
     space = dict(NEURAL_SPACE)
@@ -124,8 +122,7 @@ def _range_from_json(value, default: Range, where: str) -> Range:
 
 
 def load_space(path: str | None, defaults: dict[str, Range], *, what: str) -> dict[str, Range]:
-    """``defaults`` with the JSON file ``path``'s ranges in place of theirs; errors name the
-    file and the setting."""
+    """``defaults`` with the ranges of the JSON file ``path``; errors name file and setting."""
     if path is None:
         return dict(defaults)
     given = read_settings(path)

@@ -82,8 +82,7 @@ class GbdtFamily:
 def _gbdt_lists(booster, lists, batch_size: int) -> Iterator[ScoredList]:
     """Scores ``(qid, docids, [n, d] raw features)`` lists, one LightGBM call a batch."""
     for batch in batched(lists, batch_size):
-        sizes = [len(docids) for _, docids, _ in batch]
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        offsets = np.cumsum([0, *(len(docids) for _, docids, _ in batch)], dtype=np.int64)
         features = np.concatenate([x for _, _, x in batch])
         empty = np.zeros(len(features), np.float32)
         arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)

@@ -78,6 +78,7 @@ class ClientTokenizer:
         self.lower_case = lower_case
         self.basic_tokenization = basic_tokenization
         self.first_stage = first_stage
+        self.unknown_id = ids[unknown_token]
         tokenizer = Tokenizer(
             models.WordPiece(
                 ids,

@@ -75,14 +75,11 @@ class GBDTConfig:
     Attributes:
       model: ``"gbdt"`` (``"gbdt-1k"`` and ``"gbdt-10k"`` name their preset).
       preset: a key of ``PRESETS``.
-      data: a converted dataset (``tfr-convert --output``).
-      model_dir: where everything is written.
       params: LightGBM parameters (names or aliases) over the preset's.
       early_stopping_rounds: stop when validation NDCG@10 has not improved for
         this many trees and keep the best (0: never).
       include_empty_lists: train on lists whose list label ``t`` is 0 too.
       num_threads: LightGBM threads; ``None``: one per core.
-      seed: LightGBM's seed.
       log_every: log validation NDCG@10 every this many trees.
       eval_every: without early stopping, compute validation NDCG@10 (for
         ``history.csv``) every this many trees.

@@ -152,8 +152,8 @@ def test_an_interrupted_study_resumes_without_repeating_finished_trials(
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{not json", "not JSON"),
-        ("[1, 2]", "must hold an object of ranges"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
         ('{"num_leafs": {"low": 2, "high": 8}}', "'num_leafs' is not searched for gbdt"),
         ('{"num_leaves": {"low": 64, "high": 8}}', "'num_leaves': `low` \\(64\\) must be below"),
         ('{"num_leaves": {"low": 2.5, "high": 8}}', "'num_leaves': this setting takes integers"),

@@ -1,12 +1,5 @@
-"""``tfr-distill``: a pointwise LightGBM student trained on a teacher's scores, which serves
-wherever a LightGBM model runs.
-
-The teacher (any run or export ``tfr-predict`` takes) scores the training lists; the student
-is fitted to those scores and a GBDT of the same settings to the labels, and all three are
-compared on the held-out splits. Targets: ``scores`` (default), regression on the teacher's
-scores minus their list mean, an offset the softmax loss is blind to and a pointwise student
-cannot see; ``graded``, lambdarank on grades from the teacher's ranking of each list.
-``output/`` holds the student as a GBDT run, and the label GBDT under ``gbdt_labels/``.
+"""``tfr-distill``: a pointwise LightGBM student fitted to a teacher's scores, and a GBDT of
+the same settings fitted to the labels (in ``gbdt_labels/``), compared on held-out splits.
 """
 
 from __future__ import annotations
@@ -44,24 +37,15 @@ TARGETS = ("scores", "graded")
 
 @dataclasses.dataclass(frozen=True)
 class DistillConfig:
-    """Settings of one distillation.
+    """Settings of one distillation (``tfr-distill``'s options say what each is).
 
     Attributes:
-      teacher: a tfr-train run directory, an exported SavedModel, or a GBDT directory.
-      output: where the student goes.
-      data: a converted dataset; ``None``: the one the teacher was trained on
-        (an exported SavedModel does not record it, so it needs this).
-      trees: trees of the student and of the label GBDT (paper: 2,000).
-      target: ``"scores"`` or ``"graded"`` (see the module's docstring).
-      grades: grade levels of the ``graded`` target.
-      preset: LightGBM settings of both GBDTs (``gbdt_config.PRESETS``).
-      params: LightGBM parameters over the preset's, for both GBDTs.
-      early_stopping_rounds: both GBDTs stop when validation NDCG@10 (on the
-        labels) has not improved for this many trees (0: never).
-      num_threads: LightGBM threads; ``None``: one per core.
-      seed: LightGBM's seed.
-      batch_size: lists per teacher call.
-      overwrite: replace an existing ``output``.
+      data: a converted dataset; ``None``: the one the teacher was trained on (an
+        exported SavedModel does not record it).
+      target: ``"scores"`` (regression on the teacher's scores minus their list
+        mean, an offset a pointwise student cannot see) or ``"graded"`` (lambdarank
+        on grades of the teacher's ranking).
+      preset, params, early_stopping_rounds, num_threads, seed: both GBDTs'.
     """
 
     teacher: str = ""
@@ -108,8 +92,7 @@ class DistillConfig:
 
 
 def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
-    """Mean over lists of Spearman's correlation of ``a`` and ``b`` within the list; lists
-    of fewer than 2 items or where either is constant are left out (``nan`` if none remain)."""
+    """Mean within-list Spearman correlation of ``a`` and ``b`` over lists where both vary."""
     from scipy.stats import spearmanr
 
     values = []
@@ -122,15 +105,15 @@ def list_spearman(a: np.ndarray, b: np.ndarray, arrays: ListArrays) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def _timed(score, arrays: ListArrays) -> tuple[np.ndarray, float]:
+def _timed(function, *args, **kwargs) -> tuple:
+    """``function``'s result and the seconds it took."""
     started = time.perf_counter()
-    scores = score(arrays)
-    return scores, time.perf_counter() - started
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - started
 
 
 def distill(config: DistillConfig) -> dict:
-    """Scores the training lists with the teacher, fits the student and the label GBDT and
-    evaluates all three; returns ``metrics.json``'s content. A failed run leaves no output."""
+    """Distills; returns ``metrics.json``'s content. A failed run leaves no output."""
     final = os.path.abspath(config.output)
     existing = inspect_run(final)  # None: absent or empty
     if existing is not None and existing.foreign:
@@ -152,8 +135,10 @@ def _distill(config: DistillConfig, work: str) -> dict:
     teacher, config, manifest = _teacher_and_manifest(config)
     os.makedirs(work)
     write_json(os.path.join(work, CONFIG_NAME), config.to_json())
-    splits = _read_splits(config.data, manifest)
+    splits = {split: read_split(config.data, manifest, split) for split in manifest.splits}
     train = splits["train"]
+    if not train.num_lists:
+        raise ValueError(f"{config.data}: the train split holds no lists")
     vali = splits.get("vali")
 
     logger.info("scoring %d training lists with the teacher (%s)", train.num_lists, teacher.kind)
@@ -168,15 +153,15 @@ def _distill(config: DistillConfig, work: str) -> dict:
     )
     fit = dict(early_stopping_rounds=config.early_stopping_rounds, log_every=100)
     logger.info("fitting the student (%s target) on %d lists", config.target, train.num_lists)
-    student, student_seconds = _timed_fit(
-        student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
+    (student, _), student_seconds = _timed(
+        fit_booster, student_params, train, targets, vali=vali, vali_targets=vali_targets, **fit
     )
     save_booster(student, work)
 
     labelled = train.select(train.list_labels() > 0)  # the baselines' training-list policy
     logger.info("fitting the label GBDT on %d lists with t > 0", labelled.num_lists)
-    label_model, label_seconds = _timed_fit(
-        params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
+    (label_model, _), label_seconds = _timed(
+        fit_booster, params, labelled, np.rint(labelled.label).astype(np.int32), vali=vali, **fit
     )
     save_booster(label_model, label_dir)
     write_json(os.path.join(label_dir, CONFIG_NAME), label_config.to_json())
@@ -199,8 +184,7 @@ def _distill(config: DistillConfig, work: str) -> dict:
 
 
 def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig, Manifest]:
-    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest;
-    ``ValueError`` if no dataset is named or its feature count is not the teacher's."""
+    """The teacher, ``config`` with its ``data`` filled in, and that dataset's manifest."""
     teacher = load_teacher(config.teacher, batch_size=config.batch_size)
     data_dir = config.data or teacher.data
     if not data_dir:
@@ -215,21 +199,6 @@ def _teacher_and_manifest(config: DistillConfig) -> tuple[Teacher, DistillConfig
     return teacher, config, manifest
 
 
-def _read_splits(data_dir: str, manifest: Manifest) -> dict[str, ListArrays]:
-    """Every split of the dataset; ``ValueError`` if the train split holds no lists."""
-    splits = {split: read_split(data_dir, manifest, split) for split in manifest.splits}
-    if not splits["train"].num_lists:
-        raise ValueError(f"{data_dir}: the train split holds no lists")
-    return splits
-
-
-def _timed_fit(params: dict, train: ListArrays, targets: np.ndarray, **options):
-    """The booster ``fit_booster`` fits and the seconds it took."""
-    started = time.perf_counter()
-    booster, _ = fit_booster(params, train, targets, **options)
-    return booster, time.perf_counter() - started
-
-
 def _evaluations(
     splits: dict[str, ListArrays],
     teacher_timed: dict[str, tuple[np.ndarray, float]],
@@ -238,38 +207,31 @@ def _evaluations(
     seconds: dict,
     max_label: int,
 ) -> dict:
-    """``metrics.json``'s evaluations: the student's metrics per split and, on every split
-    but train, the ``comparison`` of teacher, student and label GBDT (``teacher_timed``: the
-    teacher's scores and scoring seconds by split) and the student's ``fidelity`` to the teacher.
-    """
+    """The student's metrics, and teacher, student and label GBDT compared but on train."""
     metrics: dict = {"comparison": {}, "fidelity": {}}
     for split, arrays in splits.items():
-        student_scores, student_time = _timed(lambda a: score_arrays(student, a), arrays)
-        label_scores, label_time = _timed(lambda a: score_arrays(label_model, a), arrays)
         scored = {
             "teacher": teacher_timed[split],
-            "student": (student_scores, student_time),
-            "gbdt_labels": (label_scores, label_time),
+            "student": _timed(score_arrays, student, arrays),
+            "gbdt_labels": _timed(score_arrays, label_model, arrays),
         }
+        student_scores, teacher_scores = scored["student"][0], scored["teacher"][0]
         metrics[split] = evaluate_arrays(student_scores, arrays, max_label=max_label)
         if split == "train":
             continue
-        metrics["comparison"][split] = _comparison_rows(scored, seconds, arrays, max_label)
-        # The label GBDT's agreement is the reference: what a GBDT of the same
-        # size agrees with the teacher without being taught by it.
-        teacher_scores = teacher_timed[split][0]
+        metrics["comparison"][split] = {
+            name: {
+                **evaluate_arrays(scores, arrays, max_label=max_label),
+                "training_seconds": seconds[name],
+                "scoring_ms_per_list": 1000 * took / max(arrays.num_lists, 1),
+            }
+            for name, (scores, took) in scored.items()
+        }
+        # The label GBDT's agreement is the reference: how far a GBDT of the same size
+        # agrees with the teacher without being taught by it.
+        label_scores = scored["gbdt_labels"][0]
         metrics["fidelity"][split] = {
             "spearman_student_teacher": list_spearman(student_scores, teacher_scores, arrays),
             "spearman_label_gbdt_teacher": list_spearman(label_scores, teacher_scores, arrays),
         }
     return metrics
-
-
-def _comparison_rows(scored: dict, seconds: dict, arrays: ListArrays, max_label: int) -> dict:
-    """One split's comparison: each model's metrics, training time and scoring time per list."""
-    rows = {}
-    for name, (scores, took) in scored.items():
-        rows[name] = evaluate_arrays(scores, arrays, max_label=max_label)
-        rows[name]["training_seconds"] = seconds[name]
-        rows[name]["scoring_ms_per_list"] = 1000 * took / max(arrays.num_lists, 1)
-    return rows

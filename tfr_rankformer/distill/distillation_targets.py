@@ -39,8 +39,7 @@ def student_targets(
     target: str,
     grades: int,
 ) -> tuple[dict, np.ndarray, np.ndarray | None]:
-    """The student's LightGBM parameters (``params`` with its objective), its training
-    targets and its validation targets (``None`` without ``vali``); ``teacher_scores`` by split."""
+    """The student's LightGBM parameters, training targets and validation targets."""
     # The student stops early on its fit to the teacher (selected on the labels already).
     if target == "scores":
         student_params = {**params, "objective": "regression", "metric": "l2"}

@@ -1,6 +1,4 @@
-"""LightGBM boosters: fitting, saving, loading and scoring them, and evaluating their scores
-with the shared metrics. A GBDT run (``lightgbm_ranker``) and ``tfr-distill`` build on these.
-"""
+"""LightGBM boosters: fitting, saving, loading, scoring and evaluating them."""
 
 from __future__ import annotations
 
@@ -47,9 +45,7 @@ def integer_labels(arrays: ListArrays, what: str) -> np.ndarray:
 
 
 class _History:
-    """A LightGBM callback: records the first validation metric of every tree it is
-    computed for, and logs it every ``every`` trees, and the tree count at least every
-    ``every_seconds`` (slow trees). ``clock`` gives seconds; tests give their own."""
+    """A LightGBM callback recording the validation metric per tree and logging progress."""
 
     def __init__(
         self,
@@ -105,9 +101,8 @@ def _counted_lists(labels: np.ndarray, arrays: ListArrays) -> int:
 
 
 def _validation_ndcg(vali: ListArrays, labels: np.ndarray, name: str, *, every: int, trees: int):
-    """A LightGBM ``feval``: the shared metrics' NDCG@10 (x 100) of ``vali`` on ``labels``
-    (LightGBM's own counts a list of all-0 labels as perfect), after every ``every``-th
-    tree and the last (``trees``); NaN for the others."""
+    """A LightGBM ``feval``: the shared NDCG@10 (LightGBM's counts all-0 lists as perfect)
+    after every ``every``-th and the last tree, NaN after the others."""
     padded_labels = vali.padded(labels.astype(np.float32), 0.0)
     mask = vali.mask()
     calls = [0]
@@ -135,31 +130,20 @@ def fit_booster(
     eval_every: int = 1,
     callbacks: list | None = None,
 ) -> tuple[lgb.Booster, _History]:
-    """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``.
-
-    A ranking objective takes integer grades and watches the shared NDCG@10 of ``vali``
-    on ``vali_targets`` (default: its labels); a regression watches ``params["metric"]``.
-    With ``early_stopping_rounds`` 0 every tree is kept and ``vali`` is scored every
-    ``eval_every`` trees. ``callbacks``: extra LightGBM callbacks, after every tree.
-    """
+    """Fits LightGBM on ``train`` items with ``targets``, optionally stopping early on ``vali``
+    (ranking: the shared NDCG@10 on ``vali_targets``, default its labels; else ``metric``)."""
     lgb.register_logger(logger)
     params = dict(params)
     trees = int(params.pop("num_iterations"))
     ranking = params.get("objective") in ("lambdarank", "rank_xendcg")
-    train_set = _train_set(train, targets, ranking=ranking)
     history = _History(log_every)
-    extra = list(callbacks or [])
-    callbacks = [history]
     # Early stopping needs every tree's score; otherwise a sample is enough.
     every = 1 if early_stopping_rounds else eval_every
-    valid_sets, feval = _validation(
-        vali, vali_targets, train_set, ranking=ranking, every=every, trees=trees
+    train_set, valid_sets, feval = _datasets(
+        train, targets, vali, vali_targets, ranking=ranking, every=every, trees=trees
     )
-    if valid_sets and early_stopping_rounds:
-        callbacks.append(
-            lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=True)
-        )
-    callbacks += extra
+    stopping = valid_sets and early_stopping_rounds
+    stop = [lgb.early_stopping(early_stopping_rounds, first_metric_only=True)] if stopping else []
     booster = lgb.train(
         params,
         train_set,
@@ -167,18 +151,18 @@ def fit_booster(
         valid_sets=valid_sets,
         valid_names=["vali"] if valid_sets else None,
         feval=feval,
-        callbacks=callbacks,
+        callbacks=[history, *stop, *(callbacks or [])],
     )
-    if not (valid_sets and early_stopping_rounds):
+    if not stopping:
         # Without early stopping the whole budget is the model: nothing may cut it.
         booster.best_iteration = 0
     _log_growth(booster, history, trees)
     return booster, history
 
 
-def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.Dataset:
-    """LightGBM's training set: ``train``'s items with ``targets``, features named ``f1``..."""
-    return lgb.Dataset(
+def _datasets(train, targets, vali, vali_targets, *, ranking: bool, every: int, trees: int):
+    """``lgb.train``'s training set, ``valid_sets`` (``[]``: nothing to watch) and ``feval``."""
+    train_set = lgb.Dataset(
         train.features,
         label=targets,
         # Query groups only for ranking: with them LightGBM demands integer targets.
@@ -186,29 +170,13 @@ def _train_set(train: ListArrays, targets: np.ndarray, *, ranking: bool) -> lgb.
         feature_name=[f"f{i}" for i in range(1, train.features.shape[1] + 1)],
         free_raw_data=True,
     )
-
-
-def _validation(
-    vali: ListArrays | None,
-    vali_targets: np.ndarray | None,
-    train_set: lgb.Dataset,
-    *,
-    ranking: bool,
-    every: int,
-    trees: int,
-) -> tuple[list, object]:
-    """``lgb.train``'s ``valid_sets`` (``[]``: none, also when no list's targets differ
-    under a ranking objective) and ``feval`` for ``vali``."""
     if vali is None or not vali.num_lists:
-        return [], None
-    if vali_targets is None:
-        vali_targets = integer_labels(vali, "vali")
-        name = "ndcg_y@10"
-    else:
-        name = "ndcg@10"
+        return train_set, [], None
+    name = "ndcg_y@10" if vali_targets is None else "ndcg@10"
+    vali_targets = integer_labels(vali, "vali") if vali_targets is None else vali_targets
     if ranking and not _counted_lists(vali_targets, vali):
         logger.warning("no validation list has targets that differ: no early stopping")
-        return [], None
+        return train_set, [], None
     valid_set = lgb.Dataset(
         vali.features,
         label=vali_targets,
@@ -218,24 +186,18 @@ def _validation(
     feval = (
         _validation_ndcg(vali, vali_targets, name, every=every, trees=trees) if ranking else None
     )
-    return [valid_set], feval
+    return train_set, [valid_set], feval
 
 
 def _log_growth(booster: lgb.Booster, history: _History, trees: int) -> None:
     """Logs when LightGBM grew fewer than ``trees`` trees, or stopped early."""
-    # LightGBM hands back an early-stopped booster already cut to its best
-    # iteration; the history counts the trees that were grown.
-    grown = max(history.grown, booster.current_iteration())
-    if grown < trees and not booster.best_iteration:
+    # An early-stopped booster is already cut to its best tree; the history counts all grown.
+    grown, best = max(history.grown, booster.current_iteration()), booster.best_iteration
+    if best:
+        logger.info("early stopping after %d of %d trees kept the best %d", grown, trees, best)
+    elif grown < trees:
         logger.warning(
             "LightGBM grew %d of %d trees: no further split met its requirements", grown, trees
-        )
-    elif booster.best_iteration:
-        logger.info(
-            "early stopping after %d of %d trees kept the best %d",
-            grown,
-            trees,
-            booster.best_iteration,
         )
 
 
@@ -262,7 +224,7 @@ def load_booster(model_dir: str) -> lgb.Booster:
 def score_arrays(
     booster: lgb.Booster, arrays: ListArrays, *, num_threads: int | None = None
 ) -> np.ndarray:
-    """Per-item scores ``[num_items]`` float32 (``num_threads``: LightGBM's default if None)."""
+    """Per-item scores ``[num_items]`` float32, at the best iteration if early stopping set one."""
     if not arrays.features.shape[0]:
         return np.zeros(0, np.float32)
     expected = booster.num_feature()
@@ -271,7 +233,6 @@ def score_arrays(
             f"the data has {arrays.features.shape[1]} features; the GBDT was trained on {expected}"
         )
     options = {} if num_threads is None else {"num_threads": num_threads}
-    # At the best iteration when early stopping set one, else every tree.
     return booster.predict(arrays.features, **options).astype(np.float32)
 
 

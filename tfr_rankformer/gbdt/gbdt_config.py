@@ -1,5 +1,4 @@
-"""``GBDTConfig``, the settings of a GBDT run, and its LightGBM presets (LightGBM's usual
-lambdarank settings and the paper's Table 5); parameter names are checked and made canonical."""
+"""``GBDTConfig``, a GBDT run's settings, with LightGBM presets and canonical parameter names."""
 
 from __future__ import annotations
 
@@ -56,11 +55,7 @@ _BASE_PARAMS = {
 
 
 def canonical_params(params: dict) -> dict:
-    """``params`` with LightGBM's aliases replaced by canonical names.
-
-    Raises:
-      ValueError: for a name LightGBM does not know, so a typo is not ignored.
-    """
+    """``params`` under LightGBM's canonical names; ``ValueError`` for a name it does not know."""
     table = lgb.basic._ConfigAliases._get_all_param_aliases()
     canonical = {alias: name for name, aliases in table.items() for alias in aliases}
     out = {}
@@ -80,21 +75,14 @@ class GBDTConfig:
     Attributes:
       model: ``"gbdt"`` (``"gbdt-1k"`` and ``"gbdt-10k"`` name their preset).
       preset: a key of ``PRESETS``.
-      data: a converted dataset (``tfr-convert --output``).
-      model_dir: where everything is written.
-      params: LightGBM parameters over the preset's (any name or alias LightGBM
-        knows; ``num_iterations`` is the number of trees).
+      params: LightGBM parameters (names or aliases) over the preset's.
       early_stopping_rounds: stop when validation NDCG@10 has not improved for
-        this many trees, and keep the best tree count (0: never, the whole
-        budget is grown and kept; only with a ``vali`` split).
-      include_empty_lists: train on lists whose list label ``t`` is 0 too (the
-        paper's policy for baselines: no).
+        this many trees and keep the best (0: never).
+      include_empty_lists: train on lists whose list label ``t`` is 0 too.
       num_threads: LightGBM threads; ``None``: one per core.
-      seed: LightGBM's seed.
       log_every: log validation NDCG@10 every this many trees.
       eval_every: without early stopping, compute validation NDCG@10 (for
-        ``history.csv``) every this many trees and after the last; with early
-        stopping, after every tree.
+        ``history.csv``) every this many trees.
     """
 
     model: str = _RUN_MODEL
@@ -129,11 +117,9 @@ class GBDTConfig:
 
     def lightgbm_params(self) -> dict:
         """The preset's parameters under our defaults, with ``params`` on top."""
-        params = {**_BASE_PARAMS, **PRESETS[self.preset]}
-        params["seed"] = self.seed
-        params["num_threads"] = self.num_threads or os.cpu_count() or 1
-        params.update(self.params)
-        return params
+        threads = self.num_threads or os.cpu_count() or 1
+        params = {**_BASE_PARAMS, **PRESETS[self.preset], "seed": self.seed, "num_threads": threads}
+        return {**params, **self.params}
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,15 +1,14 @@
-"""``GbdtFamily``: LightGBM GBDTs over feature vectors, trained by ``lightgbm_ranker``,
-evaluated and scored from their ``model.txt`` (a GBDT run has no SavedModel export)."""
+"""``GbdtFamily``: LightGBM runs, evaluated and scored from their ``model.txt`` (no export)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
+from tfr_rankformer.core.config_io import read_settings
 from tfr_rankformer.core.model_spec import ModelFamily
 from tfr_rankformer.core.run_layout import CONFIG_NAME
 from tfr_rankformer.gbdt.gbdt_booster import (
@@ -47,8 +46,7 @@ class GbdtFamily:
         return train_gbdt(config, callbacks=callbacks, existing=existing)
 
     def evaluator(self, model_dir: str, data_dir: str | None) -> RunEvaluator:
-        with open(os.path.join(model_dir, CONFIG_NAME), encoding="utf-8") as f:
-            config = json.load(f)
+        config = read_settings(os.path.join(model_dir, CONFIG_NAME))
         booster = load_booster(model_dir)
 
         def evaluate(directory: str, manifest: Manifest, split: str) -> dict:
@@ -73,8 +71,7 @@ class GbdtFamily:
         )
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
-        """Scores raw-feature ``lists`` or the ELWC ``files`` (as ``score_elwc`` with the
-        ``reject`` policy) with the booster."""
+        """Scores raw-feature ``lists`` or ELWC ``files`` (checked as ``score_elwc`` rejects)."""
         if files is not None:
             d = served.model.num_feature()
             records = ((path, n, record) for path in files for n, record in read_records(path))
@@ -85,8 +82,7 @@ class GbdtFamily:
 def _gbdt_lists(booster, lists, batch_size: int) -> Iterator[ScoredList]:
     """Scores ``(qid, docids, [n, d] raw features)`` lists, one LightGBM call a batch."""
     for batch in batched(lists, batch_size):
-        sizes = [len(docids) for _, docids, _ in batch]
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        offsets = np.cumsum([0, *(len(docids) for _, docids, _ in batch)], dtype=np.int64)
         features = np.concatenate([x for _, _, x in batch])
         empty = np.zeros(len(features), np.float32)
         arrays = ListArrays(features, empty, empty, np.array([q for q, _, _ in batch]), offsets)
@@ -96,12 +92,8 @@ def _gbdt_lists(booster, lists, batch_size: int) -> Iterator[ScoredList]:
 
 
 def _elwc_list(path: str, number: int, record: bytes, num_features: int):
-    """``(qid, docids, [n, d] features)`` of one ELWC record, its items numbered in list
-    order and checked as the serving signature checks them.
-
-    Raises:
-      RecordFileError: an item's features missing, of another length, or not finite.
-    """
+    """``(qid, docids, [n, d] features)`` of one ELWC record, its items numbered in list order
+    and checked as the serving signature checks them (``RecordFileError``)."""
     from tensorflow_serving.apis import input_pb2
 
     elwc = input_pb2.ExampleListWithContext.FromString(record)
@@ -118,11 +110,9 @@ def _elwc_list(path: str, number: int, record: bytes, num_features: int):
         rows[i] = values
         if not np.isfinite(rows[i]).all():
             j = int(np.flatnonzero(~np.isfinite(rows[i]))[0])
+            what = f"holds {rows[i, j]} at position {j + 1} of {num_features}"
             raise RecordFileError(
-                path,
-                number,
-                f"item {i}: the features field holds {rows[i, j]} at position {j + 1} of "
-                f"{num_features}, expected finite values",
+                path, number, f"item {i}: the features field {what}, expected finite values"
             )
     docids = [str(j) for j in range(1, len(rows) + 1)]
     return int(qid[0]) if qid else -1, docids, rows

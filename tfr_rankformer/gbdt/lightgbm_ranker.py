@@ -1,23 +1,15 @@
-"""A GBDT run: LightGBM's lambdarank on a converted dataset (``tfr-train --model gbdt``,
-or ``gbdt-1k``/``gbdt-10k``, the paper's Table 5).
-
-It takes the neural baselines' training-list policy (lists with ``t > 0``), grows the
-preset's whole tree budget (early stopping on the validation NDCG@10 only when asked),
-and evaluates every split with the shared metrics. ``model_dir/`` receives
-``config.json``, ``model.txt``, ``history.csv`` and ``metrics.json``. Features are used
-raw: trees split on thresholds, which normalisation would only move.
-"""
+"""A GBDT run: LightGBM's lambdarank on the lists with ``t > 0``, as the neural baselines, on
+raw features (normalisation would only move the trees' thresholds)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 
 import lightgbm as lgb
 
-from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.config_io import read_settings, write_json
 from tfr_rankformer.core.run_directory import run_session
 from tfr_rankformer.core.run_layout import CONFIG_NAME, HISTORY_NAME, METRICS_NAME
 from tfr_rankformer.gbdt.gbdt_booster import (
@@ -42,14 +34,11 @@ def train_gbdt(
     config: GBDTConfig, *, callbacks: list | None = None, existing: str = "refuse"
 ) -> dict:
     """Trains, evaluates every split; returns ``metrics.json``'s content. ``callbacks``:
-    extra LightGBM callbacks (a tuner's pruning); ``existing``: see ``run_directory`` (a
-    GBDT run is replaced, never resumed)."""
-    # An empty train split is refused, empty vali and test splits left out.
+    extra LightGBM callbacks; ``existing``: see ``run_directory`` (never resumed)."""
     manifest = without_empty_splits(load_manifest(config.data), data_dir=config.data)
     with run_session(config.model_dir, config.to_json(), existing=existing, resumable=False) as s:
         if s == "complete":
-            with open(os.path.join(config.model_dir, METRICS_NAME), encoding="utf-8") as f:
-                return json.load(f)
+            return read_settings(os.path.join(config.model_dir, METRICS_NAME))
         return _train_gbdt(config, manifest, callbacks)
 
 

@@ -1,11 +1,9 @@
 """The Listformer's tokenisation for clients of the token-id export, with HF ``tokenizers``.
 
-A token-id export (``export_token_ids/<version>/``) takes WordPiece ids instead of text,
-so TF Serving needs no TF Text op and the client tokenises. :class:`ClientTokenizer` reads
-the export's ``assets.extra/vocab.txt`` and ``tokenizer.json`` and splits as the raw-string
-export's ``TextTokenizer`` does, without TensorFlow. Known differences: a word over 100
-characters (TF Text: 100 UTF-8 bytes) is one ``[UNK]``, and characters that Unicode versions
-class differently may split differently.
+A token-id export (``export_token_ids/<version>/``) takes WordPiece ids, so TF Serving needs
+no TF Text op. :class:`ClientTokenizer` reads its ``assets.extra/`` and splits as the
+raw-string export's ``TextTokenizer`` does, without TensorFlow, but for a word over 100
+characters (TF Text: bytes) and characters Unicode versions class differently.
 
 >>> t = ClientTokenizer(["[PAD]", "[UNK]", "run", "##s", "!"], max_query_tokens=4,
 ...                     max_document_tokens=2)
@@ -17,10 +15,13 @@ class differently may split differently.
 
 from __future__ import annotations
 
-import json
 import os
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+from tfr_rankformer.core.config_io import read_settings
+from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.run_layout import TOKEN_ID_EXPORT_NAME
 
 __all__ = [
     "ASSETS_EXTRA",
@@ -46,7 +47,6 @@ _WHITE_SPACE = r"[\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x
 _WHITE_SPACE += r"\x{202F}\x{205F}\x{3000}]+"
 _SETTINGS = ("max_query_tokens", "max_document_tokens", "lower_case", "basic_tokenization")
 _SETTINGS += ("unknown_token", "suffix_indicator", "max_bytes_per_word")
-FIRST_STAGE_INPUT = "first_stage_scores"  # ``core.elwc_schema``'s; this module imports no TF
 
 
 def _padded(rows: list, width: int) -> list:
@@ -54,14 +54,8 @@ def _padded(rows: list, width: int) -> list:
 
 
 class ClientTokenizer:
-    """Text to the token-id export's inputs, as the raw-string export tokenises.
-
-    ``lower_case`` and ``basic_tokenization`` mean what they mean to ``TextTokenizer``;
-    ``basic_tokenization`` (a BERT checkpoint's vocabulary) also deletes control characters
-    and, with ``lower_case``, strips accents. ``first_stage``: the export takes
-    ``first_stage_scores [B, L]`` (a model trained with the first stage's score; ``None``:
-    not known, as for an export older than the setting).
-    """
+    """Text to the token-id export's inputs, as the raw-string export tokenises; ``first_stage``:
+    the export takes ``first_stage_scores [B, L]`` (``None``: not known)."""
 
     def __init__(
         self,
@@ -112,8 +106,7 @@ class ClientTokenizer:
     @classmethod
     def from_files(cls, vocab_path: str, settings_path: str) -> ClientTokenizer:
         """The tokenizer of a ``vocab.txt`` and a ``tokenizer.json`` (``tokenizer_settings``)."""
-        with open(settings_path, encoding="utf-8") as f:
-            settings = json.load(f)
+        settings = read_settings(settings_path)
         with open(vocab_path, encoding="utf-8") as f:
             vocabulary = [line.rstrip("\n") for line in f]
         missing = [key for key in _SETTINGS if key not in settings]
@@ -124,9 +117,8 @@ class ClientTokenizer:
 
     @classmethod
     def from_export(cls, export_dir: str) -> ClientTokenizer:
-        """The tokenizer of a token-id export (``export_token_ids/<version>``, or a run
-        directory: its newest)."""
-        runs = os.path.join(export_dir, "export_token_ids")
+        """The tokenizer of a token-id export, or of a run's newest."""
+        runs = os.path.join(export_dir, TOKEN_ID_EXPORT_NAME)
         if not os.path.isdir(os.path.join(export_dir, ASSETS_EXTRA)) and os.path.isdir(runs):
             newest = max((v for v in os.listdir(runs) if v.isdigit()), key=int, default="")
             export_dir = os.path.join(runs, newest)
@@ -135,10 +127,10 @@ class ClientTokenizer:
 
     def _lowered(self, text: str) -> str:
         # Python's lower-casing, as ICU's, knows the Greek final sigma; HF's does not.
-        if not self.basic_tokenization:
-            # tf.strings.lower ends the text at its first NUL.
-            return text.split("\x00", 1)[0].lower() if self.lower_case else text
-        return text.lower() if self.lower_case else text
+        if not self.lower_case:
+            return text
+        # tf.strings.lower ends the text at its first NUL.
+        return (text if self.basic_tokenization else text.split("\x00", 1)[0]).lower()
 
     def token_ids_batch(self, texts: list[str]) -> list[list[int]]:
         """The ids of each of ``texts``, uncut."""
@@ -156,17 +148,9 @@ class ClientTokenizer:
         documents: list[list[str]],
         first_stage_scores: list[list[float]] | None = None,
     ) -> dict:
-        """The token-id signature's inputs for ``B`` queries and their document lists.
-
-        An empty document string is a padding document. Returns nested lists:
-        ``query_ids [B][Q]``, ``document_ids [B][N][T]`` (``-1`` padding; ``Q``, ``T`` the
-        batch's longest after the cut, at least 1), ``document_mask [B][N]`` and, for an
-        export that takes them, ``first_stage_scores [B][N]`` (0 on padding).
-
-        Raises:
-          ValueError: lists of unequal counts, or ``first_stage_scores`` missing for an
-            export that takes them (or given to one that does not).
-        """
+        """The token-id signature's inputs as nested lists: ``query_ids [B][Q]``, ``document_ids
+        [B][N][T]`` (``-1`` padding), ``document_mask [B][N]`` (an empty document is padding) and
+        ``first_stage_scores [B][N]`` for an export that takes them."""
         if len(queries) != len(documents):
             raise ValueError(f"{len(queries)} queries but {len(documents)} document lists")
         if self.first_stage not in (None, first_stage_scores is not None):

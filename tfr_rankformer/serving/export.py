@@ -1,15 +1,13 @@
-"""Exporting a feature-vector ranking model as a SavedModel that TF Serving loads.
+"""A feature-vector model as a SavedModel for TF Serving, in ``model_dir/export/<version>/``.
 
-``model_dir/export/<version>/`` (1, 2, ..., never overwritten) holds two signatures:
-``serving_default`` (also ``predict``) on ``examples``, serialized ELWC protos with raw
-features, and ``predict_tensors`` on ``features [B, L, d] float32`` and ``mask [B, L] bool``.
-Both return ``scores [B, L]`` and, with a list head, ``list_probs [B, K]`` (``P(t >= k)``)
-and ``expected_list_label [B]``. Items are checked in the graph (``serving_checks``);
-``assets.extra/tf_serving_warmup_requests`` holds a few real requests.
+Signatures: ``serving_default`` (also ``predict``) on ``examples`` (serialized ELWC, raw
+features) and ``predict_tensors`` on ``features [B, L, d] float32`` and ``mask [B, L] bool``,
+returning ``scores [B, L]`` and, with a list head, ``list_probs`` and ``expected_list_label``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 
@@ -23,11 +21,10 @@ from tfr_rankformer.core.run_layout import EXPORT_NAME, is_text_run
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.serving import serving_checks
 from tfr_rankformer.serving.serving_requests import (
-    EXAMPLES,
     SIGNATURE_ELWC,
     SIGNATURE_TENSORS,
     elwc_records,
-    predict_request,
+    grpc_elwc_request,
 )
 from tfr_rankformer.training.training_setup import load_run
 
@@ -48,8 +45,7 @@ INVALID_ITEMS = "invalid_items"
 
 
 def served_outputs(outputs: dict, list_head: bool) -> dict:
-    """A signature's outputs from the model's: ``scores`` and, with a list head,
-    ``list_probs [B, K]`` (``P(t >= k)``) and ``expected_list_label [B]``."""
+    """``scores`` and, with a list head, ``list_probs [B, K]`` and ``expected_list_label [B]``."""
     served = {"scores": outputs["scores"]}
     if list_head:
         probs = tf.sigmoid(tf.cast(outputs["list_quality"], tf.float32))  # [B, K]
@@ -59,9 +55,8 @@ def served_outputs(outputs: dict, list_head: bool) -> dict:
 
 
 def serve_nonempty(serve: Callable[[tf.Tensor], dict], examples: tf.Tensor) -> dict:
-    """``serve(examples)`` for ``examples [B]`` serialized lists, an empty batch included:
-    proto parsing refuses no value at all, so one empty list stands in and its outputs are
-    dropped (``[0, ...]`` outputs for ``[0]`` examples)."""
+    """``serve(examples)`` for ``examples [B]``, also for ``B = 0``, which proto parsing
+    refuses: one empty list stands in and its outputs are dropped."""
     count = tf.shape(examples)[0]
     padded = tf.concat([examples, tf.fill([tf.maximum(1 - count, 0)], "")], axis=0)
     return {name: value[:count] for name, value in serve(padded).items()}
@@ -79,7 +74,7 @@ class _Servable(tf.Module):
         self.list_head = list_head
         self.policy = serving_checks.check_policy(policy)
         self.serve_examples = tf.function(
-            self._serve_examples,
+            lambda examples: serve_nonempty(self._score_examples, examples),
             input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
         )
         self.serve_tensors = tf.function(
@@ -89,9 +84,6 @@ class _Servable(tf.Module):
                 tf.TensorSpec([None, None], tf.bool, name="mask"),
             ],
         )
-
-    def _serve_examples(self, examples):
-        return serve_nonempty(self._score_examples, examples)
 
     def _score_examples(self, examples):
         import tensorflow_ranking as tfr
@@ -135,8 +127,7 @@ def _warmup_requests(path: str, examples: list[bytes], signature: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
         for size in sorted({1, min(4, len(examples)), len(examples)}):
-            inputs = {EXAMPLES: np.asarray(examples[:size], object)}
-            request = predict_request(inputs, model_name="", signature_name=signature)
+            request = grpc_elwc_request(examples[:size], model_name="", signature_name=signature)
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)
             )
@@ -153,9 +144,7 @@ def save_servable(
     invalid_items: str = "reject",
     max_items: int = 0,
 ) -> None:
-    """Saves ``model`` (raw features in) with the serving signatures and warm-up requests;
-    ``invalid_items`` is the policy for items the signatures cannot score, ``max_items``
-    the most items a list may hold (0: any)."""
+    """Saves ``model`` with the signatures; ``max_items``: the most items a list holds (0: any)."""
     servable = _Servable(model, num_features, list_head, invalid_items, max_items)
     tf.saved_model.save(
         servable,
@@ -187,17 +176,16 @@ def write_version(
     *,
     export_name: str = EXPORT_NAME,
 ) -> str:
-    """Calls ``save(path)`` to write a SavedModel that becomes
-    ``model_dir/<export_name>/<version>`` (``None``: ``next_version``); returns that path.
-
-    Raises:
-      FileExistsError: if the version directory exists.
-    """
+    """``save(path)`` writes ``model_dir/<export_name>/<version>``; returns that path."""
     export_dir = os.path.join(model_dir, export_name)
-    version = version or next_version(export_dir)
-    path = os.path.join(export_dir, str(version))
+    path = os.path.join(export_dir, str(version or next_version(export_dir)))
+    return _save_new(path, save, "export versions are never overwritten")
+
+
+def _save_new(path: str, save: Callable[[str], None], refusal: str) -> str:
+    """``save(temporary)``, renamed to ``path`` once complete; ``FileExistsError`` if it exists."""
     if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; export versions are never overwritten")
+        raise FileExistsError(f"{path} exists; {refusal}")
     with atomic_path(path) as temporary:
         save(temporary)
         fault_points.reached("export.saved")
@@ -212,14 +200,8 @@ def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
 
 
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
-    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``;
-    returns that path. ``runner.export_run`` exports any kind of run.
-
-    Raises:
-      FileNotFoundError: if ``model_dir`` is not a trained run.
-      FileExistsError: if the version directory exists.
-      ValueError: for an unknown ``invalid_items`` policy, or a text run.
-    """
+    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``; returns
+    that path. ``ValueError`` for a text run (``runner.export_run`` exports any)."""
     serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):
         raise ValueError(
@@ -248,12 +230,8 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
 def _model_io(model: tf.keras.Model) -> tuple[int, bool]:
     """The feature count ``d`` the model takes, and whether it has a list head."""
     inputs, outputs = model.input, model.output
-    if not (
-        isinstance(inputs, dict)
-        and {elwc_schema.FEATURES, MASK} <= set(inputs)
-        and isinstance(outputs, dict)
-        and "scores" in outputs
-    ):
+    takes = isinstance(inputs, dict) and {elwc_schema.FEATURES, MASK} <= set(inputs)
+    if not (takes and isinstance(outputs, dict) and "scores" in outputs):
         raise ValueError(
             f"export_model takes a model on {{'{elwc_schema.FEATURES}', '{MASK}'}} returning "
             "{'scores', ...}, as build_model makes; a text model (the Listformer) is exported "
@@ -286,32 +264,14 @@ def export_model(
     warmup_lists: Sequence[np.ndarray] | None = None,
     invalid_items: str = "reject",
 ) -> str:
-    """Saves a model held in memory (e.g. built with ``build_model`` and fitted on the
-    user's own data) as :func:`export_run` saves a run's; returns ``path``.
-
-    The model takes ``{"features": [B, L, d], "mask": [B, L]}`` raw features and returns
-    ``{"scores": [B, L], ...}``. ``warmup_lists`` are ``[items, d]`` arrays sent as TF
-    Serving's warm-up requests (``None``: one all-zero item).
-
-    Raises:
-      FileExistsError: if ``path`` exists.
-      ValueError: for a model without the named inputs and outputs, bad
-        ``warmup_lists`` or an unknown ``invalid_items`` policy.
-    """
+    """Saves a model held in memory (``features`` and ``mask`` raw in, ``scores`` out) as
+    :func:`export_run` saves a run's; returns ``path``. ``warmup_lists``: ``[items, d]`` arrays
+    sent as warm-up requests (``None``: one zero item); ``ValueError`` for another model."""
     serving_checks.check_policy(invalid_items)
     num_features, list_head = _model_io(model)
     lists = [(0, [""] * len(items), items) for items in _warmup_lists(warmup_lists, num_features)]
     warmup = elwc_records(lists, num_features)
-    if os.path.exists(path):
-        raise FileExistsError(f"{path} exists; an export is never overwritten")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_path(path) as temporary:
-        save_servable(
-            model,
-            temporary,
-            num_features=num_features,
-            list_head=list_head,
-            warmup=warmup,
-            invalid_items=invalid_items,
-        )
-    return path
+    options = dict(num_features=num_features, list_head=list_head, invalid_items=invalid_items)
+    save = functools.partial(save_servable, model, warmup=warmup, **options)
+    return _save_new(path, save, "an export is never overwritten")

@@ -1,12 +1,4 @@
-"""Scoring lists with an exported SavedModel, a Listformer export or a GBDT, and writing
-the results.
-
-Lists of raw features ``(qid, docids, [n, d] features)`` from any source go through the
-tensor signature, ELWC records through the proto signature (their items numbered in list
-order), text lists through a Listformer export's default signature. Bad ELWC input stops
-scoring with a ``RecordFileError`` naming file and record; items of an export with
-``--invalid-items score-last`` are ranked last and counted instead.
-"""
+"""Scoring lists with a feature-vector or text export, local or served; writing the results."""
 
 from __future__ import annotations
 
@@ -27,13 +19,12 @@ from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.inputs.batching import ATTENTION_REFERENCE_LENGTH
 from tfr_rankformer.inputs.list_limit import ListLimit
 from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
-from tfr_rankformer.serving.export import (
-    INVALID_ITEMS,
+from tfr_rankformer.serving.export import INVALID_ITEMS, next_version
+from tfr_rankformer.serving.serving_requests import (
     SIGNATURE_ELWC,
     SIGNATURE_TENSORS,
-    next_version,
+    padded_tensors,
 )
-from tfr_rankformer.serving.serving_requests import padded_tensors
 
 if TYPE_CHECKING:
     from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
@@ -57,8 +48,7 @@ __all__ = [
 
 @dataclasses.dataclass
 class ScoredList:
-    """One query's documents and the model's outputs, in input order; ``list_probs`` is
-    ``P(t >= k)`` (``None`` without a list head), ``num_invalid`` the items ranked last unscored."""
+    """One query's documents and outputs in input order; ``num_invalid``: items ranked last."""
 
     qid: int | str
     docids: list[str]
@@ -69,15 +59,8 @@ class ScoredList:
 
 @dataclasses.dataclass(frozen=True)
 class ServedModel:
-    """A trained model opened to score lists.
-
-    Attributes:
-      path: the SavedModel directory, the GBDT's ``model.txt``, or a TF Serving model's URL.
-      kind: the ``model_families`` kind that scores it.
-      num_features: the feature count the model takes (``None`` for text).
-      model: the loaded SavedModel, a ``serving_client.RemoteModel`` or a LightGBM booster.
-      tokenizer: a token-id text export's client tokenizer (``None``: none needed).
-    """
+    """A trained model opened to score lists: a loaded SavedModel, a ``RemoteModel`` or a
+    LightGBM booster; ``num_features`` is ``None`` for text."""
 
     path: str
     kind: str
@@ -91,20 +74,17 @@ class ServedModel:
 
 
 def check_list_limit(served: ServedModel, longest: int, *, where: str) -> None:
-    """Refuses, before anything is scored, lists longer than an export's position table
-    (``ListLimitError``); exports without one take any length."""
+    """Refuses lists longer than an export's position table before anything is scored."""
     items = getattr(served.model, "max_list_items", None)
     items = 0 if items is None else int(items.numpy())
     if items:
         what = f"it was trained with --max-positions {items}"
-        ListLimit(items, what, "retrain it with --max-positions {longest} or more").check(
-            longest, where=where
-        )
+        limit = ListLimit(items, what, "retrain it with --max-positions {longest} or more")
+        limit.check(longest, where=where)
 
 
 def resolve_export(path: str) -> str:
-    """A SavedModel directory: ``path`` itself, or a run's newest ``export/<version>``;
-    ``FileNotFoundError`` if neither is there."""
+    """``path`` if it is a SavedModel, else the run's newest ``export/<version>``."""
     if os.path.isfile(os.path.join(path, "saved_model.pb")):
         return path
     export = os.path.join(path, EXPORT_NAME)
@@ -131,11 +111,8 @@ _WINDOW = 8  # batches' worth of lists sorted by length at a time
 def _by_length(
     items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
 ) -> Iterator:
-    """``score_batch``'s results for ``items`` in input order, from batches of lists of
-    similar length: a window of lists is sorted by length and cut into batches of at most ``size``
-    lists, ``max_items`` padded items and as many attention entries as ``batching`` allows, so
-    memory stays bounded and short lists are not padded to a long neighbour's length.
-    """
+    """``score_batch``'s results in input order, from batches of lists of similar length within
+    the item and attention budgets, so memory stays bounded and short lists are not padded long."""
     for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
         results: list = [None] * len(window)
@@ -168,14 +145,9 @@ def load_export(export: str):
     return tf.saved_model.load(export)
 
 
-def opened_export(export):
-    return load_export(export) if isinstance(export, (str, os.PathLike)) else export
-
-
 def tensor_signature(export):
-    """The export's ``predict_tensors`` signature; ``export``: its directory or the loaded
-    SavedModel."""
-    return opened_export(export).signatures[SIGNATURE_TENSORS]
+    """The ``predict_tensors`` signature of a loaded export or a ``RemoteModel``."""
+    return export.signatures[SIGNATURE_TENSORS]
 
 
 def signature_num_features(signature) -> int:
@@ -186,10 +158,7 @@ def signature_num_features(signature) -> int:
 def score_lists(
     signature, lists: Iterable[tuple[int, list[str], np.ndarray]], *, batch_size: int = 256
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, [n, d] raw features)`` lists through a ``tensor_signature``
-    (a local one, or a TF Serving's: ``serving_client.connect``), in batches of similar length;
-    they come out in input order.
-    """
+    """Scores ``(qid, docids, [n, d] raw features)`` lists in input order."""
     num_features = signature_num_features(signature)
 
     def score(batch):
@@ -220,24 +189,13 @@ def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileE
     return RecordFileError(batch[0][0], None, f"{where}: the model rejected the input ({detail})")
 
 
-def _elwc_records(files: list[str]) -> Iterator[tuple[str, int, bytes]]:
-    for path in files:
-        for number, record in read_records(path):
-            yield path, number, record
-
-
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
-    """Scores ELWC records through the proto signature of ``export`` (its directory, the
-    loaded SavedModel, or a ``serving_client.RemoteModel``).
-
-    Raises:
-      RecordFileError: naming the file and record of a list the signature rejects, or of
-        truncated or corrupt TFRecord data.
-    """
+    """Scores ELWC records through ``export``'s proto signature, items numbered in list order;
+    ``RecordFileError`` names the file and record of a rejected list or of corrupt data."""
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 
-    signature = opened_export(export).signatures[SIGNATURE_ELWC]
+    signature = export.signatures[SIGNATURE_ELWC]
 
     def score(batch):
         try:
@@ -256,26 +214,25 @@ def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[S
         return scored
 
     def parsed():
-        for path, number, record in _elwc_records(files):
-            try:
-                elwc = input_pb2.ExampleListWithContext.FromString(record)
-            except DecodeError:
-                raise RecordFileError(
-                    path, number, "not an ExampleListWithContext proto (tfr-convert writes them)"
-                ) from None
-            yield path, number, record, elwc
+        for path in files:
+            for number, record in read_records(path):
+                try:
+                    elwc = input_pb2.ExampleListWithContext.FromString(record)
+                except DecodeError:
+                    what = "not an ExampleListWithContext proto (tfr-convert writes them)"
+                    raise RecordFileError(path, number, what) from None
+                yield path, number, record, elwc
 
     yield from _by_length(parsed(), batch_size, lambda item: len(item[3].examples), score)
 
 
 def text_signature(export):
-    """The default signature of a Listformer export (its directory or the loaded SavedModel)."""
-    return opened_export(export).signatures[SIGNATURE_ELWC]
+    """The default signature of a loaded Listformer export or a ``RemoteModel``."""
+    return export.signatures[SIGNATURE_ELWC]
 
 
 def text_inputs(queries: list[str], documents: list[list[str]], first_stage_scores=None) -> dict:
-    """A raw-string export's inputs: ``query [B]`` and ``documents [B, L]``, shorter lists
-    padded with empty strings, and ``first_stage_scores [B, L]`` (0 on padding) if given."""
+    """A raw-string export's inputs, lists padded with empty documents (and scores of 0)."""
     width = max(map(len, documents))
     padded = [[*texts, *[""] * (width - len(texts))] for texts in documents]
     inputs = {"query": np.array(queries, dtype=object), "documents": np.array(padded, object)}
@@ -294,28 +251,20 @@ def score_text_lists(
     batch_size: int = 16,
     inputs: Callable[..., dict] = text_inputs,
 ) -> Iterator[ScoredList]:
-    """Scores ``(qid, docids, query text, document texts[, first-stage scores])`` lists
-    through a Listformer export's ``signature`` (local or served); ``inputs`` makes a batch's
-    inputs (``text_inputs``, or a token-id export's ``ClientTokenizer.arrays``). An empty
-    document cannot be told from padding: it gets the
-    padding score, is ranked last and is counted in ``ScoredList.num_invalid``.
-    """
+    """Scores ``(qid, docids, query, documents[, first-stage scores])`` lists; an empty document
+    is padding to the model, ranked last and counted in ``num_invalid``."""
     first_stage = FIRST_STAGE_INPUT in signature.structured_input_signature[1]
     for batch in batched(lists, batch_size):
         queries = [item[2] for item in batch]
         texts = [list(item[3]) for item in batch]
-        if first_stage:
-            given = inputs(queries, texts, [_first_stage_scores(item) for item in batch])
-        else:
-            given = inputs(queries, texts)
-        outputs = signature(**given)
+        scores = [[_first_stage_scores(item) for item in batch]] if first_stage else []
+        outputs = signature(**inputs(queries, texts, *scores))
         for i, (qid, docids, _, texts, *_) in enumerate(batch):
             empty = sum(1 for text in texts if not text)
             yield ScoredList(qid, docids, *unpacked(outputs, i, len(docids)), num_invalid=empty)
 
 
 def _first_stage_scores(item: tuple) -> list[float]:
-    """A list's first-stage scores, for a model that takes them."""
     if len(item) < 5 or item[4] is None:
         raise ValueError(
             f"query {item[0]}: the model takes the input {FIRST_STAGE_INPUT} and the list has "
@@ -328,23 +277,18 @@ def write_results(lists: Iterator[ScoredList], out, *, fmt: str, tag: str) -> in
     """Writes a TREC run (``fmt="trec"``) or CSV; returns the number of lists."""
     writer = csv.writer(out) if fmt == "csv" else None
     count = 0
-    for scored in lists:
-        order = np.argsort(-scored.scores, kind="stable")
-        if writer is not None and count == 0:
-            levels = 0 if scored.list_probs is None else len(scored.list_probs)
+    for count, scored in enumerate(lists, start=1):
+        probs = scored.list_probs
+        extra = [] if probs is None or not len(probs) else [probs.sum(), *probs]
+        if writer is not None and count == 1:
             header = ["qid", "docid", "rank", "score"]
-            header += ["expected_list_label"] if levels else []
-            writer.writerow(header + [f"p_t_ge_{k}" for k in range(1, levels + 1)])
-        for rank, j in enumerate(order, start=1):
+            if extra:
+                header += ["expected_list_label", *(f"p_t_ge_{k}" for k in range(1, len(extra)))]
+            writer.writerow(header)
+        for rank, j in enumerate(np.argsort(-scored.scores, kind="stable"), start=1):
+            values = [f"{v:.6f}" for v in (scored.scores[j], *extra)]
             if writer is None:
-                out.write(
-                    f"{scored.qid} Q0 {scored.docids[j]} {rank} {scored.scores[j]:.6f} {tag}\n"
-                )
-                continue
-            row = [scored.qid, scored.docids[j], rank, f"{scored.scores[j]:.6f}"]
-            if scored.list_probs is not None:
-                row.append(f"{scored.list_probs.sum():.6f}")
-                row += [f"{p:.6f}" for p in scored.list_probs]
-            writer.writerow(row)
-        count += 1
+                out.write(f"{scored.qid} Q0 {scored.docids[j]} {rank} {values[0]} {tag}\n")
+            else:
+                writer.writerow([scored.qid, scored.docids[j], rank, *values])
     return count

@@ -1,10 +1,6 @@
-"""In-graph checks of served items: a list is scored only from what the client sent.
-
-An item whose ``features`` field is missing, holds another number of values than ``d``, or
-holds NaN or an infinity is never scored from default values. Under the ``reject`` policy the
-request fails with a message naming list, item, field and values (``invalid input: list 0,
-item 2: the features field holds 46 values, expected 136``); under ``score-last`` such items
-are masked, get the padding score and are flagged in an ``invalid_items [B, L]`` output.
+"""In-graph checks that a list is scored only from what the client sent: an item of missing,
+short, long or non-finite ``features`` fails the request (``reject``) or is ranked last and
+flagged in ``invalid_items [B, L]`` (``score-last``).
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ def check_policy(policy: str) -> str:
 
 
 def item_lengths(sparse: tf.SparseTensor) -> tf.Tensor:
-    """The number of values each item holds: ``[B, L, W]`` sparse -> ``[B, L]`` int32."""
+    """Values per item: ``[B, L, W]`` sparse -> ``[B, L]`` int32."""
     shape = tf.cast(sparse.dense_shape, tf.int32)
     rows = tf.cast(sparse.indices[:, 0] * sparse.dense_shape[1] + sparse.indices[:, 1], tf.int32)
     size = shape[0] * shape[1]
@@ -45,11 +41,8 @@ def item_lengths(sparse: tf.SparseTensor) -> tf.Tensor:
 
 
 def dense_features(sparse: tf.SparseTensor, num_features: int, lengths=None) -> tf.Tensor:
-    """``[B, L, W]`` sparse values -> ``[B, L, d]`` float32, values past ``d`` dropped.
-
-    Given ``lengths``, a batch whose every item holds exactly ``d`` values (the usual case) is
-    reshaped as parsed, without the scatter.
-    """
+    """``[B, L, W]`` sparse values -> ``[B, L, d]`` float32, values past ``d`` dropped; given
+    ``lengths``, a batch of exactly ``d`` values an item is reshaped without the scatter."""
 
     def scattered():
         dense = tf.sparse.to_dense(sparse)[:, :, :num_features]  # [B, L, W] -> [B, L, <= d]
@@ -100,6 +93,11 @@ def _fail_if(bad: tf.Tensor, message_fn) -> tf.Operation:
     return tf.debugging.Assert(tf.logical_not(any_bad), [message], name="check_items")
 
 
+def _assert(condition, template: str, values) -> tf.Operation:
+    message = tf.strings.format(MESSAGE_PREFIX + template, values)
+    return tf.debugging.Assert(condition, [message])
+
+
 def _apply(features, mask, invalid, policy: str, checks: list):
     """Masks invalid items (``score-last``) or makes the features wait on the checks."""
     if policy == "score-last":
@@ -113,12 +111,8 @@ def _apply(features, mask, invalid, policy: str, checks: list):
 
 
 def checked_items(features, mask, lengths, *, num_features: int, policy: str):
-    """Checks parsed ELWC items: ``features [B, L, d]``, ``mask [B, L]`` and ``lengths
-    [B, L]`` (``item_lengths``).
-
-    Returns ``(features, mask, invalid)``: features with padding and invalid items zeroed, the
-    mask of the items to score, and (``score-last`` only) the ``[B, L]`` bool of invalid items.
-    """
+    """Checks parsed ELWC items; returns the features, the mask of the items to score and
+    (``score-last`` only) the ``[B, L]`` bool of invalid items."""
     bad_length = tf.logical_and(mask, tf.not_equal(lengths, num_features))
     finite = tf.reduce_all(tf.math.is_finite(features), axis=-1)  # [B, L, d] -> [B, L]
     nonfinite = tf.logical_and(mask, tf.logical_and(tf.logical_not(bad_length), ~finite))
@@ -140,28 +134,18 @@ def checked_items(features, mask, lengths, *, num_features: int, policy: str):
 
 
 def checked_tensors(features, mask, *, num_features: int, policy: str):
-    """Checks the raw-tensor signature's inputs as ``checked_items`` does; the shapes must
-    agree under every policy, and padding items' values are ignored."""
+    """Checks the tensor signature's inputs as ``checked_items`` does, and their shapes."""
     shape = tf.shape(features)
     shape_checks = [
-        tf.debugging.Assert(
+        _assert(
             tf.equal(shape[2], num_features),
-            [
-                tf.strings.format(
-                    MESSAGE_PREFIX + "the features input holds {} values per item, expected {}",
-                    (shape[2], num_features),
-                )
-            ],
+            "the features input holds {} values per item, expected {}",
+            (shape[2], num_features),
         ),
-        tf.debugging.Assert(
+        _assert(
             tf.reduce_all(tf.equal(tf.shape(mask), shape[:2])),
-            [
-                tf.strings.format(
-                    MESSAGE_PREFIX + "the mask input has shape {}, expected {} (the first two "
-                    "dimensions of features)",
-                    (tf.shape(mask), shape[:2]),
-                )
-            ],
+            "the mask input has shape {}, expected {} (the first two dimensions of features)",
+            (tf.shape(mask), shape[:2]),
         ),
     ]
     with tf.control_dependencies(shape_checks):

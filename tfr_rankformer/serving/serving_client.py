@@ -1,8 +1,5 @@
-"""A client of a running TF Serving, used as a loaded export is: ``connect(url)`` returns a
-``RemoteModel`` whose ``signatures[name]`` are called as a loaded SavedModel's, so the
-scoring functions of ``prediction`` work through the server unchanged. Errors name the URL;
-``ModelRejectedError`` is also the ``tf.errors.InvalidArgumentError`` a local signature raises.
-"""
+"""A TF Serving client: ``connect(url)`` returns a ``RemoteModel`` whose ``signatures`` are
+called as a loaded SavedModel's, so ``prediction`` scores through the server unchanged."""
 
 from __future__ import annotations
 
@@ -18,12 +15,10 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core.elwc_schema import FIRST_STAGE_INPUT
+from tfr_rankformer.core.elwc_schema import FEATURES, FIRST_STAGE_INPUT, MASK
 from tfr_rankformer.core.model_families import FEATURES_KIND, TEXT_KIND
 from tfr_rankformer.serving.serving_requests import (
     EXAMPLES,
-    FEATURES,
-    MASK,
     SIGNATURE_ELWC,
     SIGNATURE_TENSORS,
     grpc_outputs,
@@ -65,8 +60,7 @@ class ServingError(RuntimeError):
 
 
 class ModelRejectedError(ServingError, tf.errors.InvalidArgumentError):
-    """The served model refused a request (HTTP 400, gRPC ``INVALID_ARGUMENT``); caught
-    as the ``InvalidArgumentError`` a local signature raises, so callers treat both alike."""
+    """A request the model refused, also the ``InvalidArgumentError`` a local signature raises."""
 
     def __init__(self, message: str):
         tf.errors.InvalidArgumentError.__init__(self, None, None, message)
@@ -88,16 +82,13 @@ class ServerAddress:
 
 
 def parse_server_url(url: str) -> ServerAddress:
-    """The model URL ``url`` read into its parts.
+    """The model URL ``url`` read into its parts; ``ValueError`` for a URL of neither form.
 
     >>> address = parse_server_url("grpc://localhost:8500/rankformer/versions/2")
     >>> address.protocol, address.target, address.model_name, address.version
     ('grpc', 'localhost:8500', 'rankformer', 2)
     >>> parse_server_url("http://localhost:8501/v1/models/rankformer").protocol
     'rest'
-
-    Raises:
-      ValueError: a URL of neither form.
     """
     parts = urllib.parse.urlsplit(url)
     pattern = _PATHS.get(parts.scheme)
@@ -243,8 +234,7 @@ class _GrpcTransport:
 
 
 class RemoteSignature:
-    """One signature of a served model, called as a loaded SavedModel's signature is;
-    answers are cast to the output dtypes of the server's metadata (REST answers are JSON)."""
+    """One signature of a served model, called as a loaded SavedModel's."""
 
     def __init__(self, transport, name: str, signature_def):
         self._transport = transport
@@ -268,13 +258,8 @@ class RemoteSignature:
         return (), dict(self.input_specs)
 
     def __call__(self, **inputs) -> dict[str, tf.Tensor]:
-        """Sends ``inputs`` by input name; returns the outputs.
-
-        Raises:
-          TypeError: other input names than the signature's, or an input of another dtype
-            (floats are converted), naming it.
-          ModelRejectedError: the model refused the inputs.
-        """
+        """Sends ``inputs`` by input name; returns the outputs. ``TypeError`` names a missing,
+        unknown or wrongly typed input (floats are converted)."""
         missing = sorted(set(self.input_specs) - set(inputs))
         if missing or set(inputs) - set(self.input_specs):
             raise TypeError(
@@ -290,11 +275,7 @@ class RemoteSignature:
             if wanted != tf.string:  # floats as the signature's (TF Serving converts no proto)
                 inputs[name] = array.astype(wanted.as_numpy_dtype)
         outputs = self._transport.predict(inputs, self.name)
-        typed = {}
-        for name, value in outputs.items():
-            dtype = self.output_dtypes.get(name)
-            typed[name] = tf.constant(np.asarray(value, dtype.as_numpy_dtype) if dtype else value)
-        return typed
+        return {k: tf.constant(v, self.output_dtypes.get(k)) for k, v in outputs.items()}
 
 
 class RemoteModel:
@@ -314,8 +295,7 @@ class RemoteModel:
 
     @property
     def kind(self) -> str:
-        """The served export's kind: text (on text or token ids) or feature vectors;
-        ``ServingError`` for neither."""
+        """The served export's kind: text or feature vectors; ``ServingError`` for neither."""
         if self.text_inputs() - {FIRST_STAGE_INPUT} in _TEXT_INPUTS:
             return TEXT_KIND
         self.num_features  # noqa: B018  (raises for an export of neither kind)
@@ -347,25 +327,14 @@ class RemoteModel:
 
 
 def wait_until_available(url: str, *, seconds: float, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Waits up to ``seconds`` until ``GET /v1/models/NAME`` reports a version ``AVAILABLE``
-    (over gRPC, until the model's metadata answers).
-
-    Raises:
-      ValueError: a URL of neither form.
-      ServingError: still not available after ``seconds``, with the last answer.
-    """
+    """Waits up to ``seconds`` until the model's metadata answers (a version is AVAILABLE)."""
     address = parse_server_url(url)
     deadline = time.monotonic() + seconds
     while True:
         transport = _transport(address, timeout)
         try:
-            if address.protocol == "grpc":
-                transport.metadata()
-                return
-            states = transport._send(address.url, None).get("model_version_status", [])
-            if any(state.get("state") == "AVAILABLE" for state in states):
-                return
-            last = f"its versions are {[state.get('state') for state in states]}"
+            transport.metadata()
+            return
         except ServingError as e:
             last = str(e)
         finally:
@@ -380,14 +349,8 @@ def _transport(address: ServerAddress, timeout: float):
 
 
 def connect(url: str, *, timeout: float = DEFAULT_TIMEOUT, wait: float = 0.0) -> RemoteModel:
-    """Opens the model at ``url`` (``parse_server_url``; without a version, the one the
-    server's policy serves, by default the latest); ``timeout`` is seconds per request,
-    ``wait`` the seconds to wait for the model to be AVAILABLE.
-
-    Raises:
-      ValueError: a URL of neither form.
-      ServingError: the server cannot be reached or answers with an error.
-    """
+    """Opens the model at ``url`` (without a version, the one the server serves); ``timeout``:
+    seconds per request; ``wait``: seconds to wait for it (``ServingError``)."""
     address = parse_server_url(url)
     if wait > 0:
         wait_until_available(url, seconds=wait, timeout=timeout)

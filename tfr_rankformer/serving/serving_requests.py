@@ -1,6 +1,5 @@
-"""TF Serving's request and answer formats for a feature-vector export, built and read here
-and sent by ``serving_client``: REST ``:predict`` bodies (binary strings as ``{"b64": ...}``,
-rows ``instances`` or columns ``inputs``) and gRPC ``PredictRequest`` protos.
+"""TF Serving's requests and answers for a feature-vector export: REST ``:predict`` bodies
+(rows ``instances`` or columns ``inputs``) and gRPC ``PredictRequest`` protos.
 
 >>> import numpy as np
 >>> features, mask = padded_tensors([(7, ["a"], np.array([[1, 2]])), (8, [], np.zeros((0, 2)))], 2)
@@ -21,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
+from tfr_rankformer.core.elwc_schema import FEATURES, MASK
+
 if TYPE_CHECKING:
     from tensorflow_serving.apis import model_pb2, predict_pb2
 
@@ -28,8 +29,6 @@ __all__ = [
     "SIGNATURE_ELWC",
     "SIGNATURE_TENSORS",
     "EXAMPLES",
-    "FEATURES",
-    "MASK",
     "REST_FORMS",
     "FeatureList",
     "elwc_records",
@@ -51,25 +50,17 @@ __all__ = [
 SIGNATURE_ELWC = "serving_default"
 SIGNATURE_TENSORS = "predict_tensors"
 EXAMPLES = "examples"
-FEATURES = "features"
-MASK = "mask"
 # TF Serving's two JSON layouts of a predict request: rows, or one array per input.
 REST_FORMS = ("instances", "inputs")
 # The name of a signature's only output, which TF Serving's REST answer leaves out.
 _SINGLE_OUTPUT = "scores"
 
-# ``(qid, docids, [n, d] raw features)``: one query's list, as ``prediction.score_lists``
-# and the LETOR reader (``tfrecords_tools.letor.letor_lists``) hold it.
+# One query's list, as ``prediction.score_lists`` and the LETOR readers hold it.
 FeatureList = tuple[int, Sequence[str], np.ndarray]
 
 
 def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]:
-    """The lists as serialized ELWC protos (context ``qid``, each item's raw ``features``),
-    one ``examples`` value per list.
-
-    Raises:
-      ValueError: a list whose features are not ``[len(docids), num_features]``.
-    """
+    """The lists as serialized ELWC; ``ValueError`` for features not ``[len(docids), d]``."""
     from tensorflow_serving.apis import input_pb2
 
     records = []
@@ -89,14 +80,8 @@ def elwc_records(lists: Iterable[FeatureList], num_features: int) -> list[bytes]
 
 
 def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
-    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (plain or ``.gz``),
-    read only as far as the lists taken: a client reads only the lists it sends. A docid is
-    the line's ``#docid = ...``, else its line number; an omitted feature reads 0
-    (``tfr-predict`` reads whole files with the converter's validating parser).
-
-    Raises:
-      ValueError: naming the file and line of a line that does not parse.
-    """
+    """``(qid, docids, [n, d] raw features)`` per query of a LETOR file (or ``.gz``), read lazily;
+    docids from ``#docid = ...``, else line numbers; an omitted feature reads 0."""
     qid, docids, rows = None, [], []
     with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
@@ -130,8 +115,7 @@ def letor_lists(path: str, num_features: int) -> Iterator[FeatureList]:
 def padded_tensors(
     lists: Sequence[FeatureList], num_features: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``predict_tensors``' inputs for ``lists``, each padded to the longest: ``features
-    [B, L, d]`` float32 and ``mask [B, L]`` bool."""
+    """``lists`` padded to the longest: ``features [B, L, d]`` float32, ``mask [B, L]`` bool."""
     width = max((len(docids) for _, docids, _ in lists), default=0)
     features = np.zeros((len(lists), width, num_features), np.float32)
     mask = np.zeros((len(lists), width), bool)
@@ -142,8 +126,7 @@ def padded_tensors(
 
 
 def _array(value) -> np.ndarray:
-    """``value`` as numpy; strings stay Python ``bytes`` (a fixed-width ``S`` array would drop
-    a serialized proto's trailing zero bytes)."""
+    """``value`` as numpy, strings as ``bytes`` objects (an ``S`` array drops trailing zeros)."""
     if isinstance(value, tf.Tensor):
         value = value.numpy()
     array = np.asarray(value)
@@ -169,12 +152,8 @@ def _from_json(value):
 
 
 def rest_body(inputs: Mapping[str, object], *, signature_name: str, form: str) -> dict:
-    """The JSON body of a REST ``:predict`` request: ``form`` ``instances`` (rows: the value
-    itself for a one-input signature) or ``inputs`` (one array per input name).
-
-    Raises:
-      ValueError: an unknown form, or inputs of different batch sizes in rows.
-    """
+    """The JSON body of a REST ``:predict`` request in ``form`` ``instances`` (rows; the value
+    itself for one input) or ``inputs`` (one array per input name)."""
     if form not in REST_FORMS:
         raise ValueError(f"Unknown REST form {form!r}; choose from {list(REST_FORMS)}")
     columns = {name: _to_json(_array(value).tolist()) for name, value in inputs.items()}
@@ -202,11 +181,7 @@ def rest_elwc_body(
     >>> rest_elwc_body([b"\\x0a\\x00"], form="inputs")["inputs"]
     {'examples': [{'b64': 'CgA='}]}
     """
-    return rest_body(
-        {EXAMPLES: np.asarray(list(records), dtype=object)},
-        signature_name=signature_name,
-        form=form,
-    )
+    return rest_body(_elwc_inputs(records), signature_name=signature_name, form=form)
 
 
 def rest_tensor_body(
@@ -216,10 +191,16 @@ def rest_tensor_body(
     form: str = "inputs",
     signature_name: str = SIGNATURE_TENSORS,
 ) -> dict:
-    """The REST body scoring ``features [B, L, d]`` and ``mask [B, L]`` through
-    ``predict_tensors``."""
-    inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
-    return rest_body(inputs, signature_name=signature_name, form=form)
+    """The REST body scoring ``features [B, L, d]`` and ``mask [B, L]``."""
+    return rest_body(_tensor_inputs(features, mask), signature_name=signature_name, form=form)
+
+
+def _elwc_inputs(records: Sequence[bytes]) -> dict:
+    return {EXAMPLES: np.asarray(list(records), dtype=object)}
+
+
+def _tensor_inputs(features, mask) -> dict:
+    return {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
 
 
 def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
@@ -231,8 +212,7 @@ def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
     >>> rest_outputs({"outputs": [[1.0, 2.0]]})
     {'scores': array([[1., 2.]])}
 
-    Raises:
-      ValueError: an ``{"error": ...}`` answer, or one holding neither key.
+    ``ValueError`` for an ``{"error": ...}`` answer, or one holding neither key.
     """
     if "error" in response:
         raise ValueError(f"TF Serving answered with an error: {response['error']}")
@@ -252,14 +232,10 @@ def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
 
 
 def _output(value) -> np.ndarray:
-    value = _from_json(value)
-    return np.asarray(value, dtype=object) if _holds_bytes(value) else np.asarray(value)
-
-
-def _holds_bytes(value) -> bool:
-    while isinstance(value, list) and value:
-        value = value[0]
-    return isinstance(value, bytes)
+    value = first = _from_json(value)
+    while isinstance(first, list) and first:
+        first = first[0]
+    return np.asarray(value, dtype=object if isinstance(first, bytes) else None)
 
 
 def model_spec(
@@ -299,9 +275,8 @@ def predict_request(
 def grpc_elwc_request(
     records: Sequence[bytes], *, model_name: str, signature_name: str = SIGNATURE_ELWC, **spec
 ) -> predict_pb2.PredictRequest:
-    """A ``PredictRequest`` scoring serialized ELWC ``records``; ``spec``: ``version`` or
-    ``version_label``."""
-    inputs = {EXAMPLES: np.asarray(list(records), dtype=object)}
+    """A ``PredictRequest`` scoring ELWC ``records``; ``spec``: ``version`` or ``version_label``."""
+    inputs = _elwc_inputs(records)
     return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
 
 
@@ -314,7 +289,7 @@ def grpc_tensor_request(
     **spec,
 ) -> predict_pb2.PredictRequest:
     """A ``PredictRequest`` scoring ``features [B, L, d]`` and ``mask [B, L]``."""
-    inputs = {FEATURES: np.asarray(features, np.float32), MASK: np.asarray(mask, bool)}
+    inputs = _tensor_inputs(features, mask)
     return predict_request(inputs, model_name=model_name, signature_name=signature_name, **spec)
 
 

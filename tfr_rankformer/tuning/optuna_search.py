@@ -1,23 +1,20 @@
-"""``tfr-tune``'s library function: Optuna search over a model's settings, resumable.
-
-Every trial trains one ``tfr-train`` run into ``output/trials/<number>/`` and scores it by
-the validation NDCG_y@10 that ``tfr-train`` selects checkpoints on. The sampler is a seeded
-TPE; the study lives in ``output/study.db``, so the same command resumes it. A median pruner
-stops trials below the median of earlier ones (per epoch, or every ``eval_every`` trees).
-``output/`` receives ``best_config.json`` (which ``tfr-train --config`` takes),
-``trials.csv``, ``search_space.json`` and the plots of ``tuning_plots``.
+"""``tfr-tune``'s library function: a resumable Optuna search (seeded TPE, median pruning,
+the study in ``output/study.db``) whose trials are ``tfr-train`` runs in
+``output/trials/<number>/``, scored by their validation NDCG_y@10.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import logging
+import math
 import os
 import time
 
 from tfr_rankformer.core import model_families
-from tfr_rankformer.core.config_io import require_positive_ints, write_json
+from tfr_rankformer.core.config_io import read_settings, require_positive_ints, write_json
 from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 from tfr_rankformer.model.model_config import ModelConfig
@@ -40,21 +37,13 @@ PRUNER_WARMUP = {"gbdt": 100, "neural": 3}
 
 @dataclasses.dataclass(frozen=True)
 class TuneConfig:
-    """Settings of one search.
+    """Settings of one search (``tfr-tune``'s options say what each is).
 
     Attributes:
-      model: a feature-vector model or a GBDT (``model_families``).
-      data: a converted dataset with a ``vali`` split.
-      output: the search's directory (its study resumes from there).
       trials: trials the study should hold when done (complete or pruned).
-      timeout: stop starting trials after this many seconds (``None``: no limit).
       jobs: trials run at once (threads); GBDTs only.
-      seed: seed of the sampler and of every trial's run.
-      search_space: a JSON file of ranges over the defaults (``search_space``).
-      settings: fixed settings of every trial: ``tfr-train`` settings for neural
-        models (e.g. ``epochs``), ``GBDTConfig`` fields or LightGBM parameters
-        for GBDTs.
-      prune: stop unpromising trials early (median pruning).
+      settings: fixed settings of every trial: ``tfr-train``'s for neural models,
+        ``GBDTConfig`` fields or LightGBM parameters for GBDTs.
     """
 
     model: str
@@ -70,8 +59,7 @@ class TuneConfig:
 
     def __post_init__(self):
         if not _tunable(self.model):
-            known = list(_tunable_names())
-            raise ValueError(f"Unknown model {self.model!r}; choose from {known}")
+            raise ValueError(f"Unknown model {self.model!r}; choose from {list(_tunable_names())}")
         if not self.data or not self.output:
             raise ValueError("`data` and `output` must be given")
         require_positive_ints(self, "trials", "jobs")
@@ -131,69 +119,47 @@ def resolve_space(config: TuneConfig) -> dict:
     return space
 
 
-def _gbdt_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
-    """A trial's ``GBDTConfig`` JSON: fixed settings, then the sampled parameters."""
+def _trial_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
+    """A trial's settings: the fixed ones, then the sampled ``params``."""
+    run = {"model": config.model, "data": config.data, "model_dir": model_dir, "seed": config.seed}
+    if not config.is_gbdt:
+        return {**config.settings, **params, **run}
     fields = {f.name for f in dataclasses.fields(GBDTConfig)}
     own = {k: v for k, v in config.settings.items() if k in fields and k != "params"}
-    lightgbm = dict(config.settings.get("params", {}))
-    lightgbm.update({k: v for k, v in config.settings.items() if k not in fields})
-    lightgbm.update(params)
-    return {
-        **own,
-        "model": config.model,
-        "data": config.data,
-        "model_dir": model_dir,
-        "seed": config.seed,
-        "params": lightgbm,
-    }
+    lightgbm = {k: v for k, v in config.settings.items() if k not in fields}
+    return {**own, **run, "params": {**config.settings.get("params", {}), **lightgbm, **params}}
 
 
-def _neural_values(config: TuneConfig, params: dict, model_dir: str) -> dict:
-    """A trial's flat settings (``TrainConfig.from_flat``): fixed, then sampled."""
-    return {
-        **config.settings,
-        **params,
-        "model": config.model,
-        "data": config.data,
-        "model_dir": model_dir,
-        "seed": config.seed,
-    }
+def _report(trial, value: float, step: int, unit: str) -> None:
+    """Reports ``value`` at ``step`` to ``trial`` and prunes the trial if the pruner says so."""
+    import optuna
+
+    trial.report(value, step)
+    if trial.should_prune():
+        raise optuna.TrialPruned(f"pruned at {unit} {step}: {value:.2f}")
 
 
 class _GBDTPruning:
-    """A LightGBM callback reporting validation NDCG_y@10 to the trial, pruning on it."""
+    """A LightGBM callback reporting validation NDCG_y@10 to the trial."""
 
     def __init__(self, trial):
         self.trial = trial
 
     def __call__(self, env):
-        import math
-
-        import optuna
-
-        if not env.evaluation_result_list:
-            return
-        value = env.evaluation_result_list[0][2]
-        if math.isnan(value):
-            return
-        self.trial.report(value, env.iteration + 1)
-        if self.trial.should_prune():
-            raise optuna.TrialPruned(f"pruned at tree {env.iteration + 1}: {value:.2f}")
+        value = env.evaluation_result_list[0][2] if env.evaluation_result_list else math.nan
+        if not math.isnan(value):  # NaN: a tree between two evaluations
+            _report(self.trial, value, env.iteration + 1, "tree")
 
 
 def _keras_pruning(trial):
-    """A Keras callback reporting ``val_ndcg_y@10`` per epoch to ``trial``, pruning on it."""
-    import optuna
+    """A Keras callback reporting ``val_ndcg_y@10`` per epoch to ``trial``."""
     import tensorflow as tf
 
     class Pruning(tf.keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             value = (logs or {}).get("val_ndcg_y@10")
-            if value is None:
-                return
-            trial.report(float(value), epoch + 1)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned at epoch {epoch + 1}: {value:.2f}")
+            if value is not None:
+                _report(trial, float(value), epoch + 1, "epoch")
 
     return Pruning()
 
@@ -202,19 +168,18 @@ def _run_trial(config: TuneConfig, space: dict, trial) -> float:
     params = search_space.suggest(trial, space)
     model_dir = os.path.join(config.output, "trials", f"{trial.number:04d}")
     trial.set_user_attr("run_dir", model_dir)
-    pruning = config.prune
+    values = _trial_values(config, params, model_dir)
     if config.is_gbdt:
-        run = GBDTConfig.from_json(_gbdt_values(config, params, model_dir))
-        metrics = train(run, callbacks=[_GBDTPruning(trial)] if pruning else None)
+        pruning = [_GBDTPruning(trial)] if config.prune else None
+        metrics = train(GBDTConfig.from_json(values), callbacks=pruning)
     else:
-        run = TrainConfig.from_flat(_neural_values(config, params, model_dir))
-        metrics = train(run, verbose=0, callbacks=[_keras_pruning(trial)] if pruning else None)
+        pruning = [_keras_pruning(trial)] if config.prune else None
+        metrics = train(TrainConfig.from_flat(values), verbose=0, callbacks=pruning)
     return float(metrics["vali"].get("ndcg_y@10", "nan"))
 
 
 def _open_study(config: TuneConfig, space: dict):
-    """The study in ``output/study.db``: created, or resumed when it searched the same model
-    and space; trials a killed process left running are marked failed."""
+    """The study, created or resumed; trials a killed process left running are marked failed."""
     import optuna
 
     storage = f"sqlite:///{os.path.abspath(os.path.join(config.output, STUDY_DB))}"
@@ -240,34 +205,19 @@ def _open_study(config: TuneConfig, space: dict):
     return study
 
 
-def _finished(study) -> int:
-    import optuna
-
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    return len(study.get_trials(deepcopy=False, states=states))
-
-
-def _best_value(study) -> float | None:
-    try:
-        return study.best_value
-    except ValueError:  # no complete trial yet
-        return None
-
-
 def _write_outputs(config: TuneConfig, study, space: dict) -> dict:
     """``best_config.json``, ``trials.csv``, ``search_space.json`` and the plots."""
     from tfr_rankformer.tuning import tuning_plots
 
     write_json(os.path.join(config.output, "search_space.json"), search_space.space_to_json(space))
     rows = tuning_plots.write_trials_csv(study, os.path.join(config.output, "trials.csv"))
-    summary = {"trials": rows, "best_value": _best_value(study), "objective": OBJECTIVE}
-    if summary["best_value"] is None:
+    summary = {"trials": rows, "best_value": None, "objective": OBJECTIVE, "plots": []}
+    if "complete" not in rows:
         logger.warning("no trial completed: no %s written", BEST_CONFIG)
-        summary["plots"] = []
         return summary
     best = study.best_trial
-    with open(os.path.join(best.user_attrs["run_dir"], "config.json"), encoding="utf-8") as f:
-        settings = json.load(f)
+    summary["best_value"] = best.value
+    settings = read_settings(os.path.join(best.user_attrs["run_dir"], "config.json"))
     settings.pop("model_dir")  # tfr-train --config takes the directory as --model-dir
     write_json(os.path.join(config.output, BEST_CONFIG), settings)
     summary.update(best_trial=best.number, best_params=best.params, best_config=settings)
@@ -276,20 +226,16 @@ def _write_outputs(config: TuneConfig, study, space: dict) -> dict:
 
 
 def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
-    """Runs (or resumes) the search; returns a summary of the study (trial counts, the best
-    value, trial, parameters and configuration, the plots, this call's seconds).
-
-    Raises:
-      ValueError: for a bad search-space file, data without a ``vali`` split, or an ``output``
-        holding another study (before anything is written).
-    """
+    """Runs (or resumes) the search; returns a summary of the study. ``ValueError`` for a bad
+    search space, data without a ``vali`` split, or an ``output`` of another study."""
     import optuna
 
     space = resolve_space(config)
     os.makedirs(config.output, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = _open_study(config, space)
-    done = _finished(study)
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    done = len(study.get_trials(deepcopy=False, states=states))
     # A resumed search must not draw the first run's random start again.
     study.sampler = optuna.samplers.TPESampler(seed=config.seed + len(study.trials))
     if config.prune:
@@ -317,30 +263,20 @@ def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
 
 
 def load_tuned(directory: str) -> list[tuple[str, dict]]:
-    """The best configurations of ``tfr-tune`` outputs, for ``tfr-experiment --tuned``:
-    ``directory/best_config.json`` gives the row ``tuned <model>``, else each
-    ``directory/<name>/best_config.json`` gives ``tuned <name>``, without ``data``,
-    ``model_dir`` and ``seed``, which the experiment sets.
-
-    Raises:
-      ValueError: if there is none, or one names no model ``tfr-train`` knows.
-    """
-    found = []
-    if os.path.isfile(os.path.join(directory, BEST_CONFIG)):
-        found.append((None, os.path.join(directory, BEST_CONFIG)))
-    elif os.path.isdir(directory):
-        for name in sorted(os.listdir(directory)):
-            if os.path.isfile(os.path.join(directory, name, BEST_CONFIG)):
-                found.append((name, os.path.join(directory, name, BEST_CONFIG)))
+    """``tfr-experiment --tuned``'s rows: ``directory/best_config.json``, else each
+    ``directory/<name>/best_config.json``, without ``data``, ``model_dir`` and ``seed``."""
+    top = os.path.join(directory, BEST_CONFIG)
+    below = sorted(glob.glob(os.path.join(glob.escape(directory), "*", BEST_CONFIG)))
+    found = [top] if os.path.isfile(top) else below
     if not found:
         raise ValueError(f"{directory}: no {BEST_CONFIG} there or one level below")
     tuned = []
-    for name, path in found:
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
-        model = settings.get("model") if isinstance(settings, dict) else None
+    for path in found:
+        settings = read_settings(path)
+        model = settings.get("model")
         if not _tunable(model):
             raise ValueError(f"{path}: `model` {model!r} is not a model tfr-train knows")
+        name = model if path == top else os.path.basename(os.path.dirname(path))
         settings = {k: v for k, v in settings.items() if k not in ("data", "model_dir", "seed")}
-        tuned.append((f"tuned {name or model}", settings))
+        tuned.append((f"tuned {name}", settings))
     return tuned

@@ -10,9 +10,9 @@ A JSON file replaces any range, or drops a setting from the search with ``null``
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from tfr_rankformer.core import model_families
+from tfr_rankformer.core.config_io import read_settings
 
 __all__ = [
     "Range",
@@ -28,8 +28,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Range:
-    """One searched setting: an interval ``[low, high]`` (on a log scale, of integers) or
-    ``choices``."""
+    """One searched setting: ``[low, high]`` (on a log scale, of integers) or ``choices``."""
 
     low: float | None = None
     high: float | None = None
@@ -65,38 +64,29 @@ class Range:
         return f"[{low}, {high}]" + (" log" if self.log else "")
 
 
-def _floats(low, high, log=False) -> Range:
-    return Range(low=float(low), high=float(high), log=log)
-
-
-def _ints(low, high, log=False) -> Range:
-    return Range(low=int(low), high=int(high), log=log, integer=True)
-
-
 # Brackets the paper's Table 5 settings (it publishes the tuned values, not its ranges).
 GBDT_SPACE = {
-    "num_leaves": _ints(8, 1024, log=True),
-    "min_data_in_leaf": _ints(5, 500, log=True),
-    "learning_rate": _floats(0.01, 0.5, log=True),
-    "cegb_tradeoff": _floats(0.01, 2.0, log=True),
-    "num_iterations": _ints(100, 10000, log=True),
+    "num_leaves": Range(8, 1024, log=True, integer=True),
+    "min_data_in_leaf": Range(5, 500, log=True, integer=True),
+    "learning_rate": Range(0.01, 0.5, log=True),
+    "cegb_tradeoff": Range(0.01, 2.0, log=True),
+    "num_iterations": Range(100, 10000, log=True, integer=True),
 }
 # Around the paper's neural settings; ``alpha`` only for models with a list head.
 NEURAL_SPACE = {
-    "learning_rate": _floats(1e-4, 1e-2, log=True),
-    "weight_decay": _floats(1e-3, 0.3, log=True),
-    "dropout": _floats(0.0, 0.5),
-    "num_layers": _ints(1, 4),
+    "learning_rate": Range(1e-4, 1e-2, log=True),
+    "weight_decay": Range(1e-3, 0.3, log=True),
+    "dropout": Range(0.0, 0.5),
+    "num_layers": Range(1, 4, integer=True),
     "num_heads": Range(choices=(1, 2, 4)),
     "ff_dim": Range(choices=(128, 256, 512, 1024)),
-    "alpha": _floats(0.0, 4.0),
+    "alpha": Range(0.0, 4.0),
 }
 _ENCODER_KEYS = ("num_layers", "num_heads", "ff_dim")
 
 
 def default_space(model: str, *, gbdt: bool, width: int | None = None) -> dict[str, Range]:
-    """The default search space of ``model``; ``width``'s divisors up to 8 are
-    ``num_heads``'s choices."""
+    """``model``'s default space; ``num_heads`` takes ``width``'s divisors up to 8."""
     if gbdt:
         return dict(GBDT_SPACE)
     space = dict(NEURAL_SPACE)
@@ -132,17 +122,10 @@ def _range_from_json(value, default: Range, where: str) -> Range:
 
 
 def load_space(path: str | None, defaults: dict[str, Range], *, what: str) -> dict[str, Range]:
-    """``defaults`` with the ranges of the JSON file ``path`` in place of theirs; errors name
-    the file and the setting."""
+    """``defaults`` with the ranges of the JSON file ``path``; errors name file and setting."""
     if path is None:
         return dict(defaults)
-    try:
-        with open(path, encoding="utf-8") as f:
-            given = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e})") from None
-    if not isinstance(given, dict):
-        raise ValueError(f"{path}: must hold an object of ranges, got {type(given).__name__}")
+    given = read_settings(path)
     space = dict(defaults)
     for key, value in given.items():
         if key not in defaults:

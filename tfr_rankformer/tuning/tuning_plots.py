@@ -1,6 +1,5 @@
-"""``tfr-tune``'s records of a study: ``trials.csv``, ``optimization_history.png`` and
-``param_importances.png`` (Optuna's PED-ANOVA evaluator: the others need scikit-learn,
-which the package does not depend on)."""
+"""``tfr-tune``'s ``trials.csv`` and plots (importances by PED-ANOVA: the other evaluators
+need scikit-learn, which the package does not depend on)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ logger = logging.getLogger(__name__)
 
 
 def write_trials_csv(study, path: str) -> dict:
-    """One row per trial (number, state, value, seconds, settings, run directory);
-    returns the count of trials per state."""
+    """A row per trial in ``path``; returns the count of trials per state."""
     trials = study.get_trials(deepcopy=False)
     names = sorted({name for t in trials for name in t.params})
     counts: dict[str, int] = {}

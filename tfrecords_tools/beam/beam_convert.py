@@ -25,6 +25,7 @@ from tfrecords_tools.atomic_output import (
     prepare,
     publish,
 )
+from tfrecords_tools.beam.beam_config import BeamConfig
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import ConvertConfig, list_policy, normalization_fitter
 from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
@@ -35,56 +36,11 @@ from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_so
 
 logger = logging.getLogger(__name__)
 
-RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
 _SHOWN_BAD_LINES = 5
 
 
 class BadLinesError(ValueError):
     """More invalid lines than allowed; the message counts them and shows the first."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BeamConfig:
-    """Settings of a conversion on Apache Beam (each flag's help says what it is);
-    ``convert.input`` is ``files`` when the splits are given as patterns."""
-
-    convert: ConvertConfig
-    runner: str = "DirectRunner"
-    pipeline_args: tuple[str, ...] = ()
-    max_bad_lines: int = 0
-    bad_lines_output: str | None = None
-    train_files: tuple[str, ...] = ()
-    vali_files: tuple[str, ...] = ()
-    test_files: tuple[str, ...] = ()
-    quantile_epsilon: float | None = None
-
-    def __post_init__(self):
-        if self.runner not in RUNNERS:
-            raise ValueError(f"Unknown runner {self.runner!r}; choose from {list(RUNNERS)}")
-        if not isinstance(self.max_bad_lines, int) or self.max_bad_lines < 0:
-            raise ValueError(f"`max_bad_lines` must be an int >= 0, got {self.max_bad_lines!r}")
-        if self.quantile_epsilon is not None and not 0 < self.quantile_epsilon < 1:
-            raise ValueError(f"`quantile_epsilon` must lie in (0, 1), got {self.quantile_epsilon}")
-        if self.convert.input.startswith("tfds:"):
-            raise ValueError("--runner reads LETOR text; tfds: inputs convert without --runner")
-        if self.train_files and self.convert.input != "files":
-            raise ValueError("give the input either as --input or as --train-files, not both")
-        if (self.vali_files or self.test_files) and not self.train_files:
-            raise ValueError("--vali-files and --test-files need --train-files")
-
-    @property
-    def epsilon(self) -> float:
-        return self.quantile_epsilon or 1.0 / self.convert.num_quantiles
-
-    def patterns(self) -> dict[str, tuple[str, ...]]:
-        given = {"train": self.train_files, "vali": self.vali_files, "test": self.test_files}
-        return {split: patterns for split, patterns in given.items() if patterns}
-
-    def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        del out["convert"]
-        out["quantile_epsilon"] = self.epsilon
-        return out
 
 
 def _match(patterns: tuple[str, ...], split: str) -> list[str]:

@@ -18,9 +18,9 @@ from tfrecords_tools.block_processing import default_workers, parse_workers
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.converted_fold import (
     fold_manifest,
-    input_path,
     letor_entry,
     log_reordered_lines,
+    relative_paths,
 )
 from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
@@ -297,7 +297,8 @@ class _FoldWriter:
                 stats.input_items,
             )
         log_reordered_lines(path, parsing.unsorted_lines, parsing.duplicate_lines)
-        entry = letor_entry(input_path(letor.path, self.scratch), letor, parsing)
+        path = relative_paths(os.path.abspath(letor.path), self.scratch)
+        entry = letor_entry(path, letor, parsing)
         return stats, entry
 
 

@@ -4,9 +4,11 @@ same records for the same seed; bad lines go to a dead-letter file. Remote outpu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-import shutil
+import os
+from collections.abc import Iterator
 
 import apache_beam as beam
 import numpy as np
@@ -22,13 +24,12 @@ from tfrecords_tools.atomic_output import (
     foreign_entries_of,
     foreign_output_message,
     manifest_is_ours,
-    prepare,
-    publish,
+    scratch_directory,
 )
 from tfrecords_tools.beam.beam_config import BeamConfig
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import ConvertConfig, list_policy, normalization_fitter
-from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
+from tfrecords_tools.converted_fold import fold_manifest, log_reordered_lines, relative_paths
 from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.normalization import rounded
@@ -176,7 +177,7 @@ def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir
     else:
         entry = dict(infos[0])
         if "://" not in entry["path"]:
-            entry["path"] = input_path(entry["path"], work_dir)
+            entry["path"] = relative_paths(os.path.abspath(entry["path"]), work_dir)
     entry["bad_lines"] = bad_lines
     return entry
 
@@ -232,12 +233,10 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":
         raise ValueError("--input synthetic is generated locally; give a local --output")
-    if remote:
-        final, work_dir = c.output, prepare_remote(c.output, overwrite=c.overwrite)
-    else:
-        final, work_dir = prepare(c.output, overwrite=c.overwrite)
+    final = c.output if remote else os.path.abspath(c.output)
     bad_path = config.bad_lines_output or f"{final.rstrip('/')}.bad_lines.txt"
-    try:
+    output = _remote_output if remote else scratch_directory
+    with output(c.output, overwrite=c.overwrite) as work_dir:
         source, folds = _resolve(config, work_dir)
         sizes = _sizes(c, source, folds)
         jobs = _jobs(config, folds, sizes, work_dir)
@@ -248,18 +247,22 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
         manifests = _manifests(config, source, folds, sizes, results, work_dir)
         for manifest in manifests:
             write_manifest(_fold_dir(c, work_dir, manifest.fold), manifest, write_text=_write_text)
-        if not remote:
-            publish(work_dir, final, overwrite=c.overwrite, output=c.output)
-    except BaseException:
-        if remote:
-            try:
-                FileSystems.delete([work_dir])
-            except Exception as error:  # noqa: BLE001 - the original error matters more
-                logger.warning("could not delete %s: %s", work_dir, error)
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        raise
     return manifests
+
+
+@contextlib.contextmanager
+def _remote_output(output: str, *, overwrite: bool) -> Iterator[str]:
+    """A remote ``output`` written in place (see :func:`prepare_remote`), deleted when the
+    block raises."""
+    work_dir = prepare_remote(output, overwrite=overwrite)
+    try:
+        yield work_dir
+    except BaseException:
+        try:
+            FileSystems.delete([work_dir])
+        except Exception as error:  # noqa: BLE001 - the original error matters more
+            logger.warning("could not delete %s: %s", work_dir, error)
+        raise
 
 
 def prepare_remote(output: str, *, overwrite: bool) -> str:

@@ -47,17 +47,6 @@ def is_text_dataset(directory: str) -> bool:
         return False
 
 
-def relative_paths(values, scratch: str):
-    """``values`` with paths inside ``scratch`` made relative to it (generated inputs)."""
-    if isinstance(values, dict):
-        return {k: relative_paths(v, scratch) for k, v in values.items()}
-    if isinstance(values, (list, tuple)):
-        return [relative_paths(v, scratch) for v in values]
-    if isinstance(values, str) and values.startswith(scratch + os.sep):
-        return os.path.relpath(values, scratch)
-    return values
-
-
 def _elwc_types(first_stage: bool) -> dict:
     """The manifest's ``elwc`` entry: the features of the context and of each item."""
     examples = {

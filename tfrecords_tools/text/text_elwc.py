@@ -208,18 +208,18 @@ class TextSplitWriter:
         if max(text_list.relevance, default=0) == 0:
             self.empty_list_lengths.add(length)
 
-    def length_histograms(self) -> dict:
-        """``{str(length): lists}`` of every list and of those whose list label is 0."""
-        return {
-            "list_length_histogram": self.list_lengths.as_dict(),
-            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
-        }
-
     def close(self) -> dict:
-        """Closes the files; returns ``{file name: lists}``."""
+        """Closes the files; returns the split's manifest entry (counts, lengths of every
+        list and of those whose list label is 0, and ``{file name: lists}``)."""
         for writer in self._writers:
             writer.close()
-        return dict(zip(self.names, self.counts))
+        return {
+            "num_lists": self.num_lists,
+            "num_items": self.num_items,
+            "list_length_histogram": self.list_lengths.as_dict(),
+            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
+            "files": dict(zip(self.names, self.counts)),
+        }
 
 
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:

@@ -11,9 +11,9 @@ import os
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
+from tfrecords_tools.converted_fold import relative_paths
 from tfrecords_tools.text.text_dataset import (
     first_stage_score_source,
-    relative_paths,
     text_manifest,
     write_atomically,
 )
@@ -236,16 +236,7 @@ def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
             writers[split].write(text_list)
             max_label = max(max_label, *text_list.relevance)
     finally:
-        files = {s: w.close() for s, w in writers.items()}
-    splits = {
-        s: {
-            "num_lists": w.num_lists,
-            "num_items": w.num_items,
-            **w.length_histograms(),
-            "files": files[s],
-        }
-        for s, w in writers.items()
-    }
+        splits = {s: w.close() for s, w in writers.items()}
     return splits, max_label
 
 

@@ -215,18 +215,14 @@ def generate_trec_layout(
         qrels=os.path.join(directory, "qrels.txt"),
         run=os.path.join(directory, "run.txt"),
     )
-    counts = {
-        "train": config.train_queries,
-        "vali": config.vali_queries,
-        "test": config.test_queries,
-    }
     qid, docid = 0, 0
     with (
         atomic_write(paths["collection"], newline="\n") as collection,
         atomic_write(paths["qrels"], newline="\n") as qrels,
         atomic_write(paths["run"], newline="\n") as run,
     ):
-        for split, count in counts.items():
+        for split in SPLIT_FILES:
+            count = getattr(config, f"{split}_queries")
             rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
             lists = generate_text_lists(count, mean_list_size=config.mean_list_size, rng=rng)
             with atomic_write(paths[f"{split}_queries"], newline="\n") as queries:

@@ -162,8 +162,7 @@ def check_replaceable(output: str, *, overwrite: bool, final: str | None = None)
 
 
 def _remove_dead_scratch(final: str, prefix: str) -> None:
-    """Deletes the scratch directories ``<prefix><host>-<pid>-<random>`` of conversions
-    into ``final`` on this host whose process no longer runs (killed)."""
+    """Deletes this host's scratch directories for ``final`` whose conversion was killed."""
     parent = glob.escape(os.path.dirname(final))
     for scratch in glob.glob(os.path.join(parent, glob.escape(prefix) + "*")):
         owner = os.path.basename(scratch)[len(prefix) :].rsplit("-", 2)

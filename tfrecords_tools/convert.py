@@ -182,8 +182,7 @@ def normalization_fitter(config: ConvertConfig, num_features: int) -> Normalizat
 
 
 def _file_progress(description: str, total: int | None, enabled: bool):
-    """A tqdm bar over a file's bytes (on terminals) and its ``(bytes read, items)`` update,
-    which also shows items and items/s."""
+    """A tqdm bar over a file's bytes and its ``(bytes read, items)`` update (items/s shown)."""
     from tqdm.auto import tqdm
 
     disable = not enabled or None
@@ -303,8 +302,7 @@ class _FoldWriter:
 
 
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:
-    """Converts the input to ELWC shards and manifests; returns the manifests. Nothing is
-    left in ``output`` when it raises."""
+    """Converts the input to ELWC shards; returns one manifest per fold, no output on error."""
     # Only LETOR text uses parsing workers.
     reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
     workers = (config.workers or default_workers()) if reads_letor else 1

@@ -83,8 +83,7 @@ def masked_crc(data: bytes) -> int:
 
 
 def frame_records(records: list[bytes]) -> bytes:
-    """Records in TFRecord framing (length, its masked CRC, data, its masked CRC), ready to
-    be appended to a TFRecord file."""
+    """Records in TFRecord framing: length, its masked CRC, data, its masked CRC."""
     parts = []
     for record in records:
         header = struct.pack("<Q", len(record))

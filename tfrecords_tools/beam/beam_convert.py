@@ -227,8 +227,7 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
 
 
 def convert_on_beam(config: BeamConfig) -> list[Manifest]:
-    """Converts the input on Apache Beam; returns the manifests (one per fold). Nothing
-    is left in ``output`` when it raises."""
+    """Converts on Apache Beam; returns one manifest per fold, leaving no output on error."""
     c = config.convert
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":

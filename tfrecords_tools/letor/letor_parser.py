@@ -112,8 +112,7 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
 def _line_features(
     tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
 ) -> tuple[list[int], list[float], bool, bool]:
-    """``(indices, values, in_order, repeated)`` of a line's ``index:value`` tokens,
-    indices increasing."""
+    """``(indices, values, in_order, repeated)`` of a line's ``index:value`` tokens, sorted."""
     pairs = [_parse_feature(t, num_features, path, line_no) for t in tokens]
     indices = [index for index, _ in pairs]
     if all(a < b for a, b in zip(indices, indices[1:])):
@@ -168,8 +167,7 @@ def parse_letor_lines(
 
 @dataclasses.dataclass
 class _ItemColumns:
-    """The items parsed so far; features as coordinates, so sparse lines cost only
-    the values they list."""
+    """The items parsed so far, features as coordinates: a sparse line costs its values only."""
 
     labels: list[int] = dataclasses.field(default_factory=list)
     qids: list[int] = dataclasses.field(default_factory=list)

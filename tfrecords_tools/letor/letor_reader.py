@@ -81,8 +81,7 @@ class LetorFile:
         self.num_lines = 0
 
     def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
-        """Yields the blocks in order; without ``keep_data`` workers re-read plain files'
-        blocks by offset."""
+        """Yields the blocks in order; without ``keep_data`` workers re-read plain files' blocks."""
         compressed = is_gzip(self.path, opener=self._opener)
         keep_data = keep_data or compressed or self.size_bytes is None
         hashing = HashingReader(self._opener(self.path))

@@ -150,8 +150,7 @@ def _first_stage_scores(items: list) -> tuple | None:
 
 
 def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
-    """Parses one serialised list of the text layout; ``ValueError`` names a malformed
-    proto or a missing or mistyped feature."""
+    """Parses one list of the text layout; ``ValueError`` names a bad proto or feature."""
     try:
         elwc = ExampleListWithContext.FromString(data)
     except DecodeError as e:

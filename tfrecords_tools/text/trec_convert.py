@@ -150,8 +150,7 @@ class _Reader:
                 self.counts["qrels_lines"] += 1
 
     def candidate_lists(self) -> dict[str, list[tuple]]:
-        """Each kept query's ``(docid, score, score given)`` in run order, cut to
-        ``max_list_size``."""
+        """Each kept query's ``(docid, score, given)`` in run order, cut to ``max_list_size``."""
         limit, lists = self.config.max_list_size, {}
         for qid, (tokens, _) in self.queries.items():
             entries = self.runs.get(qid)

@@ -148,8 +148,7 @@ def read_qid_list(path: str) -> Iterator[tuple[int, str, str]]:
 
 
 def read_unique(paths, reader, what: str, given="given") -> Iterator[tuple[str, str, str]]:
-    """Yields ``(path, id, text)`` of ``reader(path)``'s lines in every file of ``paths``,
-    refusing an id given twice."""
+    """Yields ``(path, id, text)`` of ``reader`` over ``paths``, refusing an id given twice."""
     seen: dict[str, str] = {}
     for path in paths:
         for line, key, text in reader(path):

@@ -95,17 +95,13 @@ _ZIPF /= _ZIPF.sum()
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticTextList:
-    """One generated list with its hidden variables (see the module docstring)."""
+    """One generated list with its hidden topics and query-term coverage."""
 
     query_tokens: list
     document_tokens: list
     labels: np.ndarray
-    intent: int
     topics: np.ndarray
-    quality: np.ndarray
     coverage: np.ndarray
-    stuffed: np.ndarray
-    utility: np.ndarray
 
 
 def _document(rng, query_terms, covered, stuffed_term, topic, other_topic) -> list[str]:
@@ -156,9 +152,7 @@ def draw_text_list(rng: np.random.Generator, n: int) -> SyntheticTextList:
     matches = (topics == intent).astype(np.float64)
     utility = COVERAGE_WEIGHT * coverage + INTENT_EFFECT * (matches - INTENT_SHARE) + noise
     labels = np.digitize(utility, THRESHOLDS)
-    return SyntheticTextList(
-        query, documents, labels, intent, topics, quality, coverage, stuffed, utility
-    )
+    return SyntheticTextList(query, documents, labels, topics, coverage)
 
 
 def generate_text_lists(

@@ -57,9 +57,10 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
     from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
     num_features = sizes.num_features
-    names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
+    names = [f"feature_{i}" for i in range(1, num_features + 1)]
     context = {QID: {"dtype": "int64", "shape": [1]}}
     if source.kind == "elwc":
+        names = source.elwc.feature_names
         for name in config.elwc.context:
             dtype = source.elwc.context_types.get(name)
             context[name] = {"dtype": dtype, "copied_from_input": True}

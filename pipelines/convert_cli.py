@@ -30,15 +30,16 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
+from dataclasses import fields
 
 from pipelines.cli_common import make_parser
 from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, text_main
 from pipelines.tf_log_level import Display, one_error_line, start_command
-from tfr_rankformer.core.config_io import add_options, from_args, given, load_settings, setting
+from tfr_rankformer.core.config_io import add_options, given, load_settings
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
+from tfrecords_tools.beam.beam_config import BeamConfig
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.convert import ConvertConfig, convert
 from tfrecords_tools.datasets import DatasetNotFoundError
@@ -52,45 +53,8 @@ __all__ = ["build_parser", "main"]
 logger = logging.getLogger("tfr-convert")
 
 
-@dataclasses.dataclass(frozen=True)
-class BeamOptions:
-    """The Beam converter's options (``BeamConfig``'s module loads Apache Beam)."""
-
-    runner: str | None = setting(
-        None,
-        "convert with an Apache Beam pipeline on this runner instead of locally (same "
-        "output; lists are grouped by qid across files; invalid lines are set aside). Only "
-        "with --runner are unknown options accepted, as Beam pipeline options (--project, "
-        "--region, --temp_location, --flink_master, --environment_type, ...)",
-        choices=["DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner"],
-    )
-    train_files: list | None = setting(
-        None,
-        "with --runner, instead of --input: train files as a glob (local, gs://, ...; .gz "
-        "accepted), repeatable; files are read in pattern order, sorted within a pattern",
-        action="append",
-        metavar="GLOB",
-    )
-    vali_files: list | None = setting(None, "vali files, as above", action="append", metavar="GLOB")
-    test_files: list | None = setting(None, "test files, as above", action="append", metavar="GLOB")
-    max_bad_lines: int = setting(
-        0,
-        "with --runner: invalid lines allowed (each is set aside in the dead-letter file); "
-        "more fail the run, leaving no output",
-    )
-    bad_lines: str | None = setting(
-        None,
-        "with --runner: the dead-letter file (path, line, message per line). Default: "
-        "OUTPUT.bad_lines.txt",
-        metavar="FILE",
-    )
-    quantile_epsilon: float | None = setting(
-        None,
-        "with --runner: rank error bound of the quantile sketches as a share of the train "
-        "items. Default: 1 / --num-quantiles",
-    )
-
-
+_BEAM_ORDER = ("runner", "train_files", "vali_files", "test_files", "max_bad_lines")
+_BEAM_ORDER += ("bad_lines_output", "quantile_epsilon")
 _LISTS = ("max_list_size", "min_list_size", "num_features", "max_relevance")
 _LISTS += ("duplicate_features", "normalize", "quantile_sample_size", "num_quantiles")
 
@@ -128,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     beam = p.add_argument_group(
         "Apache Beam (pip install .[beam]); any further options go to Beam's PipelineOptions"
     )
-    add_options(beam, BeamOptions)
+    add_options(beam, BeamConfig, only=_BEAM_ORDER)
     display = p.add_argument_group("display")
     shown = ("no_progress", "log_level", "verbose")
     add_options(display, Display, only=shown, overrides={"no_progress": {"help": _BARS}})
@@ -175,24 +139,14 @@ def _settings(args: argparse.Namespace) -> ConvertConfig:
 def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args: list[str]):
     """Runs the Beam pipeline; Apache Beam is imported only here."""
     try:
-        from tfrecords_tools.beam.beam_convert import BeamConfig, convert_on_beam
+        from tfrecords_tools.beam.beam_convert import convert_on_beam
     except ImportError as e:
         raise ValueError(
             f"--runner needs Apache Beam, which is not installed ({e}); "
             "install the extra: pip install .[beam]"
         ) from None
-    options = from_args(args, BeamOptions)
-    beam_config = BeamConfig(
-        convert=config,
-        runner=options.runner,
-        pipeline_args=tuple(beam_args),
-        max_bad_lines=options.max_bad_lines,
-        bad_lines_output=options.bad_lines,
-        train_files=tuple(options.train_files or ()),
-        vali_files=tuple(options.vali_files or ()),
-        test_files=tuple(options.test_files or ()),
-        quantile_epsilon=options.quantile_epsilon,
-    )
+    options = given(args, BeamConfig)
+    beam_config = BeamConfig(convert=config, pipeline_args=tuple(beam_args), **options)
     manifests = convert_on_beam(beam_config)
     bad = sum(s.input["bad_lines"] for m in manifests for s in m.splits.values())
     if bad:
@@ -205,7 +159,9 @@ def _check_local_only(parser: argparse.ArgumentParser, args, beam_args: list[str
     """Without --runner, Beam's options and flags are errors."""
     if beam_args:
         parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
-    beam = [f"--{n.replace('_', '-')}" for n in list(given(args, BeamOptions))]
+    flags = {f.name: f.metadata.get("flag") or f"--{f.name}" for f in fields(BeamConfig)}
+    options = given(args, BeamConfig)
+    beam = [flags[name].replace("_", "-") for name in _BEAM_ORDER if name in options]
     if beam:
         parser.error(f"{', '.join(beam)} need --runner (the local converter stops at an error)")
 

@@ -163,7 +163,8 @@ def test_a_known_count_is_recorded_as_the_datasets(tmp_path, capsys):
 
 
 def test_the_beam_converter_applies_the_same_rule(wide_dir, tmp_path):
-    from tfrecords_tools.beam.beam_convert import BeamConfig, convert_on_beam
+    from tfrecords_tools.beam.beam_config import BeamConfig
+    from tfrecords_tools.beam.beam_convert import convert_on_beam
     from tfrecords_tools.convert import ConvertConfig
 
     config = ConvertConfig(input=str(wide_dir), output=str(tmp_path / "out"))

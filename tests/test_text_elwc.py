@@ -85,14 +85,13 @@ def test_split_writer_and_reader(tmp_path):
     lists = [TextList(f"q{i}", ("x",), (f"d{i}",), (("x", "y"),), (i % 3,)) for i in range(10)]
     for text_list in lists:
         writer.write(text_list)
-    files = writer.close()
+    entry = writer.close()
+    files = entry["files"]
     assert sorted(files) == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
-    assert sum(files.values()) == 10 and writer.num_items == 10
+    assert sum(files.values()) == 10 and entry["num_items"] == entry["num_lists"] == 10
     # Lists by length: all ten of one document, four of them (i = 0, 3, 6, 9) with label 0.
-    assert writer.length_histograms() == {
-        "list_length_histogram": {"1": 10},
-        "empty_list_length_histogram": {"1": 4},
-    }
+    assert entry["list_length_histogram"] == {"1": 10}
+    assert entry["empty_list_length_histogram"] == {"1": 4}
     read = sorted(read_text_split(str(tmp_path), "train"), key=lambda t: int(t.query_id[1:]))
     assert read == lists
     with pytest.raises(FileNotFoundError, match="no vali-"):

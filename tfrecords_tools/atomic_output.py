@@ -162,8 +162,7 @@ def check_replaceable(output: str, *, overwrite: bool, final: str | None = None)
 
 
 def _remove_dead_scratch(final: str, prefix: str) -> None:
-    """Deletes the scratch directories ``<prefix><host>-<pid>-<random>`` of conversions
-    into ``final`` on this host whose process no longer runs (killed)."""
+    """Deletes this host's scratch directories for ``final`` whose conversion was killed."""
     parent = glob.escape(os.path.dirname(final))
     for scratch in glob.glob(os.path.join(parent, glob.escape(prefix) + "*")):
         owner = os.path.basename(scratch)[len(prefix) :].rsplit("-", 2)
@@ -178,31 +177,8 @@ def _remove_dead_scratch(final: str, prefix: str) -> None:
             pass
 
 
-def prepare(output: str, *, overwrite: bool) -> tuple[str, str]:
-    """Checks ``output`` and makes an empty scratch directory beside it; returns
-    ``(final path, scratch path)``, both absolute."""
-    check_replaceable(output, overwrite=overwrite)
-    final = os.path.abspath(output)
-    parent = os.path.dirname(final)
-    _remove_dead_scratch(final, f".{os.path.basename(final)}.partial-")
-    prefix = f".{os.path.basename(final)}.partial-{socket.gethostname()}-{os.getpid()}-"
-    try:
-        os.makedirs(parent, exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
-        # mkdtemp makes it owner-only; the output gets a new directory's usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(scratch, 0o777 & ~umask)
-    except OSError as e:
-        raise _output_error(
-            output, "create the output directory", e, os.path.join(parent, prefix)
-        ) from None
-    return final, scratch
-
-
-def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = None) -> None:
+def publish(scratch: str, final: str, *, overwrite: bool, output: str) -> None:
     """Swaps the complete ``scratch`` in as ``final``: old aside, new in, old deleted last."""
-    output = output or final
     check_replaceable(output, overwrite=overwrite, final=final)
     if not os.path.lexists(final):
         try:
@@ -247,19 +223,30 @@ def publish(scratch: str, final: str, *, overwrite: bool, output: str | None = N
 def scratch_directory(output: str, *, overwrite: bool) -> Iterator[str]:
     """A scratch directory that becomes ``output`` when the block ends and is removed when
     it raises; an ``OSError`` inside it becomes an :class:`OutputError` naming ``output``."""
-    final, scratch = prepare(output, overwrite=overwrite)
+    check_replaceable(output, overwrite=overwrite)
+    final = os.path.abspath(output)
+    parent = os.path.dirname(final)
+    _remove_dead_scratch(final, f".{os.path.basename(final)}.partial-")
+    prefix = f".{os.path.basename(final)}.partial-{socket.gethostname()}-{os.getpid()}-"
+    try:
+        os.makedirs(parent, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        # mkdtemp makes it owner-only; the output gets a new directory's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(scratch, 0o777 & ~umask)
+    except OSError as e:
+        raise _output_error(
+            output, "create the output directory", e, os.path.join(parent, prefix)
+        ) from None
     try:
         yield scratch
         publish(scratch, final, overwrite=overwrite, output=output)
-    except OSError as e:
+    except BaseException as e:
         shutil.rmtree(scratch, ignore_errors=True)
-        inside = str(e.filename or "").startswith(scratch + os.sep)
-        if e.filename is None and e.errno in WRITE_ERRORS:  # a write: no file named
-            raise _output_error(output, "write it", e, scratch) from None
-        if inside and not isinstance(e, OutputError):
+        if isinstance(e, OSError) and e.filename is None and e.errno in WRITE_ERRORS:
+            raise _output_error(output, "write it", e, scratch) from None  # a write names no file
+        if isinstance(e, OSError) and str(e.filename or "").startswith(scratch + os.sep):
             name = os.path.relpath(str(e.filename), scratch)
             raise _output_error(output, f"write {name}", e, scratch) from None
-        raise
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
         raise

@@ -153,8 +153,7 @@ def _start_method() -> str:
 
 @contextlib.contextmanager
 def parse_workers(count: int):
-    """Yields ``(pool, count)``: a pool of ``count`` parsing processes, or ``(None, 1)``
-    when ``count <= 1``."""
+    """Yields ``(pool, count)`` of ``count`` parsing processes; ``(None, 1)`` if ``count <= 1``."""
     if count <= 1:
         yield None, 1
         return

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import zlib
 from collections.abc import Callable
 from typing import BinaryIO
@@ -24,7 +23,7 @@ def open_maybe_gzip(path: str) -> BinaryIO:
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
-class HashingReader(io.RawIOBase):
+class HashingReader:
     """Wraps a binary stream; hashes and counts every byte read through it."""
 
     def __init__(self, raw):
@@ -32,18 +31,7 @@ class HashingReader(io.RawIOBase):
         self.sha256 = hashlib.sha256()
         self.bytes_read = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self._raw.readinto(buffer)
-        if n:
-            self.sha256.update(memoryview(buffer)[:n])
-            self.bytes_read += n
-        return n
-
     def read(self, size: int = -1) -> bytes:
-        # One copy instead of RawIOBase's bytearray-then-bytes.
         block = self._raw.read(size)
         self.sha256.update(block)
         self.bytes_read += len(block)
@@ -51,4 +39,3 @@ class HashingReader(io.RawIOBase):
 
     def close(self) -> None:
         self._raw.close()
-        super().close()

@@ -18,9 +18,9 @@ from tfrecords_tools.block_processing import default_workers, parse_workers
 from tfrecords_tools.click_simulation import ClickConfig
 from tfrecords_tools.converted_fold import (
     fold_manifest,
-    input_path,
     letor_entry,
     log_reordered_lines,
+    relative_paths,
 )
 from tfrecords_tools.datasets import DATASETS
 from tfrecords_tools.elwc_input import ELWC_PREFIX, ElwcConfig
@@ -181,26 +181,22 @@ def normalization_fitter(config: ConvertConfig, num_features: int) -> Normalizat
     )
 
 
-class _FileProgress:
-    """A tqdm bar over a file's bytes (on terminals) that also shows items and items/s."""
+def _file_progress(description: str, total: int | None, enabled: bool):
+    """A tqdm bar over a file's bytes and its ``(bytes read, items)`` update (items/s shown)."""
+    from tqdm.auto import tqdm
 
-    def __init__(self, description: str, total: int | None, enabled: bool):
-        from tqdm.auto import tqdm
+    disable = not enabled or None
+    bar = tqdm(
+        total=total, desc=description, unit="B", unit_scale=True, disable=disable, leave=False
+    )
+    start = time.perf_counter()
 
-        disable = None if enabled else True
-        self._bar = tqdm(
-            total=total, desc=description, unit="B", unit_scale=True, disable=disable, leave=False
-        )
-        self._start, self._bytes = time.perf_counter(), 0
+    def update(bytes_read: int, items: int) -> None:
+        bar.update(bytes_read - bar.n)
+        rate = items / max(time.perf_counter() - start, 1e-9)
+        bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
 
-    def __call__(self, bytes_read: int, items: int) -> None:
-        self._bar.update(bytes_read - self._bytes)
-        self._bytes = bytes_read
-        rate = items / max(time.perf_counter() - self._start, 1e-9)
-        self._bar.set_postfix_str(f"{items:,} items, {rate:,.0f} items/s", refresh=False)
-
-    def close(self) -> None:
-        self._bar.close()
+    return bar, update
 
 
 class _FoldWriter:
@@ -276,7 +272,7 @@ class _FoldWriter:
         """Writes one LETOR file's split; returns its counts and the manifest's input entry."""
         letor = LetorFile(path, chunk_bytes=self.config.chunk_bytes)
         name = f"{target.split} {os.path.basename(path)}"
-        bar = _FileProgress(name, letor.size_bytes, self.progress)
+        bar, on_progress = _file_progress(name, letor.size_bytes, self.progress)
         try:
             stats, parsing = write_letor_split(
                 letor,
@@ -286,7 +282,7 @@ class _FoldWriter:
                 fitter=fitter,
                 pool=self.pool,
                 window=self.window,
-                on_progress=bar,
+                on_progress=on_progress,
                 duplicates=self.config.duplicate_features,
             )
         finally:
@@ -300,13 +296,13 @@ class _FoldWriter:
                 stats.input_items,
             )
         log_reordered_lines(path, parsing.unsorted_lines, parsing.duplicate_lines)
-        entry = letor_entry(input_path(letor.path, self.scratch), letor, parsing)
+        path = relative_paths(os.path.abspath(letor.path), self.scratch)
+        entry = letor_entry(path, letor, parsing)
         return stats, entry
 
 
 def convert(config: ConvertConfig, *, progress: bool = True) -> list[Manifest]:
-    """Converts the input to ELWC shards and manifests; returns the manifests. Nothing is
-    left in ``output`` when it raises."""
+    """Converts the input to ELWC shards; returns one manifest per fold, no output on error."""
     # Only LETOR text uses parsing workers.
     reads_letor = not config.input.startswith(("tfds:", ELWC_PREFIX))
     workers = (config.workers or default_workers()) if reads_letor else 1

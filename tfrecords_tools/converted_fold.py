@@ -14,10 +14,15 @@ logger = logging.getLogger(__name__)
 MANIFEST_VERSION = 1
 
 
-def input_path(path: str, scratch: str) -> str:
-    """Generated inputs are recorded relative to the output, others absolute."""
-    path = os.path.abspath(path)
-    return os.path.relpath(path, scratch) if path.startswith(scratch + os.sep) else path
+def relative_paths(values, scratch: str):
+    """``values`` with paths inside ``scratch`` made relative to it (generated inputs)."""
+    if isinstance(values, dict):
+        return {k: relative_paths(v, scratch) for k, v in values.items()}
+    if isinstance(values, (list, tuple)):
+        return [relative_paths(v, scratch) for v in values]
+    if isinstance(values, str) and values.startswith(scratch + os.sep):
+        return os.path.relpath(values, scratch)
+    return values
 
 
 def letor_entry(path: str, letor, counts) -> dict:
@@ -52,9 +57,10 @@ def fold_manifest(config, source, fold, sizes: DataSizes, splits, normalization)
     from tfr_rankformer.core.elwc_schema import FEATURES, LABEL, QID, RELEVANCE
 
     num_features = sizes.num_features
-    names = source.feature_names or [f"feature_{i}" for i in range(1, num_features + 1)]
+    names = [f"feature_{i}" for i in range(1, num_features + 1)]
     context = {QID: {"dtype": "int64", "shape": [1]}}
     if source.kind == "elwc":
+        names = source.elwc.feature_names
         for name in config.elwc.context:
             dtype = source.elwc.context_types.get(name)
             context[name] = {"dtype": dtype, "copied_from_input": True}

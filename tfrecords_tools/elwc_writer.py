@@ -37,31 +37,15 @@ class ElwcEncoder:
 
     def __init__(self, num_features: int):
         self.num_features = num_features
-        feature_bytes = 4 * num_features
-        self._segments = [
-            ("const", _feature_entry_header(FEATURES, 2, feature_bytes)),
-            ("features", feature_bytes),
-            ("const", _feature_entry_header(LABEL, 2, 4)),
-            ("label", 4),
-            ("const", _feature_entry_header(RELEVANCE, 2, 4)),
-            ("relevance", 4),
-        ]
-        features_len = sum(len(v) if k == "const" else v for k, v in self._segments)
+        widths = {FEATURES: num_features, LABEL: 1, RELEVANCE: 1}
+        heads = [_feature_entry_header(key, 2, 4 * width) for key, width in widths.items()]
+        features_len = sum(map(len, heads)) + 4 * (num_features + 2)
         example_len = len(field_header(1, features_len)) + features_len
         # Each item: ELWC.examples tag + length, Example.features tag + length, entries.
-        head = field_header(1, example_len) + field_header(1, features_len)
-        self._segments.insert(0, ("const", head))
-        self.item_bytes = len(head) + features_len
+        heads[0] = field_header(1, example_len) + field_header(1, features_len) + heads[0]
+        self._heads = [np.frombuffer(head, dtype=np.uint8) for head in heads]
 
-    def encode(
-        self,
-        qid: int,
-        features: np.ndarray,
-        labels: np.ndarray,
-        relevance: np.ndarray,
-        *,
-        context: bytes = b"",
-    ) -> bytes:
+    def encode(self, qid: int, features, labels, relevance, *, context: bytes = b"") -> bytes:
         """One list's ELWC from ``[n, d]`` features and ``[n]`` labels; ``context``: further
         serialised ``Features`` entries."""
         return self.encode_lists(
@@ -69,37 +53,18 @@ class ElwcEncoder:
         )[0]
 
     def encode_lists(
-        self,
-        qid: int,
-        features: np.ndarray,
-        labels: np.ndarray,
-        relevance: np.ndarray,
-        *,
-        context: bytes = b"",
+        self, qid: int, features, labels, relevance, *, context: bytes = b""
     ) -> list[bytes]:
         """``m`` lists of ``k`` items that share a qid (``[m, k, d]`` features, ``[m, k]``
         labels and relevance), serialised in one pass."""
         m, k = labels.shape
-        rows = np.empty((m * k, self.item_bytes), dtype=np.uint8)
-        values = {
-            "features": np.ascontiguousarray(features, dtype="<f4").reshape(
-                m * k, self.num_features
-            ),
-            "label": np.ascontiguousarray(labels, dtype="<f4").reshape(m * k, 1),
-            "relevance": np.ascontiguousarray(relevance, dtype="<f4").reshape(m * k, 1),
-        }
-        offset = 0
-        for kind, spec in self._segments:
-            if kind == "const":
-                width = len(spec)
-                rows[:, offset : offset + width] = np.frombuffer(spec, dtype=np.uint8)
-            else:
-                width = spec
-                rows[:, offset : offset + width] = values[kind].view(np.uint8)
-            offset += width
+        columns = []
+        for head, values in zip(self._heads, (features, labels, relevance)):
+            values = np.ascontiguousarray(values, dtype="<f4").reshape(m * k, -1)
+            columns += [np.broadcast_to(head, (m * k, len(head))), values.view(np.uint8)]
+        flat = np.concatenate(columns, axis=1).tobytes()
         context = self._context(qid, context)
-        flat = rows.tobytes()
-        size = k * self.item_bytes
+        size = len(flat) // m
         return [flat[i * size : (i + 1) * size] + context for i in range(m)]
 
     @staticmethod
@@ -117,20 +82,14 @@ def masked_crc(data: bytes) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def _frame(record: bytes) -> tuple[bytes, bytes, bytes, bytes]:
-    """TFRecord framing: length, masked CRC of the length, data, masked CRC of the data."""
-    header = struct.pack("<Q", len(record))
-    return (
-        header,
-        struct.pack("<I", masked_crc(header)),
-        record,
-        struct.pack("<I", masked_crc(record)),
-    )
-
-
 def frame_records(records: list[bytes]) -> bytes:
-    """Records in TFRecord framing, ready to be appended to a TFRecord file."""
-    return b"".join(part for record in records for part in _frame(record))
+    """Records in TFRecord framing: length, its masked CRC, data, its masked CRC."""
+    parts = []
+    for record in records:
+        header = struct.pack("<Q", len(record))
+        parts += [header, struct.pack("<I", masked_crc(header)), record]
+        parts.append(struct.pack("<I", masked_crc(record)))
+    return b"".join(parts)
 
 
 class TFRecordWriter:
@@ -140,7 +99,7 @@ class TFRecordWriter:
         self._file = open(path, "wb")
 
     def write(self, record: bytes) -> None:
-        self._file.write(b"".join(_frame(record)))
+        self._file.write(frame_records([record]))
 
     def write_many(self, records: list[bytes]) -> None:
         self._file.write(frame_records(records))

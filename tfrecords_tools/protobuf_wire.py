@@ -1,11 +1,8 @@
-"""The protobuf wire format of ``tf.train.Example`` and ELWC: encoded by hand, since every
-item has the same layout, and decoded by protobuf classes built from the field numbers, so
-converting and reading never load TensorFlow (https://protobuf.dev/programming-guides/encoding/)."""
+"""ELWC without TensorFlow: varints and field headers for the hand-made encoder of feature
+lists (every item has the same layout), and a protobuf class built from the field numbers
+for the rest (https://protobuf.dev/programming-guides/encoding/)."""
 
 from __future__ import annotations
-
-import struct
-from collections.abc import Sequence
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -26,37 +23,6 @@ def encode_varint(value: int) -> bytes:
 def field_header(number: int, length: int) -> bytes:
     """Tag and length of a length-delimited field."""
     return encode_varint(number << 3 | LENGTH_DELIMITED) + encode_varint(length)
-
-
-# === tf.train.Example ===
-# Example.features (1) -> Features.feature (1), map entries of key (1) and Feature (2);
-# a Feature is bytes_list (1), float_list (2) or int64_list (3), each holding value (1).
-
-
-def length_delimited(number: int, payload: bytes) -> bytes:
-    return field_header(number, len(payload)) + payload
-
-
-def bytes_feature(values: Sequence[bytes]) -> bytes:
-    return length_delimited(1, b"".join(length_delimited(1, v) for v in values))
-
-
-def int64_feature(values: Sequence[int]) -> bytes:
-    return length_delimited(3, length_delimited(1, b"".join(encode_varint(v) for v in values)))
-
-
-def float_feature(values: Sequence[float]) -> bytes:
-    """Packed little-endian float32 (a value beyond float32's range is an ``OverflowError``)."""
-    return length_delimited(2, length_delimited(1, struct.pack(f"<{len(values)}f", *values)))
-
-
-def encode_example(features: dict) -> bytes:
-    """``{name: encoded Feature}`` -> an ``Example``'s bytes."""
-    entries = b"".join(
-        length_delimited(1, length_delimited(1, key.encode("utf-8")) + length_delimited(2, value))
-        for key, value in features.items()
-    )
-    return length_delimited(1, entries)
 
 
 def _elwc_class():

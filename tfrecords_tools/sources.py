@@ -32,7 +32,6 @@ class Source:
     max_relevance: int | None
     tfds: object = None
     elwc: object = None
-    feature_names: list | None = None
 
 
 def resolve_source(
@@ -61,15 +60,7 @@ def resolve_source(
 
         source = ElwcSource(name, elwc or ElwcConfig(), max_relevance=max_relevance)
         folds = {None: {split: split for split in source.splits}}
-        return Source(
-            "elwc",
-            name,
-            folds,
-            source.num_features,
-            source.max_relevance,
-            elwc=source,
-            feature_names=source.feature_names,
-        )
+        return Source("elwc", name, folds, source.num_features, source.max_relevance, elwc=source)
     if os.path.isdir(name):
         return Source("directory", None, find_folds(name), None, None)
     info = get_dataset(name)

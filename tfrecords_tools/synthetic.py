@@ -213,11 +213,8 @@ def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) 
     """Writes ``{train,vali,test}.txt`` into ``directory``; returns ``{split: path}``."""
     os.makedirs(directory, exist_ok=True)
     paths, first_qid = {}, 1
-    for split, count in (
-        ("train", config.train_queries),
-        ("vali", config.vali_queries),
-        ("test", config.test_queries),
-    ):
+    for split in ("train", "vali", "test"):
+        count = getattr(config, f"{split}_queries")
         rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
         paths[split] = os.path.join(directory, f"{split}.txt")
         generate_split(

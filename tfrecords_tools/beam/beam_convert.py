@@ -4,9 +4,11 @@ same records for the same seed; bad lines go to a dead-letter file. Remote outpu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-import shutil
+import os
+from collections.abc import Iterator
 
 import apache_beam as beam
 import numpy as np
@@ -22,12 +24,12 @@ from tfrecords_tools.atomic_output import (
     foreign_entries_of,
     foreign_output_message,
     manifest_is_ours,
-    prepare,
-    publish,
+    scratch_directory,
 )
+from tfrecords_tools.beam.beam_config import BeamConfig
 from tfrecords_tools.beam.beam_pipeline import SplitJob, WriteResults, convert_split, read_results
 from tfrecords_tools.convert import ConvertConfig, list_policy, normalization_fitter
-from tfrecords_tools.converted_fold import fold_manifest, input_path, log_reordered_lines
+from tfrecords_tools.converted_fold import fold_manifest, log_reordered_lines, relative_paths
 from tfrecords_tools.datasets import DatasetNotFoundError
 from tfrecords_tools.elwc_input import ELWC_PREFIX
 from tfrecords_tools.normalization import rounded
@@ -35,56 +37,11 @@ from tfrecords_tools.sources import DataSizes, Source, dataset_sizes, resolve_so
 
 logger = logging.getLogger(__name__)
 
-RUNNERS = ("DirectRunner", "FlinkRunner", "SparkRunner", "DataflowRunner")
 _SHOWN_BAD_LINES = 5
 
 
 class BadLinesError(ValueError):
     """More invalid lines than allowed; the message counts them and shows the first."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BeamConfig:
-    """Settings of a conversion on Apache Beam (each flag's help says what it is);
-    ``convert.input`` is ``files`` when the splits are given as patterns."""
-
-    convert: ConvertConfig
-    runner: str = "DirectRunner"
-    pipeline_args: tuple[str, ...] = ()
-    max_bad_lines: int = 0
-    bad_lines_output: str | None = None
-    train_files: tuple[str, ...] = ()
-    vali_files: tuple[str, ...] = ()
-    test_files: tuple[str, ...] = ()
-    quantile_epsilon: float | None = None
-
-    def __post_init__(self):
-        if self.runner not in RUNNERS:
-            raise ValueError(f"Unknown runner {self.runner!r}; choose from {list(RUNNERS)}")
-        if not isinstance(self.max_bad_lines, int) or self.max_bad_lines < 0:
-            raise ValueError(f"`max_bad_lines` must be an int >= 0, got {self.max_bad_lines!r}")
-        if self.quantile_epsilon is not None and not 0 < self.quantile_epsilon < 1:
-            raise ValueError(f"`quantile_epsilon` must lie in (0, 1), got {self.quantile_epsilon}")
-        if self.convert.input.startswith("tfds:"):
-            raise ValueError("--runner reads LETOR text; tfds: inputs convert without --runner")
-        if self.train_files and self.convert.input != "files":
-            raise ValueError("give the input either as --input or as --train-files, not both")
-        if (self.vali_files or self.test_files) and not self.train_files:
-            raise ValueError("--vali-files and --test-files need --train-files")
-
-    @property
-    def epsilon(self) -> float:
-        return self.quantile_epsilon or 1.0 / self.convert.num_quantiles
-
-    def patterns(self) -> dict[str, tuple[str, ...]]:
-        given = {"train": self.train_files, "vali": self.vali_files, "test": self.test_files}
-        return {split: patterns for split, patterns in given.items() if patterns}
-
-    def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        del out["convert"]
-        out["quantile_epsilon"] = self.epsilon
-        return out
 
 
 def _match(patterns: tuple[str, ...], split: str) -> list[str]:
@@ -220,7 +177,7 @@ def _input_entry(source: Source, patterns, files: list, bad_lines: int, work_dir
     else:
         entry = dict(infos[0])
         if "://" not in entry["path"]:
-            entry["path"] = input_path(entry["path"], work_dir)
+            entry["path"] = relative_paths(os.path.abspath(entry["path"]), work_dir)
     entry["bad_lines"] = bad_lines
     return entry
 
@@ -270,18 +227,15 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
 
 
 def convert_on_beam(config: BeamConfig) -> list[Manifest]:
-    """Converts the input on Apache Beam; returns the manifests (one per fold). Nothing
-    is left in ``output`` when it raises."""
+    """Converts on Apache Beam; returns one manifest per fold, leaving no output on error."""
     c = config.convert
     remote = "://" in c.output
     if remote and c.input.lower() == "synthetic":
         raise ValueError("--input synthetic is generated locally; give a local --output")
-    if remote:
-        final, work_dir = c.output, prepare_remote(c.output, overwrite=c.overwrite)
-    else:
-        final, work_dir = prepare(c.output, overwrite=c.overwrite)
+    final = c.output if remote else os.path.abspath(c.output)
     bad_path = config.bad_lines_output or f"{final.rstrip('/')}.bad_lines.txt"
-    try:
+    output = _remote_output if remote else scratch_directory
+    with output(c.output, overwrite=c.overwrite) as work_dir:
         source, folds = _resolve(config, work_dir)
         sizes = _sizes(c, source, folds)
         jobs = _jobs(config, folds, sizes, work_dir)
@@ -292,18 +246,22 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
         manifests = _manifests(config, source, folds, sizes, results, work_dir)
         for manifest in manifests:
             write_manifest(_fold_dir(c, work_dir, manifest.fold), manifest, write_text=_write_text)
-        if not remote:
-            publish(work_dir, final, overwrite=c.overwrite, output=c.output)
-    except BaseException:
-        if remote:
-            try:
-                FileSystems.delete([work_dir])
-            except Exception as error:  # noqa: BLE001 - the original error matters more
-                logger.warning("could not delete %s: %s", work_dir, error)
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        raise
     return manifests
+
+
+@contextlib.contextmanager
+def _remote_output(output: str, *, overwrite: bool) -> Iterator[str]:
+    """A remote ``output`` written in place (see :func:`prepare_remote`), deleted when the
+    block raises."""
+    work_dir = prepare_remote(output, overwrite=overwrite)
+    try:
+        yield work_dir
+    except BaseException:
+        try:
+            FileSystems.delete([work_dir])
+        except Exception as error:  # noqa: BLE001 - the original error matters more
+            logger.warning("could not delete %s: %s", work_dir, error)
+        raise
 
 
 def prepare_remote(output: str, *, overwrite: bool) -> str:

@@ -123,16 +123,12 @@ class _WriteShard(beam.DoFn):
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
         try:
-            for _, records in sorted((item for item in lists if item is not None), key=_qid):
+            for _, records in sorted(item for item in lists if item is not None):
                 stream.write(frame_records(records))
                 count += len(records)
         finally:
             stream.close()
         yield name, count
-
-
-def _qid(item) -> int:
-    return item[0]
 
 
 def convert_split(pipeline, job: SplitJob) -> tuple[list, object]:

@@ -106,15 +106,27 @@ def read_letor_file(
     counts = _FileCounts()
     try:
         for block in letor.blocks(keep_data=True):
-            yield from _read_block(
-                block,
-                file_index,
-                counts,
-                num_features=num_features,
-                max_relevance=max_relevance,
-                fit_seed=fit_seed,
-                duplicates=duplicates,
-            )
+            parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
+            counts.unsorted_lines += parsed.unsorted_lines
+            counts.duplicate_lines += parsed.duplicate_lines
+            counts.sparse_lines += parsed.sparse_lines
+            parsed, label_errors = _drop_high_labels(parsed, max_relevance, block.path)
+            for error in sorted(errors + label_errors, key=lambda error: error.line or 0):
+                counts.bad_lines += 1
+                yield "bad", BadLine.of(error)
+            if not len(parsed):
+                continue
+            counts.items += len(parsed)
+            for query in query_lists(parsed):
+                yield "piece", ListPiece(file_index, query)
+            if fit_seed is not None:
+                order = (file_index, int(parsed.line_numbers[0]))
+                # A threshold below every key: moments and extremes only, no sample rows.
+                fit = FitPartial.of(
+                    parsed.features, parsed.line_numbers, seed=fit_seed, threshold=-1
+                )
+                yield "fit", (order, fit)
+                yield "columns", np.ascontiguousarray(parsed.features.T)
     except LetorFormatError as error:  # truncated or corrupt gzip data
         counts.bad_lines += 1
         yield "bad", BadLine.of(error)
@@ -135,39 +147,3 @@ class _FileCounts:
     unsorted_lines: int = 0
     duplicate_lines: int = 0
     sparse_lines: int = 0
-
-
-def _read_block(
-    block,
-    file_index: int,
-    counts: _FileCounts,
-    *,
-    num_features: int,
-    max_relevance: int,
-    fit_seed: int | None,
-    duplicates: str,
-) -> Iterator[tuple[str, object]]:
-    """The ``(kind, value)`` pairs of one block (see :func:`read_letor_file`), counted."""
-    parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
-    counts.unsorted_lines += parsed.unsorted_lines
-    counts.duplicate_lines += parsed.duplicate_lines
-    counts.sparse_lines += parsed.sparse_lines
-    parsed, label_errors = _drop_high_labels(parsed, max_relevance, block.path)
-    for error in sorted(errors + label_errors, key=_line):
-        counts.bad_lines += 1
-        yield "bad", BadLine.of(error)
-    if not len(parsed):
-        return
-    counts.items += len(parsed)
-    for query in query_lists(parsed):
-        yield "piece", ListPiece(file_index, query)
-    if fit_seed is not None:
-        order = (file_index, int(parsed.line_numbers[0]))
-        # A threshold below every key: moments and extremes only, no sample rows.
-        fit = FitPartial.of(parsed.features, parsed.line_numbers, seed=fit_seed, threshold=-1)
-        yield "fit", (order, fit)
-        yield "columns", np.ascontiguousarray(parsed.features.T)
-
-
-def _line(error: LetorFormatError) -> int:
-    return error.line or 0

@@ -27,8 +27,7 @@ class LetorLists:
 
 
 def load_letor_lists(path: str, num_features: int, *, duplicates: str = "error") -> LetorLists:
-    """Reads a LETOR file (plain or gzip) into its query lists; raises
-    :class:`LetorFormatError` at the first line that does not parse."""
+    """Reads a LETOR file (plain or gzip) into its lists; ``LetorFormatError`` at a bad line."""
     lines = b"".join(block.data for block in LetorFile(path).blocks()).split(b"\n")
     parsed = parse_letor_lines(
         lines, num_features=num_features, path=path, first_line=1, duplicates=duplicates

@@ -54,20 +54,21 @@ class ParsedLines:
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
-def _int(text: bytes, kind=int):
-    """``int()`` (or ``kind``) without Python's digit separators: ``1_000`` is no LETOR number."""
-    if b"_" in text:
-        raise ValueError(text)
-    return kind(text)
+def _number(text: bytes, kind, path: str, line_no: int, message: str, token: bytes):
+    """``kind(text)``, else the error ``message``; Python's digit separators (``1_000``) are
+    no LETOR number."""
+    if b"_" not in text:
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    raise LetorFormatError(path, line_no, message, token)
 
 
 def _parse_label(token: bytes, path: str, line_no: int) -> int:
-    try:
-        label = _int(token)
-    except ValueError:
-        raise LetorFormatError(
-            path, line_no, "malformed label: expected a non-negative integer", token
-        ) from None
+    label = _number(
+        token, int, path, line_no, "malformed label: expected a non-negative integer", token
+    )
     if label < 0:
         raise LetorFormatError(path, line_no, "label must be a non-negative integer", token)
     if label >= 2**63:
@@ -80,12 +81,7 @@ def _parse_qid(token: bytes | None, path: str, line_no: int) -> int:
         raise LetorFormatError(
             path, line_no, "missing qid: the second token must be 'qid:<integer>'", token
         )
-    try:
-        qid = _int(token[4:])
-    except ValueError:
-        raise LetorFormatError(
-            path, line_no, "malformed qid: expected 'qid:<integer>'", token
-        ) from None
+    qid = _number(token[4:], int, path, line_no, "malformed qid: expected 'qid:<integer>'", token)
     if not -(2**63) <= qid < 2**63:
         raise LetorFormatError(path, line_no, "qid does not fit in a 64-bit integer", token)
     return qid
@@ -97,22 +93,15 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
         raise LetorFormatError(
             path, line_no, "malformed feature: expected '<index>:<value>'", token
         )
-    try:
-        index = _int(index_text)
-    except ValueError:
-        raise LetorFormatError(
-            path, line_no, "malformed feature index: expected a positive integer", token
-        ) from None
+    message = "malformed feature index: expected a positive integer"
+    index = _number(index_text, int, path, line_no, message, token)
     if index < 1:
         raise LetorFormatError(path, line_no, f"feature index {index} is not >= 1", token)
     if index > num_features:
         raise LetorFormatError(
             path, line_no, f"feature index {index} is above the feature count {num_features}", token
         )
-    try:
-        value = _int(value_text, float)
-    except ValueError:
-        raise LetorFormatError(path, line_no, "non-numeric feature value", token) from None
+    value = _number(value_text, float, path, line_no, "non-numeric feature value", token)
     if not math.isfinite(value):
         raise LetorFormatError(path, line_no, "feature value is NaN or infinite", token)
     if abs(value) >= _FLOAT32_OVERFLOW:
@@ -123,8 +112,7 @@ def _parse_feature(token: bytes, num_features: int, path: str, line_no: int):
 def _line_features(
     tokens: list[bytes], *, num_features: int, duplicates: str, path: str, line_no: int
 ) -> tuple[list[int], list[float], bool, bool]:
-    """``(indices, values, in_order, repeated)`` of a line's ``index:value`` tokens,
-    indices increasing."""
+    """``(indices, values, in_order, repeated)`` of a line's ``index:value`` tokens, sorted."""
     pairs = [_parse_feature(t, num_features, path, line_no) for t in tokens]
     indices = [index for index, _ in pairs]
     if all(a < b for a, b in zip(indices, indices[1:])):
@@ -179,8 +167,7 @@ def parse_letor_lines(
 
 @dataclasses.dataclass
 class _ItemColumns:
-    """The items parsed so far; features as coordinates, so sparse lines cost only
-    the values they list."""
+    """The items parsed so far, features as coordinates: a sparse line costs its values only."""
 
     labels: list[int] = dataclasses.field(default_factory=list)
     qids: list[int] = dataclasses.field(default_factory=list)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import os
 from collections.abc import Iterator
 
@@ -76,35 +75,22 @@ class LetorFile:
         self.path = str(path)
         self.chunk_bytes = chunk_bytes
         self.sha256: str | None = None
-        self._opener = opener
+        self._opener = opener or (lambda p: open(p, "rb", buffering=0))
         self.size_bytes = os.path.getsize(self.path) if opener is None else None
         self.bytes_read = 0
         self.num_lines = 0
-        self._hash = hashlib.sha256()
 
     def blocks(self, *, keep_data: bool = True) -> Iterator[Block]:
-        """Yields the blocks in order; without ``keep_data`` workers re-read them by offset."""
-        if keep_data or self._opener is not None or is_gzip(self.path):
-            yield from self._blocks_with_data()
-        else:
-            yield from self._blocks_by_offset()
-        self.sha256 = self._hash.hexdigest()
-
-    def _open_raw(self):
-        if self._opener is None:
-            return open(self.path, "rb", buffering=0)
-        return self._opener(self.path)
-
-    def _blocks_with_data(self) -> Iterator[Block]:
+        """Yields the blocks in order; without ``keep_data`` workers re-read plain files' blocks."""
         compressed = is_gzip(self.path, opener=self._opener)
-        hashing = HashingReader(self._open_raw())
-        self._hash = hashing.sha256
+        keep_data = keep_data or compressed or self.size_bytes is None
+        hashing = HashingReader(self._opener(self.path))
         stream = gzip.GzipFile(fileobj=hashing) if compressed else hashing
         next_line, pending, offset = 1, b"", 0
         try:
             while True:
                 try:
-                    data = stream.read(self.chunk_bytes)
+                    chunk = stream.read(self.chunk_bytes)
                 except GZIP_READ_ERRORS as e:
                     raise LetorFormatError(
                         self.path,
@@ -112,58 +98,26 @@ class LetorFile:
                         f"truncated or corrupt gzip data at or after this line ({e})",
                     ) from None
                 self.bytes_read = hashing.bytes_read
+                data = pending + chunk
                 if not data:
                     break
-                data = pending + data
-                cut = data.rfind(b"\n") + 1
+                # At the end, the last line may lack its newline.
+                cut = data.rfind(b"\n") + 1 if chunk else len(data)
                 if cut == 0:
                     pending = data
                     continue
                 data, pending = data[:cut], data[cut:]
-                count = data.count(b"\n")
-                yield Block(self.path, data, -1 if compressed else offset, cut, next_line, count)
+                count = data.count(b"\n") or 1
+                kept = data if keep_data else None
+                yield Block(self.path, kept, -1 if compressed else offset, cut, next_line, count)
                 next_line += count
                 offset += cut
-            if pending:
-                yield Block(
-                    self.path, pending, -1 if compressed else offset, len(pending), next_line, 1
-                )
-                next_line += 1
         finally:
             stream.close()
             hashing.close()
         self.num_lines = next_line - 1
         self.size_bytes = hashing.bytes_read
-
-    def _blocks_by_offset(self) -> Iterator[Block]:
-        self._hash = hashlib.sha256()
-        buffer = bytearray(self.chunk_bytes)
-        filled, offset, next_line = 0, 0, 1
-        with open(self.path, "rb", buffering=0) as f:
-            while True:
-                if filled == len(buffer):  # a line longer than the buffer
-                    buffer.extend(bytes(len(buffer)))
-                with memoryview(buffer) as view:
-                    n = f.readinto(view[filled:])
-                    self._hash.update(view[filled : filled + n])
-                self.bytes_read += n
-                end = filled + n
-                if n == 0:
-                    if end:
-                        yield Block(self.path, None, offset, end, next_line, 1)
-                        next_line += 1
-                    break
-                cut = buffer.rfind(b"\n", 0, end) + 1
-                if cut == 0:
-                    filled = end
-                    continue
-                count = buffer.count(b"\n", 0, cut)
-                yield Block(self.path, None, offset, cut, next_line, count)
-                next_line += count
-                offset += cut
-                buffer[: end - cut] = buffer[cut:end]
-                filled = end - cut
-        self.num_lines = next_line - 1
+        self.sha256 = hashing.sha256.hexdigest()
 
 
 def parse_block(

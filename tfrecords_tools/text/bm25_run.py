@@ -10,7 +10,7 @@ from tfr_rankformer.inputs.manifest import read_manifest
 from tfr_rankformer.text.bm25 import Bm25Config, Bm25Index, bm25_list_metrics, top_documents
 from tfr_rankformer.text.word_tokens import tokenize
 from tfrecords_tools.text.text_elwc import read_text_split
-from tfrecords_tools.text.trec_files import TrecFormatError, read_collection, read_queries
+from tfrecords_tools.text.trec_files import read_collection, read_queries, read_unique
 
 
 def write_bm25_run(
@@ -26,7 +26,7 @@ def write_bm25_run(
     """Writes a TREC run of each query's ``top_k`` BM25 documents (those sharing a term)."""
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
-    query_list = list(_read_unique(queries, read_queries, "qid"))
+    query_list = [(qid, text) for _, qid, text in read_unique(queries, read_queries, "qid")]
     index, doc_ids = _index_collection(collection, config, progress=progress)
     counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
     counts.update(queries_short_of_top_k=0, queries_without_match=0)
@@ -53,27 +53,11 @@ def _index_collection(
     doc_ids = []
 
     def documents():
-        for docid, text in _read_unique(collection, read_collection, "document"):
+        for _, docid, text in read_unique(collection, read_collection, "document"):
             doc_ids.append(docid)
             yield tokenize(text)
 
     return Bm25Index(documents(), config, progress=progress), doc_ids
-
-
-def _read_unique(paths: list[str], reader, what: str):
-    """Yields ``(id, text)`` of the files, refusing an id given twice."""
-    seen: dict[str, tuple[int, int]] = {}
-    for number, path in enumerate(paths):
-        for line, key, text in reader(path):
-            if key in seen:
-                first_file, first_line = seen[key]
-                raise TrecFormatError(
-                    path,
-                    line,
-                    f"{what} {key!r} given twice (first at {paths[first_file]}: line {first_line})",
-                )
-            seen[key] = (number, line)
-            yield key, text
 
 
 def evaluate_bm25_splits(

@@ -95,17 +95,13 @@ _ZIPF /= _ZIPF.sum()
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticTextList:
-    """One generated list with its hidden variables (see the module docstring)."""
+    """One generated list with its hidden topics and query-term coverage."""
 
     query_tokens: list
     document_tokens: list
     labels: np.ndarray
-    intent: int
     topics: np.ndarray
-    quality: np.ndarray
     coverage: np.ndarray
-    stuffed: np.ndarray
-    utility: np.ndarray
 
 
 def _document(rng, query_terms, covered, stuffed_term, topic, other_topic) -> list[str]:
@@ -156,9 +152,7 @@ def draw_text_list(rng: np.random.Generator, n: int) -> SyntheticTextList:
     matches = (topics == intent).astype(np.float64)
     utility = COVERAGE_WEIGHT * coverage + INTENT_EFFECT * (matches - INTENT_SHARE) + noise
     labels = np.digitize(utility, THRESHOLDS)
-    return SyntheticTextList(
-        query, documents, labels, intent, topics, quality, coverage, stuffed, utility
-    )
+    return SyntheticTextList(query, documents, labels, topics, coverage)
 
 
 def generate_text_lists(
@@ -215,18 +209,14 @@ def generate_trec_layout(
         qrels=os.path.join(directory, "qrels.txt"),
         run=os.path.join(directory, "run.txt"),
     )
-    counts = {
-        "train": config.train_queries,
-        "vali": config.vali_queries,
-        "test": config.test_queries,
-    }
     qid, docid = 0, 0
     with (
         atomic_write(paths["collection"], newline="\n") as collection,
         atomic_write(paths["qrels"], newline="\n") as qrels,
         atomic_write(paths["run"], newline="\n") as run,
     ):
-        for split, count in counts.items():
+        for split in SPLIT_FILES:
+            count = getattr(config, f"{split}_queries")
             rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
             lists = generate_text_lists(count, mean_list_size=config.mean_list_size, rng=rng)
             with atomic_write(paths[f"{split}_queries"], newline="\n") as queries:

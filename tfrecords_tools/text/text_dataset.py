@@ -9,6 +9,7 @@ import os
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest, write_manifest
 from tfr_rankformer.text.word_tokens import TOKENIZER_DESCRIPTION
 from tfrecords_tools.atomic_output import scratch_directory
+from tfrecords_tools.converted_fold import MANIFEST_VERSION
 from tfrecords_tools.text.text_elwc import (
     DOCUMENT_FEATURE,
     DOCUMENT_ID_FEATURE,
@@ -20,8 +21,6 @@ from tfrecords_tools.text.text_elwc import (
 )
 
 logger = logging.getLogger(__name__)
-
-MANIFEST_VERSION = 1
 
 
 def first_stage_score_source(*, scored: int, unscored: int) -> str:
@@ -47,35 +46,6 @@ def is_text_dataset(directory: str) -> bool:
         return False
 
 
-def relative_paths(values, scratch: str):
-    """``values`` with paths inside ``scratch`` made relative to it (generated inputs)."""
-    if isinstance(values, dict):
-        return {k: relative_paths(v, scratch) for k, v in values.items()}
-    if isinstance(values, (list, tuple)):
-        return [relative_paths(v, scratch) for v in values]
-    if isinstance(values, str) and values.startswith(scratch + os.sep):
-        return os.path.relpath(values, scratch)
-    return values
-
-
-def _elwc_types(first_stage: bool) -> dict:
-    """The manifest's ``elwc`` entry: the features of the context and of each item."""
-    examples = {
-        DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
-        DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
-        LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
-    }
-    if first_stage:
-        examples[FIRST_STAGE_FEATURE] = {"dtype": "float32", "shape": [1]}
-    return {
-        "context": {
-            QUERY_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
-            QUERY_ID_FEATURE: {"dtype": "string", "shape": [1]},
-        },
-        "examples": examples,
-    }
-
-
 def text_manifest(
     parameters: dict,
     splits,
@@ -91,12 +61,24 @@ def text_manifest(
     the items hold no ``first_stage_score``."""
     from tfr_rankformer import __version__
 
-    first_stage = {}
+    first_stage, examples = (
+        {},
+        {
+            DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+            DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
+            LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
+        },
+    )
     if first_stage_source is not None:
         first_stage = {
             "first_stage_feature": FIRST_STAGE_FEATURE,
             "first_stage_score_source": first_stage_source,
         }
+        examples[FIRST_STAGE_FEATURE] = {"dtype": "float32", "shape": [1]}
+    context = {
+        QUERY_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+        QUERY_ID_FEATURE: {"dtype": "string", "shape": [1]},
+    }
     content = {
         "manifest_version": MANIFEST_VERSION,
         "created_by": f"tfr-convert {__version__}",
@@ -108,7 +90,7 @@ def text_manifest(
         "document_id_feature": DOCUMENT_ID_FEATURE,
         **first_stage,
         "max_relevance": int(max_label),
-        "elwc": _elwc_types(first_stage_source is not None),
+        "elwc": {"context": context, "examples": examples},
         "tokenizer": TOKENIZER_DESCRIPTION,
         "source": source or {"kind": "trec"},
         "parameters": parameters,

@@ -1,5 +1,5 @@
 """The text ELWC layout (context ``query_tokens``, items ``document_tokens``, ``relevance``,
-ours also ids and ``first_stage_score``), encoded by hand without TensorFlow."""
+ours also ids and ``first_stage_score``), encoded without TensorFlow."""
 
 from __future__ import annotations
 
@@ -15,14 +15,7 @@ from google.protobuf.message import DecodeError
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
 from tfrecords_tools.list_processing import Histogram
-from tfrecords_tools.protobuf_wire import (
-    ExampleListWithContext,
-    bytes_feature,
-    encode_example,
-    float_feature,
-    int64_feature,
-    length_delimited,
-)
+from tfrecords_tools.protobuf_wire import ExampleListWithContext
 from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
 
 QUERY_FEATURE = "query_tokens"
@@ -80,35 +73,23 @@ class TextList:
         object.__setattr__(self, "first_stage_scores", scores)
 
 
-def _utf8(tokens) -> list[bytes]:
-    return [t.encode("utf-8") for t in tokens]
-
-
-def _item(text_list: TextList, i: int) -> bytes:
-    """The ``Example`` of the list's document ``i``."""
-    features = {
-        DOCUMENT_ID_FEATURE: bytes_feature([text_list.document_ids[i].encode("utf-8")]),
-        DOCUMENT_FEATURE: bytes_feature(_utf8(text_list.document_tokens[i])),
-        LABEL_FEATURE: int64_feature([int(text_list.relevance[i])]),
-    }
-    if text_list.first_stage_scores is not None:
-        features[FIRST_STAGE_FEATURE] = float_feature([text_list.first_stage_scores[i]])
-    return encode_example(features)
-
-
 def encode_text_list(text_list: TextList) -> bytes:
     """Serialises one list as an ``ExampleListWithContext`` of the text layout."""
-    items = b"".join(
-        length_delimited(1, _item(text_list, i))  # ExampleListWithContext.examples
-        for i in range(len(text_list.document_ids))
+    elwc = ExampleListWithContext()
+    context = elwc.context.features.feature
+    context[QUERY_ID_FEATURE].bytes_list.value.append(text_list.query_id.encode("utf-8"))
+    context[QUERY_FEATURE].bytes_list.value.extend(
+        t.encode("utf-8") for t in text_list.query_tokens
     )
-    context = encode_example(
-        {
-            QUERY_ID_FEATURE: bytes_feature([text_list.query_id.encode("utf-8")]),
-            QUERY_FEATURE: bytes_feature(_utf8(text_list.query_tokens)),
-        }
-    )
-    return items + length_delimited(2, context)  # ExampleListWithContext.context
+    for i, document_id in enumerate(text_list.document_ids):
+        item = elwc.examples.add().features.feature
+        item[DOCUMENT_ID_FEATURE].bytes_list.value.append(document_id.encode("utf-8"))
+        tokens = (t.encode("utf-8") for t in text_list.document_tokens[i])
+        item[DOCUMENT_FEATURE].bytes_list.value.extend(tokens)  # present even when empty
+        item[LABEL_FEATURE].int64_list.value.append(int(text_list.relevance[i]))
+        if text_list.first_stage_scores is not None:
+            item[FIRST_STAGE_FEATURE].float_list.value.append(text_list.first_stage_scores[i])
+    return elwc.SerializeToString(deterministic=True)
 
 
 # === Decoding ===
@@ -150,8 +131,7 @@ def _first_stage_scores(items: list) -> tuple | None:
 
 
 def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
-    """Parses one serialised list of the text layout; ``ValueError`` names a malformed
-    proto or a missing or mistyped feature."""
+    """Parses one list of the text layout; ``ValueError`` names a bad proto or feature."""
     try:
         elwc = ExampleListWithContext.FromString(data)
     except DecodeError as e:
@@ -208,18 +188,18 @@ class TextSplitWriter:
         if max(text_list.relevance, default=0) == 0:
             self.empty_list_lengths.add(length)
 
-    def length_histograms(self) -> dict:
-        """``{str(length): lists}`` of every list and of those whose list label is 0."""
-        return {
-            "list_length_histogram": self.list_lengths.as_dict(),
-            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
-        }
-
     def close(self) -> dict:
-        """Closes the files; returns ``{file name: lists}``."""
+        """Closes the files; returns the split's manifest entry (counts, lengths of every
+        list and of those whose list label is 0, and ``{file name: lists}``)."""
         for writer in self._writers:
             writer.close()
-        return dict(zip(self.names, self.counts))
+        return {
+            "num_lists": self.num_lists,
+            "num_items": self.num_items,
+            "list_length_histogram": self.list_lengths.as_dict(),
+            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
+            "files": dict(zip(self.names, self.counts)),
+        }
 
 
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:

@@ -34,8 +34,7 @@ def is_text_input(name: str | None) -> bool:
 
 
 def find_trec_files(directory: str) -> dict[str, tuple]:
-    """``{field of TrecConfig: (path,)}`` of the files found in ``directory`` by their
-    conventional names."""
+    """``{TrecConfig field: (path,)}`` of the files in ``directory`` with conventional names."""
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"trec:{directory}: not a directory")
     found = {}

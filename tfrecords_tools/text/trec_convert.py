@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 
 from tfr_rankformer.core.elwc_schema import SPLITS
 from tfr_rankformer.inputs.manifest import Manifest
 from tfr_rankformer.text.word_tokens import tokenize, truncate_tokens
+from tfrecords_tools.converted_fold import relative_paths
 from tfrecords_tools.text.text_dataset import (
     first_stage_score_source,
-    relative_paths,
     text_manifest,
     write_atomically,
 )
@@ -30,6 +31,7 @@ from tfrecords_tools.text.trec_files import (
     read_qrels,
     read_queries,
     read_run,
+    read_unique,
 )
 
 logger = logging.getLogger(__name__)
@@ -64,47 +66,34 @@ class _Reader:
 
     def _split_lists(self) -> dict[str, str] | None:
         """qid -> split from the qid list files; ``None`` without them."""
-        lists, first = {}, {}
-        for split in SPLITS:
-            for path in getattr(self.config, f"{split}_qids"):
-                for line, qid in read_qid_list(path):
-                    if qid in first:
-                        raise TrecFormatError(
-                            path, line, f"qid {qid!r} listed twice (first at {first[qid]})"
-                        )
-                    first[qid] = f"{path}: line {line}"
-                    lists[qid] = split
-        return lists if first else None
+        files = {path: split for split in SPLITS for path in getattr(self.config, f"{split}_qids")}
+        read = read_unique(files, read_qid_list, "qid", "listed")
+        return {qid: files[path] for path, qid, _ in read} or None
 
     def read_queries(self) -> None:
-        config, seen = self.config, {}
+        config = self.config
         split_lists = self._split_lists()
-        files = [(path, None) for path in config.queries]
+        files = {path: None for path in config.queries}
         for split in SPLITS:
-            files += [(path, split) for path in getattr(config, f"{split}_queries")]
-        for path, file_split in files:
-            for line, qid, text in read_queries(path):
-                if qid in seen:
-                    raise TrecFormatError(
-                        path, line, f"qid {qid!r} given twice (first at {seen[qid]})"
-                    )
-                seen[qid] = f"{path}: line {line}"
-                tokens, cut = truncate_tokens(tokenize(text), config.max_query_tokens)
-                self.counts["queries_truncated"] += cut
-                if file_split:
-                    split = file_split
-                elif split_lists is not None:
-                    split = split_lists.get(qid)
-                else:
-                    split = hash_split(qid, seed=config.seed, fractions=config.split_fractions)
-                if split is None:
-                    self.excluded.add(qid)
-                    continue
-                self.queries[qid] = (tokens, split)
+            files.update((path, split) for path in getattr(config, f"{split}_queries"))
+        for path, qid, text in read_unique(files, read_queries, "qid"):
+            tokens, cut = truncate_tokens(tokenize(text), config.max_query_tokens)
+            self.counts["queries_truncated"] += cut
+            if files[path]:
+                split = files[path]
+            elif split_lists is not None:
+                split = split_lists.get(qid)
+            else:
+                split = hash_split(qid, seed=config.seed, fractions=config.split_fractions)
+            if split is None:
+                self.excluded.add(qid)
+                continue
+            self.queries[qid] = (tokens, split)
         self.counts["queries"] = len(self.queries) + len(self.excluded)
         self.counts["queries_in_no_split_list"] = len(self.excluded)
         if split_lists is not None:
-            self.counts["split_list_qids_without_query"] = len(split_lists.keys() - seen.keys())
+            unknown = split_lists.keys() - self.queries.keys() - self.excluded
+            self.counts["split_list_qids_without_query"] = len(unknown)
 
     def read_runs(self) -> None:
         order, runs = 0, self.config.run
@@ -161,8 +150,7 @@ class _Reader:
                 self.counts["qrels_lines"] += 1
 
     def candidate_lists(self) -> dict[str, list[tuple]]:
-        """Each kept query's ``(docid, score, score given)`` in run order, cut to
-        ``max_list_size``."""
+        """Each kept query's ``(docid, score, given)`` in run order, cut to ``max_list_size``."""
         limit, lists = self.config.max_list_size, {}
         for qid, (tokens, _) in self.queries.items():
             entries = self.runs.get(qid)
@@ -189,24 +177,20 @@ class _Reader:
 
     def read_documents(self, wanted: set, progress: bool) -> dict[str, list]:
         """The tokens of the ``wanted`` documents, streamed from the collection."""
-        documents, first = {}, {}
         from tqdm.auto import tqdm
 
-        with tqdm(
+        documents = {}
+        bar = tqdm(
             total=len(wanted), desc="documents", unit="doc", disable=None if progress else True
-        ) as bar:
-            for path in self.config.collection:
-                for line, docid, text in read_collection(path, wanted):
-                    if docid in first:
-                        raise TrecFormatError(
-                            path, line, f"document {docid!r} given twice (first at {first[docid]})"
-                        )
-                    first[docid] = f"{path}: line {line}"
-                    tokens, cut = truncate_tokens(tokenize(text), self.config.max_document_tokens)
-                    self.counts["documents_truncated"] += cut
-                    self.counts["documents_without_tokens"] += not tokens
-                    documents[docid] = tokens
-                    bar.update(1)
+        )
+        with bar:
+            read = functools.partial(read_collection, wanted=wanted)
+            for _, docid, text in read_unique(self.config.collection, read, "document"):
+                tokens, cut = truncate_tokens(tokenize(text), self.config.max_document_tokens)
+                self.counts["documents_truncated"] += cut
+                self.counts["documents_without_tokens"] += not tokens
+                documents[docid] = tokens
+                bar.update(1)
         return documents
 
 
@@ -251,16 +235,7 @@ def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
             writers[split].write(text_list)
             max_label = max(max_label, *text_list.relevance)
     finally:
-        files = {s: w.close() for s, w in writers.items()}
-    splits = {
-        s: {
-            "num_lists": w.num_lists,
-            "num_items": w.num_items,
-            **w.length_histograms(),
-            "files": files[s],
-        }
-        for s, w in writers.items()
-    }
+        splits = {s: w.close() for s, w in writers.items()}
     return splits, max_label
 
 

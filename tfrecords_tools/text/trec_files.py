@@ -141,7 +141,19 @@ def read_run(path: str) -> Iterator[tuple[int, str, str, int, float, bool]]:
         yield number, qid, docid, rank_value, score_value, score is not None
 
 
-def read_qid_list(path: str) -> Iterator[tuple[int, str]]:
-    """Yields ``(line, qid)``: the first column of each line (a queries TSV serves too)."""
+def read_qid_list(path: str) -> Iterator[tuple[int, str, str]]:
+    """Yields ``(line, qid, "")``: the first column of each line (a queries TSV serves too)."""
     for number, raw in _lines(path):
-        yield number, _decode(path, number, raw).split()[0]
+        yield number, _decode(path, number, raw).split()[0], ""
+
+
+def read_unique(paths, reader, what: str, given="given") -> Iterator[tuple[str, str, str]]:
+    """Yields ``(path, id, text)`` of ``reader`` over ``paths``, refusing an id given twice."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        for line, key, text in reader(path):
+            if key in seen:
+                message = f"{what} {key!r} {given} twice (first at {seen[key]})"
+                raise TrecFormatError(path, line, message)
+            seen[key] = f"{path}: line {line}"
+            yield path, key, text

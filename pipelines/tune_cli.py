@@ -19,7 +19,7 @@ import json
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import Display, configure_command_logging, one_error_line, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, from_args, load_settings, setting
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
@@ -108,11 +108,10 @@ def _settings(args) -> dict:
 @one_error_line("tfr-tune")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    start_command(args, configure_logging=False)
+    start_command(args, log_level=args.log_level or "WARNING")
     options = from_args(args, TuneOptions)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    configure_command_logging(args.log_level or "WARNING")
     try:
         config = TuneConfig(
             model=options.model,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 
 # The paper's two NDCGs on feature vectors; on text data (one kind of label) NDCG at
 # three cut-offs, as the Listformer thesis and BM25 baselines report it.
@@ -22,13 +23,9 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     (2.0, 1.0)
     """
     values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
     if len(values) < 2:
-        return mean, math.nan
-    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
+        return (statistics.fmean(values) if values else math.nan), math.nan
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
 def pair_differences(first: dict, second: dict, keys: tuple) -> dict:

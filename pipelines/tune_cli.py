@@ -29,8 +29,7 @@ __all__ = ["build_parser", "main"]
 
 @dataclasses.dataclass(frozen=True)
 class TuneOptions:
-    """``tfr-tune``'s options (``TuneConfig``'s, whose module loads LightGBM, and the fixed
-    settings of every trial)."""
+    """``tfr-tune``'s options: ``TuneConfig``'s (its module loads LightGBM) and every trial's."""
 
     model: str = setting(
         None, "the model searched", required=True, choices=model_families.trainable_names
@@ -113,20 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
     try:
+        shared = ("model", "data", "output", "trials", "timeout", "jobs", "seed", "search_space")
         config = TuneConfig(
-            model=options.model,
-            data=options.data,
-            output=options.output,
-            trials=options.trials,
-            timeout=options.timeout,
-            jobs=options.jobs,
-            seed=options.seed,
-            search_space=options.search_space,
+            **{name: getattr(options, name) for name in shared},
             settings=_settings(args),
             prune=not options.no_pruning,
         )
         summary = run_tuning(config, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, OSError) as e:
+    except (ValueError, OSError) as e:
         print(f"tfr-tune: error: {e}", file=sys.stderr)
         return 1
     counts = ", ".join(f"{n} {state}" for state, n in sorted(summary["trials"].items()))

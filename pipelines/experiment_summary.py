@@ -29,9 +29,8 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
-    """Per metric: the differences ``first - second`` over the units both hold
-    (``{unit: {metric: value}}``): mean, se, on how many ``first`` is ahead (``ahead``
-    of ``n``), and the ``low`` and ``high`` difference."""
+    """Per metric, the differences ``first - second`` over the units both hold: mean, se,
+    ``ahead`` of ``n`` (where ``first`` is ahead), ``low`` and ``high``."""
     units = [u for u in first if u in second]
     out = {}
     for key in keys:
@@ -60,9 +59,8 @@ def _units(runs: list[dict], split: str, by_seed: bool, keys: tuple) -> dict:
 
 
 def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "test") -> list:
-    """Every pair of models, the later in ``labels`` minus the earlier (baselines come
-    first): paired by fold and seed when both ran the same ones, else (BM25 runs once
-    per fold) by fold, each model's figure its mean over its seeds."""
+    """Every pair of models, the later in ``labels`` minus the earlier: paired by fold and
+    seed when both ran the same ones, else (BM25 runs once per fold) by fold."""
     mine = {label: [r for r in runs if r["model"] == label] for label in labels}
     pairs = []
     for i, earlier in enumerate(labels):

@@ -1,13 +1,8 @@
-"""The programs users run: thin command lines over the library, and benchmarks.
-
-Each command sets TensorFlow's log level in its ``main`` before TensorFlow is
-imported (see ``tf_log_level``), so that ``--verbose`` can keep it.
-"""
+"""The programs users run: thin command lines over the library, and benchmarks."""
 
 __all__ = ["COMMANDS"]
 
-# The commands of setup.py's console scripts, as ``tfr-<name>`` with their
-# module ``pipelines.<name>_cli``.
+# setup.py's console scripts: ``tfr-<name>`` runs ``pipelines.<name>_cli``.
 COMMANDS = (
     "convert",
     "train",

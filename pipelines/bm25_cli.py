@@ -20,7 +20,7 @@ import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import Display, one_error_line, start_command
-from tfr_rankformer.core.config_io import add_options, from_args, setting
+from tfr_rankformer.core.config_io import add_options, from_args, setting, write_json
 from tfr_rankformer.text.bm25 import Bm25Config
 
 __all__ = ["build_parser", "main"]
@@ -135,8 +135,6 @@ def _eval(parsed) -> None:
         "documents)"
     )
     if args.output:
-        from tfr_rankformer.core.config_io import write_json
-
         write_json(args.output, metrics)
         print(f"wrote {args.output}")
 

@@ -1,5 +1,4 @@
-"""Pieces the command lines share: the parser, LightGBM's options, metric tables, and the
-data checks run before reading a converted dataset."""
+"""Pieces the command lines share: the parser, LightGBM's options and metric tables."""
 
 from __future__ import annotations
 
@@ -12,10 +11,11 @@ from tfr_rankformer.core.config_io import setting
 
 __all__ = [
     "LightGBMOptions",
+    "aligned",
+    "json_value",
     "make_parser",
     "format_metrics",
     "parse_lgb_params",
-    "check_converted_data",
     "data_loss_message",
 ]
 
@@ -55,8 +55,8 @@ class LightGBMOptions:
 
 
 def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
-    """A plain-text table: one row per split, one column per metric key; then each split's
-    metrics that no list could measure."""
+    """A plain-text table, a row per split and a column per metric; then what no list of a
+    split could measure."""
     rows = [["split", *keys]]
     for split, values in metrics.items():
         row = [split]
@@ -67,13 +67,30 @@ def format_metrics(metrics: dict[str, dict], keys: list[str]) -> str:
             else:
                 row.append("-" if value is None else str(value))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    # What no list of a split could measure is said, not shown as a number.
+    lines = aligned(rows)
     lines += [
         f"{s}: not measured: {v['not_measured']}" for s, v in metrics.items() if "not_measured" in v
     ]
     return "\n".join(lines)
+
+
+def aligned(rows: list[list[str]], *, left: bool = False) -> list[str]:
+    """Rows of cells as lines of right-aligned columns, the first left-aligned if ``left``."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if left and not i else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+        )
+        for r in rows
+    ]
+
+
+def json_value(text: str):
+    """``text`` as JSON where it parses, else as it is."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def parse_lgb_params(pairs: list[str] | None) -> dict:
@@ -83,28 +100,10 @@ def parse_lgb_params(pairs: list[str] | None) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--lgb-param takes KEY=VALUE, got {pair!r}")
-        try:
-            params[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key.strip()] = value
+        params[key.strip()] = json_value(value)
     return params
 
 
-def check_converted_data(data_dir: str, splits: list[str] | None = None) -> None:
-    """Checks a converted dataset before a command reads it: its manifest parses and every
-    shard of ``splits`` (default: all) is whole, with the manifest's record count.
-
-    Raises:
-      ValueError: naming the file (and line, or record) at fault.
-      FileNotFoundError: no manifest, or a shard it lists is missing.
-    """
-    from tfr_rankformer.inputs.manifest import load_manifest
-    from tfr_rankformer.inputs.record_checks import check_split_files
-
-    check_split_files(data_dir, load_manifest(data_dir), splits)
-
-
 def data_loss_message(data_dir: str, error) -> str:
-    """One line for a ``tf.errors.DataLossError`` met while reading ``data_dir``'s shards
-    (a shard changed after the checks); tf.data does not name the file."""
+    """One line for a ``tf.errors.DataLossError`` (a shard changed after the checks)."""
     return f"{data_dir}: corrupt or truncated TFRecord data ({error.message.strip()})"

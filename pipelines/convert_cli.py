@@ -35,7 +35,7 @@ import sys
 from dataclasses import fields
 
 from pipelines.cli_common import make_parser
-from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, text_main
+from pipelines.text_convert_options import TEXT_GROUP, check_text_flags, run_text_conversion
 from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, given, load_settings
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME
@@ -171,19 +171,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     check_text_flags(parser, args, beam_args)
-    if is_text_input(args.input):
-        start_command(args)
-        return text_main(args)
-    if args.runner is None:
+    text = is_text_input(args.input)
+    if args.runner is None and not text:
         _check_local_only(parser, args, beam_args)
     start_command(args)
+    # Input and output errors; a text input's I/O errors too, as they are.
+    errors = (ValueError, OSError) if text else (DatasetNotFoundError, FileExistsError, ValueError)
     try:
-        config = _settings(args)
-        if args.runner is None:
+        config = None if text else _settings(args)
+        if text:
+            manifests = [run_text_conversion(args)]
+        elif args.runner is None:
             manifests = convert(config, progress=not args.no_progress)
         else:
             manifests = _convert_on_beam(args, config, beam_args)
-    except (DatasetNotFoundError, FileExistsError, ValueError) as e:  # input, output
+    except errors as e:
         print(f"tfr-convert: error: {e}", file=sys.stderr)
         return 1
     for manifest in manifests:
@@ -191,9 +193,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{name} {s.num_lists:,} lists / {s.num_items:,} items"
             for name, s in manifest.splits.items()
         )
-        label = f"Fold{manifest.fold}: " if manifest.fold and config.all_folds else ""
+        label = f"Fold{manifest.fold}: " if manifest.fold and config and config.all_folds else ""
         print(f"{label}{counts}")
-    print(f"wrote {config.output} ({MANIFEST_NAME} describes it)")
+    filtered = text and ", ".join(
+        f"{k.replace('_', ' ')} {v:,}" for k, v in manifest.filtered.items() if v
+    )
+    if filtered:
+        print(f"filtered or cut: {filtered}")
+    print(f"wrote {args.output if text else config.output} ({MANIFEST_NAME} describes it)")
     return 0
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import math
 import sys
 
-from pipelines.cli_common import LightGBMOptions, make_parser, parse_lgb_params
+from pipelines.cli_common import LightGBMOptions, aligned, make_parser, parse_lgb_params
 from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
@@ -106,12 +106,7 @@ def format_comparison(comparison: dict[str, dict]) -> str:
                 + [_cell(m.get(k), 2) for k in _COLUMNS]
                 + [_cell(m.get("training_seconds"), 1), _cell(m.get("scoring_ms_per_list"), 3)]
             )
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines = [f"{split}:"]
-        for row in table:
-            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-            lines.append("  ".join(cells))
-        blocks.append("\n".join(lines))
+        blocks.append("\n".join([f"{split}:", *aligned(table, left=True)]))
     return "\n\n".join(blocks)
 
 
@@ -126,11 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     flags.pop("lgb_param", None)
     try:
         values = {**(load_settings(args.config, DistillConfig) if args.config else {}), **flags}
-        params = dict(values.pop("params", {}))
-        params.update(parse_lgb_params(args.lgb_param))
+        params = {**values.pop("params", {}), **parse_lgb_params(args.lgb_param)}
         config = DistillConfig.from_json({**values, "params": params})
         metrics = distill(config)
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
+    except (ValueError, OSError) as e:
         print(f"tfr-distill: error: {e}", file=sys.stderr)
         return 1
     print(format_comparison(metrics["comparison"]))

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_experiment(
             config, progress=not display.no_progress, progress_seconds=display.progress_seconds
         )
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as e:
+    except (ValueError, OSError) as e:
         print(f"tfr-experiment: error: {e}", file=sys.stderr)
         return 1
     with open(f"{args.output}/results.md", encoding="utf-8") as f:

@@ -39,12 +39,6 @@ def _save(figure, path: str) -> None:
     plt.close(figure)
 
 
-def _label(ax, x: str, y: str, title: str) -> None:
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(title)
-
-
 def _shares(ax, values: np.ndarray) -> None:
     """A bar per level 0 .. max of ``values``: the share of values at it."""
     counts = np.bincount(values, minlength=1)
@@ -58,7 +52,8 @@ def draw_labels(path: str, fold_data: str) -> None:
     y, r = train.label.astype(int), train.relevance.astype(int)
     figure, (left, right) = _figure(2)
     _shares(left, train.list_labels().astype(int))
-    _label(left, "list label t = max_i y_i", "fraction of training lists", "list labels")
+    left.set(xlabel="list label t = max_i y_i", ylabel="fraction of training lists")
+    left.set_title("list labels")
     relevance_levels = np.arange(max(int(r.max(initial=0)), 0) + 1)
     label_levels = np.unique(y)
     width = 0.8 / max(len(label_levels), 1)
@@ -68,12 +63,8 @@ def draw_labels(path: str, fold_data: str) -> None:
         right.bar(relevance_levels + i * width, share, width, label=f"y = {label}")
     right.set_xticks(relevance_levels + width * (len(label_levels) - 1) / 2)
     right.set_xticklabels([str(v) for v in relevance_levels])
-    _label(
-        right,
-        "explicit relevance r",
-        "fraction of items with this y",
-        "explicit relevance per training label",
-    )
+    right.set(xlabel="explicit relevance r", ylabel="fraction of items with this y")
+    right.set_title("explicit relevance per training label")
     right.legend()
     _save(figure, path)
 
@@ -88,9 +79,10 @@ def draw_text_labels(path: str, fold_data: str) -> None:
         lengths.append(len(text_list.document_ids))
     figure, (left, right) = _figure(2)
     _shares(left, np.asarray(relevance, dtype=int))
-    _label(left, "relevance", "fraction of training documents", "document relevance")
+    left.set(xlabel="relevance", ylabel="fraction of training documents")
+    left.set_title("document relevance")
     right.hist(lengths, bins=min(30, max(len(set(lengths)), 1)))
-    _label(right, "documents in the list", "training lists", "list lengths")
+    right.set(xlabel="documents in the list", ylabel="training lists", title="list lengths")
     _save(figure, path)
 
 
@@ -112,7 +104,7 @@ def draw_ndcg(path: str, summary: dict, keys: tuple = REPORTED) -> None:
     # Long specs (model:key=value:...) are wrapped at their colons.
     ticks = [textwrap.fill(label.replace(":", ": "), 28) for label in labels]
     ax.set_xticklabels(ticks, rotation=20, ha="right", fontsize=8)
-    _label(ax, "", "test NDCG x 100", "NDCG per model (mean ± standard error over runs)")
+    ax.set(ylabel="test NDCG x 100", title="NDCG per model (mean ± standard error over runs)")
     ax.legend()
     _save(figure, path)
 
@@ -140,7 +132,8 @@ def draw_validation(path: str, runs: list[dict], labels: list[str]) -> bool:
     figure, ax = _figure(size=(7, 4))
     for label, curve in curves.items():
         ax.plot(np.arange(1, len(curve) + 1), curve, marker="o", markersize=3, label=label)
-    _label(ax, "epoch", "validation NDCG_y@10 x 100", "validation NDCG per epoch (mean over runs)")
+    ax.set(xlabel="epoch", ylabel="validation NDCG_y@10 x 100")
+    ax.set_title("validation NDCG per epoch (mean over runs)")
     ax.legend()
     _save(figure, path)
     return True

@@ -1,10 +1,7 @@
 """``tfr-experiment``: the RankFormer paper's Table 2 on one dataset, resumable.
 
-Converts the dataset once (or uses a converted one), trains and evaluates every model
-on every fold and seed into ``output/runs/<model>/Fold<f>/seed<s>/`` (``metrics.json``
-marks a finished run, which a rerun keeps; a run without it starts again), and writes
-``results.json``, ``results.md`` (``experiment_summary``) and PNG plots
-(``experiment_plots``). Text data runs ``bm25``, once per fold, and the ``listformer``.
+Every model on every fold and seed runs into ``output/runs/<model>/Fold<f>/seed<s>/``; its
+``metrics.json`` marks it finished, and a rerun keeps it.
 """
 
 from __future__ import annotations
@@ -66,7 +63,6 @@ def converted_folds(root: str) -> dict[int, str]:
 
 
 def _check_text_settings(config: ExperimentConfig) -> None:
-    """Refuses settings that cannot apply to text data, before anything is written."""
     from tfrecords_tools.text.text_sources import TREC_PREFIX
 
     if not config.simulate_clicks:
@@ -83,8 +79,6 @@ def _check_text_settings(config: ExperimentConfig) -> None:
 
 
 def _convert(config: ExperimentConfig, target: str, *, progress: bool) -> None:
-    """Converts ``config.dataset`` into ``target``: its folds, with simulated clicks
-    unless the config says otherwise, or its text lists."""
     lists = config.synthetic_lists
     sizes = dict(train_queries=lists, vali_queries=max(lists // 3, 1))
     sizes["test_queries"] = sizes["vali_queries"]
@@ -117,8 +111,7 @@ def _convert(config: ExperimentConfig, target: str, *, progress: bool) -> None:
 
 
 def _converted_once(source: str, target: str, run: Callable[[], object], stages) -> dict:
-    """``target``'s folds, after ``run`` converts ``source`` into it when it holds none
-    (a conversion is written whole or not at all)."""
+    """``target``'s folds, after ``run`` converts ``source`` into it when it holds none."""
     folds = converted_folds(target)
     if folds:
         stages.note("using the data converted before in %s", target)
@@ -131,8 +124,7 @@ def _converted_once(source: str, target: str, run: Callable[[], object], stages)
 def convert_folds(
     convert_config, *, progress: bool, stages: StageLog | None = None
 ) -> dict[int, str]:
-    """Fold number -> converted directory under ``convert_config.output`` (a
-    ``ConvertConfig``), converted unless a conversion is there; benchmarks use it too."""
+    """Fold number -> directory of ``convert_config``'s output, converted unless it is there."""
     from tfrecords_tools.convert import convert
 
     run = functools.partial(convert, convert_config, progress=progress)
@@ -142,8 +134,7 @@ def convert_folds(
 def prepare_data(
     config: ExperimentConfig, *, progress: bool, stages: StageLog | None = None
 ) -> dict[int, str]:
-    """The converted folds the experiment uses: the dataset itself when it is
-    converted already, else ``output/data`` (converted once)."""
+    """The experiment's converted folds: the dataset's own, else ``output/data``'s."""
     folds = converted_folds(config.dataset)
     if not folds:
         target = os.path.join(config.output, "data")
@@ -160,7 +151,6 @@ def prepare_data(
 
 
 def _run_bm25(spec: ModelSpec, fold_data: str, run_dir: str) -> None:
-    """Scores the fold's vali and test lists with BM25; writes ``metrics.json``."""
     from tfrecords_tools.text.bm25_run import Bm25Config, evaluate_bm25_splits
 
     bm25 = Bm25Config(**dict(spec.settings))
@@ -213,8 +203,7 @@ def _versions() -> dict:
 
 
 def _run_once(config, planned: tuple, fold_data: str, name: str, stages, fit: dict) -> dict:
-    """One ``(spec, fold, seed)`` run, trained unless its metrics exist; its
-    ``results.json`` entry. ``name`` is how the stage lines call it."""
+    """One ``(spec, fold, seed)`` run, trained unless its metrics exist; its results entry."""
     spec, fold, seed = planned
     run_dir = os.path.join(config.output, "runs", spec.slug, f"Fold{fold}", f"seed{seed}")
     metrics_path = os.path.join(run_dir, "metrics.json")
@@ -240,7 +229,6 @@ def _run_once(config, planned: tuple, fold_data: str, name: str, stages, fit: di
 
 
 def _results(config: ExperimentConfig, specs: list, folds: dict, runs: list, text: bool) -> dict:
-    """``results.json``'s content, the plots aside."""
     label_kind = "relevance" if text else load_manifest(folds[min(folds)]).label_kind
     reported = TEXT_REPORTED if text else REPORTED
     paired = TEXT_REPORTED if text else PAIRED
@@ -269,12 +257,8 @@ def run_experiment(
     progress_seconds: float = 30.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict:
-    """Runs (or resumes) the experiment; returns ``results.json``'s content.
-
-    ``progress`` shows the conversion's and training's progress (bars on a terminal,
-    elsewhere a line every ``progress_seconds``); the stage lines are logged either
-    way, timed by ``clock``.
-    """
+    """Runs (or resumes) the experiment; returns ``results.json``'s content. ``progress``:
+    bars on a terminal, elsewhere a line every ``progress_seconds``."""
     stages = StageLog(clock=clock)
     given = converted_folds(config.dataset)
     # The models are checked against the data before anything is converted.
@@ -291,7 +275,6 @@ def run_experiment(
         for spec in specs
         if seed == 0 or not spec.is_bm25  # BM25 is deterministic: one run per fold
     ]
-    # verbose 1: Keras's bar on a terminal, progress lines elsewhere (runner.train).
     fit = {"verbose": 1 if progress else 0, "progress_seconds": progress_seconds}
     runs = []
     for i, (spec, fold, seed) in enumerate(plan, start=1):

@@ -1,20 +1,12 @@
-"""The models, folds and settings of a ``tfr-experiment``.
-
-Models are given as ``NAME[:KEY=VALUE[:KEY=VALUE...]]``, e.g.
-``rankformer:alpha=4`` or ``gbdt-1k:num_leaves=63``: the keys are
-``tfr-train`` settings (architecture ones included) for neural models and
-LightGBM parameters for GBDTs; ``tfr-tune`` outputs join as ``tuned <model>``
-rows. On text data the models are ``bm25`` (keys: ``Bm25Config`` fields) and
-the ``listformer`` (``tfr-train`` settings, its text settings such as
-``max_document_tokens`` included).
-"""
+"""The models (``NAME[:KEY=VALUE...]``, as ``--models``' help says), folds and settings of a
+``tfr-experiment``."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 
+from pipelines.cli_common import json_value
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.command_names import (
     BM25_MODEL,
@@ -34,8 +26,8 @@ _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One row of the table: its label as given, the model (neural, GBDT or ``bm25``), its
-    settings (training settings or LightGBM parameters) or a ``tfr-tune`` result's."""
+    """One row of the table: its label as given, the model, its settings (training settings
+    or LightGBM parameters) or a ``tfr-tune`` result's."""
 
     label: str
     model: str
@@ -44,7 +36,6 @@ class ModelSpec:
 
     @property
     def slug(self) -> str:
-        """The label as a directory name."""
         return re.sub(r"[^A-Za-z0-9.=_-]+", "_", self.label.replace(":", "_"))
 
     @property
@@ -57,7 +48,6 @@ class ModelSpec:
 
     @property
     def is_text(self) -> bool:
-        """Whether the model ranks text lists (BM25, the Listformer), not feature vectors."""
         return self.is_bm25 or model_families.is_text(self.model)
 
     @property
@@ -65,19 +55,9 @@ class ModelSpec:
         return not (self.is_gbdt or self.is_bm25)
 
 
-def _value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def parse_models(text: str) -> list[ModelSpec]:
-    """``"gbdt-1k,rankformer:alpha=4"`` -> model specs.
-
-    Raises:
-      ValueError: naming an unknown model, a malformed or unknown setting, or a repeat.
-    """
+    """``"gbdt-1k,rankformer:alpha=4"`` -> model specs; ``ValueError`` naming an unknown
+    model, a malformed or unknown setting, or a repeat."""
     specs = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -97,7 +77,7 @@ def parse_models(text: str) -> list[ModelSpec]:
             known |= set(TEXT_FIELDS) if model_families.is_text(name) else set()
             if model_families.is_neural(name) and key not in known:
                 raise ValueError(f"{item!r}: {key!r} is not a tfr-train setting")
-            settings.append((key, _value(value)))
+            settings.append((key, json_value(value)))
         if name == BM25_MODEL:
             Bm25Config(**dict(settings))  # a bad value is an error now, not after training
         specs.append(ModelSpec(item, name, tuple(settings)))
@@ -118,11 +98,7 @@ def tuned_specs(directory: str) -> list[ModelSpec]:
 
 
 def parse_folds(text: str) -> list[int]:
-    """``"1-5"``, ``"1,3"`` or ``"2"`` -> fold numbers.
-
-    Raises:
-      ValueError: for anything else.
-    """
+    """``"1-5"``, ``"1,3"`` or ``"2"`` -> fold numbers (``ValueError`` for anything else)."""
     folds: list[int] = []
     for part in text.split(","):
         low, sep, high = part.strip().partition("-")
@@ -198,13 +174,9 @@ class ExperimentConfig:
             raise ValueError(f"`seeds` must be >= 1, got {self.seeds}")
 
     def model_specs(self, *, text: bool) -> list[ModelSpec]:
-        """The table's rows on a dataset of text lists (``text``) or of feature vectors:
-        ``models`` (or the kind's default grid), then the ``tuned`` configurations.
-
-        Raises:
-          ValueError: naming the models that do not take the dataset's kind of
-            lists, or labels that repeat.
-        """
+        """The table's rows on text lists (``text``) or feature vectors: ``models`` (or the
+        kind's default), then the ``tuned`` ones; ``ValueError`` for a model of the other
+        kind or a repeated label."""
         default = DEFAULT_TEXT_EXPERIMENT_MODELS if text else DEFAULT_EXPERIMENT_MODELS
         specs = parse_models(self.models if self.models is not None else default)
         if self.tuned:

@@ -10,6 +10,7 @@ stage logs at INFO, stamped with the time since the experiment started::
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -45,27 +46,23 @@ class StageLog:
         self.clock = clock
         self.started = clock()
 
-    def _log(self, message: str, *args, now: float | None = None) -> None:
-        whole = max(int((self.clock() if now is None else now) - self.started), 0)
-        stamp = f"[{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}]"
-        logger.info("%s " + message, stamp, *args)
-
-    def note(self, message: str, *args) -> None:
+    def note(self, message: str, *args, now: float | None = None) -> None:
         """Logs one stamped line, e.g. a run that is skipped."""
-        self._log(message, *args)
+        whole = max(int((self.clock() if now is None else now) - self.started), 0)
+        logger.info("[%s] " + message, datetime.timedelta(seconds=whole), *args)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Logs ``name: started`` and ``name: done in ...``; a stage that raises logs how
-        long it ran before it failed, and the exception goes on."""
+        """Logs ``name: started`` and ``name: done in ...`` (or how long it ran before an
+        exception, which goes on)."""
         started = self.clock()
-        self._log("%s: started", name, now=started)
+        self.note("%s: started", name, now=started)
         try:
             yield
         except BaseException as e:
             now = self.clock()
             took = format_duration(now - started)
-            self._log("%s: stopped by %s after %s", name, type(e).__name__, took, now=now)
+            self.note("%s: stopped by %s after %s", name, type(e).__name__, took, now=now)
             raise
         now = self.clock()
-        self._log("%s: done in %s", name, format_duration(now - started), now=now)
+        self.note("%s: done in %s", name, format_duration(now - started), now=now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 
 # The paper's two NDCGs on feature vectors; on text data (one kind of label) NDCG at
 # three cut-offs, as the Listformer thesis and BM25 baselines report it.
@@ -22,19 +23,14 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     (2.0, 1.0)
     """
     values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
     if len(values) < 2:
-        return mean, math.nan
-    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
+        return (statistics.fmean(values) if values else math.nan), math.nan
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
 def pair_differences(first: dict, second: dict, keys: tuple) -> dict:
-    """Per metric: the differences ``first - second`` over the units both hold
-    (``{unit: {metric: value}}``): mean, se, on how many ``first`` is ahead (``ahead``
-    of ``n``), and the ``low`` and ``high`` difference."""
+    """Per metric, the differences ``first - second`` over the units both hold: mean, se,
+    ``ahead`` of ``n`` (where ``first`` is ahead), ``low`` and ``high``."""
     units = [u for u in first if u in second]
     out = {}
     for key in keys:
@@ -63,9 +59,8 @@ def _units(runs: list[dict], split: str, by_seed: bool, keys: tuple) -> dict:
 
 
 def paired_runs(runs: list[dict], labels: list[str], keys: tuple, split: str = "test") -> list:
-    """Every pair of models, the later in ``labels`` minus the earlier (baselines come
-    first): paired by fold and seed when both ran the same ones, else (BM25 runs once
-    per fold) by fold, each model's figure its mean over its seeds."""
+    """Every pair of models, the later in ``labels`` minus the earlier: paired by fold and
+    seed when both ran the same ones, else (BM25 runs once per fold) by fold."""
     mine = {label: [r for r in runs if r["model"] == label] for label in labels}
     pairs = []
     for i, earlier in enumerate(labels):

@@ -21,7 +21,7 @@ from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_comma
 from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 from tfr_rankformer.core.config_io import add_options, from_args, setting
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "exported_line", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,20 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         invalid_items=options.invalid_items,
         precision=options.precision,
     )
-    token_ids = _token_id_export(args.model_dir, path)
-    if token_ids:
-        print(f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)")
-    else:
-        print(f"exported {path} (invalid items: {options.invalid_items})")
+    print(exported_line(options.model_dir, path, f" (invalid items: {options.invalid_items})"))
     return 0
 
 
-def _token_id_export(model_dir: str, path: str) -> str | None:
-    """A text run's token-id export of the version just written (``None``: not a text run)."""
+def exported_line(model_dir: str, path: str, detail: str = "") -> str:
+    """What a command says of the export at ``path``; a text run's names its token-id twin."""
     from tfr_rankformer.core.run_layout import TOKEN_ID_EXPORT_NAME, is_text_run
 
-    companion = os.path.join(model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(path))
-    return companion if is_text_run(model_dir) and os.path.isdir(companion) else None
+    token_ids = os.path.join(model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(path))
+    if is_text_run(model_dir) and os.path.isdir(token_ids):
+        return f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)"
+    return f"exported {path}{detail}"
 
 
 if __name__ == "__main__":

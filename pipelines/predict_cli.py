@@ -121,10 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
 _WHERE = ("model", "server")
 
 
-# Why a dense model refuses a LETOR line that stops short.
-_DENSE = "its training data gave every feature on every line"
-
-
 @dataclasses.dataclass
 class _Filled:
     """Items read with 0s for features their input omitted, for the summary."""
@@ -148,8 +144,7 @@ def _elwc_files(args, filled: _Filled, served) -> list[str] | None:
             files = manifest.split_files(args.input, args.split)
             entry = manifest.splits[args.split]
             counts = entry.files
-            if entry.items_with_missing_features is not None:
-                filled.converted = entry.items_with_missing_features
+            filled.converted = entry.items_with_missing_features or 0
             where = f"the {args.split!r} split of --input {args.input}"
             check_list_limit(served, entry.longest_or(0), where=where)
         else:
@@ -168,16 +163,8 @@ def _elwc_files(args, filled: _Filled, served) -> list[str] | None:
     return None
 
 
-def _is_text(path: str) -> bool:
-    """Whether ``path`` is a text dataset directory (``tfr-convert --input trec``)."""
-    from tfrecords_tools.text.text_dataset import is_text_dataset
-
-    return os.path.isdir(path) and is_text_dataset(path)
-
-
 def _text_lists(args):
-    """``(qid, docids, query text, document texts, first-stage scores or None)`` of the
-    text dataset ``--input``."""
+    """``(qid, docids, query, documents, first-stage scores or None)`` of ``--input``."""
     from tfrecords_tools.text.text_elwc import read_text_split
 
     for text_list in read_text_split(args.input, args.split):
@@ -190,8 +177,8 @@ def _text_lists(args):
 
 
 def _letor_lists(args, served, filled: _Filled):
-    """The lists of the LETOR file ``--input``; a line that stops before the model's
-    last feature is refused when the training data gave every feature on every line."""
+    """The lists of the LETOR file ``--input``; a line short of the model's last feature is
+    refused when every training line gave every feature."""
     from tfr_rankformer.inputs.training_density import TrainingDensity, training_density
     from tfr_rankformer.serving.prediction import check_list_limit
     from tfrecords_tools.letor.letor_lists import check_complete_lines, load_letor_lists
@@ -203,59 +190,56 @@ def _letor_lists(args, served, filled: _Filled):
     else:
         density = training_density(args.model)
     if density.dense:
-        check_complete_lines(letor, why=_DENSE)
+        check_complete_lines(letor, why="its training data gave every feature on every line")
     longest = max((len(items) for _, _, items in letor.lists), default=0)
     check_list_limit(served, longest, where=f"--input {args.input}")
     filled.items, filled.num_features, filled.density = letor.filled_items, num_features, density
     return letor.lists
 
 
-def _lists(args, filled: _Filled) -> tuple[str, object]:
-    """The model's path and an iterator over the scored lists."""
+def _lists(args, filled: _Filled) -> tuple:
+    """The model and an iterator over the scored lists."""
     from tfr_rankformer.runner import load_remote, load_served, predict
+    from tfrecords_tools.text.text_dataset import is_text_dataset
 
     if args.server:
         url = args.server if args.version is None else f"{args.server}/versions/{args.version}"
         served = load_remote(url, timeout=args.timeout, wait=args.wait, tokenizer=args.tokenizer)
     else:
         served = load_served(args.model)
+    text_input = is_text_dataset(args.input)
     if served.is_text:
-        if not _is_text(args.input):
+        if not text_input:
             raise ValueError(
                 f"{served.path} is a Listformer export: --input must be a text dataset "
                 f"directory (tfr-convert --input trec or synthetic-text), not {args.input}"
             )
-        return served.path, predict(served, _text_lists(args), batch_size=args.batch_size)
-    if _is_text(args.input):
+        return served, predict(served, _text_lists(args), batch_size=args.batch_size)
+    if text_input:
         raise ValueError(
             f"{args.input} holds text lists: score it with a Listformer export, not {served.path}"
         )
     files = _elwc_files(args, filled, served)
-    if files is None:
-        lists = _letor_lists(args, served, filled)
-        return served.path, predict(served, lists, batch_size=args.batch_size)
-    return served.path, predict(served, files=files, batch_size=args.batch_size)
+    lists = _letor_lists(args, served, filled) if files is None else None
+    return served, predict(served, lists, files=files, batch_size=args.batch_size)
 
 
 def _counting_invalid(scored, total: list[int]):
-    """Passes the scored lists on, adding up their invalid items in ``total[0]``."""
     for item in scored:
         total[0] += item.num_invalid
         yield item
 
 
 def _filled_notes(filled: _Filled, split: str) -> list[str]:
-    """The summary's lines about features read as 0 (or tfr-convert's missing value)."""
     notes = []
-    if filled.items:
+    if filled.items:  # read with the training data's density
         density = filled.density
-        if density is not None and density.dense:
+        if density.dense:
             tail = "each line still gave the last feature, as every training line did"
-        elif density is not None and density.dense is False:
+        elif density.dense is False:
             tail = "the training data omitted features too (tfr-convert read them as 0)"
         else:
-            reason = density.reason if density is not None else "not recorded"
-            tail = f"whether the training data gave every feature is not known ({reason})"
+            tail = f"whether the training data gave every feature is not known ({density.reason})"
         notes.append(
             f"{filled.items} items were scored with 0 for features their lines omitted (of "
             f"the model's {filled.num_features}); {tail}"
@@ -269,7 +253,6 @@ def _filled_notes(filled: _Filled, split: str) -> list[str]:
 
 
 def _check_output(output: str) -> None:
-    """Refuses an ``--output`` that cannot be written, before the model is loaded."""
     if os.path.isdir(output):
         raise IsADirectoryError(f"--output {output} is a directory; give a file name")
     directory = os.path.dirname(output)
@@ -302,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         from tfr_rankformer.serving.prediction import write_results
 
         filled = _Filled()
-        model, scored = _lists(args, filled)
-        text = _is_text(args.input)
+        served, scored = _lists(args, filled)
         invalid = [0]
         lists = tqdm(
             _counting_invalid(scored, invalid),
@@ -315,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     except server_errors as e:  # the rest: one_error_line
         print(f"tfr-predict: error: {e}", file=sys.stderr)
         return 1
-    print(f"scored {count} lists with {model}; wrote {args.output}")
-    if invalid[0] and text:
+    print(f"scored {count} lists with {served.path}; wrote {args.output}")
+    if invalid[0] and served.is_text:
         print(
             f"{invalid[0]} documents have no text: they cannot be told from padding and were "
             "ranked last with the padding score"

@@ -4,7 +4,6 @@ TensorFlow: the text ELWC is written by hand-encoded protos."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from tfr_rankformer.core.config_io import from_dict, given, load_settings
 from tfr_rankformer.inputs.manifest import Manifest
@@ -19,7 +18,7 @@ from tfrecords_tools.text.text_sources import (
 from tfrecords_tools.text.trec_config import FILE_FIELDS
 from tfrecords_tools.text.trec_convert import TrecConfig, convert_trec
 
-__all__ = ["TEXT_GROUP", "check_text_flags", "run_text_conversion", "text_main"]
+__all__ = ["TEXT_GROUP", "check_text_flags", "run_text_conversion"]
 
 TEXT_FLAGS = (*FILE_FIELDS, "split_fractions", "max_query_tokens", "max_document_tokens")
 # tfr-convert's options that text inputs take too (their ``TrecConfig`` fields).
@@ -62,11 +61,7 @@ def _fractions(text: str) -> tuple:
 
 
 def run_text_conversion(args) -> Manifest:
-    """Converts a text input as the parsed ``args`` ask; returns the manifest.
-
-    Raises:
-      TrecFormatError, ValueError, FileExistsError, OSError: with a message for the user.
-    """
+    """Converts a text input as the parsed ``args`` ask; returns the manifest."""
     values = load_settings(args.config, TrecConfig, extra=("synthetic",)) if args.config else {}
     synthetic = dict(values.pop("synthetic", None) or {})
     values.update({k: getattr(args, k) for k in _SHARED if getattr(args, k) is not None})
@@ -103,21 +98,3 @@ def run_text_conversion(args) -> Manifest:
     return convert_synthetic_text(
         generated, output=output, overwrite=overwrite, progress=progress, **values
     )
-
-
-def text_main(args) -> int:
-    """``tfr-convert``'s run for a text input: converts, prints the counts; the exit code."""
-    try:
-        manifest = run_text_conversion(args)
-    except (ValueError, OSError) as e:
-        print(f"tfr-convert: error: {e}", file=sys.stderr)
-        return 1
-    counts = (
-        f"{n} {s.num_lists:,} lists / {s.num_items:,} items" for n, s in manifest.splits.items()
-    )
-    print(", ".join(counts))
-    filtered = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in manifest.filtered.items() if v)
-    if filtered:
-        print(f"filtered or cut: {filtered}")
-    print(f"wrote {args.output} (manifest.json describes it)")
-    return 0

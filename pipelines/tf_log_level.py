@@ -1,15 +1,11 @@
-"""What every command shares: TensorFlow's start-up messages hidden and errors given as one
+"""What every command shares: TensorFlow's start-up lines hidden and errors given as one
 line, unless the command is run with ``--verbose``.
 
-Importing TensorFlow prints lines about CUDA factories, drivers, oneDNN and CPU
-instructions that a newcomer reads as failures. TensorFlow's C++ side reads its level
-(``TF_CPP_MIN_LOG_LEVEL``) once, when it loads, so each command parses its arguments
-(no TensorFlow), calls :func:`start_command`, and only then imports TensorFlow. A few
-Abseil lines ignore that level (XLA's "Compiled cluster" notice, grappler's
-"Error in PredictCost()", Abseil's banner): :class:`NativeLogFilter` drops those alone.
-:func:`one_error_line` wraps each command's ``main``: whatever it raises becomes one
-``<command>: error: ...`` line (an I/O failure naming its path and the option that gave it)
-and exit status 1; only ``--verbose`` shows the traceback.
+TensorFlow reads ``TF_CPP_MIN_LOG_LEVEL`` once, when it loads, so each command parses its
+arguments, calls :func:`start_command`, and only then imports TensorFlow. The Abseil copy
+inside ``libtensorflow_cc`` ignores that level and exports no control (XLA's "Compiled
+cluster" notice, grappler's "Error in PredictCost()", Abseil's banner):
+:class:`NativeLogFilter` drops those lines alone.
 """
 
 from __future__ import annotations
@@ -31,7 +27,6 @@ __all__ = [
     "Display",
     "NativeLogFilter",
     "add_verbose_flag",
-    "configure_command_logging",
     "error_line",
     "written_as_given",
     "one_error_line",
@@ -39,8 +34,7 @@ __all__ = [
     "start_command",
 ]
 
-# Hides TensorFlow's C++ INFO, WARNING and ERROR lines; a failure still raises a Python
-# exception, with its message.
+# TensorFlow's C++ INFO, WARNING and ERROR lines hidden; a failure still raises in Python.
 QUIET_LEVEL = "3"
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -66,14 +60,12 @@ class Display:
 
 
 def add_verbose_flag(parser) -> None:
-    """Adds ``--verbose``, which keeps TensorFlow's own log lines."""
     add_options(parser, Display, only=("verbose",))
 
 
 def set_tensorflow_log_level(*, verbose: bool) -> None:
-    """Quietens TensorFlow unless ``verbose``; call it before TensorFlow is imported. A
-    ``TF_CPP_MIN_LOG_LEVEL`` the user set is kept; the Python ``tensorflow`` and ``absl``
-    loggers are held at ERROR (deprecation and retracing warnings)."""
+    """Quietens TensorFlow (C++ lines, Python deprecation and retracing warnings) unless
+    ``verbose``, before it is imported; a ``TF_CPP_MIN_LOG_LEVEL`` the user set is kept."""
     if verbose:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LEVEL)
@@ -83,29 +75,19 @@ def set_tensorflow_log_level(*, verbose: bool) -> None:
         NativeLogFilter.install()
 
 
-def start_command(
-    args: argparse.Namespace, *, log_level: str | None = None, configure_logging: bool = True
-) -> None:
-    """What every command does once its arguments are parsed, before TensorFlow loads:
-    TensorFlow quietened unless ``args.verbose``; logging configured at ``log_level``, else
-    ``args.log_level`` where the command has ``--log-level`` (INFO when not given)."""
+def start_command(args: argparse.Namespace, *, log_level: str | None = None) -> None:
+    """Every command's start, before TensorFlow loads: TensorFlow quietened unless
+    ``--verbose``; logging at ``log_level``, else at ``--log-level`` (INFO) if it has one."""
     set_tensorflow_log_level(verbose=bool(args.verbose))
-    level = log_level
-    if level is None and hasattr(args, "log_level"):
-        level = args.log_level or "INFO"
-    if configure_logging and level:
-        configure_command_logging(level)
-
-
-def configure_command_logging(level: str) -> None:
-    """The root logger at ``level``, writing ``LEVEL module: message`` lines to stderr."""
-    logging.basicConfig(level=level, format=LOG_FORMAT)
+    if log_level is None and hasattr(args, "log_level"):
+        log_level = args.log_level or "INFO"
+    if log_level:
+        logging.basicConfig(level=log_level, format=LOG_FORMAT)
 
 
 def one_error_line(prog: str):
-    """Decorates the ``main(argv)`` of command ``prog``: an exception it raises is printed as
-    one line (:func:`error_line`), after its traceback with ``--verbose``, and exit status
-    1 returned; Ctrl-C exits with status 130."""
+    """Decorates command ``prog``'s ``main(argv)``: an exception becomes one line
+    (:func:`error_line`; the traceback too with ``--verbose``) and exit status 1; Ctrl-C 130."""
 
     def decorate(main):
         @functools.wraps(main)
@@ -128,10 +110,8 @@ def one_error_line(prog: str):
 
 
 def error_line(error: Exception, argv: list[str]) -> str:
-    """The user's line for ``error``: its message, a `field` given as an option named as the
-    user wrote it (``--top-k``); an I/O failure (``OSError`` with an errno, a TensorFlow
-    ``OpError``) also names the option of ``argv`` whose path it concerns; an unexpected
-    kind of error says how to see more.
+    """The user's line for ``error``: a `field` given as an option named as written
+    (``--top-k``); an I/O failure also names the option of ``argv`` whose path it concerns.
 
     >>> error_line(OSError(28, "No space left on device", "run/x.index"), ["--model-dir", "run"])
     '--model-dir run: No space left on device: run/x.index'
@@ -202,7 +182,7 @@ _ABSL_LINE = re.compile(rb"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\]]+\] ")
 
 
 def is_native_noise(line: bytes) -> bool:
-    """Whether a whole line of standard error is one of the native lines hidden.
+    """Whether a whole line of standard error is native noise.
 
     >>> is_native_noise(b"I0000 00:00:1795.5   25 device_compiler.h:186] Compiled cluster")
     True
@@ -216,9 +196,8 @@ def is_native_noise(line: bytes) -> bool:
 
 
 class NativeLogFilter:
-    """Standard error (descriptor 2) through a pipe whose thread drops native noise lines
-    and copies the rest at once, holding back only a line's start that may still be noise
-    (up to its end or 64 bytes). At exit the original descriptor is restored."""
+    """Standard error (descriptor 2) through a pipe whose thread drops native noise lines and
+    copies the rest at once, holding back only a line's start that may be noise."""
 
     _installed = False
 
@@ -227,7 +206,6 @@ class NativeLogFilter:
 
     @classmethod
     def install(cls) -> None:
-        """Installs the filter once, where standard error is the process's own."""
         try:
             if cls._installed or sys.stderr is not sys.__stderr__ or sys.stderr.fileno() != 2:
                 return
@@ -256,7 +234,6 @@ class NativeLogFilter:
             self._write(self.pending)
 
     def feed(self, chunk: bytes) -> None:
-        """Copies what ``chunk`` completes, keeping back an undecided line start."""
         *lines, self.pending = (self.pending + chunk).split(b"\n")
         for line in lines:
             if self.passing or not is_native_noise(line):
@@ -268,7 +245,6 @@ class NativeLogFilter:
 
     @staticmethod
     def _decided(start: bytes) -> bool:
-        """Whether a line that starts with ``start`` cannot be a noise line."""
         if _BANNER.startswith(start[: len(_BANNER)]) or _ABSL_LINE.match(start):
             return False  # the banner or its start, or a native line: decided at its end
         return len(start) >= 64 or start[:1] not in b"IWEF" or b"\r" in start

@@ -28,12 +28,12 @@ import sys
 
 from pipelines.cli_common import (
     LightGBMOptions,
-    check_converted_data,
     data_loss_message,
     format_metrics,
     make_parser,
     parse_lgb_params,
 )
+from pipelines.export_cli import exported_line
 from pipelines.tf_log_level import Display, one_error_line, start_command, written_as_given
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import (
@@ -44,7 +44,7 @@ from tfr_rankformer.core.config_io import (
     read_settings,
     setting,
 )
-from tfr_rankformer.core.run_layout import EXPORT_NAME, TOKEN_ID_EXPORT_NAME
+from tfr_rankformer.core.run_layout import EXPORT_NAME
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.training.text_config import TextConfig
@@ -144,10 +144,8 @@ def _gbdt_config(args, flags: dict, gbdt: dict):
     if args.final_weights:
         raise ValueError("--final-weights: for the neural models only")
     values = {**(load_settings(args.config, GBDTConfig) if args.config else {}), **flags}
-    if "early_stopping_rounds" in gbdt or "num_threads" in gbdt:
-        values.update({k: gbdt[k] for k in ("early_stopping_rounds", "num_threads") if k in gbdt})
-    params = dict(values.pop("params", {}))
-    params.update(parse_lgb_params(gbdt.get("lgb_param")))
+    values.update({k: gbdt[k] for k in ("early_stopping_rounds", "num_threads") if k in gbdt})
+    params = {**values.pop("params", {}), **parse_lgb_params(gbdt.get("lgb_param"))}
     if "trees" in gbdt:
         params["num_iterations"] = gbdt["trees"]
     return GBDTConfig.from_json({**values, "params": params})
@@ -172,9 +170,8 @@ def _neural_config(args, flags: dict, gbdt: dict, model: str | None) -> TrainCon
 
 
 def _checkpoint_settings(settings: dict, flags: dict) -> dict:
-    """With ``init_from``: the checkpoint's files checked, the vocabulary flags refused, the
-    size flags refused when they differ from its ``config.json`` and dropped when they agree
-    (its sizes are the model's)."""
+    """With ``init_from``: the checkpoint checked, vocabulary flags refused, size flags refused
+    unless they agree with its ``config.json`` (then dropped: its sizes are the model's)."""
     from tfr_rankformer.text.listformer_checkpoint import (
         CHECKPOINT_SIZES,
         check_checkpoint_directory,
@@ -229,14 +226,16 @@ def _exported_versions(model_dir: str) -> list[str]:
 
 
 def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | None:
-    """Trains the run, then exports a neural one unless ``--no-export``; returns the
-    metrics and the export's path, or ``None`` on a worker that is not the chief."""
+    """Trains the run and exports a neural one unless ``--no-export``: ``(metrics, export)``,
+    or ``None`` on a worker that is not the chief."""
     from tfr_rankformer.core.multi_worker import worker_role
+    from tfr_rankformer.inputs.manifest import load_manifest
+    from tfr_rankformer.inputs.record_checks import check_split_files
     from tfr_rankformer.runner import export_run, train
 
     gbdt = model_families.is_gbdt(config.model)
     if gbdt or not config.is_text:  # text lists are checked as the text loader reads them
-        check_converted_data(config.data)
+        check_split_files(config.data, load_manifest(config.data))
     if gbdt:
         return train(config, existing=existing), None
     worker = worker_role()
@@ -279,11 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         print(format_metrics(splits, REPORTED))
         print(next(iter(splits.values()))["convention"])
     print(f"wrote {config.model_dir}/metrics.json")
-    if exported and config.is_text:  # a text run's two exports share the version
-        token_ids = os.path.join(config.model_dir, TOKEN_ID_EXPORT_NAME, os.path.basename(exported))
-        print(f"exported {exported} (raw text) and {token_ids} (token ids, no TF Text op)")
-    elif exported:
-        print(f"exported {exported}")
+    if exported:
+        print(exported_line(config.model_dir, exported))
     return 0
 
 

@@ -19,7 +19,7 @@ import json
 import sys
 
 from pipelines.cli_common import make_parser
-from pipelines.tf_log_level import Display, configure_command_logging, one_error_line, start_command
+from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, from_args, load_settings, setting
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
@@ -29,8 +29,7 @@ __all__ = ["build_parser", "main"]
 
 @dataclasses.dataclass(frozen=True)
 class TuneOptions:
-    """``tfr-tune``'s options (``TuneConfig``'s, whose module loads LightGBM, and the fixed
-    settings of every trial)."""
+    """``tfr-tune``'s options: ``TuneConfig``'s (its module loads LightGBM) and every trial's."""
 
     model: str = setting(
         None, "the model searched", required=True, choices=model_families.trainable_names
@@ -108,26 +107,19 @@ def _settings(args) -> dict:
 @one_error_line("tfr-tune")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    start_command(args, configure_logging=False)
+    start_command(args, log_level=args.log_level or "WARNING")
     options = from_args(args, TuneOptions)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    configure_command_logging(args.log_level or "WARNING")
     try:
+        shared = ("model", "data", "output", "trials", "timeout", "jobs", "seed", "search_space")
         config = TuneConfig(
-            model=options.model,
-            data=options.data,
-            output=options.output,
-            trials=options.trials,
-            timeout=options.timeout,
-            jobs=options.jobs,
-            seed=options.seed,
-            search_space=options.search_space,
+            **{name: getattr(options, name) for name in shared},
             settings=_settings(args),
             prune=not options.no_pruning,
         )
         summary = run_tuning(config, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, OSError) as e:
+    except (ValueError, OSError) as e:
         print(f"tfr-tune: error: {e}", file=sys.stderr)
         return 1
     counts = ", ".join(f"{n} {state}" for state, n in sorted(summary["trials"].items()))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import datetime
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 
 from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.run_layout import HISTORY_NAME
 
 MAX_LABEL = 4  # the released code's purchase label
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,6 +61,11 @@ def run_line(module: str, argv: list[str] | None) -> dict:
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "cpu": cpu_extensions(),
     }
+
+
+def cpu_line() -> str:
+    """``CPU: ...; N CPUs``, as the speed benchmarks print it."""
+    return f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs"
 
 
 def cpu_extensions() -> str:
@@ -234,6 +241,16 @@ def run_stage(command: list[str], log: str, timeout: float | None = None) -> dic
     return record
 
 
+def epoch_rates(run_dir: str) -> list[float]:
+    """The training lists/s of each epoch in a run's history (none without one)."""
+    path = os.path.join(run_dir, HISTORY_NAME)
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.DictReader(f)
+        return [float(row["lists_per_sec"]) for row in rows if row.get("lists_per_sec")]
+
+
 def read_json(path: str) -> dict | None:
     """The JSON object in ``path``, or ``None`` when there is no such file."""
     if not os.path.isfile(path):
@@ -255,6 +272,11 @@ def append_line(path: str, line: dict) -> None:
     """Appends ``line`` to the JSON-lines file ``path`` (made if missing)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def append_record(path: str, kind: str, **fields) -> None:
+    """Appends a speed record's line: its ``kind``, the CPU and ``fields``."""
+    append_line(path, {"kind": kind, "cpu": cpu_extensions(), **fields})
 
 
 def read_lines(path: str) -> list[dict]:

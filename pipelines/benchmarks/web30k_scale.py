@@ -8,7 +8,6 @@ peak memory go to ``OUTPUT/web30k_scale.jsonl`` (``--reprint``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -18,7 +17,6 @@ import sys
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.reference import parity_sources
 from tfr_rankformer.core.atomic_files import atomic_write
-from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
 NEURAL = ("rankformer", "transformer", "mlp")
@@ -105,7 +103,7 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     record["estimated_peak_bytes"] = training.get("estimated_peak_bytes")
     lists = training.get("lists_per_epoch", training.get("lists"))
     items = training.get("items_per_epoch", training.get("items"))
-    record["epoch_lists_per_sec"] = rates = _epoch_rates(run_dir)
+    record["epoch_lists_per_sec"] = rates = support.epoch_rates(run_dir)
     rate = statistics.median(rates) if rates else training.get("lists_per_sec")
     if rate is None and lists and training.get("seconds"):  # the GBDT: its whole fit
         rate = lists / training["seconds"]
@@ -113,16 +111,6 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     if rate and lists and items:
         record["items_per_sec"] = rate * items / lists
     return record
-
-
-def _epoch_rates(run_dir: str) -> list[float]:
-    path = os.path.join(run_dir, HISTORY_NAME)
-    if not os.path.isfile(path):
-        return []
-    with open(path, encoding="utf-8", newline="") as f:
-        return [
-            float(row["lists_per_sec"]) for row in csv.DictReader(f) if row.get("lists_per_sec")
-        ]
 
 
 def _fmt(value, spec: str, scale: float = 1.0) -> str:

@@ -3,9 +3,10 @@ finished in parts or elsewhere and its tables printed from the record alone."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
+
+from pipelines.benchmarks.bench_support import append_line, read_lines
 
 METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
 RELEASED = "released code"  # the side's name in the tables and parity.json
@@ -36,18 +37,11 @@ class RunRecord:
             dataset=dataset, labels=args.labels, data_seed=args.data_seed, epochs=args.epochs
         )
         self.runs: dict[tuple, dict] = {}
-        if path and os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        run = json.loads(line)
-                        key = tuple(run[k] for k in self.IDENTITY)
-                    except (ValueError, KeyError) as error:
-                        message = f"{path}, line {number}: not a run record ({error!r})"
-                        raise ValueError(message) from error
-                    self.runs[key] = run
+        for number, run in enumerate(read_lines(path) if path and os.path.isfile(path) else [], 1):
+            try:
+                self.runs[tuple(run[k] for k in self.IDENTITY)] = run
+            except KeyError as error:
+                raise ValueError(f"{path}, line {number}: not a run record ({error!r})") from None
 
     def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
         found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
@@ -70,8 +64,7 @@ class RunRecord:
             self.runs[key] = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
             if self.path:
                 os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-                with open(self.path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(self.runs[key]) + "\n")
+                append_line(self.path, self.runs[key])
 
 
 def seeds_of(record: RunRecord, args) -> Callable[[int], list[int]]:

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import tempfile
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, letor_folds
+from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, letor_folds, read_lines
 from tfr_rankformer.core.atomic_files import atomic_write
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
@@ -112,10 +112,8 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
     """The released code's results on ``fold`` with ``seed`` (cached); ``files``: its train
     and test inputs, LETOR files or ``.npz`` lists."""
     cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
-    results = {}
-    if os.path.isfile(cache):
-        with open(cache, encoding="utf-8") as f:
-            results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
+    found = read_lines(cache) if os.path.isfile(cache) else []
+    results = {r["model"]: r for r in found if "model" in r}
     # One process per model: the released RankFormer holds its memory until it exits.
     for name in [n for n in names if n not in results]:
         options = ["--epochs", str(args.epochs), "--train", files["train"], "--test", files["test"]]
@@ -125,7 +123,6 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
         for line in run_released(setup, options, failure):
             if line.startswith("{") and '"model"' in line:
                 os.makedirs(os.path.dirname(cache), exist_ok=True)
-                with open(cache, "a", encoding="utf-8") as f:
-                    f.write(line + "\n")
-                results[json.loads(line)["model"]] = json.loads(line)
+                results[name] = json.loads(line)
+                append_line(cache, results[name])
     return {n: results[n] for n in names}

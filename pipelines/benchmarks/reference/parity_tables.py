@@ -93,7 +93,7 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     ]
     for label, sides in rows.items():
         for side, values in sides.items():
-            cells = [_pm(*values[key]) for key in METRICS]
+            cells = [plus_minus(*values[key]) for key in METRICS]
             cells.append(f"{values['lists_per_sec'][0]:,.0f}")
             lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
         if RELEASED in sides and "ours" in sides:
@@ -103,7 +103,7 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
                 delta, se = mine[key][0] - ref[key][0], ref[key][1]
                 ok = "(one fold)" if math.isnan(se) else "✓" if abs(delta) <= se else "✗"
                 spread = (paired or {}).get(label, {}).get(key, {"se": math.nan})["se"]
-                cells.append(_pm(delta, spread, "+.2f") + f" {ok}")
+                cells.append(plus_minus(delta, spread, "+.2f") + f" {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
     return "\n".join(lines) + "\n"
@@ -233,20 +233,20 @@ def by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     return found
 
 
-def _pm(mean: float, se: float, spec: str = ".2f") -> str:
+def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
     """``mean ± se``, or the mean alone when ``se`` is NaN."""
     return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def _side_cell(found: dict) -> str:
     share = "" if math.isnan(found["se"]) else f" (seed share {found['share']:.0%})"
-    return _pm(found["mean"], found["se"]) + share
+    return plus_minus(found["mean"], found["se"]) + share
 
 
 def _difference_cell(found: dict) -> str:
     verdict = "beyond seed noise" if abs(found["z"]) > BEYOND else "within seed noise"
     z = "" if math.isnan(found["se"]) else f" (z {found['z']:+.1f}, {verdict})"
-    return _pm(found["mean"], found["se"], "+.2f") + z
+    return plus_minus(found["mean"], found["se"], "+.2f") + z
 
 
 def over_runs(by_seed: dict) -> str:

@@ -10,13 +10,11 @@ to ``OUTPUT/parity.md`` and ``parity.json``; ``--record`` keeps finished runs, f
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import cpu_extensions, parser
+from pipelines.benchmarks.bench_support import cpu_extensions, epoch_rates, parser, read_json
 from pipelines.benchmarks.reference import parity_sources as sources
 from pipelines.benchmarks.reference.parity_records import (
     METRICS,
@@ -84,11 +82,8 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
         values = {"model": spec.model, "data": fold_data, "model_dir": run_dir}
         values.update(epochs=args.epochs, seed=seed, keep_weights="last", **dict(spec.settings))
         train(TrainConfig.from_flat(values), verbose=0, existing="resume")
-    with open(metrics_path, encoding="utf-8") as f:
-        metrics = json.load(f)
-    with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:
-        rates = [float(row["lists_per_sec"]) for row in csv.DictReader(f)]
-    return {**{k: metrics["test"][k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
+    test, rates = read_json(metrics_path)["test"], epoch_rates(run_dir)
+    return {**{k: test[k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
 
 
 def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:

@@ -1,8 +1,10 @@
-"""Trains the RankFormer authors' released PyTorch models on one LETOR fold.
+"""Trains the RankFormer authors' released PyTorch models on one LETOR fold, or times them.
 
-Run by ``reference_parity`` under a Python with torch, pandas and scikit-learn (it imports
-nothing of this project), as the released ``main.py`` drives its modules; ``.npz`` lists
-replace its ``UserModel`` clicks. Prints a JSON line of the data's sizes, then one per model.
+Run under a Python with torch, pandas and scikit-learn (it imports nothing of this project),
+as the released ``main.py`` drives its modules; ``.npz`` lists replace its ``UserModel``
+clicks. Prints a JSON line of the data's sizes, then one per model. ``--time-steps``
+(``train_bench``) steps one batch of random lists: it prints ``{"ready": ...}``, then answers
+each input line ``STEPS n`` with ``{"seconds": [...]}`` until ``QUIT``.
 """
 
 from __future__ import annotations
@@ -235,6 +237,40 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
     print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
 
+def time_steps(args) -> None:
+    """``--time-steps``: the released model's training steps on one random batch, on request."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = build(args.models, args.features, args.max_label)
+    optimizer, _ = _optimizer(model)
+    items = args.batch_size * args.items
+    features = torch.randn(items, args.features)
+    length = torch.full((args.batch_size,), args.items)
+    target = torch.randint(0, args.max_label + 1, (items,)).float()
+    model.train()
+
+    def step() -> float:
+        started = time.perf_counter()
+        optimizer.zero_grad()
+        model.compute_loss(model(features, length), target, length).backward()
+        optimizer.step()
+        return time.perf_counter() - started
+
+    for _ in range(2):
+        step()
+    print(json.dumps({"ready": args.models, "torch": torch.__version__}), flush=True)
+    for line in sys.stdin:
+        command = line.split()
+        if not command or command[0] == "QUIT":
+            break
+        if command[0] != "STEPS" or len(command) != 2 or not command[1].isdigit():
+            print(json.dumps({"error": f"unknown command {line.strip()!r}"}), flush=True)
+            continue
+        print(json.dumps({"seconds": [step() for _ in range(int(command[1]))]}), flush=True)
+
+
 def load_sets(args) -> dict:
     """The released ``train`` and ``test`` datasets (the quantile transform fitted on train);
     prints their sizes."""
@@ -269,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = p.add_argument
     add("--official-dir", required=True, help="checkout of the released code")
-    add("--train", required=True, help="the fold's LETOR training file, or .npz lists")
+    add("--train", help="the fold's LETOR training file, or .npz lists")
     add("--test", help="the fold's LETOR test file, or .npz lists (needed to train)")
     add("--epochs", type=int, default=30, help="epochs to train")
     add("--seed", type=int, default=0, help="torch's and the clicks' seed")
@@ -285,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--equivalence-lists", type=int, default=256, help="lists in its batch")
     add("--equivalence-steps", type=int, default=30, help="its steps")
     add("--click-stats", type=int, metavar="N", help="only print N draws' click statistics")
+    add("--time-steps", action="store_true", help="time one model's steps on random lists")
+    add("--features", type=int, default=46, help="--time-steps: features per item")
+    add("--items", type=int, default=16, help="--time-steps: items per list")
+    add("--max-label", type=int, default=4, help="--time-steps: the highest click label")
     return p
 
 
@@ -292,15 +332,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     sys.path.insert(0, args.official_dir)
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    if args.time_steps:
+        if len(names) != 1:
+            parser.error("--time-steps times one model: give --models NAME")
+        time_steps(args)
+        return 0
+    if args.train is None:
+        parser.error("--train is needed")
     if args.click_stats:
         click_stats(args.train, draws=args.click_stats, seed=args.seed)
         return 0
     if args.test is None:
         parser.error("--test is needed to train")
-    names = [n for n in args.models.split(",") if n]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
     sets = load_sets(args)
     for name in names:
         if args.equivalence:

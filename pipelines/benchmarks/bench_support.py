@@ -87,8 +87,7 @@ def cpu_extensions() -> str:
 def letor_folds(
     dataset: str, output: str, *, data_dir, seed: int, simulate=True, clicks=None, progress=True
 ) -> dict[int, str]:
-    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once, clicks
-    simulated (``clicks``: a ``ClickConfig``) unless not ``simulate``."""
+    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once."""
     from pipelines.experiment_runner import convert_folds
     from tfrecords_tools.convert import ConvertConfig
 
@@ -120,8 +119,7 @@ def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int
 
 
 def training_batch(model: str, d: int, *, batch: int, items: int, precision="float32", **config):
-    """``(compiled model, inputs, targets)``: ``model`` with ``config`` (``TrainConfig`` fields
-    and ``xla``) and one batch of random lists, their features already normalised."""
+    """``(compiled model, inputs, targets)``: ``model`` and one batch of normalised lists."""
     import numpy as np
     import tensorflow as tf
 
@@ -198,9 +196,8 @@ with open(sys.argv[1], "w") as f:
 
 
 def run_stage(command: list[str], log: str, timeout: float | None = None) -> dict:
-    """Runs ``command`` with its output in ``log``: its wall time, exit code, peak RSS and,
-    when it failed, why and the log's last lines. A bare Python (:data:`LAUNCHER`) starts it:
-    Linux carries a parent's peak RSS over ``fork`` and ``exec``."""
+    """``command``'s wall time, exit code, peak RSS and any failure, its output in ``log``.
+    A bare Python (:data:`LAUNCHER`) starts it: Linux carries a parent's peak RSS over exec."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
     usage_file, timed_out = log + ".rusage.json", False
     with contextlib.suppress(FileNotFoundError):

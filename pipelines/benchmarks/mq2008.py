@@ -65,8 +65,7 @@ def latency_ms(score, arrays, lists: int) -> float:
 
 
 def gbdt_fold(args, fold: int, results: dict) -> dict:
-    """The GBDT presets, teacher, student and GBDT on labels on one fold: their test metrics
-    appended to ``results``; their scorers."""
+    """Each row's scorer on one fold; their test metrics appended to ``results``."""
     from tfr_rankformer.distill.distillation import DistillConfig, distill
     from tfr_rankformer.distill.distillation_teacher import load_teacher
     from tfr_rankformer.gbdt import lightgbm_ranker as gbdt

@@ -152,8 +152,7 @@ def speed_table(root: str, name: str) -> str:
 
 
 def web30k_path(root: str) -> str:
-    """What each stage of the README's path costs at WEB30K's size, from the click records
-    (the three-epoch one first: the conversion it reused is in the other)."""
+    """The README's path's stages at WEB30K's size, from both click records (3 epochs first)."""
     found: dict[str, tuple[str, dict, dict]] = {}
     for directory in (WEB30K_CLICKS, WEB30K_BATCHES):
         run, records = run_record(root, directory, "web30k_scale.jsonl")
@@ -207,8 +206,7 @@ def headline_mq2008_30(root: str) -> list[str]:
 
 
 def headline_mq2008_200(root: str) -> list[str]:
-    """Over every recorded seed: ours − theirs and the RankFormer's gain over the
-    transformer on each side, ± seed noise."""
+    """Ours − theirs and the RankFormer's gain on each side, over every seed, ± seed noise."""
     from pipelines.benchmarks.reference.parity_records import RELEASED
     from pipelines.benchmarks.reference.parity_tables import by_fold, noise_difference
 
@@ -344,8 +342,7 @@ def replace_blocks(text: str, rendered: dict[str, str]) -> tuple[str, list[str]]
 
 
 def stale_blocks(root: str = REPO, rendered: dict | None = None, *, write=False) -> list[str]:
-    """``PAGE: NAME`` of every block that differs from what the records print (``(missing)``,
-    ``(no such block)``: one a page lacks or no record prints); ``write`` rewrites them."""
+    """``PAGE: NAME`` of every stale, missing or unknown block; ``write`` rewrites them."""
     rendered = {name: render(name, root) for name in BLOCKS} if rendered is None else rendered
     found = []
     for page in (README, RESULTS):

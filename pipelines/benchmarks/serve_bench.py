@@ -123,8 +123,7 @@ ANCHOR_MISSING = (
 
 
 def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str], np.ndarray]:
-    """Query ``query`` of ``data/queries.tsv`` (its line, from 1) with BM25's top ``documents``
-    of ``data/collection.tsv``: ``(query, texts, BM25 scores)``."""
+    """``(query, texts, BM25 scores)``: line ``query`` of queries.tsv and BM25's top texts."""
     from tfr_rankformer.text.bm25 import Bm25Index, top_documents
     from tfr_rankformer.text.word_tokens import tokenize
     from tfrecords_tools.text.trec_files import read_collection, read_queries
@@ -140,8 +139,7 @@ def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str
 
 def listformer_signature(checkpoint: str, precision: str, scratch: str, settings: dict):
     """The text signature of a Listformer started from ``checkpoint`` as ``--init-from``
-    starts it (a residual over a first stage and the checkpoint's cosine by ``settings``'
-    ``similarity``), exported to ``scratch`` computing in ``precision`` and loaded back."""
+    starts it, exported to ``scratch`` computing in ``precision`` and loaded back."""
     from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
     from tfr_rankformer.text.listformer_config import ListformerConfig
     from tfr_rankformer.text.text_data import TextData
@@ -159,8 +157,7 @@ def listformer_signature(checkpoint: str, precision: str, scratch: str, settings
 
 
 def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, float, float]]:
-    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns for ``rounds`` timed
-    rounds after ``warmup`` untimed ones."""
+    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns ``warmup + rounds``."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for number in range(warmup + rounds):
         for name, call in calls.items():
@@ -175,8 +172,7 @@ def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, fl
 
 
 def text_calls(args, scratch: str) -> dict:
-    """The timed calls: the Listformer's signature in each precision, sentence-transformers
-    encoding the query and the documents in float32 and under bf16 autocast."""
+    """The Listformer's signature in each precision and sentence-transformers in two."""
     from tfr_rankformer.training.precision import native_bf16_cpu
 
     try:

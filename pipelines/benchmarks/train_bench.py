@@ -18,7 +18,7 @@ from unittest import mock
 import tensorflow as tf
 
 from pipelines.benchmarks import bench_support as support
-from pipelines.benchmarks.reference.parity_sources import RUNNER, SETUP, official_setup
+from pipelines.benchmarks.reference.parity_sources import RUNNER, official_setup
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.train_config import TrainConfig
@@ -174,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.precision = list(dict.fromkeys(args.precision or ["float32"]))
     setup = official_setup(args)
-    if setup is None:
-        print(SETUP)
     print(support.cpu_line())
     theirs = f" (theirs {args.official_batch_size})" if args.official_batch_size else ""
     print(

@@ -25,8 +25,7 @@ def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
 
 
 class RunRecord:
-    """The runs of ``path`` by ``IDENTITY``, with their metrics, lists/s and CPU; new runs
-    are appended as they finish (delete a line to rerun it)."""
+    """The runs of ``path`` by ``IDENTITY``; new runs are appended as they finish."""
 
     IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
 

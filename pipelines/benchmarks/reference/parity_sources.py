@@ -16,7 +16,7 @@ from tfr_rankformer.core.atomic_files import atomic_write
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
 SETUP = """\
-The authors' released code is not set up, so only our side runs. To compare:
+The authors' released code is not set up. To run it beside ours:
   git clone https://github.com/maartenbuyl/rankformer rankformer-official
   python3.11 -m venv ref-venv && ref-venv/bin/pip install torch pandas scikit-learn
 then pass --official-dir rankformer-official --official-python ref-venv/bin/python
@@ -34,23 +34,21 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def official_setup(args) -> tuple[str, str] | None:
-    """``(official_dir, python)`` when the released code can run, else ``None``."""
+    """``(official_dir, python)`` when the released code can run, else ``None`` (it says how)."""
     directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
     python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
-    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
-        return None
-    check = subprocess.run(
-        [python, "-c", "import torch, pandas, sklearn"], capture_output=True, text=True
-    )
-    if check.returncode != 0:
-        print(f"{python} cannot import torch, pandas and sklearn:\n{check.stderr[-300:]}")
-        return None
-    return directory, python
+    if directory and os.path.isfile(os.path.join(directory, "model.py")) and python:
+        check = [python, "-c", "import torch, pandas, sklearn"]
+        done = subprocess.run(check, capture_output=True, text=True)
+        if done.returncode == 0:
+            return directory, python
+        print(f"{python} cannot import torch, pandas and sklearn:\n{done.stderr[-300:]}")
+    print(SETUP)
+    return None
 
 
 def run_released(setup: tuple[str, str], options: list[str], failure: str) -> list[str]:
-    """The output lines of ``reference_runner.py`` with ``options``; a ``RuntimeError``
-    (``failure``, its stderr's end and any fatal signal) when it fails."""
+    """The output lines of ``reference_runner.py`` with ``options`` (``RuntimeError``: failed)."""
     directory, python = setup
     command = [python, RUNNER, "--official-dir", directory, *options]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -109,8 +107,7 @@ def shared_lists(fold_data: str) -> dict[str, str]:
 
 
 def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
-    """The released code's results on ``fold`` with ``seed`` (cached); ``files``: its train
-    and test inputs, LETOR files or ``.npz`` lists."""
+    """The released code's results on ``fold`` with ``seed`` and ``files`` (cached)."""
     cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
     found = read_lines(cache) if os.path.isfile(cache) else []
     results = {r["model"]: r for r in found if "model" in r}

@@ -87,9 +87,7 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
 
 
 def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
-    """Runs what the record lacks of every model, fold and seed on the sides ``--side`` names
-    (the released side only with ``setup``); ``(results, by_seed)`` as ``recorded_runs``.
-    Raises ``RuntimeError`` when the released code fails."""
+    """Runs what the record lacks on the sides ``--side`` names; ``(results, by_seed)``."""
     from tqdm.auto import tqdm
 
     names = sorted({s.model for s in specs})
@@ -110,9 +108,7 @@ def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple
 
 
 def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, dict] | None:
-    """:func:`run_all` after saying what will run (without the released code, how to set
-    it up), the folds converted only for runs that will happen. ``None`` when it cannot
-    go on: the released side alone without its code or a record, or a failed run."""
+    """:func:`run_all` after saying what will run; ``None`` when it cannot go on."""
     names = sorted({s.model for s in specs})
 
     def lacks(side: str, models) -> bool:
@@ -124,7 +120,6 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
     missing_released = args.side != "ours" and lacks(RELEASED, names)
     setup = sources.official_setup(args) if missing_released else None
     if missing_released and setup is None:
-        print(sources.SETUP)
         if args.record:
             print(f"(the released code's runs recorded in {args.record} are shown)")
         elif args.side == "released":
@@ -141,8 +136,7 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
 
 
 def _report(args: argparse.Namespace, cpu: str, results: dict, by_seed: dict, note: str) -> None:
-    """Prints the tables after ``note`` and writes them to ``parity.md``, and every run
-    with the settings and summaries to ``parity.json``, in ``--output``."""
+    """Prints the tables and writes them to ``parity.md``, the runs to ``parity.json``."""
     text = note + tables_of(results, by_seed, args, cpu)
     print(text)
     os.makedirs(args.output, exist_ok=True)

@@ -44,8 +44,7 @@ def read_letor(path: str):
 
 
 def read_lists(path: str):
-    """``.npz`` lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's index:
-    bootstrapped lists of one query stay apart) and the features."""
+    """``.npz`` lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's index)."""
     import numpy as np
 
     with np.load(path) as arrays:
@@ -115,6 +114,15 @@ def _optimizer(model) -> tuple:
     return optimizer, schedule
 
 
+def _step(model, optimizer, feat, target, length) -> float:
+    """One training step of the released code's loop; its loss."""
+    optimizer.zero_grad()
+    loss = model.compute_loss(model(feat, length), target, length)
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
 def _loader(dataset, batch_size: int, shuffle: bool):
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -154,10 +162,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=
         model.train()
         epoch_start, lists = time.perf_counter(), 0
         for batch in loader:
-            optimizer.zero_grad()
-            scores = model(batch["feat"], batch["length"])
-            model.compute_loss(scores, batch["target"], batch["length"]).backward()
-            optimizer.step()
+            _step(model, optimizer, batch["feat"], batch["target"], batch["length"])
             lists += len(batch["length"])
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
@@ -172,32 +177,26 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=
     }
 
 
-def _pad(flat, length, width: int, fill: float):
-    """Flat items ``[items, ...]`` of lists of ``length`` as ``[lists, width, ...]``."""
-    import numpy as np
+def _pad(flat, length, fill: float):
+    """Flat items ``[items, ...]`` of lists of ``length`` as ``[lists, longest, ...]``."""
+    import torch
 
-    padded = np.full((len(length), width, *flat.shape[1:]), fill, np.float32)
-    start = 0
-    for i, n in enumerate(length.tolist()):
-        padded[i, :n] = flat[start : start + n]
-        start += n
-    return padded
+    parts = torch.split(torch.as_tensor(flat).float(), length.tolist())
+    return torch.nn.utils.rnn.pad_sequence(parts, batch_first=True, padding_value=fill).numpy()
 
 
-def _padded_outputs(outputs, length, width: int, when: str) -> dict:
+def _padded_outputs(outputs, length, when: str) -> dict:
     """``{when/scores: [B, L] (0 for padding), when/list_logits: [B, K]}`` (with a list head)."""
     scores = outputs[0] if isinstance(outputs, tuple) else outputs
-    found = {f"{when}/scores": _pad(scores.detach().numpy().reshape(-1), length, width, 0.0)}
+    found = {f"{when}/scores": _pad(scores.detach().reshape(-1), length, 0.0)}
     if isinstance(outputs, tuple):
         found[f"{when}/list_logits"] = outputs[1].detach().numpy()
     return found
 
 
 def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
-    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the released
-    ``name`` without dropout, its initial weights (``w/...``), the first ``lists`` training
-    lists padded, its outputs before and after ``steps`` full-batch AdamW steps and each
-    step's loss and learning rate."""
+    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: ``name`` without
+    dropout, its first weights, lists and outputs, and ``steps`` full-batch steps' losses."""
     import numpy as np
     import torch
 
@@ -212,27 +211,20 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
     end = int(train_set.cum_length[lists - 1])
     length = train_set.length[:lists]
     feat, target = train_set.feat[:end], train_set.target[:end]
-    width = int(length.max())
-    label = _pad(target.numpy(), length, width, -1.0)
+    label = _pad(target, length, -1.0)
     optimizer, schedule = _optimizer(model)
     model.train()
+    with torch.no_grad():
+        arrays.update(_padded_outputs(model(feat, length), length, "before"))
     losses, rates = [], []
-    for step in range(steps):
-        optimizer.zero_grad()
-        outputs = model(feat, length)
-        if step == 0:
-            arrays.update(_padded_outputs(outputs, length, width, "before"))
-        loss = model.compute_loss(outputs, target, length)
-        losses.append(float(loss))
+    for _ in range(steps):
         rates.append(optimizer.param_groups[0]["lr"])
-        loss.backward()
-        optimizer.step()
+        losses.append(_step(model, optimizer, feat, target, length))
         schedule.step()
     with torch.no_grad():
-        arrays.update(_padded_outputs(model(feat, length), length, width, "after"))
+        arrays.update(_padded_outputs(model(feat, length), length, "after"))
     arrays.update({f"after/{k}": v.detach().numpy() for k, v in model.state_dict().items()})
-    features = _pad(feat.numpy(), length, width, 0.0)
-    arrays.update(features=features, mask=label >= 0, label=label)
+    arrays.update(features=_pad(feat, length, 0.0), mask=label >= 0, label=label)
     np.savez(out, losses=np.array(losses), rates=np.array(rates), **arrays)
     print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
@@ -253,9 +245,7 @@ def time_steps(args) -> None:
 
     def step() -> float:
         started = time.perf_counter()
-        optimizer.zero_grad()
-        model.compute_loss(model(features, length), target, length).backward()
-        optimizer.step()
+        _step(model, optimizer, features, length=length, target=target)
         return time.perf_counter() - started
 
     for _ in range(2):
@@ -272,8 +262,7 @@ def time_steps(args) -> None:
 
 
 def load_sets(args) -> dict:
-    """The released ``train`` and ``test`` datasets (the quantile transform fitted on train);
-    prints their sizes."""
+    """The released ``train`` and ``test`` datasets, the transform fitted on train."""
     import numpy as np
     import torch
     from ltr_dataset import LearningToRankDataset

@@ -75,13 +75,12 @@ def cpu_extensions() -> str:
             text = f.read()
     except OSError:
         return "unknown CPU"
-    fields = dict(
-        line.split(":", 1) for line in text.splitlines()[:40] if ":" in line and line.strip()
-    )
-    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
+    fields = {
+        k.strip(): v.strip() for k, _, v in (x.partition(":") for x in text.splitlines()[:40])
+    }
+    flags = set(fields.get("flags", "").split())
     wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
-    name = fields.get("model name\t", fields.get("model name", "unknown CPU")).strip()
-    return f"{name}; {' '.join(wide) or 'no AVX2'}"
+    return f"{fields.get('model name', 'unknown CPU')}; {' '.join(wide) or 'no AVX2'}"
 
 
 def letor_folds(
@@ -143,10 +142,8 @@ def training_batch(model: str, d: int, *, batch: int, items: int, precision="flo
     return compiled, inputs, targets
 
 
-# The end of a child's code, after its ``model``, ``inputs``, ``targets``, ``steps`` and
-# ``spare`` (GiB): it caps the address space at what the process holds plus ``spare``,
-# times ``steps`` steps after a warm-up one and prints ms per step (``None`` out of
-# memory), the peak resident memory and the resident memory after building, in MB.
+# The end of a child's code after its ``model``, ``inputs``, ``targets``, ``steps`` and ``spare``
+# (GiB): ms per ``steps`` steps within ``spare`` more address space (``None``: out of memory).
 CAPPED_STEPS = """
 import json, resource, time
 statm = open("/proc/self/statm").read().split()
@@ -182,8 +179,7 @@ def run_child(code: str, argv: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
-# Runs a stage (argv: a JSON file for its result, then the command), reaps it with os.wait4
-# and writes its exit code and peak RSS (KiB: its own and its waited-for descendants' largest).
+# argv: a JSON file for the stage's exit code and peak RSS (KiB, as os.wait4 gives it), the command.
 LAUNCHER = """\
 import json, os, sys
 pid = os.fork()

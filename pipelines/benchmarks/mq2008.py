@@ -26,10 +26,6 @@ GBDT_ROWS = {
 }
 
 
-def metrics(model_dir: str) -> dict:
-    return read_json(os.path.join(model_dir, "metrics.json"))
-
-
 def teacher_fold(args, fold: int) -> str:
     """``runs/<TEACHER>/Fold<fold>``: the teacher trained unless done."""
     from tfr_rankformer.training.loop import train
@@ -82,14 +78,14 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
             config = dict(model=preset, data=data, model_dir=model_dir, seed=args.seed)
             config["early_stopping_rounds"] = args.early_stopping_rounds
             gbdt.train_gbdt(gbdt.GBDTConfig(**config))
-        found = metrics(model_dir)
+        found = read_json(os.path.join(model_dir, "metrics.json"))
         results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
         scorers[preset] = booster_scorer(model_dir)
     teacher_dir = teacher_fold(args, fold)
     student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
     if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
         distill(DistillConfig(teacher_dir, student_dir, trees=args.trees, seed=args.seed))
-    comparison = metrics(student_dir)["comparison"]["test"]
+    comparison = read_json(os.path.join(student_dir, "metrics.json"))["comparison"]["test"]
     for name in ("teacher", "student", "gbdt_labels"):
         results[name].append(comparison[name])
     scorers["teacher"] = load_teacher(teacher_dir).score

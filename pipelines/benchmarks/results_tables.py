@@ -71,15 +71,13 @@ PARITY_200_KERAS = Parity(
 def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, dict]:
     """``(args, results, by_seed)`` of ``reference_parity --recorded-only`` on the record."""
     from pipelines.benchmarks.reference import reference_parity as rp
-    from pipelines.benchmarks.reference.parity_records import RunRecord, recorded_runs, seeds_of
     from pipelines.experiment_specs import parse_folds, parse_models
 
     argv = parity.argv(os.path.join(root, RECORDS, parity.record))
     args = rp.parse_args(argv)
-    record = RunRecord(args.record, args, "")
-    seeds = seeds_of(record, args)
+    record = rp.RunRecord(args.record, args, "")
     specs, folds = parse_models(args.models), parse_folds(args.folds)
-    results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
+    results, by_seed, left_out = rp.recorded_runs(record, specs, folds)
     if left_out:
         side, label, fold, seed = left_out[0]
         raise ValueError(
@@ -185,8 +183,7 @@ def web30k_path(root: str) -> str:
 
 def headline_mq2008_30(root: str) -> list[str]:
     """Each model's NDCG_y@10 on both sides and their Δ paired by fold."""
-    from pipelines.benchmarks.reference.parity_records import RELEASED
-    from pipelines.benchmarks.reference.parity_tables import summarize
+    from pipelines.benchmarks.reference.parity_tables import RELEASED, summarize
 
     args, results, _ = parity_runs(root, PARITY_30)
     fold_means, rows, paired = summarize(results, args.labels)
@@ -207,8 +204,7 @@ def headline_mq2008_30(root: str) -> list[str]:
 
 def headline_mq2008_200(root: str) -> list[str]:
     """Ours − theirs and the RankFormer's gain on each side, over every seed, ± seed noise."""
-    from pipelines.benchmarks.reference.parity_records import RELEASED
-    from pipelines.benchmarks.reference.parity_tables import by_fold, noise_difference
+    from pipelines.benchmarks.reference.parity_tables import RELEASED, by_fold, noise_difference
 
     args, _, by_seed = parity_runs(root, PARITY_200)
 

@@ -1,12 +1,10 @@
 """Serving latency on CPU: an exported RankFormer beside LightGBM, or a Listformer beside
 sentence-transformers.
 
-``--family features``: p50 / p99 of the RankFormer's ELWC and tensor signatures on one list
-of 16 and of 128 items, and lists/s at batch 64, beside a 1,000-tree LightGBM model on the
-same items. ``--family text``: the Listformer started from a BERT checkpoint (untrained
-heads), exported and called through its text signature on one Cranfield query with BM25's top
-100, alternating with sentence-transformers encoding the same texts with the same weights
-(float32 and bf16 autocast). Untrained weights: latency does not depend on them.
+``--family features``: the RankFormer's ELWC and tensor signatures on one list of 16 and
+of 128 items and batches of 64 lists, beside LightGBM on the same items. ``--family text``:
+the Listformer from a BERT checkpoint (untrained heads: latency does not depend on them) on
+one Cranfield query with BM25's top 100, beside sentence-transformers with the same weights.
 """
 
 from __future__ import annotations

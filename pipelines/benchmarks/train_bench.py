@@ -18,7 +18,8 @@ from unittest import mock
 import tensorflow as tf
 
 from pipelines.benchmarks import bench_support as support
-from pipelines.benchmarks.reference.parity_sources import RUNNER, official_setup
+from pipelines.benchmarks.reference import parity_sources
+from pipelines.benchmarks.reference.parity_sources import official_setup
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.train_config import TrainConfig
@@ -79,8 +80,9 @@ class OfficialTimer:
 
     def __init__(self, setup: tuple[str, str], model: str, d: int, *, batch, items, threads):
         directory, python = setup
-        command = [python, RUNNER, "--official-dir", directory, "--time-steps", "--models", model]
-        command += ["--features", str(d), "--batch-size", str(batch), "--items", str(items)]
+        command = [python, parity_sources.RUNNER, "--official-dir", directory, "--time-steps"]
+        command += ["--models", model, "--features", str(d), "--batch-size", str(batch)]
+        command += ["--items", str(items)]
         command += ["--max-label", str(support.MAX_LABEL), "--threads", str(threads)]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -160,8 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--xla", action="store_true", help="compile our whole step with XLA")
     add("--compare-plain", action="store_true", help="also time our step without compiled_ops")
     add("--peak", action="store_true", help="also time float32 matmuls alone: the lists/s cap")
-    add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    add("--official-python", help="a Python with torch, pandas and scikit-learn")
+    parity_sources.add_source_arguments(parser, folds=False)
     theirs = "the released code's lists per step (default: ours)"
     add("--official-batch-size", type=int, help=theirs)
     add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")

@@ -214,8 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--protocols", type=protocols, default=",".join(PROTOCOLS), help="comma-separated")
     add("--reprint", action="store_true", help="print the last run's table again")
     add("--click-epochs", type=int, default=1, help="epochs of each model on clicks")
-    group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
-    parity_sources.add_source_arguments(group)
+    group = p.add_argument_group("released code")
+    parity_sources.add_source_arguments(group, folds=False)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="seconds")
     group.add_argument("--official-threads", type=int, default=2, help="its threads")
     batches = "its lists per batch, a run each; auto: 2048 halved to fit half the memory"

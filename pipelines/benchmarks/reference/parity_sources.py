@@ -23,11 +23,12 @@ then pass --official-dir rankformer-official --official-python ref-venv/bin/pyth
 (or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
-def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """The LETOR folds (``--dataset``, ``--data-dir``) and the released code and its Python."""
+def add_source_arguments(p: argparse.ArgumentParser, *, folds: bool = True) -> None:
+    """The released code and its Python, and with ``folds`` the LETOR folds."""
     add = p.add_argument
-    add("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    add("--data-dir", help="where --dataset is looked up by name")
+    if folds:
+        add("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
+        add("--data-dir", help="where --dataset is looked up by name")
     add("--official-dir", help="checkout of the released code (or $RANKFORMER_OFFICIAL_DIR)")
     python = "a Python with torch, pandas and scikit-learn (or $RANKFORMER_OFFICIAL_PYTHON)"
     add("--official-python", help=python)

@@ -98,8 +98,7 @@ def letor_folds(
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
-    """A ``Manifest`` of ``d`` features, labels up to the purchase label, and no data;
-    ``quantile`` knots from a log-normal sample rounded so that some repeat, as in LETOR."""
+    """A ``Manifest`` of ``d`` features and no data; quantile knots repeat, as in LETOR."""
     import numpy as np
 
     from tfr_rankformer.inputs.manifest import Manifest

@@ -39,8 +39,7 @@ def _pairs(by_label: dict):
 
 
 def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
-    """``(fold_means, rows, paired)``: each fold's mean over its seeds, each side's mean ±
-    standard error over folds and on ``shared`` lists ours − released by fold (else None)."""
+    """``(fold_means, rows, paired)``: means by fold, by side over folds, and Δ by fold."""
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {
@@ -251,8 +250,7 @@ def _difference_cell(found: dict) -> str:
 
 
 def over_runs(by_seed: dict) -> str:
-    """Markdown: per model and side the mean ± its seed-noise standard error, ours − released
-    and every pair of models; empty without a fold of two runs."""
+    """Markdown: each side's mean ± seed noise, and the differences (none: no fold of two)."""
     lines = []
     sides = ("ours", RELEASED)
     for label, found in by_seed.items():

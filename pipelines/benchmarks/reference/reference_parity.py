@@ -26,8 +26,7 @@ FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
 
 
 def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
-    """A fold's seeds on both sides; ``per_fold`` adds ``1000 * fold`` (no two folds share
-    initial weights).
+    """A fold's seeds on both sides; ``per_fold`` adds ``1000 * fold`` (no shared weights).
 
     >>> run_seeds(2, 3, 5, per_fold=False), run_seeds(2, 3, 5, per_fold=True)
     ([2, 3, 4], [5002, 5003, 5004])
@@ -82,10 +81,8 @@ class RunRecord:
 
 
 def recorded_runs(record: RunRecord, specs, folds, *, paired=True) -> tuple:
-    """``(results, by_seed, left_out)`` of the record's runs on the sides ``--side`` names:
-    ``results[label][side][fold]`` a fold's runs, ``by_seed[label][side][fold, seed]`` each;
-    ``paired`` keeps a (model, fold, seed) only when every side holds it; ``left_out``: the
-    ``(side, model, fold, seed)`` the record lacks."""
+    """``results[label][side][fold]`` (runs), ``by_seed[label][side][fold, seed]`` (a run) and
+    the ``(side, model, fold, seed)`` left out; ``paired``: only those every side holds."""
     sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}
     sides = sides[record.args.side]
     results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}

@@ -71,13 +71,11 @@ PARITY_200_KERAS = Parity(
 def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, dict]:
     """``(args, results, by_seed)`` of ``reference_parity --recorded-only`` on the record."""
     from pipelines.benchmarks.reference import reference_parity as rp
-    from pipelines.experiment_specs import parse_folds, parse_models
 
     argv = parity.argv(os.path.join(root, RECORDS, parity.record))
     args = rp.parse_args(argv)
     record = rp.RunRecord(args.record, args, "")
-    specs, folds = parse_models(args.models), parse_folds(args.folds)
-    results, by_seed, left_out = rp.recorded_runs(record, specs, folds)
+    results, by_seed, left_out = rp.recorded_runs(record)
     if left_out:
         side, label, fold, seed = left_out[0]
         raise ValueError(

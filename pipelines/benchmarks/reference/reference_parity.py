@@ -80,9 +80,10 @@ class RunRecord:
                 support.append_line(self.path, self.runs[key])
 
 
-def recorded_runs(record: RunRecord, specs, folds, *, paired=True) -> tuple:
+def recorded_runs(record: RunRecord, *, paired=True) -> tuple:
     """``results[label][side][fold]`` (runs), ``by_seed[label][side][fold, seed]`` (a run) and
     the ``(side, model, fold, seed)`` left out; ``paired``: only those every side holds."""
+    specs, folds = parse_models(record.args.models), parse_folds(record.args.folds)
     sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}
     sides = sides[record.args.side]
     results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
@@ -174,7 +175,7 @@ def run_all(args, specs, folds, record: RunRecord, setup, paths) -> tuple[dict, 
             files = sources.shared_lists(paths[fold]) if shared else sources.fold_files(args, fold)
             for name, found in sources.theirs(setup, fold, missing, args, seed, files).items():
                 record.add(RELEASED, name, fold, seed, found)
-    results, by_seed, _ = recorded_runs(record, specs, folds, paired=False)
+    results, by_seed, _ = recorded_runs(record, paired=False)
     return results, by_seed
 
 
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(error))
     note = ""
     if args.recorded_only:
-        results, by_seed, left_out = recorded_runs(record, specs, folds)
+        results, by_seed, left_out = recorded_runs(record)
         note = f"From {args.record} alone: nothing is trained or run.\n"
         if left_out:
             note += f"Left out, not in it ({len(left_out)}; with their other side's runs):\n"

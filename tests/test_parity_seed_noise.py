@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 
 from pipelines.benchmarks.reference import reference_parity
-from pipelines.benchmarks.reference.parity_records import METRICS, run_seeds
-from pipelines.benchmarks.reference.parity_tables import noise_difference, over_runs, seed_noise
+from pipelines.benchmarks.reference.parity_tables import (
+    METRICS,
+    noise_difference,
+    over_runs,
+    seed_noise,
+)
+from pipelines.benchmarks.reference.reference_parity import run_seeds
 
 
 def test_fold_seeds_differ_per_fold_and_the_record_gives_every_seed(tmp_path, capsys):

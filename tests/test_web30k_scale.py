@@ -37,7 +37,7 @@ def test_tiny_run_records_every_stage(tmp_path, monkeypatch, capsys):
     assert "python -m pipelines.benchmarks.web30k_scale --output" in markdown
     assert "--models mlp --protocols clicks" in markdown
     # A rerun reuses the data, keeping the conversion's figures; --reprint runs nothing.
-    args = argparse.Namespace(output=str(tmp_path), lists=60, skip_convert=False)
+    args = argparse.Namespace(output=str(tmp_path), lists=60)
     earlier = {("convert", "clicks", "-"): stages["convert", "-"]}
     reused = web30k_scale.convert(args, "clicks", earlier)
     assert reused["reused"] and reused["wall_seconds"] == stages["convert", "-"]["wall_seconds"]

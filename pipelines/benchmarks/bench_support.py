@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import datetime
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 
 from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.run_layout import HISTORY_NAME
 
 MAX_LABEL = 4  # the released code's purchase label
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,6 +63,11 @@ def run_line(module: str, argv: list[str] | None) -> dict:
     }
 
 
+def cpu_line() -> str:
+    """``CPU: ...; N CPUs``, as the speed benchmarks print it."""
+    return f"CPU: {cpu_extensions()}; {os.cpu_count()} CPUs"
+
+
 def cpu_extensions() -> str:
     """The CPU's model name and its wide vector extensions, from /proc/cpuinfo."""
     try:
@@ -68,20 +75,18 @@ def cpu_extensions() -> str:
             text = f.read()
     except OSError:
         return "unknown CPU"
-    fields = dict(
-        line.split(":", 1) for line in text.splitlines()[:40] if ":" in line and line.strip()
-    )
-    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
+    fields = {
+        k.strip(): v.strip() for k, _, v in (x.partition(":") for x in text.splitlines()[:40])
+    }
+    flags = set(fields.get("flags", "").split())
     wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
-    name = fields.get("model name\t", fields.get("model name", "unknown CPU")).strip()
-    return f"{name}; {' '.join(wide) or 'no AVX2'}"
+    return f"{fields.get('model name', 'unknown CPU')}; {' '.join(wide) or 'no AVX2'}"
 
 
 def letor_folds(
     dataset: str, output: str, *, data_dir, seed: int, simulate=True, clicks=None, progress=True
 ) -> dict[int, str]:
-    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once, clicks
-    simulated (``clicks``: a ``ClickConfig``) unless not ``simulate``."""
+    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once."""
     from pipelines.experiment_runner import convert_folds
     from tfrecords_tools.convert import ConvertConfig
 
@@ -93,8 +98,7 @@ def letor_folds(
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
-    """A ``Manifest`` of ``d`` features, labels up to the purchase label, and no data;
-    ``quantile`` knots from a log-normal sample rounded so that some repeat, as in LETOR."""
+    """A ``Manifest`` of ``d`` features and no data; quantile knots repeat, as in LETOR."""
     import numpy as np
 
     from tfr_rankformer.inputs.manifest import Manifest
@@ -113,8 +117,7 @@ def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int
 
 
 def training_batch(model: str, d: int, *, batch: int, items: int, precision="float32", **config):
-    """``(compiled model, inputs, targets)``: ``model`` with ``config`` (``TrainConfig`` fields
-    and ``xla``) and one batch of random lists, their features already normalised."""
+    """``(compiled model, inputs, targets)``: ``model`` and one batch of normalised lists."""
     import numpy as np
     import tensorflow as tf
 
@@ -138,10 +141,8 @@ def training_batch(model: str, d: int, *, batch: int, items: int, precision="flo
     return compiled, inputs, targets
 
 
-# The end of a child's code, after its ``model``, ``inputs``, ``targets``, ``steps`` and
-# ``spare`` (GiB): it caps the address space at what the process holds plus ``spare``,
-# times ``steps`` steps after a warm-up one and prints ms per step (``None`` out of
-# memory), the peak resident memory and the resident memory after building, in MB.
+# The end of a child's code after its ``model``, ``inputs``, ``targets``, ``steps`` and ``spare``
+# (GiB): ms per ``steps`` steps within ``spare`` more address space (``None``: out of memory).
 CAPPED_STEPS = """
 import json, resource, time
 statm = open("/proc/self/statm").read().split()
@@ -177,8 +178,7 @@ def run_child(code: str, argv: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
-# Runs a stage (argv: a JSON file for its result, then the command), reaps it with os.wait4
-# and writes its exit code and peak RSS (KiB: its own and its waited-for descendants' largest).
+# argv: a JSON file for the stage's exit code and peak RSS (KiB, as os.wait4 gives it), the command.
 LAUNCHER = """\
 import json, os, sys
 pid = os.fork()
@@ -191,9 +191,8 @@ with open(sys.argv[1], "w") as f:
 
 
 def run_stage(command: list[str], log: str, timeout: float | None = None) -> dict:
-    """Runs ``command`` with its output in ``log``: its wall time, exit code, peak RSS and,
-    when it failed, why and the log's last lines. A bare Python (:data:`LAUNCHER`) starts it:
-    Linux carries a parent's peak RSS over ``fork`` and ``exec``."""
+    """``command``'s wall time, exit code, peak RSS and any failure, its output in ``log``.
+    A bare Python (:data:`LAUNCHER`) starts it: Linux carries a parent's peak RSS over exec."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
     usage_file, timed_out = log + ".rusage.json", False
     with contextlib.suppress(FileNotFoundError):
@@ -234,6 +233,16 @@ def run_stage(command: list[str], log: str, timeout: float | None = None) -> dic
     return record
 
 
+def epoch_rates(run_dir: str) -> list[float]:
+    """The training lists/s of each epoch in a run's history (none without one)."""
+    path = os.path.join(run_dir, HISTORY_NAME)
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.DictReader(f)
+        return [float(row["lists_per_sec"]) for row in rows if row.get("lists_per_sec")]
+
+
 def read_json(path: str) -> dict | None:
     """The JSON object in ``path``, or ``None`` when there is no such file."""
     if not os.path.isfile(path):
@@ -255,6 +264,11 @@ def append_line(path: str, line: dict) -> None:
     """Appends ``line`` to the JSON-lines file ``path`` (made if missing)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def append_record(path: str, kind: str, **fields) -> None:
+    """Appends a speed record's line: its ``kind``, the CPU and ``fields``."""
+    append_line(path, {"kind": kind, "cpu": cpu_extensions(), **fields})
 
 
 def read_lines(path: str) -> list[dict]:

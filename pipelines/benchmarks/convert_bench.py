@@ -8,15 +8,14 @@ lines and parses floats against ``tfr-convert --simulate-clicks`` (goal: 2x, und
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 from pipelines.benchmarks.bench_support import parser as bench_parser
+from pipelines.benchmarks.bench_support import run_child
 from tfrecords_tools.block_processing import default_workers
 from tfrecords_tools.synthetic import SyntheticConfig, generate_letor
 
@@ -24,12 +23,12 @@ CHILD = """
 import json, resource, sys, time
 from pipelines.convert_cli import main
 started = time.perf_counter()
-code = main(sys.argv[1:])
+if main(sys.argv[1:]):
+    sys.exit(1)
 seconds = time.perf_counter() - started
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print("BENCH " + json.dumps({"code": code, "seconds": seconds, "peak_rss_bytes": rss,
-                             "worker_peak_rss_bytes": worker_rss}))
+print(json.dumps({"seconds": seconds, "peak_rss_bytes": rss, "worker_peak_rss_bytes": worker_rss}))
 """
 DEFAULTS = {"naive": (200_000, 3), "beam": (20_000, 2)}  # --items, --repeat
 
@@ -53,11 +52,10 @@ def run_converter(data_dir: str, output: str, seed: int, workers: int, extra=())
     flags = ["--input", "MSLR-WEB30K", "--data-dir", data_dir, "--output", output]
     flags += ["--simulate-clicks", "--seed", str(seed), "--workers", str(workers), *extra]
     flags += ["--overwrite", "--no-progress", "--log-level", "WARNING"]
-    done = subprocess.run([sys.executable, "-c", CHILD, *flags], capture_output=True, text=True)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("BENCH ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"converter failed:\n{done.stdout}\n{done.stderr}")
-    return json.loads(lines[-1][6:])
+    result = run_child(CHILD, flags)
+    if "error" in result:
+        raise RuntimeError(f"converter failed:\n{result['error']}")
+    return result
 
 
 def rate_range(rates: list[float]) -> str:

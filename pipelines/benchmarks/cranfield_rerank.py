@@ -120,11 +120,16 @@ def fold_line(record: dict, columns: Sequence[str]) -> str:
     return f"| {record['fold']} | {record['num_lists']} ({record['num_lists_counted']}) | {cells} |"
 
 
-def mean_line(records: list[dict], columns: Sequence[str]) -> str:
+def column_values(records: list[dict]) -> dict[str, list[float]]:
+    """Each column's test NDCG@10 over the folds that have it, in the columns' order."""
+    columns = dict.fromkeys(c for r in records for c in r["columns"])
+    return {c: [r["columns"][c]["ndcg@10"] for r in records if c in r["columns"]] for c in columns}
+
+
+def mean_line(records: list[dict]) -> str:
     """Each column's mean ± standard error over the folds that have it."""
     cells = []
-    for c in columns:
-        values = [r["columns"][c]["ndcg@10"] for r in records if c in r["columns"]]
+    for values in column_values(records).values():
         mean, se = mean_se(values)
         if len(values) == 1:  # no standard error from one fold
             cells.append(f"{mean:.2f} (1 fold)")
@@ -138,11 +143,11 @@ def mean_line(records: list[dict], columns: Sequence[str]) -> str:
 
 def report(run: dict, records: list[dict]) -> str:
     """The run's command and time, the folds' table and the trainings' figures."""
-    columns = list(dict.fromkeys(c for r in records for c in r["columns"]))
+    columns = list(column_values(records))
     lines = [f"`{run['command']}` ({run.get('cpu', '?')}; {run.get('seconds', '?')} s)"]
     lines += [header(columns), *(fold_line(r, columns) for r in records)]
     if records:
-        lines.append(mean_line(records, columns))
+        lines.append(mean_line(records))
     runs = [
         "| fold | variant | epochs | s/epoch (with validation) | peak RSS | estimate |",
         "|---|---|---|---|---|---|",

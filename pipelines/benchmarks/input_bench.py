@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, cpu_extensions, parser
+from pipelines.benchmarks import bench_support as support
+from pipelines.benchmarks.bench_support import MAX_LABEL, parser
 from pipelines.benchmarks.speed_records import epoch_medians
 from tfr_rankformer.core.atomic_files import atomic_write
 
@@ -56,8 +57,7 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
 
 
 def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]]:
-    """Lists/s by epoch of ``--repeats`` pipelines built afresh in ``mode`` (the first epoch
-    counts the build), printed with their medians."""
+    """Lists/s by epoch of ``--repeats`` fresh pipelines in ``mode`` (epoch 1 counts the build)."""
     from tfr_rankformer.inputs import batching, data
     from tfr_rankformer.inputs.manifest import load_manifest
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes = dict(lists=args.lists, items=args.items, features=args.features)
             write_lists(data_dir, **sizes, seed=args.seed)
         load = {"before": _load()}
-        print(f"CPU: {cpu_extensions()}; {os.cpu_count()} cores; load average {load['before']}")
+        print(f"{support.cpu_line()}; load average {load['before']}")
         # Imported before any timing, so that no mode's first epoch counts it.
         import tensorflow_ranking  # noqa: F401
 
@@ -143,12 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         load["after"] = _load()
         print(f"load average after: {load['after']}")
     if args.record:
-        line = {"kind": "input_pipeline", "cpu": cpu_extensions(), "cores": os.cpu_count() or 0}
-        line.update(load_average=load, **shape, batch_items=args.batch_items)
-        line["lists_per_second_by_epoch"] = {
-            mode: [[round(rate) for rate in run] for run in runs] for mode, runs in rates.items()
-        }
-        append_line(args.record, line)
+        by_epoch = {mode: [[round(r) for r in run] for run in runs] for mode, runs in rates.items()}
+        fields = dict(load_average=load, **shape, batch_items=args.batch_items)
+        fields.update(cores=os.cpu_count() or 0, lists_per_second_by_epoch=by_epoch)
+        support.append_record(args.record, "input_pipeline", **fields)
     return 0
 
 

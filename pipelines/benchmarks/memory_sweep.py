@@ -59,10 +59,8 @@ MEMORY_GB = {"features": 12.0, "text": 6.0}
 MODELS = {"rankformer": "full attention", "summary_token_ranker": "summary tokens"}
 QUERY_TOKENS = 8
 ATTENTIONS = {"blocked": "global-local", "full": "full"}
-SPEED_ATTENTIONS = dict(
-    blocked="global-local (blocked)", dense_masked="global-local (dense masked)"
-)
-SPEED_ATTENTIONS["full"] = "full"
+SPEED_ATTENTIONS = {"blocked": "global-local (blocked)"}
+SPEED_ATTENTIONS.update(dense_masked="global-local (dense masked)", full="full")
 
 
 def run_configuration(family: str, settings: list, args) -> dict:
@@ -93,14 +91,12 @@ def features_sweep(args) -> None:
     """Prints the ``features`` table and writes its plot."""
     lengths = [int(n) for n in args.lengths.split(",")]
     results = {model: {} for model in MODELS}
-    print(f"{'items':>7} {'attention':<15} {'lists':>6} {'peak MB':>9} {'ms/step':>10}")
+    _row("items", "attention", "lists", "peak MB", "added MB", "ms/step", head=True)
     for length in lengths:
         for model, label in MODELS.items():
             result = run_configuration("features", [model, length, args.items], args)
             results[model][length] = result
-            ms = "out of memory" if result["ms_per_step"] is None else _cell(result["ms_per_step"])
-            lists, peak = max(args.items // length, 1), _cell(result["peak_rss_mb"])
-            print(f"{length:>7,} {label:<15} {lists:>6} {peak:>9} {ms:>10}", flush=True)
+            _row(f"{length:,}", label, max(args.items // length, 1), *_figures(result))
     _plot(results, lengths, args.output)
     print(f"wrote {args.output}")
 
@@ -201,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(args.tables.split(","))
     if not tables or tables - {"speed", "memory"}:
         raise SystemExit(f"--tables: speed and/or memory, got {args.tables!r}")
-    print(f"CPU: {support.cpu_extensions()}")
+    print(support.cpu_line())
     print(
         "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
         "training steps (ApproxNDCG, AdamW)"

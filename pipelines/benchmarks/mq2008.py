@@ -1,21 +1,18 @@
-"""Quality on MQ2008: ``python -m pipelines.benchmarks.mq2008 gbdt|losses``.
-
-``gbdt``: the GBDT presets beside the RankFormer teacher and its distilled student, with
-single-list latency; ``losses``: ``context_aware`` once per loss on the original labels
-(``tfr-experiment`` runs the paper's model set). Finished runs are reused.
+"""Quality on MQ2008 (``python -m pipelines.benchmarks.mq2008 gbdt``): the GBDT presets
+beside the RankFormer teacher and its distilled student, with single-list latency, on
+simulated clicks. Finished runs are reused.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
 
-from pipelines.benchmarks.bench_support import HelpFormatter, letor_folds
+from pipelines.benchmarks.bench_support import HelpFormatter, letor_folds, read_json
 from pipelines.experiment_summary import mean_se
 from tfr_rankformer.training.train_config import TrainConfig
 
@@ -29,29 +26,18 @@ GBDT_ROWS = {
 }
 
 
-def metrics(model_dir: str) -> dict:
-    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def train_fold(args, fold: int, name: str, settings: dict) -> str:
-    """``runs/<name>/Fold<fold>``: ``settings`` (``TrainConfig`` fields) trained unless done."""
+def teacher_fold(args, fold: int) -> str:
+    """``runs/<TEACHER>/Fold<fold>``: the teacher trained unless done."""
     from tfr_rankformer.training.loop import train
 
-    model_dir = os.path.join(args.output, "runs", name.replace(" ", "_"), f"Fold{fold}")
+    model_dir = os.path.join(args.output, "runs", TEACHER.replace(" ", "_"), f"Fold{fold}")
     if not os.path.isfile(os.path.join(model_dir, "metrics.json")):
         started = time.perf_counter()
-        config = TrainConfig(
-            data=os.path.join(args.converted, f"Fold{fold}"),
-            model_dir=model_dir,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            patience=args.epochs,
-            seed=args.seed,
-            **settings,
-        )
-        train(config, verbose=0, existing="resume")
-        print(f"Fold{fold} {name}: {time.perf_counter() - started:.0f} s", flush=True)
+        data = os.path.join(args.converted, f"Fold{fold}")
+        settings = dict(epochs=args.epochs, batch_size=args.batch_size, patience=args.epochs)
+        settings.update(model="rankformer", alpha=1.0, data=data, model_dir=model_dir)
+        train(TrainConfig(seed=args.seed, **settings), verbose=0, existing="resume")
+        print(f"Fold{fold} {TEACHER}: {time.perf_counter() - started:.0f} s", flush=True)
     return model_dir
 
 
@@ -60,29 +46,6 @@ def ndcg_cells(runs: list[dict]) -> list[str]:
     return [
         "{:.2f} ± {:.2f}".format(*mean_se([r[k] for r in runs])) for k in ("ndcg_y@10", "ndcg_r@10")
     ]
-
-
-def losses(args, folds: list[int]) -> None:
-    from tfr_rankformer.inputs.manifest import load_manifest
-
-    results = {}
-    for fold in folds:
-        train = load_manifest(os.path.join(args.converted, f"Fold{fold}")).split("train")
-        for loss in args.losses.split(","):
-            settings = {"model": "context_aware", "loss": loss, "list_size": train.longest_list}
-            run = train_fold(args, fold, loss, settings)
-            results.setdefault(loss, []).append(metrics(run)["test"])
-    print(
-        f"\nMQ2008 original labels, folds {args.folds}, context_aware, {args.epochs} epochs, "
-        f"batch {args.batch_size}: test NDCG x 100 (mean over folds)\n"
-    )
-    print("| loss | NDCG@5 | NDCG@10 |\n|---|---|---|")
-    rows = [
-        (np.mean([r["ndcg_y@10"] for r in runs]), np.mean([r["ndcg_y@5"] for r in runs]), loss)
-        for loss, runs in results.items()
-    ]
-    for ten, five, loss in sorted(rows, reverse=True):
-        print(f"| {loss} | {five:.2f} | {ten:.2f} |")
 
 
 def latency_ms(score, arrays, lists: int) -> float:
@@ -98,8 +61,7 @@ def latency_ms(score, arrays, lists: int) -> float:
 
 
 def gbdt_fold(args, fold: int, results: dict) -> dict:
-    """The GBDT presets, teacher, student and GBDT on labels on one fold: their test metrics
-    appended to ``results``; their scorers."""
+    """Each row's scorer on one fold; their test metrics appended to ``results``."""
     from tfr_rankformer.distill.distillation import DistillConfig, distill
     from tfr_rankformer.distill.distillation_teacher import load_teacher
     from tfr_rankformer.gbdt import lightgbm_ranker as gbdt
@@ -116,14 +78,14 @@ def gbdt_fold(args, fold: int, results: dict) -> dict:
             config = dict(model=preset, data=data, model_dir=model_dir, seed=args.seed)
             config["early_stopping_rounds"] = args.early_stopping_rounds
             gbdt.train_gbdt(gbdt.GBDTConfig(**config))
-        found = metrics(model_dir)
+        found = read_json(os.path.join(model_dir, "metrics.json"))
         results[preset].append(dict(found["test"], training_seconds=found["training"]["seconds"]))
         scorers[preset] = booster_scorer(model_dir)
-    teacher_dir = train_fold(args, fold, TEACHER, {"model": "rankformer", "alpha": 1.0})
+    teacher_dir = teacher_fold(args, fold)
     student_dir = os.path.join(args.output, "runs", "student", f"Fold{fold}")
     if not os.path.isfile(os.path.join(student_dir, "metrics.json")):
         distill(DistillConfig(teacher_dir, student_dir, trees=args.trees, seed=args.seed))
-    comparison = metrics(student_dir)["comparison"]["test"]
+    comparison = read_json(os.path.join(student_dir, "metrics.json"))["comparison"]["test"]
     for name in ("teacher", "student", "gbdt_labels"):
         results[name].append(comparison[name])
     scorers["teacher"] = load_teacher(teacher_dir).score
@@ -156,44 +118,32 @@ def gbdt_study(args, folds: list[int]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tfr_rankformer.ranking.losses import SCORE_LOSSES
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     studies = parser.add_subparsers(dest="study", required=True)
-    found = {}
-    for study, what in (
-        ("gbdt", "GBDT baselines and the distilled RankFormer with simulated clicks"),
-        ("losses", "context_aware with every registered loss on the original labels"),
-    ):
-        p = found[study] = studies.add_parser(study, help=what, formatter_class=HelpFormatter)
-        losses_study = study == "losses"
-        add = p.add_argument
-        add("--output", default=f"results/mq2008{'_losses' * losses_study}", help="runs and data")
-        add("--data-dir", help="where MQ2008/ is")
-        add("--folds", default="1" if losses_study else "1,2,3,4,5", help="comma-separated folds")
-        add("--epochs", type=int, default=30, help="epoch budget of every neural run")
-        add("--batch-size", type=int, default=32 if losses_study else 256, help="lists per batch")
-        add("--seed", type=int, default=0, help="seed of the conversion and the runs")
-    gbdt = found["gbdt"].add_argument
-    gbdt("--trees", type=int, default=2000, help="the student's trees")
-    gbdt("--latency-lists", type=int, default=200, help="lists timed one by one")
-    gbdt("--early-stopping-rounds", type=int, default=0, help="of the presets (0: none)")
-    found["losses"].add_argument("--losses", default=",".join(SCORE_LOSSES), help="comma-separated")
+    what = "GBDT baselines and the distilled RankFormer with simulated clicks"
+    add = studies.add_parser("gbdt", help=what, formatter_class=HelpFormatter).add_argument
+    add("--output", default="results/mq2008", help="runs and data")
+    add("--data-dir", help="where MQ2008/ is")
+    add("--folds", default="1,2,3,4,5", help="comma-separated folds")
+    add("--epochs", type=int, default=30, help="epoch budget of every neural run")
+    add("--batch-size", type=int, default=256, help="lists per batch")
+    add("--seed", type=int, default=0, help="seed of the conversion and the runs")
+    add("--trees", type=int, default=2000, help="the student's trees")
+    add("--latency-lists", type=int, default=200, help="lists timed one by one")
+    add("--early-stopping-rounds", type=int, default=0, help="of the presets (0: none)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        simulate = args.study != "losses"  # losses: the original labels
-        where = dict(data_dir=args.data_dir, seed=args.seed, simulate=simulate, progress=False)
+        where = dict(data_dir=args.data_dir, seed=args.seed, progress=False)
         converted = letor_folds("MQ2008", args.output, **where)
     except (ValueError, OSError) as error:
         print(f"mq2008: error: {error}", file=sys.stderr)
         return 1
     args.converted = os.path.dirname(converted[min(converted)])
-    folds = [int(f) for f in args.folds.split(",")]
-    (gbdt_study if args.study == "gbdt" else losses)(args, folds)
+    gbdt_study(args, [int(f) for f in args.folds.split(",")])
     return 0
 
 

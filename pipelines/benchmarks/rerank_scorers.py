@@ -48,8 +48,7 @@ def bm25_scorer(run_scores: dict[tuple[str, str], float]) -> Scorer:
 
 
 class CosineScorer:
-    """The zero-shot cosine of each list's query and documents under a ``SentenceEncoder``,
-    each text encoded once."""
+    """The zero-shot cosine of each list's query and documents, each text encoded once."""
 
     def __init__(self, encoder, *, max_query_tokens: int, max_document_tokens: int, batch_size):
         self.encoder, self.batch_size = encoder, batch_size

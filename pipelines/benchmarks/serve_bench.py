@@ -1,12 +1,10 @@
 """Serving latency on CPU: an exported RankFormer beside LightGBM, or a Listformer beside
 sentence-transformers.
 
-``--family features``: p50 / p99 of the RankFormer's ELWC and tensor signatures on one list
-of 16 and of 128 items, and lists/s at batch 64, beside a 1,000-tree LightGBM model on the
-same items. ``--family text``: the Listformer started from a BERT checkpoint (untrained
-heads), exported and called through its text signature on one Cranfield query with BM25's top
-100, alternating with sentence-transformers encoding the same texts with the same weights
-(float32 and bf16 autocast). Untrained weights: latency does not depend on them.
+``--family features``: the RankFormer's ELWC and tensor signatures on one list of 16 and
+of 128 items and batches of 64 lists, beside LightGBM on the same items. ``--family text``:
+the Listformer from a BERT checkpoint (untrained heads: latency does not depend on them) on
+one Cranfield query with BM25's top 100, beside sentence-transformers with the same weights.
 """
 
 from __future__ import annotations
@@ -38,55 +36,33 @@ def throughput(call, lists: int, repeats: int = 30) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=support.HelpFormatter,
-    )
+    parser = support.parser(__doc__)
     add = parser.add_argument
     add("--family", choices=("features", "text"), default="features", help="what to serve")
     add("--features", type=int, default=136, help="features per item")
     add("--repeats", type=int, help="timed calls per latency (default: 300; text: 20 rounds)")
     add("--trees", type=int, default=1000, help="the LightGBM model's trees")
-    add(
-        "--normalization",
-        choices=("quantile", "standard"),
-        default="quantile",
-        help="what the saved model applies to raw features: quantile (tfr-convert's "
-        "default, 1,000 quantiles per feature) or standard",
-    )
+    norm = "what the saved model applies to raw features: quantile (tfr-convert's default, "
+    norm += "1,000 quantiles per feature) or standard"
+    add("--normalization", choices=("quantile", "standard"), default="quantile", help=norm)
     for pool, what in (("intra", "within an op"), ("inter", "running ops side by side")):
-        add(
-            f"--{pool}-op-threads",
-            type=int,
-            default=0,
-            help=f"TensorFlow's threads {what}, as TF Serving's "
-            f"--tensorflow_{pool}_op_parallelism sets them (0: one per CPU)",
-        )
+        threads = f"TensorFlow's threads {what}, as TF Serving's "
+        threads += f"--tensorflow_{pool}_op_parallelism sets them (0: one per CPU)"
+        add(f"--{pool}-op-threads", type=int, default=0, help=threads)
     add("--checkpoint", metavar="DIR", help="text: a BERT checkpoint (default: MiniLM's)")
     add("--data", default=DEFAULT_DATA, help="text: collection.tsv and queries.tsv (TREC)")
     add("--query", type=int, default=1, help="text: the query's line in queries.tsv")
     add("--documents", type=int, default=100, help="text: BM25's top documents to score")
-    add(
-        "--similarity",
-        choices=("checkpoint", "none"),
-        default="checkpoint",
-        help="text: the Listformer's --similarity (checkpoint: a second, frozen encoder)",
-    )
+    similarity = "text: the Listformer's --similarity (checkpoint: a second, frozen encoder)"
+    add("--similarity", choices=("checkpoint", "none"), default="checkpoint", help=similarity)
     add("--query-tokens", type=int, default=32, help="text: the query's token cap")
     add("--document-tokens", type=int, default=128, help="text: each document's token cap")
-    add(
-        "--precisions",
-        nargs="+",
-        choices=("float32", "bf16"),
-        help="text: the Listformer's compute precisions (default: float32, and bf16 on a CPU "
-        "with bfloat16 instructions)",
-    )
-    add(
-        "--record",
-        metavar="FILE",
-        help="append the run's figures as a JSON line to FILE; python -m "
-        "pipelines.benchmarks.speed_records FILE prints them",
-    )
+    precisions = "text: the Listformer's compute precisions (default: float32, and bf16 on a "
+    precisions += "CPU with bfloat16 instructions)"
+    add("--precisions", nargs="+", choices=("float32", "bf16"), help=precisions)
+    record = "append the run's figures as a JSON line to FILE; python -m "
+    record += "pipelines.benchmarks.speed_records FILE prints them"
+    add("--record", metavar="FILE", help=record)
     return parser
 
 
@@ -145,8 +121,7 @@ ANCHOR_MISSING = (
 
 
 def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str], np.ndarray]:
-    """Query ``query`` of ``data/queries.tsv`` (its line, from 1) with BM25's top ``documents``
-    of ``data/collection.tsv``: ``(query, texts, BM25 scores)``."""
+    """``(query, texts, BM25 scores)``: line ``query`` of queries.tsv and BM25's top texts."""
     from tfr_rankformer.text.bm25 import Bm25Index, top_documents
     from tfr_rankformer.text.word_tokens import tokenize
     from tfrecords_tools.text.trec_files import read_collection, read_queries
@@ -162,8 +137,7 @@ def cranfield_list(data: str, query: int, documents: int) -> tuple[str, list[str
 
 def listformer_signature(checkpoint: str, precision: str, scratch: str, settings: dict):
     """The text signature of a Listformer started from ``checkpoint`` as ``--init-from``
-    starts it (a residual over a first stage and the checkpoint's cosine by ``settings``'
-    ``similarity``), exported to ``scratch`` computing in ``precision`` and loaded back."""
+    starts it, exported to ``scratch`` computing in ``precision`` and loaded back."""
     from tfr_rankformer.text.listformer_checkpoint import listformer_from_checkpoint
     from tfr_rankformer.text.listformer_config import ListformerConfig
     from tfr_rankformer.text.text_data import TextData
@@ -181,8 +155,7 @@ def listformer_signature(checkpoint: str, precision: str, scratch: str, settings
 
 
 def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, float, float]]:
-    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns for ``rounds`` timed
-    rounds after ``warmup`` untimed ones."""
+    """``(call, p50 ms, p99 ms)`` of each call, the calls taking turns ``warmup + rounds``."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for number in range(warmup + rounds):
         for name, call in calls.items():
@@ -197,8 +170,7 @@ def alternating(calls: dict, rounds: int, warmup: int = 2) -> list[tuple[str, fl
 
 
 def text_calls(args, scratch: str) -> dict:
-    """The timed calls: the Listformer's signature in each precision, sentence-transformers
-    encoding the query and the documents in float32 and under bf16 autocast."""
+    """The Listformer's signature in each precision and sentence-transformers in two."""
     from tfr_rankformer.training.precision import native_bf16_cpu
 
     try:
@@ -235,6 +207,19 @@ def text_calls(args, scratch: str) -> dict:
     return calls
 
 
+def report(args, rows: list[tuple], about: str, digits: int, kind: str, **fields) -> None:
+    """Prints each call's p50 and p99 after the CPU and ``about``; records them (``kind``)."""
+    print(f"{support.cpu_line()}\n{about}\n{'call':<36} {'p50 ms':>9} {'p99 ms':>9}")
+    for name, p50, p99 in rows:
+        print(f"{name:<36} {p50:>9.{digits}f} {p99:>9.{digits}f}")
+    if args.record:
+        fields["calls"] = [
+            {"call": c, "p50_ms": round(p50, digits + 1), "p99_ms": round(p99, digits + 1)}
+            for c, p50, p99 in rows
+        ]
+        support.append_record(args.record, kind, repeats=args.repeats, **fields)
+
+
 def run_text(args) -> int:
     """``--family text``: prints and records the Listformer's and the anchor's latencies."""
     load = [round(x, 2) for x in os.getloadavg()]
@@ -244,27 +229,18 @@ def run_text(args) -> int:
     except (OSError, ValueError) as error:
         print(f"serve_bench: error: {error}", file=sys.stderr)
         return 1
-    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs; load {load}")
     caps = f"{args.query_tokens} / {args.document_tokens} tokens"
-    rounds = f"similarity {args.similarity}, {args.repeats} rounds"
-    print(f"1 query, {args.documents} documents ({caps}), {rounds}")
-    print(f"{'call':<32} {'p50 ms':>9} {'p99 ms':>9}")
-    for name, p50, p99 in rows:
-        print(f"{name:<32} {p50:>9.1f} {p99:>9.1f}")
+    about = f"load {load}; 1 query, {args.documents} documents ({caps}), "
+    about += f"similarity {args.similarity}, {args.repeats} rounds"
+    names = ("documents", "similarity", "query_tokens", "document_tokens", "query")
+    fields = {k: getattr(args, k) for k in names}
+    fields.update(cores=os.cpu_count(), load_average=load, weights="checkpoint's, heads untrained")
+    report(args, rows, about, 1, "text_serving", **fields)
     p50s = {name: p50 for name, p50, _ in rows}
     for name, p50 in p50s.items():
         if name.startswith("listformer"):
             anchor = p50s[f"sentence-transformers {name.split()[1]}"]
             print(f"{name}: p50 {p50 / anchor:.2f}x sentence-transformers' at that precision")
-    if args.record:
-        line = {"kind": "text_serving", "cpu": support.cpu_extensions(), "cores": os.cpu_count()}
-        names = ("documents", "similarity", "query_tokens", "document_tokens", "repeats", "query")
-        line.update({k: getattr(args, k) for k in names})
-        line.update(load_average=load, weights="checkpoint's, heads untrained")
-        line["calls"] = [
-            {"call": c, "p50_ms": round(p50, 1), "p99_ms": round(p99, 1)} for c, p50, p99 in rows
-        ]
-        support.append_line(args.record, line)
     return 0
 
 
@@ -279,30 +255,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.family == "text":
         return run_text(args)
     rows, rates = measure(args)
-    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
-    print(
-        f"{args.features} features, {args.normalization} normalisation, {args.repeats} calls "
-        f"each; TensorFlow threads: intra-op {args.intra_op_threads or 'default'}, "
-        f"inter-op {args.inter_op_threads or 'default'}"
-    )
-    print(f"{'call':<36} {'p50 ms':>8} {'p99 ms':>8}")
-    for name, p50, p99 in rows:
-        print(f"{name:<36} {p50:>8.2f} {p99:>8.2f}")
+    threads = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
+    about = f"{args.features} features, {args.normalization} normalisation, {args.repeats} "
+    about += f"calls each; TensorFlow threads: intra-op {threads['intra_op'] or 'default'}, "
+    about += f"inter-op {threads['inter_op'] or 'default'}"
+    rates = {k: round(v) for k, v in rates.items()}
+    fields = dict(features=args.features, normalization=args.normalization, trees=args.trees)
+    fields.update(threads=threads, batch_64_lists_per_second=rates)
+    report(args, rows, about, 2, "serving", **fields)
     for elwc, tree in zip(rows[::3], rows[2::3]):  # each length: ELWC, tensors, LightGBM
         print(f"{elwc[0]}: p50 {elwc[1] / tree[1]:.2f}x LightGBM's")
     print(
         f"throughput, batch 64 lists of 16: rankformer ELWC {rates['rankformer_elwc']:,.0f} "
         f"lists/s, lightgbm {rates['lightgbm']:,.0f} lists/s"
     )
-    if args.record:
-        line = {"kind": "serving", "cpu": support.cpu_extensions(), "features": args.features}
-        line.update({k: getattr(args, k) for k in ("normalization", "trees", "repeats")})
-        line["threads"] = {"intra_op": args.intra_op_threads, "inter_op": args.inter_op_threads}
-        line["calls"] = [
-            {"call": c, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)} for c, p50, p99 in rows
-        ]
-        line["batch_64_lists_per_second"] = {k: round(v) for k, v in rates.items()}
-        support.append_line(args.record, line)
     return 0
 
 

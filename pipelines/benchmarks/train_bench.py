@@ -1,7 +1,7 @@
 """Training speed of our models against the RankFormer authors' released code, in one run.
 
 Full training steps on one in-memory batch, ours in rounds alternating with the released
-code's (``reference_step_timer.py``) so that load hits both alike.
+code's (``reference_runner.py --time-steps``) so that load hits both alike.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from unittest import mock
 import tensorflow as tf
 
 from pipelines.benchmarks import bench_support as support
-from pipelines.benchmarks.reference.parity_sources import SETUP, official_setup
+from pipelines.benchmarks.reference import parity_sources
+from pipelines.benchmarks.reference.parity_sources import official_setup
 from tfr_rankformer.model import compiled_ops
 from tfr_rankformer.model.model_config import ModelConfig
 from tfr_rankformer.training.train_config import TrainConfig
 
 MODELS = ("rankformer", "transformer", "mlp")
-TIMER = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "reference", "reference_step_timer.py"
-)
 
 
 def forward_flops(model: str, d: int, items: int, arch: ModelConfig) -> float:
@@ -60,8 +58,7 @@ def matmul_peak(d: int, ff_dim: int, rows: int, repeats: int = 5) -> float:
 
 
 def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision="float32"):
-    """``seconds(n)``: runs ``n`` compiled, warmed-up training steps of ``model`` on one
-    in-memory batch and returns each one's seconds."""
+    """``seconds(n)``: the durations of ``n`` warmed-up training steps on one in-memory batch."""
     sizes = dict(batch=batch, items=items, xla=xla, precision=precision)
     compiled, inputs, targets = support.training_batch(model, d, **sizes)
     for _ in range(2):  # tracing and warm-up
@@ -79,12 +76,13 @@ def prepare(model: str, d: int, *, batch: int, items: int, xla: bool, precision=
 
 
 class OfficialTimer:
-    """The released model's training step in a ``reference_step_timer.py`` subprocess."""
+    """The released model's training step in a ``reference_runner.py --time-steps`` process."""
 
     def __init__(self, setup: tuple[str, str], model: str, d: int, *, batch, items, threads):
         directory, python = setup
-        command = [python, TIMER, "--official-dir", directory, "--model", model]
-        command += ["--features", str(d), "--batch-size", str(batch), "--items", str(items)]
+        command = [python, parity_sources.RUNNER, "--official-dir", directory, "--time-steps"]
+        command += ["--models", model, "--features", str(d), "--batch-size", str(batch)]
+        command += ["--items", str(items)]
         command += ["--max-label", str(support.MAX_LABEL), "--threads", str(threads)]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -117,14 +115,11 @@ def our_side(precision: str, first: str) -> str:
 def our_steps(model: str, d: int, args) -> dict:
     """``{side: seconds}``: ours in each ``--precision``, and if asked without compiled_ops."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
-    sides = {
-        our_side(p, args.precision[0]): prepare(model, d, **kwargs, precision=p)
-        for p in args.precision
-    }
-    kwargs["precision"] = args.precision[0]
+    first = args.precision[0]
+    sides = {our_side(p, first): prepare(model, d, **kwargs, precision=p) for p in args.precision}
     if args.compare_plain:
         with mock.patch.dict(os.environ, {compiled_ops.ENV_SWITCH: "0"}):
-            sides["ours, plain ops"] = prepare(model, d, **kwargs)
+            sides["ours, plain ops"] = prepare(model, d, **kwargs, precision=first)
     return sides
 
 
@@ -167,11 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--xla", action="store_true", help="compile our whole step with XLA")
     add("--compare-plain", action="store_true", help="also time our step without compiled_ops")
     add("--peak", action="store_true", help="also time float32 matmuls alone: the lists/s cap")
-    add("--official-dir", help="checkout of github.com/maartenbuyl/rankformer")
-    add("--official-python", help="a Python with torch, pandas and scikit-learn")
-    add(
-        "--official-batch-size", type=int, help="the released code's lists per step (default: ours)"
-    )
+    parity_sources.add_source_arguments(parser, folds=False)
+    theirs = "the released code's lists per step (default: ours)"
+    add("--official-batch-size", type=int, help=theirs)
     add("--official-threads", type=int, default=os.cpu_count(), help="torch's intra-op threads")
     record = "append a JSON line per model and feature count to FILE (speed_records prints it)"
     add("--record", metavar="FILE", help=record)
@@ -179,25 +172,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     args.precision = list(dict.fromkeys(args.precision or ["float32"]))
-    models = args.models
-    features = [int(x) for x in args.features.split(",")]
     setup = official_setup(args)
-    if setup is None:
-        print(SETUP)
-    print(f"CPU: {support.cpu_extensions()}; {os.cpu_count()} CPUs")
+    print(support.cpu_line())
+    theirs = f" (theirs {args.official_batch_size})" if args.official_batch_size else ""
     print(
-        f"batch {args.batch_size} lists of {args.items} items"
-        + (f" (theirs {args.official_batch_size})" if args.official_batch_size else "")
-        + f"; TensorFlow {tf.__version__}; "
-        f"{args.rounds} rounds of {args.steps} steps per side; XLA {'on' if args.xla else 'off'}; "
-        f"precision {', '.join(args.precision)}"
+        f"batch {args.batch_size} lists of {args.items} items{theirs}; TensorFlow "
+        f"{tf.__version__}; {args.rounds} rounds of {args.steps} steps per side; "
+        f"XLA {'on' if args.xla else 'off'}; precision {', '.join(args.precision)}"
     )
     summary = []
-    for d in features:
-        for model in models:
+    for d in [int(x) for x in args.features.split(",")]:
+        for model in args.models:
             rates = compare(model, d, args, setup)
             summary.append((model, d, {side: statistics.median(r) for side, r in rates.items()}))
     print("\nmedian round, lists/s (ratio: ours / authors; our matmul GFLOP/s)")
@@ -230,21 +217,18 @@ def summarize(model: str, d: int, medians: dict, args) -> None:
             line += f", {ceiling / medians['authors']:.2f}x the authors'"
         print(line)
     if args.record:
-        support.append_line(
+        support.append_record(
             args.record,
-            {
-                "kind": "train_step",
-                "cpu": support.cpu_extensions(),
-                "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "none"),
-                "model": model,
-                "features": d,
-                **{k: getattr(args, k) for k in ("batch_size", "items", "rounds", "steps")},
-                "official_batch_size": args.official_batch_size or args.batch_size,
-                "precision": args.precision,
-                "median_lists_per_second": {side: round(r, 1) for side, r in medians.items()},
-                "matmul_flops_per_list": per_list,
-                "peak_gflops": None if peak is None else round(peak, 1),
-            },
+            "train_step",
+            onednn_max_cpu_isa=os.environ.get("ONEDNN_MAX_CPU_ISA", "none"),
+            model=model,
+            features=d,
+            **{k: getattr(args, k) for k in ("batch_size", "items", "rounds", "steps")},
+            official_batch_size=args.official_batch_size or args.batch_size,
+            precision=args.precision,
+            median_lists_per_second={side: round(r, 1) for side, r in medians.items()},
+            matmul_flops_per_list=per_list,
+            peak_gflops=None if peak is None else round(peak, 1),
         )
 
 

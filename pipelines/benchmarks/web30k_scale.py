@@ -8,7 +8,6 @@ peak memory go to ``OUTPUT/web30k_scale.jsonl`` (``--reprint``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -18,7 +17,6 @@ import sys
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.reference import parity_sources
 from tfr_rankformer.core.atomic_files import atomic_write
-from tfr_rankformer.core.run_layout import HISTORY_NAME
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
 NEURAL = ("rankformer", "transformer", "mlp")
@@ -58,8 +56,6 @@ def convert(args, protocol: str, earlier: dict) -> dict:
         if queries not in (None, args.lists):
             print(f"warning: reusing {data}, of {queries} train queries, not {args.lists}")
         return {**earlier.get(("convert", protocol, "-"), {}), **key, "reused": True}
-    if args.skip_convert:
-        return {**key, "failure": f"no {data}/manifest.json (--skip-convert)"}
     shutil.rmtree(data, ignore_errors=True)  # an unfinished conversion
     command = [tool("tfr-convert"), "--input", "synthetic", "--synthetic-lists", str(args.lists)]
     command += ["--synthetic-list-size", "120", "--synthetic-length-spread", "web30k"]
@@ -86,8 +82,7 @@ def _stage(args, protocol: str, stage: str, model: str, command: list[str], **ti
 
 
 def train(args, protocol: str, model: str, padded_batch: int | None = None) -> dict:
-    """One epoch of ``model`` (clicks: ``--click-epochs``; the GBDT: its fit) with default
-    flags, or ``padded_batch`` lists per batch unbucketed; lists/s of the median epoch."""
+    """``model`` trained with default flags (or ``padded_batch`` lists unbucketed)."""
     stage = "train" if padded_batch is None else "train-padded"
     run_dir = os.path.join(args.output, "runs", protocol, model + ("-padded" * bool(padded_batch)))
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -105,7 +100,7 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     record["estimated_peak_bytes"] = training.get("estimated_peak_bytes")
     lists = training.get("lists_per_epoch", training.get("lists"))
     items = training.get("items_per_epoch", training.get("items"))
-    record["epoch_lists_per_sec"] = rates = _epoch_rates(run_dir)
+    record["epoch_lists_per_sec"] = rates = support.epoch_rates(run_dir)
     rate = statistics.median(rates) if rates else training.get("lists_per_sec")
     if rate is None and lists and training.get("seconds"):  # the GBDT: its whole fit
         rate = lists / training["seconds"]
@@ -113,16 +108,6 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     if rate and lists and items:
         record["items_per_sec"] = rate * items / lists
     return record
-
-
-def _epoch_rates(run_dir: str) -> list[float]:
-    path = os.path.join(run_dir, HISTORY_NAME)
-    if not os.path.isfile(path):
-        return []
-    with open(path, encoding="utf-8", newline="") as f:
-        return [
-            float(row["lists_per_sec"]) for row in csv.DictReader(f) if row.get("lists_per_sec")
-        ]
 
 
 def _fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -174,8 +159,8 @@ def report(run: dict, records: list[dict]) -> str:
 
 
 def released_estimate(manifest: Manifest, batch: int) -> int:
-    """Bytes the released RankFormer's training holds at ``batch`` lists (its backward pass
-    holds a gradient the size of the padded batch per list)."""
+    """Bytes the released RankFormer's training holds at ``batch`` lists (a padded-batch
+    gradient per list)."""
     longest = manifest.split("train").longest_list
     return batch * batch * longest * manifest.num_features * 4
 
@@ -192,13 +177,11 @@ def released_batches(text: str, manifest: Manifest) -> list[int]:
 
 
 def released(args, setup, ours: dict) -> list[dict]:
-    """The released RankFormer on our clicks lists, once per batch size, for as many epochs
-    within a time limit; lists/s of its median epoch."""
+    """The released RankFormer on our clicks lists, once per batch size."""
     record = {"protocol": "clicks", "stage": "released", "model": OURS}
     data = os.path.join(args.output, "data", "clicks")
     manifest = _manifest(data)
     if setup is None:
-        print("released code: not set up (--official-dir, --official-python: see reference_parity)")
         return [{**record, "failure": "not set up"}]
     if manifest is None or ours.get("failure"):
         return [{**record, "failure": "no clicks data or no rankformer run of ours"}]
@@ -206,23 +189,16 @@ def released(args, setup, ours: dict) -> list[dict]:
     records = []
     for batch in released_batches(args.official_batch_sizes, manifest):
         batch = min(batch, manifest.split("train").num_lists)
-        stage = f"released-b{batch}"
-        command = [python, parity_sources.RUNNER, "--official-dir", directory]
-        command += ["--train", paths["train"], "--test", paths["test"]]
-        command += ["--epochs", str(args.click_epochs)]
-        command += ["--models", OURS, "--threads", str(args.official_threads)]
-        command += ["--batch-size", str(batch)]
-        result = _stage(args, "clicks", stage, OURS, command, timeout=args.official_timeout)
+        command = [python, parity_sources.RUNNER, "--official-dir", directory, "--models", OURS]
+        command += ["--train", paths["train"], "--test", paths["test"], "--batch-size", str(batch)]
+        command += ["--epochs", str(args.click_epochs), "--threads", str(args.official_threads)]
+        stage, timeout = f"released-b{batch}", args.official_timeout
+        result = _stage(args, "clicks", stage, OURS, command, timeout=timeout)
         result.update(batch_size=batch, estimated_peak_bytes=released_estimate(manifest, batch))
         with open(result["log"], encoding="utf-8", errors="replace") as f:
-            lines = [json.loads(x) for x in f if x.startswith("{")]
-        results = [x for x in lines if "model" in x]
-        loads = [x["load_seconds"] for x in lines if "load_seconds" in x]
-        if loads:
-            result["load_seconds"] = loads[0]
-        if results:
-            result["lists_per_sec"] = results[-1].get("lists_per_sec")  # the median epoch's
-            result["train_seconds"] = results[-1].get("train_seconds")
+            for line in [json.loads(x) for x in f if x.startswith("{")]:  # sizes, then results
+                keys = ("load_seconds", "lists_per_sec", "train_seconds")  # its median epoch's
+                result.update({k: line[k] for k in keys if k in line})
         records.append(result)
     return records
 
@@ -236,11 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     models, protocols = support.names_of(MODELS), support.names_of(PROTOCOLS)
     add("--models", type=models, default=",".join(MODELS), help="comma-separated models")
     add("--protocols", type=protocols, default=",".join(PROTOCOLS), help="comma-separated")
-    add("--skip-convert", action="store_true", help="never convert: use OUTPUT/data")
     add("--reprint", action="store_true", help="print the last run's table again")
     add("--click-epochs", type=int, default=1, help="epochs of each model on clicks")
-    group = p.add_argument_group("released code (--dataset, --data-dir: not used here)")
-    parity_sources.add_source_arguments(group)
+    group = p.add_argument_group("released code")
+    parity_sources.add_source_arguments(group, folds=False)
     group.add_argument("--official-timeout", type=float, default=1800.0, help="seconds")
     group.add_argument("--official-threads", type=int, default=2, help="its threads")
     batches = "its lists per batch, a run each; auto: 2048 halved to fit half the memory"
@@ -291,9 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     run = dict(support.run_line("web30k_scale", argv), lists=args.lists)
     os.makedirs(args.output, exist_ok=True)
     earlier = {(r["stage"], r["protocol"], r["model"]): r for r in support.read_records(jsonl)[1]}
-    setup = (
-        parity_sources.official_setup(args) if "clicks" in protocols and OURS in models else None
-    )
+    released_too = "clicks" in protocols and OURS in models
+    setup = parity_sources.official_setup(args) if released_too else None
     records: list[dict] = []
 
     def done(record: dict) -> dict:  # a finished stage: recorded, its row printed

@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     draws = dict(draws=args.draws, seed=args.seed)
     sides = {"ours": our_draws(path, split=args.split, max_relevance=max_relevance, **draws)}
     setup = parity_sources.official_setup(args)
-    if setup is None:
-        print(parity_sources.SETUP)
-    else:
+    if setup is not None:
         options = ["--train", path, "--seed", str(args.seed), "--click-stats", str(args.draws)]
         try:
             lines = parity_sources.run_released(setup, options, "the released simulation failed")

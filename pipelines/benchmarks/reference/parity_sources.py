@@ -10,47 +10,46 @@ import signal
 import subprocess
 import tempfile
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, letor_folds
+from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, letor_folds, read_lines
 from tfr_rankformer.core.atomic_files import atomic_write
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
 
 SETUP = """\
-The authors' released code is not set up, so only our side runs. To compare:
+The authors' released code is not set up. To run it beside ours:
   git clone https://github.com/maartenbuyl/rankformer rankformer-official
   python3.11 -m venv ref-venv && ref-venv/bin/pip install torch pandas scikit-learn
 then pass --official-dir rankformer-official --official-python ref-venv/bin/python
 (or set RANKFORMER_OFFICIAL_DIR and RANKFORMER_OFFICIAL_PYTHON)."""
 
 
-def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """The LETOR folds (``--dataset``, ``--data-dir``) and the released code and its Python."""
+def add_source_arguments(p: argparse.ArgumentParser, *, folds: bool = True) -> None:
+    """The released code and its Python, and with ``folds`` the LETOR folds."""
     add = p.add_argument
-    add("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
-    add("--data-dir", help="where --dataset is looked up by name")
+    if folds:
+        add("--dataset", default="MQ2008", help="a LETOR folds directory or its name")
+        add("--data-dir", help="where --dataset is looked up by name")
     add("--official-dir", help="checkout of the released code (or $RANKFORMER_OFFICIAL_DIR)")
     python = "a Python with torch, pandas and scikit-learn (or $RANKFORMER_OFFICIAL_PYTHON)"
     add("--official-python", help=python)
 
 
 def official_setup(args) -> tuple[str, str] | None:
-    """``(official_dir, python)`` when the released code can run, else ``None``."""
+    """``(official_dir, python)`` when the released code can run, else ``None`` (it says how)."""
     directory = args.official_dir or os.environ.get("RANKFORMER_OFFICIAL_DIR")
     python = args.official_python or os.environ.get("RANKFORMER_OFFICIAL_PYTHON")
-    if not directory or not os.path.isfile(os.path.join(directory, "model.py")) or not python:
-        return None
-    check = subprocess.run(
-        [python, "-c", "import torch, pandas, sklearn"], capture_output=True, text=True
-    )
-    if check.returncode != 0:
-        print(f"{python} cannot import torch, pandas and sklearn:\n{check.stderr[-300:]}")
-        return None
-    return directory, python
+    if directory and os.path.isfile(os.path.join(directory, "model.py")) and python:
+        check = [python, "-c", "import torch, pandas, sklearn"]
+        done = subprocess.run(check, capture_output=True, text=True)
+        if done.returncode == 0:
+            return directory, python
+        print(f"{python} cannot import torch, pandas and sklearn:\n{done.stderr[-300:]}")
+    print(SETUP)
+    return None
 
 
 def run_released(setup: tuple[str, str], options: list[str], failure: str) -> list[str]:
-    """The output lines of ``reference_runner.py`` with ``options``; a ``RuntimeError``
-    (``failure``, its stderr's end and any fatal signal) when it fails."""
+    """The output lines of ``reference_runner.py`` with ``options`` (``RuntimeError``: failed)."""
     directory, python = setup
     command = [python, RUNNER, "--official-dir", directory, *options]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -109,13 +108,10 @@ def shared_lists(fold_data: str) -> dict[str, str]:
 
 
 def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[str, dict]:
-    """The released code's results on ``fold`` with ``seed`` (cached); ``files``: its train
-    and test inputs, LETOR files or ``.npz`` lists."""
+    """The released code's results on ``fold`` with ``seed`` and ``files`` (cached)."""
     cache = os.path.join(args.output, "official", args.labels, f"seed{seed}", f"Fold{fold}.jsonl")
-    results = {}
-    if os.path.isfile(cache):
-        with open(cache, encoding="utf-8") as f:
-            results = {r["model"]: r for r in map(json.loads, f) if "model" in r}
+    found = read_lines(cache) if os.path.isfile(cache) else []
+    results = {r["model"]: r for r in found if "model" in r}
     # One process per model: the released RankFormer holds its memory until it exits.
     for name in [n for n in names if n not in results]:
         options = ["--epochs", str(args.epochs), "--train", files["train"], "--test", files["test"]]
@@ -125,7 +121,6 @@ def theirs(setup, fold: int, names: list[str], args, seed: int, files) -> dict[s
         for line in run_released(setup, options, failure):
             if line.startswith("{") and '"model"' in line:
                 os.makedirs(os.path.dirname(cache), exist_ok=True)
-                with open(cache, "a", encoding="utf-8") as f:
-                    f.write(line + "\n")
-                results[json.loads(line)["model"]] = json.loads(line)
+                results[name] = json.loads(line)
+                append_line(cache, results[name])
     return {n: results[n] for n in names}

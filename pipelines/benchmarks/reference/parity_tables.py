@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import statistics
 
-from pipelines.benchmarks.reference.parity_records import METRICS, RELEASED
 from pipelines.experiment_specs import parse_folds
 from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 
+METRICS = ("ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax")
+RELEASED = "released code"  # the side's name in the tables and parity.json
 BEYOND = 2.0  # standard errors: a difference past this is beyond seed noise
 _COLUMNS = "NDCG_y@10 | NDCG_r@10 | NDCG_y@10 (t = max)"
 
@@ -38,8 +39,7 @@ def _pairs(by_label: dict):
 
 
 def summarize(results: dict, labels: str) -> tuple[dict, dict, dict | None]:
-    """``(fold_means, rows, paired)``: each fold's mean over its seeds, each side's mean ±
-    standard error over folds and on ``shared`` lists ours − released by fold (else None)."""
+    """``(fold_means, rows, paired)``: means by fold, by side over folds, and Δ by fold."""
     keys = (*METRICS, "lists_per_sec")
     fold_means = {
         label: {
@@ -93,7 +93,7 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
     ]
     for label, sides in rows.items():
         for side, values in sides.items():
-            cells = [_pm(*values[key]) for key in METRICS]
+            cells = [plus_minus(*values[key]) for key in METRICS]
             cells.append(f"{values['lists_per_sec'][0]:,.0f}")
             lines.append(f"| {label} | {side} | " + " | ".join(cells) + " |")
         if RELEASED in sides and "ours" in sides:
@@ -103,7 +103,7 @@ def table(rows: dict, cpu: str, args, paired: dict | None = None) -> str:
                 delta, se = mine[key][0] - ref[key][0], ref[key][1]
                 ok = "(one fold)" if math.isnan(se) else "✓" if abs(delta) <= se else "✗"
                 spread = (paired or {}).get(label, {}).get(key, {"se": math.nan})["se"]
-                cells.append(_pm(delta, spread, "+.2f") + f" {ok}")
+                cells.append(plus_minus(delta, spread, "+.2f") + f" {ok}")
             ratio = mine["lists_per_sec"][0] / ref["lists_per_sec"][0]
             lines.append(f"| {label} | Δ | " + " | ".join(cells) + f" | {ratio:.2f}x |")
     return "\n".join(lines) + "\n"
@@ -233,25 +233,24 @@ def by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     return found
 
 
-def _pm(mean: float, se: float, spec: str = ".2f") -> str:
+def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
     """``mean ± se``, or the mean alone when ``se`` is NaN."""
     return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def _side_cell(found: dict) -> str:
     share = "" if math.isnan(found["se"]) else f" (seed share {found['share']:.0%})"
-    return _pm(found["mean"], found["se"]) + share
+    return plus_minus(found["mean"], found["se"]) + share
 
 
 def _difference_cell(found: dict) -> str:
     verdict = "beyond seed noise" if abs(found["z"]) > BEYOND else "within seed noise"
     z = "" if math.isnan(found["se"]) else f" (z {found['z']:+.1f}, {verdict})"
-    return _pm(found["mean"], found["se"], "+.2f") + z
+    return plus_minus(found["mean"], found["se"], "+.2f") + z
 
 
 def over_runs(by_seed: dict) -> str:
-    """Markdown: per model and side the mean ± its seed-noise standard error, ours − released
-    and every pair of models; empty without a fold of two runs."""
+    """Markdown: each side's mean ± seed noise, and the differences (none: no fold of two)."""
     lines = []
     sides = ("ours", RELEASED)
     for label, found in by_seed.items():

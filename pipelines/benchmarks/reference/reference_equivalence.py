@@ -16,7 +16,6 @@ import numpy as np
 
 from pipelines.benchmarks.bench_support import names_of, parser
 from pipelines.benchmarks.reference.parity_sources import (
-    SETUP,
     add_source_arguments,
     convert_folds,
     official_setup,
@@ -33,8 +32,7 @@ TOLERANCE = {"outputs": 1e-5, "loss": 1e-5, "rate": 1e-9, "after": 1e-3}
 
 
 def released_weights(name: str, state: dict, dim: int) -> list[np.ndarray]:
-    """The released ``state_dict`` in the order and layout of our ``trainable_weights``
-    (the score head's first layer split into its item and ``[CLS]`` halves)."""
+    """The released ``state_dict`` in the order and layout of our ``trainable_weights``."""
 
     def linear(prefix: str) -> list[np.ndarray]:
         return [state[f"{prefix}.weight"].T, state[f"{prefix}.bias"]]
@@ -179,8 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     setup = official_setup(args)
     if setup is None:  # nothing to compare with
-        print(SETUP.split(", so only our side runs")[0] + ". To run this benchmark:")
-        print("\n".join(SETUP.splitlines()[1:]))
         return 2
     fold_data = convert_folds(args, [args.fold], args.seed)[args.fold]
     out = os.path.join(args.output, "released", f"Fold{args.fold}-seed{args.seed}.npz")

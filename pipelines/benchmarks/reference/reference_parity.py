@@ -10,31 +10,101 @@ to ``OUTPUT/parity.md`` and ``parity.json``; ``--record`` keeps finished runs, f
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import statistics
 import sys
 
-from pipelines.benchmarks.bench_support import cpu_extensions, parser
+from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.reference import parity_sources as sources
-from pipelines.benchmarks.reference.parity_records import (
-    METRICS,
-    RELEASED,
-    RunRecord,
-    recorded_runs,
-    seeds_of,
-)
-from pipelines.benchmarks.reference.parity_tables import summarize, tables_of
+from pipelines.benchmarks.reference.parity_tables import METRICS, RELEASED, summarize, tables_of
 from pipelines.experiment_specs import parse_folds, parse_models
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
 
 MODELS = ("rankformer", "transformer", "mlp")
+FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
+
+
+def run_seeds(first: int, count: int, fold: int, per_fold: bool) -> list[int]:
+    """A fold's seeds on both sides; ``per_fold`` adds ``1000 * fold`` (no shared weights).
+
+    >>> run_seeds(2, 3, 5, per_fold=False), run_seeds(2, 3, 5, per_fold=True)
+    ([2, 3, 4], [5002, 5003, 5004])
+    """
+    offset = FOLD_SEED_STRIDE * fold if per_fold else 0
+    return [offset + seed for seed in range(first, first + count)]
+
+
+class RunRecord:
+    """The runs of ``path`` by ``IDENTITY``; new runs are appended as they finish."""
+
+    IDENTITY = ("dataset", "labels", "data_seed", "epochs", "side", "model", "fold", "seed")
+
+    def __init__(self, path: str | None, args, cpu: str):
+        self.path, self.cpu, self.args = path, cpu, args
+        dataset = os.path.basename(os.path.normpath(args.dataset))
+        self.settings = dict(
+            dataset=dataset, labels=args.labels, data_seed=args.data_seed, epochs=args.epochs
+        )
+        self.runs: dict[tuple, dict] = {}
+        found = support.read_lines(path) if path and os.path.isfile(path) else []
+        for number, run in enumerate(found, 1):
+            try:
+                self.runs[tuple(run[k] for k in self.IDENTITY)] = run
+            except KeyError as error:
+                raise ValueError(f"{path}, line {number}: not a run record ({error!r})") from None
+
+    def _key(self, side: str, model: str, fold: int, seed: int) -> tuple:
+        found = dict(self.settings, side=side, model=model, fold=fold, seed=seed)
+        return tuple(found[k] for k in self.IDENTITY)
+
+    def seeds(self, fold: int) -> list[int]:
+        """``fold``'s seeds: ``--seeds``', or with ``all`` every seed recorded on it."""
+        if self.args.seeds != "all":
+            return run_seeds(self.args.seed, self.args.seeds, fold, self.args.fold_seeds)
+        same = [r for r in self.runs.values() if all(r[k] == v for k, v in self.settings.items())]
+        return sorted({run["seed"] for run in same if run["fold"] == fold})
+
+    def get(self, side: str, model: str, fold: int, seed: int) -> dict | None:
+        """The recorded run's metrics and lists/s, or ``None``."""
+        return self.runs.get(self._key(side, model, fold, seed))
+
+    def add(self, side: str, model: str, fold: int, seed: int, result: dict) -> dict:
+        """Keeps a finished run (its metrics and lists/s), appended to ``path`` if any."""
+        key = self._key(side, model, fold, seed)
+        if key not in self.runs:
+            kept = {k: result[k] for k in (*METRICS, "lists_per_sec")}
+            self.runs[key] = dict(zip(self.IDENTITY, key), **kept, cpu=self.cpu)
+            if self.path:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                support.append_line(self.path, self.runs[key])
+
+
+def recorded_runs(record: RunRecord, *, paired=True) -> tuple:
+    """``results[label][side][fold]`` (runs), ``by_seed[label][side][fold, seed]`` (a run) and
+    the ``(side, model, fold, seed)`` left out; ``paired``: only those every side holds."""
+    specs, folds = parse_models(record.args.models), parse_folds(record.args.folds)
+    sides = {"both": ("ours", RELEASED), "ours": ("ours",), "released": (RELEASED,)}
+    sides = sides[record.args.side]
+    results: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    by_seed: dict = {s.label: {"ours": {}, RELEASED: {}} for s in specs}
+    left_out = []
+    for spec in specs:
+        for fold in folds:
+            for seed in record.seeds(fold):
+                names = {"ours": spec.label, RELEASED: spec.model}
+                found = {where: record.get(where, names[where], fold, seed) for where in sides}
+                absent = [where for where, run in found.items() if run is None]
+                left_out += [(where, spec.label, fold, seed) for where in absent]
+                for where, run in found.items():
+                    if run is not None and not (paired and absent):
+                        results[spec.label][where].setdefault(fold, []).append(run)
+                        by_seed[spec.label][where][fold, seed] = run
+    return results, by_seed, left_out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = parser(__doc__, prog="reference_parity", epilog=__doc__.split("\n\n", 1)[1])
+    p = support.parser(__doc__, prog="reference_parity", epilog=__doc__.split("\n\n", 1)[1])
     sources.add_source_arguments(p)
     add = p.add_argument
     add("--folds", default="1-5", help="e.g. 1-5 or 1,3")
@@ -84,21 +154,16 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
         values = {"model": spec.model, "data": fold_data, "model_dir": run_dir}
         values.update(epochs=args.epochs, seed=seed, keep_weights="last", **dict(spec.settings))
         train(TrainConfig.from_flat(values), verbose=0, existing="resume")
-    with open(metrics_path, encoding="utf-8") as f:
-        metrics = json.load(f)
-    with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:
-        rates = [float(row["lists_per_sec"]) for row in csv.DictReader(f)]
-    return {**{k: metrics["test"][k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
+    test, rates = support.read_json(metrics_path)["test"], support.epoch_rates(run_dir)
+    return {**{k: test[k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
 
 
-def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
-    """Runs what the record lacks of every model, fold and seed on the sides ``--side`` names
-    (the released side only with ``setup``); ``(results, by_seed)`` as ``recorded_runs``.
-    Raises ``RuntimeError`` when the released code fails."""
+def run_all(args, specs, folds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
+    """Runs what the record lacks on the sides ``--side`` names; ``(results, by_seed)``."""
     from tqdm.auto import tqdm
 
     names = sorted({s.model for s in specs})
-    for fold, seed in tqdm([(f, s) for f in folds for s in seeds(f)], unit="fold and seed"):
+    for fold, seed in tqdm([(f, s) for f in folds for s in record.seeds(f)], unit="fold and seed"):
         for spec in specs if args.side != "released" else ():
             if record.get("ours", spec.label, fold, seed) is None:
                 where = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
@@ -110,26 +175,22 @@ def run_all(args, specs, folds, seeds, record: RunRecord, setup, paths) -> tuple
             files = sources.shared_lists(paths[fold]) if shared else sources.fold_files(args, fold)
             for name, found in sources.theirs(setup, fold, missing, args, seed, files).items():
                 record.add(RELEASED, name, fold, seed, found)
-    results, by_seed, _ = recorded_runs(record, specs, folds, seeds, args.side, paired=False)
+    results, by_seed, _ = recorded_runs(record, paired=False)
     return results, by_seed
 
 
-def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, dict] | None:
-    """:func:`run_all` after saying what will run (without the released code, how to set
-    it up), the folds converted only for runs that will happen. ``None`` when it cannot
-    go on: the released side alone without its code or a record, or a failed run."""
+def run_or_reuse(args, specs, folds, record: RunRecord) -> tuple[dict, dict] | None:
+    """:func:`run_all` after saying what will run; ``None`` when it cannot go on."""
     names = sorted({s.model for s in specs})
 
     def lacks(side: str, models) -> bool:
-        return any(
-            record.get(side, m, f, s) is None for m in models for f in folds for s in seeds(f)
-        )
+        runs = [(f, s) for f in folds for s in record.seeds(f)]
+        return any(record.get(side, m, f, s) is None for m in models for f, s in runs)
 
     missing_ours = args.side != "released" and lacks("ours", [s.label for s in specs])
     missing_released = args.side != "ours" and lacks(RELEASED, names)
     setup = sources.official_setup(args) if missing_released else None
     if missing_released and setup is None:
-        print(sources.SETUP)
         if args.record:
             print(f"(the released code's runs recorded in {args.record} are shown)")
         elif args.side == "released":
@@ -139,15 +200,14 @@ def run_or_reuse(args, specs, folds, seeds, record: RunRecord) -> tuple[dict, di
     needed = missing_ours or (missing_released and setup is not None)
     paths = sources.convert_folds(args, folds, args.data_seed) if needed else {}
     try:
-        return run_all(args, specs, folds, seeds, record, setup, paths)
+        return run_all(args, specs, folds, record, setup, paths)
     except RuntimeError as error:
         print(f"reference_parity: {error}", file=sys.stderr)
         return None
 
 
 def _report(args: argparse.Namespace, cpu: str, results: dict, by_seed: dict, note: str) -> None:
-    """Prints the tables after ``note`` and writes them to ``parity.md``, and every run
-    with the settings and summaries to ``parity.json``, in ``--output``."""
+    """Prints the tables and writes them to ``parity.md``, the runs to ``parity.json``."""
     text = note + tables_of(results, by_seed, args, cpu)
     print(text)
     os.makedirs(args.output, exist_ok=True)
@@ -167,22 +227,21 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"{bad}: the released code has {list(MODELS)} only")
     folds = parse_folds(args.folds)
-    cpu = cpu_extensions()
+    cpu = support.cpu_extensions()
     try:
         record = RunRecord(args.record, args, cpu)
     except ValueError as error:
         p.error(str(error))
-    seeds = seeds_of(record, args)
     note = ""
     if args.recorded_only:
-        results, by_seed, left_out = recorded_runs(record, specs, folds, seeds, args.side)
+        results, by_seed, left_out = recorded_runs(record)
         note = f"From {args.record} alone: nothing is trained or run.\n"
         if left_out:
             note += f"Left out, not in it ({len(left_out)}; with their other side's runs):\n"
             note += "".join(f"  {w} {label} Fold{f} seed {s}\n" for w, label, f, s in left_out)
         note += "\n"
     else:
-        found = run_or_reuse(args, specs, folds, seeds, record)
+        found = run_or_reuse(args, specs, folds, record)
         if found is None:
             return 1
         results, by_seed = found

@@ -1,8 +1,10 @@
-"""Trains the RankFormer authors' released PyTorch models on one LETOR fold.
+"""Trains the RankFormer authors' released PyTorch models on one LETOR fold, or times them.
 
-Run by ``reference_parity`` under a Python with torch, pandas and scikit-learn (it imports
-nothing of this project), as the released ``main.py`` drives its modules; ``.npz`` lists
-replace its ``UserModel`` clicks. Prints a JSON line of the data's sizes, then one per model.
+Run under a Python with torch, pandas and scikit-learn (it imports nothing of this project),
+as the released ``main.py`` drives its modules; ``.npz`` lists replace its ``UserModel``
+clicks. Prints a JSON line of the data's sizes, then one per model. ``--time-steps``
+(``train_bench``) steps one batch of random lists: it prints ``{"ready": ...}``, then answers
+each input line ``STEPS n`` with ``{"seconds": [...]}`` until ``QUIT``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ def read_letor(path: str):
 
 
 def read_lists(path: str):
-    """``.npz`` lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's index:
-    bootstrapped lists of one query stay apart) and the features."""
+    """``.npz`` lists as ``target`` (y), ``explicit_target`` (r), ``qid`` (the list's index)."""
     import numpy as np
 
     with np.load(path) as arrays:
@@ -113,6 +114,15 @@ def _optimizer(model) -> tuple:
     return optimizer, schedule
 
 
+def _step(model, optimizer, feat, target, length) -> float:
+    """One training step of the released code's loop; its loss."""
+    optimizer.zero_grad()
+    loss = model.compute_loss(model(feat, length), target, length)
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
 def _loader(dataset, batch_size: int, shuffle: bool):
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -152,10 +162,7 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=
         model.train()
         epoch_start, lists = time.perf_counter(), 0
         for batch in loader:
-            optimizer.zero_grad()
-            scores = model(batch["feat"], batch["length"])
-            model.compute_loss(scores, batch["target"], batch["length"]).backward()
-            optimizer.step()
+            _step(model, optimizer, batch["feat"], batch["target"], batch["length"])
             lists += len(batch["length"])
         schedule.step()
         rates.append(lists / (time.perf_counter() - epoch_start))
@@ -170,32 +177,26 @@ def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=
     }
 
 
-def _pad(flat, length, width: int, fill: float):
-    """Flat items ``[items, ...]`` of lists of ``length`` as ``[lists, width, ...]``."""
-    import numpy as np
+def _pad(flat, length, fill: float):
+    """Flat items ``[items, ...]`` of lists of ``length`` as ``[lists, longest, ...]``."""
+    import torch
 
-    padded = np.full((len(length), width, *flat.shape[1:]), fill, np.float32)
-    start = 0
-    for i, n in enumerate(length.tolist()):
-        padded[i, :n] = flat[start : start + n]
-        start += n
-    return padded
+    parts = torch.split(torch.as_tensor(flat).float(), length.tolist())
+    return torch.nn.utils.rnn.pad_sequence(parts, batch_first=True, padding_value=fill).numpy()
 
 
-def _padded_outputs(outputs, length, width: int, when: str) -> dict:
+def _padded_outputs(outputs, length, when: str) -> dict:
     """``{when/scores: [B, L] (0 for padding), when/list_logits: [B, K]}`` (with a list head)."""
     scores = outputs[0] if isinstance(outputs, tuple) else outputs
-    found = {f"{when}/scores": _pad(scores.detach().numpy().reshape(-1), length, width, 0.0)}
+    found = {f"{when}/scores": _pad(scores.detach().reshape(-1), length, 0.0)}
     if isinstance(outputs, tuple):
         found[f"{when}/list_logits"] = outputs[1].detach().numpy()
     return found
 
 
 def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed: int) -> None:
-    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: the released
-    ``name`` without dropout, its initial weights (``w/...``), the first ``lists`` training
-    lists padded, its outputs before and after ``steps`` full-batch AdamW steps and each
-    step's loss and learning rate."""
+    """Writes to ``out`` (``.npz``) what ``reference_equivalence`` compares: ``name`` without
+    dropout, its first weights, lists and outputs, and ``steps`` full-batch steps' losses."""
     import numpy as np
     import torch
 
@@ -210,34 +211,58 @@ def equivalence(name: str, train_set, out: str, *, lists: int, steps: int, seed:
     end = int(train_set.cum_length[lists - 1])
     length = train_set.length[:lists]
     feat, target = train_set.feat[:end], train_set.target[:end]
-    width = int(length.max())
-    label = _pad(target.numpy(), length, width, -1.0)
+    label = _pad(target, length, -1.0)
     optimizer, schedule = _optimizer(model)
     model.train()
+    with torch.no_grad():
+        arrays.update(_padded_outputs(model(feat, length), length, "before"))
     losses, rates = [], []
-    for step in range(steps):
-        optimizer.zero_grad()
-        outputs = model(feat, length)
-        if step == 0:
-            arrays.update(_padded_outputs(outputs, length, width, "before"))
-        loss = model.compute_loss(outputs, target, length)
-        losses.append(float(loss))
+    for _ in range(steps):
         rates.append(optimizer.param_groups[0]["lr"])
-        loss.backward()
-        optimizer.step()
+        losses.append(_step(model, optimizer, feat, target, length))
         schedule.step()
     with torch.no_grad():
-        arrays.update(_padded_outputs(model(feat, length), length, width, "after"))
+        arrays.update(_padded_outputs(model(feat, length), length, "after"))
     arrays.update({f"after/{k}": v.detach().numpy() for k, v in model.state_dict().items()})
-    features = _pad(feat.numpy(), length, width, 0.0)
-    arrays.update(features=features, mask=label >= 0, label=label)
+    arrays.update(features=_pad(feat, length, 0.0), mask=label >= 0, label=label)
     np.savez(out, losses=np.array(losses), rates=np.array(rates), **arrays)
     print(json.dumps({"equivalence": name, "lists": lists, "steps": steps, "out": out}))
 
 
+def time_steps(args) -> None:
+    """``--time-steps``: the released model's training steps on one random batch, on request."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = build(args.models, args.features, args.max_label)
+    optimizer, _ = _optimizer(model)
+    items = args.batch_size * args.items
+    features = torch.randn(items, args.features)
+    length = torch.full((args.batch_size,), args.items)
+    target = torch.randint(0, args.max_label + 1, (items,)).float()
+    model.train()
+
+    def step() -> float:
+        started = time.perf_counter()
+        _step(model, optimizer, features, length=length, target=target)
+        return time.perf_counter() - started
+
+    for _ in range(2):
+        step()
+    print(json.dumps({"ready": args.models, "torch": torch.__version__}), flush=True)
+    for line in sys.stdin:
+        command = line.split()
+        if not command or command[0] == "QUIT":
+            break
+        if command[0] != "STEPS" or len(command) != 2 or not command[1].isdigit():
+            print(json.dumps({"error": f"unknown command {line.strip()!r}"}), flush=True)
+            continue
+        print(json.dumps({"seconds": [step() for _ in range(int(command[1]))]}), flush=True)
+
+
 def load_sets(args) -> dict:
-    """The released ``train`` and ``test`` datasets (the quantile transform fitted on train);
-    prints their sizes."""
+    """The released ``train`` and ``test`` datasets, the transform fitted on train."""
     import numpy as np
     import torch
     from ltr_dataset import LearningToRankDataset
@@ -269,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = p.add_argument
     add("--official-dir", required=True, help="checkout of the released code")
-    add("--train", required=True, help="the fold's LETOR training file, or .npz lists")
+    add("--train", help="the fold's LETOR training file, or .npz lists")
     add("--test", help="the fold's LETOR test file, or .npz lists (needed to train)")
     add("--epochs", type=int, default=30, help="epochs to train")
     add("--seed", type=int, default=0, help="torch's and the clicks' seed")
@@ -285,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--equivalence-lists", type=int, default=256, help="lists in its batch")
     add("--equivalence-steps", type=int, default=30, help="its steps")
     add("--click-stats", type=int, metavar="N", help="only print N draws' click statistics")
+    add("--time-steps", action="store_true", help="time one model's steps on random lists")
+    add("--features", type=int, default=46, help="--time-steps: features per item")
+    add("--items", type=int, default=16, help="--time-steps: items per list")
+    add("--max-label", type=int, default=4, help="--time-steps: the highest click label")
     return p
 
 
@@ -292,15 +321,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     sys.path.insert(0, args.official_dir)
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    if args.time_steps:
+        if len(names) != 1:
+            parser.error("--time-steps times one model: give --models NAME")
+        time_steps(args)
+        return 0
+    if args.train is None:
+        parser.error("--train is needed")
     if args.click_stats:
         click_stats(args.train, draws=args.click_stats, seed=args.seed)
         return 0
     if args.test is None:
         parser.error("--test is needed to train")
-    names = [n for n in args.models.split(",") if n]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
     sets = load_sets(args)
     for name in names:
         if args.equivalence:

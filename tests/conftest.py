@@ -11,6 +11,11 @@ import pytest
 
 REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
+# LightGBM's OpenMP threads spin while they wait; beside another busy process (the other
+# pytest worker, a shared machine) that turns seconds of training into minutes. Set before
+# any test imports LightGBM, and inherited by the commands the tests start.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # The files that take longest, longest first. `make test` hands each worker whole files
 # in collection order (`--dist loadfile --no-loadscope-reorder`), so these start first
 # and no long file is left running alone at the end; the rest follow, most tests first.

@@ -21,13 +21,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # and no long file is left running alone at the end; the rest follow, most tests first.
 LONGEST_FILES = [
     "test_readme_path.py",
-    "test_experiment.py",
-    "test_distill.py",
-    "test_experiment_text.py",
     "test_text_token_id_export.py",
     "test_one_training_loop.py",
+    "test_distill.py",
+    "test_experiment_text.py",
     "test_training.py",
     "test_export.py",
+    "test_experiment.py",
     "test_listformer_init_from.py",
     "test_listformer_training.py",
     "test_tuning.py",

@@ -11,18 +11,23 @@ import pytest
 
 REAL_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
+# LightGBM's OpenMP threads spin while they wait; beside another busy process (the other
+# pytest worker, a shared machine) that turns seconds of training into minutes. Set before
+# any test imports LightGBM, and inherited by the commands the tests start.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # The files that take longest, longest first. `make test` hands each worker whole files
 # in collection order (`--dist loadfile --no-loadscope-reorder`), so these start first
 # and no long file is left running alone at the end; the rest follow, most tests first.
 LONGEST_FILES = [
     "test_readme_path.py",
-    "test_experiment.py",
-    "test_distill.py",
-    "test_experiment_text.py",
     "test_text_token_id_export.py",
     "test_one_training_loop.py",
+    "test_distill.py",
+    "test_experiment_text.py",
     "test_training.py",
     "test_export.py",
+    "test_experiment.py",
     "test_listformer_init_from.py",
     "test_listformer_training.py",
     "test_tuning.py",

@@ -156,6 +156,7 @@ def test_synthetic_manifests_agree(synthetic_pair):
     assert entry == _manifest(local)["splits"]["train"]["input"]
 
 
+@pytest.mark.slow  # real data through Beam; fast: the synthetic pairs above, the same path
 @pytest.mark.skipif(
     not os.path.isdir(os.path.join(MQ2008, "Fold1")),
     reason=f"MQ2008 is not at {MQ2008} (set TFR_DATA_DIR to the folder holding MQ2008/)",

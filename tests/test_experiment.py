@@ -77,7 +77,7 @@ def test_a_converted_dataset_is_used_as_it_is(dataset, tmp_path):
     config = ExperimentConfig(
         dataset=dataset,
         output=str(tmp_path / "exp"),
-        models="gbdt-1k:num_leaves=7:min_data_in_leaf=20",
+        models="gbdt-1k:num_leaves=7:min_data_in_leaf=20:num_iterations=20",
         folds="1-5",  # a dataset without folds runs its only set
     )
     results = run_experiment(config, progress=False)

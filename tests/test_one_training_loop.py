@@ -67,9 +67,12 @@ def test_text_and_feature_runs_share_the_plan_callbacks_and_progress_lines(
     assert isinstance(family_of("listformer").load(), TextFamily)
     assert isinstance(family_of("rankformer").load(), FeatureFamily)
     caplog.set_level(logging.INFO)
-    text = train(_text_config(tmp_path), verbose=1, progress_seconds=1e-3)
+    # No final evaluation: the loop's callbacks and lines are what is compared.
+    text = train(_text_config(tmp_path, evaluate_splits=()), verbose=1, progress_seconds=1e-3)
     features = train(
-        train_config(dataset, tmp_path / "features", epochs=1), verbose=1, progress_seconds=1e-3
+        train_config(dataset, tmp_path / "features", epochs=1, evaluate_splits=()),
+        verbose=1,
+        progress_seconds=1e-3,
     )
     text_callbacks, feature_callbacks = recorded
     # The same loop's callbacks, the family's validation in the same place.
@@ -115,7 +118,7 @@ def test_a_killed_text_run_resumes(tmp_path):
     data = write_text_lists(str(tmp_path / "text"), lists=(("train", 16), ("vali", 4)))
     model_dir = str(tmp_path / "run")
     flags = ["--model", "listformer", "--data", data, "--model-dir", model_dir, "--quiet"]
-    flags += [*SMALL, "--batch-size", "8", "--epochs", "2"]
+    flags += [*SMALL, "--batch-size", "8", "--epochs", "2", "--evaluate-splits", "none"]
     command = [sys.executable, "-m", "pipelines.train_cli", *flags]
     # Killed after its third step: the second epoch's first (2 steps an epoch).
     killed = subprocess.run(command, env={**os.environ, ENV: "train.batch:3"}, check=False)

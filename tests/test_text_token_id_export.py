@@ -363,7 +363,8 @@ def _trec_run(path: str) -> tuple[list, np.ndarray]:
     return [(q, d, r, t) for q, _, d, r, _, t in lines], np.array([float(x[4]) for x in lines])
 
 
-@pytest.mark.parametrize("split", ["train", "test"])
+# The same path on both splits; the longer train split runs with the slow tests.
+@pytest.mark.parametrize("split", [pytest.param("train", marks=pytest.mark.slow), "test"])
 def test_tfr_predict_scores_alike_with_either_export(text_run, split, capsys):
     from tfr_rankformer.core.run_layout import is_text_run, is_token_id_export
     from tfr_rankformer.runner import load_served

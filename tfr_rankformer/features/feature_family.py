@@ -19,13 +19,12 @@ from tfr_rankformer.ranking.evaluation import EvaluationCallback, RunEvaluator, 
 from tfr_rankformer.serving import export
 from tfr_rankformer.serving.prediction import (
     ServedModel,
-    load_export,
     resolve_export,
     score_elwc,
     score_lists,
     signature_num_features,
-    tensor_signature,
 )
+from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS
 from tfr_rankformer.training import loop
 from tfr_rankformer.training.loop import PreparedRun
 from tfr_rankformer.training.run_plan import plan_run, shuffle_lists
@@ -75,15 +74,15 @@ class FeatureFamily:
 
     def load(self, path: str) -> ServedModel:
         path = resolve_export(path)
-        saved = load_export(path)
-        num_features = signature_num_features(tensor_signature(saved))
+        saved = tf.saved_model.load(path)
+        num_features = signature_num_features(saved.signatures[SIGNATURE_TENSORS])
         return ServedModel(path, self.record.kind, num_features, saved)
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
         batch_size = batch_size or BATCH_SIZE
         if files is not None:
             return score_elwc(served.model, files, batch_size=batch_size)
-        return score_lists(tensor_signature(served.model), lists, batch_size=batch_size)
+        return score_lists(served.model.signatures[SIGNATURE_TENSORS], lists, batch_size=batch_size)
 
     # === Training loop ===
 

@@ -22,7 +22,6 @@ from tfr_rankformer.inputs.record_checks import RecordFileError, read_records
 from tfr_rankformer.serving.export import INVALID_ITEMS, next_version
 from tfr_rankformer.serving.serving_requests import (
     SIGNATURE_ELWC,
-    SIGNATURE_TENSORS,
     padded_tensors,
 )
 
@@ -34,12 +33,9 @@ __all__ = [
     "ServedModel",
     "resolve_export",
     "check_list_limit",
-    "load_export",
-    "tensor_signature",
     "signature_num_features",
     "score_lists",
     "score_elwc",
-    "text_signature",
     "text_inputs",
     "score_text_lists",
     "write_results",
@@ -140,18 +136,8 @@ def unpacked(outputs: dict, row: int, length: int) -> tuple[np.ndarray, np.ndarr
     return scores, probs
 
 
-def load_export(export: str):
-    """The SavedModel in the directory ``export``, loaded once for its signatures."""
-    return tf.saved_model.load(export)
-
-
-def tensor_signature(export):
-    """The ``predict_tensors`` signature of a loaded export or a ``RemoteModel``."""
-    return export.signatures[SIGNATURE_TENSORS]
-
-
 def signature_num_features(signature) -> int:
-    """The feature count ``d`` a ``tensor_signature`` takes."""
+    """The feature count ``d`` the ``predict_tensors`` signature takes."""
     return int(signature.structured_input_signature[1]["features"].shape[-1])
 
 
@@ -224,11 +210,6 @@ def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[S
                 yield path, number, record, elwc
 
     yield from _by_length(parsed(), batch_size, lambda item: len(item[3].examples), score)
-
-
-def text_signature(export):
-    """The default signature of a loaded Listformer export or a ``RemoteModel``."""
-    return export.signatures[SIGNATURE_ELWC]
 
 
 def text_inputs(queries: list[str], documents: list[list[str]], first_stage_scores=None) -> dict:

@@ -29,12 +29,11 @@ from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.serving.client_tokenizer import ClientTokenizer
 from tfr_rankformer.serving.prediction import (
     ServedModel,
-    load_export,
     resolve_export,
     score_text_lists,
     text_inputs,
-    text_signature,
 )
+from tfr_rankformer.serving.serving_requests import SIGNATURE_ELWC
 from tfr_rankformer.text import text_data
 from tfr_rankformer.text.bert_checkpoint import read_bert_checkpoint
 from tfr_rankformer.text.listformer import build_text_model
@@ -179,12 +178,12 @@ class TextFamily:
         tokenizer = ClientTokenizer.from_export(path) if is_token_id_export(path) else None
         if tokenizer is None:
             register_text_ops()  # its graph tokenises with TF Text's ops
-        return ServedModel(path, self.record.kind, None, load_export(path), tokenizer)
+        return ServedModel(path, self.record.kind, None, tf.saved_model.load(path), tokenizer)
 
     def score(self, served: ServedModel, lists, files, batch_size: int | None):
         if files is not None:
             raise ValueError(f"{served.path} scores text lists, not ELWC files")
-        signature = text_signature(served.model)
+        signature = served.model.signatures[SIGNATURE_ELWC]
         inputs = text_inputs if served.tokenizer is None else served.tokenizer.arrays
         batch_size = batch_size or BATCH_SIZE
         return score_text_lists(signature, lists, batch_size=batch_size, inputs=inputs)

@@ -14,6 +14,7 @@ True
 0.0
 """
 
+import ast as _ast
 import importlib as _importlib
 import os as _os
 from typing import TYPE_CHECKING
@@ -24,43 +25,7 @@ _os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 __version__ = "0.1.0"
 
-# The public names, by group, under the module that defines each.
-_MODULES = {
-    # === Data ===
-    "tfr_rankformer.inputs.manifest": ("Manifest", "load_manifest"),
-    "tfr_rankformer.inputs.data": ("training_dataset", "evaluation_dataset"),
-    # === Models ===
-    "tfr_rankformer.model.model_config": ("ModelConfig",),
-    "tfr_rankformer.model.models": ("build_model",),
-    "tfr_rankformer.ranking.losses": ("get_score_loss", "OrdinalListLoss"),
-    "tfr_rankformer.core.model_spec": ("ModelSpec", "ModelFamily"),
-    "tfr_rankformer.core.model_families": ("model_names", "register_model", "register_family"),
-    # === Training ===
-    "tfr_rankformer.training.train_config": ("TrainConfig",),
-    "tfr_rankformer.training.text_config": ("TextConfig",),
-    "tfr_rankformer.runner": ("train", "evaluate", "export_run", "predict"),
-    "tfr_rankformer.core.run_results": ("RunMetrics",),
-    "tfr_rankformer.ranking.ranking_metrics": ("evaluate_rankings",),
-    # === Serving ===
-    "tfr_rankformer.serving.export": ("export_model",),
-    # === TF Serving clients ===
-    "tfr_rankformer.serving.serving_requests": (
-        "SIGNATURE_ELWC",
-        "SIGNATURE_TENSORS",
-        "letor_lists",
-        "padded_tensors",
-        "rest_tensor_body",
-        "grpc_tensor_request",
-        "rest_outputs",
-        "grpc_outputs",
-        "list_scores",
-    ),
-    "tfr_rankformer.serving.serving_client": ("wait_until_available",),
-    "tfr_rankformer.serving.client_tokenizer": ("ClientTokenizer",),
-}
-_LAZY = {name: module for module, names in _MODULES.items() for name in names}
-
-# Literal, so that linters and type checkers read it; a test checks it against _MODULES.
+# Literal, so that linters and type checkers read it; a test checks it against _LAZY.
 __all__ = [
     "__version__",
     "Manifest",
@@ -125,6 +90,19 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them
     )
     from tfr_rankformer.training.text_config import TextConfig
     from tfr_rankformer.training.train_config import TrainConfig
+
+
+def _lazy_names() -> dict[str, str]:
+    """Public name -> its module, read from the ``TYPE_CHECKING`` imports above (the one
+    place that pairs them)."""
+    with open(__file__, encoding="utf-8") as f:
+        tree = _ast.parse(f.read())
+    block = next(node for node in tree.body if isinstance(node, _ast.If))
+    imports = [node for node in block.body if isinstance(node, _ast.ImportFrom)]
+    return {alias.name: str(node.module) for node in imports for alias in node.names}
+
+
+_LAZY = _lazy_names()
 
 
 def __getattr__(name: str):

@@ -8,7 +8,6 @@ import os
 import signal
 
 ENV = "TFR_RANKFORMER_KILL_AT"
-POINTS = ("convert.block", "convert.shard", "train.batch", "train.checkpoint", "export.saved")
 _passes: dict[str, int] = {}
 
 

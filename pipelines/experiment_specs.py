@@ -17,7 +17,7 @@ from tfr_rankformer.core.config_io import setting
 from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.training.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
 
-__all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds", "tuned_specs"]
+__all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds"]
 
 # The keys a neural model's spec takes: ``TrainConfig.from_flat``'s flat settings.
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"text"}
@@ -85,16 +85,6 @@ def parse_models(text: str) -> list[ModelSpec]:
     if len(set(labels)) != len(labels) or not specs:
         raise ValueError(f"--models must name distinct models, got {text!r}")
     return specs
-
-
-def tuned_specs(directory: str) -> list[ModelSpec]:
-    """Model specs of the ``tfr-tune`` outputs in ``directory`` (``tuning.load_tuned``)."""
-    from tfr_rankformer.tuning.optuna_search import load_tuned
-
-    return [
-        ModelSpec(label, settings["model"], tuned=settings)
-        for label, settings in load_tuned(directory)
-    ]
 
 
 def parse_folds(text: str) -> list[int]:
@@ -180,7 +170,9 @@ class ExperimentConfig:
         default = DEFAULT_TEXT_EXPERIMENT_MODELS if text else DEFAULT_EXPERIMENT_MODELS
         specs = parse_models(self.models if self.models is not None else default)
         if self.tuned:
-            specs += tuned_specs(self.tuned)
+            from tfr_rankformer.tuning.optuna_search import load_tuned
+
+            specs += [ModelSpec(label, s["model"], tuned=s) for label, s in load_tuned(self.tuned)]
         wrong = [s.label for s in specs if s.is_text != text]
         if wrong:
             kind = "text lists" if text else "feature vectors"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_command
@@ -83,12 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     options = from_args(args, ExportOptions)
     from tfr_rankformer.runner import export_run
 
-    path = export_run(
-        options.model_dir,
-        version=options.version,
-        invalid_items=options.invalid_items,
-        precision=options.precision,
-    )
+    path = export_run(**dataclasses.asdict(options))
     print(exported_line(options.model_dir, path, f" (invalid items: {options.invalid_items})"))
     return 0
 
@@ -101,7 +95,3 @@ def exported_line(model_dir: str, path: str, detail: str = "") -> str:
     if is_text_run(model_dir) and os.path.isdir(token_ids):
         return f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)"
     return f"exported {path}{detail}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,16 +9,6 @@ import math
 
 from tfr_rankformer.core.config_io import setting
 
-__all__ = [
-    "LightGBMOptions",
-    "aligned",
-    "json_value",
-    "make_parser",
-    "format_metrics",
-    "parse_lgb_params",
-    "data_loss_message",
-]
-
 
 def make_parser(prog: str, description: str, module_doc: str) -> argparse.ArgumentParser:
     """A parser whose epilog is the examples section of the command module's docstring."""

@@ -12,14 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 
 from pipelines.cli_common import LightGBMOptions, aligned, make_parser, parse_lgb_params
 from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.command_names import DISTILL_ROWS, GBDT_PRESET_NAMES
 from tfr_rankformer.core.config_io import add_options, given, load_settings, setting
-
-__all__ = ["build_parser", "main", "format_comparison"]
 
 _COLUMNS = ("ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10")
 _NAMES = {"teacher": "teacher", "student": "student", "gbdt_labels": "GBDT on labels"}
@@ -119,14 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     flags = {**given(args, DistillOptions), **given(args, LightGBMOptions)}
     flags.pop("config", None)
     flags.pop("lgb_param", None)
-    try:
-        values = {**(load_settings(args.config, DistillConfig) if args.config else {}), **flags}
-        params = {**values.pop("params", {}), **parse_lgb_params(args.lgb_param)}
-        config = DistillConfig.from_json({**values, "params": params})
-        metrics = distill(config)
-    except (ValueError, OSError) as e:
-        print(f"tfr-distill: error: {e}", file=sys.stderr)
-        return 1
+    values = {**(load_settings(args.config, DistillConfig) if args.config else {}), **flags}
+    params = {**values.pop("params", {}), **parse_lgb_params(args.lgb_param)}
+    config = DistillConfig.from_json({**values, "params": params})
+    metrics = distill(config)
     print(format_comparison(metrics["comparison"]))
     for split, fidelity in metrics["fidelity"].items():
         print(

@@ -18,8 +18,6 @@ from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_comma
 from pipelines.train_cli import REPORTED
 from tfr_rankformer.core.config_io import add_options, setting
 
-__all__ = ["build_parser", "main"]
-
 
 @dataclasses.dataclass(frozen=True)
 class EvalOptions:

@@ -16,14 +16,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.experiment_specs import ExperimentConfig
 from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core.config_io import add_options, from_args
-
-__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,14 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     start_command(args)
     from pipelines.experiment_runner import run_experiment
 
-    try:
-        config = from_args(args, ExperimentConfig)
-        results = run_experiment(
-            config, progress=not display.no_progress, progress_seconds=display.progress_seconds
-        )
-    except (ValueError, OSError) as e:
-        print(f"tfr-experiment: error: {e}", file=sys.stderr)
-        return 1
+    config = from_args(args, ExperimentConfig)
+    results = run_experiment(
+        config, progress=not display.no_progress, progress_seconds=display.progress_seconds
+    )
     with open(f"{args.output}/results.md", encoding="utf-8") as f:
         print(f.read())
     print(f"wrote {args.output}/results.md, {args.output}/results.json")

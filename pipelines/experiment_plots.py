@@ -19,8 +19,6 @@ from pipelines.experiment_summary import REPORTED
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import load_manifest
 
-__all__ = ["draw_all"]
-
 
 def _figure(columns: int = 1, size=(10, 4)):
     import matplotlib

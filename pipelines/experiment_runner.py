@@ -36,8 +36,6 @@ from tfr_rankformer.training.train_config import TrainConfig
 from tfrecords_tools.text.text_dataset import is_text_dataset
 from tfrecords_tools.text.text_sources import is_text_input
 
-__all__ = ["convert_folds", "converted_folds", "prepare_data", "run_experiment"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -17,8 +17,6 @@ from tfr_rankformer.core.config_io import setting
 from tfr_rankformer.text.bm25 import Bm25Config
 from tfr_rankformer.training.train_config import ARCHITECTURE_FIELDS, TEXT_FIELDS, TrainConfig
 
-__all__ = ["ModelSpec", "ExperimentConfig", "parse_models", "parse_folds"]
-
 # The keys a neural model's spec takes: ``TrainConfig.from_flat``'s flat settings.
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)} - {"text"}
 _BM25_FIELDS = {f.name for f in dataclasses.fields(Bm25Config)}

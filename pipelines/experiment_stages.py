@@ -15,8 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["StageLog", "format_duration"]
-
 logger = logging.getLogger(__name__)
 
 
@@ -57,12 +55,12 @@ class StageLog:
         exception, which goes on)."""
         started = self.clock()
         self.note("%s: started", name, now=started)
+        end = "done in"
         try:
             yield
         except BaseException as e:
-            now = self.clock()
-            took = format_duration(now - started)
-            self.note("%s: stopped by %s after %s", name, type(e).__name__, took, now=now)
+            end = f"stopped by {type(e).__name__} after"
             raise
-        now = self.clock()
-        self.note("%s: done in %s", name, format_duration(now - started), now=now)
+        finally:
+            now = self.clock()
+            self.note(f"%s: {end} %s", name, format_duration(now - started), now=now)

@@ -20,8 +20,6 @@ from pipelines.tf_log_level import add_verbose_flag, one_error_line, start_comma
 from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 from tfr_rankformer.core.config_io import add_options, from_args, setting
 
-__all__ = ["build_parser", "exported_line", "main"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:

@@ -33,8 +33,6 @@ from tfrecords_tools.letor.letor_parser import DUPLICATE_POLICIES
 if TYPE_CHECKING:
     from tfr_rankformer.inputs.training_density import TrainingDensity
 
-__all__ = ["build_parser", "main"]
-
 
 @dataclasses.dataclass(frozen=True)
 class PredictOptions:

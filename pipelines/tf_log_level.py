@@ -23,17 +23,6 @@ import traceback
 
 from tfr_rankformer.core.config_io import add_options, setting
 
-__all__ = [
-    "Display",
-    "NativeLogFilter",
-    "add_verbose_flag",
-    "error_line",
-    "written_as_given",
-    "one_error_line",
-    "set_tensorflow_log_level",
-    "start_command",
-]
-
 # TensorFlow's C++ INFO, WARNING and ERROR lines hidden; a failure still raises in Python.
 QUIET_LEVEL = "3"
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"

@@ -50,8 +50,6 @@ from tfr_rankformer.text.listformer_config import ListformerConfig
 from tfr_rankformer.training.text_config import TextConfig
 from tfr_rankformer.training.train_config import TEXT_FIELDS, TrainConfig
 
-__all__ = ["build_parser", "main", "REPORTED"]
-
 REPORTED = ["ndcg_y@1", "ndcg_y@5", "ndcg_y@10", "ndcg_r@10", "ndcg_y@10_tmax", "list_auc_t>=1"]
 # The flags of one kind of model, refused for the other.
 TEXT_ARCHITECTURE = tuple(
@@ -195,12 +193,6 @@ def _checkpoint_settings(settings: dict, flags: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in CHECKPOINT_SIZES or k not in flags}
 
 
-def _model_name(args) -> str | None:
-    if args.model is not None or not args.config:
-        return args.model
-    return read_settings(args.config).get("model")
-
-
 def _configs(parser: argparse.ArgumentParser, args):
     """The run's config, GBDT or neural; a bad setting is a usage error (exit 2)."""
     flags = {**given(args, TrainConfig), **given(args, ListformerConfig), **given(args, TextConfig)}
@@ -208,7 +200,9 @@ def _configs(parser: argparse.ArgumentParser, args):
     try:
         if args.progress_seconds is not None and args.progress_seconds <= 0:
             raise ValueError(f"--progress-seconds must be > 0, got {args.progress_seconds}")
-        model = _model_name(args)
+        model = args.model
+        if model is None and args.config:
+            model = read_settings(args.config).get("model")
         if model_families.is_gbdt(model):
             return _gbdt_config(args, flags, gbdt)
         return _neural_config(args, flags, gbdt, model)
@@ -218,11 +212,6 @@ def _configs(parser: argparse.ArgumentParser, args):
         parser.error(written_as_given(str(e), [_as_flags([k]) for k in {**flags, **gbdt}]))
     except OSError as e:  # the --config file
         parser.error(f"--config: {e.strerror or e}: {e.filename or args.config}")
-
-
-def _exported_versions(model_dir: str) -> list[str]:
-    folder = os.path.join(model_dir, EXPORT_NAME)
-    return sorted(n for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
 
 
 def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | None:
@@ -249,7 +238,9 @@ def _train_and_export(args, config, existing: str) -> tuple[dict, str | None] | 
     if not worker.is_chief:
         print(f"worker {worker.index} of {worker.count} done; the chief writes the run")
         return None
-    versions = _exported_versions(config.model_dir) if args.resume else []
+    folder = os.path.join(config.model_dir, EXPORT_NAME)
+    versions = sorted(os.listdir(folder)) if args.resume and os.path.isdir(folder) else []
+    versions = [n for n in versions if n.isdigit()]
     if versions:  # a resumed run that was complete and exported
         print(f"already exported: {config.model_dir}/{EXPORT_NAME}/{versions[-1]}")
         return metrics, None

@@ -16,15 +16,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
 from pipelines.cli_common import make_parser
 from pipelines.tf_log_level import Display, one_error_line, start_command
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import add_options, from_args, load_settings, setting
 from tfr_rankformer.tuning.search_space import GBDT_SPACE, NEURAL_SPACE, describe_space
-
-__all__ = ["build_parser", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,17 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     options = from_args(args, TuneOptions)
     from tfr_rankformer.tuning.optuna_search import BEST_CONFIG, TuneConfig, run_tuning
 
-    try:
-        shared = ("model", "data", "output", "trials", "timeout", "jobs", "seed", "search_space")
-        config = TuneConfig(
-            **{name: getattr(options, name) for name in shared},
-            settings=_settings(args),
-            prune=not options.no_pruning,
-        )
-        summary = run_tuning(config, progress=not args.no_progress)
-    except (ValueError, OSError) as e:
-        print(f"tfr-tune: error: {e}", file=sys.stderr)
-        return 1
+    shared = ("model", "data", "output", "trials", "timeout", "jobs", "seed", "search_space")
+    config = TuneConfig(
+        **{name: getattr(options, name) for name in shared},
+        settings=_settings(args),
+        prune=not options.no_pruning,
+    )
+    summary = run_tuning(config, progress=not args.no_progress)
     counts = ", ".join(f"{n} {state}" for state, n in sorted(summary["trials"].items()))
     print(f"trials: {counts} ({summary['seconds']:.0f} s in this run)")
     if summary["best_value"] is None:

@@ -49,8 +49,7 @@ PRETRAINED_TEXT_TRAINING = dict(
 _RANKFORMER_ALPHA = {"released": 1.0, "paper": 0.25}
 # allRank's published configurations.
 _ALLRANK_TRAINING = dict(
-    loss="softmax",
-    eval_batch_size=256,
+    RELEASED_TRAINING,
     epochs=100,
     batch_size=64,
     batch_items=64 * 240,  # allRank's 64 slates of 240

@@ -28,8 +28,6 @@ from tfr_rankformer.gbdt.gbdt_config import GBDTConfig
 from tfr_rankformer.inputs.list_arrays import ListArrays, read_split
 from tfr_rankformer.inputs.manifest import Manifest, load_manifest
 
-__all__ = ["DistillConfig", "distill", "list_spearman"]
-
 logger = logging.getLogger(__name__)
 
 TARGETS = ("scores", "graded")

@@ -6,8 +6,6 @@ import numpy as np
 
 from tfr_rankformer.inputs.list_arrays import ListArrays
 
-__all__ = ["centred_scores", "graded_targets", "student_targets"]
-
 
 def centred_scores(scores: np.ndarray, arrays: ListArrays) -> np.ndarray:
     """``scores`` minus the mean of their list."""

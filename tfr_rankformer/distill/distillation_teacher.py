@@ -19,8 +19,6 @@ from tfr_rankformer.inputs.list_arrays import ListArrays
 from tfr_rankformer.serving.serving_requests import SIGNATURE_TENSORS
 from tfr_rankformer.training.training_setup import load_run
 
-__all__ = ["Teacher", "load_teacher"]
-
 
 @dataclasses.dataclass
 class Teacher:

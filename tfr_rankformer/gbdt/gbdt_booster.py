@@ -15,17 +15,6 @@ from tfr_rankformer.core.atomic_files import atomic_path, atomic_write
 from tfr_rankformer.inputs.list_arrays import ListArrays
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 
-__all__ = [
-    "MODEL_FILE",
-    "is_gbdt_run",
-    "integer_labels",
-    "fit_booster",
-    "save_booster",
-    "load_booster",
-    "score_arrays",
-    "evaluate_arrays",
-]
-
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.txt"

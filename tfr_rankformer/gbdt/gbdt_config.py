@@ -10,9 +10,6 @@ import lightgbm as lgb
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import from_dict, require_positive_ints
 
-__all__ = ["PRESETS", "GBDTConfig", "canonical_params"]
-
-
 # The model a GBDT run records; ``gbdt-1k`` and ``gbdt-10k`` name its preset.
 _RUN_MODEL = "gbdt"
 

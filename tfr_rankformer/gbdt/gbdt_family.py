@@ -26,8 +26,6 @@ from tfr_rankformer.ranking.evaluation import RunEvaluator
 from tfr_rankformer.serving.prediction import ScoredList, ServedModel, batched
 from tfr_rankformer.training.training_setup import data_evaluator
 
-__all__ = ["GbdtFamily"]
-
 BATCH_SIZE = 256  # lists per booster call when ``predict`` is not told
 
 

@@ -25,8 +25,6 @@ from tfr_rankformer.inputs.feature_signal import varies_within_lists, warn_fixed
 from tfr_rankformer.inputs.list_arrays import read_split
 from tfr_rankformer.inputs.manifest import load_manifest
 
-__all__ = ["train_gbdt"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -64,7 +64,6 @@ class RunPlan:
 
     Attributes:
       batches: the training split's buckets and lists per batch.
-      cap: ``list_cap``.
       items: the items an epoch trains on (after the cap, before padding).
       sampled_out: items per epoch that the cap leaves out.
       eval_batch_items: padded items per evaluation batch.

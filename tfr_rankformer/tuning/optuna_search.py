@@ -22,8 +22,6 @@ from tfr_rankformer.runner import train
 from tfr_rankformer.training.train_config import TrainConfig
 from tfr_rankformer.tuning import search_space
 
-__all__ = ["TuneConfig", "run_tuning", "load_tuned", "BEST_CONFIG", "OBJECTIVE"]
-
 logger = logging.getLogger(__name__)
 
 BEST_CONFIG = "best_config.json"
@@ -238,13 +236,9 @@ def run_tuning(config: TuneConfig, *, progress: bool = True) -> dict:
     done = len(study.get_trials(deepcopy=False, states=states))
     # A resumed search must not draw the first run's random start again.
     study.sampler = optuna.samplers.TPESampler(seed=config.seed + len(study.trials))
-    if config.prune:
-        warmup = PRUNER_WARMUP["gbdt" if config.is_gbdt else "neural"]
-        study.pruner = optuna.pruners.MedianPruner(
-            n_startup_trials=PRUNER_STARTUP_TRIALS, n_warmup_steps=warmup
-        )
-    else:
-        study.pruner = optuna.pruners.NopPruner()
+    warmup = PRUNER_WARMUP["gbdt" if config.is_gbdt else "neural"]
+    median = optuna.pruners.MedianPruner(PRUNER_STARTUP_TRIALS, n_warmup_steps=warmup)
+    study.pruner = median if config.prune else optuna.pruners.NopPruner()
     started = time.perf_counter()
     remaining = config.trials - done
     if remaining > 0:

@@ -14,17 +14,6 @@ import dataclasses
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.config_io import read_settings
 
-__all__ = [
-    "Range",
-    "GBDT_SPACE",
-    "NEURAL_SPACE",
-    "default_space",
-    "load_space",
-    "space_to_json",
-    "describe_space",
-    "suggest",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class Range:

@@ -9,8 +9,6 @@ import os
 
 from tfr_rankformer.core.atomic_files import atomic_path, atomic_write
 
-__all__ = ["write_trials_csv", "draw_all"]
-
 logger = logging.getLogger(__name__)
 
 

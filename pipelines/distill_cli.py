@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         "it serves wherever a LightGBM model runs.",
         __doc__,
     )
-    add_options(p, DistillOptions, only=_FIRST)
+    first = ("teacher", "output", "data", "config", "trees", "target", "grades", "preset")
+    add_options(p, DistillOptions, only=first)
     add_options(
         p,
         LightGBMOptions,
@@ -77,7 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_FIRST = ("teacher", "output", "data", "config", "trees", "target", "grades", "preset")
 _EARLY_STOPPING = (
     "stop when the validation score has not improved for this many trees, keeping the best "
     "tree count (0: never; the whole budget is kept). Default: 100"

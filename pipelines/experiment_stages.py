@@ -33,12 +33,7 @@ def format_duration(seconds: float) -> str:
 
 class StageLog:
     """Logs the start and the end of an experiment's stages; ``clock`` gives monotonic
-    seconds (tests give their own) and the experiment's time counts from creation.
-
-    >>> stages = StageLog(clock=iter([0.0, 5.0, 65.0]).__next__)
-    >>> with stages.stage("convert"):  # logs "[0:00:05] convert: started"
-    ...     pass                       # and "[0:01:05] convert: done in 1 min 00 s"
-    """
+    seconds (tests give their own) and the experiment's time counts from creation."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic):
         self.clock = clock

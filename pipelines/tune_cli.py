@@ -48,9 +48,6 @@ class TuneOptions:
     no_pruning: bool = setting(False, "run every trial to its end")
 
 
-_SHOWN = ("no_progress", "log_level", "verbose")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = make_parser(
         "tfr-tune",
@@ -72,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(
         p,
         Display,
-        only=_SHOWN,
+        only=("no_progress", "log_level", "verbose"),
         overrides={"log_level": {"help": "logging level. Default: WARNING"}},
     )
     return p

@@ -75,9 +75,7 @@ class BatchPlan:
         used = [
             (b * e, b, e) for b, e, c in zip(self.lists_per_batch, self.edges, self.counts) if c
         ]
-        if not used:
-            return self.lists_per_batch[0], self.edges[0]
-        _, lists, length = max(used)
+        _, lists, length = max(used, default=(0, self.lists_per_batch[0], self.edges[0]))
         return lists, length
 
     def describe(self, unit: str = "items") -> str:

@@ -162,10 +162,9 @@ class FeatureNormalization(tf.keras.layers.Layer):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         _check_method(method)
-        if isinstance(num_features, bool) or not isinstance(num_features, (int, np.integer)):
+        integer = isinstance(num_features, (int, np.integer)) and not isinstance(num_features, bool)
+        if not integer or num_features < 1:
             raise ValueError(f"`num_features` must be a positive int, got {num_features!r}")
-        if num_features < 1:
-            raise ValueError(f"`num_features` must be a positive int, got {num_features}")
         self.method = method
         self.num_features = int(num_features)
         moments = method in ("standard", "log1p")

@@ -147,7 +147,6 @@ def build_rankformer(num_features, config: ModelConfig, levels: int, item_levels
 def build_transformer(num_features, config: ModelConfig, levels: int, item_levels=None):
     """The encoder without list head (alpha = 0); by default, as the released code,
     without ``[CLS]`` either."""
-    del levels
     return _listwise(num_features, config, None, item_levels, "transformer")
 
 
@@ -160,7 +159,6 @@ def build_summary_token_ranker(num_features, config: ModelConfig, levels: int, i
 
 def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
     """The pointwise MLP baseline: each item scored alone."""
-    del levels
     features, mask = _inputs(num_features)
     x, fan_in = features, num_features
     for i, units in enumerate(config.mlp_units):
@@ -175,7 +173,6 @@ def build_mlp(num_features, config: ModelConfig, levels: int, item_levels=None):
 def build_context_aware(num_features, config: ModelConfig, levels: int, item_levels=None):
     """allRank's context-aware ranker: a shared projection to ``d_fc``, post-LayerNorm
     encoder blocks over the list, a shared linear scoring layer."""
-    del levels
     features, mask = _inputs(num_features)
     # Linear, as in allRank's published configuration (our reading): [B, L, d] -> [B, L, d_fc]
     x = dense(config.d_fc, fan_in=num_features, init=config.init, name="input_projection")(features)

@@ -115,6 +115,4 @@ class EvaluationCallback(tf.keras.callbacks.Callback):
             model, self.dataset, max_label=self.max_label, list_head=self.list_head
         )
         if logs is not None:
-            for key in LOGGED:
-                if key in metrics:
-                    logs[f"val_{key}"] = metrics[key]
+            logs.update({f"val_{key}": metrics[key] for key in LOGGED if key in metrics})

@@ -61,10 +61,6 @@ class _LambdaWeights:
         valid = tf.reduce_sum(tf.cast(labels >= 0.0, tf.float32), axis=1)  # [B]
         return total * (valid / padded)[:, tf.newaxis, tf.newaxis]
 
-    def individual_weights(self, labels, ranks):
-        del ranks
-        return labels
-
 
 @serializable
 class ScaledSigmoidRMSE(tf.keras.losses.Loss):

@@ -67,10 +67,6 @@ class PreparedRun:
     extra: Any = None
     memory_hints: dict = dataclasses.field(default_factory=dict)
 
-    @property
-    def has_vali(self) -> bool:
-        return "vali" in self.splits
-
 
 @dataclasses.dataclass(frozen=True)
 class _Run:
@@ -160,7 +156,8 @@ def _train(run: _Run) -> dict:
             run.prepared, steps_per_epoch=plan.batches.steps, xla=run.xla
         )
     lines = options["verbose"] == 1 and not attached_to_terminal()
-    validation = run.family.validation(run.prepared, model) if run.prepared.has_vali else None
+    has_vali = "vali" in run.prepared.splits
+    validation = run.family.validation(run.prepared, model) if has_vali else None
     callbacks, monitor = run_callbacks(
         config,
         model,

@@ -56,7 +56,7 @@ class TuneConfig:
     prune: bool = True
 
     def __post_init__(self):
-        if not _tunable(self.model):
+        if self.model not in _tunable_names():
             raise ValueError(f"Unknown model {self.model!r}; choose from {list(_tunable_names())}")
         if not self.data or not self.output:
             raise ValueError("`data` and `output` must be given")
@@ -81,10 +81,6 @@ def _tunable_names() -> tuple[str, ...]:
     """The models a search takes: feature-vector ones, then GBDTs (each sorted)."""
     kinds = model_families.FEATURES_KIND, model_families.GBDT_KIND
     return tuple(name for kind in kinds for name in model_families.model_names(kind))
-
-
-def _tunable(model) -> bool:
-    return isinstance(model, str) and model in _tunable_names()
 
 
 def _width(config: TuneConfig, manifest: Manifest) -> int:
@@ -268,7 +264,7 @@ def load_tuned(directory: str) -> list[tuple[str, dict]]:
     for path in found:
         settings = read_settings(path)
         model = settings.get("model")
-        if not _tunable(model):
+        if model not in _tunable_names():
             raise ValueError(f"{path}: `model` {model!r} is not a model tfr-train knows")
         name = model if path == top else os.path.basename(os.path.dirname(path))
         settings = {k: v for k, v in settings.items() if k not in ("data", "model_dir", "seed")}

@@ -251,8 +251,7 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
 
 @contextlib.contextmanager
 def _remote_output(output: str, *, overwrite: bool) -> Iterator[str]:
-    """A remote ``output`` written in place (see :func:`prepare_remote`), deleted when the
-    block raises."""
+    """A remote ``output`` written in place (:func:`prepare_remote`), deleted on an error."""
     work_dir = prepare_remote(output, overwrite=overwrite)
     try:
         yield work_dir
@@ -268,22 +267,22 @@ def prepare_remote(output: str, *, overwrite: bool) -> str:
     """Checks a remote ``output`` and empties it when it may be replaced (object stores
     cannot rename the old one aside); returns it without a trailing ``/``."""
     root = output.rstrip("/")
+
+    def is_ours(name: str) -> bool:
+        path = FileSystems.join(root, name)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            return manifest_is_ours(stream.read())
+
     existing = [m.path for m in FileSystems.match([root + "/**"])[0].metadata_list]
     if existing:
         relative = [path[len(root) + 1 :] for path in existing]
-        foreign = foreign_entries_of(relative, lambda name: _manifest_is_ours(root, name))
+        foreign = foreign_entries_of(relative, is_ours)
         if foreign:
             raise ForeignOutputError(foreign_output_message(output, foreign))
         if not overwrite:
             raise FileExistsError(f"{output} already holds files; pass --overwrite to replace them")
         FileSystems.delete(existing)
     return root
-
-
-def _manifest_is_ours(root: str, name: str) -> bool:
-    path = FileSystems.join(root, name)
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-        return manifest_is_ours(stream.read())
 
 
 def _write_text(path: str, text: str) -> None:

@@ -259,9 +259,8 @@ def write_text_dataset(
     reader.counts["documents_read"] = len(documents)
     reader.counts["run_docids_missing_from_collection"] = len(wanted - documents.keys())
     splits, max_label = _write_splits(reader, lists, documents, out_dir)
-    counts = dict(sorted(reader.counts.items()))
-    read = {k: counts.pop(k, 0) for k in _INPUT_COUNTS}
-    filtered = counts
+    filtered = dict(sorted(reader.counts.items()))
+    read = {k: filtered.pop(k, 0) for k in _INPUT_COUNTS}
     shown = {k.replace("_", " "): v for k, v in filtered.items() if v}
     for name, count in shown.items():
         logger.debug("%s: %d", name, count)
@@ -285,8 +284,7 @@ def write_text_dataset(
 
 
 def convert_trec(config: TrecConfig, *, progress: bool = True) -> Manifest:
-    """Converts TREC-layout files to a text ELWC dataset in ``config.output``; returns the
-    manifest. Nothing is left in ``output`` when it raises."""
+    """Converts TREC-layout files into ``config.output``, which an error leaves as it was."""
     return write_atomically(
         config.output,
         overwrite=config.overwrite,

@@ -64,12 +64,12 @@ _BEAM_ORDER = ("runner", "train_files", "vali_files", "test_files", "max_bad_lin
 _BEAM_ORDER += ("bad_lines_output", "quantile_epsilon")
 _LISTS = ("max_list_size", "min_list_size", "num_features", "max_relevance")
 _LISTS += ("duplicate_features", "normalize", "quantile_sample_size", "num_quantiles")
-TEXT_FLAGS = (*FILE_FIELDS, "split_fractions", "max_query_tokens", "max_document_tokens")
+_TEXT_FLAGS = (*FILE_FIELDS, "split_fractions", "max_query_tokens", "max_document_tokens")
 # tfr-convert's options that text inputs take too (their ``TrecConfig`` fields).
 _SHARED = ("output", "overwrite", "shards", "max_list_size", "min_list_size", "seed")
 _ALSO = {"input", "config", "synthetic_lists", "synthetic_list_size", "no_progress"}
 _ALSO |= {"log_level", "verbose"}
-TEXT_GROUP = (
+_TEXT_GROUP = (
     "text ranking data (--input trec, trec:DIR or synthetic-text) to the text ELWC "
     "(query_tokens, document_tokens, relevance; file options are repeatable, .gz accepted); "
     "also uses --output, --overwrite, --shards, --seed, --max-list-size (the run's top N per "
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(clicks, ClickConfig)
     add_options(clicks, ConvertConfig, only=("seed",))
     add_options(p.add_argument_group("synthetic data (--input synthetic)"), SyntheticConfig)
-    add_options(p.add_argument_group(TEXT_GROUP), TrecConfig)
+    add_options(p.add_argument_group(_TEXT_GROUP), TrecConfig)
     add_options(p.add_argument_group("resources"), ConvertConfig, only=("workers", "chunk_bytes"))
     beam = p.add_argument_group(
         "Apache Beam (pip install .[beam]); any further options go to Beam's PipelineOptions"
@@ -162,8 +162,8 @@ def _fractions(text: str) -> tuple:
         ) from None
 
 
-def _convert_text(args: argparse.Namespace) -> tuple[str, Manifest]:
-    """Converts a text input as ``args`` ask; returns the output directory and manifest."""
+def _convert_text(args: argparse.Namespace) -> tuple[str, list[Manifest]]:
+    """Converts a text input as ``args`` ask; returns the output directory and its manifests."""
     values = load_settings(args.config, TrecConfig, extra=("synthetic",)) if args.config else {}
     synthetic = _synthetic(values.pop("synthetic", None), args)
     values.update({k: getattr(args, k) for k in _SHARED if getattr(args, k) is not None})
@@ -180,19 +180,14 @@ def _convert_text(args: argparse.Namespace) -> tuple[str, Manifest]:
             for field, paths in found.items():
                 if not values.get(field) and not (field in FILE_FIELDS[:4] and given_queries):
                     values[field] = paths
-        return output, convert_trec(TrecConfig.from_json(values), progress=progress)
+        return output, [convert_trec(TrecConfig.from_json(values), progress=progress)]
     synthetic.setdefault("seed", values.get("seed", 0))
     generated = from_dict(SyntheticTextConfig, synthetic, what="synthetic settings")
     files = [name for name in FILE_FIELDS if values.get(name)]
     if files:
         flags = ", ".join("--" + name.replace("_", "-") for name in files)
         raise ValueError(f"--input {SYNTHETIC_TEXT} generates its files; drop {flags}")
-    del values["output"]
-    overwrite = bool(values.pop("overwrite", False))
-    manifest = convert_synthetic_text(
-        generated, output=output, overwrite=overwrite, progress=progress, **values
-    )
-    return output, manifest
+    return output, [convert_synthetic_text(generated, progress=progress, **values)]
 
 
 def _convert_on_beam(args: argparse.Namespace, config: ConvertConfig, beam_args: list[str]):
@@ -219,12 +214,12 @@ def _check_flags(parser: argparse.ArgumentParser, args, extra: list[str]) -> Non
     given_flags = {k for k, v in vars(args).items() if v is not None and v is not False}
     text = is_text_input(args.input)
     if text:
-        wrong = sorted(given_flags - _ALSO - set(_SHARED) - set(TEXT_FLAGS))
+        wrong = sorted(given_flags - _ALSO - set(_SHARED) - set(_TEXT_FLAGS))
         if args.input != SYNTHETIC_TEXT:
             wrong += sorted(given_flags & {"synthetic_lists", "synthetic_list_size"})
         what = f"--input {args.input}"
     else:
-        wrong = sorted(given_flags & set(TEXT_FLAGS))
+        wrong = sorted(given_flags & set(_TEXT_FLAGS))
         what = "LETOR, tfds: and elwc: inputs"
     if extra and (text or (args.runner is None and not wrong)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -251,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     all_folds = False
     try:
         if text:
-            output, manifest = _convert_text(args)
-            manifests = [manifest]
+            output, manifests = _convert_text(args)
         else:
             config = _settings(args)
             output, all_folds = config.output, config.all_folds

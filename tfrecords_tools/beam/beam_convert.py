@@ -209,12 +209,12 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[Manifest
     return manifests
 
 
-def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
+def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> None:
     count = sum(v for k, v in results.items() if k[2] == "bad_lines")
     if count == 0:
         if FileSystems.exists(bad_path):
             FileSystems.delete([bad_path])
-        return 0
+        return
     if count > config.max_bad_lines:
         first = results[("all", "all", "first_bad_lines")]
         shown = "\n".join(f"  {b.path}:{b.line}: {b.message}" for b in first)
@@ -223,7 +223,6 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
             f"nothing was written. All of them are listed in {bad_path}; the first:\n{shown}"
         )
     logger.warning("set aside %d invalid line(s), listed in %s", count, bad_path)
-    return count
 
 
 def convert_on_beam(config: BeamConfig) -> list[Manifest]:

@@ -59,7 +59,10 @@ class ParseCounts:
     @classmethod
     def of(cls, parsed: ParsedLines, fast: bool) -> ParseCounts:
         n = len(parsed)
-        return cls(n, n * fast, parsed.unsorted_lines, parsed.duplicate_lines, parsed.sparse_lines)
+        fast_items = n if fast else 0
+        return cls(
+            n, fast_items, parsed.unsorted_lines, parsed.duplicate_lines, parsed.sparse_lines
+        )
 
     def add(self, other: ParseCounts) -> None:
         for field in dataclasses.fields(self):
@@ -82,9 +85,7 @@ class Block:
         if self.data is not None:
             return self.data
         with open(self.path, "rb", buffering=0) as f:
-            if hasattr(os, "pread"):
-                return os.pread(f.fileno(), self.length, self.offset)
-            f.seek(self.offset)  # Windows has no pread
+            f.seek(self.offset)
             return f.read(self.length)
 
 

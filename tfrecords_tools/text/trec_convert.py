@@ -213,17 +213,8 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
             scores = tuple(score for _, score, _ in entries)
             reader.score_given.update(given for *_, given in entries)
         tokens, split = reader.queries[qid]
-        yield (
-            split,
-            TextList(
-                qid,
-                tuple(tokens),
-                tuple(present),
-                tuple(tuple(documents[d]) for d in present),
-                labels,
-                scores,
-            ),
-        )
+        texts = tuple(tuple(documents[d]) for d in present)
+        yield split, TextList(qid, tuple(tokens), tuple(present), texts, labels, scores)
 
 
 def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):

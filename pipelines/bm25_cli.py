@@ -83,12 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_options(parser, options)
         group = parser.add_argument_group("BM25 (bm25s)")
         add_options(group, Bm25Config)
-        add_options(
-            group,
-            Display,
-            overrides={"no_progress": {"help": "hide the progress bars"}},
-            only=("no_progress", "verbose"),
-        )
+        bars = {"no_progress": {"help": "hide the progress bars"}}
+        add_options(group, Display, overrides=bars, only=("no_progress", "verbose"))
     return p
 
 

@@ -144,3 +144,15 @@ def test_cli_refuses_unknown_settings_and_file_flags(tmp_path, capsys):
     assert convert_main(args) == 1
     assert "generates its files" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_cli_names_an_output_given_only_in_the_config_file(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    config = tmp_path / "text.json"
+    config.write_text(json.dumps({"output": out, "synthetic": {"train_queries": 6}}))
+    args = ["--input", "synthetic-text", "--config", str(config), "--no-progress"]
+    assert convert_main(args) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out} (manifest.json describes it)" in printed
+    assert "train 6 lists" in printed and "vali 2 lists" in printed  # a third of the train lists
+    assert os.path.isfile(os.path.join(out, "manifest.json"))

@@ -85,20 +85,15 @@ def _foreign_in_converted(names: set[str], prefix: str, is_ours) -> list[str] | 
     ]
 
 
-def _listing(directory: str, prefix: str = "") -> list[str]:
-    """One level of ``directory`` (directories with a trailing ``/``), ``FoldN/`` expanded."""
-    paths = []
-    for name in os.listdir(directory):
-        full = os.path.join(directory, name)
-        entry = prefix + name + ("/" if os.path.isdir(full) else "")
-        paths.append(entry)
-        if not prefix and _FOLD.fullmatch(entry):
-            paths += _listing(full, entry)
-    return paths
-
-
 def foreign_entries(directory: str) -> list[str]:
     """The entries of a local ``directory`` that tfr-convert never writes."""
+
+    def listing(path: str, prefix: str = "") -> Iterator[str]:
+        for name in os.listdir(path):
+            entry = prefix + name + ("/" if os.path.isdir(os.path.join(path, name)) else "")
+            yield entry
+            if not prefix and _FOLD.fullmatch(entry):
+                yield from listing(os.path.join(path, name), entry)
 
     def is_ours(path: str) -> bool:
         try:
@@ -107,7 +102,7 @@ def foreign_entries(directory: str) -> list[str]:
         except OSError:
             return False
 
-    return foreign_entries_of(_listing(directory), is_ours)
+    return foreign_entries_of(listing(directory), is_ours)
 
 
 def foreign_output_message(output: str, foreign: list[str] | None) -> str:
@@ -138,9 +133,9 @@ def _output_error(output: str, action: str, error: OSError, hidden: str) -> Outp
     return OutputError(f"{output}: cannot {action}: {reason}")
 
 
-def check_replaceable(output: str, *, overwrite: bool, final: str | None = None) -> None:
-    """Checks that ``output`` (absolute: ``final``) may become the new output."""
-    final = final or os.path.abspath(output)
+def check_replaceable(output: str, *, overwrite: bool) -> None:
+    """Checks that ``output`` may become the new output."""
+    final = os.path.abspath(output)
     if not os.path.lexists(final):
         return
     if os.path.ismount(final):
@@ -177,9 +172,10 @@ def _remove_dead_scratch(final: str, prefix: str) -> None:
             pass
 
 
-def publish(scratch: str, final: str, *, overwrite: bool, output: str) -> None:
-    """Swaps the complete ``scratch`` in as ``final``: old aside, new in, old deleted last."""
-    check_replaceable(output, overwrite=overwrite, final=final)
+def publish(scratch: str, output: str, *, overwrite: bool) -> None:
+    """Swaps the complete ``scratch`` in as ``output``: old aside, new in, old deleted last."""
+    check_replaceable(output, overwrite=overwrite)
+    final = os.path.abspath(output)
     if not os.path.lexists(final):
         try:
             os.rename(scratch, final)
@@ -231,17 +227,16 @@ def scratch_directory(output: str, *, overwrite: bool) -> Iterator[str]:
     try:
         os.makedirs(parent, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
-        # mkdtemp makes it owner-only; the output gets a new directory's usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(scratch, 0o777 & ~umask)
+        # mkdtemp makes it owner-only; made again, it gets a new directory's usual mode.
+        os.rmdir(scratch)
+        os.mkdir(scratch)
     except OSError as e:
         raise _output_error(
             output, "create the output directory", e, os.path.join(parent, prefix)
         ) from None
     try:
         yield scratch
-        publish(scratch, final, overwrite=overwrite, output=output)
+        publish(scratch, output, overwrite=overwrite)
     except BaseException as e:
         shutil.rmtree(scratch, ignore_errors=True)
         if isinstance(e, OSError) and e.filename is None and e.errno in WRITE_ERRORS:

@@ -15,7 +15,13 @@ import threading
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter
 from tfrecords_tools.letor.letor_fast_path import warm_up_fast_path
 from tfrecords_tools.letor.letor_parser import LetorFormatError
-from tfrecords_tools.letor.letor_reader import Block, QueryList, parse_block, query_lists
+from tfrecords_tools.letor.letor_reader import (
+    Block,
+    ParseCounts,
+    QueryList,
+    parse_block,
+    query_lists,
+)
 from tfrecords_tools.list_processing import (
     ListPolicy,
     SplitStats,
@@ -55,11 +61,7 @@ class BlockResult:
     group_lines: list[int] = dataclasses.field(default_factory=list)
     stats: SplitStats = dataclasses.field(default_factory=SplitStats)
     fit: FitPartial | None = None
-    num_items: int = 0
-    fast: bool = False
-    unsorted_lines: int = 0
-    duplicate_lines: int = 0
-    sparse_lines: int = 0
+    parsing: ParseCounts = dataclasses.field(default_factory=ParseCounts)
     error: LetorFormatError | None = None
 
 
@@ -80,7 +82,7 @@ def _first_error(groups: list[QueryList], task: BlockTask) -> LetorFormatError |
 
 def process_block(task: BlockTask) -> BlockResult:
     try:
-        parsed, fast = parse_block(
+        parsed, parsing = parse_block(
             task.block,
             task.num_features,
             use_threads=not task.in_worker,
@@ -119,11 +121,7 @@ def process_block(task: BlockTask) -> BlockResult:
         group_lines=[int(q.line_numbers[0]) for q in groups],
         stats=stats,
         fit=fit,
-        num_items=len(parsed),
-        fast=fast,
-        unsorted_lines=parsed.unsorted_lines,
-        duplicate_lines=parsed.duplicate_lines,
-        sparse_lines=parsed.sparse_lines,
+        parsing=parsing,
     )
 
 
@@ -133,11 +131,6 @@ def process_block(task: BlockTask) -> BlockResult:
 def default_workers() -> int:
     """One parsing process per core, at most 4 (memory grows with each)."""
     return max(1, min(4, os.cpu_count() or 1))
-
-
-def _init_worker() -> None:
-    # Ctrl-C reaches the main process, which tears the pool down.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _start_method() -> str:
@@ -161,7 +154,8 @@ def parse_workers(count: int):
     if method == "fork":
         warm_up_fast_path()
     context = multiprocessing.get_context(method)
-    pool = context.Pool(count, initializer=_init_worker)
+    # Workers ignore Ctrl-C: it reaches the main process, which tears the pool down.
+    pool = context.Pool(count, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
     try:
         yield pool, count
     finally:

@@ -17,15 +17,8 @@ from tfrecords_tools.datasets import DatasetNotFoundError
 logger = logging.getLogger(__name__)
 
 ELWC_PREFIX = "elwc:"
-# File-name prefixes that place a file in a split, longest first.
-_SPLIT_PREFIXES = (
-    ("validation", "vali"),
-    ("valid", "vali"),
-    ("train", "train"),
-    ("vali", "vali"),
-    ("eval", "vali"),
-    ("test", "test"),
-)
+# The file-name prefixes that place a file in a split.
+_SPLIT_PREFIX = re.compile(r"train|vali|eval|test")
 NO_FEATURES_MESSAGE = (
     "an elwc: input needs --elwc-features: the item features to read, e.g. "
     "'custom_features_*' or 'custom_features_{1..136}'"
@@ -122,11 +115,8 @@ def resolve_feature_names(patterns: tuple[str, ...], available: set[str]) -> lis
 
 
 def _split_of(path: str) -> str | None:
-    name = os.path.basename(path).lower()
-    for prefix, split in _SPLIT_PREFIXES:
-        if name.startswith(prefix):
-            return split
-    return None
+    found = _SPLIT_PREFIX.match(os.path.basename(path).lower())
+    return None if found is None else {"eval": "vali"}.get(found[0], found[0])
 
 
 def _matches(pattern: str, what: str) -> list[str]:

@@ -226,23 +226,15 @@ class ElwcSource:
     def _label(self, feature, path: str, number: int, item: int) -> int:
         value = _scalar(feature, path, number, item, self.config.label)
         if value is None or value < 0 or value != round(value):
-            raise ElwcFormatError(
-                path,
-                number,
-                f"label must be one non-negative integer, got {value!r}",
-                self.config.label,
-                item,
-            )
-        if value > self.max_relevance:
-            raise ElwcFormatError(
-                path,
-                number,
+            message = f"label must be one non-negative integer, got {value!r}"
+        elif value > self.max_relevance:
+            message = (
                 f"label {int(value)} is above the maximum relevance {self.max_relevance} "
-                "(pass --max-relevance to change it)",
-                self.config.label,
-                item,
+                "(pass --max-relevance to change it)"
             )
-        return int(value)
+        else:
+            return int(value)
+        raise ElwcFormatError(path, number, message, self.config.label, item)
 
     def _context(self, elwc, counts: _SplitCounts) -> bytes:
         """The carried context features as a serialised ``tf.train.Features``."""

@@ -46,8 +46,7 @@ class ElwcEncoder:
         self._heads = [np.frombuffer(head, dtype=np.uint8) for head in heads]
 
     def encode(self, qid: int, features, labels, relevance, *, context: bytes = b"") -> bytes:
-        """One list's ELWC from ``[n, d]`` features and ``[n]`` labels; ``context``: further
-        serialised ``Features`` entries."""
+        """One list's ELWC from ``[n, d]`` features and ``[n]`` labels (as :meth:`encode_lists`)."""
         return self.encode_lists(
             qid, features[None], labels[None], relevance[None], context=context
         )[0]
@@ -56,7 +55,7 @@ class ElwcEncoder:
         self, qid: int, features, labels, relevance, *, context: bytes = b""
     ) -> list[bytes]:
         """``m`` lists of ``k`` items that share a qid (``[m, k, d]`` features, ``[m, k]``
-        labels and relevance), serialised in one pass."""
+        labels and relevance), serialised in one pass; ``context``: further ``Features``."""
         m, k = labels.shape
         columns = []
         for head, values in zip(self._heads, (features, labels, relevance)):

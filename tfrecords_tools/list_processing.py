@@ -44,16 +44,6 @@ class Histogram:
         return {str(k): int(c) for k, c in enumerate(self.counts) if c}
 
 
-_HISTOGRAMS = (
-    "labels",
-    "relevance",
-    "list_labels",
-    "intents",
-    "list_lengths",
-    "empty_list_lengths",
-)
-
-
 @dataclasses.dataclass
 class SplitStats:
     """Counts gathered while a split is written (see the README's manifest section)."""
@@ -93,15 +83,17 @@ class SplitStats:
         self.empty_list_lengths.add(lengths[list_labels == 0])
 
     def merge(self, other: SplitStats) -> None:
-        for name in ("input_lists", "input_items", "num_lists", "num_items"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.longest_list = max(self.longest_list, other.longest_list)
-        for name in _HISTOGRAMS:
-            getattr(self, name).merge(getattr(other, name))
-        for reason, count in other.items_dropped.items():
-            self.drop(reason, items=count)
-        for reason, count in other.lists_dropped.items():
-            self.drop(reason, items=0, lists=count)
+        for field in dataclasses.fields(self):
+            mine, theirs = getattr(self, field.name), getattr(other, field.name)
+            if isinstance(mine, Histogram):
+                mine.merge(theirs)
+            elif isinstance(mine, dict):
+                for reason, count in theirs.items():
+                    mine[reason] = mine.get(reason, 0) + count
+            elif field.name == "longest_list":
+                self.longest_list = max(mine, theirs)
+            else:
+                setattr(self, field.name, mine + theirs)
 
     def as_dict(self, simulated: bool) -> dict:
         out = {

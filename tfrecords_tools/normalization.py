@@ -132,28 +132,23 @@ class NormalizationFitter:
         self._min = np.full(num_features, np.inf)
         self._max = np.full(num_features, -np.inf)
         # Candidates are kept in pieces and compacted to the smallest keys only
-        # when they exceed twice the sample size, so merging stays cheap.
-        self._key_parts: list[np.ndarray] = []
-        self._row_parts: list[np.ndarray] = []
+        # when they exceed 1.5 times the sample size, so merging stays cheap.
+        self._key_parts = [np.zeros(0)]
+        self._row_parts = [np.zeros((0, num_features), dtype=np.float32)]
         self._candidates = 0
         self.threshold = 1.0  # keys above it can no longer enter the sample
 
     def _compact(self) -> np.ndarray:
         """Keeps the ``sample_size`` candidates with the smallest keys; returns their rows."""
-        keys = np.concatenate(self._key_parts) if self._key_parts else np.zeros(0)
+        keys = np.concatenate(self._key_parts)
         if len(keys) > self.sample_size:
             self.threshold = float(np.partition(keys, self.sample_size - 1)[self.sample_size - 1])
             # Keys are distinct (hashes of distinct positions), so "<=" keeps exactly k.
             masks = [part <= self.threshold for part in self._key_parts]
             self._key_parts = [k[m] for k, m in zip(self._key_parts, masks)]
             self._row_parts = [r[m] for r, m in zip(self._row_parts, masks)]
-        rows = (
-            np.concatenate(self._row_parts)
-            if self._row_parts
-            else np.zeros((0, self.num_features), dtype=np.float32)
-        )
-        self._key_parts = [np.concatenate(self._key_parts)] if self._key_parts else []
-        self._row_parts = [rows]
+        rows = np.concatenate(self._row_parts)
+        self._key_parts, self._row_parts = [np.concatenate(self._key_parts)], [rows]
         self._candidates = len(rows)
         return rows
 

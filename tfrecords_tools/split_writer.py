@@ -4,7 +4,6 @@ process joins those that straddle blocks, and parts go to the shards in input or
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
@@ -15,7 +14,7 @@ from tfr_rankformer.core import fault_points
 from tfrecords_tools.block_processing import BlockResult, BlockTask, process_block
 from tfrecords_tools.elwc_writer import ElwcEncoder, PartWriter, shard_names
 from tfrecords_tools.letor.letor_parser import LetorFormatError
-from tfrecords_tools.letor.letor_reader import LetorFile, QueryList
+from tfrecords_tools.letor.letor_reader import LetorFile, ParseCounts, QueryList
 from tfrecords_tools.list_processing import (
     ListPolicy,
     SplitStats,
@@ -25,23 +24,6 @@ from tfrecords_tools.list_processing import (
 from tfrecords_tools.normalization import NormalizationFitter
 
 _FIT_BATCH = 65_536
-
-
-@dataclasses.dataclass
-class ParseCounts:
-    """How a LETOR file's lines were parsed: items of the dense fast path, and lines
-    sorted, resolving a repeated index, or omitting some index."""
-
-    fast_items: int = 0
-    unsorted_lines: int = 0
-    duplicate_lines: int = 0
-    sparse_lines: int = 0
-
-    def add(self, result: BlockResult) -> None:
-        self.fast_items += result.num_items if result.fast else 0
-        self.unsorted_lines += result.unsorted_lines
-        self.duplicate_lines += result.duplicate_lines
-        self.sparse_lines += result.sparse_lines
 
 
 class SplitTarget:
@@ -91,91 +73,73 @@ def _in_order(pool, tasks: Iterator[BlockTask], window: int) -> Iterator[BlockRe
         yield in_flight.popleft().get()
 
 
-class _ListJoiner:
-    """Closes lists in input order, checking that no qid comes back."""
-
-    def __init__(self, path: str, emit: Callable[[QueryList], None]):
-        self._path = path
-        self._emit = emit
-        self._first_seen: dict[int, int] = {}
-        # Pieces of the open list, joined once when it closes.
-        self._open: list[QueryList] = []
-
-    def check_new(self, qid: int, line: int) -> None:
-        if qid in self._first_seen:
-            raise reappearing_qid_error(self._path, qid, line, self._first_seen[qid])
-        self._first_seen[qid] = line
-
-    def check_before_error(self, qids: list[int], lines: list[int]) -> None:
-        """Checks the lists a failed block began before its error, in order."""
-        for position, (qid, line) in enumerate(zip(qids, lines)):
-            continues = position == 0 and bool(self._open) and self._open[0].qid == qid
-            if not continues:
-                self.check_new(qid, line)
-
-    def add(self, piece: QueryList) -> None:
-        """Continues the open list with ``piece`` or closes it and opens ``piece``."""
-        if self._open and self._open[0].qid == piece.qid:
-            self._open.append(piece)
-            return
-        self.close()
-        self.check_new(piece.qid, int(piece.line_numbers[0]))
-        self._open = [piece]
-
-    def close(self) -> None:
-        if self._open:
-            self._emit(QueryList.join(self._open))
-            self._open = []
-
-
 class _BlockMerger:
-    """Takes the blocks' results in input order: the lists it closes while block ``i`` is
-    handled go to part ``i.0``, before the block's own part ``i.1``."""
+    """Takes the blocks' results in input order, joining the lists split across blocks and
+    checking that no qid comes back: the lists it closes while block ``i`` is handled go to
+    part ``i.0``, before the block's own part ``i.1``."""
 
     def __init__(self, where: str, *, target: SplitTarget, policy, fitter, num_features: int):
-        self.stats, self.parsing, self.items = SplitStats(), ParseCounts(), 0
+        self.stats, self.parsing = SplitStats(), ParseCounts()
         self._where, self._target, self._policy, self._fitter = where, target, policy, fitter
         self._encoder = ElwcEncoder(num_features)
-        self._joiner = _ListJoiner(where, self._write_joined)
+        self._first_seen: dict[int, int] = {}
+        self._open: list[QueryList] = []  # pieces of the open list, joined when it closes
         self._open_part(0)
 
     def _open_part(self, index: int) -> None:
         self._part_name = f"{index:06d}.0"
         self._part = self._target.part(self._part_name)
 
-    def _write_joined(self, query: QueryList) -> None:
-        records = process_list(
-            query, self._target.split, self._where, self._encoder, self._policy, self.stats
-        )
-        self._part.write_list(query.qid, records)
+    def _check_new(self, qid: int, line: int) -> None:
+        if qid in self._first_seen:
+            raise reappearing_qid_error(self._where, qid, line, self._first_seen[qid])
+        self._first_seen[qid] = line
+
+    def _add(self, piece: QueryList) -> None:
+        """Continues the open list with ``piece`` or closes it and opens ``piece``."""
+        if self._open and self._open[0].qid == piece.qid:
+            self._open.append(piece)
+            return
+        self._close()
+        self._check_new(piece.qid, int(piece.line_numbers[0]))
+        self._open = [piece]
+
+    def _close(self) -> None:
+        if self._open:
+            query = QueryList.join(self._open)
+            records = process_list(
+                query, self._target.split, self._where, self._encoder, self._policy, self.stats
+            )
+            self._part.write_list(query.qid, records)
+            self._open = []
 
     def merge(self, index: int, result: BlockResult) -> None:
         """Handles block ``index``'s result (raising its error once the lists before it
         are checked); its parts then move to the shards."""
-        joiner = self._joiner
         if result.error is not None:
-            joiner.check_before_error(result.group_qids, result.group_lines)
+            for position, (qid, line) in enumerate(zip(result.group_qids, result.group_lines)):
+                if not (position == 0 and self._open and self._open[0].qid == qid):
+                    self._check_new(qid, line)
             raise result.error
-        self.items += result.num_items
-        self.parsing.add(result)
+        self.parsing.add(result.parsing)
         if result.fit is not None:
             self._fitter.merge(result.fit)
         if result.first is not None:
-            joiner.add(result.first)
+            self._add(result.first)
         if result.last is not None:
             # The block holds more than one list: its first list is complete.
-            joiner.close()
+            self._close()
             for qid, line in zip(result.group_qids[1:-1], result.group_lines[1:-1]):
-                joiner.check_new(qid, line)
+                self._check_new(qid, line)
             self._target.add_counts(result.records_per_shard)
             self.stats.merge(result.stats)
-            joiner.add(result.last)
+            self._add(result.last)
         self._target.add_counts(self._part.close())
         self._target.append(self._part_name, f"{index:06d}.1")
         self._open_part(index + 1)
 
     def finish(self) -> None:
-        self._joiner.close()
+        self._close()
         self._target.add_counts(self._part.close())
         self._target.append(self._part_name)
 
@@ -222,12 +186,12 @@ def write_letor_split(
             merger.merge(index, result)
             fault_points.reached("convert.block")
             if on_progress is not None:
-                on_progress(letor.bytes_read, merger.items)
+                on_progress(letor.bytes_read, merger.parsing.items)
         merger.finish()
     except BaseException:
         merger.abandon()
         raise
-    if merger.items == 0:
+    if merger.parsing.items == 0:
         raise LetorFormatError(letor.path, None, "file is empty: it holds no LETOR lines")
     return merger.stats, merger.parsing
 

@@ -185,45 +185,21 @@ _LINE_FORMAT = " ".join(
 )
 
 
-def generate_split(
-    path: str,
-    *,
-    num_queries: int,
-    first_qid: int,
-    mean_list_size: int,
-    rng: np.random.Generator,
-    length_spread: str = "default",
-) -> int:
-    """Writes one split as LETOR text; returns the number of items written."""
-    sizes = list_sizes(rng, num_queries, mean_list_size, length_spread)
-    items = 0
-    with atomic_write(path, "w", encoding="ascii", newline="\n") as f:
-        for offset, n in enumerate(sizes.tolist()):
-            x, labels = _list_features(rng, n)
-            qid = first_qid + offset
-            f.writelines(
-                f"{label} qid:{qid} {_LINE_FORMAT % tuple(row)}\n"
-                for label, row in zip(labels.tolist(), x.tolist())
-            )
-            items += n
-    return items
-
-
 def generate_letor(directory: str, config: SyntheticConfig = SyntheticConfig()) -> dict[str, str]:
     """Writes ``{train,vali,test}.txt`` into ``directory``; returns ``{split: path}``."""
     os.makedirs(directory, exist_ok=True)
-    paths, first_qid = {}, 1
+    paths, qid = {}, 1
     for split in ("train", "vali", "test"):
         count = getattr(config, f"{split}_queries")
         rng = np.random.default_rng([config.seed, zlib.crc32(split.encode())])
+        sizes = list_sizes(rng, count, config.mean_list_size, config.length_spread)
         paths[split] = os.path.join(directory, f"{split}.txt")
-        generate_split(
-            paths[split],
-            num_queries=count,
-            first_qid=first_qid,
-            mean_list_size=config.mean_list_size,
-            rng=rng,
-            length_spread=config.length_spread,
-        )
-        first_qid += count
+        with atomic_write(paths[split], "w", encoding="ascii", newline="\n") as f:
+            for n in sizes.tolist():
+                x, labels = _list_features(rng, n)
+                f.writelines(
+                    f"{label} qid:{qid} {_LINE_FORMAT % tuple(row)}\n"
+                    for label, row in zip(labels.tolist(), x.tolist())
+                )
+                qid += 1
     return paths

@@ -209,12 +209,12 @@ def _manifests(config, source, folds, sizes, results, work_dir) -> list[Manifest
     return manifests
 
 
-def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
+def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> None:
     count = sum(v for k, v in results.items() if k[2] == "bad_lines")
     if count == 0:
         if FileSystems.exists(bad_path):
             FileSystems.delete([bad_path])
-        return 0
+        return
     if count > config.max_bad_lines:
         first = results[("all", "all", "first_bad_lines")]
         shown = "\n".join(f"  {b.path}:{b.line}: {b.message}" for b in first)
@@ -223,7 +223,6 @@ def _check_bad_lines(config: BeamConfig, results: dict, bad_path: str) -> int:
             f"nothing was written. All of them are listed in {bad_path}; the first:\n{shown}"
         )
     logger.warning("set aside %d invalid line(s), listed in %s", count, bad_path)
-    return count
 
 
 def convert_on_beam(config: BeamConfig) -> list[Manifest]:
@@ -251,8 +250,7 @@ def convert_on_beam(config: BeamConfig) -> list[Manifest]:
 
 @contextlib.contextmanager
 def _remote_output(output: str, *, overwrite: bool) -> Iterator[str]:
-    """A remote ``output`` written in place (see :func:`prepare_remote`), deleted when the
-    block raises."""
+    """A remote ``output`` written in place (:func:`prepare_remote`), deleted on an error."""
     work_dir = prepare_remote(output, overwrite=overwrite)
     try:
         yield work_dir
@@ -268,22 +266,22 @@ def prepare_remote(output: str, *, overwrite: bool) -> str:
     """Checks a remote ``output`` and empties it when it may be replaced (object stores
     cannot rename the old one aside); returns it without a trailing ``/``."""
     root = output.rstrip("/")
+
+    def is_ours(name: str) -> bool:
+        path = FileSystems.join(root, name)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            return manifest_is_ours(stream.read())
+
     existing = [m.path for m in FileSystems.match([root + "/**"])[0].metadata_list]
     if existing:
         relative = [path[len(root) + 1 :] for path in existing]
-        foreign = foreign_entries_of(relative, lambda name: _manifest_is_ours(root, name))
+        foreign = foreign_entries_of(relative, is_ours)
         if foreign:
             raise ForeignOutputError(foreign_output_message(output, foreign))
         if not overwrite:
             raise FileExistsError(f"{output} already holds files; pass --overwrite to replace them")
         FileSystems.delete(existing)
     return root
-
-
-def _manifest_is_ours(root: str, name: str) -> bool:
-    path = FileSystems.join(root, name)
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-        return manifest_is_ours(stream.read())
 
 
 def _write_text(path: str, text: str) -> None:

@@ -20,8 +20,7 @@ from tfrecords_tools.list_processing import ListPolicy, SplitStats, process_list
 
 @dataclasses.dataclass(frozen=True)
 class SplitJob:
-    """One split of one fold (``None``: a single set) to convert; ``fit_seed`` is set
-    for the train split, whose normalisation statistics are fitted."""
+    """One split of one fold (``None``: a single set) to convert."""
 
     fold: int | None
     split: str

@@ -10,15 +10,20 @@ import numpy as np
 
 from tfrecords_tools.converted_fold import letor_entry
 from tfrecords_tools.letor.letor_parser import LetorFormatError, ParsedLines, parse_letor_lines
-from tfrecords_tools.letor.letor_reader import LetorFile, QueryList, parse_block, query_lists
+from tfrecords_tools.letor.letor_reader import (
+    LetorFile,
+    ParseCounts,
+    QueryList,
+    parse_block,
+    query_lists,
+)
 from tfrecords_tools.list_processing import label_error
 from tfrecords_tools.normalization import FitPartial
 
 
 @dataclasses.dataclass(frozen=True)
 class BadLine:
-    """A line set aside (line 0: the error concerns the whole file), with the local
-    converter's message."""
+    """A line set aside, with the local converter's message (line 0: the whole file)."""
 
     path: str
     line: int
@@ -103,20 +108,17 @@ def read_letor_file(
     """Reads one LETOR file leniently; yields ``(kind, value)``: ``piece``, ``bad``, ``fit``,
     ``columns`` (``[d, n]`` for the sketches) and last ``file`` (its manifest entry)."""
     letor = LetorFile(path, chunk_bytes=chunk_bytes, opener=opener)
-    counts = _FileCounts()
+    counts, bad_lines = ParseCounts(), 0
     try:
         for block in letor.blocks(keep_data=True):
             parsed, errors = parse_lenient(block, num_features, duplicates=duplicates)
-            counts.unsorted_lines += parsed.unsorted_lines
-            counts.duplicate_lines += parsed.duplicate_lines
-            counts.sparse_lines += parsed.sparse_lines
+            counts.add(ParseCounts.of(parsed, False))
             parsed, label_errors = _drop_high_labels(parsed, max_relevance, block.path)
             for error in sorted(errors + label_errors, key=lambda error: error.line or 0):
-                counts.bad_lines += 1
+                bad_lines += 1
                 yield "bad", BadLine.of(error)
             if not len(parsed):
                 continue
-            counts.items += len(parsed)
             for query in query_lists(parsed):
                 yield "piece", ListPiece(file_index, query)
             if fit_seed is not None:
@@ -128,22 +130,11 @@ def read_letor_file(
                 yield "fit", (order, fit)
                 yield "columns", np.ascontiguousarray(parsed.features.T)
     except LetorFormatError as error:  # truncated or corrupt gzip data
-        counts.bad_lines += 1
+        bad_lines += 1
         yield "bad", BadLine.of(error)
-    if counts.items == 0 and not counts.bad_lines:
+    if counts.items == 0 and not bad_lines:
         yield (
             "bad",
             BadLine.of(LetorFormatError(path, None, "file is empty: it holds no LETOR lines")),
         )
     yield "file", letor_entry(path, letor, counts)
-
-
-@dataclasses.dataclass
-class _FileCounts:
-    """What :func:`read_letor_file` has found in one file so far."""
-
-    items: int = 0
-    bad_lines: int = 0
-    unsorted_lines: int = 0
-    duplicate_lines: int = 0
-    sparse_lines: int = 0

@@ -3,8 +3,6 @@ gives ``None`` and goes to the reference parser."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from tfrecords_tools.letor.letor_parser import ParsedLines
@@ -55,28 +53,13 @@ _COLON_TO_SPACE = bytes.maketrans(b":", b" ")
 _NOT_SEPARATORS = bytes(b for b in range(256) if b not in b" :\n")
 
 
-@functools.lru_cache(maxsize=8)
-def _separator_rows(num_features: int) -> tuple[bytes, bytes]:
-    """The separators of one dense line (``2 qid:7 1:0.5 2:3`` -> ``" : : :"`` and a
-    newline), without and with a trailing space."""
-    body = b" " + (b": " * (num_features + 1))[:-1]
-    return body + b"\n", body + b" \n"
-
-
 def _clean_separators(data: bytes, num_features: int, num_lines: int) -> bool:
-    """Whether every line has exactly a dense line's spaces and colons (pyarrow reads ':'
-    as ' ', which would pass ``1 qid:1:1 0.5``)."""
+    """Whether every line has exactly a dense line's spaces and colons (``" : : :"`` for
+    ``2 qid:7 1:0.5 2:3``, maybe a trailing space); pyarrow reads ':' as ' ', which would
+    pass ``1 qid:1:1 0.5``."""
     separators = data.translate(None, _NOT_SEPARATORS)
-    return any(separators == row * num_lines for row in _separator_rows(num_features))
-
-
-def _fill_column(out: np.ndarray, column) -> None:
-    """Copies a chunked pyarrow column into the 1-D array ``out``, chunk by chunk."""
-    start = 0
-    for chunk in column.chunks:
-        end = start + len(chunk)
-        out[start:end] = chunk.to_numpy(zero_copy_only=True)
-        start = end
+    body = b" " + (b": " * (num_features + 1))[:-1]
+    return any(separators == row * num_lines for row in (body + b"\n", body + b" \n"))
 
 
 def parse_dense_chunk(
@@ -153,7 +136,10 @@ def _feature_values(table, num_features: int, num_lines: int) -> np.ndarray | No
             index = table.column(3 + 2 * j)
             if pc.min_max(index).as_py() != {"min": j + 1, "max": j + 1}:
                 return None
-            _fill_column(values[j], table.column(4 + 2 * j))
+            start = 0  # chunk by chunk, without joining the column first
+            for chunk in table.column(4 + 2 * j).chunks:
+                values[j, start : start + len(chunk)] = chunk.to_numpy(zero_copy_only=True)
+                start += len(chunk)
     if not np.isfinite(values).all():
         return None
     return values

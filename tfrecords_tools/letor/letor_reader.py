@@ -45,6 +45,30 @@ class QueryList:
         )
 
 
+@dataclasses.dataclass
+class ParseCounts:
+    """What parsing found so far: items (those the dense fast path took), and lines whose
+    features were sorted, had a repeated index resolved, or omitted some index."""
+
+    items: int = 0
+    fast_items: int = 0
+    unsorted_lines: int = 0
+    duplicate_lines: int = 0
+    sparse_lines: int = 0
+
+    @classmethod
+    def of(cls, parsed: ParsedLines, fast: bool) -> ParseCounts:
+        n = len(parsed)
+        fast_items = n if fast else 0
+        return cls(
+            n, fast_items, parsed.unsorted_lines, parsed.duplicate_lines, parsed.sparse_lines
+        )
+
+    def add(self, other: ParseCounts) -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
 @dataclasses.dataclass(frozen=True)
 class Block:
     """Whole lines of a file; ``data`` is ``None`` when a worker reads them itself from
@@ -61,9 +85,7 @@ class Block:
         if self.data is not None:
             return self.data
         with open(self.path, "rb", buffering=0) as f:
-            if hasattr(os, "pread"):
-                return os.pread(f.fileno(), self.length, self.offset)
-            f.seek(self.offset)  # Windows has no pread
+            f.seek(self.offset)
             return f.read(self.length)
 
 
@@ -122,8 +144,8 @@ class LetorFile:
 
 def parse_block(
     block: Block, num_features: int, *, use_threads: bool = True, duplicates: str = "error"
-) -> tuple[ParsedLines, bool]:
-    """Parses a block; returns its items and whether the dense fast path took it."""
+) -> tuple[ParsedLines, ParseCounts]:
+    """Parses a block, by the dense fast path when it can; returns its items and counts."""
     data = block.read()
     parsed = parse_dense_chunk(
         data,
@@ -132,19 +154,16 @@ def parse_block(
         num_lines=block.num_lines,
         use_threads=use_threads,
     )
-    if parsed is not None:
-        return parsed, True
-    lines = data.split(b"\n")
-    return (
-        parse_letor_lines(
-            lines,
+    fast = parsed is not None
+    if not fast:
+        parsed = parse_letor_lines(
+            data.split(b"\n"),
             num_features=num_features,
             path=block.path,
             first_line=block.first_line,
             duplicates=duplicates,
-        ),
-        False,
-    )
+        )
+    return parsed, ParseCounts.of(parsed, fast)
 
 
 def group_bounds(qids: np.ndarray) -> list[tuple[int, int]]:

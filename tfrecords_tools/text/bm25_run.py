@@ -27,7 +27,14 @@ def write_bm25_run(
     if top_k < 1:
         raise ValueError(f"`top_k` must be a positive int, got {top_k}")
     query_list = [(qid, text) for _, qid, text in read_unique(queries, read_queries, "qid")]
-    index, doc_ids = _index_collection(collection, config, progress=progress)
+    doc_ids = []
+
+    def documents():
+        for _, docid, text in read_unique(collection, read_collection, "document"):
+            doc_ids.append(docid)
+            yield tokenize(text)
+
+    index = Bm25Index(documents(), config, progress=progress)
     counts = {"queries": len(query_list), "documents": len(doc_ids), "run_lines": 0}
     counts.update(queries_short_of_top_k=0, queries_without_match=0)
     from tqdm.auto import tqdm
@@ -44,20 +51,6 @@ def write_bm25_run(
             )
             counts["run_lines"] += len(top)
     return counts
-
-
-def _index_collection(
-    collection: list[str], config: Bm25Config, *, progress: bool
-) -> tuple[Bm25Index, list[str]]:
-    """The index of the collection files' documents, and their docids in index order."""
-    doc_ids = []
-
-    def documents():
-        for _, docid, text in read_unique(collection, read_collection, "document"):
-            doc_ids.append(docid)
-            yield tokenize(text)
-
-    return Bm25Index(documents(), config, progress=progress), doc_ids
 
 
 def evaluate_bm25_splits(

@@ -61,14 +61,12 @@ def text_manifest(
     the items hold no ``first_stage_score``."""
     from tfr_rankformer import __version__
 
-    first_stage, examples = (
-        {},
-        {
-            DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
-            DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
-            LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
-        },
-    )
+    first_stage = {}
+    examples = {
+        DOCUMENT_FEATURE: {"dtype": "string", "shape": "variable", "unit": "word token"},
+        DOCUMENT_ID_FEATURE: {"dtype": "string", "shape": [1]},
+        LABEL_FEATURE: {"dtype": "int64", "shape": [1]},
+    }
     if first_stage_source is not None:
         first_stage = {
             "first_stage_feature": FIRST_STAGE_FEATURE,
@@ -103,10 +101,8 @@ def text_manifest(
 
 
 def write_atomically(output: str, *, overwrite: bool, build) -> Manifest:
-    """Runs ``build(scratch) -> manifest`` in a scratch directory that, with the manifest
-    written, becomes ``output`` (see ``atomic_output``)."""
+    """Swaps in as ``output`` the scratch directory ``build(scratch) -> manifest`` fills."""
     with scratch_directory(output, overwrite=overwrite) as scratch:
         manifest = build(scratch)
         write_manifest(scratch, manifest)
-        os.chmod(scratch, 0o755)
     return manifest

@@ -11,10 +11,11 @@ import struct
 import zlib
 from collections.abc import Iterator
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from tfrecords_tools.elwc_writer import TFRecordWriter, shard_names
-from tfrecords_tools.list_processing import Histogram
+from tfrecords_tools.list_processing import SplitStats
 from tfrecords_tools.protobuf_wire import ExampleListWithContext
 from tfrecords_tools.tfrecord_reader import TFRecordFile, TFRecordFormatError
 
@@ -166,40 +167,28 @@ def decode_text_list(data: bytes, *, default_query_id: str = "") -> TextList:
 
 
 class TextSplitWriter:
-    """Writes a split's lists to ``num_shards`` files (all written, possibly empty), each
-    list to the shard of its query id."""
+    """Writes a split's lists to its shards (all written), each to its query id's shard."""
 
     def __init__(self, directory: str, split: str, num_shards: int):
         self.names = shard_names(split, num_shards)
         self.counts = [0] * num_shards
-        self.num_lists = self.num_items = 0
-        # Lists by their length: every list, and those without a relevant document.
-        self.list_lengths, self.empty_list_lengths = Histogram(), Histogram()
+        self.stats = SplitStats()
         self._writers = [TFRecordWriter(os.path.join(directory, n)) for n in self.names]
 
     def write(self, text_list: TextList) -> None:
         shard = zlib.crc32(text_list.query_id.encode("utf-8")) % len(self._writers)
         self._writers[shard].write(encode_text_list(text_list))
         self.counts[shard] += 1
-        length = len(text_list.document_ids)
-        self.num_lists += 1
-        self.num_items += length
-        self.list_lengths.add(length)
-        if max(text_list.relevance, default=0) == 0:
-            self.empty_list_lengths.add(length)
+        relevance = np.asarray([text_list.relevance], dtype=np.int64)  # [1, n]
+        self.stats.record(relevance, relevance)
 
     def close(self) -> dict:
-        """Closes the files; returns the split's manifest entry (counts, lengths of every
-        list and of those whose list label is 0, and ``{file name: lists}``)."""
+        """Closes the files; returns the split's manifest entry."""
         for writer in self._writers:
             writer.close()
-        return {
-            "num_lists": self.num_lists,
-            "num_items": self.num_items,
-            "list_length_histogram": self.list_lengths.as_dict(),
-            "empty_list_length_histogram": self.empty_list_lengths.as_dict(),
-            "files": dict(zip(self.names, self.counts)),
-        }
+        stats = self.stats.as_dict(simulated=False)
+        keys = ("num_lists", "num_items", "list_length_histogram", "empty_list_length_histogram")
+        return {**{k: stats[k] for k in keys}, "files": dict(zip(self.names, self.counts))}
 
 
 def read_text_split(directory: str, split: str) -> Iterator[TextList]:

@@ -11,9 +11,7 @@ _FILE = {"action": "append", "metavar": "FILE"}
 
 
 def _files(value) -> tuple:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)
+    return (value,) if isinstance(value, str) else tuple(value or ())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -213,17 +213,8 @@ def _text_lists(reader: _Reader, lists: dict, documents: dict):
             scores = tuple(score for _, score, _ in entries)
             reader.score_given.update(given for *_, given in entries)
         tokens, split = reader.queries[qid]
-        yield (
-            split,
-            TextList(
-                qid,
-                tuple(tokens),
-                tuple(present),
-                tuple(tuple(documents[d]) for d in present),
-                labels,
-                scores,
-            ),
-        )
+        texts = tuple(tuple(documents[d]) for d in present)
+        yield split, TextList(qid, tuple(tokens), tuple(present), texts, labels, scores)
 
 
 def _write_splits(reader: _Reader, lists: dict, documents: dict, out_dir: str):
@@ -259,9 +250,8 @@ def write_text_dataset(
     reader.counts["documents_read"] = len(documents)
     reader.counts["run_docids_missing_from_collection"] = len(wanted - documents.keys())
     splits, max_label = _write_splits(reader, lists, documents, out_dir)
-    counts = dict(sorted(reader.counts.items()))
-    read = {k: counts.pop(k, 0) for k in _INPUT_COUNTS}
-    filtered = counts
+    filtered = dict(sorted(reader.counts.items()))
+    read = {k: filtered.pop(k, 0) for k in _INPUT_COUNTS}
     shown = {k.replace("_", " "): v for k, v in filtered.items() if v}
     for name, count in shown.items():
         logger.debug("%s: %d", name, count)
@@ -285,8 +275,7 @@ def write_text_dataset(
 
 
 def convert_trec(config: TrecConfig, *, progress: bool = True) -> Manifest:
-    """Converts TREC-layout files to a text ELWC dataset in ``config.output``; returns the
-    manifest. Nothing is left in ``output`` when it raises."""
+    """Converts TREC-layout files into ``config.output``, which an error leaves as it was."""
     return write_atomically(
         config.output,
         overwrite=config.overwrite,

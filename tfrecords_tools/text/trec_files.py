@@ -20,15 +20,11 @@ class TrecFormatError(ValueError):
         return (type(self), (self.path, self.line, self.message))
 
 
-def _open(path: str):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    return open_maybe_gzip(path)
-
-
 def _lines(path: str) -> Iterator[tuple[int, bytes]]:
     """Yields ``(line number, raw line without its end)``, skipping blank lines."""
-    with _open(path) as f:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with open_maybe_gzip(path) as f:
         for number, raw in enumerate(f, start=1):
             raw = raw.rstrip(b"\r\n")
             if raw.strip():

@@ -9,6 +9,7 @@ import contextlib
 import csv
 import datetime
 import json
+import math
 import os
 import shlex
 import signal
@@ -38,6 +39,11 @@ def parser(doc: str, **kwargs) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         description=doc.split("\n\n")[0], formatter_class=HelpFormatter, **kwargs
     )
+
+
+def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
+    """``mean ± se``, or the mean alone when ``se`` is NaN."""
+    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def names_of(allowed):

@@ -126,13 +126,11 @@ def column_values(records: list[dict]) -> dict[str, list[float]]:
 def mean_line(records: list[dict]) -> str:
     """Each column's mean ± standard error over the folds that have it."""
     cells = []
-    for values in column_values(records).values():
-        mean, se = mean_se(values)
-        if len(values) == 1:  # no standard error from one fold
-            cells.append(f"{mean:.2f} (1 fold)")
-            continue
+    for values in column_values(records).values():  # no standard error from one fold
         some = "" if len(values) == len(records) else f" ({len(values)} folds)"
-        cells.append(f"{mean:.2f} ± {se:.2f}{some}")
+        cells.append(
+            support.plus_minus(*mean_se(values)) + (" (1 fold)" if len(values) == 1 else some)
+        )
     counted = sum(r["num_lists_counted"] for r in records)
     lists = f"{sum(r['num_lists'] for r in records)} ({counted})"
     return f"| mean ± SE | {lists} | {' | '.join(cells)} |"

@@ -16,8 +16,8 @@ from collections import Counter
 from functools import partial
 
 from pipelines.benchmarks import speed_records
-from pipelines.benchmarks.bench_support import REPO, parser, read_lines, read_records
-from pipelines.benchmarks.reference.parity_tables import PARTS, plus_minus
+from pipelines.benchmarks.bench_support import REPO, parser, plus_minus, read_lines, read_records
+from pipelines.benchmarks.reference.parity_tables import PARTS
 from tfr_rankformer.core.atomic_files import atomic_write
 
 RECORDS = "docs/records"

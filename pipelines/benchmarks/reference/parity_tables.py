@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from pipelines.benchmarks.bench_support import plus_minus
 from pipelines.experiment_specs import parse_folds
 from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 
@@ -221,11 +222,6 @@ def by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     for (fold, _), run in sorted(runs.items()):
         found.setdefault(fold, []).append(run[key])
     return found
-
-
-def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
-    """``mean ± se``, or the mean alone when ``se`` is NaN."""
-    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def _side_cell(found: dict) -> str:

@@ -229,9 +229,8 @@ def epoch_rates(run_dir: str) -> list[float]:
     if not os.path.isfile(path):
         return []
     with open(path, encoding="utf-8", newline="") as f:
-        return [
-            float(row["lists_per_sec"]) for row in csv.DictReader(f) if row.get("lists_per_sec")
-        ]
+        rows = csv.DictReader(f)
+        return [float(row["lists_per_sec"]) for row in rows if row.get("lists_per_sec")]
 
 
 # === Records ===

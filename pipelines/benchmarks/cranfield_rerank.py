@@ -96,9 +96,8 @@ def prepare_fold(args, number: int, fold: dict, run_path: str) -> str:
     fold_dir = os.path.join(args.output, f"Fold{number}")
     flags += ["--output", fold_dir, "--overwrite", "--no-progress", "--log-level", "WARNING"]
     log = os.path.join(args.output, "logs", f"convert_Fold{number}.log")
-    if support.run_stage([sys.executable, "-m", "pipelines.convert_cli", *flags], log)[
-        "returncode"
-    ]:
+    stage = support.run_stage([sys.executable, "-m", "pipelines.convert_cli", *flags], log)
+    if stage["returncode"]:
         raise RuntimeError(f"tfr-convert failed on fold {number}; see {log}")
     return fold_dir
 
@@ -126,11 +125,10 @@ def column_values(records: list[dict]) -> dict[str, list[float]]:
 def mean_line(records: list[dict]) -> str:
     """Each column's mean ± standard error over the folds that have it."""
     cells = []
-    for values in column_values(records).values():  # no standard error from one fold
+    for values in column_values(records).values():
         some = "" if len(values) == len(records) else f" ({len(values)} folds)"
-        cells.append(
-            support.plus_minus(*mean_se(values)) + (" (1 fold)" if len(values) == 1 else some)
-        )
+        some = " (1 fold)" if len(values) == 1 else some  # no standard error from one fold
+        cells.append(support.plus_minus(*mean_se(values)) + some)
     counted = sum(r["num_lists_counted"] for r in records)
     lists = f"{sum(r['num_lists'] for r in records)} ({counted})"
     return f"| mean ± SE | {lists} | {' | '.join(cells)} |"

@@ -59,11 +59,8 @@ MEMORY_GB = {"features": 12.0, "text": 6.0}
 MODELS = {"rankformer": "full attention", "summary_token_ranker": "summary tokens"}
 QUERY_TOKENS = 8
 ATTENTIONS = {"blocked": "global-local", "full": "full"}
-SPEED_ATTENTIONS = {
-    "blocked": "global-local (blocked)",
-    "dense_masked": "global-local (dense masked)",
-}
-SPEED_ATTENTIONS["full"] = "full"
+SPEED_ATTENTIONS = {"blocked": "global-local (blocked)"}
+SPEED_ATTENTIONS.update(dense_masked="global-local (dense masked)", full="full")
 
 
 def run_configuration(family: str, settings: list, args) -> dict:

@@ -68,7 +68,8 @@ def step_table(lines: list[dict]) -> str:
         if "authors" in rates:
             theirs = f"{rates['authors']:,.0f} ({line['official_batch_size']})"
             ratio = _ratio(rates["ours"], rates["authors"])
-        cap, peak = line["onednn_max_cpu_isa"], line.get("peak_gflops")
+        cap = line["onednn_max_cpu_isa"]
+        peak = line.get("peak_gflops")  # our matmul GFLOP/s as a share of it
         gflops = rates["ours"] * line["matmul_flops_per_list"] / 1e9
         share = f"{gflops / peak:.0%} of {peak:.0f}" if peak else "—"
         others = [

@@ -2,24 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from pipelines.benchmarks import mq2008, synthetic_ceiling
-
-
-def test_the_mq2008_gbdt_study_keeps_its_defaults():
-    parser = mq2008.build_parser()
-    gbdt = parser.parse_args(["gbdt", "--early-stopping-rounds", "100"])
-    assert (gbdt.output, gbdt.batch_size, gbdt.trees, gbdt.early_stopping_rounds) == (
-        "results/mq2008",
-        256,
-        2000,
-        100,
-    )
-    with pytest.raises(SystemExit):
-        parser.parse_args(["losses"])  # tfr-experiment runs each loss
-    with pytest.raises(SystemExit):
-        parser.parse_args([])
+from pipelines.benchmarks import synthetic_ceiling
 
 
 def test_synthetic_text_baselines_rank_by_bm25_and_the_oracles(capsys):

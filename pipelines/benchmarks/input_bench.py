@@ -8,7 +8,6 @@ normalised: its first epoch is the parsing alone).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -18,7 +17,7 @@ import numpy as np
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.bench_support import MAX_LABEL, parser
 from pipelines.benchmarks.speed_records import epoch_medians
-from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.config_io import write_json
 
 MODES = ("memory", "stream", "raw")
 NUM_QUANTILES = 1000
@@ -52,18 +51,15 @@ def write_lists(directory: str, *, lists: int, items: int, features: int, seed: 
     quantile = {"values": quantiles.tolist(), "num_quantiles": NUM_QUANTILES}
     manifest = dict(num_features=features, max_relevance=MAX_LABEL, splits={"train": train})
     manifest["normalization"] = {"method": "quantile", "quantile": quantile}
-    with atomic_write(os.path.join(directory, MANIFEST_NAME)) as f:
-        json.dump(manifest, f)
+    write_json(os.path.join(directory, MANIFEST_NAME), manifest)
 
 
-def mode_rates(data_dir: str, scratch: str, mode: str, args) -> list[list[float]]:
+def mode_rates(data_dir: str, manifest, scratch: str, mode: str, args) -> list[list[float]]:
     """Lists/s by epoch of ``--repeats`` fresh pipelines in ``mode`` (epoch 1 counts the build)."""
     from tfr_rankformer.inputs import batching, data
-    from tfr_rankformer.inputs.manifest import load_manifest
     from tfr_rankformer.model.feature_normalization import FeatureNormalization
     from tfr_rankformer.model.table_search import pipeline_normalization
 
-    manifest = load_manifest(data_dir)
     lengths = data.list_lengths(data_dir, manifest, "train")
     edges = batching.bucket_edges(manifest.split("train").longest_or(1))
     plan = batching.plan_batches(lengths, edges=edges, batch_items=args.batch_items, max_lists=2048)
@@ -108,7 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--epochs", type=int, default=3, help="epochs per pipeline")
     add("--repeats", type=int, default=3, help="pipelines per mode")
     add("--batch-items", type=int, default=32768, help="padded items per batch")
-    add("--mode", choices=(*MODES, "all"), default="all", help="the pipelines timed")
     add("--seed", type=int, default=0, help="data and shuffle seed")
     add("--data", help="a directory this benchmark or tfr-convert wrote (default: write lists)")
     add("--record", metavar="FILE", help="append the figures as a JSON line to FILE")
@@ -117,7 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    modes = MODES if args.mode == "all" else (args.mode,)
     with tempfile.TemporaryDirectory(prefix="input-bench-") as scratch:
         data_dir = args.data or scratch
         if not os.path.isfile(os.path.join(data_dir, "manifest.json")):
@@ -139,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{shape['lists']:,} lists, {shape['items']:,} items (longest "
             f"{shape['longest']}) x {shape['features']} features"
         )
-        rates = {mode: mode_rates(data_dir, scratch, mode, args) for mode in modes}
+        rates = {mode: mode_rates(data_dir, manifest, scratch, mode, args) for mode in MODES}
         load["after"] = _load()
         print(f"load average after: {load['after']}")
     if args.record:

@@ -130,8 +130,8 @@ def sequence_tokens(docs: int, tokens: int) -> int:
     return 1 + QUERY_TOKENS + docs + docs * tokens
 
 
-def speed_table(args) -> list[dict]:
-    """Prints the ``text`` speed table (the synthetic text runs' batches); its rows."""
+def speed_table(args) -> None:
+    """Prints the ``text`` speed table (the synthetic text runs' batches)."""
     lists, docs, tokens = args.speed_lists, args.speed_documents, args.speed_tokens
     per_step = lists * sequence_tokens(docs, tokens)
     print(
@@ -139,32 +139,26 @@ def speed_table(args) -> list[dict]:
         f"of {QUERY_TOKENS} tokens ({per_step:,} tokens per step); mean of {args.steps} steps"
     )
     _row("attention", "tokens/s", "ms/step", "CPU ms/step", "peak MB", "added MB", head=True)
-    rows = []
     for attention, label in SPEED_ATTENTIONS.items():
         result = run_configuration("text", [attention, lists, docs, tokens], args)
         ms = result["ms_per_step"]
         rate = None if ms is None else per_step / (ms / 1000)
         peak, added, time = _figures(result)
         _row(label, _cell(rate), time, _cell(result.get("cpu_ms_per_step")), peak, added)
-        rows.append(dict(result, attention=attention, tokens_per_second=rate))
-    return rows
 
 
-def memory_table(args) -> list[dict]:
-    """Prints the ``text`` memory table (one long list per step); its rows."""
+def memory_table(args) -> None:
+    """Prints the ``text`` memory table (one long list per step)."""
     print(
         f"\nMemory: one list per step, query of {QUERY_TOKENS} tokens, documents of "
         f"{args.tokens} tokens; mean of {args.steps} steps"
     )
     columns = ("documents", "tokens in the sequence", "attention", "peak MB", "added MB")
     _row(*columns, "ms/step", head=True)
-    rows = []
     for docs in [int(n) for n in args.documents.split(",") if n]:
         for attention, label in ATTENTIONS.items():
             result = run_configuration("text", [attention, 1, docs, args.tokens], args)
             _row(docs, f"{sequence_tokens(docs, args.tokens):,}", label, *_figures(result))
-            rows.append(dict(result, attention=attention, documents=docs))
-    return rows
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,29 +177,22 @@ def build_parser() -> argparse.ArgumentParser:
     text("--speed-tokens", type=int, default=64, help="tokens per document")
     text("--documents", default="10,50,100,200", help="documents per list of the memory table")
     text("--tokens", type=int, default=128, help="tokens per document (memory)")
-    text("--tables", default="speed,memory", help="the tables to print: speed, memory or both")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.memory_gb is None:
-        args.memory_gb = MEMORY_GB[args.family]
+    args.memory_gb = args.memory_gb or MEMORY_GB[args.family]
     if args.family == "features":
         features_sweep(args)
         return 0
-    tables = set(args.tables.split(","))
-    if not tables or tables - {"speed", "memory"}:
-        raise SystemExit(f"--tables: speed and/or memory, got {args.tables!r}")
     print(support.cpu_line())
     print(
         "Listformer, 2 layers, width 64, 2 heads, feed-forward 128, dropout 0.1; "
         "training steps (ApproxNDCG, AdamW)"
     )
-    if "speed" in tables:
-        speed_table(args)
-    if "memory" in tables:
-        memory_table(args)
+    speed_table(args)
+    memory_table(args)
     return 0
 
 

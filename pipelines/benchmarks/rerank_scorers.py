@@ -3,7 +3,6 @@ of sentence embeddings, and the Listformer's before and after ``tfr-train``."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -11,13 +10,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from pipelines.benchmarks.bench_support import run_stage
-from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.run_layout import read_json
 from tfrecords_tools.text.text_elwc import TextList
 
 Scorer = Callable[[Sequence[TextList]], list]
-# Listformer variant -> tfr-train flags beside the defaults.
-VARIANTS = {"listformer": [], "listformer_no_fs": ["--first-stage", "off"]}
-FIRST_STAGE = {"listformer": None, "listformer_no_fs": False}
+# Listformer variant -> its first_stage setting (None: tfr-train's default).
+VARIANTS = {"listformer": None, "listformer_no_fs": False}
 
 
 def list_metrics(lists: Sequence[TextList], scores: list, ks=(1, 5, 10)) -> dict:
@@ -112,7 +111,7 @@ def initial_scorer(args, fold_dir: str, variant: str) -> Scorer:
     from tfr_rankformer.training.train_config import TrainConfig
 
     settings = dict(model="listformer", data=fold_dir, model_dir="unused", init_from=args.init_from)
-    settings.update(first_stage=FIRST_STAGE[variant], max_query_tokens=args.max_query_tokens)
+    settings.update(first_stage=VARIANTS[variant], max_query_tokens=args.max_query_tokens)
     settings["max_document_tokens"] = args.max_document_tokens
     family = family_of("listformer").load()
     run = family.prepare(TrainConfig.from_flat(settings), worker=WorkerRole())
@@ -125,33 +124,27 @@ def train_variant(args, fold_dir: str, number: int, variant: str) -> dict:
     its run's figures, or a ``RuntimeError`` naming the log."""
     model_dir = os.path.join(args.output, "runs", f"Fold{number}", variant)
     flags = ["--model", "listformer", "--data", fold_dir, "--model-dir", model_dir]
-    flags += ["--init-from", args.init_from, "--no-export", "--overwrite", *VARIANTS[variant]]
+    flags += ["--init-from", args.init_from, "--no-export", "--overwrite"]
+    flags += ["--first-stage", "off"] if VARIANTS[variant] is False else []
     flags += ["--evaluate-splits", "none"]  # the benchmark scores the test lists itself
     flags += ["--max-query-tokens", str(args.max_query_tokens)]
     flags += ["--max-document-tokens", str(args.max_document_tokens)]
     if args.epochs:
         flags += ["--epochs", str(args.epochs)]
     log = os.path.join(args.output, "logs", f"train_Fold{number}_{variant}.log")
-    peak_file = model_dir + ".peak_rss"  # beside the run: tfr-train owns its directory
+    peak_file = model_dir + ".peak_rss.json"  # beside the run: tfr-train owns its directory
     if args.reuse_runs and os.path.isfile(os.path.join(model_dir, "metrics.json")):
-        try:
-            with open(peak_file, encoding="utf-8") as f:
-                peak = int(f.read())
-        except (OSError, ValueError):
-            peak = None  # not measured
-        return run_figures(model_dir, peak=peak)
+        return run_figures(model_dir, peak=read_json(peak_file).get("peak_rss_bytes"))
     stage = run_stage([sys.executable, "-m", "pipelines.train_cli", *flags], log)
     if stage["returncode"] != 0:
         raise RuntimeError(f"tfr-train failed on fold {number} ({variant}); see {log}")
-    with atomic_write(peak_file) as f:
-        f.write(f"{stage['peak_rss_bytes']}\n")
+    write_json(peak_file, {"peak_rss_bytes": stage["peak_rss_bytes"]})
     return run_figures(model_dir, peak=stage["peak_rss_bytes"])
 
 
 def run_figures(model_dir: str, *, peak: int | None) -> dict:
     """A trained run's epochs, seconds per epoch and estimated peak, and ``peak`` RSS."""
-    with open(os.path.join(model_dir, "metrics.json"), encoding="utf-8") as f:
-        training = json.load(f)["training"]
+    training = read_json(os.path.join(model_dir, "metrics.json"))["training"]
     return {
         "model_dir": model_dir,
         "epochs": training["epochs_completed"],

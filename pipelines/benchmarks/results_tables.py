@@ -16,8 +16,8 @@ from collections import Counter
 from functools import partial
 
 from pipelines.benchmarks import speed_records
-from pipelines.benchmarks.bench_support import REPO, parser, read_lines, read_records
-from pipelines.benchmarks.reference.parity_tables import PARTS, plus_minus
+from pipelines.benchmarks.bench_support import REPO, parser, plus_minus, read_lines, read_records
+from pipelines.benchmarks.reference.parity_tables import PARTS
 from tfr_rankformer.core.atomic_files import atomic_write
 
 RECORDS = "docs/records"
@@ -72,10 +72,8 @@ def parity_runs(root: str, parity: Parity) -> tuple[argparse.Namespace, dict, di
     """``(args, results, by_seed)`` of ``reference_parity --recorded-only`` on the record."""
     from pipelines.benchmarks.reference import reference_parity as rp
 
-    argv = parity.argv(os.path.join(root, RECORDS, parity.record))
-    args = rp.parse_args(argv)
-    record = rp.RunRecord(args.record, args, "")
-    results, by_seed, left_out = rp.recorded_runs(record)
+    args = rp.parse_args(parity.argv(os.path.join(root, RECORDS, parity.record)))
+    results, by_seed, left_out = rp.recorded_runs(rp.RunRecord(args.record, args, ""))
     if left_out:
         side, label, fold, seed = left_out[0]
         raise ValueError(
@@ -297,21 +295,20 @@ _BLOCK = re.compile(
 
 # === The blocks and their pages ===
 
-_PARITY = {"mq2008-30": PARITY_30, "mq2008-200": PARITY_200}
-_PARITY.update({"mq2008-200-seeds-0-1": PARITY_200_SEEDS})
-_PARITY.update({"mq2008-200-keras-epsilon": PARITY_200_KERAS})
-_SPEED = {"train-step": speed_records.STEP_RECORD, "serving-latency": speed_records.SERVING_RECORD}
-_SPEED["input-pipeline"] = speed_records.INPUT_RECORD
-_SPEED["text-serving-latency"] = speed_records.TEXT_SERVING_RECORD
-_WEB30K = {"web30k-clicks": WEB30K_CLICKS}
-_WEB30K["web30k-clicks-batch-sizes"] = WEB30K_BATCHES
 BLOCKS = {  # name -> (page, its table of the records under a root)
     "headline": (README, headline),
     "web30k_path": (README, web30k_path),
     "cranfield": (RESULTS, cranfield_table),
-    **{name: (RESULTS, partial(web30k_table, directory=d)) for name, d in _WEB30K.items()},
-    **{name: (RESULTS, partial(speed_table, name=r)) for name, r in _SPEED.items()},
-    **{name: (RESULTS, partial(parity_table, parity=p)) for name, p in _PARITY.items()},
+    "web30k-clicks": (RESULTS, partial(web30k_table, directory=WEB30K_CLICKS)),
+    "web30k-clicks-batch-sizes": (RESULTS, partial(web30k_table, directory=WEB30K_BATCHES)),
+    "train-step": (RESULTS, partial(speed_table, name=speed_records.STEP_RECORD)),
+    "serving-latency": (RESULTS, partial(speed_table, name=speed_records.SERVING_RECORD)),
+    "input-pipeline": (RESULTS, partial(speed_table, name=speed_records.INPUT_RECORD)),
+    "text-serving-latency": (RESULTS, partial(speed_table, name=speed_records.TEXT_SERVING_RECORD)),
+    "mq2008-30": (RESULTS, partial(parity_table, parity=PARITY_30)),
+    "mq2008-200": (RESULTS, partial(parity_table, parity=PARITY_200)),
+    "mq2008-200-seeds-0-1": (RESULTS, partial(parity_table, parity=PARITY_200_SEEDS)),
+    "mq2008-200-keras-epsilon": (RESULTS, partial(parity_table, parity=PARITY_200_KERAS)),
 }
 
 

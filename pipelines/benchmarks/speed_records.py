@@ -55,13 +55,6 @@ def _rates(first: float | None, later: float | None) -> str:
     return f"{first:,.0f}, {'—' if later is None else f'{later:,.0f}'}"
 
 
-def _share(line: dict) -> str:
-    if not line.get("peak_gflops"):
-        return "—"
-    ours = line["median_lists_per_second"]["ours"] * line["matmul_flops_per_list"] / 1e9
-    return f"{ours / line['peak_gflops']:.0%} of {line['peak_gflops']:.0f}"
-
-
 def step_table(lines: list[dict]) -> str:
     out = [
         "| CPU | oneDNN capped at | model, features | ours, lists/s (batch) "
@@ -76,6 +69,9 @@ def step_table(lines: list[dict]) -> str:
             theirs = f"{rates['authors']:,.0f} ({line['official_batch_size']})"
             ratio = _ratio(rates["ours"], rates["authors"])
         cap = line["onednn_max_cpu_isa"]
+        peak = line.get("peak_gflops")  # our matmul GFLOP/s as a share of it
+        gflops = rates["ours"] * line["matmul_flops_per_list"] / 1e9
+        share = f"{gflops / peak:.0%} of {peak:.0f}" if peak else "—"
         others = [
             f"{side.removeprefix('ours, ')} {rate:,.0f} ({_ratio(rate, rates['ours'])})"
             for side, rate in rates.items()
@@ -84,7 +80,7 @@ def step_table(lines: list[dict]) -> str:
         out.append(
             f"| {line['cpu']} | {'—' if cap == 'none' else cap} | "
             f"{line['model']}, {line['features']} | {rates['ours']:,.0f} ({line['batch_size']}) "
-            f"| {theirs} | {ratio} | {_share(line)} | {'; '.join(others) or '—'} |"
+            f"| {theirs} | {ratio} | {share} | {'; '.join(others) or '—'} |"
         )
     return "\n".join(out)
 

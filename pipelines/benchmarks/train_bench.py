@@ -107,16 +107,12 @@ class OfficialTimer:
             self._process.wait(timeout=60)
 
 
-def our_side(precision: str, first: str) -> str:
-    """The name of our side in ``precision``: ``ours`` for the first precision asked."""
-    return "ours" if precision == first else f"ours, {precision}"
-
-
 def our_steps(model: str, d: int, args) -> dict:
     """``{side: seconds}``: ours in each ``--precision``, and if asked without compiled_ops."""
     kwargs = dict(batch=args.batch_size, items=args.items, xla=args.xla)
     first = args.precision[0]
-    sides = {our_side(p, first): prepare(model, d, **kwargs, precision=p) for p in args.precision}
+    names = {p: "ours" if p == first else f"ours, {p}" for p in args.precision}
+    sides = {names[p]: prepare(model, d, **kwargs, precision=p) for p in args.precision}
     if args.compare_plain:
         with mock.patch.dict(os.environ, {compiled_ops.ENV_SWITCH: "0"}):
             sides["ours, plain ops"] = prepare(model, d, **kwargs, precision=first)
@@ -199,8 +195,8 @@ def summarize(model: str, d: int, medians: dict, args) -> None:
     if "authors" in medians:
         shown += f"; ratio {medians['ours'] / medians['authors']:.2f}"
     for precision in args.precision[1:]:
-        side = our_side(precision, args.precision[0])
-        shown += f"; {precision} / {args.precision[0]} {medians[side] / medians['ours']:.2f}"
+        shown += f"; {precision} / {args.precision[0]} "
+        shown += f"{medians[f'ours, {precision}'] / medians['ours']:.2f}"
     arch = TrainConfig(model=model, data="-", model_dir="-").architecture
     per_list = 3 * forward_flops(model, d, args.items, arch)  # forward, then 2x backward
     print(f"{model:<12} {d:>4}: {shown}; {per_list * medians['ours'] / 1e9:.1f} GFLOP/s")

@@ -17,6 +17,7 @@ import sys
 from pipelines.benchmarks import bench_support as support
 from pipelines.benchmarks.reference import parity_sources
 from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.core.run_layout import read_json
 from tfr_rankformer.inputs.manifest import MANIFEST_NAME, Manifest, read_manifest
 
 NEURAL = ("rankformer", "transformer", "mlp")
@@ -94,7 +95,7 @@ def train(args, protocol: str, model: str, padded_batch: int | None = None) -> d
     if padded_batch:
         command += ["--length-buckets", "off", "--batch-size", str(padded_batch)]
     record = _stage(args, protocol, stage, model, command)
-    metrics = support.read_json(os.path.join(run_dir, "metrics.json")) or {}
+    metrics = read_json(os.path.join(run_dir, "metrics.json"))
     record["training"] = training = metrics.get("training") or {}
     record["train_seconds"] = training.get("seconds")
     record["estimated_peak_bytes"] = training.get("estimated_peak_bytes")
@@ -223,17 +224,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _checked(p: argparse.ArgumentParser, args) -> None:
-    """Settles ``args.lists``; a bad value is a parser error."""
-    if args.quick and args.lists is not None:
-        p.error("--quick sets --lists; give one of them")
-    args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
-    if args.lists < 3:
-        p.error(f"--lists must be >= 3, got {args.lists}")
-    if args.click_epochs < 1:
-        p.error(f"--click-epochs must be >= 1, got {args.click_epochs}")
-
-
 def _run_protocol(args, protocol: str, models: list[str], setup, earlier: dict, done) -> None:
     if done(convert(args, protocol, earlier)).get("failure"):
         return
@@ -261,7 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     markdown = os.path.join(args.output, "web30k_scale.md")
     if args.reprint:
         return support.reprint(p, jsonl, report)
-    _checked(p, args)
+    if args.quick and args.lists is not None:
+        p.error("--quick sets --lists; give one of them")
+    args.lists = QUICK_QUERIES if args.quick else args.lists or WEB30K_TRAIN_QUERIES
+    if args.lists < 3:
+        p.error(f"--lists must be >= 3, got {args.lists}")
+    if args.click_epochs < 1:
+        p.error(f"--click-epochs must be >= 1, got {args.click_epochs}")
     models, protocols = args.models, args.protocols
     run = dict(support.run_line("web30k_scale", argv), lists=args.lists)
     os.makedirs(args.output, exist_ok=True)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import tempfile
 
-from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, letor_folds, read_lines
+from pipelines.benchmarks.bench_support import MAX_LABEL, append_line, read_lines
 from tfr_rankformer.core.atomic_files import atomic_write
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_runner.py")
@@ -65,12 +65,14 @@ def run_released(setup: tuple[str, str], options: list[str], failure: str) -> li
 
 def convert_folds(args, folds: list[int], seed: int) -> dict[int, str]:
     """``output/data/FoldN`` of every fold, converted once with purchase label 4."""
+    from pipelines.experiment_runner import convert_folds as converted_once
     from tfrecords_tools.click_simulation import ClickConfig
+    from tfrecords_tools.convert import ConvertConfig
 
+    settings = dict(input=args.dataset, output=os.path.join(args.output, "data"), seed=seed)
+    settings.update(data_dir=args.data_dir, all_folds=True, simulate_clicks=True, overwrite=True)
     clicks = ClickConfig(purchase_label=MAX_LABEL)
-    converted = letor_folds(
-        args.dataset, args.output, data_dir=args.data_dir, seed=seed, clicks=clicks
-    )
+    converted = converted_once(ConvertConfig(**settings, clicks=clicks), progress=True)
     missing = sorted(set(folds) - set(converted))
     if missing:
         raise ValueError(f"{args.dataset} has folds {sorted(converted)}, not {missing}")

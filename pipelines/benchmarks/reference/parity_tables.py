@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from pipelines.benchmarks.bench_support import plus_minus
 from pipelines.experiment_specs import parse_folds
 from pipelines.experiment_summary import format_difference, mean_se, pair_differences
 
@@ -187,19 +188,12 @@ def between_models(fold_means: dict, results: dict) -> str:
     )
 
 
-def _within(by_fold: dict[int, list[float]]) -> float:
-    """The variance between runs within a fold, pooled over folds with two or more."""
-    groups = [runs for runs in by_fold.values() if len(runs) > 1]
-    if not groups:
-        return math.nan
-    squares = sum((len(g) - 1) * statistics.variance(g) for g in groups)
-    return squares / sum(len(g) - 1 for g in groups)
-
-
 def seed_noise(by_fold: dict[int, list[float]]) -> dict:
     """Of ``{fold: [value per seed]}``: the ``mean`` over folds, its ``se`` from seed noise,
     ``sd`` within a fold, the within-fold ``share`` of the variance, ``runs`` and ``folds``."""
-    within = _within(by_fold)
+    groups = [runs for runs in by_fold.values() if len(runs) > 1]  # pooled within-fold variance
+    squares = sum((len(g) - 1) * statistics.variance(g) for g in groups)
+    within = squares / sum(len(g) - 1 for g in groups) if groups else math.nan
     values = [v for runs in by_fold.values() for v in runs]
     total = statistics.variance(values) if len(values) > 1 else math.nan
     folds = len(by_fold)
@@ -217,11 +211,8 @@ def seed_noise(by_fold: dict[int, list[float]]) -> dict:
 def noise_difference(first: dict[int, list[float]], second: dict[int, list[float]]) -> dict:
     """``first − second`` paired by fold: ``mean``, ``se`` from seed noise, ``z``."""
     folds = sorted(set(first) & set(second))
-    a = {f: first[f] for f in folds}
-    b = {f: second[f] for f in folds}
-    wa, wb = _within(a), _within(b)
-    mean = statistics.fmean(statistics.fmean(a[f]) - statistics.fmean(b[f]) for f in folds)
-    se = math.sqrt(sum(wa / len(a[f]) + wb / len(b[f]) for f in folds)) / len(folds)
+    a, b = (seed_noise({f: runs[f] for f in folds}) for runs in (first, second))
+    mean, se = a["mean"] - b["mean"], math.hypot(a["se"], b["se"])
     return {"mean": mean, "se": se, "z": mean / se if se > 0 else math.nan, "folds": len(folds)}
 
 
@@ -231,11 +222,6 @@ def by_fold(runs: dict, key: str) -> dict[int, list[float]]:
     for (fold, _), run in sorted(runs.items()):
         found.setdefault(fold, []).append(run[key])
     return found
-
-
-def plus_minus(mean: float, se: float, spec: str = ".2f") -> str:
-    """``mean ± se``, or the mean alone when ``se`` is NaN."""
-    return format(mean, spec) + ("" if math.isnan(se) else f" ± {se:.2f}")
 
 
 def _side_cell(found: dict) -> str:

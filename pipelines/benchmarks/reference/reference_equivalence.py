@@ -8,7 +8,6 @@ softmax loss ignores a shift of all scores) must agree to float32 round-off, or 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -26,6 +25,7 @@ from pipelines.benchmarks.reference.reference_parity import MODELS
 from tfr_rankformer.core import model_families
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.command_names import ADAM_EPSILONS
+from tfr_rankformer.core.config_io import write_json
 
 # Largest absolute differences taken as float32 round-off (scores and logits are O(1)).
 TOLERANCE = {"outputs": 1e-5, "loss": 1e-5, "rate": 1e-9, "after": 1e-3}
@@ -60,16 +60,6 @@ def released_weights(name: str, state: dict, dim: int) -> list[np.ndarray]:
     return weights + linear("rank_score_net.net.3")
 
 
-def _run_released(setup, files: dict, out: str, args) -> None:
-    """``reference_runner.py --equivalence`` in the Python with torch (once)."""
-    if all(os.path.isfile(f"{out.removesuffix('.npz')}-{m}.npz") for m in args.models):
-        return
-    options = ["--train", files["train"], "--test", files["test"], "--seed", str(args.seed)]
-    options += ["--threads", "1", "--models", ",".join(args.models), "--equivalence", out]
-    options += ["--equivalence-lists", str(args.lists), "--equivalence-steps", str(args.steps)]
-    run_released(setup, options, "the released code failed")
-
-
 def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tuple:
     """Our compiled ``name`` without dropout, one step per epoch, and its schedule."""
     import tensorflow as tf
@@ -85,21 +75,6 @@ def _our_ranker(name: str, fold_data: str, seed: int, adam_epsilon: str) -> tupl
     config = TrainConfig.from_json(values)
     _, ranker = build_compiled_model(config, load_manifest(fold_data), steps_per_epoch=1, xla=False)
     return ranker, learning_rate_schedule(config, steps_per_epoch=1)  # the optimizer's
-
-
-def _released_batch(released: dict) -> tuple[dict, dict]:
-    """The released batch as our inputs and targets (with a list head, ``list_quality``)."""
-    import tensorflow as tf
-
-    from tfr_rankformer.core.elwc_schema import FEATURES, MASK
-
-    mask, label = released["mask"], released["label"]
-    inputs = {FEATURES: tf.constant(released["features"]), MASK: tf.constant(mask)}
-    targets = {"scores": tf.constant(label)}
-    if "before/list_logits" in released:
-        t = np.max(np.where(mask, label, 0.0), axis=1, keepdims=True)
-        targets["list_quality"] = tf.constant(t)
-    return inputs, targets
 
 
 def _outputs_difference(ranker, inputs: dict, released: dict, when: str) -> float:
@@ -119,6 +94,10 @@ def compare(
     name: str, fold_data: str, released: dict, seed: int, adam_epsilon: str = "pytorch"
 ) -> dict:
     """Our ``name`` from the released weights, stepped as it was; the largest differences."""
+    import tensorflow as tf
+
+    from tfr_rankformer.core.elwc_schema import FEATURES, MASK
+
     ranker, schedule = _our_ranker(name, fold_data, seed, adam_epsilon)
     state = {k[2:]: v for k, v in released.items() if k.startswith("w/")}
     weights = released_weights(name, state, released["features"].shape[-1])
@@ -126,7 +105,12 @@ def compare(
         raise ValueError(f"{name}: our weights and the released code's do not line up")
     for variable, value in zip(ranker.trainable_weights, weights):
         variable.assign(value)
-    inputs, targets = _released_batch(released)
+    mask, label = released["mask"], released["label"]
+    inputs = {FEATURES: tf.constant(released["features"]), MASK: tf.constant(mask)}
+    targets = {"scores": tf.constant(label)}
+    if "before/list_logits" in released:  # with a list head
+        t = np.max(np.where(mask, label, 0.0), axis=1, keepdims=True)
+        targets["list_quality"] = tf.constant(t)
     before = _outputs_difference(ranker, inputs, released, "before")
     losses, rates = [], []
     for _ in range(len(released["losses"])):
@@ -156,7 +140,7 @@ def report(results: dict, args) -> str:
         agrees = all(r[k] <= TOLERANCE[k] for k in TOLERANCE)
         first = "{:.6f}, {:.6f}".format(*r["first loss"])
         last = "{:.6f}, {:.6f}".format(*r["last loss"])
-        cells = " | ".join(f"{r[k]:.2e}" for k in ("outputs", "loss", "rate", "after"))
+        cells = " | ".join(f"{r[k]:.2e}" for k in TOLERANCE)
         lines.append(f"| {name} | {cells} | {first} | {last} | {'yes' if agrees else 'NO'} |")
     tolerances = ", ".join(f"{k} {v:g}" for k, v in TOLERANCE.items())
     lines += ["", f"Tolerances: {tolerances}."]
@@ -179,20 +163,24 @@ def main(argv: list[str] | None = None) -> int:
     if setup is None:  # nothing to compare with
         return 2
     fold_data = convert_folds(args, [args.fold], args.seed)[args.fold]
-    out = os.path.join(args.output, "released", f"Fold{args.fold}-seed{args.seed}.npz")
+    out = os.path.join(args.output, "released", f"Fold{args.fold}-seed{args.seed}")
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    _run_released(setup, shared_lists(fold_data), out, args)
+    if not all(os.path.isfile(f"{out}-{m}.npz") for m in args.models):  # the released side once
+        files = shared_lists(fold_data)
+        options = ["--train", files["train"], "--test", files["test"], "--seed", str(args.seed)]
+        options += ["--threads", "1", "--models", ",".join(args.models), "--equivalence", out]
+        options += ["--equivalence-lists", str(args.lists), "--equivalence-steps", str(args.steps)]
+        run_released(setup, options, "the released code failed")
     results = {}
     for name in args.models:
-        with np.load(f"{out.removesuffix('.npz')}-{name}.npz") as arrays:
+        with np.load(f"{out}-{name}.npz") as arrays:
             released = dict(arrays)
         results[name] = compare(name, fold_data, released, args.seed, args.adam_epsilon)
     text = report(results, args)
     print(text, end="")
     with atomic_write(os.path.join(args.output, "equivalence.md")) as f:
         f.write(text)
-    with atomic_write(os.path.join(args.output, "equivalence.json")) as f:
-        json.dump(results, f, indent=1)
+    write_json(os.path.join(args.output, "equivalence.json"), results)
     agrees = all(r[k] <= TOLERANCE[k] for r in results.values() for k in TOLERANCE)
     return 0 if agrees else 1
 

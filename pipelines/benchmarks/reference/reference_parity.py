@@ -20,6 +20,7 @@ from pipelines.benchmarks.reference.parity_tables import METRICS, RELEASED, summ
 from pipelines.experiment_specs import parse_folds, parse_models
 from tfr_rankformer.core.atomic_files import atomic_write
 from tfr_rankformer.core.config_io import write_json
+from tfr_rankformer.core.run_layout import read_json
 
 MODELS = ("rankformer", "transformer", "mlp")
 FOLD_SEED_STRIDE = 1000  # with --fold-seeds, seed s on fold f is 1000 f + s
@@ -154,37 +155,19 @@ def ours(spec, fold_data: str, run_dir: str, args, seed: int) -> dict:
         values = {"model": spec.model, "data": fold_data, "model_dir": run_dir}
         values.update(epochs=args.epochs, seed=seed, keep_weights="last", **dict(spec.settings))
         train(TrainConfig.from_flat(values), verbose=0, existing="resume")
-    test, rates = support.read_json(metrics_path)["test"], support.epoch_rates(run_dir)
+    test, rates = read_json(metrics_path)["test"], support.epoch_rates(run_dir)
     return {**{k: test[k] for k in METRICS}, "lists_per_sec": statistics.median(rates)}
 
 
-def run_all(args, specs, folds, record: RunRecord, setup, paths) -> tuple[dict, dict]:
-    """Runs what the record lacks on the sides ``--side`` names; ``(results, by_seed)``."""
+def run_or_reuse(args, specs, folds, record: RunRecord) -> tuple[dict, dict] | None:
+    """Runs what the record lacks on the sides ``--side`` names, after saying what will run;
+    ``(results, by_seed)``, or ``None`` when it cannot go on."""
     from tqdm.auto import tqdm
 
     names = sorted({s.model for s in specs})
-    for fold, seed in tqdm([(f, s) for f in folds for s in record.seeds(f)], unit="fold and seed"):
-        for spec in specs if args.side != "released" else ():
-            if record.get("ours", spec.label, fold, seed) is None:
-                where = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
-                found = ours(spec, paths[fold], where, args, seed)
-                record.add("ours", spec.label, fold, seed, found)
-        missing = [n for n in names if record.get(RELEASED, n, fold, seed) is None]
-        if args.side != "ours" and missing and setup is not None:
-            shared = args.labels == "shared"
-            files = sources.shared_lists(paths[fold]) if shared else sources.fold_files(args, fold)
-            for name, found in sources.theirs(setup, fold, missing, args, seed, files).items():
-                record.add(RELEASED, name, fold, seed, found)
-    results, by_seed, _ = recorded_runs(record, paired=False)
-    return results, by_seed
-
-
-def run_or_reuse(args, specs, folds, record: RunRecord) -> tuple[dict, dict] | None:
-    """:func:`run_all` after saying what will run; ``None`` when it cannot go on."""
-    names = sorted({s.model for s in specs})
+    runs = [(f, s) for f in folds for s in record.seeds(f)]
 
     def lacks(side: str, models) -> bool:
-        runs = [(f, s) for f in folds for s in record.seeds(f)]
         return any(record.get(side, m, f, s) is None for m in models for f, s in runs)
 
     missing_ours = args.side != "released" and lacks("ours", [s.label for s in specs])
@@ -199,11 +182,25 @@ def run_or_reuse(args, specs, folds, record: RunRecord) -> tuple[dict, dict] | N
         print(f"Every run comes from {args.record}: nothing is trained or run.")
     needed = missing_ours or (missing_released and setup is not None)
     paths = sources.convert_folds(args, folds, args.data_seed) if needed else {}
-    try:
-        return run_all(args, specs, folds, record, setup, paths)
-    except RuntimeError as error:
-        print(f"reference_parity: {error}", file=sys.stderr)
-        return None
+    for fold, seed in tqdm(runs, unit="fold and seed"):
+        for spec in specs if args.side != "released" else ():
+            if record.get("ours", spec.label, fold, seed) is None:
+                where = os.path.join(args.output, "ours", spec.slug, f"Fold{fold}", f"seed{seed}")
+                found = ours(spec, paths[fold], where, args, seed)
+                record.add("ours", spec.label, fold, seed, found)
+        missing = [n for n in names if record.get(RELEASED, n, fold, seed) is None]
+        if args.side != "ours" and missing and setup is not None:
+            shared = args.labels == "shared"
+            files = sources.shared_lists(paths[fold]) if shared else sources.fold_files(args, fold)
+            try:
+                found = sources.theirs(setup, fold, missing, args, seed, files)
+            except RuntimeError as error:
+                print(f"reference_parity: {error}", file=sys.stderr)
+                return None
+            for name, run in found.items():
+                record.add(RELEASED, name, fold, seed, run)
+    results, by_seed, _ = recorded_runs(record, paired=False)
+    return results, by_seed
 
 
 def _report(args: argparse.Namespace, cpu: str, results: dict, by_seed: dict, note: str) -> None:

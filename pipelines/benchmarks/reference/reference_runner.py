@@ -29,10 +29,7 @@ def _frame(features, **columns):
     import pandas as pd
 
     names = [f"f{i:04d}" for i in range(1, features.shape[1] + 1)]
-    frame = pd.DataFrame(features, columns=names)
-    for name, values in reversed(columns.items()):
-        frame.insert(0, name, values)
-    return frame
+    return pd.concat([pd.DataFrame(columns), pd.DataFrame(features, columns=names)], axis=1)
 
 
 def read_letor(path: str):
@@ -135,17 +132,16 @@ def evaluate(model, test, max_target: int, batch_size: int = 2048) -> dict:
     import torch
     from metrics import NDCG, TopNDCG
 
-    metrics = {"ndcg_y@10": NDCG(k=10), "ndcg_r@10": NDCG(k=10)}
-    metrics["ndcg_y@10_tmax"] = TopNDCG(max_target=max_target, k=10)
+    metrics = {"ndcg_y@10": (NDCG(k=10), "target"), "ndcg_r@10": (NDCG(k=10), "explicit_target")}
+    metrics["ndcg_y@10_tmax"] = TopNDCG(max_target=max_target, k=10), "target"
     model.eval()
     with torch.no_grad():
         for batch in _loader(test, batch_size, shuffle=False):
             scores = model(batch["feat"], batch["length"])
             scores = scores[0] if isinstance(scores, tuple) else scores
-            metrics["ndcg_y@10"].update(scores, batch["target"], batch["length"])
-            metrics["ndcg_y@10_tmax"].update(scores, batch["target"], batch["length"])
-            metrics["ndcg_r@10"].update(scores, batch["explicit_target"], batch["length"])
-    return {key: 100.0 * float(metric.compute()) for key, metric in metrics.items()}
+            for metric, target in metrics.values():
+                metric.update(scores, batch[target], batch["length"])
+    return {key: 100.0 * float(metric.compute()) for key, (metric, _) in metrics.items()}
 
 
 def train(name: str, train_set, test_set, *, epochs: int, seed: int, batch_size=2048) -> dict:
@@ -251,13 +247,10 @@ def time_steps(args) -> None:
     for _ in range(2):
         step()
     print(json.dumps({"ready": args.models, "torch": torch.__version__}), flush=True)
-    for line in sys.stdin:
+    for line in sys.stdin:  # STEPS n, until anything else
         command = line.split()
-        if not command or command[0] == "QUIT":
+        if len(command) != 2 or command[0] != "STEPS" or not command[1].isdigit():
             break
-        if command[0] != "STEPS" or len(command) != 2 or not command[1].isdigit():
-            print(json.dumps({"error": f"unknown command {line.strip()!r}"}), flush=True)
-            continue
         print(json.dumps({"seconds": [step() for _ in range(int(command[1]))]}), flush=True)
 
 

@@ -132,3 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(first["student"]["convention"])
     print(f"wrote {config.output} (student: model.txt; label GBDT: gbdt_labels/)")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -63,3 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_metrics(results, keys))
     print(next(iter(results.values()))["convention"])
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -73,3 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in results["plots"]:
         print(f"plot: {path}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

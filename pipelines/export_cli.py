@@ -93,3 +93,7 @@ def exported_line(model_dir: str, path: str, detail: str = "") -> str:
     if is_text_run(model_dir) and os.path.isdir(token_ids):
         return f"exported {path} (raw text) and {token_ids} (token ids, no TF Text op)"
     return f"exported {path}{detail}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -126,3 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in summary["plots"]:
         print(f"plot: {path}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

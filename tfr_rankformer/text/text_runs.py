@@ -12,13 +12,13 @@ import logging
 import os
 import time
 import typing
-import weakref
 
 import numpy as np
 import tensorflow as tf
 
 from tfr_rankformer.core.config_io import check_types, read_settings
 from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME, TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.ranking.evaluation import predict_step
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
@@ -101,23 +101,6 @@ def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
     return tf.pad(ids, padding, constant_values=-1)
 
 
-# Kept beside the models (weakly), not on them: a function stored on a model would be
-# saved with it; one trace serves every later evaluation.
-_PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _predict_step(model):
-    step = _PREDICT_STEPS.get(model)
-    if step is None:
-        signature = {k: tf.TensorSpec(i.shape, i.dtype) for k, i in model.input.items()}
-        ref = weakref.ref(model)
-        step = tf.function(
-            lambda inputs: ref()(inputs, training=False), input_signature=[signature]
-        )
-        _PREDICT_STEPS[model] = step
-    return step
-
-
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
@@ -162,7 +145,7 @@ def evaluate_text_model(
 ) -> dict:
     """The ranking metrics of ``model`` on every list of ``split``, with what the token caps
     cut counted under ``truncation``."""
-    step = _predict_step(model)
+    step = predict_step(model)
     parts = collections.defaultdict(list)
     cut = collections.Counter()
     batches = _evaluation_batches(tokenizer, data, split, batch_size, takes_first_stage(model))

@@ -76,7 +76,7 @@ def pretrained_settings(form: ListformerForm, vocab_size: int, tokenizer: TextTo
     """``text_model.json``'s ``pretrained`` entry: what rebuilding a start in ``form`` needs
     besides the architecture and ``vocab.txt``."""
     return {
-        "form": form.to_json(),
+        "form": dataclasses.asdict(form),
         "vocab_size": vocab_size,
         "lower_case": tokenizer.lower_case,
         "basic_tokenization": tokenizer.basic_tokenization,

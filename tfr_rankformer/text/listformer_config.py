@@ -9,13 +9,7 @@ import argparse
 import dataclasses
 
 from tfr_rankformer.core.command_names import ATTENTIONS
-from tfr_rankformer.core.config_io import (
-    check_fields,
-    from_dict,
-    on_off,
-    require_positive_ints,
-    setting,
-)
+from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
 from tfr_rankformer.model.model_config import ModelConfig
 
 __all__ = ["ACTIVATIONS", "ListformerConfig", "ListformerForm"]
@@ -137,11 +131,3 @@ class ListformerForm:
             global_projections=True,
             cls_position=True,
         )
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, values: dict) -> ListformerForm:
-        """The form ``to_json`` wrote, checked (``ValueError`` naming a bad key or value)."""
-        return from_dict(cls, values, what="listformer form")

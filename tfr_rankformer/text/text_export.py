@@ -147,13 +147,7 @@ def save_token_id_servable(
     extra = os.path.join(path, ASSETS_EXTRA)
     os.makedirs(extra, exist_ok=True)
     write_vocabulary(os.path.join(extra, VOCAB_FILE), vocabulary)
-    settings = tokenizer_settings(
-        max_query_tokens=tokenizer.max_query_tokens,
-        max_document_tokens=tokenizer.max_document_tokens,
-        lower_case=tokenizer.lower_case,
-        basic_tokenization=tokenizer.basic_tokenization,
-        first_stage=takes_first_stage(model),
-    )
+    settings = tokenizer_settings(tokenizer, first_stage=takes_first_stage(model))
     write_json(os.path.join(extra, SETTINGS_NAME), settings)
 
 

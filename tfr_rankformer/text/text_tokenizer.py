@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import tensorflow as tf
 
 from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.serving.client_tokenizer import BERT_DELETED
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -36,9 +37,6 @@ UNKNOWN = "[UNK]"
 # vocabulary file so it reads like a BERT one.
 SPECIAL_TOKENS = ("[PAD]", UNKNOWN, "[CLS]", "[SEP]")
 SUFFIX = "##"
-# What BERT's tokenizer deletes before splitting: NUL, U+FFFD and every other
-# control, format, private-use or unassigned character except tab and line breaks.
-_BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
 # What FastWordpieceTokenizer's pre-tokenisation splits on (whitespace and punctuation).
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -173,7 +171,7 @@ class TextTokenizer(tf.Module):
 
 def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
     """Hugging Face's ``BertNormalizer``: cleaning, and lower-casing and accent stripping."""
-    strings = tf.strings.regex_replace(strings, _BERT_DELETED, "")
+    strings = tf.strings.regex_replace(strings, BERT_DELETED, "")
     if not lower_case:
         return strings
     strings = register_text_ops().normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD")

@@ -211,8 +211,6 @@ def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
     {'scores': array([[1., 2.]]), 'expected_list_label': array([0.5])}
     >>> rest_outputs({"outputs": [[1.0, 2.0]]})
     {'scores': array([[1., 2.]])}
-
-    ``ValueError`` for an ``{"error": ...}`` answer, or one holding neither key.
     """
     if "error" in response:
         raise ValueError(f"TF Serving answered with an error: {response['error']}")

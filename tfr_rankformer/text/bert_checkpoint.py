@@ -55,8 +55,8 @@ SIZES = {
 
 @dataclasses.dataclass(frozen=True)
 class BertCheckpoint:
-    """A checked checkpoint: ``config.json``'s sizes (``type_vocab_size`` 0 without token
-    types), ``vocab.txt`` in id order, whether it lower-cases, weights without ``bert.``."""
+    """A checked checkpoint: its sizes, ``vocab.txt`` in id order, whether it lower-cases,
+    and its weights without ``bert.``."""
 
     directory: str
     width: int
@@ -152,8 +152,7 @@ def _expected_shapes(settings: dict) -> dict:
 
 
 def _read_weights(path: str, settings: dict, config_path: str) -> dict:
-    """The weights the Listformer takes, float32, checked against ``settings``'s shapes
-    (whose ``type_vocab_size`` becomes 0 without token types)."""
+    """The weights the Listformer takes, float32, checked against ``settings``'s shapes."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist")
     try:
@@ -227,8 +226,7 @@ def _read_vocabulary(path: str, vocab_size: int, config_path: str) -> list[str]:
 
 
 def read_bert_checkpoint(directory: str) -> BertCheckpoint:
-    """The checkpoint in ``directory``; ``FileNotFoundError`` or ``ValueError`` name the
-    file and the field or weight that is missing, unsupported or misshapen."""
+    """The checkpoint in ``directory``; errors name the file and the bad field or weight."""
     config_path = os.path.join(directory, CONFIG_FILE)
     settings = _read_config(config_path)
     weights = _read_weights(os.path.join(directory, WEIGHTS_FILE), settings, config_path)
@@ -251,8 +249,7 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
 
 
 def dense_values(layer, weights: dict, *names: str) -> list:
-    """``(variable, value, source)`` of a Dense layer from ``[out, in]`` weights ``names``
-    side by side (query, key and value)."""
+    """``(variable, value, source)`` of a Dense layer from ``[out, in]`` weights side by side."""
     kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
     bias = np.concatenate([weights[f"{n}.bias"] for n in names])
     source = " + ".join(names)

@@ -1,6 +1,5 @@
-"""``ListformerConfig``: the text family's architecture settings, the encoder's
-(``ModelConfig``'s) and the Listformer's own, and ``ListformerForm``: its layers' form, from
-scratch or a pretrained checkpoint's, recorded beside a run's settings. No TensorFlow here.
+"""``ListformerConfig``, the text family's architecture settings, and ``ListformerForm``, its
+layers' form (from scratch or a checkpoint's). No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -84,8 +83,7 @@ class ListformerConfig(ModelConfig):
         return config
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ListformerConfig:
-        """As ``ModelConfig.for_run``; the similarity follows the start (a pretrained model
-        keeps the checkpoint's own ranking)."""
+        """As ``ModelConfig.for_run``; a pretrained start keeps the checkpoint's ranking."""
         config = self
         if config.similarity is None:
             similarity = "checkpoint" if pretrained else "none"

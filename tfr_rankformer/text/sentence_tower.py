@@ -141,8 +141,7 @@ class SentenceTower(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def _sequences(self, ids, ends):
-        """``[S, L]`` ids and ``[S]`` one past each row's last token -> ``[S, L + 2]`` ids
-        of ``[CLS] ids [SEP]``, ``-1`` after the ``[SEP]``."""
+        """``[S, L]`` ids, ``[S]`` row ends -> ``[S, L + 2]`` ids of ``[CLS] ids [SEP]``."""
         seqs, length = tf.shape(ids)[0], tf.shape(ids)[1]
         sequences = tf.concat(
             [tf.fill([seqs, 1], self.cls_id), ids, tf.fill([seqs, 1], -1)], axis=1
@@ -205,8 +204,7 @@ class SentenceTower(tf.keras.layers.Layer):
 
 
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
-    """Sets every weight of ``tower`` to the checkpoint's (token type 0 added to every
-    token); ``ValueError`` names a setting or weight that does not fit."""
+    """Sets every weight of ``tower`` to the checkpoint's (token type 0 on every token)."""
     for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(

@@ -1,7 +1,5 @@
 """``TextFamily``: the text models (the Listformer) on text ELWC, through the one training
-loop in one process. A run also writes ``vocab.txt`` and ``text_model.json``; training lists
-are sampled anew each epoch, evaluation keeps every document, and what the token caps cut is
-counted per split in ``metrics.json`` (``truncation``).
+loop in one process; a run also writes ``vocab.txt`` and ``text_model.json``.
 """
 
 from __future__ import annotations
@@ -132,8 +130,7 @@ def _with_first_stage(config, data: text_data.TextData):
 
 
 def _start(config):
-    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from``, the config with
-    the checkpoint's sizes; ``(config, None, None, None)`` without one."""
+    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from`` (``None`` without)."""
     directory = config.text.init_from
     if directory is None:
         return config, None, None, None

@@ -1,10 +1,7 @@
 """WordPiece tokenisation in the graph (TF Text, so a SavedModel takes raw text), and a
-vocabulary built from the training text.
-
-A built vocabulary is split by ``FastWordpieceTokenizer`` after ``tf.strings.lower``; a
-checkpoint's (``basic_tokenization``) as BERT's tokenizer splits: controls deleted, lower-cased
-and accents stripped when ``lower_case`` (here, as ``BertTokenizer``'s NFKC case folding
-changes letters BERT keeps), then ``BertTokenizer``.
+vocabulary built from the training text. A checkpoint's vocabulary (``basic_tokenization``)
+is split as BERT's tokenizer splits (cleaning, lower-casing and accent stripping here, since
+``BertTokenizer``'s NFKC case folding changes letters BERT keeps).
 """
 
 from __future__ import annotations
@@ -60,10 +57,9 @@ def count_words(texts: Iterable[str], counts: collections.Counter | None = None)
 
 
 def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
-    """A WordPiece vocabulary of at most ``size`` entries by a deterministic frequency
-    heuristic (not BERT's training): the special tokens, every character (also as ``##``),
-    then the words, prefixes and ``##`` suffixes of 2 to 6 characters covering the most
-    occurrences; ``ValueError`` if ``size`` cannot hold the characters."""
+    """A WordPiece vocabulary of at most ``size`` entries by frequency (not BERT's training):
+    the special tokens, every character (also as ``##``), then the words, prefixes and ``##``
+    suffixes of 2 to 6 characters covering the most occurrences."""
     characters: collections.Counter = collections.Counter()
     pieces: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
@@ -112,8 +108,7 @@ def read_vocabulary(path: str) -> list[str]:
 
 
 class TextTokenizer(tf.Module):
-    """Strings to WordPiece ids, cut to ``max_query_tokens`` and ``max_document_tokens``;
-    ``lower_case`` and ``basic_tokenization`` as the module says."""
+    """Strings to WordPiece ids, cut to ``max_query_tokens`` and ``max_document_tokens``."""
 
     def __init__(
         self,

@@ -25,7 +25,6 @@ from tfr_rankformer.core.run_layout import TOKEN_ID_EXPORT_NAME
 
 __all__ = [
     "ASSETS_EXTRA",
-    "PADDING_ID",
     "SETTINGS_NAME",
     "VOCAB_FILE",
     "ClientTokenizer",

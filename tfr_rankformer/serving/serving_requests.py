@@ -30,7 +30,6 @@ __all__ = [
     "SIGNATURE_TENSORS",
     "EXAMPLES",
     "REST_FORMS",
-    "FeatureList",
     "elwc_records",
     "letor_lists",
     "padded_tensors",

@@ -21,7 +21,6 @@ __all__ = [
     "WEIGHTS_FILE",
     "VOCAB_FILE",
     "SIZES",
-    "TOKENIZER_CONFIG_FILE",
     "BertCheckpoint",
     "read_bert_checkpoint",
     "dense_values",
@@ -121,33 +120,28 @@ def _read_config(path: str) -> dict:
 
 def _expected_shapes(settings: dict) -> dict:
     """Weight name -> shape, as a BERT of ``_read_config``'s sizes saves them."""
-    width, ff_dim = settings["width"], settings["ff_dim"]
-    vocab_size, max_positions = settings["vocab_size"], settings["max_positions"]
-    type_vocab_size = settings["type_vocab_size"]
+    width, ff_dim, types = settings["width"], settings["ff_dim"], settings["type_vocab_size"]
     shapes = {
-        _WORDS: (vocab_size, width),
-        "embeddings.position_embeddings.weight": (max_positions, width),
-        "embeddings.LayerNorm.weight": (width,),
-        "embeddings.LayerNorm.bias": (width,),
+        _WORDS: (settings["vocab_size"], width),
+        "embeddings.position_embeddings.weight": (settings["max_positions"], width),
     }
-    if type_vocab_size:
-        shapes[_TOKEN_TYPES] = (type_vocab_size, width)
+    if types:
+        shapes[_TOKEN_TYPES] = (types, width)
+    biased = {"embeddings.LayerNorm": (width,)}  # a weight of this shape and a bias
     for i in range(settings["num_layers"]):
-        layer = f"encoder.layer.{i}."
-        dense = {
+        for name, shape in {
             "attention.self.query": (width, width),
             "attention.self.key": (width, width),
             "attention.self.value": (width, width),
             "attention.output.dense": (width, width),
+            "attention.output.LayerNorm": (width,),
             "intermediate.dense": (ff_dim, width),
             "output.dense": (width, ff_dim),
-        }
-        for name, shape in dense.items():
-            shapes[f"{layer}{name}.weight"] = shape
-            shapes[f"{layer}{name}.bias"] = shape[:1]
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            shapes[f"{layer}{norm}.weight"] = (width,)
-            shapes[f"{layer}{norm}.bias"] = (width,)
+            "output.LayerNorm": (width,),
+        }.items():
+            biased[f"encoder.layer.{i}.{name}"] = shape
+    for name, shape in biased.items():
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = shape, shape[:1]
     return shapes
 
 

@@ -158,19 +158,12 @@ def build_listformer(
 
 
 def build_text_model(
-    name: str,
-    vocab_size: int,
-    config: ModelConfig,
-    levels: int | None,
-    *,
-    item_levels: int | None = None,
-    form: ListformerForm | None = None,
-    tower: dict | None = None,
+    name: str, vocab_size: int, config: ModelConfig, levels: int | None, **options
 ) -> tf.keras.Model:
-    """The text model ``name`` with ``config``'s defaults filled in."""
+    """The text model ``name`` with ``config``'s defaults filled in (``options``: its
+    builder's, as ``build_listformer``'s)."""
     if not model_families.is_text(name):
         known = sorted(model_families.model_names(model_families.TEXT_KIND))
         raise ValueError(f"Unknown text model {name!r}; choose from {known}")
-    resolved = config.resolved(name)
     build = model_families.get_model(name).load_builder()
-    return build(vocab_size, resolved, levels, item_levels, form=form, tower=tower)
+    return build(vocab_size, config.resolved(name), levels, **options)

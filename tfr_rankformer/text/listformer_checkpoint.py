@@ -35,7 +35,6 @@ from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_setting
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 __all__ = [
-    "CHECKPOINT_FILES",
     "CHECKPOINT_SIZES",
     "PretrainedListformer",
     "check_checkpoint_directory",

@@ -13,6 +13,7 @@ from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     SEP,
+    SIZES,
     BertCheckpoint,
     assign_values,
     layer_values,
@@ -228,12 +229,7 @@ def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None
 def tower_settings(checkpoint: BertCheckpoint) -> dict:
     """The :class:`SentenceTower` settings (``get_config``'s) of ``checkpoint``'s encoder."""
     return {
-        "vocab_size": checkpoint.vocab_size,
-        "width": checkpoint.width,
-        "num_layers": checkpoint.num_layers,
-        "num_heads": checkpoint.num_heads,
-        "ff_dim": checkpoint.ff_dim,
-        "max_positions": checkpoint.max_positions,
+        **{name: getattr(checkpoint, name) for name in SIZES.values()},
         "cls_id": checkpoint.token_id(CLS),
         "sep_id": checkpoint.token_id(SEP),
         "epsilon": checkpoint.layer_norm_epsilon,

@@ -208,17 +208,15 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     config, manifest, model = load_run(model_dir)
     limit = config.architecture.list_limit()
 
-    def save(path: str) -> None:
-        save_servable(
-            model,
-            path,
-            num_features=manifest.num_features,
-            list_head=config.uses_list_head,
-            warmup=_sample_requests(config, manifest),
-            invalid_items=invalid_items,
-            max_items=limit.items if limit else 0,
-        )
-
+    save = functools.partial(
+        save_servable,
+        model,
+        num_features=manifest.num_features,
+        list_head=config.uses_list_head,
+        warmup=_sample_requests(config, manifest),
+        invalid_items=invalid_items,
+        max_items=limit.items if limit else 0,
+    )
     return write_version(model_dir, version, save)
 
 

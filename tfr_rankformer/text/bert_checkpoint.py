@@ -176,11 +176,6 @@ def _read_weights(path: str, settings: dict, config_path: str) -> dict:
     return weights
 
 
-def _token(value):
-    """A special token of ``tokenizer_config.json``: a string or ``{"content": ...}``."""
-    return value.get("content") if isinstance(value, dict) else value
-
-
 def _lower_case(path: str, vocabulary: list[str]) -> bool:
     """Whether the checkpoint's tokenizer lower-cases; its unsupported settings refused."""
     settings = read_settings(path) if os.path.isfile(path) else {}
@@ -190,7 +185,8 @@ def _lower_case(path: str, vocabulary: list[str]) -> bool:
                 f"{path}: field {name!r} is {settings[name]!r}; only true is supported"
             )
     for name, token in (("unk_token", UNKNOWN), ("cls_token", CLS), ("sep_token", SEP)):
-        if _token(settings.get(name, token)) != token:
+        value = settings.get(name, token)  # a string or {"content": ...}
+        if (value.get("content") if isinstance(value, dict) else value) != token:
             raise ValueError(f"{path}: field {name!r} must be {token!r}, got {settings[name]!r}")
     lower = settings.get("do_lower_case")
     if lower is None:  # an uncased vocabulary has no upper-case letter outside [SPECIAL] tokens

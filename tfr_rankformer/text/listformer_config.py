@@ -73,14 +73,10 @@ class ListformerConfig(ModelConfig):
     def __post_init__(self):
         super().__post_init__()
         require_positive_ints(self, "width", "attention_window", optional=True)
-
-    def resolved(self, model: str, loss: str | None = None) -> ListformerConfig:
-        config = super().resolved(model, loss)
-        if isinstance(config, ListformerConfig) and config.width % config.num_heads:
+        if self.width and self.num_heads and self.width % self.num_heads:
             raise ValueError(
-                f"`width` {config.width} is not divisible by `num_heads` {config.num_heads}"
+                f"`width` {self.width} is not divisible by `num_heads` {self.num_heads}"
             )
-        return config
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ListformerConfig:
         """As ``ModelConfig.for_run``; a pretrained start keeps the checkpoint's ranking."""

@@ -248,11 +248,9 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
 
 
 # === The score as a residual ===
-# ``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``: the head on ``[SEP]_j``, the checkpoint's
-# cosine and the first stage's score standardised per list, with learned ``a``, ``b``. The
-# head starts at zero, ``a`` at 1, ``b`` at 0 (1 alone), so the untrained model ranks as the
-# checkpoint does. Weights are stored divided by ``_RATE`` so that Adam at a fine-tuning rate
-# moves them.
+# ``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``; ``h`` starts at zero, ``a`` at 1 and ``b``
+# at 0 (1 alone), so the untrained model ranks as the checkpoint does. Weights are stored
+# divided by ``_RATE`` so that Adam at a fine-tuning rate moves them.
 
 _RATE = 100.0
 _EPSILON = 1e-6

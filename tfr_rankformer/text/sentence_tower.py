@@ -59,17 +59,13 @@ class BertEncoderLayer(PreNormEncoderLayer):
         super().build(input_shape)
         self.norm_attention = LayerNorm(epsilon=self.epsilon, name="norm_attention")
         self.norm_ff = LayerNorm(epsilon=self.epsilon, name="norm_ff")
-        width = int(input_shape[-1])
-        # Built here, so that a checkpoint's weights can be assigned before any call.
-        for layer, features in (
-            (self.qkv, width),
-            (self.attention_out, width),
-            (self.norm_attention, width),
-            (self.ff_in, width),
-            (self.ff_out, self.ff_dim),
-            (self.norm_ff, width),
-        ):  # [S, L, features]: a LayerNorm keeps the rank it was built for
-            layer.build(tf.TensorShape([None, None, features]))
+        # Built here, so that a checkpoint's weights can be assigned before any call, on
+        # [S, L, D]: a LayerNorm keeps the rank it was built for.
+        shape = tf.TensorShape([None, None, int(input_shape[-1])])
+        for layer in (self.qkv, self.attention_out, self.norm_attention, self.ff_in):
+            layer.build(shape)
+        self.ff_out.build(tf.TensorShape([None, None, self.ff_dim]))
+        self.norm_ff.build(shape)
 
     def call(self, x, valid):
         x = self.norm_attention(x + self._attention(x, valid, False))

@@ -210,27 +210,18 @@ def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
 
 
 def length_sorted_batches(
-    lists: tf.data.Dataset,
-    batch_size: int,
-    *,
-    window: int = 16,
-    multiple: int = 1,
-    seed: int | None = None,
+    lists: tf.data.Dataset, batch_size: int, *, window: int = 16
 ) -> tf.data.Dataset:
     """Batches sorted by length within each ``window`` of batches and trimmed, so that little
-    is padding; with ``seed`` shuffled within a window, anew on each pass."""
-    lists = lists.padded_batch(batch_size * window, padding_values=padding_values(lists))
+    is padding."""
+    lists = batched_text_lists(lists, batch_size * window)
 
     def sorted_window(group):
         sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
         order = tf.argsort(sizes, stable=True)
         return {key: tf.gather(value, order) for key, value in group.items()}
 
-    batches = lists.map(sorted_window).unbatch().batch(batch_size)
-    batches = batches.map(lambda b: trimmed_to_documents(b, multiple))
-    if seed is not None:
-        batches = batches.shuffle(window, seed=seed, reshuffle_each_iteration=True)
-    return batches
+    return lists.map(sorted_window).unbatch().batch(batch_size).map(trimmed_to_documents)
 
 
 def scan_split(

@@ -30,8 +30,7 @@ __all__ = [
 ]
 
 UNKNOWN = "[UNK]"
-# [CLS] and [SEP] are the model's own learned vectors; they are kept in the
-# vocabulary file so it reads like a BERT one.
+# [CLS] and [SEP] are learned vectors, kept in the vocabulary so it reads like a BERT one.
 SPECIAL_TOKENS = ("[PAD]", UNKNOWN, "[CLS]", "[SEP]")
 SUFFIX = "##"
 # What FastWordpieceTokenizer's pre-tokenisation splits on (whitespace and punctuation).

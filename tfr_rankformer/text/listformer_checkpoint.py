@@ -183,14 +183,8 @@ def pretrained_listformer(
     if tower is not None:
         load_tower_weights(model.get_layer(SIMILARITY_LAYER), checkpoint)
     logger.info("the listformer starts from %s", checkpoint.directory)
-    return PretrainedListformer(
-        model=model,
-        tokenizer=tokenizer,
-        vocabulary=list(checkpoint.vocabulary),
-        config=resolved,
-        form=form,
-        vocab_size=checkpoint.vocab_size,
-    )
+    vocabulary = list(checkpoint.vocabulary)
+    return PretrainedListformer(model, tokenizer, vocabulary, resolved, form, checkpoint.vocab_size)
 
 
 def listformer_from_checkpoint(

@@ -50,13 +50,7 @@ def test_a_request_without_the_input_the_export_needs_is_refused_naming_it():
 def test_the_export_files_record_whether_it_takes_the_scores(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
     for first_stage in (True, False):
-        settings = tokenizer_settings(
-            max_query_tokens=2,
-            max_document_tokens=3,
-            lower_case=True,
-            basic_tokenization=False,
-            first_stage=first_stage,
-        )
+        settings = tokenizer_settings(_client(None), first_stage=first_stage)
         (tmp_path / "tokenizer.json").write_text(json.dumps(settings))
         client = ClientTokenizer.from_files(tmp_path / "vocab.txt", tmp_path / "tokenizer.json")
         assert client.first_stage is first_stage

@@ -133,7 +133,7 @@ def test_a_run_rebuilds_the_model_and_tokenizer_from_the_recorded_settings(tmp_p
         settings["vocab_size"],
         pretrained.config,
         None,
-        form=ListformerForm.from_json(settings["form"]),
+        form=ListformerForm(**settings["form"]),
     )
     model.load_weights(str(tmp_path / "weights" / "best")).assert_existing_objects_matched()
     tokenizer = TextTokenizer(

@@ -78,7 +78,7 @@ def test_text_and_feature_runs_share_the_plan_callbacks_and_progress_lines(
     # The same loop's callbacks, the family's validation in the same place.
     assert text_callbacks[0] == feature_callbacks[0] == "Throughput"
     assert text_callbacks[2:] == feature_callbacks[2:]
-    assert text_callbacks[1] == "TextEvaluationCallback"
+    assert text_callbacks[1] == "LambdaCallback"
     assert feature_callbacks[1] == "EvaluationCallback"
     assert ProgressLines.__name__ in text_callbacks and "BackupAndRestore" in text_callbacks
     plans = [r.message for r in caplog.records if r.message.startswith("plan: ")]

@@ -47,7 +47,7 @@ def _inputs(num_features: int):
     return features, mask
 
 
-def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras.Sequential:
+def mlp_head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras.Sequential:
     """An MLP head with one hidden layer: Linear, ReLU, Dropout, Linear (the released code's)."""
     hidden = config.head_hidden
     return tf.keras.Sequential(
@@ -58,6 +58,12 @@ def _head(fan_in: int, config: ModelConfig, outputs: int, name: str) -> tf.keras
         ],
         name=name,
     )
+
+
+def list_head(z_cls, fan_in: int, config: ModelConfig, levels: int):
+    """h_d(z_CLS): ``[B, fan_in]`` -> ``list_quality`` ``[B, K]`` logits of P(t >= k)."""
+    logits = mlp_head(fan_in, config, levels, "list_head")(z_cls)
+    return tf.keras.layers.Activation("linear", dtype="float32", name="list_quality")(logits)
 
 
 def score_outputs(raw, mask, item_levels: int | None) -> dict:
@@ -87,11 +93,7 @@ def _listwise(num_features, config: ModelConfig, levels, item_levels, name: str,
     raw = _score_head(z_items, z_cls, num_features, config, item_levels or 1)
     outputs = score_outputs(raw, mask, item_levels)
     if levels:
-        # h_d(z_CLS): [B, d] -> [B, K] logits of P(t >= k).
-        logits = _head(num_features, config, levels, "list_head")(z_cls)
-        outputs["list_quality"] = tf.keras.layers.Activation(
-            "linear", dtype="float32", name="list_quality"
-        )(logits)
+        outputs["list_quality"] = list_head(z_cls, num_features, config, levels)
     return tf.keras.Model({FEATURES: features, MASK: mask}, outputs, name=name)
 
 
@@ -136,7 +138,7 @@ def _score_head(z_items, z_cls, num_features: int, config: ModelConfig, outs: in
         )
         return head(z_items, z_cls)
     # h_s(z_i): [B, L, d] -> [B, L, outs]
-    return _head(num_features, config, outs, "score_head")(z_items)
+    return mlp_head(num_features, config, outs, "score_head")(z_items)
 
 
 def build_rankformer(num_features, config: ModelConfig, levels: int, item_levels=None):

@@ -31,15 +31,11 @@ class RunEvaluator:
 _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _predict_step(model: tf.keras.Model):
+def predict_step(model: tf.keras.Model):
     """The model's inference as one ``tf.function`` for any shape, traced once per model."""
     step = _PREDICT_STEPS.get(model)
     if step is None:
-        num_features = next(i.shape[-1] for i in model.inputs if i.name.startswith("features"))
-        signature = {
-            FEATURES: tf.TensorSpec([None, None, num_features], tf.float32),
-            MASK: tf.TensorSpec([None, None], tf.bool),
-        }
+        signature = {k: tf.TensorSpec(i.shape, i.dtype) for k, i in model.input.items()}
         # A weak reference: the function must not keep its model (its key) alive.
         ref = weakref.ref(model)
         step = tf.function(
@@ -52,7 +48,7 @@ def _predict_step(model: tf.keras.Model):
 def predict_lists(model: tf.keras.Model, dataset: tf.data.Dataset) -> dict:
     """``model`` over ``data.evaluation_dataset``: padded ``[num_lists, max_list]`` arrays
     (and ``list_probs`` ``[num_lists, K]``), the lists in file order."""
-    step = _predict_step(model)
+    step = predict_step(model)
     batches = []
     for batch in dataset:
         outputs = step({FEATURES: batch[FEATURES], MASK: batch[MASK]})

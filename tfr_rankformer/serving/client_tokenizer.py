@@ -25,7 +25,6 @@ from tfr_rankformer.core.run_layout import TOKEN_ID_EXPORT_NAME
 
 __all__ = [
     "ASSETS_EXTRA",
-    "PADDING_ID",
     "SETTINGS_NAME",
     "VOCAB_FILE",
     "ClientTokenizer",
@@ -37,9 +36,9 @@ VOCAB_FILE = "vocab.txt"
 ASSETS_EXTRA = "assets.extra"
 PADDING_ID = -1
 
-# BERT's cleaning deletes NUL, U+FFFD and control, format, private-use and surrogate
-# characters, keeping tab and line breaks (``text_tokenizer._BERT_DELETED``).
-_BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
+# BERT's cleaning deletes NUL, U+FFFD and control, format, private-use and unassigned
+# characters, keeping tab and line breaks (also in the graph: ``text_tokenizer``).
+BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
 # BertTokenizer splits on RE2's \s alone (a no-break space stays inside its word);
 # FastWordpieceTokenizer on Unicode's White_Space.
 _ASCII_SPACE = r"[\t\n\f\r ]+"
@@ -87,7 +86,7 @@ class ClientTokenizer:
                 max_input_chars_per_word=max_bytes_per_word,
             )
         )
-        steps = [normalizers.Replace(Regex(_BERT_DELETED), "")] if basic_tokenization else []
+        steps = [normalizers.Replace(Regex(BERT_DELETED), "")] if basic_tokenization else []
         if basic_tokenization and lower_case:
             steps += [normalizers.NFD(), normalizers.StripAccents()]
         # Spaces around CJK ideographs, which makes each a word of its own.
@@ -208,25 +207,14 @@ class ClientTokenizer:
         return predict_request(inputs, model_name=model_name, signature_name="serving_default")
 
 
-def tokenizer_settings(
-    *,
-    max_query_tokens: int,
-    max_document_tokens: int,
-    lower_case: bool,
-    basic_tokenization: bool,
-    unknown_token: str = "[UNK]",
-    suffix_indicator: str = "##",
-    first_stage: bool = False,
-) -> dict:
-    """``tokenizer.json``'s content: what :class:`ClientTokenizer` needs besides ``vocab.txt``."""
+def tokenizer_settings(tokenizer, *, first_stage: bool = False) -> dict:
+    """``tokenizer.json``'s content: what :class:`ClientTokenizer` needs besides ``vocab.txt``
+    to split as ``tokenizer`` (the export's ``TextTokenizer``) does."""
     return {
         "vocabulary": VOCAB_FILE,
-        "max_query_tokens": max_query_tokens,
-        "max_document_tokens": max_document_tokens,
-        "lower_case": lower_case,
-        "basic_tokenization": basic_tokenization,
-        "unknown_token": unknown_token,
-        "suffix_indicator": suffix_indicator,
+        **{key: getattr(tokenizer, key) for key in _SETTINGS[:4]},
+        "unknown_token": "[UNK]",
+        "suffix_indicator": "##",
         "max_bytes_per_word": 100,
         "padding_id": PADDING_ID,
         FIRST_STAGE_INPUT: first_stage,

@@ -55,8 +55,7 @@ def served_outputs(outputs: dict, list_head: bool) -> dict:
 
 
 def serve_nonempty(serve: Callable[[tf.Tensor], dict], examples: tf.Tensor) -> dict:
-    """``serve(examples)`` for ``examples [B]``, also for ``B = 0``, which proto parsing
-    refuses: one empty list stands in and its outputs are dropped."""
+    """``serve(examples)`` for ``examples [B]``, also ``B = 0`` (proto parsing refuses it)."""
     count = tf.shape(examples)[0]
     padded = tf.concat([examples, tf.fill([tf.maximum(1 - count, 0)], "")], axis=0)
     return {name: value[:count] for name, value in serve(padded).items()}
@@ -200,8 +199,7 @@ def _sample_requests(config, manifest: Manifest, count: int = 8) -> list[bytes]:
 
 
 def export_run(model_dir: str, *, version: int | None = None, invalid_items: str = "reject") -> str:
-    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``; returns
-    that path. ``ValueError`` for a text run (``runner.export_run`` exports any)."""
+    """Exports a feature-vector run's best weights to ``model_dir/export/<version>``."""
     serving_checks.check_policy(invalid_items)
     if is_text_run(model_dir):
         raise ValueError(
@@ -210,17 +208,15 @@ def export_run(model_dir: str, *, version: int | None = None, invalid_items: str
     config, manifest, model = load_run(model_dir)
     limit = config.architecture.list_limit()
 
-    def save(path: str) -> None:
-        save_servable(
-            model,
-            path,
-            num_features=manifest.num_features,
-            list_head=config.uses_list_head,
-            warmup=_sample_requests(config, manifest),
-            invalid_items=invalid_items,
-            max_items=limit.items if limit else 0,
-        )
-
+    save = functools.partial(
+        save_servable,
+        model,
+        num_features=manifest.num_features,
+        list_head=config.uses_list_head,
+        warmup=_sample_requests(config, manifest),
+        invalid_items=invalid_items,
+        max_items=limit.items if limit else 0,
+    )
     return write_version(model_dir, version, save)
 
 
@@ -264,9 +260,8 @@ def export_model(
     warmup_lists: Sequence[np.ndarray] | None = None,
     invalid_items: str = "reject",
 ) -> str:
-    """Saves a model held in memory (``features`` and ``mask`` raw in, ``scores`` out) as
-    :func:`export_run` saves a run's; returns ``path``. ``warmup_lists``: ``[items, d]`` arrays
-    sent as warm-up requests (``None``: one zero item); ``ValueError`` for another model."""
+    """Saves a model held in memory (raw ``features`` and ``mask`` in, ``scores`` out) as
+    :func:`export_run` saves a run's; ``warmup_lists``: ``[items, d]`` warm-up requests."""
     serving_checks.check_policy(invalid_items)
     num_features, list_head = _model_io(model)
     lists = [(0, [""] * len(items), items) for items in _warmup_lists(warmup_lists, num_features)]

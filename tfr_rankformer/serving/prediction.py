@@ -108,7 +108,7 @@ def _by_length(
     items: Iterable, size: int, length_of, score_batch, *, max_items: int = BATCH_ITEMS
 ) -> Iterator:
     """``score_batch``'s results in input order, from batches of lists of similar length within
-    the item and attention budgets, so memory stays bounded and short lists are not padded long."""
+    the item and attention budgets."""
     for window in batched(iter(items), _WINDOW * size):
         order = sorted(range(len(window)), key=lambda i: length_of(window[i]))
         results: list = [None] * len(window)
@@ -177,7 +177,7 @@ def _rejected(error: tf.errors.InvalidArgumentError, batch: list) -> RecordFileE
 
 def score_elwc(export, files: list[str], *, batch_size: int = 256) -> Iterator[ScoredList]:
     """Scores ELWC records through ``export``'s proto signature, items numbered in list order;
-    ``RecordFileError`` names the file and record of a rejected list or of corrupt data."""
+    ``RecordFileError`` names the file and record of a bad list."""
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import input_pb2
 

@@ -10,7 +10,6 @@ import tensorflow as tf
 from tfr_rankformer.core.command_names import INVALID_ITEM_POLICIES
 
 __all__ = [
-    "MESSAGE_PREFIX",
     "check_policy",
     "item_lengths",
     "dense_features",

@@ -42,11 +42,8 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 60.0  # seconds per request
 _MODEL_PATH = r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?/?"
-_PATHS = {
-    "http": re.compile(rf"/v1/models/{_MODEL_PATH}"),
-    "https": re.compile(rf"/v1/models/{_MODEL_PATH}"),
-    "grpc": re.compile(rf"/{_MODEL_PATH}"),
-}
+_REST_PATH = re.compile(rf"/v1/models/{_MODEL_PATH}")
+_PATHS = {"http": _REST_PATH, "https": _REST_PATH, "grpc": re.compile(rf"/{_MODEL_PATH}")}
 # The Listformer's default signature: on text, or on token ids (``text_export``).
 _TEXT_INPUTS = ({"query", "documents"}, {"query_ids", "document_ids", "document_mask"})
 _URL_FORMS = (
@@ -82,7 +79,7 @@ class ServerAddress:
 
 
 def parse_server_url(url: str) -> ServerAddress:
-    """The model URL ``url`` read into its parts; ``ValueError`` for a URL of neither form.
+    """The model URL ``url`` read into its parts.
 
     >>> address = parse_server_url("grpc://localhost:8500/rankformer/versions/2")
     >>> address.protocol, address.target, address.model_name, address.version
@@ -112,8 +109,7 @@ def parse_server_url(url: str) -> ServerAddress:
 
 
 def _error_text(body: bytes) -> str:
-    """TF Serving's message in an error body (``{"error": ...}``); its REST server C-escapes
-    the message, which can put ``\\'`` in the JSON."""
+    """TF Serving's message in an error body (``{"error": ...}``, C-escaped: maybe ``\\'``)."""
     text = body.decode("utf-8", "replace")
     for candidate in (text, text.replace("\\'", "'")):
         try:
@@ -258,8 +254,8 @@ class RemoteSignature:
         return (), dict(self.input_specs)
 
     def __call__(self, **inputs) -> dict[str, tf.Tensor]:
-        """Sends ``inputs`` by input name; returns the outputs. ``TypeError`` names a missing,
-        unknown or wrongly typed input (floats are converted)."""
+        """The outputs for ``inputs`` by name (floats converted); ``TypeError`` names a missing,
+        unknown or wrongly typed input."""
         missing = sorted(set(self.input_specs) - set(inputs))
         if missing or set(inputs) - set(self.input_specs):
             raise TypeError(

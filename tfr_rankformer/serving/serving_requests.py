@@ -30,7 +30,6 @@ __all__ = [
     "SIGNATURE_TENSORS",
     "EXAMPLES",
     "REST_FORMS",
-    "FeatureList",
     "elwc_records",
     "letor_lists",
     "padded_tensors",
@@ -164,10 +163,7 @@ def rest_body(inputs: Mapping[str, object], *, signature_name: str, form: str) -
     sizes = {name: len(column) for name, column in columns.items()}
     if len(set(sizes.values())) != 1:
         raise ValueError(f"the row form needs one batch size for every input, got {sizes}")
-    rows = [
-        {name: column[i] for name, column in columns.items()}
-        for i in range(next(iter(sizes.values())))
-    ]
+    rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
     return {"signature_name": signature_name, "instances": rows}
 
 
@@ -211,8 +207,6 @@ def rest_outputs(response: Mapping) -> dict[str, np.ndarray]:
     {'scores': array([[1., 2.]]), 'expected_list_label': array([0.5])}
     >>> rest_outputs({"outputs": [[1.0, 2.0]]})
     {'scores': array([[1., 2.]])}
-
-    ``ValueError`` for an ``{"error": ...}`` answer, or one holding neither key.
     """
     if "error" in response:
         raise ValueError(f"TF Serving answered with an error: {response['error']}")
@@ -263,9 +257,8 @@ def predict_request(
     """A gRPC ``PredictRequest``: ``model_spec`` and each input as a ``TensorProto``."""
     from tensorflow_serving.apis import predict_pb2
 
-    request = predict_pb2.PredictRequest()
     spec = model_spec(model_name, version=version, version_label=version_label)
-    request.model_spec.CopyFrom(spec)
+    request = predict_pb2.PredictRequest(model_spec=spec)
     request.model_spec.signature_name = signature_name
     for name, value in inputs.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(_array(value)))

@@ -21,7 +21,6 @@ __all__ = [
     "WEIGHTS_FILE",
     "VOCAB_FILE",
     "SIZES",
-    "TOKENIZER_CONFIG_FILE",
     "BertCheckpoint",
     "read_bert_checkpoint",
     "dense_values",
@@ -55,8 +54,8 @@ SIZES = {
 
 @dataclasses.dataclass(frozen=True)
 class BertCheckpoint:
-    """A checked checkpoint: ``config.json``'s sizes (``type_vocab_size`` 0 without token
-    types), ``vocab.txt`` in id order, whether it lower-cases, weights without ``bert.``."""
+    """A checked checkpoint: its sizes, ``vocab.txt`` in id order, whether it lower-cases,
+    and its weights without ``bert.``."""
 
     directory: str
     width: int
@@ -121,39 +120,33 @@ def _read_config(path: str) -> dict:
 
 def _expected_shapes(settings: dict) -> dict:
     """Weight name -> shape, as a BERT of ``_read_config``'s sizes saves them."""
-    width, ff_dim = settings["width"], settings["ff_dim"]
-    vocab_size, max_positions = settings["vocab_size"], settings["max_positions"]
-    type_vocab_size = settings["type_vocab_size"]
+    width, ff_dim, types = settings["width"], settings["ff_dim"], settings["type_vocab_size"]
     shapes = {
-        _WORDS: (vocab_size, width),
-        "embeddings.position_embeddings.weight": (max_positions, width),
-        "embeddings.LayerNorm.weight": (width,),
-        "embeddings.LayerNorm.bias": (width,),
+        _WORDS: (settings["vocab_size"], width),
+        "embeddings.position_embeddings.weight": (settings["max_positions"], width),
     }
-    if type_vocab_size:
-        shapes[_TOKEN_TYPES] = (type_vocab_size, width)
+    if types:
+        shapes[_TOKEN_TYPES] = (types, width)
+    biased = {"embeddings.LayerNorm": (width,)}  # a weight of this shape and a bias
     for i in range(settings["num_layers"]):
-        layer = f"encoder.layer.{i}."
-        dense = {
+        for name, shape in {
             "attention.self.query": (width, width),
             "attention.self.key": (width, width),
             "attention.self.value": (width, width),
             "attention.output.dense": (width, width),
+            "attention.output.LayerNorm": (width,),
             "intermediate.dense": (ff_dim, width),
             "output.dense": (width, ff_dim),
-        }
-        for name, shape in dense.items():
-            shapes[f"{layer}{name}.weight"] = shape
-            shapes[f"{layer}{name}.bias"] = shape[:1]
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            shapes[f"{layer}{norm}.weight"] = (width,)
-            shapes[f"{layer}{norm}.bias"] = (width,)
+            "output.LayerNorm": (width,),
+        }.items():
+            biased[f"encoder.layer.{i}.{name}"] = shape
+    for name, shape in biased.items():
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = shape, shape[:1]
     return shapes
 
 
 def _read_weights(path: str, settings: dict, config_path: str) -> dict:
-    """The weights the Listformer takes, float32, checked against ``settings``'s shapes
-    (whose ``type_vocab_size`` becomes 0 without token types)."""
+    """The weights the Listformer takes, float32, checked against ``settings``'s shapes."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist")
     try:
@@ -183,11 +176,6 @@ def _read_weights(path: str, settings: dict, config_path: str) -> dict:
     return weights
 
 
-def _token(value):
-    """A special token of ``tokenizer_config.json``: a string or ``{"content": ...}``."""
-    return value.get("content") if isinstance(value, dict) else value
-
-
 def _lower_case(path: str, vocabulary: list[str]) -> bool:
     """Whether the checkpoint's tokenizer lower-cases; its unsupported settings refused."""
     settings = read_settings(path) if os.path.isfile(path) else {}
@@ -197,7 +185,8 @@ def _lower_case(path: str, vocabulary: list[str]) -> bool:
                 f"{path}: field {name!r} is {settings[name]!r}; only true is supported"
             )
     for name, token in (("unk_token", UNKNOWN), ("cls_token", CLS), ("sep_token", SEP)):
-        if _token(settings.get(name, token)) != token:
+        value = settings.get(name, token)  # a string or {"content": ...}
+        if (value.get("content") if isinstance(value, dict) else value) != token:
             raise ValueError(f"{path}: field {name!r} must be {token!r}, got {settings[name]!r}")
     lower = settings.get("do_lower_case")
     if lower is None:  # an uncased vocabulary has no upper-case letter outside [SPECIAL] tokens
@@ -227,8 +216,7 @@ def _read_vocabulary(path: str, vocab_size: int, config_path: str) -> list[str]:
 
 
 def read_bert_checkpoint(directory: str) -> BertCheckpoint:
-    """The checkpoint in ``directory``; ``FileNotFoundError`` or ``ValueError`` name the
-    file and the field or weight that is missing, unsupported or misshapen."""
+    """The checkpoint in ``directory``; errors name the file and the bad field or weight."""
     config_path = os.path.join(directory, CONFIG_FILE)
     settings = _read_config(config_path)
     weights = _read_weights(os.path.join(directory, WEIGHTS_FILE), settings, config_path)
@@ -251,8 +239,7 @@ def read_bert_checkpoint(directory: str) -> BertCheckpoint:
 
 
 def dense_values(layer, weights: dict, *names: str) -> list:
-    """``(variable, value, source)`` of a Dense layer from ``[out, in]`` weights ``names``
-    side by side (query, key and value)."""
+    """``(variable, value, source)`` of a Dense layer from ``[out, in]`` weights side by side."""
     kernel = np.concatenate([weights[f"{n}.weight"].T for n in names], axis=1)  # [in, out]
     bias = np.concatenate([weights[f"{n}.bias"] for n in names])
     source = " + ".join(names)

@@ -1,11 +1,8 @@
-"""The Listformer's document-wise global-local attention, blocked per document.
-
-Global tokens (``[CLS]``, the query, every ``[SEP]``) attend to and are attended by every
-valid token; a document's tokens attend to their own document within a window and to the
-globals. Held as globals ``[B, H, G, Dh]`` and documents in blocks ``[B, H, N, T, Dh]``,
-:func:`blocked_attention` never builds the ``(G + N T)^2`` matrix, so memory is linear in
-the documents. Positions restart in every document, so a learned per-head ``own_bias`` tells
-``[SEP]_j`` its document. :func:`dense_attention` is the reference with an explicit mask.
+"""The Listformer's document-wise global-local attention: globals (``[CLS]``, the query,
+every ``[SEP]``) attend to and are attended by every token, a document's tokens their own
+document within a window and the globals. :func:`blocked_attention` holds the documents in
+blocks ``[B, H, N, T, Dh]`` (memory linear in the documents); :func:`dense_attention` is the
+reference with an explicit mask. A per-head ``own_bias`` tells ``[SEP]_j`` its document.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ def own_document_bias(own_bias, num_global, num_docs, block) -> tf.Tensor:
 
 
 def _split_keys(weights, num_global):
-    """``[..., G + K]`` -> ``([..., G], [..., K])``: a split, whose gradient is one
-    concatenation where two slices' would each fill a zero tensor of the whole input."""
+    """``[..., G + K]`` -> ``([..., G], [..., K])`` (a split's gradient is one concatenation)."""
     return tf.split(weights, tf.stack([num_global, tf.shape(weights)[-1] - num_global]), -1)
 
 
@@ -68,8 +64,7 @@ def _global_queries(globals_qkv, locals_qkv, global_valid, flat_valid, *, own_bi
 
 
 def _local_queries(globals_qkv, locals_qkv, global_valid, local_valid, *, window, dropout):
-    """The documents' tokens' context: ``[B, H, N, T, Dh]`` over the globals and their
-    own block."""
+    """The documents' tokens' context ``[B, H, N, T, Dh]`` over the globals and own block."""
     _, kg, vg = globals_qkv
     ql, kl, vl = locals_qkv
     dtype = ql.dtype

@@ -1,7 +1,6 @@
-"""The Listformer (Reuter, 2022): a listwise text re-ranker with document-wise
-global-local attention over ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]``, positions restarting
-in every document (order invariance). Document ``j``'s score is a linear layer on its closing
-``[SEP]`` (or a residual over known rankings, ``ScoreMixture``); a list head reads ``[CLS]``.
+"""The Listformer (Reuter, 2022): a text re-ranker with document-wise global-local attention
+over ``[CLS] q [SEP] d_1 [SEP] ... d_N [SEP]``; document ``j``'s score is read from its closing
+``[SEP]`` (or is a residual over known rankings, ``ScoreMixture``), a list head reads ``[CLS]``.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import tensorflow as tf
 from tfr_rankformer.core import model_families
 from tfr_rankformer.model.layers import LayerNorm
 from tfr_rankformer.model.model_config import ModelConfig
-from tfr_rankformer.model.models import _head, copy_first_layer, score_outputs
+from tfr_rankformer.model.models import copy_first_layer, list_head, score_outputs
 from tfr_rankformer.model.projections import Dense, dense
 from tfr_rankformer.text.listformer_config import ListformerForm
 from tfr_rankformer.text.listformer_layers import (
@@ -49,8 +48,7 @@ def text_inputs(first_stage: bool = False) -> dict:
 
 
 def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
-    """The known rankings the score is a residual over: the checkpoint's cosine and the
-    first stage's scores, each ``[B, N]``."""
+    """The known rankings ``[B, N]`` the score is a residual over, by name."""
     signals = {}
     if config.similarity == "checkpoint":
         if tower is None:
@@ -65,8 +63,7 @@ def _signals(inputs: dict, config: ModelConfig, tower: dict | None) -> dict:
 
 
 def _encoder(x, global_valid, local_valid, config: ModelConfig, form: ListformerForm):
-    """The encoder layers (and the pre-LayerNorm form's final LayerNorm): ``[B, S, D]`` ->
-    the globals' outputs ``[B, G, D]``."""
+    """The encoder layers (and a final LayerNorm): ``[B, S, D]`` -> globals ``[B, G, D]``."""
     encoder = []
     for i in range(config.num_layers):
         layer = GlobalLocalTextEncoderLayer(
@@ -156,28 +153,17 @@ def build_listformer(
     z_cls, z_seps = x[:, 0], x[:, num_global - docs : num_global]
     outputs = _document_scores(z_seps, inputs, config, item_levels, tower)
     if levels:
-        # h_d(z_CLS): [B, D] -> [B, K] logits of P(t >= k).
-        logits = _head(config.width, config, levels, "list_head")(z_cls)
-        outputs["list_quality"] = tf.keras.layers.Activation(
-            "linear", dtype="float32", name="list_quality"
-        )(logits)
+        outputs["list_quality"] = list_head(z_cls, config.width, config, levels)
     return tf.keras.Model(inputs, outputs, name="listformer")
 
 
 def build_text_model(
-    name: str,
-    vocab_size: int,
-    config: ModelConfig,
-    levels: int | None,
-    *,
-    item_levels: int | None = None,
-    form: ListformerForm | None = None,
-    tower: dict | None = None,
+    name: str, vocab_size: int, config: ModelConfig, levels: int | None, **options
 ) -> tf.keras.Model:
-    """The text model ``name`` with ``config``'s defaults filled in."""
+    """The text model ``name`` with ``config``'s defaults filled in (``options``: its
+    builder's, as ``build_listformer``'s)."""
     if not model_families.is_text(name):
         known = sorted(model_families.model_names(model_families.TEXT_KIND))
         raise ValueError(f"Unknown text model {name!r}; choose from {known}")
-    resolved = config.resolved(name)
     build = model_families.get_model(name).load_builder()
-    return build(vocab_size, resolved, levels, item_levels, form=form, tower=tower)
+    return build(vocab_size, config.resolved(name), levels, **options)

@@ -1,7 +1,6 @@
-"""A Listformer started from a BERT-family checkpoint: its form, sizes, vocabulary and
-weights. The global projections start as copies of the local ones (as Longformer's did from
-RoBERTa); the own-document bias and the heads start fresh, so with one document and the bias
-at 0 the encoder computes the checkpoint's BERT on ``[CLS] q [SEP] d``.
+"""A Listformer started from a BERT-family checkpoint's form, sizes, vocabulary and weights,
+the global projections as copies of the local ones (as Longformer's from RoBERTa): with one
+document and the own-document bias at 0 the encoder is the checkpoint's BERT.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from tfr_rankformer.text.sentence_tower import load_tower_weights, tower_setting
 from tfr_rankformer.text.text_tokenizer import TextTokenizer
 
 __all__ = [
-    "CHECKPOINT_FILES",
     "CHECKPOINT_SIZES",
     "PretrainedListformer",
     "check_checkpoint_directory",
@@ -61,8 +59,7 @@ CHECKPOINT_SIZES = {name: field for field, name in SIZES.items() if name != "voc
 
 @dataclasses.dataclass(frozen=True)
 class PretrainedListformer:
-    """A Listformer started from a checkpoint, with what a run records to rebuild it
-    (``vocab_size`` may exceed ``len(vocabulary)``)."""
+    """A Listformer started from a checkpoint, with what a run records to rebuild it."""
 
     model: tf.keras.Model
     tokenizer: TextTokenizer
@@ -73,10 +70,9 @@ class PretrainedListformer:
 
 
 def pretrained_settings(form: ListformerForm, vocab_size: int, tokenizer: TextTokenizer) -> dict:
-    """``text_model.json``'s ``pretrained`` entry: what rebuilding a start in ``form`` needs
-    besides the architecture and ``vocab.txt``."""
+    """``text_model.json``'s ``pretrained`` entry: what rebuilding the start needs."""
     return {
-        "form": form.to_json(),
+        "form": dataclasses.asdict(form),
         "vocab_size": vocab_size,
         "lower_case": tokenizer.lower_case,
         "basic_tokenization": tokenizer.basic_tokenization,
@@ -99,8 +95,7 @@ def checkpoint_form(checkpoint: BertCheckpoint) -> ListformerForm:
 def checkpoint_tokenizer(
     checkpoint: BertCheckpoint, *, max_query_tokens: int, max_document_tokens: int
 ) -> TextTokenizer:
-    """The checkpoint's own tokenizer with the token caps (``ValueError`` for a cap that
-    leaves no position for ``[CLS]`` or ``[SEP]``)."""
+    """The checkpoint's own tokenizer with the token caps."""
     caps = {"max_query_tokens": max_query_tokens, "max_document_tokens": max_document_tokens}
     for name, cap in caps.items():
         if cap >= checkpoint.max_positions:
@@ -128,8 +123,7 @@ def _embedding_values(embedding, checkpoint: BertCheckpoint) -> list:
 
 
 def load_checkpoint_weights(model: tf.keras.Model, checkpoint: BertCheckpoint) -> None:
-    """Sets a Listformer's embedding and encoder weights (checkpoint's sizes and form) to
-    the checkpoint's; ``ValueError`` names a weight that does not fit."""
+    """Sets a Listformer's embedding and encoder weights to the checkpoint's."""
     values = _embedding_values(model.get_layer("embedding"), checkpoint)
     for i in range(checkpoint.num_layers):
         layer = model.get_layer(f"encoder_{i}")
@@ -189,14 +183,8 @@ def pretrained_listformer(
     if tower is not None:
         load_tower_weights(model.get_layer(SIMILARITY_LAYER), checkpoint)
     logger.info("the listformer starts from %s", checkpoint.directory)
-    return PretrainedListformer(
-        model=model,
-        tokenizer=tokenizer,
-        vocabulary=list(checkpoint.vocabulary),
-        config=resolved,
-        form=form,
-        vocab_size=checkpoint.vocab_size,
-    )
+    vocabulary = list(checkpoint.vocabulary)
+    return PretrainedListformer(model, tokenizer, vocabulary, resolved, form, checkpoint.vocab_size)
 
 
 def listformer_from_checkpoint(
@@ -208,8 +196,7 @@ def listformer_from_checkpoint(
     max_query_tokens: int,
     max_document_tokens: int,
 ) -> PretrainedListformer:
-    """``pretrained_listformer`` from the checkpoint in ``directory`` (errors as
-    ``read_bert_checkpoint``'s)."""
+    """``pretrained_listformer`` from the checkpoint in ``directory``."""
     checkpoint = read_bert_checkpoint(directory)
     tokenizer = checkpoint_tokenizer(
         checkpoint, max_query_tokens=max_query_tokens, max_document_tokens=max_document_tokens

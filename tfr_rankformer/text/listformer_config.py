@@ -1,6 +1,5 @@
-"""``ListformerConfig``: the text family's architecture settings, the encoder's
-(``ModelConfig``'s) and the Listformer's own, and ``ListformerForm``: its layers' form, from
-scratch or a pretrained checkpoint's, recorded beside a run's settings. No TensorFlow here.
+"""``ListformerConfig``, the text family's architecture settings, and ``ListformerForm``, its
+layers' form (from scratch or a checkpoint's). No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -9,13 +8,7 @@ import argparse
 import dataclasses
 
 from tfr_rankformer.core.command_names import ATTENTIONS
-from tfr_rankformer.core.config_io import (
-    check_fields,
-    from_dict,
-    on_off,
-    require_positive_ints,
-    setting,
-)
+from tfr_rankformer.core.config_io import check_fields, on_off, require_positive_ints, setting
 from tfr_rankformer.model.model_config import ModelConfig
 
 __all__ = ["ACTIVATIONS", "ListformerConfig", "ListformerForm"]
@@ -80,18 +73,13 @@ class ListformerConfig(ModelConfig):
     def __post_init__(self):
         super().__post_init__()
         require_positive_ints(self, "width", "attention_window", optional=True)
-
-    def resolved(self, model: str, loss: str | None = None) -> ListformerConfig:
-        config = super().resolved(model, loss)
-        if isinstance(config, ListformerConfig) and config.width % config.num_heads:
+        if self.width and self.num_heads and self.width % self.num_heads:
             raise ValueError(
-                f"`width` {config.width} is not divisible by `num_heads` {config.num_heads}"
+                f"`width` {self.width} is not divisible by `num_heads` {self.num_heads}"
             )
-        return config
 
     def for_run(self, model: str, loss, list_head: bool, pretrained: bool) -> ListformerConfig:
-        """As ``ModelConfig.for_run``; the similarity follows the start (a pretrained model
-        keeps the checkpoint's own ranking)."""
+        """As ``ModelConfig.for_run``; a pretrained start keeps the checkpoint's ranking."""
         config = self
         if config.similarity is None:
             similarity = "checkpoint" if pretrained else "none"
@@ -137,11 +125,3 @@ class ListformerForm:
             global_projections=True,
             cls_position=True,
         )
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, values: dict) -> ListformerForm:
-        """The form ``to_json`` wrote, checked (``ValueError`` naming a bad key or value)."""
-        return from_dict(cls, values, what="listformer form")

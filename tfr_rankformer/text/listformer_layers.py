@@ -80,8 +80,7 @@ class ListformerEmbedding(tf.keras.layers.Layer):
         return tf.gather(self.tokens, tf.maximum(ids, 0))
 
     def _document_marks(self, query_ids, document_ids):
-        """``[B, N, T, D]``: ``m_i`` on each document token equal to query token ``i``
-        (the first such ``i``), zero on the others."""
+        """``[B, N, T, D]``: ``m_i`` on each document token equal to query token ``i``."""
         query_valid = (query_ids >= 0)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, Q]
         same = tf.equal(document_ids[..., tf.newaxis], query_ids[:, tf.newaxis, tf.newaxis, :])
         same = same & query_valid  # [B, N, T, Q]; padding (-1) matches nothing
@@ -249,11 +248,9 @@ class GlobalLocalTextEncoderLayer(PreNormEncoderLayer):
 
 
 # === The score as a residual ===
-# ``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``: the head on ``[SEP]_j``, the checkpoint's
-# cosine and the first stage's score standardised per list, with learned ``a``, ``b``. The
-# head starts at zero, ``a`` at 1, ``b`` at 0 (1 alone), so the untrained model ranks as the
-# checkpoint does. Weights are stored divided by ``_RATE`` so that Adam at a fine-tuning rate
-# moves them.
+# ``s_j = h(z_j) + a * std(cos_j) + b * std(f_j)``; ``h`` starts at zero, ``a`` at 1 and ``b``
+# at 0 (1 alone), so the untrained model ranks as the checkpoint does. Weights are stored
+# divided by ``_RATE`` so that Adam at a fine-tuning rate moves them.
 
 _RATE = 100.0
 _EPSILON = 1e-6
@@ -279,8 +276,7 @@ def standardized(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 
 @serializable
 class ScoreMixture(tf.keras.layers.Layer):
-    """``scores + a * std(signal_1) + b * std(signal_2) ...``; ``signals`` names them in
-    call order, ``initial`` gives their starting weights (one for all or one each)."""
+    """``scores + a * std(signal_1) + b * std(signal_2) ...``, ``initial``: ``a``, ``b`` ..."""
 
     def __init__(self, signals=("similarity",), initial=1.0, **kwargs):
         kwargs["dtype"] = "float32"

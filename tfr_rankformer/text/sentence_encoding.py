@@ -1,8 +1,5 @@
-"""Sentence embeddings of raw texts from a BERT-family checkpoint directory.
-
-With sentence-transformers' ``all-MiniLM-L6-v2`` the embeddings are that model's
-``encode(texts, normalize_embeddings=True)`` for texts within ``max_tokens``, and the dot
-product of two is the zero-shot cosine it was trained to score relevance by.
+"""Sentence embeddings of raw texts from a BERT-family checkpoint directory (with
+``all-MiniLM-L6-v2``: sentence-transformers' ``encode(texts, normalize_embeddings=True)``).
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ __all__ = ["SentenceEncoder"]
 
 
 class SentenceEncoder:
-    """A checkpoint's sentence tower and tokenizer, read once from a Hugging Face BERT
-    checkpoint directory (errors as ``read_bert_checkpoint``'s)."""
+    """A Hugging Face BERT checkpoint's sentence tower and tokenizer, read once."""
 
     def __init__(self, directory: str):
         checkpoint = read_bert_checkpoint(directory)
@@ -58,9 +54,8 @@ class SentenceEncoder:
         batch_size: int = 64,
         progress: bool = False,
     ) -> np.ndarray:
-        """``[len(texts), D]`` float32 unit-length embeddings in the order of ``texts`` (zeros
-        for a text without tokens), each text cut to ``max_tokens``; texts of similar length run
-        together, ``batch_size`` at a time.
+        """``[len(texts), D]`` float32 unit-length embeddings (zeros for a text without
+        tokens), each text cut to ``max_tokens``, run ``batch_size`` of similar length at a time.
         """
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")

@@ -13,6 +13,7 @@ from tfr_rankformer.model.serializable import serializable
 from tfr_rankformer.text.bert_checkpoint import (
     CLS,
     SEP,
+    SIZES,
     BertCheckpoint,
     assign_values,
     layer_values,
@@ -58,17 +59,13 @@ class BertEncoderLayer(PreNormEncoderLayer):
         super().build(input_shape)
         self.norm_attention = LayerNorm(epsilon=self.epsilon, name="norm_attention")
         self.norm_ff = LayerNorm(epsilon=self.epsilon, name="norm_ff")
-        width = int(input_shape[-1])
-        # Built here, so that a checkpoint's weights can be assigned before any call.
-        for layer, features in (
-            (self.qkv, width),
-            (self.attention_out, width),
-            (self.norm_attention, width),
-            (self.ff_in, width),
-            (self.ff_out, self.ff_dim),
-            (self.norm_ff, width),
-        ):  # [S, L, features]: a LayerNorm keeps the rank it was built for
-            layer.build(tf.TensorShape([None, None, features]))
+        # Built here, so that a checkpoint's weights can be assigned before any call, on
+        # [S, L, D]: a LayerNorm keeps the rank it was built for.
+        shape = tf.TensorShape([None, None, int(input_shape[-1])])
+        for layer in (self.qkv, self.attention_out, self.norm_attention, self.ff_in):
+            layer.build(shape)
+        self.ff_out.build(tf.TensorShape([None, None, self.ff_dim]))
+        self.norm_ff.build(shape)
 
     def call(self, x, valid):
         x = self.norm_attention(x + self._attention(x, valid, False))
@@ -141,8 +138,7 @@ class SentenceTower(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def _sequences(self, ids, ends):
-        """``[S, L]`` ids and ``[S]`` one past each row's last token -> ``[S, L + 2]`` ids
-        of ``[CLS] ids [SEP]``, ``-1`` after the ``[SEP]``."""
+        """``[S, L]`` ids, ``[S]`` row ends -> ``[S, L + 2]`` ids of ``[CLS] ids [SEP]``."""
         seqs, length = tf.shape(ids)[0], tf.shape(ids)[1]
         sequences = tf.concat(
             [tf.fill([seqs, 1], self.cls_id), ids, tf.fill([seqs, 1], -1)], axis=1
@@ -205,8 +201,7 @@ class SentenceTower(tf.keras.layers.Layer):
 
 
 def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None:
-    """Sets every weight of ``tower`` to the checkpoint's (token type 0 added to every
-    token); ``ValueError`` names a setting or weight that does not fit."""
+    """Sets every weight of ``tower`` to the checkpoint's (token type 0 on every token)."""
     for name, value in tower_settings(checkpoint).items():
         if getattr(tower, name) != value:
             raise ValueError(
@@ -230,12 +225,7 @@ def load_tower_weights(tower: SentenceTower, checkpoint: BertCheckpoint) -> None
 def tower_settings(checkpoint: BertCheckpoint) -> dict:
     """The :class:`SentenceTower` settings (``get_config``'s) of ``checkpoint``'s encoder."""
     return {
-        "vocab_size": checkpoint.vocab_size,
-        "width": checkpoint.width,
-        "num_layers": checkpoint.num_layers,
-        "num_heads": checkpoint.num_heads,
-        "ff_dim": checkpoint.ff_dim,
-        "max_positions": checkpoint.max_positions,
+        **{name: getattr(checkpoint, name) for name in SIZES.values()},
         "cls_id": checkpoint.token_id(CLS),
         "sep_id": checkpoint.token_id(SEP),
         "epsilon": checkpoint.layer_norm_epsilon,

@@ -1,11 +1,8 @@
-"""TF-Ranking's text ELWC (``<dir>/{train,vali,test}-*.tfrecord``: context ``query_tokens``,
-per-item ``document_tokens`` words and ``relevance``; an optional text ``manifest.json`` may
-rename them, list the files and name a ``first_stage_feature``) read into ``tf.data``.
-
-A parsed list is ``{"query": [], "documents": [L], "mask": [L], "label": [L]}`` (words joined
-with spaces) and, with a first stage, ``"first_stage": [L]`` float32. Training lists are
-sampled anew each epoch to the plan's cap (a whole top 100 makes too long a sequence) and
-batched by length; evaluation and prediction keep whole lists.
+"""TF-Ranking's text ELWC (``<dir>/{train,vali,test}-*.tfrecord``, or as a text
+``manifest.json`` lists and names them) in ``tf.data``: a parsed list is ``{"query": [],
+"documents": [L], "mask": [L], "label": [L]}`` (words joined with spaces) and, with a first
+stage, ``"first_stage": [L]`` float32. Training lists are sampled anew each epoch to the plan's
+cap; evaluation and prediction keep whole lists.
 """
 
 from __future__ import annotations
@@ -83,9 +80,8 @@ class TextData:
 
 
 def load_text_data(directory: str, config: TextConfig) -> TextData:
-    """The splits and feature names of a text ELWC directory: the manifest's, else files
-    found by name and ``TextConfig``'s names. No train file: ``FileNotFoundError``; a
-    feature-vector manifest: ``ValueError``."""
+    """The splits and feature names of a text ELWC directory (the manifest's, else files found
+    by name and ``TextConfig``'s names)."""
     manifest = Manifest()  # no manifest.json: nothing recorded
     path = os.path.join(directory, MANIFEST_NAME)
     if os.path.isfile(path):
@@ -138,8 +134,7 @@ def parse_text_batch(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> dict:
-    """``[B]`` serialized ELWC -> a batch of parsed lists ``[B, L]``; TF-Ranking's parser
-    shuffles and cuts whole examples, so every per-document tensor keeps one order."""
+    """``[B]`` serialized ELWC -> a batch of parsed lists ``[B, L]``."""
     import tensorflow_ranking as tfr
 
     example_spec = {
@@ -181,8 +176,7 @@ def parsed_text_lists(
     shuffle_documents: bool = False,
     seed: int = 0,
 ) -> tf.data.Dataset:
-    """One element per list, in file order; with ``list_size`` every list is padded or cut
-    to it (after shuffling its documents when ``shuffle_documents``)."""
+    """One element per list, in file order, padded or cut to ``list_size`` if given."""
     dataset = tf.data.TFRecordDataset(data.split_files(split))
     dataset = dataset.batch(_PARSE_BATCH).map(
         lambda s: parse_text_batch(
@@ -207,8 +201,7 @@ def batched_text_lists(lists: tf.data.Dataset, batch_size: int) -> tf.data.Datas
 
 
 def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
-    """A batch whose document axis is cut after its last real document, rounded up to a
-    multiple of ``multiple``: only padding is cut."""
+    """``batch`` without the padding after its last document (rounded up to ``multiple``)."""
     mask = batch[MASK]
     length = tf.shape(mask)[1]
     last = tf.reduce_max(tf.where(mask, tf.range(1, length + 1)[tf.newaxis], 0))
@@ -217,35 +210,25 @@ def trimmed_to_documents(batch: dict, multiple: int = 1) -> dict:
 
 
 def length_sorted_batches(
-    lists: tf.data.Dataset,
-    batch_size: int,
-    *,
-    window: int = 16,
-    multiple: int = 1,
-    seed: int | None = None,
+    lists: tf.data.Dataset, batch_size: int, *, window: int = 16
 ) -> tf.data.Dataset:
-    """The lists ``batched_text_lists`` would batch, sorted by length within each
-    ``window`` of batches and trimmed, so that little is padding; with ``seed`` the batches
-    are shuffled within a window, anew on each pass."""
-    lists = lists.padded_batch(batch_size * window, padding_values=padding_values(lists))
+    """Batches sorted by length within each ``window`` of batches and trimmed, so that little
+    is padding."""
+    lists = batched_text_lists(lists, batch_size * window)
 
     def sorted_window(group):
         sizes = tf.reduce_sum(tf.cast(group[MASK], tf.int32), axis=1)
         order = tf.argsort(sizes, stable=True)
         return {key: tf.gather(value, order) for key, value in group.items()}
 
-    batches = lists.map(sorted_window).unbatch().batch(batch_size)
-    batches = batches.map(lambda b: trimmed_to_documents(b, multiple))
-    if seed is not None:
-        batches = batches.shuffle(window, seed=seed, reshuffle_each_iteration=True)
-    return batches
+    return lists.map(sorted_window).unbatch().batch(batch_size).map(trimmed_to_documents)
 
 
 def scan_split(
     data: TextData, split: str, *, word_counts=None, list_size: int | None = None
 ) -> dict:
-    """One pass over a split (``ValueError`` if it holds no list): counts of lists,
-    documents and labels, lists by length, and its words into ``word_counts``."""
+    """Counts of a split's lists, documents and labels, and lists by length, in one pass
+    (its words into ``word_counts``)."""
     from tfr_rankformer.text.text_tokenizer import count_words
 
     parts = collections.defaultdict(list)  # per list: documents, top and lowest label
@@ -281,8 +264,8 @@ def scan_split(
 
 
 def sample_documents(element: dict, cap: int, key) -> dict:
-    """One parsed list cut to ``cap`` documents: the relevant ones first, then a uniform
-    sample of the others drawn from ``key`` (int64); padding dropped."""
+    """One list cut to ``cap`` documents, the relevant ones first, then a uniform sample of
+    the others drawn from ``key`` (int64)."""
     mask, label = element[MASK], element[LABEL]
     n = tf.shape(mask)[0]
     noise = tf.random.stateless_uniform([n], seed=tf.stack([key, key // 7 + 1]))
@@ -296,8 +279,7 @@ def sample_documents(element: dict, cap: int, key) -> dict:
 
 
 def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data.Dataset:
-    """Batches of one bucket each, their document axis cut to their longest list rounded up
-    to a multiple of ``multiple``, at most the bucket's edge."""
+    """Batches of one bucket each, trimmed (``trimmed_to_documents``)."""
     batches = lists.bucket_by_sequence_length(
         lambda element: tf.reduce_sum(tf.cast(element[MASK], tf.int32)),
         bucket_boundaries=[edge + 1 for edge in plan.edges],
@@ -309,8 +291,7 @@ def _bucketed(lists: tf.data.Dataset, plan: BatchPlan, multiple: int) -> tf.data
 
 
 def training_batches(data: TextData, plan: RunPlan, config, to_model_io) -> tf.data.Dataset:
-    """The epoch's ``to_model_io(batch)`` batches of the training split, as many as ``plan``
-    says; with ``--length-buckets off`` every batch is padded to the last edge."""
+    """The epoch's ``to_model_io(batch)`` training batches, as many as ``plan`` says."""
     lists = parsed_text_lists(data, "train", list_size=None)
     if not config.training_includes_empty_lists():
         lists = lists.filter(lambda e: tf.reduce_max(tf.where(e[MASK], e[LABEL], 0.0)) > 0)

@@ -97,8 +97,7 @@ def save_text_servable(model, tokenizer, data: text_data.TextData, path: str, *,
 
 
 def _id_checks(query_ids, document_ids, document_mask, vocab_size: int) -> list:
-    """Assertions (core ops) refusing ids outside ``[-1, vocab_size)`` or a mask that does
-    not match ``document_ids``."""
+    """Assertions (core ops) refusing unknown ids or a mask not of ``document_ids``."""
     checks = []
     for name, ids in (("query_ids", query_ids), ("document_ids", document_ids)):
         inside = tf.reduce_all((ids >= -1) & (ids < vocab_size))
@@ -147,19 +146,12 @@ def save_token_id_servable(
     extra = os.path.join(path, ASSETS_EXTRA)
     os.makedirs(extra, exist_ok=True)
     write_vocabulary(os.path.join(extra, VOCAB_FILE), vocabulary)
-    settings = tokenizer_settings(
-        max_query_tokens=tokenizer.max_query_tokens,
-        max_document_tokens=tokenizer.max_document_tokens,
-        lower_case=tokenizer.lower_case,
-        basic_tokenization=tokenizer.basic_tokenization,
-        first_stage=takes_first_stage(model),
-    )
+    settings = tokenizer_settings(tokenizer, first_stage=takes_first_stage(model))
     write_json(os.path.join(extra, SETTINGS_NAME), settings)
 
 
 def _free_version(model_dir: str, version: int | None) -> int:
-    """``version``, or one more than the highest of either export; ``FileExistsError`` if
-    either has it."""
+    """``version``, or one more than the highest of either export, if neither has it."""
     names = (EXPORT_NAME, TOKEN_ID_EXPORT_NAME)
     if version is None:
         version = max(next_version(os.path.join(model_dir, name)) for name in names)
@@ -173,9 +165,8 @@ def _free_version(model_dir: str, version: int | None) -> int:
 def export_text_run(
     model_dir: str, *, version: int | None = None, precision: str = "float32"
 ) -> str:
-    """Exports a text run's best weights, computing in ``precision`` (bf16: faster only on
-    CPUs with bfloat16 instructions), to both exports; returns the raw-text one's path.
-    ``FileNotFoundError`` if it is no trained run, ``FileExistsError`` if a version exists."""
+    """Exports a text run's best weights, computing in ``precision``, to both exports;
+    returns the raw-text one's path."""
     config, tokenizer, model, _ = load_text_run(model_dir, precision=precision)
     data = text_data.load_text_data(config.data, config.text)
     vocab = read_vocabulary(os.path.join(model_dir, VOCAB_NAME))

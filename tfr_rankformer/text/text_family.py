@@ -1,7 +1,5 @@
 """``TextFamily``: the text models (the Listformer) on text ELWC, through the one training
-loop in one process. A run also writes ``vocab.txt`` and ``text_model.json``; training lists
-are sampled anew each epoch, evaluation keeps every document, and what the token caps cut is
-counted per split in ``metrics.json`` (``truncation``).
+loop in one process; a run also writes ``vocab.txt`` and ``text_model.json``.
 """
 
 from __future__ import annotations
@@ -86,21 +84,6 @@ class _TextStart:
     checkpoint: object = None  # the ``--init-from`` checkpoint
 
 
-class TextEvaluationCallback(tf.keras.callbacks.Callback):
-    """Adds validation metrics (``val_ndcg_y@10`` ...) to the logs after each epoch."""
-
-    def __init__(self, tokenizer, data, **settings):
-        super().__init__()
-        self.tokenizer, self.data, self.settings = tokenizer, data, settings
-
-    def on_epoch_end(self, epoch, logs=None):
-        metrics = evaluate_text_model(
-            self.model, self.tokenizer, self.data, "vali", **self.settings
-        )
-        if logs is not None:
-            logs.update({f"val_{k}": metrics[k] for k in LOGGED if k in metrics})
-
-
 def _parameters(config, vocab_size: int) -> int:
     """The Listformer's weights, from its sizes."""
     a = config.architecture
@@ -132,8 +115,7 @@ def _with_first_stage(config, data: text_data.TextData):
 
 
 def _start(config):
-    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from``, the config with
-    the checkpoint's sizes; ``(config, None, None, None)`` without one."""
+    """``(config, checkpoint, tokenizer, vocab_size)`` of ``--init-from`` (``None`` without)."""
     directory = config.text.init_from
     if directory is None:
         return config, None, None, None
@@ -277,7 +259,13 @@ class TextFamily:
         )
 
     def validation(self, run: PreparedRun, model) -> tf.keras.callbacks.Callback:
-        return TextEvaluationCallback(run.extra.tokenizer, run.data, **self._evaluation(run))
+        settings = self._evaluation(run)
+
+        def log_metrics(epoch, logs):  # val_ndcg_y@10 ... in each epoch's logs
+            metrics = evaluate_text_model(model, run.extra.tokenizer, run.data, "vali", **settings)
+            logs.update({f"val_{k}": metrics[k] for k in LOGGED if k in metrics})
+
+        return tf.keras.callbacks.LambdaCallback(on_epoch_end=log_metrics)
 
     def evaluate(self, run: PreparedRun, model, splits: tuple[str, ...]) -> dict:
         settings, tokenizer = self._evaluation(run), run.extra.tokenizer

@@ -26,8 +26,7 @@ _PIPELINE_BYTES = 200 << 20  # strings and token ids of the parsed and prefetche
 
 @dataclasses.dataclass(frozen=True)
 class TextShape:
-    """What a Listformer step's memory depends on (``frozen``: the similarity encoder's
-    weights)."""
+    """What a Listformer step's memory depends on (``frozen``: the similarity weights)."""
 
     width: int
     layers: int
@@ -93,15 +92,13 @@ def text_forward_bytes(shape: TextShape, *, lists: int, documents: int) -> int:
 
 
 def evaluation_lists(config, longest: int) -> int:
-    """Lists of ``longest`` documents per evaluation batch within its token budget, at most
-    ``--eval-batch-size``, at least one."""
+    """Lists of ``longest`` documents per evaluation batch within its token budget."""
     tokens = max(1, longest) * config.text.max_document_tokens
     return max(1, min(config.eval_batch_size, config.evaluation_batch_items() // tokens))
 
 
 def plan_text_run(config, scan: dict, *, shape: TextShape, cap: int, include_empty: bool):
-    """The ``RunPlan`` of a text run from its training split's ``scan_split`` (``cap``: the
-    documents a training list keeps); ``EmptySplitError`` if no list has two labels."""
+    """The ``RunPlan`` of a text run from its training split's ``scan_split``."""
     if not scan["lists_with_two_labels"]:
         raise nothing_to_learn(
             f"the 'train' split of {config.data} has no list with two different labels"

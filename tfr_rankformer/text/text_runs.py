@@ -1,8 +1,6 @@
-"""A text model's inputs, its evaluation, and reloading a trained text run.
-
-A run's ``text_model.json`` holds ``label_levels`` and, after ``--init-from``, ``pretrained``
-(form, token rows, tokenisation: reloading needs no checkpoint) and ``similarity`` (the
-frozen checkpoint encoder's settings of ``ScoreMixture``).
+"""A text model's inputs, its evaluation, and reloading a trained text run from its
+``text_model.json`` (``label_levels``; after ``--init-from`` also ``pretrained`` and
+``similarity``, so reloading needs no checkpoint).
 """
 
 from __future__ import annotations
@@ -12,13 +10,13 @@ import logging
 import os
 import time
 import typing
-import weakref
 
 import numpy as np
 import tensorflow as tf
 
-from tfr_rankformer.core.config_io import check_types, read_settings
+from tfr_rankformer.core.config_io import check_types, from_dict, read_settings
 from tfr_rankformer.core.run_layout import BEST_WEIGHTS, CONFIG_NAME, TEXT_RUN_NAME, VOCAB_NAME
+from tfr_rankformer.ranking.evaluation import predict_step
 from tfr_rankformer.ranking.losses import get_score_loss
 from tfr_rankformer.ranking.ranking_metrics import evaluate_rankings
 from tfr_rankformer.text import text_data
@@ -71,7 +69,7 @@ def text_model_inputs(
     first_stage: bool = False,
 ) -> dict:
     """Model inputs of a batch of text lists, the token axes padded (``-1``) to multiples of
-    ``token_multiples`` ``(q, t)`` within the caps, so that batches take few shapes."""
+    ``token_multiples`` ``(q, t)`` within the caps (few shapes to trace)."""
     tokens = tokenizer.encode(batch[text_data.QUERY], batch[text_data.DOCUMENTS])
     caps = (tokenizer.max_query_tokens, tokenizer.max_document_tokens)
     for key, multiple, cap in zip(("query_ids", "document_ids"), token_multiples, caps):
@@ -101,28 +99,10 @@ def _padded_up(ids: tf.Tensor, multiple: int, cap: int) -> tf.Tensor:
     return tf.pad(ids, padding, constant_values=-1)
 
 
-# Kept beside the models (weakly), not on them: a function stored on a model would be
-# saved with it; one trace serves every later evaluation.
-_PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _predict_step(model):
-    step = _PREDICT_STEPS.get(model)
-    if step is None:
-        signature = {k: tf.TensorSpec(i.shape, i.dtype) for k, i in model.input.items()}
-        ref = weakref.ref(model)
-        step = tf.function(
-            lambda inputs: ref()(inputs, training=False), input_signature=[signature]
-        )
-        _PREDICT_STEPS[model] = step
-    return step
-
-
 def _evaluation_batches(
     tokenizer, data, split: str, batch_size: int, first_stage: bool
 ) -> tf.data.Dataset:
-    """``(inputs, labels, cut)`` of ``split``'s lists, sorted by length, tokenised in the
-    pipeline."""
+    """``(inputs, labels, cut)`` of ``split``'s lists, sorted by length."""
     lists = text_data.parsed_text_lists(data, split, list_size=None)
     batches = text_data.length_sorted_batches(lists, batch_size, window=64)
 
@@ -160,9 +140,9 @@ class _EvaluationProgress:
 def evaluate_text_model(
     model, tokenizer, data, split: str, *, batch_size: int, list_head: bool, max_label: int
 ) -> dict:
-    """The ranking metrics of ``model`` on every list of ``split``, with what the token caps
-    cut counted under ``truncation``."""
-    step = _predict_step(model)
+    """The ranking metrics of ``model`` on ``split``, what the token caps cut in
+    ``truncation``."""
+    step = predict_step(model)
     parts = collections.defaultdict(list)
     cut = collections.Counter()
     batches = _evaluation_batches(tokenizer, data, split, batch_size, takes_first_stage(model))
@@ -220,7 +200,7 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
         raise ValueError(f"{path}: 'pretrained' must have the keys {keys}, got {settings!r}")
     check_types(_Pretrained, settings, where=f"{path}: 'pretrained'")
     try:
-        form = ListformerForm.from_json(settings["form"])
+        form = from_dict(ListformerForm, settings["form"], what="listformer form")
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: 'pretrained.form': {error}") from error
     return values["label_levels"], dict(settings, form=form), tower
@@ -228,8 +208,7 @@ def _read_text_run(model_dir: str) -> tuple[int, dict | None, dict | None]:
 
 def load_text_run(model_dir: str, *, precision: str = "float32"):
     """``(config, tokenizer, model, max_label)`` of a trained text run with its best weights,
-    computing in ``precision``. ``FileNotFoundError`` if it is no trained run; ``ValueError``
-    naming ``text_model.json`` if that is bad."""
+    computing in ``precision``."""
     config_path = os.path.join(model_dir, CONFIG_NAME)
     weights = os.path.join(model_dir, BEST_WEIGHTS)
     if not os.path.isfile(config_path) or not tf.io.gfile.exists(weights + ".index"):

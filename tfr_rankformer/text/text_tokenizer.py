@@ -1,10 +1,7 @@
 """WordPiece tokenisation in the graph (TF Text, so a SavedModel takes raw text), and a
-vocabulary built from the training text.
-
-A built vocabulary is split by ``FastWordpieceTokenizer`` after ``tf.strings.lower``; a
-checkpoint's (``basic_tokenization``) as BERT's tokenizer splits: controls deleted, lower-cased
-and accents stripped when ``lower_case`` (here, as ``BertTokenizer``'s NFKC case folding
-changes letters BERT keeps), then ``BertTokenizer``.
+vocabulary built from the training text. A checkpoint's vocabulary (``basic_tokenization``)
+is split as BERT's tokenizer splits (cleaning, lower-casing and accent stripping here, since
+``BertTokenizer``'s NFKC case folding changes letters BERT keeps).
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from collections.abc import Iterable
 import tensorflow as tf
 
 from tfr_rankformer.core.atomic_files import atomic_write
+from tfr_rankformer.serving.client_tokenizer import BERT_DELETED
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -32,13 +30,9 @@ __all__ = [
 ]
 
 UNKNOWN = "[UNK]"
-# [CLS] and [SEP] are the model's own learned vectors; they are kept in the
-# vocabulary file so it reads like a BERT one.
+# [CLS] and [SEP] are learned vectors, kept in the vocabulary so it reads like a BERT one.
 SPECIAL_TOKENS = ("[PAD]", UNKNOWN, "[CLS]", "[SEP]")
 SUFFIX = "##"
-# What BERT's tokenizer deletes before splitting: NUL, U+FFFD and every other
-# control, format, private-use or unassigned character except tab and line breaks.
-_BERT_DELETED = r"[\x00\x{FFFD}]|[^\P{C}\t\n\r]"
 # What FastWordpieceTokenizer's pre-tokenisation splits on (whitespace and punctuation).
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -62,10 +56,9 @@ def count_words(texts: Iterable[str], counts: collections.Counter | None = None)
 
 
 def build_vocabulary(word_counts: dict[str, int], *, size: int) -> list[str]:
-    """A WordPiece vocabulary of at most ``size`` entries by a deterministic frequency
-    heuristic (not BERT's training): the special tokens, every character (also as ``##``),
-    then the words, prefixes and ``##`` suffixes of 2 to 6 characters covering the most
-    occurrences; ``ValueError`` if ``size`` cannot hold the characters."""
+    """A WordPiece vocabulary of at most ``size`` entries by frequency (not BERT's training):
+    the special tokens, every character (also as ``##``), then the words, prefixes and ``##``
+    suffixes of 2 to 6 characters covering the most occurrences."""
     characters: collections.Counter = collections.Counter()
     pieces: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
@@ -114,8 +107,7 @@ def read_vocabulary(path: str) -> list[str]:
 
 
 class TextTokenizer(tf.Module):
-    """Strings to WordPiece ids, cut to ``max_query_tokens`` and ``max_document_tokens``;
-    ``lower_case`` and ``basic_tokenization`` as the module says."""
+    """Strings to WordPiece ids, cut to ``max_query_tokens`` and ``max_document_tokens``."""
 
     def __init__(
         self,
@@ -173,7 +165,7 @@ class TextTokenizer(tf.Module):
 
 def _bert_normalised(strings: tf.Tensor, *, lower_case: bool) -> tf.Tensor:
     """Hugging Face's ``BertNormalizer``: cleaning, and lower-casing and accent stripping."""
-    strings = tf.strings.regex_replace(strings, _BERT_DELETED, "")
+    strings = tf.strings.regex_replace(strings, BERT_DELETED, "")
     if not lower_case:
         return strings
     strings = register_text_ops().normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD")

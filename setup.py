@@ -72,6 +72,8 @@ EXTRAS_REQUIRE = {
         "scikit-learn>=1.3,<1.8",
         "hypothesis>=6.100,<7",
         "pytest-xdist>=3.5,<4",
+        # Session fixtures built once for all of pytest-xdist's workers (tests/conftest.py).
+        "filelock>=3.12,<5",
         # The layers' contracts in pyproject.toml, checked by `make test`.
         "import-linter>=2.1,<3",
         # The type check of the public API in `make test` (pinned: its verdicts change).

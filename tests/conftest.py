@@ -42,8 +42,13 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests[item.path]))
 
 
-# Files that read the same costly session fixture go to the same worker, which builds it once.
-SAME_WORKER = {"tests/test_predict_text.py": "tests/test_experiment_text.py"}  # text_experiment
+# Files that use the same costly session fixture go to the same worker, which builds it once:
+# `text_experiment`, and `trained` and `mlp_run`, whose runs some of them export.
+SAME_WORKER = {"tests/test_predict_text.py": "tests/test_experiment_text.py"}
+SAME_WORKER |= {
+    f"tests/test_{name}.py": "tests/test_training.py"
+    for name in ("bucketing", "distill", "export", "predict", "rejected_inputs")
+}
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -155,9 +160,48 @@ def trained(dataset, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def exported(trained):
+    """``trained``'s run and its first export: ``(model_dir, export_dir)``."""
+    from tfr_rankformer.serving.export import export_run
+
+    model_dir, _ = trained
+    return model_dir, export_run(model_dir)
+
+
+@pytest.fixture(scope="session")
+def mlp_run(dataset, tmp_path_factory):
+    """An MLP (no list head) trained 2 epochs on ``dataset`` and evaluated on its test split:
+    ``(model_dir, metrics)``."""
+    from tfr_rankformer import runner
+
+    model_dir = tmp_path_factory.mktemp("mlp")
+    config = train_config(dataset, model_dir, model="mlp", epochs=2, evaluate_splits=["test"])
+    return str(model_dir), runner.train(config, verbose=0)
+
+
+def built_once(tmp_path_factory, name: str, build):
+    """``build(directory)``'s JSON result, built once for the whole run: under pytest-xdist
+    the first worker to ask builds it (under a file lock) and the others read it."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # shared by the run's workers
+    result = root / f"{name}.json"
+    with FileLock(f"{result}.lock"):
+        if not result.is_file():
+            result.write_text(json.dumps(build(tmp_path_factory.mktemp(name))))
+        return json.loads(result.read_text())
+
+
+@pytest.fixture(scope="session")
 def tiny_servables(tmp_path_factory):
     """SavedModels of an untrained 3-feature RankFormer: ``{policy: path}`` for both
-    invalid-item policies (scores need not be good to test what is rejected)."""
+    invalid-item policies (scores need not be good to test what is rejected); read only."""
+    return built_once(tmp_path_factory, "servables", _tiny_servables)
+
+
+def _tiny_servables(root) -> dict:
     import numpy as np
     import tensorflow as tf
 
@@ -170,7 +214,6 @@ def tiny_servables(tmp_path_factory):
     tf.keras.utils.set_random_seed(0)
     model = build_model("rankformer", identity_manifest(3), ModelConfig(**SMALL), 2)
     warmup = [ElwcEncoder(3).encode(1, np.ones((2, 3), np.float32), np.zeros(2), np.zeros(2))]
-    root = tmp_path_factory.mktemp("servables")
     paths = {}
     for policy in INVALID_ITEM_POLICIES:
         paths[policy] = str(root / policy)

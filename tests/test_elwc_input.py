@@ -145,6 +145,7 @@ def test_rankformer_trains_on_converted_elwc(converted, tmp_path):
     model_dir = tmp_path / "run"
     train_flags = ["--model", "rankformer", "--data", str(out), "--model-dir", str(model_dir)]
     train_flags += ["--epochs", "1", "--batch-size", "16", "--quiet", "--no-export"]
+    train_flags += ["--num-layers", "1", "--ff-dim", "32", "--head-hidden", "16"]  # small
     assert train_main(train_flags) == 0
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert np.isfinite(metrics["test"]["ndcg_r@10"])

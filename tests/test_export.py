@@ -35,9 +35,9 @@ print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in outputs.items()}
 
 
 @pytest.fixture(scope="module")
-def exported(trained):
-    model_dir, _ = trained
-    return model_dir, export_run(model_dir)
+def loaded(exported):
+    """The export loaded once for the tests that only call its signatures."""
+    return tf.saved_model.load(exported[1])
 
 
 def _records(dataset, count=5):
@@ -85,21 +85,18 @@ def test_fresh_process_reload_matches_the_in_memory_model(exported, dataset):
     np.testing.assert_allclose(served["expected_list_label"], probs.sum(axis=1), atol=1e-5)
 
 
-def test_rest_json_b64_instances_decode_to_the_same_inputs(exported, dataset):
-    _, path = exported
+def test_rest_json_b64_instances_decode_to_the_same_inputs(loaded, dataset):
     records = _records(dataset, 3)
     body = json.dumps({"instances": [{"b64": base64.b64encode(r).decode()} for r in records]})
     decoded = [base64.b64decode(i["b64"]) for i in json.loads(body)["instances"]]
     assert decoded == records
-    signature = tf.saved_model.load(path).signatures[SIGNATURE_ELWC]
+    signature = loaded.signatures[SIGNATURE_ELWC]
     a = signature(examples=tf.constant(decoded))["scores"].numpy()
     b = signature(examples=tf.constant(records))["scores"].numpy()
     np.testing.assert_array_equal(a, b)
 
 
-def test_edge_case_lists_and_the_tensor_signature(exported):
-    _, path = exported
-    loaded = tf.saved_model.load(path)
+def test_edge_case_lists_and_the_tensor_signature(loaded):
     by_proto, by_tensor = loaded.signatures[SIGNATURE_ELWC], loaded.signatures[SIGNATURE_TENSORS]
     rng = np.random.default_rng(0)
     encoder = ElwcEncoder(136)
@@ -126,9 +123,8 @@ def test_edge_case_lists_and_the_tensor_signature(exported):
     assert np.isfinite(out["list_probs"].numpy()).all()
 
 
-def test_a_corrupt_proto_is_an_error(exported):
-    _, path = exported
-    signature = tf.saved_model.load(path).signatures[SIGNATURE_ELWC]
+def test_a_corrupt_proto_is_an_error(loaded):
+    signature = loaded.signatures[SIGNATURE_ELWC]
     with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.DataLossError)) as error:
         signature(examples=tf.constant([b"\x0a\xff\xff not a proto"]))
     assert "DecodeProto" in str(error.value)  # the ELWC decoder names the failure
@@ -166,13 +162,8 @@ def test_export_cli_versions_and_errors(exported, capsys, tmp_path):
     assert "exports compute in float32" in capsys.readouterr().err
 
 
-def test_models_without_a_list_head_export_scores_only(dataset, tmp_path):
-    from tests.conftest import train_config
-    from tfr_rankformer.runner import train
-
-    model_dir = tmp_path / "mlp"
-    train(train_config(dataset, model_dir, model="mlp", epochs=1), verbose=0)
-    signature = tf.saved_model.load(export_run(str(model_dir))).signatures[SIGNATURE_ELWC]
+def test_models_without_a_list_head_export_scores_only(mlp_run, dataset):
+    signature = tf.saved_model.load(export_run(mlp_run[0])).signatures[SIGNATURE_ELWC]
     out = signature(examples=tf.constant(_records(dataset, 2)))
     assert set(out) == {"scores"} and out["scores"].shape[0] == 2
 

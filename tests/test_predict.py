@@ -10,17 +10,10 @@ import pytest
 
 from pipelines.predict_cli import main as predict_main  # noqa: E402
 from tests.conftest import letor_line, write_lines  # noqa: E402
-from tfr_rankformer.serving.export import export_run  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def export(trained):
-    model_dir, _ = trained
-    return model_dir, export_run(model_dir)
-
-
-def test_letor_text_gives_a_trec_run_with_comment_docids(export, tmp_path, capsys):
-    model_dir, _ = export
+def test_letor_text_gives_a_trec_run_with_comment_docids(exported, tmp_path, capsys):
+    model_dir, _ = exported
     values = [0.5] * 136
     path = write_lines(
         tmp_path / "q.txt",
@@ -55,8 +48,8 @@ def test_letor_text_gives_a_trec_run_with_comment_docids(export, tmp_path, capsy
     assert "scored 2 lists" in capsys.readouterr().out
 
 
-def test_converted_split_gives_csv_with_list_quality(export, dataset, tmp_path):
-    _, path = export
+def test_converted_split_gives_csv_with_list_quality(exported, dataset, tmp_path):
+    _, path = exported
     out = tmp_path / "scores.csv"
     assert (
         predict_main(
@@ -83,8 +76,8 @@ def test_converted_split_gives_csv_with_list_quality(export, dataset, tmp_path):
     assert float(rows[0]["expected_list_label"]) == pytest.approx(p1 + p2, abs=2e-6)
 
 
-def test_bad_input_fails_cleanly(export, tmp_path, capsys):
-    model_dir, _ = export
+def test_bad_input_fails_cleanly(exported, tmp_path, capsys):
+    model_dir, _ = exported
     path = write_lines(tmp_path / "bad.txt", ["1 qid:1 1:0.5 2:x\n"])
     out = tmp_path / "run.txt"
     assert (
@@ -97,8 +90,8 @@ def test_bad_input_fails_cleanly(export, tmp_path, capsys):
     assert "tfr-export writes one" in capsys.readouterr().err
 
 
-def test_unsorted_and_repeated_indices_score_like_the_sorted_line(export, tmp_path, capsys):
-    model_dir, _ = export
+def test_unsorted_and_repeated_indices_score_like_the_sorted_line(exported, tmp_path, capsys):
+    model_dir, _ = exported
     # Each line gives the last feature: the model's training data gave every one.
     sorted_line = "1 qid:3 1:0.25 7:0.5 40:-1.0 136:0\n"
     shuffled = "1 qid:3 136:0 40:-1.0 7:9.0 1:0.25 7:0.5\n"  # 7 twice: the last value counts

@@ -97,17 +97,27 @@ def _scores(path) -> dict:
     return {(qid, docid): float(score) for qid, _, docid, _, score, _ in _run_lines(path)}
 
 
+@pytest.fixture(scope="module")
+def local_scores(text_run) -> dict:
+    """The run dir's own export's scores of the test lists, which every served one must equal."""
+    data, model_dir, root = text_run
+    local = str(root / "local.txt")
+    assert predict_main(["--model", model_dir, "--input", data, "--output", local]) == 0
+    return _scores(local)
+
+
 @pytest.mark.parametrize(
     "export, protocol",
     [("export_token_ids", "rest"), ("export_token_ids", "grpc"), ("export", "rest")],
 )
-def test_a_served_listformer_reranks_as_the_local_export(text_run, capsys, export, protocol):
+def test_a_served_listformer_reranks_as_the_local_export(
+    text_run, local_scores, capsys, export, protocol
+):
     from tests.tf_serving_fakes import FakeModel, serve_grpc, serve_rest
     from tfr_rankformer.text.text_tokenizer import register_text_ops
 
     data, model_dir, root = text_run
-    local, served = root / "local.txt", root / f"{export}-{protocol}.txt"
-    assert predict_main(["--model", model_dir, "--input", data, "--output", str(local)]) == 0
+    served = root / f"{export}-{protocol}.txt"
     register_text_ops()  # the stand-in loads the raw-string export in this process
     fake = FakeModel(os.path.join(model_dir, export), "rerank")  # the latest version
     serve = serve_rest if protocol == "rest" else serve_grpc
@@ -119,7 +129,7 @@ def test_a_served_listformer_reranks_as_the_local_export(text_run, capsys, expor
             assert "serves a token-id export: give its" in capsys.readouterr().err
             command += ["--tokenizer", model_dir]
         assert predict_main(command) == 0
-    expected, got = _scores(local), _scores(served)
+    expected, got = local_scores, _scores(served)
     assert got.keys() == expected.keys() and len(got) > 0
     np.testing.assert_allclose([got[k] for k in expected], list(expected.values()), atol=1e-5)
 

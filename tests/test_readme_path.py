@@ -224,11 +224,13 @@ def served(trained):
 
 @pytest.fixture(scope="module")
 def local(trained) -> dict:
-    """``qid -> {docid: score}`` of ``tfr-predict --model`` on the test file."""
-    _bash(
-        "tfr-predict --model runs/rankformer --input MSLR-WEB30K/Fold1/test.txt --output local.txt",
-        trained,
-    )
+    """``qid -> {docid: score}`` of ``tfr-predict --model`` on the test file (its ``main`` in
+    this process, which has TensorFlow loaded already)."""
+    from pipelines.predict_cli import main as predict_main
+
+    argv = ["--model", "runs/rankformer", "--input", "MSLR-WEB30K/Fold1/test.txt"]
+    with contextlib.chdir(trained), contextlib.redirect_stdout(io.StringIO()):
+        assert predict_main([*argv, "--output", "local.txt", "--no-progress"]) == 0
     return _read_run(trained / "local.txt")
 
 

@@ -440,15 +440,11 @@ def _predict_manifest(env: Env) -> str:
 
 
 def _predict_short_line(env: Env) -> str:
-    """A LETOR line stopping at feature 20 for an export of the session's model, whose
+    """A LETOR line stopping at feature 20 for the session's export of its model, whose
     training data gave all 136 features on every line."""
     from pipelines.predict_cli import main
-    from tfr_rankformer.serving.export import export_run
 
-    # A copy: the session's run is shared with tests that number its exports.
-    model_dir = env.tmp / "trained"
-    shutil.copytree(env.trained()[0], model_dir, ignore=shutil.ignore_patterns("export"))
-    export = export_run(str(model_dir))
+    _, export = env.request.getfixturevalue("exported")
     lines = [letor_line(1, 1, [0.5] * 136), letor_line(0, 1, [0.5] * 20)]
     path = write_lines(env.tmp / "short.txt", lines)
     out = env.tmp / "run.txt"

@@ -27,6 +27,7 @@ CRANFIELD = "python -m pipelines.benchmarks.cranfield_rerank"
 WEB30K_CLICKS = "web30k_clicks_3epochs"
 WEB30K_BATCHES = "web30k_clicks"
 CRANFIELD_DIR = "cranfield_rerank"
+CRANFIELD_BF16 = "cranfield_rerank_bf16"  # the trained Listformer scored in float32 and bf16
 PATH_MODEL = "rankformer"  # the model whose stages the README's path times
 MQ2008_LINK = "[results.md](docs/results.md#quality-on-mq2008)"
 
@@ -127,12 +128,15 @@ def web30k_table(root: str, directory: str) -> str:
     return f"CPU: {run['cpu']}. Measured by `{run['command']}`; {reprint} reprints it:\n\n{tables}"
 
 
-def cranfield_table(root: str) -> str:
+def cranfield_table(root: str, directory: str = CRANFIELD_DIR, trainings: bool = True) -> str:
+    """``cranfield_rerank``'s report of a record: its folds, and its trainings if asked."""
     from pipelines.benchmarks.cranfield_rerank import report
 
-    run, records = run_record(root, CRANFIELD_DIR, "cranfield_rerank.jsonl")
+    run, records = run_record(root, directory, "cranfield_rerank.jsonl")
     first, _, tables = report(run, records).partition("\n")
-    reprint = f"{CRANFIELD} --output {RECORDS}/{CRANFIELD_DIR} --reprint"
+    if not trainings:
+        tables = tables.split("\n\n")[0] + "\n"
+    reprint = f"{CRANFIELD} --output {RECORDS}/{directory} --reprint"
     return f"Measured by {first}; `{reprint}` reprints it:\n\n{tables}"
 
 
@@ -309,6 +313,7 @@ BLOCKS = {  # name -> (page, its table of the records under a root)
     "mq2008-200": (RESULTS, partial(parity_table, parity=PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, partial(parity_table, parity=PARITY_200_SEEDS)),
     "mq2008-200-keras-epsilon": (RESULTS, partial(parity_table, parity=PARITY_200_KERAS)),
+    "cranfield-bf16": (RESULTS, partial(cranfield_table, directory=CRANFIELD_BF16, trainings=False)),
 }
 
 

@@ -313,7 +313,10 @@ BLOCKS = {  # name -> (page, its table of the records under a root)
     "mq2008-200": (RESULTS, partial(parity_table, parity=PARITY_200)),
     "mq2008-200-seeds-0-1": (RESULTS, partial(parity_table, parity=PARITY_200_SEEDS)),
     "mq2008-200-keras-epsilon": (RESULTS, partial(parity_table, parity=PARITY_200_KERAS)),
-    "cranfield-bf16": (RESULTS, partial(cranfield_table, directory=CRANFIELD_BF16, trainings=False)),
+    "cranfield-bf16": (
+        RESULTS,
+        partial(cranfield_table, directory=CRANFIELD_BF16, trainings=False),
+    ),
 }
 
 

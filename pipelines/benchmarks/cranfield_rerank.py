@@ -134,7 +134,7 @@ def mean_line(records: list[dict]) -> str:
     return f"| mean ± SE | {lists} | {' | '.join(cells)} |"
 
 
-def report(run: dict, records: list[dict]) -> str:
+def report(run: dict, records: list[dict], *, trainings: bool = True) -> str:
     """The run's command and time, the folds' table and the trainings' figures."""
     columns = list(column_values(records))
     lines = [f"`{run['command']}` ({run.get('cpu', '?')}; {run.get('seconds', '?')} s)"]
@@ -153,7 +153,7 @@ def report(run: dict, records: list[dict]) -> str:
                 f"| {r['fold']} | {variant} | {t['epochs']} | {t['seconds_per_epoch']:.0f} | "
                 f"{peak} | {t['estimated_peak_bytes'] / 2**30:.2f} GiB |"
             )
-    if len(runs) > 2:
+    if trainings and len(runs) > 2:
         lines += ["", *runs]
     return "\n".join(lines) + "\n"
 

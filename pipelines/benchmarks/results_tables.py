@@ -133,9 +133,7 @@ def cranfield_table(root: str, directory: str = CRANFIELD_DIR, trainings: bool =
     from pipelines.benchmarks.cranfield_rerank import report
 
     run, records = run_record(root, directory, "cranfield_rerank.jsonl")
-    first, _, tables = report(run, records).partition("\n")
-    if not trainings:
-        tables = tables.split("\n\n")[0] + "\n"
+    first, _, tables = report(run, records, trainings=trainings).partition("\n")
     reprint = f"{CRANFIELD} --output {RECORDS}/{directory} --reprint"
     return f"Measured by {first}; `{reprint}` reprints it:\n\n{tables}"
 
